@@ -1,0 +1,1 @@
+"""tailtrace analysis: reads a run directory, ties scheduler delay to the P99."""

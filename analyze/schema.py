@@ -1,0 +1,90 @@
+"""The record schema: numpy dtypes built from schema.json (written by tt-schema).
+
+The C header include/tailtrace/records.h is the one source of the layout;
+`tt-schema` prints it as JSON and every writer copies it into the run
+directory as schema.json. Nothing here restates a field by hand.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+_NP_TYPES = {"u8": "<u1", "u16": "<u2", "u32": "<u4", "u64": "<u8",
+             "s32": "<i4", "s64": "<i8", "char": "S1"}
+
+
+class SchemaError(RuntimeError):
+    """schema.json is missing or does not describe the files."""
+
+
+def find_tt_schema() -> str | None:
+    """Path of the tt-schema binary: $TT_SCHEMA, the build tree, or PATH."""
+    env = os.environ.get("TT_SCHEMA")
+    if env:
+        return env
+    root = Path(__file__).resolve().parent.parent
+    cand = root / "build" / "common" / "tt-schema"
+    if cand.exists():
+        return str(cand)
+    return shutil.which("tt-schema")
+
+
+def load_schema(run_dir: str | os.PathLike | None = None) -> dict:
+    """The schema of run_dir (its schema.json), else the one tt-schema prints."""
+    if run_dir is not None:
+        p = Path(run_dir) / "schema.json"
+        if p.exists():
+            return json.loads(p.read_text())
+    exe = find_tt_schema()
+    if not exe:
+        raise SchemaError("no schema.json in the run directory and no tt-schema binary: "
+                          "build the project (cmake --build build)")
+    return json.loads(subprocess.run([exe], check=True, capture_output=True, text=True).stdout)
+
+
+def record_dtype(schema: dict, kind: str) -> np.dtype:
+    """numpy structured dtype of one record kind ('request', 'runq', ...)."""
+    try:
+        rec = schema["records"][kind]
+    except KeyError:
+        raise SchemaError(f"schema has no record kind {kind!r}") from None
+    names, formats, offsets = [], [], []
+    for f in rec["fields"]:
+        base = _NP_TYPES[f["type"]]
+        if f["type"] == "char":
+            fmt = f"S{f['count']}"
+        elif f["count"] > 1:
+            fmt = (base, (f["count"],))
+        else:
+            fmt = base
+        names.append(f["name"])
+        formats.append(fmt)
+        offsets.append(f["offset"])
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                     "itemsize": rec["size"]})
+
+
+def read_records(path: str | os.PathLike, schema: dict, kind: str) -> np.ndarray:
+    """Read one .bin record file into a structured array, checking its header."""
+    rec = schema["records"][kind]
+    dtype = record_dtype(schema, kind)
+    hsize = schema["header_size"]
+    raw = Path(path).read_bytes()
+    if len(raw) < hsize:
+        raise SchemaError(f"{path}: truncated header ({len(raw)} bytes)")
+    magic = raw[:8].rstrip(b"\0").decode("ascii", "replace")
+    rtype = int.from_bytes(raw[8:12], "little")
+    rsize = int.from_bytes(raw[12:16], "little")
+    if magic != schema["magic"] or rtype != rec["type"] or rsize != rec["size"]:
+        raise SchemaError(f"{path}: not a {kind} record file (magic {magic!r}, type {rtype}, "
+                          f"size {rsize}; expected {schema['magic']!r}, {rec['type']}, {rec['size']})")
+    body = len(raw) - hsize
+    if body % rsize:
+        raise SchemaError(f"{path}: corrupt, {body} bytes is not a whole number of "
+                          f"{rsize}-byte records")
+    return np.frombuffer(raw, dtype=dtype, offset=hsize, count=body // rsize)

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+#include "recfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RECFILE_BUF_BYTES (1u << 20)
+
+struct recfile {
+	int fd;
+	uint32_t rec_size;
+	uint64_t count;
+	size_t used;
+	char buf[RECFILE_BUF_BYTES];
+};
+
+#define KIND_SIZE(kind, st, id, fields, file) case id: return sizeof(struct st);
+uint32_t recfile_kind_size(enum tt_rec_type type)
+{
+	switch (type) { TT_RECORD_KINDS(KIND_SIZE) }
+	return 0;
+}
+
+#define KIND_FILE(kind, st, id, fields, file) case id: return file;
+const char *recfile_kind_file(enum tt_rec_type type)
+{
+	switch (type) { TT_RECORD_KINDS(KIND_FILE) }
+	return NULL;
+}
+
+static int write_full(int fd, const void *p, size_t len)
+{
+	const char *c = p;
+
+	while (len > 0) {
+		ssize_t w = write(fd, c, len);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		c += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+struct recfile *recfile_open(const char *path, uint32_t rec_type, uint32_t rec_size)
+{
+	struct tt_file_header hdr = { .rec_type = rec_type, .rec_size = rec_size };
+	struct recfile *f;
+	int err;
+
+	if (rec_size == 0 || rec_size > RECFILE_BUF_BYTES) {
+		errno = EINVAL;
+		return NULL;
+	}
+	f = malloc(sizeof(*f));
+	if (!f)
+		return NULL;
+	f->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (f->fd < 0) {
+		free(f);
+		return NULL;
+	}
+	f->rec_size = rec_size;
+	f->count = 0;
+	f->used = 0;
+	memcpy(hdr.magic, TT_FILE_MAGIC, sizeof(hdr.magic));
+	err = write_full(f->fd, &hdr, sizeof(hdr));
+	if (err) {
+		close(f->fd);
+		free(f);
+		errno = -err;
+		return NULL;
+	}
+	return f;
+}
+
+struct recfile *recfile_open_kind(const char *dir, enum tt_rec_type type)
+{
+	const char *name = recfile_kind_file(type);
+	char path[PATH_MAX];
+
+	if (!name) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	return recfile_open(path, type, recfile_kind_size(type));
+}
+
+int recfile_flush(struct recfile *f)
+{
+	int err;
+
+	if (!f || f->used == 0)
+		return 0;
+	err = write_full(f->fd, f->buf, f->used);
+	f->used = 0;
+	return err;
+}
+
+int recfile_write(struct recfile *f, const void *recs, size_t n)
+{
+	const char *src = recs;
+	size_t left = n * f->rec_size;
+	int err;
+
+	while (left > 0) {
+		size_t room = sizeof(f->buf) - f->used;
+		size_t chunk = left < room ? left : room;
+
+		memcpy(f->buf + f->used, src, chunk);
+		f->used += chunk;
+		src += chunk;
+		left -= chunk;
+		if (f->used == sizeof(f->buf)) {
+			err = recfile_flush(f);
+			if (err)
+				return err;
+		}
+	}
+	f->count += n;
+	return 0;
+}
+
+uint64_t recfile_count(const struct recfile *f)
+{
+	return f ? f->count : 0;
+}
+
+int recfile_close(struct recfile *f)
+{
+	int err;
+
+	if (!f)
+		return 0;
+	err = recfile_flush(f);
+	if (close(f->fd) && !err)
+		err = -errno;
+	free(f);
+	return err;
+}
+
+static int read_full(int fd, void *p, size_t len)
+{
+	char *c = p;
+
+	while (len > 0) {
+		ssize_t r = read(fd, c, len);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EBADMSG;
+		c += r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+int recfile_read_all(const char *path, uint32_t rec_type, uint32_t rec_size,
+		     void **out, size_t *n)
+{
+	struct tt_file_header hdr;
+	struct stat st;
+	size_t body;
+	void *buf = NULL;
+	int fd, err;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	err = fstat(fd, &st) ? -errno : read_full(fd, &hdr, sizeof(hdr));
+	if (!err && (memcmp(hdr.magic, TT_FILE_MAGIC, sizeof(hdr.magic)) ||
+		     hdr.rec_type != rec_type || hdr.rec_size != rec_size))
+		err = -EBADMSG;
+	body = err ? 0 : (size_t)st.st_size - sizeof(hdr);
+	if (!err && body % rec_size)
+		err = -EBADMSG;
+	if (!err && body) {
+		buf = malloc(body);
+		err = buf ? read_full(fd, buf, body) : -ENOMEM;
+	}
+	close(fd);
+	if (err) {
+		free(buf);
+		return err;
+	}
+	*out = buf;
+	*n = body / rec_size;
+	return 0;
+}

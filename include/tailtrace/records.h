@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tailtrace record layouts: the one source of truth.
+ *
+ * Every record that crosses the run directory (shared/design.md) is declared
+ * here exactly once, as an X-macro field list. From that list we generate:
+ *   - the C struct (used by BPF programs, the tailtrace loader, the workloads),
+ *   - the JSON schema (`tt-schema`, and `schema.json` in every run directory)
+ *     that the Python analysis turns into a numpy dtype.
+ * So the layout is never written twice by hand.
+ *
+ * Rules: fixed-size little-endian fields, naturally aligned, explicit padding,
+ * struct size a multiple of 8. All timestamps are CLOCK_MONOTONIC ns
+ * (bpf_ktime_get_ns() is that clock).
+ *
+ * Include either vmlinux.h (BPF side) or nothing (user side: <linux/types.h>
+ * is pulled in below).
+ */
+#ifndef TAILTRACE_RECORDS_H
+#define TAILTRACE_RECORDS_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define TT_T_u8  __u8
+#define TT_T_u16 __u16
+#define TT_T_u32 __u32
+#define TT_T_u64 __u64
+#define TT_T_s32 __s32
+#define TT_T_s64 __s64
+#define TT_T_char char
+
+/* F(type, name)          scalar field
+ * A(type, name, count)   fixed array (char arrays are NUL-padded strings) */
+
+/* requests.bin: one per HTTP request issued by httpload. */
+#define TT_REQUEST_FIELDS(F, A)                                              \
+	F(u64, id)           /* request index, 0..N-1 */                     \
+	F(u64, t_enqueue_ns) /* created / queued; open loop: its due time */ \
+	F(u64, t_start_ns)   /* a worker began it (curl perform start) */    \
+	F(u64, t_end_ns)     /* response complete or error */                \
+	F(u64, bytes)        /* response body bytes */                       \
+	F(u32, conn)         /* logical connection id */                     \
+	F(u32, tid)          /* thread that executed it (gettid) */          \
+	F(u32, pid)                                                          \
+	F(s32, status)       /* HTTP code, or -CURLcode on transport error */
+
+/* runq.bin: one per runnable interval of a traced thread. */
+#define TT_RUNQ_FIELDS(F, A)                                                 \
+	F(u64, t_runnable_ns) /* wakeup, or switch-out while still running */\
+	F(u64, t_run_ns)      /* switched in */                              \
+	F(u32, pid)                                                          \
+	F(u32, tid)                                                          \
+	F(u32, cpu)           /* CPU it finally ran on */                    \
+	F(u32, waker_tid)     /* 0 for preemption */                         \
+	F(u8, kind)           /* enum tt_runq_kind */                        \
+	A(u8, pad, 7)
+
+enum tt_runq_kind {
+	TT_RUNQ_WAKEUP = 0,     /* R: woken by another task */
+	TT_RUNQ_PREEMPT = 1,    /* R+: preempted while runnable */
+	TT_RUNQ_WAKEUP_NEW = 2, /* new task's first run */
+};
+
+/* switches.bin: one per off-CPU interval of a traced thread. */
+#define TT_SWITCH_FIELDS(F, A)                                               \
+	F(u64, t_off_ns)                                                     \
+	F(u64, t_on_ns)                                                      \
+	F(u32, pid)                                                          \
+	F(u32, tid)                                                          \
+	F(u32, cpu_off)       /* CPU it left */                              \
+	F(u32, cpu_on)        /* CPU it came back on */                      \
+	F(s32, kstack_id)     /* -1: none / below threshold */               \
+	F(s32, ustack_id)                                                    \
+	F(u32, prev_state)    /* task state at switch-out (0 = runnable) */  \
+	F(u8, voluntary)      /* 1: blocked, 0: preempted */                 \
+	A(u8, pad, 3)
+
+/* locks.bin: one per pthread mutex acquisition (released or not). */
+#define TT_LOCK_FIELDS(F, A)                                                 \
+	F(u64, mutex)         /* mutex address in the target */              \
+	F(u64, t_request_ns)  /* lock() entered */                           \
+	F(u64, t_acquired_ns) /* lock() returned 0 */                        \
+	F(u64, t_released_ns) /* unlock() entered; 0 if never seen */        \
+	F(u32, pid)                                                          \
+	F(u32, tid)                                                          \
+	F(s32, ustack_id)     /* acquirer's user stack, -1 if not taken */   \
+	F(u32, flags)         /* TT_LOCK_* */
+
+#define TT_LOCK_TRYLOCK   0x1 /* acquired through pthread_mutex_trylock */
+#define TT_LOCK_CONTENDED 0x2 /* acquisition had to wait (futex path) */
+
+/* spans.bin: one per uprobe/uretprobe pair (--span BIN:SYMBOL). */
+#define TT_SPAN_FIELDS(F, A)                                                 \
+	F(u64, t_start_ns)                                                   \
+	F(u64, t_end_ns)                                                     \
+	F(s64, ret)           /* function's return value */                  \
+	F(u32, pid)                                                          \
+	F(u32, tid)                                                          \
+	F(u32, span_id)       /* index of the --span option */               \
+	F(u32, depth)         /* nesting depth on this thread, 0 = outer */
+
+/* tasks.bin: one per traced thread, written when tracing ends. */
+#define TT_TASK_FIELDS(F, A)                                                 \
+	F(u64, migrations)    /* sched_migrate_task count */                 \
+	F(u32, pid)                                                          \
+	F(u32, tid)                                                          \
+	A(char, comm, 16)
+
+/* ---- generated structs ------------------------------------------------ */
+#define TT_DECL_F(t, n) TT_T_##t n;
+#define TT_DECL_A(t, n, c) TT_T_##t n[c];
+
+struct tt_request { TT_REQUEST_FIELDS(TT_DECL_F, TT_DECL_A) };
+struct tt_runq    { TT_RUNQ_FIELDS(TT_DECL_F, TT_DECL_A) };
+struct tt_switch  { TT_SWITCH_FIELDS(TT_DECL_F, TT_DECL_A) };
+struct tt_lock    { TT_LOCK_FIELDS(TT_DECL_F, TT_DECL_A) };
+struct tt_span    { TT_SPAN_FIELDS(TT_DECL_F, TT_DECL_A) };
+struct tt_task    { TT_TASK_FIELDS(TT_DECL_F, TT_DECL_A) };
+
+/* Record type ids, stored in each file's header. */
+enum tt_rec_type {
+	TT_REC_REQUEST = 1,
+	TT_REC_RUNQ = 2,
+	TT_REC_SWITCH = 3,
+	TT_REC_LOCK = 4,
+	TT_REC_SPAN = 5,
+	TT_REC_TASK = 6,
+};
+
+/* Every .bin file starts with this 16-byte header, then records back to back. */
+#define TT_FILE_MAGIC "TTREC01" /* 7 chars + NUL = 8 bytes */
+struct tt_file_header {
+	char magic[8];
+	__u32 rec_type;
+	__u32 rec_size;
+};
+
+/* X-list of record kinds: X(kind, STRUCT, TYPE_ID, FIELDS, file name) */
+#define TT_RECORD_KINDS(X)                                                       \
+	X(request, tt_request, TT_REC_REQUEST, TT_REQUEST_FIELDS, "requests.bin")  \
+	X(runq, tt_runq, TT_REC_RUNQ, TT_RUNQ_FIELDS, "runq.bin")                  \
+	X(switch, tt_switch, TT_REC_SWITCH, TT_SWITCH_FIELDS, "switches.bin")      \
+	X(lock, tt_lock, TT_REC_LOCK, TT_LOCK_FIELDS, "locks.bin")                 \
+	X(span, tt_span, TT_REC_SPAN, TT_SPAN_FIELDS, "spans.bin")                 \
+	X(task, tt_task, TT_REC_TASK, TT_TASK_FIELDS, "tasks.bin")
+
+#endif /* TAILTRACE_RECORDS_H */

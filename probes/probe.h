@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The contract between the tailtrace loader (main.c) and each probe module
+ * (runq.c, sched.c, locks.c, spans.c). One probe = x.bpf.c + x.c + x.h:
+ *   x.h      only types shared with the BPF side (records live in records.h)
+ *   x.bpf.c  the BPF programs (tp_btf / raw_tp / tracepoint variants sharing one static function)
+ *   x.c      this interface: open -> configure (const volatile) -> load -> attach,
+ *            ring buffer consumer, final drain, stats for meta.json.
+ * Errors are returned (negative errno) with a one-line reason in ctx->err,
+ * never printed from deep inside.
+ */
+#ifndef TT_PROBE_H
+#define TT_PROBE_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <bpf/libbpf.h>
+
+#define TT_MAX_SPANS 8
+
+enum tt_event {
+	TT_EV_RUNQ = 1u << 0,
+	TT_EV_SWITCH = 1u << 1,
+	TT_EV_OFFCPU = 1u << 2,
+	TT_EV_LOCKS = 1u << 3,
+	TT_EV_SPANS = 1u << 4,
+};
+
+struct tt_span_spec {
+	const char *binary; /* as given: path or library name (libcurl.so.4) */
+	const char *symbol;
+};
+
+struct tt_opts {
+	int pid;              /* target tgid; 0 with all = system-wide */
+	bool all;
+	const char *comm;     /* filter by comm (NULL: none) */
+	const char *cgroup;   /* cgroup v2 path (NULL: none) */
+	const char *out_dir;  /* run directory */
+	unsigned events;      /* TT_EV_* mask */
+	unsigned ringbuf_mb;  /* per-stream ring buffer size */
+	bool aggregate;       /* in-kernel histograms only, no records */
+	int verbose;
+	uint64_t min_offcpu_us;
+	double duration_s;    /* 0: until the target exits / SIGINT */
+	struct tt_span_spec spans[TT_MAX_SPANS];
+	int nspans;
+};
+
+struct tt_syms;
+
+/* Per-stream figures for meta.json and the final line. */
+struct tt_stream_stats {
+	const char *stream;   /* "runq", "switch", "offcpu", "locks", "spans", ... */
+	const char *hook;     /* "tp_btf", "raw_tp", "tracepoint", "uprobe" */
+	uint64_t written;     /* records written to the run directory */
+	uint64_t lost;        /* failed ring-buffer reservations (BPF-side counter) */
+};
+
+struct tt_ctx {
+	const struct tt_opts *opts;
+	struct ring_buffer *rb;  /* shared poller: modules add their ring maps */
+	int target_pid;          /* resolved target tgid (0: system-wide) */
+	struct tt_syms *syms;    /* user-space symbolizer of the target; may be NULL */
+	char err[256];           /* one-line reason when a call fails */
+};
+
+/* A probe module. setup() does open/configure/load/attach and adds its ring
+ * buffer(s) to ctx->rb (creating ctx->rb if NULL). finish() is called once
+ * after the final poll: it flushes records and writes side files (stacks,
+ * folded stacks, aggregates). stats() fills up to max entries, returns count. */
+struct tt_probe {
+	const char *name;
+	unsigned events;  /* which TT_EV_* bits select this module */
+	int (*setup)(struct tt_ctx *ctx, void **state);
+	int (*finish)(struct tt_ctx *ctx, void *state);
+	int (*stats)(void *state, struct tt_stream_stats *out, int max);
+	void (*destroy)(void *state);
+};
+
+/* Helper for modules: add a ring buffer map to ctx->rb, creating it if needed. */
+int probe_add_ringbuf(struct tt_ctx *ctx, struct bpf_map *map, ring_buffer_sample_fn fn, void *state);
+
+#endif

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Symbols for uprobes and stacks, from /proc/PID/maps and ELF files on disk.
+ * Works for third-party binaries and after the target exited: the maps are
+ * snapshotted while it runs (syms_refresh) and ELF files are read from disk.
+ */
+#ifndef TT_SYMS_H
+#define TT_SYMS_H
+#include <stddef.h>
+#include <stdint.h>
+
+struct tt_syms;
+
+struct tt_syms *syms_new(int pid);
+/* Re-read /proc/PID/maps, keeping mappings already seen (cheap if unchanged). */
+int syms_refresh(struct tt_syms *s);
+/* "func+0x1a (libc.so.6)" or "[unknown] (0x7f..)" into buf; returns buf. */
+const char *syms_resolve(struct tt_syms *s, uint64_t addr, char *buf, size_t len);
+void syms_free(struct tt_syms *s);
+
+/* Kernel symbols from /proc/kallsyms. */
+struct tt_ksyms;
+struct tt_ksyms *ksyms_load(void);
+const char *ksyms_resolve(struct tt_ksyms *k, uint64_t addr, char *buf, size_t len);
+void ksyms_free(struct tt_ksyms *k);
+
+/* Find the file a library name (libc.so.6, libcurl.so.4, or a path) refers to
+ * for pid: its mapping in /proc/PID/maps, else the dynamic loader's search
+ * (ldconfig cache, standard dirs). 0 or -ENOENT. */
+int syms_find_library(int pid, const char *name, char *path, size_t len);
+/* File offset of a symbol in an ELF (.symtab then .dynsym) for a uprobe.
+ * -ENOENT if absent; then syms_suggest() lists close matches. */
+int syms_elf_offset(const char *path, const char *symbol, uint64_t *offset);
+/* Up to max close matches of symbol in path (substring, case-insensitive),
+ * joined with ", " into buf. Returns number found. */
+int syms_suggest(const char *path, const char *symbol, char *buf, size_t len, int max);
+
+#endif

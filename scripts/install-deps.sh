@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Install every system and Python dependency of tailtrace on Debian 12, as root.
+# Idempotent: re-running it only installs what is missing.
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps.sh: must run as root (try: sudo $0)" >&2
+    exit 1
+fi
+
+APT_PKGS=(
+    build-essential cmake pkg-config git ca-certificates
+    clang llvm libelf-dev zlib1g-dev
+    libbpf-dev bpftool bpftrace linux-perf
+    libcurl4-openssl-dev libnuma-dev
+    nginx wrk curl jq procps psmisc
+    python3 python3-pip python3-venv
+    chromium
+)
+
+missing=()
+for p in "${APT_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "install-deps: apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Debian's nginx package starts a system service on port 80; tailtrace starts its own.
+if command -v systemctl >/dev/null 2>&1; then systemctl disable --now nginx >/dev/null 2>&1 || true; fi
+pkill -x nginx 2>/dev/null || true
+
+# Python side: the analysis package and its test runner.
+here=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PYTHON:-python3}
+"$PY" -m pip install -q --disable-pip-version-check \
+    'pandas>=1.5' 'pyarrow>=10' 'numpy>=1.23' 'matplotlib>=3.6' 'pytest>=7'
+if [ -f "$here/analyze/pyproject.toml" ] || [ -f "$here/pyproject.toml" ]; then
+    "$PY" -m pip install -q --disable-pip-version-check -e "$here" 2>/dev/null || true
+fi
+
+# Flame graphs: inferno (Rust). Optional; skipped when cargo is absent.
+if ! command -v inferno-flamegraph >/dev/null 2>&1; then
+    if command -v cargo >/dev/null 2>&1; then
+        cargo install inferno --locked -q || echo "install-deps: inferno not installed (flame graphs will be skipped)" >&2
+    else
+        echo "install-deps: cargo not found; flame graphs need 'cargo install inferno --locked'" >&2
+    fi
+fi
+
+echo "install-deps: done"
