@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: MIT */
+/* Fixed workers over one FIFO queue (mutex + condvar); see threadpool.h. */
+#include "threadpool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tp_system.h"
+#include "tt_clock.h"
+
+#define TP_QUEUE_INITIAL 1024u
+
+struct tp_worker {
+	struct tp_pool *pool;
+	pthread_t thread;
+	bool started;
+	struct tp_worker_ctx ctx;
+	uint64_t tasks_run; /* written by the worker, read with atomics */
+	uint64_t busy_ns;
+	pid_t tid;
+} __attribute__((aligned(64)));
+
+struct tp_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t nonempty;
+	struct tp_task *ring; /* FIFO: ring[(head + i) & (cap - 1)] */
+	size_t cap, head, count;
+	bool stopping, joined, numa;
+	unsigned nworkers;
+	struct tp_worker *workers;
+};
+
+static void set_err(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!buf || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- queue (caller holds pool->lock) ---------------------------------- */
+
+static int queue_reserve(struct tp_pool *p, size_t extra)
+{
+	size_t cap = p->cap;
+	struct tp_task *ring;
+
+	while (cap - p->count < extra)
+		cap *= 2;
+	if (cap == p->cap)
+		return 0;
+	ring = malloc(cap * sizeof(*ring));
+	if (!ring)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->count; i++)
+		ring[i] = p->ring[(p->head + i) & (p->cap - 1)];
+	free(p->ring);
+	p->ring = ring;
+	p->cap = cap;
+	p->head = 0;
+	return 0;
+}
+
+static void queue_push(struct tp_pool *p, const struct tp_task *t)
+{
+	p->ring[(p->head + p->count) & (p->cap - 1)] = *t;
+	p->count++;
+}
+
+static struct tp_task queue_pop(struct tp_pool *p)
+{
+	struct tp_task t = p->ring[p->head];
+
+	p->head = (p->head + 1) & (p->cap - 1);
+	p->count--;
+	return t;
+}
+
+/* ---- workers ---------------------------------------------------------- */
+
+static void worker_run_task(struct tp_worker *w, const struct tp_task *t)
+{
+	uint64_t t0 = tt_now_ns();
+
+	t->fn(t->arg, &w->ctx);
+	__atomic_store_n(&w->busy_ns, w->busy_ns + (tt_now_ns() - t0), __ATOMIC_RELAXED);
+	__atomic_store_n(&w->tasks_run, w->tasks_run + 1, __ATOMIC_RELAXED);
+}
+
+static void *worker_main(void *arg)
+{
+	struct tp_worker *w = arg;
+	struct tp_pool *p = w->pool;
+
+	__atomic_store_n(&w->tid, gettid(), __ATOMIC_RELEASE);
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct tp_task t;
+
+		while (p->count == 0 && !p->stopping)
+			pthread_cond_wait(&p->nonempty, &p->lock);
+		if (p->count == 0)
+			break; /* stopping and nothing left */
+		t = queue_pop(p);
+		pthread_mutex_unlock(&p->lock);
+		worker_run_task(w, &t);
+		pthread_mutex_lock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* ---- placement -------------------------------------------------------- */
+
+static int pool_plan(struct tp_pool *p, const struct tp_config *cfg,
+		     struct tp_system_topology *sys, struct tp_placement *place,
+		     struct tp_plan *plan, struct tp_plan_opts *opts, char *eb, size_t el)
+{
+	int err = tp_topology_read(sys);
+
+	if (err) {
+		set_err(eb, el, "threadpool: sched_getaffinity: %s", strerror(-err));
+		return err;
+	}
+	opts->cpus = cfg->affinity == TP_AFFINITY_LIST ? cfg->cpus : NULL;
+	opts->ncpus = cfg->affinity == TP_AFFINITY_LIST ? cfg->ncpus : 0;
+	opts->numa = cfg->numa && sys->numa_ok;
+	if (cfg->affinity == TP_AFFINITY_LIST && (!cfg->cpus || !cfg->ncpus)) {
+		set_err(eb, el, "threadpool: empty CPU list: give at least one CPU");
+		return -EINVAL;
+	}
+	err = tp_plan_workers(&sys->topo, opts, cfg->workers, place, plan);
+	if (err == -EINVAL)
+		set_err(eb, el, "threadpool: CPU %d is offline or outside this process's "
+			"allowed CPUs: pick CPUs from `taskset -cp $$`", plan->bad_cpu);
+	else if (err)
+		set_err(eb, el, "threadpool: no usable CPU in this process's affinity mask");
+	if (!err && cfg->numa && !plan->numa)
+		fprintf(stderr, "threadpool: NUMA requested but %s: NUMA placement is a no-op\n",
+			sys->numa_ok ? "the workers' CPUs are on one node" : "libnuma reports no NUMA support");
+	p->numa = plan->numa;
+	return err;
+}
+
+static int worker_start(struct tp_pool *p, struct tp_worker *w, const cpu_set_t *mask,
+			const char *prefix)
+{
+	pthread_attr_t attr;
+	char name[16];
+	int err;
+
+	pthread_attr_init(&attr);
+	err = mask ? pthread_attr_setaffinity_np(&attr, sizeof(*mask), mask) : 0;
+	if (!err)
+		err = pthread_create(&w->thread, &attr, worker_main, w);
+	pthread_attr_destroy(&attr);
+	if (err)
+		return -err;
+	w->started = true;
+	snprintf(name, sizeof(name), "%.9s-w%u", prefix, w->ctx.index);
+	pthread_setname_np(w->thread, name);
+	return 0;
+}
+
+static int pool_start_workers(struct tp_pool *p, const struct tp_config *cfg, char *eb, size_t el)
+{
+	struct tp_system_topology *sys = calloc(1, sizeof(*sys));
+	struct tp_placement *place = calloc(cfg->workers, sizeof(*place));
+	bool pin = cfg->affinity != TP_AFFINITY_NONE;
+	struct tp_plan_opts opts = { 0 };
+	struct tp_plan plan = { 0 };
+	int err = sys && place ? 0 : -ENOMEM;
+
+	if (!err && pin)
+		err = pool_plan(p, cfg, sys, place, &plan, &opts, eb, el);
+	for (unsigned i = 0; !err && i < cfg->workers; i++) {
+		struct tp_worker *w = &p->workers[i];
+		int bind[TP_MAX_CPUS];
+		size_t nb = pin ? tp_plan_binding(&sys->topo, &opts, &plan, &place[i], bind, TP_MAX_CPUS) : 0;
+		cpu_set_t mask;
+
+		w->ctx.cpu = pin ? place[i].cpu : -1;
+		w->ctx.node = pin ? place[i].node : -1;
+		w->ctx.mem_bytes = cfg->worker_mem_bytes;
+		w->ctx.mem = tp_mem_alloc(cfg->worker_mem_bytes, w->ctx.node, p->numa);
+		if (cfg->worker_mem_bytes && !w->ctx.mem) {
+			set_err(eb, el, "threadpool: out of memory for per-worker memory");
+			err = -ENOMEM;
+			break;
+		}
+		CPU_ZERO(&mask);
+		for (size_t k = 0; k < nb; k++)
+			CPU_SET(bind[k], &mask);
+		err = worker_start(p, w, pin ? &mask : NULL, cfg->name_prefix ? cfg->name_prefix : "tp");
+		if (err)
+			set_err(eb, el, "threadpool: starting worker %u: %s", i, strerror(-err));
+	}
+	free(sys);
+	free(place);
+	return err;
+}
+
+int tp_create(struct tp_pool **out, const struct tp_config *cfg, char *eb, size_t el)
+{
+	struct tp_pool *p;
+	int err;
+
+	*out = NULL;
+	if (cfg->workers == 0 || cfg->workers > 4096) {
+		set_err(eb, el, "threadpool: worker count must be 1..4096");
+		return -EINVAL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->cap = TP_QUEUE_INITIAL;
+	p->ring = malloc(p->cap * sizeof(*p->ring));
+	p->nworkers = cfg->workers;
+	p->workers = aligned_alloc(64, cfg->workers * sizeof(*p->workers));
+	if (!p->ring || !p->workers) {
+		free(p->ring);
+		free(p->workers);
+		free(p);
+		return -ENOMEM;
+	}
+	memset(p->workers, 0, cfg->workers * sizeof(*p->workers));
+	for (unsigned i = 0; i < cfg->workers; i++) {
+		p->workers[i].pool = p;
+		p->workers[i].ctx.index = i;
+	}
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->nonempty, NULL);
+	err = pool_start_workers(p, cfg, eb, el);
+	if (err) {
+		tp_destroy(p);
+		return err;
+	}
+	*out = p;
+	return 0;
+}
+
+int tp_submit(struct tp_pool *p, tp_task_fn fn, void *arg)
+{
+	struct tp_task t = { .fn = fn, .arg = arg };
+
+	return tp_submit_batch(p, &t, 1);
+}
+
+int tp_submit_batch(struct tp_pool *p, const struct tp_task *tasks, size_t n)
+{
+	int err;
+
+	if (n == 0)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	err = p->stopping ? -ESHUTDOWN : queue_reserve(p, n);
+	for (size_t i = 0; !err && i < n; i++)
+		queue_push(p, &tasks[i]);
+	pthread_mutex_unlock(&p->lock);
+	if (err)
+		return err;
+	if (n == 1)
+		pthread_cond_signal(&p->nonempty);
+	else
+		pthread_cond_broadcast(&p->nonempty);
+	return 0;
+}
+
+long tp_shutdown(struct tp_pool *p, enum tp_stop how)
+{
+	long dropped = 0;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->joined) {
+		pthread_mutex_unlock(&p->lock);
+		return 0;
+	}
+	if (how == TP_CANCEL) {
+		dropped = (long)p->count;
+		p->count = 0;
+	}
+	p->stopping = true;
+	p->joined = true;
+	pthread_cond_broadcast(&p->nonempty);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned i = 0; i < p->nworkers; i++)
+		if (p->workers[i].started)
+			pthread_join(p->workers[i].thread, NULL);
+	return dropped;
+}
+
+void tp_destroy(struct tp_pool *p)
+{
+	if (!p)
+		return;
+	tp_shutdown(p, TP_DRAIN);
+	for (unsigned i = 0; i < p->nworkers; i++)
+		tp_mem_free(p->workers[i].ctx.mem, p->workers[i].ctx.mem_bytes, p->numa);
+	pthread_cond_destroy(&p->nonempty);
+	pthread_mutex_destroy(&p->lock);
+	free(p->ring);
+	free(p->workers);
+	free(p);
+}
+
+unsigned tp_workers(const struct tp_pool *p)
+{
+	return p->nworkers;
+}
+
+bool tp_numa_active(const struct tp_pool *p)
+{
+	return p->numa;
+}
+
+size_t tp_queue_len(struct tp_pool *p)
+{
+	size_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->count;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+int tp_worker_stats(const struct tp_pool *p, unsigned i, struct tp_worker_stats *st)
+{
+	const struct tp_worker *w;
+
+	if (i >= p->nworkers)
+		return -EINVAL;
+	w = &p->workers[i];
+	st->tasks_run = __atomic_load_n(&w->tasks_run, __ATOMIC_RELAXED);
+	st->busy_ns = __atomic_load_n(&w->busy_ns, __ATOMIC_RELAXED);
+	st->tid = __atomic_load_n(&w->tid, __ATOMIC_ACQUIRE);
+	st->cpu = w->ctx.cpu;
+	st->node = w->ctx.node;
+	return 0;
+}
+
+void *tp_worker_mem(const struct tp_pool *p, unsigned i)
+{
+	return i < p->nworkers ? p->workers[i].ctx.mem : NULL;
+}
