@@ -1,0 +1,324 @@
+"""trace.json: the run as a Chrome JSON trace, for ui.perfetto.dev.
+
+Tracks (pid = process, tid = track):
+  - thread T itself: its requests as "X" slices (lane 0). A thread serving
+    overlapping requests (the async event loop) gets extra request lanes on
+    synthetic tids T + k·2^22, so no track ever holds partially overlapping slices.
+  - "T · state": synthetic tid T + 2^22·63, its thread states as "X" slices:
+    Running / Runnable / Lock wait / Blocked, back to back, never overlapping.
+Timestamps are µs relative to the run start (meta.json mono_start_ns, else the
+first event). Thread states come from the probe streams: Runnable = a runq
+interval, Lock wait = between lock() entry and acquisition (not runnable),
+Blocked = off CPU otherwise (switches), Running = the rest of the thread's
+observed life. Everything is built with numpy over all threads at once.
+
+Big runs are capped: when the trace would exceed `max_events`, only windows
+around the slowest requests are kept, and trace info says so.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+STATES = np.array(["Running", "Runnable", "Lock wait", "Blocked"])
+_TID_SPAN = 1 << 22            # pid_max limit: synthetic tids live above it
+_STATE_LANE = 63               # states track: tid + 63 * 2^22
+_KEY_SHIFT = 46                # key = thread index << 46 | ns since t0 (19.5 h)
+
+
+@dataclass
+class TraceInfo:
+    """What went into trace.json (shown in the report)."""
+    events: int = 0
+    requests: int = 0
+    state_slices: int = 0
+    threads: int = 0
+    truncated: bool = False
+    windows: int = 0
+    note: str = ""
+    t0_ns: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def _t0(run, decomp: pd.DataFrame) -> int:
+    """Run start: meta mono_start_ns when it precedes every event, else the first event."""
+    firsts = [decomp["t_enqueue_ns"].min()] if len(decomp) else []
+    for df, col in ((run.switches, "t_off_ns"), (run.runq, "t_runnable_ns"),
+                    (run.locks, "t_request_ns")):
+        if len(df):
+            firsts.append(df[col].min())
+    first = int(min(firsts)) if firsts else 0
+    start = int((run.meta or {}).get("mono_start_ns") or 0)
+    return start if 0 < start <= first else first
+
+
+def _intervals(run) -> dict[str, pd.DataFrame]:
+    """Per-kind [start, end) intervals with tid, from the probe streams."""
+    out = {}
+    if len(run.runq):
+        out["runnable"] = pd.DataFrame({"tid": run.runq["tid"].to_numpy(),
+                                        "s": run.runq["t_runnable_ns"].to_numpy(),
+                                        "e": run.runq["t_run_ns"].to_numpy()})
+    if len(run.switches):
+        out["off"] = pd.DataFrame({"tid": run.switches["tid"].to_numpy(),
+                                   "s": run.switches["t_off_ns"].to_numpy(),
+                                   "e": run.switches["t_on_ns"].to_numpy()})
+    if len(run.locks):
+        lk = run.locks
+        acq = lk["t_acquired_ns"].to_numpy()
+        out["lock"] = pd.DataFrame({"tid": lk["tid"].to_numpy(),
+                                    "s": lk["t_request_ns"].to_numpy(), "e": acq})
+    for k, df in list(out.items()):
+        df = df.astype({"tid": np.int64, "s": np.int64, "e": np.int64})
+        out[k] = df[(df["e"] > df["s"]) & (df["s"] > 0)]
+    return out
+
+
+def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Back-to-back state slices per thread: tid, state, t_start_ns, t_end_ns.
+
+    Each thread is observed from its first to its last probe event (or request
+    in `observed`: tid, t_start_ns, t_end_ns, e.g. the decomposition); inside,
+    every ns is in exactly one state (priority Runnable > Lock wait > Blocked >
+    Running). Adjacent segments of the same state are merged.
+    """
+    iv = _intervals(run)
+    cols = ["tid", "state", "t_start_ns", "t_end_ns"]
+    if not iv or ("off" not in iv and "runnable" not in iv):
+        return pd.DataFrame(columns=cols)
+    if observed is not None and len(observed):
+        iv["observed"] = pd.DataFrame({"tid": observed["tid"].to_numpy(np.int64),
+                                       "s": observed["t_start_ns"].to_numpy(np.int64),
+                                       "e": observed["t_end_ns"].to_numpy(np.int64)})
+        probed = np.unique(pd.concat([v["tid"] for k, v in iv.items() if k != "observed"]))
+        iv["observed"] = iv["observed"][iv["observed"]["tid"].isin(probed)]
+    allv = pd.concat(iv.values(), ignore_index=True)
+    tids = np.unique(allv["tid"].to_numpy())
+    t0 = min(int(t0_ns) or int(allv["s"].min()), int(allv["s"].min()))
+
+    def key(tid, t):
+        ti = np.searchsorted(tids, tid).astype(np.int64)
+        rel = np.clip(np.asarray(t, dtype=np.int64) - t0, 0, (1 << _KEY_SHIFT) - 1)
+        return (ti << _KEY_SHIFT) | rel
+
+    b = np.unique(np.concatenate([key(allv["tid"], allv["s"]), key(allv["tid"], allv["e"])]))
+    nseg = len(b) - 1
+    if nseg <= 0:
+        return pd.DataFrame(columns=cols)
+    seg_tid = b[:-1] >> _KEY_SHIFT
+    valid = seg_tid == (b[1:] >> _KEY_SHIFT)
+
+    def covered(df):
+        if df is None or df.empty:
+            return np.zeros(nseg, dtype=bool)
+        cnt = np.zeros(len(b) + 1, dtype=np.int64)
+        np.add.at(cnt, np.searchsorted(b, key(df["tid"], df["s"])), 1)
+        np.add.at(cnt, np.searchsorted(b, key(df["tid"], df["e"])), -1)
+        return np.cumsum(cnt)[:nseg] > 0
+
+    runnable = covered(iv.get("runnable"))
+    lock = covered(iv.get("lock"))
+    off = covered(iv.get("off"))
+    state = np.where(runnable, 1, np.where(lock, 2, np.where(off, 3, 0)))
+    idx = np.flatnonzero(valid)
+    st = state[idx]
+    new = np.ones(len(idx), dtype=bool)
+    new[1:] = (st[1:] != st[:-1]) | (idx[1:] != idx[:-1] + 1)
+    first = idx[new]
+    last = idx[np.r_[np.flatnonzero(new)[1:] - 1, len(idx) - 1]]
+    mask = (1 << _KEY_SHIFT) - 1
+    out = pd.DataFrame({
+        "tid": tids[b[first] >> _KEY_SHIFT],
+        "state": STATES[st[new]],
+        "t_start_ns": (b[first] & mask) + t0,
+        "t_end_ns": (b[last + 1] & mask) + t0,
+    })
+    return out[cols]
+
+
+def _lanes(tid: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Lane per slice so that slices of one (tid, lane) never overlap (greedy)."""
+    order = np.lexsort((s, tid))
+    lane = np.zeros(len(s), dtype=np.int64)
+    ts, ss, es = tid[order], s[order], e[order]
+    same = np.r_[False, ts[1:] == ts[:-1]]
+    prev_end = np.maximum.accumulate(np.where(same, np.r_[0, es[:-1]], 0))
+    # Threads whose requests never overlap stay in lane 0 (the common case).
+    bad_tids = np.unique(ts[same & (ss < prev_end)])
+    for t in bad_tids:
+        pos = np.flatnonzero(ts == t)
+        heap: list[tuple[int, int]] = []   # (end, lane) of lanes in use
+        free: list[int] = []
+        nlanes = 0
+        for p in pos:
+            while heap and heap[0][0] <= ss[p]:
+                heapq.heappush(free, heapq.heappop(heap)[1])
+            if free:
+                ln = heapq.heappop(free)
+            else:
+                ln, nlanes = nlanes, nlanes + 1
+            lane[order[p]] = ln
+            heapq.heappush(heap, (int(es[p]), ln))
+    return lane
+
+
+def _band_names(lat: np.ndarray) -> np.ndarray:
+    if len(lat) == 0:
+        return np.array([], dtype=object)
+    p50, p90, p99 = np.quantile(lat, [0.5, 0.9, 0.99])
+    return np.select([lat >= p99, lat >= p90, lat > p50],
+                     ["request ≥P99", "request P90–P99", "request P50–P90"],
+                     "request ≤P50").astype(object)
+
+
+def _windows(decomp: pd.DataFrame, k: int) -> np.ndarray:
+    """[lo, hi] around the k slowest requests (one request length of margin each side)."""
+    slow = decomp.nlargest(k, "latency_ns")
+    pad = np.maximum(slow["latency_ns"].to_numpy(), 1_000_000)
+    lo = slow["t_start_ns"].to_numpy() - pad
+    hi = slow["t_end_ns"].to_numpy() + pad
+    return np.stack([lo, hi], axis=1)
+
+
+def _in_windows(s, e, win: np.ndarray) -> np.ndarray:
+    if len(win) == 0:
+        return np.zeros(len(s), dtype=bool)
+    win = win[np.argsort(win[:, 0])]
+    # merge windows, then test overlap with the merged list
+    lo, hi = [win[0, 0]], [win[0, 1]]
+    for a, z in win[1:]:
+        if a <= hi[-1]:
+            hi[-1] = max(hi[-1], z)
+        else:
+            lo.append(a)
+            hi.append(z)
+    lo, hi = np.array(lo), np.array(hi)
+    i = np.searchsorted(lo, e, side="left") - 1  # last window starting before e
+    ok = i >= 0
+    return ok & (hi[np.clip(i, 0, None)] > s)
+
+
+def _names(run) -> dict[int, str]:
+    t = run.tasks
+    if t is None or t.empty:
+        return {}
+    return dict(zip(t["tid"].astype(int), t["comm"].astype(str)))
+
+
+def build_trace(run, decomp: pd.DataFrame, max_events: int = 300_000,
+                slow_windows: int = 40) -> tuple[dict, TraceInfo]:
+    """The trace as a dict ({"traceEvents": [...]}) and what it holds."""
+    info = TraceInfo(t0_ns=_t0(run, decomp))
+    t0 = info.t0_ns
+    states = df_thread_states(run, t0, observed=decomp)
+    req = decomp[decomp["t_end_ns"] >= decomp["t_start_ns"]] if len(decomp) else decomp
+    if len(req) + len(states) > max_events and len(req):
+        k = slow_windows
+        while True:
+            win = _windows(req, k)
+            keep_r = _in_windows(req["t_start_ns"].to_numpy(), req["t_end_ns"].to_numpy(), win)
+            keep_s = _in_windows(states["t_start_ns"].to_numpy(), states["t_end_ns"].to_numpy(),
+                                 win) if len(states) else np.zeros(0, bool)
+            if keep_r.sum() + keep_s.sum() <= max_events or k == 1:
+                break
+            k = max(1, k // 2)
+        info.truncated, info.windows = True, k
+        info.note = (f"trace capped at {max_events:,} events: only the windows around the "
+                     f"{k} slowest requests (± one request length, at least 1 ms) are included, "
+                     f"{int(keep_r.sum()):,} of {len(req):,} requests")
+        req, states = req[keep_r], states[keep_s] if len(states) else states
+    names = _names(run)
+    pids = {}
+    if len(run.tasks):
+        pids = dict(zip(run.tasks["tid"].astype(int), run.tasks["pid"].astype(int)))
+    if "pid" in decomp:
+        pids.update(dict(zip(decomp["tid"].astype(int), decomp["pid"].astype(int))))
+    for df in (run.switches, run.runq):
+        if len(df):
+            pids.update(dict(zip(df["tid"].astype(int), df["pid"].astype(int))))
+
+    ev = []
+    # Request slices.
+    if len(req):
+        tid = req["tid"].to_numpy(np.int64)
+        s = req["t_start_ns"].to_numpy(np.int64)
+        e = req["t_end_ns"].to_numpy(np.int64)
+        lane = _lanes(tid, s, e)
+        lat = (e - s).astype(np.float64)
+        rq = pd.DataFrame({
+            "name": _band_names(lat), "cat": "request", "ph": "X",
+            "ts": (s - t0) / 1e3, "dur": (e - s) / 1e3,
+            "pid": [pids.get(int(t), int(t)) for t in tid],
+            "tid": tid + lane * _TID_SPAN,
+        })
+        args = {"id": req["id"].to_numpy(), "conn": req["conn"].to_numpy(),
+                "status": req["status"].to_numpy()}
+        for c in ("queue_wait_ns", "oncpu_ns", "runnable_ns", "lock_wait_ns", "blocked_ns"):
+            if c in req:
+                args[c.replace("_ns", "_us")] = np.round(req[c].to_numpy(np.float64) / 1e3, 3)
+        adf = pd.DataFrame(args)
+        rq["args"] = adf.to_dict("records")
+        ev.append(rq)
+        info.requests = len(rq)
+        lanes_used = set(zip(tid.tolist(), lane.tolist()))
+    else:
+        lanes_used = set()
+    if len(states):
+        tid = states["tid"].to_numpy(np.int64)
+        s = states["t_start_ns"].to_numpy(np.int64)
+        e = states["t_end_ns"].to_numpy(np.int64)
+        ev.append(pd.DataFrame({
+            "name": states["state"].to_numpy(), "cat": "state", "ph": "X",
+            "ts": (s - t0) / 1e3, "dur": (e - s) / 1e3,
+            "pid": [pids.get(int(t), int(t)) for t in tid],
+            "tid": tid + _STATE_LANE * _TID_SPAN,
+        }))
+        info.state_slices = len(states)
+    # Metadata: process and thread names, threads sorted by tid, states under requests.
+    meta = []
+    for pid in sorted(set(pids.get(t, t) for t, _ in lanes_used) |
+                      set(pids.get(int(t), int(t)) for t in states["tid"].unique())):
+        meta.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+                     "args": {"name": f"{names.get(pid, 'pid')} {pid}"}})
+    tracks = {(t, ln) for t, ln in lanes_used} | {(int(t), _STATE_LANE)
+                                                 for t in states["tid"].unique()}
+    for t, ln in sorted(tracks):
+        base = f"{names.get(t, 'tid')} {t}"
+        label = base if ln == 0 else (f"{base} · state" if ln == _STATE_LANE
+                                      else f"{base} · requests lane {ln}")
+        tt = t + ln * _TID_SPAN
+        meta.append({"name": "thread_name", "ph": "M", "pid": pids.get(t, t), "tid": tt,
+                     "args": {"name": label}})
+        meta.append({"name": "thread_sort_index", "ph": "M", "pid": pids.get(t, t), "tid": tt,
+                     "args": {"sort_index": t * 64 + (ln if ln != _STATE_LANE else 63)}})
+    info.threads = len({t for t, _ in tracks})
+    events = [r for df in ev for r in df.to_dict("records")]
+    trace = {"traceEvents": meta + events,
+             "displayTimeUnit": "ms",
+             "otherData": {"tool": "tailtrace", "t0_mono_ns": t0,
+                           "truncated": info.truncated, "note": info.note}}
+    info.events = len(trace["traceEvents"])
+    return trace, info
+
+
+def write_trace(run, decomp: pd.DataFrame, path, max_events: int = 300_000) -> TraceInfo:
+    """Write trace.json; returns what it holds (for the report)."""
+    trace, info = build_trace(run, decomp, max_events=max_events)
+    tmp = os.fspath(path) + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(trace, f, separators=(",", ":"), ensure_ascii=False, default=_np_default)
+    os.replace(tmp, path)
+    return info
+
+
+def _np_default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

@@ -1,0 +1,120 @@
+"""trace.json: valid Chrome JSON, every track properly nested, exact slices of a known run."""
+import json
+from collections import defaultdict
+
+import numpy as np
+import pandas as pd
+
+import synth
+from analyze import perfetto
+
+US = synth.US
+
+
+def _merged_truth(tr) -> pd.DataFrame:
+    """Ground-truth states, adjacent same-state slices merged, clipped to each
+    thread's first request start .. last request end (what the trace observes)."""
+    out = []
+    for tid, g in tr.states.groupby("tid", sort=True):
+        reqs = tr.decomp[tr.decomp["tid"] == tid]
+        lo, hi = reqs["t_start_ns"].min(), reqs["t_end_ns"].max()
+        g = g[(g["t_start_ns"] >= lo) & (g["t_end_ns"] <= hi)]
+        cur = None
+        for r in g.itertuples(index=False):
+            if cur and cur[1] == r.state and cur[3] == r.t_start_ns:
+                cur[3] = r.t_end_ns
+            else:
+                if cur:
+                    out.append(tuple(cur))
+                cur = [tid, r.state, r.t_start_ns, r.t_end_ns]
+        out.append(tuple(cur))
+    return pd.DataFrame(out, columns=["tid", "state", "t_start_ns", "t_end_ns"])
+
+
+def _check_nesting(events):
+    """Within each (pid, tid) track, two X slices are either disjoint or nested."""
+    tracks = defaultdict(list)
+    for e in events:
+        if e["ph"] == "X":
+            tracks[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
+    for key, sl in tracks.items():
+        sl.sort(key=lambda x: (x[0], -x[1]))
+        stack = []
+        for s, e in sl:
+            while stack and stack[-1] <= s + 1e-9:
+                stack.pop()
+            assert not stack or e <= stack[-1] + 1e-9, f"partial overlap on track {key}"
+            stack.append(e)
+    return tracks
+
+
+def test_thread_states_exact():
+    tr = synth.truth(200)
+    run = synth.frames(tr)
+    got = perfetto.df_thread_states(run, synth.T_BASE, observed=tr.decomp)
+    want = _merged_truth(tr)
+    pd.testing.assert_frame_equal(got.reset_index(drop=True).astype({"tid": "int64"}),
+                                  want.astype({"tid": "int64", "t_start_ns": "int64",
+                                               "t_end_ns": "int64"}), check_dtype=False)
+    # by construction: 200 requests, 20 lock waits of 400 µs, 2 preemptions of 5 ms
+    lw = got[got["state"] == "Lock wait"]
+    assert len(lw) == 20 and ((lw["t_end_ns"] - lw["t_start_ns"]) == 400 * US).all()
+    rn = got[got["state"] == "Runnable"]
+    assert ((rn["t_end_ns"] - rn["t_start_ns"]) == 5020 * US).sum() == 2
+
+
+def test_trace_json_valid_nested_and_exact(tmp_path):
+    tr = synth.truth(400)
+    run = synth.frames(tr)
+    path = tmp_path / "trace.json"
+    info = perfetto.write_trace(run, tr.decomp, path)
+    trace = json.loads(path.read_text())
+    ev = trace["traceEvents"]
+    assert info.events == len(ev) and not info.truncated
+    tracks = _check_nesting(ev)
+    # one request track + one state track per worker
+    assert len(tracks) == 8
+    req = [e for e in ev if e["ph"] == "X" and e["cat"] == "request"]
+    assert len(req) == 400
+    r50 = next(e for e in req if e["args"]["id"] == 50)
+    d50 = tr.decomp.set_index("id").loc[50]
+    assert r50["ts"] == (d50["t_start_ns"] - synth.T_BASE) / 1e3
+    assert r50["dur"] == d50["latency_ns"] / 1e3 == 6170.0   # 100+100+(800+50)+20+5000+100 µs
+    assert r50["name"] == "request ≥P99" and r50["tid"] == d50["tid"] and r50["pid"] == 100
+    assert r50["args"]["runnable_us"] == 5020.0
+    names = {(e["tid"], e["args"]["name"]) for e in ev if e["name"] == "thread_name"}
+    assert (101, "pool-w0 101") in names
+    assert (101 + 63 * (1 << 22), "pool-w0 101 · state") in names
+    states = [e for e in ev if e["ph"] == "X" and e["cat"] == "state"]
+    want = _merged_truth(tr)
+    assert len(states) == len(want)
+    assert sum(e["dur"] for e in states) == (want["t_end_ns"] - want["t_start_ns"]).sum() / 1e3
+
+
+def test_overlapping_requests_get_lanes():
+    """An event loop serving 3 overlapping requests: no partial overlap on any track."""
+    d = pd.DataFrame({"id": [0, 1, 2, 3], "conn": [0, 1, 2, 3], "tid": 7, "pid": 7, "status": 200,
+                      "t_enqueue_ns": [0, 10, 20, 100], "t_start_ns": [0, 10, 20, 100],
+                      "t_end_ns": [50, 60, 30, 120]})
+    d["latency_ns"] = d["t_end_ns"] - d["t_start_ns"]
+    empty = synth.frames(synth.truth(1))
+    run = type(empty)(meta={}, runq=empty.runq.iloc[:0], switches=empty.switches.iloc[:0],
+                      locks=empty.locks.iloc[:0], tasks=empty.tasks.iloc[:0])
+    trace, info = perfetto.build_trace(run, d)
+    _check_nesting(trace["traceEvents"])
+    lanes = {e["args"]["id"]: e["tid"] >> 22 for e in trace["traceEvents"] if e["ph"] == "X"}
+    assert lanes == {0: 0, 1: 1, 2: 2, 3: 0}
+
+
+def test_cap_keeps_windows_around_slowest():
+    tr = synth.truth(400)
+    run = synth.frames(tr)
+    trace, info = perfetto.build_trace(run, tr.decomp, max_events=1200, slow_windows=4)
+    assert info.truncated and "slowest" in info.note
+    x = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len(x) <= 1200 and info.windows == 4
+    ids = {e["args"]["id"] for e in x if e["cat"] == "request"}
+    assert {50, 150, 250, 350} <= ids          # the four 5 ms preemptions
+    assert len(ids) < 400
+    _check_nesting(trace["traceEvents"])
+    assert np.isfinite([e["ts"] for e in x]).all()
