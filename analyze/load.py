@@ -1,0 +1,307 @@
+"""Load a run directory into DataFrames (one per record stream).
+
+`load_run(run_dir) -> Run`. Records are read with the dtypes that
+analyze/schema.py builds from the run's schema.json (never restated here),
+then turned into DataFrames with the documented columns below. Every stream
+is optional: an absent stream is an empty DataFrame with the right columns
+and `Run.has(stream)` is False. Each converted stream is cached as parquet in
+RUN/.cache/, keyed on the .bin's size and mtime (and this loader's version).
+
+Columns (int64 ns unless said):
+  requests: id, conn, tid, pid, status, bytes, t_enqueue_ns, t_start_ns, t_end_ns
+  runq:     pid, tid, cpu, waker_tid, kind (categorical wakeup|preempt|wakeup_new),
+            t_runnable_ns, t_run_ns, dur_ns
+  switches: pid, tid, cpu_off, cpu_on, t_off_ns, t_on_ns, dur_ns, voluntary (bool),
+            prev_state, kstack_id, ustack_id
+  locks:    pid, tid, mutex (uint64), t_request_ns, t_acquired_ns, t_released_ns,
+            wait_ns, hold_ns (float, NaN if never released), flags, ustack_id,
+            contended (bool), trylock (bool)
+  spans:    pid, tid, span_id, depth, ret, t_start_ns, t_end_ns
+  tasks:    pid, tid, comm (str), migrations, role (conn-thread|worker|event-loop|server|other)
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import AnalysisError, CorruptRecordsError, MissingStreamError
+from .schema import SchemaError, load_schema, record_dtype
+
+CACHE_VERSION = 1
+STREAMS = ("requests", "runq", "switches", "locks", "spans", "tasks")
+# stream -> (schema record kind, file name, what writes it)
+STREAM_KIND = {"requests": "request", "runq": "runq", "switches": "switch",
+               "locks": "lock", "spans": "span", "tasks": "task"}
+PRODUCER = {
+    "requests": "httpload --out RUN_DIR",
+    "runq": "tailtrace --events runq --out RUN_DIR",
+    "switches": "tailtrace --events switch --out RUN_DIR",
+    "locks": "tailtrace --events locks --out RUN_DIR",
+    "spans": "tailtrace --span BIN:SYMBOL --out RUN_DIR",
+    "tasks": "tailtrace --out RUN_DIR (any event set)",
+}
+RUNQ_KINDS = ["wakeup", "preempt", "wakeup_new"]  # enum tt_runq_kind order
+LOCK_TRYLOCK, LOCK_CONTENDED = 0x1, 0x2            # TT_LOCK_* in records.h
+
+COLUMNS = {
+    "requests": ["id", "conn", "tid", "pid", "status", "bytes",
+                 "t_enqueue_ns", "t_start_ns", "t_end_ns"],
+    "runq": ["pid", "tid", "cpu", "waker_tid", "kind", "t_runnable_ns", "t_run_ns", "dur_ns"],
+    "switches": ["pid", "tid", "cpu_off", "cpu_on", "t_off_ns", "t_on_ns", "dur_ns",
+                 "voluntary", "prev_state", "kstack_id", "ustack_id"],
+    "locks": ["pid", "tid", "mutex", "t_request_ns", "t_acquired_ns", "t_released_ns",
+              "wait_ns", "hold_ns", "flags", "ustack_id", "contended", "trylock"],
+    "spans": ["pid", "tid", "span_id", "depth", "ret", "t_start_ns", "t_end_ns"],
+    "tasks": ["pid", "tid", "comm", "migrations", "role"],
+}
+
+
+@dataclass
+class Run:
+    """One run directory, loaded. Absent streams are empty DataFrames."""
+    path: Path
+    meta: dict = field(default_factory=dict)
+    workload: dict = field(default_factory=dict)
+    schema: dict = field(default_factory=dict)
+    requests: pd.DataFrame = None
+    runq: pd.DataFrame = None
+    switches: pd.DataFrame = None
+    locks: pd.DataFrame = None
+    spans: pd.DataFrame = None
+    tasks: pd.DataFrame = None
+    stacks: dict = field(default_factory=dict)
+    lost_events: dict = field(default_factory=dict)
+    source: str = "requests"
+    present: set = field(default_factory=set)
+    warnings: list = field(default_factory=list)
+
+    def __post_init__(self):
+        for s in STREAMS:
+            if getattr(self, s) is None:
+                setattr(self, s, empty_frame(s))
+
+    def has(self, stream: str) -> bool:
+        """True when the stream's file was in the run directory."""
+        return stream in self.present
+
+    def require(self, stream: str) -> pd.DataFrame:
+        """The stream's DataFrame, or MissingStreamError naming its file and producer."""
+        if not self.has(stream):
+            name = STREAM_FILE.get(stream, stream)
+            raise MissingStreamError(Path(self.path) / name, PRODUCER[stream])
+        return getattr(self, stream)
+
+
+STREAM_FILE = {"requests": "requests.bin", "runq": "runq.bin", "switches": "switches.bin",
+               "locks": "locks.bin", "spans": "spans.bin", "tasks": "tasks.bin"}
+
+
+# ---- raw records -> DataFrames (shared by the loader and test fixtures) ----
+
+def _i64(a) -> np.ndarray:
+    return np.asarray(a).astype(np.int64, copy=False)
+
+
+def role_of(comm: str) -> str:
+    """Thread role from its comm (thread name), see module doc."""
+    if comm.startswith("naive-c"):
+        return "conn-thread"
+    if comm.startswith("orders-w"):
+        return "server"
+    if comm.startswith("pool-w") or re.search(r"-w\d+$", comm):
+        return "worker"
+    if comm.startswith("async-loop"):
+        return "event-loop"
+    return "other"
+
+
+def frame_from_records(stream: str, rec) -> pd.DataFrame:
+    """DataFrame of one stream from raw record fields (structured array or dict of arrays)."""
+    r = {k: np.asarray(rec[k]) for k in (rec.dtype.names if hasattr(rec, "dtype") else rec)}
+    if stream == "requests":
+        d = {c: _i64(r[c]) for c in COLUMNS["requests"]}
+    elif stream == "runq":
+        d = {c: _i64(r[c]) for c in ("pid", "tid", "cpu", "waker_tid")}
+        d["kind"] = pd.Categorical.from_codes(
+            np.where(np.asarray(r["kind"]) < len(RUNQ_KINDS), r["kind"], -1).astype(np.int8),
+            categories=RUNQ_KINDS)
+        d["t_runnable_ns"], d["t_run_ns"] = _i64(r["t_runnable_ns"]), _i64(r["t_run_ns"])
+        d["dur_ns"] = d["t_run_ns"] - d["t_runnable_ns"]
+    elif stream == "switches":
+        d = {c: _i64(r[c]) for c in ("pid", "tid", "cpu_off", "cpu_on", "t_off_ns", "t_on_ns")}
+        d["dur_ns"] = d["t_on_ns"] - d["t_off_ns"]
+        d["voluntary"] = np.asarray(r["voluntary"]).astype(bool)
+        for c in ("prev_state", "kstack_id", "ustack_id"):
+            d[c] = _i64(r[c])
+    elif stream == "locks":
+        d = {c: _i64(r[c]) for c in ("pid", "tid")}
+        d["mutex"] = np.asarray(r["mutex"]).astype(np.uint64)
+        for c in ("t_request_ns", "t_acquired_ns", "t_released_ns"):
+            d[c] = _i64(r[c])
+        d["wait_ns"] = d["t_acquired_ns"] - d["t_request_ns"]
+        rel = d["t_released_ns"]
+        d["hold_ns"] = np.where(rel > 0, rel - d["t_acquired_ns"], np.nan)
+        d["flags"], d["ustack_id"] = _i64(r["flags"]), _i64(r["ustack_id"])
+        d["contended"] = (d["flags"] & LOCK_CONTENDED) != 0
+        d["trylock"] = (d["flags"] & LOCK_TRYLOCK) != 0
+    elif stream == "spans":
+        d = {c: _i64(r[c]) for c in COLUMNS["spans"]}
+    elif stream == "tasks":
+        comm = r["comm"]
+        if comm.dtype.kind == "S":
+            comm = np.char.decode(comm, "utf-8", "replace")
+        comm = [str(c).rstrip("\0") for c in comm]
+        d = {"pid": _i64(r["pid"]), "tid": _i64(r["tid"]), "comm": comm,
+             "migrations": _i64(r["migrations"]), "role": [role_of(c) for c in comm]}
+    else:
+        raise ValueError(f"unknown stream {stream!r}")
+    return pd.DataFrame(d, columns=COLUMNS[stream])
+
+
+def empty_frame(stream: str) -> pd.DataFrame:
+    """The stream's DataFrame with no rows and the right columns and dtypes."""
+    names = {"runq": ["pid", "tid", "cpu", "waker_tid", "kind", "t_runnable_ns", "t_run_ns"],
+             "switches": ["pid", "tid", "cpu_off", "cpu_on", "t_off_ns", "t_on_ns",
+                          "voluntary", "prev_state", "kstack_id", "ustack_id"],
+             "locks": ["pid", "tid", "mutex", "t_request_ns", "t_acquired_ns",
+                       "t_released_ns", "flags", "ustack_id"],
+             "tasks": ["pid", "tid", "comm", "migrations"]}.get(stream, COLUMNS[stream])
+    raw = {n: np.zeros(0, dtype=np.int64) for n in names}
+    if stream == "tasks":
+        raw["comm"] = np.zeros(0, dtype="S16")
+    return frame_from_records(stream, raw)
+
+
+def requests_from_spans(spans: pd.DataFrame) -> pd.DataFrame:
+    """One request per outer span (depth 0): id=row, conn=span_id, status=ret."""
+    outer = spans[spans["depth"] == 0].sort_values("t_start_ns", kind="stable")
+    n = len(outer)
+    return pd.DataFrame({
+        "id": np.arange(n, dtype=np.int64), "conn": outer["span_id"].to_numpy(),
+        "tid": outer["tid"].to_numpy(), "pid": outer["pid"].to_numpy(),
+        "status": outer["ret"].to_numpy(), "bytes": np.zeros(n, dtype=np.int64),
+        "t_enqueue_ns": outer["t_start_ns"].to_numpy(),
+        "t_start_ns": outer["t_start_ns"].to_numpy(), "t_end_ns": outer["t_end_ns"].to_numpy(),
+    }, columns=COLUMNS["requests"])
+
+
+# ---- files ----------------------------------------------------------------
+
+def read_bin(path: Path, schema: dict, kind: str) -> np.ndarray:
+    """Structured array of one .bin file; CorruptRecordsError names the file."""
+    rec = schema["records"][kind]
+    hsize = schema["header_size"]
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(hsize)
+        if len(head) < hsize:
+            raise CorruptRecordsError(f"{path}: truncated header ({len(head)} of {hsize} bytes); "
+                                      "the writer was killed before it flushed: re-run the capture")
+        magic = head[:8].rstrip(b"\0").decode("ascii", "replace")
+        rtype = int.from_bytes(head[8:12], "little")
+        rsize = int.from_bytes(head[12:16], "little")
+        if magic != schema["magic"] or rtype != rec["type"] or rsize != rec["size"]:
+            raise CorruptRecordsError(
+                f"{path}: not a {kind} record file (magic {magic!r}, type {rtype}, size {rsize}; "
+                f"expected {schema['magic']!r}, {rec['type']}, {rec['size']}): "
+                "the file is damaged or from another tailtrace version")
+        body = size - hsize
+        if body % rsize:
+            raise CorruptRecordsError(
+                f"{path}: truncated: {body} bytes is not a whole number of {rsize}-byte records; "
+                "re-run the capture (or cut the file to the last whole record)")
+        return np.fromfile(f, dtype=record_dtype(schema, kind), count=body // rsize)
+
+
+def _cache_key(path: Path) -> str:
+    st = path.stat()
+    return f"v{CACHE_VERSION} {st.st_size} {st.st_mtime_ns}"
+
+
+def load_stream(run_dir: Path, stream: str, schema: dict, cache: bool = True) -> pd.DataFrame:
+    """One stream's DataFrame from RUN/<file>, via the parquet cache when it is fresh."""
+    path = run_dir / STREAM_FILE[stream]
+    cdir = run_dir / ".cache"
+    cfile, kfile = cdir / f"{stream}.parquet", cdir / f"{stream}.key"
+    key = _cache_key(path)
+    if cache and cfile.exists() and kfile.exists() and kfile.read_text() == key:
+        try:
+            return pd.read_parquet(cfile)
+        except Exception:  # unreadable cache: rebuild it below
+            pass
+    df = frame_from_records(stream, read_bin(path, schema, STREAM_KIND[stream]))
+    if cache:
+        _write_cache(df, cdir, cfile, kfile, key)
+    return df
+
+
+def _write_cache(df, cdir: Path, cfile: Path, kfile: Path, key: str) -> None:
+    """Best effort: a read-only run directory just goes without a cache."""
+    try:
+        cdir.mkdir(exist_ok=True)
+        tmp = cfile.with_suffix(f".tmp{os.getpid()}")
+        df.to_parquet(tmp, index=False)
+        os.replace(tmp, cfile)
+        kfile.write_text(key)
+    except OSError:
+        pass
+
+
+def _read_json(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CorruptRecordsError(f"{path}: not valid JSON ({e}); re-run the capture") from None
+
+
+def load_stacks(path: Path, warnings: list) -> dict:
+    """stacks.jsonl -> {(stream, id): [frames, leaf first]}; bad lines are skipped and counted."""
+    stacks, bad = {}, 0
+    if not path.exists():
+        return stacks
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                o = json.loads(line)
+                stacks[(o["stream"], int(o["id"]))] = list(o["frames"])
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                bad += 1
+    if bad:
+        warnings.append(f"{path}: skipped {bad} malformed line(s)")
+    return stacks
+
+
+def load_run(run_dir, cache: bool = True) -> Run:
+    """Load every stream present in run_dir. AnalysisError (one line) if it cannot be used."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise AnalysisError(f"{run_dir}: no such run directory (pass a directory written by "
+                            "run.sh, tailtrace --out or httpload --out)")
+    try:
+        schema = load_schema(run_dir)
+    except (SchemaError, OSError) as e:
+        raise AnalysisError(f"{run_dir}: {e}") from None
+    run = Run(path=run_dir, schema=schema, meta=_read_json(run_dir / "meta.json"),
+              workload=_read_json(run_dir / "workload.json"))
+    for s in STREAMS:
+        if (run_dir / STREAM_FILE[s]).exists():
+            setattr(run, s, load_stream(run_dir, s, schema, cache))
+            run.present.add(s)
+    if not run.has("requests"):
+        if not run.has("spans"):
+            raise MissingStreamError(run_dir / "requests.bin",
+                                     f"{PRODUCER['requests']} (or spans.bin from {PRODUCER['spans']})")
+        run.requests, run.source = requests_from_spans(run.spans), "spans"
+    run.stacks = load_stacks(run_dir / "stacks.jsonl", run.warnings)
+    run.lost_events = {k: int(v) for k, v in (run.meta.get("lost_events") or {}).items()}
+    return run
