@@ -12,7 +12,7 @@ APT_PKGS=(
     build-essential cmake pkg-config git ca-certificates
     clang llvm libelf-dev zlib1g-dev
     libbpf-dev bpftool bpftrace linux-perf
-    libcurl4-openssl-dev libnuma-dev
+    libcurl4-openssl-dev libnuma-dev libssl-dev
     nginx wrk curl jq procps psmisc
     python3 python3-pip python3-venv
     chromium
@@ -40,6 +40,15 @@ PY=${PYTHON:-python3}
     'pandas>=1.5' 'pyarrow>=10' 'numpy>=1.23' 'matplotlib>=3.6' 'pytest>=7'
 if [ -f "$here/analyze/pyproject.toml" ] || [ -f "$here/pyproject.toml" ]; then
     "$PY" -m pip install -q --disable-pip-version-check -e "$here" 2>/dev/null || true
+fi
+
+# pycurl for the third-party demo (bench/third_party): built from source so that it links the
+# system libcurl.so.4 (the PyPI wheel bundles a renamed libcurl that --span libcurl.so.4 cannot see).
+pycurl_links_system_libcurl='import os, sys, pycurl
+sys.exit(not any(os.path.basename(l.split()[-1]).startswith("libcurl.so.4") for l in open("/proc/self/maps") if "/" in l))'
+if ! "$PY" -c "$pycurl_links_system_libcurl" 2>/dev/null; then
+    "$PY" -m pip uninstall -y -q pycurl >/dev/null 2>&1 || true
+    PYCURL_SSL_LIBRARY=openssl "$PY" -m pip install -q --disable-pip-version-check --no-binary pycurl pycurl
 fi
 
 # Flame graphs: inferno (Rust). Optional; skipped when cargo is absent.

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# tailtrace front door: build, run a workload (or attach to a process) under tailtrace
+# and perf, draw flame graphs, run the analysis and print where the tail latency went.
+# ./run.sh --help lists every option. Results land in results/<UTC time>-<label>/.
+set -euo pipefail
+
+TT_ME=${TT_ME:-run.sh}
+TT_SELF=$0
+TT_TOP=$(cd "$(dirname "$0")" && pwd)
+TT_BUILD=${TT_BUILD:-$TT_TOP/build}
+TT_SERVER=$TT_BUILD/workloads/server/orders-server
+TT_HTTPLOAD=$TT_BUILD/workloads/httpload/httpload
+TT_TAILTRACE=$TT_BUILD/probes/tailtrace
+export PATH="$HOME/.cargo/bin:$PATH"
+export PYTHONPATH="$TT_TOP${PYTHONPATH:+:$PYTHONPATH}"
+
+# shellcheck source=scripts/lib/common.sh
+. "$TT_TOP/scripts/lib/common.sh"
+# shellcheck source=scripts/lib/record.sh
+. "$TT_TOP/scripts/lib/record.sh"
+# shellcheck source=scripts/lib/flame.sh
+. "$TT_TOP/scripts/lib/flame.sh"
+# shellcheck source=scripts/lib/modes.sh
+. "$TT_TOP/scripts/lib/modes.sh"
+
+usage() {
+	cat <<'EOF'
+usage: ./run.sh [OPTIONS]                      run a workload against orders-server
+       ./run.sh --sweep [--workloads L] [--conns L] [OPTIONS]
+       ./run.sh --diff RUN_A RUN_B            differential flame graphs (into RUN_B)
+       ./run.sh --pid PID | --comm NAME [--duration S] [--span LIB:SYM]...
+       ./run.sh [--span LIB:SYM]... -- CMD ARGS...
+
+Workload (default mode):
+  --workload naive|pool|async  client concurrency model              [pool]
+  --conns N                    connections (a list with --sweep)     [20; sweep 10,50,100]
+  --workers W                  client worker threads                 [httpload's default]
+  --requests N                 requests to send                      [2000]
+  --duration S                 run for S seconds instead of --requests
+  --rate R                     open loop at R requests/s             [closed loop]
+  --url URL                    target URL; no orders-server started  [own orders-server]
+  --port P                     orders-server port                    [a free port]
+  --server-workers N           orders-server worker threads          [orders-server's default]
+  --service-us U               orders-server CPU work per request µs [orders-server's default]
+  --sleep-us U                 orders-server sleep per request µs    [orders-server's default]
+  --cpus LIST                  pin client threads to CPUs (0-1,3)    [no pinning]
+  --numa on|off                NUMA-aware client placement           [off]
+
+Recording:
+  --probes LIST|none           tailtrace events (runq,switch,offcpu,locks,spans) or
+                               none for a baseline without tailtrace [tailtrace's default: all]
+  --span LIB:SYMBOL            a function call becomes a request (repeatable)  [none]
+  --no-perf                    no perf on-CPU profile                [perf record -F 499 -g]
+  --no-flamegraph              skip flame graphs                     [draw them if inferno exists]
+  --out DIR                    run directory                         [results/<UTC time>-<label>]
+  --label NAME                 label in the run directory name       [<workload>-c<conns>, <comm>-pid<PID>, <cmd>]
+
+Sweep:
+  --sweep                      run every --workloads x --conns combination, then compare
+  --workloads LIST             models for the sweep                  [naive,pool,async]
+
+Third-party processes:
+  --pid PID                    attach to a running process (all its threads)
+  --comm NAME                  attach to every process named NAME (e.g. nginx workers)
+  --duration S                 how long to trace with --pid/--comm   [10]
+  -- CMD ARGS...               run CMD under tailtrace and perf
+
+Other:
+  --diff RUN_A RUN_B           diff-<A>-vs-<B>.svg (on-CPU) and diff-offcpu-<A>-vs-<B>.svg in RUN_B
+  --install                    install missing tools (scripts/install-deps.sh) instead of failing
+  --no-build                   do not rebuild when sources changed
+  -h, --help                   this help
+Environment: TT_BUILD (build directory) [./build].
+EOF
+}
+
+# Defaults (one place; --help mirrors them).
+set_defaults() {
+	MODE=workload WORKLOAD=pool CONNS=20 WORKERS="" REQUESTS="" DURATION="" RATE="" URL=""
+	PORT="" SERVER_WORKERS="" SERVICE_US="" SLEEP_US="" CPUS="" NUMA=""
+	PROBES="" SPANS=() PERF=1 FLAME=1 OUT="" LABEL="" WORKLOADS=naive,pool,async
+	SWEEP_CONNS=10,50,100 TARGET_PID="" TARGET_COMM="" DIFF_A="" DIFF_B="" INSTALL=0
+	BUILD=1 CMD=() CONNS_SET=0
+}
+
+need_arg() { [ "$#" -ge 2 ] && [ -n "$2" ] || die "option $1 needs a value; see ./run.sh --help"; }
+
+need_uint() {
+	[[ $2 =~ ^[0-9]+$ ]] && [ "$2" -gt 0 ] || die "$1 wants a positive integer, got '$2'; see ./run.sh --help"
+}
+
+need_num() {
+	[[ $2 =~ ^[0-9]+([.][0-9]+)?$ ]] || die "$1 wants a number, got '$2'; see ./run.sh --help"
+}
+
+parse_args() {
+	while [ "$#" -gt 0 ]; do
+		case $1 in
+		--workload) need_arg "$@"; WORKLOAD=$2; shift ;;
+		--conns) need_arg "$@"; CONNS=$2; CONNS_SET=1; shift ;;
+		--workers) need_arg "$@"; need_uint "$1" "$2"; WORKERS=$2; shift ;;
+		--requests) need_arg "$@"; need_uint "$1" "$2"; REQUESTS=$2; shift ;;
+		--duration) need_arg "$@"; need_num "$1" "$2"; DURATION=$2; shift ;;
+		--rate) need_arg "$@"; need_num "$1" "$2"; RATE=$2; shift ;;
+		--url) need_arg "$@"; URL=$2; shift ;;
+		--port) need_arg "$@"; need_uint "$1" "$2"; PORT=$2; shift ;;
+		--server-workers) need_arg "$@"; need_uint "$1" "$2"; SERVER_WORKERS=$2; shift ;;
+		--service-us) need_arg "$@"; need_num "$1" "$2"; SERVICE_US=$2; shift ;;
+		--sleep-us) need_arg "$@"; need_num "$1" "$2"; SLEEP_US=$2; shift ;;
+		--cpus) need_arg "$@"; CPUS=$2; shift ;;
+		--numa) need_arg "$@"; NUMA=$2; shift ;;
+		--probes) need_arg "$@"; PROBES=$2; shift ;;
+		--span) need_arg "$@"; [[ $2 == *:* ]] || die "--span wants LIB:SYMBOL (e.g. libcurl.so.4:curl_easy_perform), got '$2'"
+			SPANS+=("$2"); shift ;;
+		--no-perf) PERF=0 ;;
+		--no-flamegraph) FLAME=0 ;;
+		--out) need_arg "$@"; OUT=$2; shift ;;
+		--label) need_arg "$@"; LABEL=$2; shift ;;
+		--sweep) MODE=sweep ;;
+		--workloads) need_arg "$@"; WORKLOADS=$2; shift ;;
+		--pid) need_arg "$@"; need_uint "$1" "$2"; TARGET_PID=$2; MODE=pid; shift ;;
+		--comm) need_arg "$@"; TARGET_COMM=$2; MODE=pid; shift ;;
+		--diff) [ "$#" -ge 3 ] || die "--diff needs two run directories: ./run.sh --diff RUN_A RUN_B"
+			DIFF_A=$2 DIFF_B=$3 MODE=diff; shift 2 ;;
+		--install) INSTALL=1 ;;
+		--no-build) BUILD=0 ;;
+		-h | --help) usage; exit 0 ;;
+		--) shift; [ "$#" -gt 0 ] || die "-- needs a command: ./run.sh -- CMD ARGS"
+			CMD=("$@"); MODE=cmd; break ;;
+		*) die "unknown option '$1'; see ./run.sh --help" ;;
+		esac
+		shift
+	done
+}
+
+validate_args() {
+	case $WORKLOAD in naive | pool | async) ;; *) die "--workload must be naive, pool or async, got '$WORKLOAD'" ;; esac
+	[ -z "$NUMA" ] || [ "$NUMA" = on ] || [ "$NUMA" = off ] || die "--numa must be on or off, got '$NUMA'"
+	[ -z "$REQUESTS" ] || [ -z "$DURATION" ] || [ "$MODE" != workload ] ||
+		die "--requests and --duration exclude each other; pass one"
+	[ -z "$TARGET_PID" ] || [ -z "$TARGET_COMM" ] || die "--pid and --comm exclude each other; pass one"
+	if [ "$MODE" = sweep ]; then
+		[ "$CONNS_SET" = 1 ] && SWEEP_CONNS=$CONNS
+		[[ $SWEEP_CONNS =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--conns wants a list like 10,50,100, got '$SWEEP_CONNS'"
+		[[ $WORKLOADS =~ ^(naive|pool|async)(,(naive|pool|async))*$ ]] ||
+			die "--workloads wants a list of naive,pool,async, got '$WORKLOADS'"
+	elif [ "$MODE" = workload ]; then
+		need_uint --conns "$CONNS"
+	fi
+	if [ "$MODE" = workload ] && [ -z "$REQUESTS" ] && [ -z "$DURATION" ]; then REQUESTS=2000; fi
+	[ "$MODE" != pid ] || [ -n "$DURATION" ] || DURATION=10
+}
+
+# ---- cleanup: the one trap ------------------------------------------------------
+INTERRUPTED="" RUN_DIR="" TT_PID="" PERF_PID="" SERVER_PID="" SWEEP_CHILD=""
+
+on_signal() {
+	INTERRUPTED=$1
+	log "SIG$1: stopping (what was recorded so far is kept)"
+	exit 130
+}
+
+cleanup() {
+	local rc=$?
+	trap '' INT TERM
+	if [ -n "$SWEEP_CHILD" ]; then
+		kill -INT "$SWEEP_CHILD" 2>/dev/null || true
+		wait "$SWEEP_CHILD" 2>/dev/null || true
+	fi
+	# Order: tailtrace first (it flushes and stops its child), then perf, then the server.
+	[ -z "$TT_PID" ] || pg_stop "$TT_PID" INT 15
+	[ -z "$PERF_PID" ] || pg_stop "$PERF_PID" INT 15
+	[ -z "$SERVER_PID" ] || pg_stop "$SERVER_PID" TERM 5
+	local g
+	for g in "${TT_PGIDS[@]}"; do pg_stop "$g" TERM 5; done
+	if [ -n "$INTERRUPTED" ] && [ -n "$RUN_DIR" ]; then
+		json_mark_incomplete "$RUN_DIR" "interrupted by SIG$INTERRUPTED"
+		log "partial run kept in $RUN_DIR (meta.json: incomplete); analyse it with: python3 -m analyze report $RUN_DIR"
+	fi
+	exit "$rc"
+}
+
+main() {
+	TT_ARGV=("$@")
+	set_defaults
+	parse_args "$@"
+	validate_args
+	trap cleanup EXIT
+	trap 'on_signal INT' INT
+	trap 'on_signal TERM' TERM
+	case $MODE in
+	diff) mode_diff "$DIFF_A" "$DIFF_B" ;;
+	sweep) mode_sweep ;;
+	workload) mode_workload ;;
+	pid | cmd) mode_thirdparty ;;
+	esac
+}
+
+main "$@"

@@ -1,0 +1,200 @@
+# shellcheck shell=bash
+# run.sh modes: workload, sweep, third-party (--pid/--comm, -- CMD), diff.
+
+# prepare: tools, root, BPF, tracefs, build (skipped by --diff, which only reads runs).
+prepare() {
+	env_require_root
+	env_check_tools "$INSTALL"
+	env_check_bpf
+	env_mount_tracefs
+	if [ "$BUILD" = 1 ]; then build_if_stale; fi
+	[ -x "$TT_TAILTRACE" ] || die "$TT_TAILTRACE is missing; build it: cmake --build $TT_BUILD"
+}
+
+# run_dir_make LABEL: create the run directory; sets RUN_DIR.
+run_dir_make() {
+	local label=$1
+	if [ -n "$OUT" ]; then
+		RUN_DIR=$OUT
+	else
+		mkdir -p "$TT_TOP/results"
+		[ -e "$TT_TOP/results/.gitignore" ] || echo '*' >"$TT_TOP/results/.gitignore"
+		RUN_DIR=$TT_TOP/results/$(utc_stamp)-$label
+	fi
+	mkdir -p "$RUN_DIR" || die "cannot create $RUN_DIR; pass a writable --out DIR"
+	RUN_DIR=$(cd "$RUN_DIR" && pwd)
+	python3 "$TT_TOP/scripts/lib/runinfo.py" write-run "$RUN_DIR" "$label" "$TT_SELF" "${TT_ARGV[@]}"
+}
+
+# analyze_run DIR: the analysis (report.html, summary.json, ...) and its headline.
+analyze_run() {
+	local dir=$1
+	phase "analysis: python3 -m analyze report $dir"
+	if ! python3 -m analyze report "$dir"; then
+		log "the analysis failed on $dir (error above); the recorded data is kept there"
+		return 1
+	fi
+}
+
+# finish_run DIR TITLE: flame graphs, analysis, summary table and report path.
+finish_run() {
+	local dir=$1 title=$2 rc=0
+	flame_all "$dir" "$title"
+	analyze_run "$dir" || rc=1
+	python3 "$TT_TOP/scripts/lib/runinfo.py" table "$dir" || true
+	[ ! -f "$dir/report.html" ] || log "report: $dir/report.html"
+	return "$rc"
+}
+
+label_default() {
+	if [ -n "$LABEL" ]; then echo "$LABEL"; else echo "$1"; fi
+}
+
+mode_workload() {
+	local label url port rc=0
+	prepare
+	label=$(label_default "$WORKLOAD-c$CONNS")
+	run_dir_make "$label"
+	[ -x "$TT_SERVER" ] && [ -x "$TT_HTTPLOAD" ] || die "workload binaries missing in $TT_BUILD; build: cmake --build $TT_BUILD"
+	if [ -n "$URL" ]; then
+		url=$URL
+	else
+		if [ -n "$PORT" ]; then port_check_free "$PORT"; port=$PORT; else port=$(port_free); fi
+		phase "orders-server on 127.0.0.1:$port"
+		server_start "$port" "$RUN_DIR/server.log"
+		url=http://127.0.0.1:$port/orders
+	fi
+	httpload_args "$url" "$RUN_DIR"
+	if [ "$PROBES" = none ]; then
+		phase "recording (no probes): ${HTTPLOAD_CMD[*]}"
+		record_plain "$RUN_DIR" "${HTTPLOAD_CMD[@]}" || rc=$?
+	else
+		phase "recording: tailtrace -- ${HTTPLOAD_CMD[*]}"
+		record_command "$RUN_DIR" "${HTTPLOAD_CMD[@]}" || rc=$?
+	fi
+	server_stop
+	[ "$rc" = 0 ] || die "the workload failed (httpload/tailtrace exit $rc, messages above); partial data in $RUN_DIR"
+	phase "recorded into $RUN_DIR"
+	finish_run "$RUN_DIR" "$label"
+}
+
+# record_plain DIR CMD...: baseline without tailtrace (perf only).
+record_plain() {
+	local dir=$1 rc=0
+	shift
+	pg_start - "$@"
+	TT_PID=$PG_PID
+	perf_start "$dir" "$TT_PID${SERVER_PID:+,$SERVER_PID}"
+	pg_wait "$TT_PID" || rc=$?
+	TT_PID=""
+	perf_stop "$dir"
+	return "$rc"
+}
+
+# mode_sweep: one run per (workload, conns), each in its own directory under the sweep's.
+mode_sweep() {
+	local sweep_dir w c runs=() failed=() sub args rc
+	prepare
+	BUILD=0
+	OUT=${OUT:-$TT_TOP/results/$(utc_stamp)-$(label_default sweep)}
+	mkdir -p "$OUT"
+	sweep_dir=$(cd "$OUT" && pwd)
+	for w in ${WORKLOADS//,/ }; do
+		for c in ${SWEEP_CONNS//,/ }; do
+			sub=$sweep_dir/$w-c$c
+			args=(--workload "$w" --conns "$c" --out "$sub" --no-build)
+			sweep_passthrough_args
+			phase "sweep run $((${#runs[@]} + ${#failed[@]} + 1)): $w, $c connections"
+			rc=0
+			TT_ME="run.sh[$w-c$c]" "$TT_SELF" "${args[@]}" "${PASS[@]}" &
+			SWEEP_CHILD=$!
+			pg_wait "$SWEEP_CHILD" || rc=$?
+			SWEEP_CHILD=""
+			if [ -f "$sub/summary.json" ]; then runs+=("$sub"); else failed+=("$w-c$c (exit $rc)"); fi
+		done
+	done
+	[ "${#runs[@]}" -gt 0 ] || die "every sweep run failed: ${failed[*]}"
+	phase "sweep summary"
+	python3 "$TT_TOP/scripts/lib/runinfo.py" table "${runs[@]}" || true
+	phase "comparison: python3 -m analyze compare ... --out $sweep_dir"
+	python3 -m analyze compare "${runs[@]}" --out "$sweep_dir" || log "analyze compare failed (error above)"
+	[ ! -f "$sweep_dir/compare.html" ] || log "comparison report: $sweep_dir/compare.html"
+	[ "${#failed[@]}" = 0 ] || die "some sweep runs failed: ${failed[*]}"
+}
+
+# PASS: the options a sweep hands to each of its runs.
+sweep_passthrough_args() {
+	PASS=()
+	[ -z "$WORKERS" ] || PASS+=(--workers "$WORKERS")
+	[ -z "$REQUESTS" ] || PASS+=(--requests "$REQUESTS")
+	[ -z "$DURATION" ] || PASS+=(--duration "$DURATION")
+	[ -z "$RATE" ] || PASS+=(--rate "$RATE")
+	[ -z "$URL" ] || PASS+=(--url "$URL")
+	[ -z "$SERVER_WORKERS" ] || PASS+=(--server-workers "$SERVER_WORKERS")
+	[ -z "$SERVICE_US" ] || PASS+=(--service-us "$SERVICE_US")
+	[ -z "$SLEEP_US" ] || PASS+=(--sleep-us "$SLEEP_US")
+	[ -z "$CPUS" ] || PASS+=(--cpus "$CPUS")
+	[ -z "$NUMA" ] || PASS+=(--numa "$NUMA")
+	[ -z "$PROBES" ] || PASS+=(--probes "$PROBES")
+	[ "$PERF" = 1 ] || PASS+=(--no-perf)
+	[ "$FLAME" = 1 ] || PASS+=(--no-flamegraph)
+	return 0
+}
+
+# mode_thirdparty: --pid PID / --comm NAME for DURATION, or -- CMD ARGS.
+mode_thirdparty() {
+	local label pids rc=0 t0 t1 comm
+	prepare
+	if [ "$MODE" = cmd ]; then
+		command -v "${CMD[0]}" >/dev/null 2>&1 || die "command not found: ${CMD[0]}; give a path or install it"
+		label=$(label_default "$(basename "${CMD[0]}")")
+		run_dir_make "$label"
+		phase "recording: tailtrace -- ${CMD[*]}"
+		record_command "$RUN_DIR" "${CMD[@]}" || rc=$?
+		[ "$rc" = 0 ] || log "${CMD[0]} exited with status $rc; analysing what was recorded"
+		finish_run "$RUN_DIR" "$label ${CMD[*]}" || true
+		return "$rc"
+	fi
+	if [ -n "$TARGET_COMM" ]; then
+		pids=$(pgrep -d, -x "$TARGET_COMM") ||
+			die "no running process is named '$TARGET_COMM' (check with: pgrep -a $TARGET_COMM); start it first"
+		label=$(label_default "$TARGET_COMM")
+	else
+		kill -0 "$TARGET_PID" 2>/dev/null || die "no process $TARGET_PID (check with: ps -p $TARGET_PID); give a running PID"
+		pids=$TARGET_PID
+		comm=$(cat "/proc/$TARGET_PID/comm" 2>/dev/null || echo proc)
+		label=$(label_default "$comm-pid$TARGET_PID")
+	fi
+	run_dir_make "$label"
+	phase "recording: tailtrace on pid(s) $pids for ${DURATION}s"
+	t0=$(date +%s.%N)
+	record_pid "$RUN_DIR" "$pids" || rc=$?
+	t1=$(date +%s.%N)
+	[ "$rc" = 0 ] || die "tailtrace failed (exit $rc, message above); partial data in $RUN_DIR"
+	finish_run "$RUN_DIR" "$label" || rc=1
+	if [ -n "$TARGET_PID" ] && ! kill -0 "$TARGET_PID" 2>/dev/null &&
+		awk -v a="$t0" -v b="$t1" -v d="$DURATION" 'BEGIN{exit !((b - a) < d - 0.5)}'; then
+		json_mark_incomplete "$RUN_DIR" "target exited before --duration"
+		die "target $TARGET_PID exited before the ${DURATION}s were up; the run covers only its last moments: use -- CMD to run it under tailtrace from the start"
+	fi
+	return "$rc"
+}
+
+# mode_diff A B: differential flame graphs of B against A, written into B.
+mode_diff() {
+	local a=$1 b=$2 na nb made=0
+	[ -d "$a" ] || die "--diff: $a is not a run directory"
+	[ -d "$b" ] || die "--diff: $b is not a run directory"
+	env_flame_tools || die "--diff needs inferno (inferno-diff-folded): cargo install inferno --locked"
+	a=$(cd "$a" && pwd) b=$(cd "$b" && pwd)
+	na=$(basename "$a") nb=$(basename "$b")
+	[ -s "$a/oncpu.folded" ] || [ ! -s "$a/perf.data" ] || flame_oncpu "$a" "$na" >/dev/null
+	[ -s "$b/oncpu.folded" ] || [ ! -s "$b/perf.data" ] || flame_oncpu "$b" "$nb" >/dev/null
+	flame_diff "$a" "$b" oncpu.folded "diff-$na-vs-$nb.svg" "on-CPU: $nb vs $na (red: more in $nb)" && made=1
+	flame_diff "$a" "$b" offcpu.folded "diff-offcpu-$na-vs-$nb.svg" "off-CPU: $nb vs $na (red: more in $nb)" && made=1
+	[ "$made" = 1 ] || die "no differential flame graph: neither oncpu.folded nor offcpu.folded is in both runs"
+	if [ -f "$b/summary.json" ]; then
+		python3 -m analyze report "$b" >/dev/null || log "could not refresh $b/report.html"
+		log "report with the diff: $b/report.html"
+	fi
+}

@@ -1,0 +1,111 @@
+# shellcheck shell=bash
+# run.sh recording phases: orders-server, tailtrace around a command or a pid, perf.
+# Sets the globals SERVER_PID / TT_PID / PERF_PID that run.sh's cleanup trap stops.
+
+# server_start PORT LOG: start orders-server, wait until it listens; sets SERVER_PID.
+server_start() {
+	local port=$1 log=$2 i
+	local args=(--port "$port")
+	[ -z "$SERVER_WORKERS" ] || args+=(--workers "$SERVER_WORKERS")
+	[ -z "$SERVICE_US" ] || args+=(--service-us "$SERVICE_US")
+	[ -z "$SLEEP_US" ] || args+=(--sleep-us "$SLEEP_US")
+	pg_start "$log" "$TT_SERVER" "${args[@]}"
+	SERVER_PID=$PG_PID
+	for ((i = 0; i < 200; i++)); do
+		grep -q 'listening on' "$log" 2>/dev/null && return 0
+		if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+			die "orders-server exited during start-up: $(tail -1 "$log" 2>/dev/null); fix that (see $log) and rerun"
+		fi
+		sleep 0.05
+	done
+	die "orders-server did not report 'listening' within 10 s (see $log); is the machine overloaded?"
+}
+
+server_stop() {
+	[ -n "$SERVER_PID" ] || return 0
+	pg_stop "$SERVER_PID" TERM 5
+	SERVER_PID=""
+}
+
+# httpload_args URL DIR: the httpload command line for this run.
+httpload_args() {
+	local url=$1 dir=$2
+	HTTPLOAD_CMD=("$TT_HTTPLOAD" --model "$WORKLOAD" --conns "$CONNS" --url "$url" --out "$dir" --progress)
+	[ -z "$WORKERS" ] || HTTPLOAD_CMD+=(--workers "$WORKERS")
+	[ -z "$REQUESTS" ] || HTTPLOAD_CMD+=(--requests "$REQUESTS")
+	[ -z "$DURATION" ] || HTTPLOAD_CMD+=(--duration "$DURATION")
+	[ -z "$RATE" ] || HTTPLOAD_CMD+=(--rate "$RATE")
+	[ -z "$CPUS" ] || HTTPLOAD_CMD+=(--cpus "$CPUS")
+	[ -z "$NUMA" ] || HTTPLOAD_CMD+=(--numa "$NUMA")
+	return 0
+}
+
+# tailtrace_args DIR: the tailtrace options shared by every mode (no target).
+tailtrace_args() {
+	local dir=$1 s
+	TT_ARGS=("$TT_TAILTRACE" --out "$dir")
+	[ -z "$PROBES" ] || TT_ARGS+=(--events "$PROBES")
+	for s in "${SPANS[@]}"; do TT_ARGS+=(--span "$s"); done
+	return 0
+}
+
+# perf_start DIR PIDS: on-CPU profile (cpu-clock, 499 Hz, call graphs) of PIDS (a,b,c).
+perf_start() {
+	local dir=$1 pids=$2
+	[ "$PERF" = 1 ] || return 0
+	pg_start "$dir/perf.log" perf record -e cpu-clock -F 499 -g -p "$pids" -o "$dir/perf.data"
+	PERF_PID=$PG_PID
+}
+
+perf_stop() {
+	[ -n "$PERF_PID" ] || return 0
+	pg_stop "$PERF_PID" INT 20
+	PERF_PID=""
+	grep -v '^\[ perf record: \(Woken\|Captured\)' "$1/perf.log" 2>/dev/null | grep -v '^$' >&2 || true
+}
+
+# wait_attached_child TIMEOUT_S: the pid of tailtrace's child once it exec'd the command.
+wait_attached_child() {
+	local timeout_s=$1 i self child
+	self=$(readlink "/proc/$TT_PID/exe" 2>/dev/null || echo "$TT_TAILTRACE")
+	for ((i = 0; i < timeout_s * 20; i++)); do
+		child=$(child_exec_pid "$TT_PID" "$self") && { echo "$child"; return 0; }
+		kill -0 "$TT_PID" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+# record_command DIR CMD...: tailtrace -- CMD, perf on CMD once it runs. Returns CMD's status.
+record_command() {
+	local dir=$1 child rc=0
+	shift
+	tailtrace_args "$dir"
+	pg_start - "${TT_ARGS[@]}" -- "$@"
+	TT_PID=$PG_PID
+	if child=$(wait_attached_child 60); then
+		perf_start "$dir" "$child${SERVER_PID:+,$SERVER_PID}"
+	fi
+	pg_wait "$TT_PID" || rc=$?
+	TT_PID=""
+	perf_stop "$dir"
+	return "$rc"
+}
+
+# record_pid DIR PIDS: tailtrace on running processes for DURATION seconds.
+record_pid() {
+	local dir=$1 pids=$2 rc=0
+	tailtrace_args "$dir"
+	if [ -n "$TARGET_COMM" ]; then
+		TT_ARGS+=(--comm "$TARGET_COMM")
+	else
+		TT_ARGS+=(--pid "$pids")
+	fi
+	pg_start - "${TT_ARGS[@]}" --duration "$DURATION"
+	TT_PID=$PG_PID
+	perf_start "$dir" "$pids"
+	pg_wait "$TT_PID" || rc=$?
+	TT_PID=""
+	perf_stop "$dir"
+	return "$rc"
+}
