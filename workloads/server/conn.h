@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One client connection: input buffer, output buffer and the state machine
+ * driven by edge-triggered epoll events (read -> parse -> handle -> one write
+ * per batch of replies; partial reads and writes resumed on the next event).
+ * After an error reply the connection half-closes and drains ("lingers") so
+ * the client reads the reply instead of a reset.
+ */
+#ifndef ORDERS_CONN_H
+#define ORDERS_CONN_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http_reply.h"
+#include "orders.h"
+
+#define CONN_IN_BYTES 16384  /* holds a maximal head (8 KiB) + small bodies */
+#define CONN_OUT_BYTES 16384 /* replies of a pipelined batch */
+#define CONN_LINGER_MS 2000  /* at most this long draining after an error reply */
+
+enum conn_result {
+	CONN_KEEP = 0,  /* wait for the next event */
+	CONN_CLOSE = 1, /* caller closes and frees it */
+};
+
+struct conn_stats {
+	uint64_t requests; /* replies sent, any status */
+	uint64_t errors;   /* of which 4xx/5xx */
+};
+
+struct conn {
+	int fd;
+	unsigned readable : 1;       /* may have unread bytes (edge seen) */
+	unsigned eof : 1;            /* peer finished sending */
+	unsigned closing : 1;        /* last reply queued: flush, then half-close */
+	unsigned lingering : 1;      /* half-closed: discard input until EOF */
+	unsigned sent_continue : 1;  /* "100 Continue" sent for this request */
+	char *in;
+	size_t in_len;
+	size_t in_cap;
+	size_t lingered_bytes;
+	uint64_t t_linger_end_ns;
+	struct obuf out;
+	struct conn *prev, *next;    /* owner's list of open connections */
+};
+
+/* Allocate buffers. NULL on ENOMEM. */
+struct conn *conn_new(void);
+/* Make a (new or recycled) conn serve fd. */
+void conn_reset(struct conn *c, int fd);
+void conn_free(struct conn *c);
+
+/* Handle the epoll events of c. */
+enum conn_result conn_drive(struct conn *c, uint32_t events,
+			    const struct orders_config *cfg, struct conn_stats *st);
+
+/* Lingering for longer than CONN_LINGER_MS at now_ns: close it. */
+int conn_linger_expired(const struct conn *c, uint64_t now_ns);
+
+#endif

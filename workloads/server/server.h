@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The server: N worker threads ("orders-w<i>"), each with its own epoll
+ * instance and its own SO_REUSEPORT listener, so a connection lives on one
+ * worker from accept to close and workers share nothing on the hot path.
+ * A shared eventfd stops them all.
+ */
+#ifndef ORDERS_SERVER_H
+#define ORDERS_SERVER_H
+#include <stdint.h>
+
+#include "orders.h"
+
+struct server_config {
+	const char *bind_addr;
+	uint16_t port;        /* 0: ephemeral */
+	int workers;
+	int backlog;
+	struct orders_config orders; /* stop_fd is filled in by server_start */
+};
+
+struct server_stats {
+	uint64_t connections;
+	uint64_t requests;
+	uint64_t errors;
+};
+
+struct server;
+
+/* Bind, listen and start the workers. 0 or a negative errno; on failure
+ * *what names the failing step. */
+int server_start(const struct server_config *cfg, struct server **out, const char **what);
+
+uint16_t server_port(const struct server *s);
+
+/* Stop the workers (they close their connections), join them, close
+ * everything, free s. 0 or the first worker error (negative errno). */
+int server_stop(struct server *s, struct server_stats *stats);
+
+#endif
