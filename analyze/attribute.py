@@ -1,0 +1,169 @@
+"""Where the tail went: percentile bands, the tail's excess over the median, headline.
+
+Bands are cut at percentiles of one column (latency_ns by default) computed
+with numpy's default (linear interpolation):
+  ≤P50: x ≤ p50    P50–P90: p50 < x ≤ p90    P90–P99: p90 < x < p99    ≥P99: x ≥ p99
+and, when there are at least 10 000 requests, ≥P99.9: x ≥ p99.9 (a subset of ≥P99).
+Shares are of the band's mean e2e (queue wait + service time).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .decompose import PARTS
+
+BANDS = ["≤P50", "P50–P90", "P90–P99", "≥P99"]
+BAND_P999 = "≥P99.9"
+P999_MIN_REQUESTS = 10_000
+MS = 1e6
+
+# Parts grouped the way the headline speaks about them: (columns, label, noun for the excess)
+GROUPS = {
+    "queue_wait": (["queue_wait_ns"], "waiting in the queue for a worker", "queue wait"),
+    "oncpu": (["oncpu_ns"], "on CPU (running)", "on-CPU work"),
+    "runnable": (["runq_wakeup_ns", "runq_preempt_ns"], "runnable (waiting for a CPU)",
+                 "scheduler delay"),
+    "lock_wait": (["lock_wait_ns"], "waiting for a mutex", "mutex wait"),
+    "blocked": (["blocked_ns"], "blocked (network, I/O, sleep)", "blocked time"),
+}
+
+
+def band_edges(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
+    """Percentile cut points of decomp[by]: {"p50", "p90", "p99", "p999"}."""
+    x = decomp[by].to_numpy(dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return {k: np.nan for k in ("p50", "p90", "p99", "p999")}
+    p = np.percentile(x, [50, 90, 99, 99.9])
+    return dict(zip(("p50", "p90", "p99", "p999"), p))
+
+
+def band_masks(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
+    """{band: boolean mask over decomp rows}, ≥P99.9 only with ≥ 10k requests."""
+    x = decomp[by].to_numpy(dtype=np.float64)
+    e = band_edges(decomp, by)
+    m = {BANDS[0]: x <= e["p50"],
+         BANDS[1]: (x > e["p50"]) & (x <= e["p90"]),
+         BANDS[2]: (x > e["p90"]) & (x < e["p99"]),
+         BANDS[3]: x >= e["p99"]}
+    if len(decomp) >= P999_MIN_REQUESTS:
+        m[BAND_P999] = x >= e["p999"]
+    return m
+
+
+def band_of(decomp: pd.DataFrame, by: str = "latency_ns") -> pd.Series:
+    """Each request's band among BANDS (≥P99.9 requests are labelled ≥P99)."""
+    lab = np.full(len(decomp), None, dtype=object)
+    for b, m in band_masks(decomp, by).items():
+        if b in BANDS:
+            lab[m] = b
+    return pd.Series(pd.Categorical(lab, categories=BANDS), index=decomp.index, name="band")
+
+
+def _band_row(d: pd.DataFrame, lo: float, hi: float) -> dict:
+    row = {"n": len(d), "lo_ms": lo / MS, "hi_ms": hi / MS,
+           "latency_ms": d["latency_ns"].mean() / MS, "e2e_ms": d["e2e_ns"].mean() / MS}
+    e2e = d["e2e_ns"].mean()
+    for p in PARTS:
+        m = d[f"{p}_ns"].mean()
+        row[f"{p}_ms"] = m / MS
+        row[f"{p}_share"] = m / e2e if e2e else np.nan
+    run_ns = d["runq_wakeup_ns"].mean() + d["runq_preempt_ns"].mean()
+    row["runnable_ms"], row["runnable_share"] = run_ns / MS, (run_ns / e2e if e2e else np.nan)
+    row["closes_share"] = d["closes"].mean() if len(d) else np.nan
+    return row
+
+
+def df_bands(decomp: pd.DataFrame, by: str = "latency_ns") -> pd.DataFrame:
+    """Index = band; columns n, lo_ms/hi_ms (band's range of `by`), latency_ms, e2e_ms,
+    {part}_ms and {part}_share for every part in PARTS, runnable_ms/_share, closes_share."""
+    masks = band_masks(decomp, by)
+    x = decomp[by].to_numpy(dtype=np.float64)
+    rows = {}
+    for b, m in masks.items():
+        sel = x[m]
+        rows[b] = _band_row(decomp[m], sel.min() if len(sel) else np.nan,
+                            sel.max() if len(sel) else np.nan)
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    df.index.name = "band"
+    df["n"] = df["n"].astype(np.int64)
+    return df
+
+
+def tail_excess(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
+    """≥P99 band mean minus ≤P50 band mean, in total (e2e) and split by part.
+
+    {"n_tail", "n_median", "tail_ms", "median_ms", "excess_ms",
+     "parts": {part or "runnable": {"ms": excess, "share": excess / total excess}}}
+    """
+    m = band_masks(decomp, by)
+    tail, med = decomp[m[BANDS[3]]], decomp[m[BANDS[0]]]
+    ex = (tail["e2e_ns"].mean() - med["e2e_ns"].mean()) / MS
+    out = {"n_tail": int(len(tail)), "n_median": int(len(med)),
+           "tail_ms": tail["e2e_ns"].mean() / MS, "median_ms": med["e2e_ns"].mean() / MS,
+           "excess_ms": ex, "parts": {}}
+    for p in PARTS + ["runnable"]:
+        d = (tail[f"{p}_ns"].mean() - med[f"{p}_ns"].mean()) / MS
+        out["parts"][p] = {"ms": d, "share": d / ex if ex else np.nan}
+    return out
+
+
+def spearman_runnable(decomp: pd.DataFrame) -> float:
+    """Spearman rank correlation of runnable_ns with latency_ns (NaN if undefined)."""
+    d = decomp[["runnable_ns", "latency_ns"]].dropna()
+    if len(d) < 3 or d["runnable_ns"].nunique() < 2 or d["latency_ns"].nunique() < 2:
+        return float("nan")
+    r = d.rank(method="average")
+    return float(np.corrcoef(r["runnable_ns"], r["latency_ns"])[0, 1])
+
+
+def dominant_group(bands: pd.DataFrame, band: str = BANDS[3]) -> tuple[str, float, float]:
+    """(group, mean ms, share) of the largest group in `band`; NaN groups are skipped."""
+    row = bands.loc[band]
+    best = (None, np.nan, -1.0)
+    for g, (cols, _, _) in GROUPS.items():
+        parts = [row[c.replace("_ns", "_ms")] for c in cols]
+        if any(pd.isna(v) for v in parts):
+            continue
+        ms = float(sum(parts))
+        share = ms / row["e2e_ms"] if row["e2e_ms"] else 0.0
+        if share > best[2]:
+            best = (g, ms, share)
+    return best
+
+
+def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None) -> str:
+    """One plain sentence naming the dominant part of the ≥P99 band, with figures."""
+    if len(decomp) == 0 or BANDS[3] not in bands.index:
+        return "No requests in this run: nothing to attribute."
+    row = bands.loc[BANDS[3]]
+    g, ms, share = dominant_group(bands)
+    head = f"≥P99 requests (n={int(row['n'])}, mean {row['e2e_ms']:.1f} ms)"
+    if g is None:
+        return head + ": no part could be measured."
+    _, label, noun = GROUPS[g]
+    te = tail_excess(decomp)
+    ex = te["excess_ms"]
+    g_ex = te["parts"][g]["ms"]
+    s = (f"{head} spent {share * 100:.0f}% of their time {label}: "
+         f"{g_ex:.1f} ms of the {ex:.1f} ms excess over the median is {noun}.")
+    if g == "runnable":
+        s += (f" ({row['runq_wakeup_ms']:.1f} ms after wakeups, "
+              f"{row['runq_preempt_ms']:.1f} ms after preemption per request.)")
+    if decomp["oncpu_ns"].isna().all():
+        s += " No scheduler events were recorded: on-CPU, runnable and blocked time are unknown."
+    caveats = []
+    if run is not None:
+        lost = {k: v for k, v in (getattr(run, "lost_events", {}) or {}).items() if v}
+        if lost:
+            caveats.append("events were lost (" + ", ".join(f"{k}: {v}" for k, v in lost.items())
+                           + ")")
+    traced = decomp[decomp["traced"]] if "traced" in decomp else decomp
+    if len(traced) and traced["oncpu_ns"].notna().any():
+        closes = traced["closes"].mean()
+        if closes < 0.99:
+            caveats.append(f"only {closes * 100:.0f}% of requests close")
+    if caveats:
+        s += " Caution: " + "; ".join(caveats) + "."
+    return s

@@ -1,0 +1,123 @@
+"""Scheduler views of a run: per thread, per mutex, run-queue histogram, CPU placement.
+
+df_threads      -> threads.csv: tid, comm, role, runq_ns, oncpu_ns, offcpu_ns,
+                   voluntary, involuntary, migrations, cpus ("0,1": CPUs it ran on)
+df_locks        -> locks.csv: mutex, symbol, acquisitions, contended, hold_p50_ns,
+                   hold_p99_ns, wait_p50_ns, wait_p99_ns, top_stack
+df_runq_hist    -> log2 buckets of run-queue latency like runqlat: lo_us, hi_us, count
+df_cpu_placement-> tid × cpu on-CPU ns
+
+On-CPU time of a thread is measured between its recorded switches: from each
+switch-in (t_on, cpu_on) to the next switch-out of the same thread, so time
+before its first and after its last recorded switch is not counted.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+THREAD_COLS = ["tid", "comm", "role", "runq_ns", "oncpu_ns", "offcpu_ns", "voluntary",
+               "involuntary", "migrations", "cpus"]
+LOCK_COLS = ["mutex", "symbol", "acquisitions", "contended", "hold_p50_ns", "hold_p99_ns",
+             "wait_p50_ns", "wait_p99_ns", "top_stack"]
+STACK_FRAMES = 4  # frames shown in top_stack
+LOCK_FUNCS = ("pthread_mutex_lock", "pthread_mutex_trylock", "__pthread_mutex_lock",
+              "___pthread_mutex_lock", "__GI___pthread_mutex_lock")
+
+
+def _oncpu_slices(sw: pd.DataFrame) -> pd.DataFrame:
+    """On-CPU slices between consecutive switches of a thread: tid, cpu, t_start_ns, dur_ns."""
+    s = sw.sort_values(["tid", "t_off_ns"], kind="stable")
+    tid = s["tid"].to_numpy()
+    nxt_off = np.roll(s["t_off_ns"].to_numpy(), -1)
+    same = np.append(tid[1:] == tid[:-1], False)
+    dur = np.where(same, nxt_off - s["t_on_ns"].to_numpy(), 0)
+    return pd.DataFrame({"tid": tid, "cpu": s["cpu_on"].to_numpy(),
+                         "t_start_ns": s["t_on_ns"].to_numpy(),
+                         "dur_ns": np.maximum(dur, 0)})[same]
+
+
+def df_threads(run) -> pd.DataFrame:
+    """One row per thread seen in tasks, switches or runq (columns THREAD_COLS)."""
+    tids = np.unique(np.concatenate([run.tasks["tid"].to_numpy(), run.switches["tid"].to_numpy(),
+                                     run.runq["tid"].to_numpy()])).astype(np.int64)
+    df = pd.DataFrame({"tid": tids}).set_index("tid")
+    t = run.tasks.drop_duplicates("tid", keep="last").set_index("tid")
+    df["comm"] = t["comm"].reindex(df.index).fillna("").astype(str)
+    df["role"] = t["role"].reindex(df.index).fillna("other").astype(str)
+    df["runq_ns"] = run.runq.groupby("tid")["dur_ns"].sum().reindex(df.index, fill_value=0)
+    sl = _oncpu_slices(run.switches)
+    df["oncpu_ns"] = sl.groupby("tid")["dur_ns"].sum().reindex(df.index, fill_value=0)
+    sw = run.switches
+    df["offcpu_ns"] = sw.groupby("tid")["dur_ns"].sum().reindex(df.index, fill_value=0)
+    df["voluntary"] = sw[sw["voluntary"]].groupby("tid").size().reindex(df.index, fill_value=0)
+    df["involuntary"] = sw[~sw["voluntary"]].groupby("tid").size().reindex(df.index, fill_value=0)
+    df["migrations"] = t["migrations"].reindex(df.index).fillna(0).astype(np.int64)
+    cpus = pd.concat([pd.DataFrame({"tid": sw["tid"], "cpu": sw["cpu_on"]}),
+                      pd.DataFrame({"tid": sw["tid"], "cpu": sw["cpu_off"]}),
+                      pd.DataFrame({"tid": run.runq["tid"], "cpu": run.runq["cpu"]})])
+    cpus = cpus.drop_duplicates().sort_values(["tid", "cpu"])
+    lists = cpus.groupby("tid")["cpu"].agg(lambda c: ",".join(str(int(x)) for x in c))
+    df["cpus"] = lists.reindex(df.index).fillna("")
+    for c in ("runq_ns", "oncpu_ns", "offcpu_ns", "voluntary", "involuntary"):
+        df[c] = df[c].astype(np.int64)
+    return df.reset_index()[THREAD_COLS]
+
+
+def _stack_text(run, sid) -> str:
+    frames = run.stacks.get(("locks", int(sid)), [])
+    # Skip the locking functions themselves: show where the lock is taken.
+    i = 0
+    while i < len(frames) - 1 and any(frames[i].startswith(f) for f in LOCK_FUNCS):
+        i += 1
+    return ";".join(frames[i:i + STACK_FRAMES])
+
+
+def df_locks(run) -> pd.DataFrame:
+    """One row per mutex, most contended first (columns LOCK_COLS)."""
+    lk = run.locks
+    if len(lk) == 0:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in LOCK_COLS})
+    g = lk.groupby("mutex")
+    df = pd.DataFrame({"acquisitions": g.size(), "contended": g["contended"].sum()})
+    q = g[["hold_ns", "wait_ns"]].quantile([0.5, 0.99]).unstack()
+    df["hold_p50_ns"], df["hold_p99_ns"] = q[("hold_ns", 0.5)], q[("hold_ns", 0.99)]
+    df["wait_p50_ns"], df["wait_p99_ns"] = q[("wait_ns", 0.5)], q[("wait_ns", 0.99)]
+    # Most frequent acquirer stack (contended acquisitions first, else all).
+    st = lk[lk["ustack_id"] >= 0]
+    pref = st[st["contended"]]
+    st = pd.concat([pref, st[~st["mutex"].isin(pref["mutex"])]])
+    top = (st.groupby(["mutex", "ustack_id"]).size().rename("k").reset_index()
+           .sort_values(["mutex", "k", "ustack_id"], ascending=[True, False, True])
+           .drop_duplicates("mutex").set_index("mutex")["ustack_id"])
+    df["top_stack"] = [_stack_text(run, top[m]) if m in top.index else "" for m in df.index]
+    df["symbol"] = [f"0x{int(m):x}" for m in df.index]
+    df = df.reset_index().sort_values(["contended", "acquisitions"], ascending=False, kind="stable")
+    df["contended"] = df["contended"].astype(np.int64)
+    return df[LOCK_COLS].reset_index(drop=True)
+
+
+def df_runq_hist(run) -> pd.DataFrame:
+    """Run-queue latency histogram: slot k holds [2^(k-1), 2^k − 1] µs (slot 0: 0 µs)."""
+    us = np.maximum(run.runq["dur_ns"].to_numpy(dtype=np.int64), 0) // 1000
+    if len(us) == 0:
+        return pd.DataFrame({"lo_us": pd.Series(dtype=np.int64), "hi_us": pd.Series(dtype=np.int64),
+                             "count": pd.Series(dtype=np.int64)})
+    # slot = bit length of us (frexp's exponent is exact below 2**53)
+    slot = np.frexp(us.astype(np.float64))[1].astype(np.int64)
+    counts = np.bincount(slot)
+    k = np.arange(len(counts))
+    lo = np.where(k == 0, 0, 1 << np.maximum(k - 1, 0))
+    hi = (1 << k) - 1
+    return pd.DataFrame({"lo_us": lo.astype(np.int64), "hi_us": hi.astype(np.int64),
+                         "count": counts.astype(np.int64)})
+
+
+def df_cpu_placement(run) -> pd.DataFrame:
+    """On-CPU ns per thread (index tid) and CPU (columns), from on-CPU slices."""
+    sl = _oncpu_slices(run.switches)
+    if len(sl) == 0:
+        return pd.DataFrame(dtype=np.int64)
+    p = sl.pivot_table(index="tid", columns="cpu", values="dur_ns", aggfunc="sum", fill_value=0)
+    p.columns.name = "cpu"
+    return p.astype(np.int64)
