@@ -31,12 +31,12 @@ env_require_root() {
 # env_missing_tools: print the missing tool names (space separated).
 env_missing_tools() {
 	local t missing=()
-	for t in cmake ninja clang bpftool perf python3; do
+	for t in cmake ninja clang bpftool perf python3 pkg-config; do
 		command -v "$t" >/dev/null 2>&1 || missing+=("$t")
 	done
 	python3 -c 'import pandas, numpy, matplotlib' 2>/dev/null || missing+=("python3-pandas/numpy/matplotlib")
-	[ -e /usr/include/bpf/libbpf.h ] || missing+=("libbpf-dev")
-	[ -e /usr/include/curl/curl.h ] || missing+=("libcurl4-openssl-dev")
+	pkg-config --exists libbpf 2>/dev/null || missing+=("libbpf-dev")
+	pkg-config --exists libcurl 2>/dev/null || missing+=("libcurl4-openssl-dev")
 	echo "${missing[*]:-}"
 }
 
@@ -148,7 +148,7 @@ pg_alive() { kill -0 -- "-$1" 2>/dev/null; }
 # pg_stop PGID SIGNAL TIMEOUT_S: signal the group, wait, then SIGKILL what remains.
 pg_stop() {
 	local pgid=$1 sig=$2 timeout_s=$3 i
-	pg_alive "$pgid" || { wait "$pgid" 2>/dev/null; return 0; }
+	pg_alive "$pgid" || { wait "$pgid" 2>/dev/null || true; return 0; }
 	kill -s "$sig" -- "-$pgid" 2>/dev/null || true
 	for ((i = 0; i < timeout_s * 10; i++)); do
 		pg_alive "$pgid" || break

@@ -41,7 +41,7 @@ finish_run() {
 	local dir=$1 title=$2 rc=0
 	flame_all "$dir" "$title"
 	analyze_run "$dir" || rc=1
-	python3 "$TT_TOP/scripts/lib/runinfo.py" table "$dir" || true
+	[ ! -f "$dir/summary.json" ] || python3 "$TT_TOP/scripts/lib/runinfo.py" table "$dir" || true
 	[ ! -f "$dir/report.html" ] || log "report: $dir/report.html"
 	return "$rc"
 }

@@ -7,6 +7,7 @@ of that band's mean end-to-end latency: how much of the tail was waiting for a C
 import json
 import math
 import os
+import sys
 
 TAIL_BAND = "≥P99"
 COLUMNS = [("run", "{}"), ("req/s", "{:.0f}"), ("avg ms", "{:.3f}"), ("P99 ms", "{:.3f}"),
@@ -42,7 +43,7 @@ def rows_from_runs(run_dirs):
                 rows.append(row_from_summary(label, json.load(f)))
         except (OSError, ValueError) as e:
             rows.append([label] + [None] * (len(COLUMNS) - 1))
-            print(f"summary_table: {path}: {e}")
+            print(f"summary_table: {path}: {e}", file=sys.stderr)
     return rows
 
 
