@@ -15,6 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402,F401
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -182,7 +183,7 @@ def plot_timeline(decomp: pd.DataFrame, path, t0_ns: int | None = None,
     d = _thin(decomp, "latency_ns", max_points)
     t_s = (d["t_start_ns"] - t0) / 1e9
     fig, ax = plt.subplots(figsize=(12, 4.5))
-    ax.scatter(t_s, d["latency_ns"] / 1e6, s=5, color="#4e79a7", alpha=0.45, lw=0,
+    ax.scatter(t_s, d["latency_ns"] / 1e6, s=7, color="#2f5f98", alpha=0.6, lw=0,
                label="service time", rasterized=True)
     if "runnable_ns" in d and d["runnable_ns"].notna().any():
         ax.scatter(t_s, d["runnable_ns"] / 1e6, s=5, color=PART_COLORS["runq_preempt"], alpha=0.6,
@@ -195,13 +196,19 @@ def plot_timeline(decomp: pd.DataFrame, path, t0_ns: int | None = None,
         p99 = decomp["latency_ns"].groupby(bins, observed=True).quantile(0.99) / 1e6
         mids = [iv.mid for iv in p99.index]
         ax.plot(mids, p99.to_numpy(), color="black", lw=1.3, label="P99 per time bin")
-    ax.set_yscale("symlog", linthresh=0.1)
-    ax.set_ylim(bottom=0)
+    ax.set_yscale("log")
+    ys = [d["latency_ns"]] + ([d["runnable_ns"]] if "runnable_ns" in d else [])
+    pos = pd.concat(ys)
+    pos = pos[pos > 0]
+    if len(pos):
+        ax.set_ylim(bottom=max(pos.min() / 1e6 / 2, 1e-4))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel("time since the run started (s)")
-    ax.set_ylabel("latency (ms, log above 0.1)")
+    ax.set_ylabel("latency (ms, log scale)")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize=9, markerscale=3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, markerscale=3,
+              frameon=False)
     return _save(fig, path)
 
 

@@ -110,7 +110,7 @@ def make_run(run_dir, n: int = 400, probes: bool = True, lost: int = 0,
 
     def write(kind, rows):
         dt = record_dtype(schema, kind)
-        arr = np.zeros(len(rows), dtype=dt)
+        arr = np.zeros(len(next(iter(rows.values()))), dtype=dt)
         for name in dt.names:
             if name in rows:
                 arr[name] = rows[name]

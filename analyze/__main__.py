@@ -1,0 +1,87 @@
+"""Command line: `python3 -m analyze report RUN_DIR` / `compare RUN_DIR...` (tailtrace-analyze).
+
+Exit status: 0 done, 2 bad input (one line `analyze: <message>` on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import AnalysisError
+
+EXIT_BAD_INPUT = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python3 -m analyze",
+        description="tailtrace analysis: split each request's latency into queue wait, on-CPU, "
+                    "runnable, lock wait and blocked time, and tie scheduler delay to the P99.")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    r = sub.add_parser("report", help="analyse one run directory and write its report",
+                       description="Writes report.html, summary.json, threads.csv, locks.csv, "
+                                   "trace.json and the report's PNGs into RUN_DIR; prints the "
+                                   "headline and a short table.")
+    r.add_argument("run_dir", metavar="RUN_DIR")
+    r.add_argument("--no-plots", action="store_true", help="skip the PNG figures (faster)")
+    c = sub.add_parser("compare", help="compare runs side by side",
+                       description="Prints one row per run (throughput, avg, P99, max, ≥P99 "
+                                   "runnable share) and writes compare.html + percentiles.png.")
+    c.add_argument("run_dirs", metavar="RUN_DIR", nargs="+")
+    c.add_argument("--out", metavar="DIR", default=".",
+                   help="where to write compare.html and percentiles.png (default: .)")
+    c.add_argument("--no-plots", action="store_true", help="skip percentiles.png")
+    return p
+
+
+def format_summary(s: dict) -> str:
+    """Headline and a short table (what `report` prints)."""
+    from .html import fmt_int, fmt_ms
+
+    lat, e2e, q = s.get("latency_ms") or {}, s.get("e2e_ms") or {}, s.get("queue_wait_ms") or {}
+    cols = ["avg", "p50", "p90", "p99", "p999", "max"]
+    lines = [s.get("headline") or "", "",
+             f"{'ms':<12}" + "".join(f"{c:>9}" for c in ["avg", "P50", "P90", "P99", "P99.9",
+                                                          "max"])]
+    for name, d in (("service", lat), ("end to end", e2e), ("queue wait", q)):
+        lines.append(f"{name:<12}" + "".join(f"{fmt_ms(d.get(c)):>9}" for c in cols))
+    lines.append(f"\n{fmt_int(s.get('requests'))} requests, {fmt_int(s.get('errors'))} errors, "
+                 f"{fmt_int(s.get('throughput_rps'))} requests/s"
+                 + (f", {s['closure_ratio']:.1%} close" if s.get("closure_ratio") is not None
+                    else ""))
+    return "\n".join(lines)
+
+
+def _report(args) -> int:
+    from .report import build_report
+
+    s = build_report(args.run_dir, plots=not args.no_plots)
+    print(format_summary(s))
+    for w in s.get("warnings") or []:
+        print(f"warning: {w}")
+    print(f"wrote {', '.join(s.get('outputs') or [])} in {args.run_dir}")
+    return 0
+
+
+def _compare(args) -> int:
+    from .compare import format_table, write_compare
+
+    df, files = write_compare(args.run_dirs, args.out, plots=not args.no_plots)
+    print(format_table(df))
+    print(f"wrote {', '.join(files)}")
+    return 0
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _report(args) if args.cmd == "report" else _compare(args)
+    except AnalysisError as e:
+        print(f"analyze: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

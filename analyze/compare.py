@@ -1,0 +1,125 @@
+"""Runs side by side: one table, one percentile plot, compare.html.
+
+Columns of df_compare (one row per run, in the order given):
+  run (label), requests, throughput_rps, avg_ms, p99_ms, max_ms (end to end:
+  what a client saw, queue wait included), p99_service_ms, queue_p99_ms,
+  p99_runnable_share (share of the ≥P99 band's mean e2e time spent runnable;
+  NaN without probes), headline.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import plot
+from .attribute import BANDS
+from .errors import AnalysisError
+from .html import _CSS, esc, fmt_int, fmt_ms, fmt_share, img_tag
+from .load import load_run
+from .report import analyse, run_label
+
+COLUMNS = ["run", "requests", "throughput_rps", "avg_ms", "p99_ms", "max_ms", "p99_service_ms",
+           "queue_p99_ms", "p99_runnable_share", "headline"]
+TAIL = BANDS[3]
+
+
+def _unique(labels: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for lab in labels:
+        seen[lab] = seen.get(lab, 0) + 1
+        out.append(lab if seen[lab] == 1 else f"{lab}#{seen[lab]}")
+    return out
+
+
+def compare_row(label: str, summary: dict) -> dict:
+    """One table row from a summary dict (summary.summary_dict's keys)."""
+    e2e, lat = summary.get("e2e_ms") or {}, summary.get("latency_ms") or {}
+    attr = summary.get("attribution")
+    tail = attr.get(TAIL, {}) if isinstance(attr, dict) else {}
+    share = tail.get("runnable_share")
+    if share is None and "runq_wakeup_share" in tail:
+        share = (tail.get("runq_wakeup_share") or 0) + (tail.get("runq_preempt_share") or 0)
+    return {"run": label, "requests": summary.get("requests"),
+            "throughput_rps": summary.get("throughput_rps"), "avg_ms": e2e.get("avg"),
+            "p99_ms": e2e.get("p99"), "max_ms": e2e.get("max"),
+            "p99_service_ms": lat.get("p99"),
+            "queue_p99_ms": (summary.get("queue_wait_ms") or {}).get("p99"),
+            "p99_runnable_share": np.nan if share is None else share,
+            "headline": summary.get("headline", "")}
+
+
+def df_compare(run_dirs) -> tuple[pd.DataFrame, dict]:
+    """(table, {label: decomposition}) of the given run directories."""
+    if not run_dirs:
+        raise AnalysisError("compare needs at least one run directory")
+    analysed = [analyse(load_run(d)) for d in run_dirs]
+    labels = _unique([run_label(a["run"]) for a in analysed])
+    rows = [compare_row(lab, a["summary"]) for lab, a in zip(labels, analysed)]
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    return df, {lab: a["decomp"] for lab, a in zip(labels, analysed)}
+
+
+def format_table(df: pd.DataFrame) -> str:
+    """The plain-text table printed by `python3 -m analyze compare`."""
+    heads = ["run", "throughput", "avg ms", "P99 ms", "max ms", "P99 svc ms", "≥P99 runnable"]
+    rows = [[str(r.run), f"{fmt_int(r.throughput_rps)}/s", fmt_ms(r.avg_ms), fmt_ms(r.p99_ms),
+             fmt_ms(r.max_ms), fmt_ms(r.p99_service_ms), fmt_share(r.p99_runnable_share)
+             if pd.notna(r.p99_runnable_share) else "needs probes"]
+            for r in df.itertuples()]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(heads)]
+
+    def line(cells):
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([line(heads), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def render_compare(df: pd.DataFrame, png: str | None) -> str:
+    """compare.html: the table, the percentile plot (embedded) and each run's headline."""
+    heads = ["run", "requests", "throughput (req/s)", "avg ms", "P99 ms", "max ms",
+             "P99 service ms", "queue wait P99 ms", "≥P99 share runnable"]
+    body = []
+    for r in df.itertuples():
+        cells = [str(r.run), fmt_int(r.requests), fmt_int(r.throughput_rps), fmt_ms(r.avg_ms),
+                 fmt_ms(r.p99_ms), fmt_ms(r.max_ms), fmt_ms(r.p99_service_ms),
+                 fmt_ms(r.queue_p99_ms), fmt_share(r.p99_runnable_share)
+                 if pd.notna(r.p99_runnable_share) else "needs probes"]
+        body.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
+    table = ('<table class="num"><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in heads)
+             + f'</tr></thead><tbody>{"".join(body)}</tbody></table>')
+    heads_html = "".join(f"<li><b>{esc(str(r.run))}</b>: {esc(str(r.headline))}</li>"
+                         for r in df.itertuples())
+    img = img_tag(png, "latency percentiles of all runs") if png else ""
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>tailtrace compare</title><style>{_CSS}</style></head><body><main>"
+            f"<header><h1>tailtrace compare · {len(df)} runs</h1>"
+            "<p>avg, P99 and max are end to end (t_end − t_enqueue: what a client saw, queue "
+            "wait included); the last column is the share of the ≥P99 band's time spent "
+            "runnable (waiting for a CPU).</p></header>"
+            f'<section><h2>Runs</h2>{table}</section>'
+            f'<section><h2>Latency by percentile</h2>{img}</section>'
+            f'<section><h2>Headlines</h2><ul>{heads_html}</ul></section>'
+            "</main></body></html>\n")
+
+
+def write_compare(run_dirs, out_dir, plots: bool = True) -> tuple[pd.DataFrame, list[str]]:
+    """Write compare.html (+ percentiles.png) into out_dir; returns (table, files)."""
+    df, decomps = df_compare(run_dirs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    png = None
+    if plots:
+        png = plot.plot_percentiles(decomps, out / "percentiles.png", column="e2e_ns",
+                                    title="End-to-end latency by percentile, all runs")
+        files.append(png)
+    html_path = out / "compare.html"
+    tmp = html_path.with_name("compare.html.tmp")
+    tmp.write_text(render_compare(df, png), encoding="utf-8")
+    os.replace(tmp, html_path)
+    files.append(str(html_path))
+    return df, files

@@ -1,0 +1,175 @@
+"""One run, every output: load → decompose → bands → summary → files.
+
+`build_report(run_dir, plots=True) -> dict` writes into the run directory:
+summary.json (first, so it survives a later failure, then completed),
+threads.csv, locks.csv, trace.json, the report's PNGs and report.html, and
+returns the summary. A run without probes still gets all of them: the
+client-side figures, and "needs probes" where the scheduler is required.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import plot
+from .attribute import df_bands, tail_excess
+from .decompose import df_decompose
+from .errors import AnalysisError
+from .html import ReportInputs, write_report
+from .load import load_run
+from .lockchain import df_lock_chains
+from .perfetto import write_trace
+from .sched import LOCK_COLS, THREAD_COLS, df_cpu_placement, df_locks, df_runq_hist, df_threads
+from .summary import summary_dict
+
+SCHED_STREAMS = ("runq", "switches")
+NEEDS_PROBES = ("needs probes: run the workload under tailtrace (runq and sched streams) "
+                "to split latency into on-CPU, runnable, lock wait and blocked time")
+PLOTS = {"percentiles": "percentiles.png", "decomposition": "decomposition.png",
+         "timeline": "timeline.png", "runq_hist": "runq-hist.png",
+         "cpu_placement": "cpu-placement.png"}
+
+
+def jsonable(o):
+    """summary → plain JSON: numpy scalars to Python, NaN/inf to null, keys to str."""
+    if isinstance(o, dict):
+        return {str(k): jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [jsonable(v) for v in o]
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (float, np.floating)):
+        f = float(o)
+        return None if math.isnan(f) or math.isinf(f) else f
+    if isinstance(o, (np.bool_,)):
+        return bool(o)
+    if isinstance(o, pd.DataFrame):
+        return jsonable(o.to_dict(orient="index"))
+    return o
+
+
+def write_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(jsonable(obj), indent=2, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+def write_csv(path: Path, df: pd.DataFrame) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def run_label(run) -> str:
+    """Short name of a run: meta label, else the directory name."""
+    return str(run.meta.get("label") or Path(run.path).resolve().name)
+
+
+def has_sched(run) -> bool:
+    return any(run.has(s) for s in SCHED_STREAMS)
+
+
+def analyse(run) -> dict:
+    """The computed frames of one loaded run (no files written)."""
+    decomp = df_decompose(run)
+    if decomp.empty:
+        raise AnalysisError(f"{run.path}: no requests recorded (requests.bin and spans.bin are "
+                            "empty): check that the workload ran and reached the server")
+    bands = df_bands(decomp)
+    summary = summary_dict(run, decomp, bands)
+    summary.setdefault("source", getattr(run, "source", "requests"))
+    summary.setdefault("label", run_label(run))
+    if not has_sched(run):
+        summary["attribution"] = NEEDS_PROBES
+        bands = None
+    return {"run": run, "decomp": decomp, "bands": bands, "summary": summary}
+
+
+def _frame(fn, run, *args) -> pd.DataFrame:
+    """A sched/lock table, or an empty one when its stream is absent."""
+    try:
+        return fn(run, *args)
+    except AnalysisError:
+        return pd.DataFrame()
+
+
+def _plots(out: Path, a: dict, tables: dict, notes: list) -> dict:
+    run, decomp = a["run"], a["decomp"]
+    names = dict(zip(run.tasks["tid"], run.tasks["comm"])) if len(run.tasks) else {}
+    t0 = run.meta.get("mono_start_ns") or None
+    jobs = {"percentiles": lambda p: plot.plot_percentiles(decomp, p),
+            "timeline": lambda p: plot.plot_timeline(decomp, p, t0_ns=t0)}
+    if a["bands"] is not None:
+        jobs["decomposition"] = lambda p: plot.plot_decomposition(a["bands"], p)
+    if run.has("runq"):
+        jobs["runq_hist"] = lambda p: plot.plot_runq_hist(tables["runq_hist"], p)
+    if run.has("switches") and not tables["placement"].empty:
+        jobs["cpu_placement"] = lambda p: plot.plot_cpu_placement(tables["placement"], p,
+                                                                  names=names)
+    images = {}
+    for name, fn in jobs.items():
+        path = out / PLOTS[name]
+        try:
+            images[name] = fn(path)
+        except Exception as e:  # one broken figure must not cost the whole report
+            msg = f"figure {PLOTS[name]} could not be drawn: {type(e).__name__}: {e}"
+            print(f"analyze: warning: {msg}", file=sys.stderr)
+            notes.append(msg)
+    return images
+
+
+def _links(out: Path) -> list[str]:
+    fixed = ["flame-oncpu.svg", "flame-offcpu.svg"]
+    diffs = sorted(p.name for p in out.glob("diff-*.svg"))
+    rest = ["trace.json", "summary.json", "threads.csv", "locks.csv"]
+    return [n for n in fixed + diffs + rest if (out / n).exists()]
+
+
+def build_report(run_dir, plots: bool = True) -> dict:
+    """Analyse run_dir and write every output into it; returns the summary dict."""
+    out = Path(run_dir)
+    run = load_run(out)
+    a = analyse(run)
+    summary, decomp = a["summary"], a["decomp"]
+    summary["outputs"] = []
+    write_json(out / "summary.json", summary)        # flushed before anything can fail
+
+    sched = has_sched(run)
+    tables = {"threads": _frame(df_threads, run) if sched else pd.DataFrame(columns=THREAD_COLS),
+              "locks": _frame(df_locks, run) if run.has("locks")
+              else pd.DataFrame(columns=LOCK_COLS),
+              "chains": _frame(df_lock_chains, run, decomp) if run.has("locks") else pd.DataFrame(),
+              "runq_hist": _frame(df_runq_hist, run) if run.has("runq") else pd.DataFrame(),
+              "placement": _frame(df_cpu_placement, run) if run.has("switches")
+              else pd.DataFrame()}
+    write_csv(out / "threads.csv", tables["threads"])
+    write_csv(out / "locks.csv", tables["locks"])
+    info = write_trace(run, decomp, out / "trace.json")
+    summary["trace"] = {"events": info.events, "requests": info.requests,
+                        "state_slices": info.state_slices, "truncated": info.truncated,
+                        "note": info.note}
+    notes = list(getattr(run, "warnings", []) or [])
+    if not has_sched(run):
+        notes.append("No scheduler streams (runq.bin, switches.bin) in this run: the "
+                     "client-side figures are shown; attribution, threads and CPU placement "
+                     "need probes (run under tailtrace).")
+    images = _plots(out, a, tables, notes) if plots else {}
+    summary["outputs"] = ["summary.json", "threads.csv", "locks.csv", "trace.json",
+                          *[PLOTS[k] for k in images], "report.html"]
+    write_json(out / "summary.json", summary)
+    inp = ReportInputs(
+        summary=jsonable(summary), meta=run.meta, workload=run.workload, run_dir=str(out),
+        bands=a["bands"], tail_excess=jsonable(tail_excess(decomp)) if a["bands"] is not None
+        else None, threads=tables["threads"], locks=tables["locks"], chains=tables["chains"],
+        images=images, links=_links(out), trace_note=info.note,
+        streams={s: run.has(s) for s in ("requests", "runq", "switches", "locks", "spans",
+                                         "tasks")},
+        notes=notes)
+    write_report(out / "report.html", inp)
+    return summary
