@@ -1,0 +1,112 @@
+"""Bands, tail excess, Spearman and headline on distributions with known values."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from fixtures import MS
+from analyze.attribute import (BANDS, band_of, df_bands, headline, spearman_runnable,
+                               tail_excess)
+
+
+def decomp_from(lat_ns, **parts):
+    """A decomposition frame (df_decompose's columns) with given latencies and parts."""
+    lat = np.asarray(lat_ns, dtype=np.int64)
+    n = len(lat)
+    d = pd.DataFrame({"id": np.arange(n), "latency_ns": lat})
+    qw = np.asarray(parts.pop("queue_wait_ns", np.zeros(n)), dtype=np.float64)
+    d["queue_wait_ns"] = qw
+    d["e2e_ns"] = lat + qw
+    for c in ("oncpu_ns", "runq_wakeup_ns", "runq_preempt_ns", "lock_wait_ns", "blocked_ns"):
+        d[c] = np.asarray(parts.get(c, np.zeros(n)), dtype=np.float64)
+    d["runnable_ns"] = d["runq_wakeup_ns"] + d["runq_preempt_ns"]
+    d["closes"] = True
+    d["closure_err"] = 0.0
+    d["traced"] = True
+    return d
+
+
+def test_bands_on_1_to_1000_ms():
+    lat = np.arange(1, 1001) * MS
+    d = decomp_from(lat, oncpu_ns=np.full(1000, 1 * MS), blocked_ns=lat - 1 * MS)
+    b = df_bands(d)
+    assert list(b.index) == BANDS  # no ≥P99.9 below 10k requests
+    assert b["n"].tolist() == [500, 400, 90, 10]
+    assert b["latency_ms"].tolist() == pytest.approx([250.5, 700.5, 945.5, 995.5])
+    assert b["lo_ms"].tolist() == [1, 501, 901, 991] and b["hi_ms"].tolist() == [500, 900, 990, 1000]
+    assert b.loc["≥P99", "oncpu_ms"] == pytest.approx(1.0)
+    assert b.loc["≥P99", "blocked_share"] == pytest.approx(994.5 / 995.5)
+    assert b.loc["≤P50", "oncpu_share"] == pytest.approx(1 / 250.5)
+    assert (band_of(d).value_counts()[BANDS].tolist()) == [500, 400, 90, 10]
+    assert band_of(d)[990] == "≥P99" and band_of(d)[989] == "P90–P99"
+
+
+def test_p999_band_appears_at_10k_requests():
+    lat = np.arange(1, 10_001) * 1000
+    b = df_bands(decomp_from(lat, oncpu_ns=lat))
+    assert list(b.index) == BANDS + ["≥P99.9"]
+    assert b.loc["≥P99.9", "n"] == 10 and b.loc["≥P99", "n"] == 100
+    assert b.loc["≥P99.9", "latency_ms"] == pytest.approx(9995.5 * 1000 / MS)
+
+
+def test_shares_are_of_e2e_including_queue_wait():
+    d = decomp_from([4 * MS, 4 * MS], queue_wait_ns=[4 * MS, 4 * MS], oncpu_ns=[4 * MS] * 2)
+    b = df_bands(d)
+    assert b.loc["≤P50", "queue_wait_share"] == pytest.approx(0.5)
+    assert b.loc["≤P50", "oncpu_share"] == pytest.approx(0.5)
+
+
+def tail_fixture():
+    """990 requests of 1.000..1.989 ms (1 ms on CPU, rest blocked) and 10 tail requests of
+    20..29 ms: 1 ms on CPU, 12+j ms runnable after wakeup, 2 ms preempted, 5 ms blocked."""
+    i = np.arange(990)
+    body = (1 * MS + i * 1000).astype(np.int64)
+    j = np.arange(10)
+    tail = (20 + j) * MS
+    lat = np.concatenate([body, tail])
+    return decomp_from(
+        lat,
+        oncpu_ns=np.full(1000, 1 * MS),
+        runq_wakeup_ns=np.concatenate([np.zeros(990), (12 + j) * MS]),
+        runq_preempt_ns=np.concatenate([np.zeros(990), np.full(10, 2 * MS)]),
+        blocked_ns=np.concatenate([body - 1 * MS, np.full(10, 5 * MS)]))
+
+
+def test_tail_excess_split_by_part():
+    te = tail_excess(tail_fixture())
+    assert te["n_tail"] == 10 and te["n_median"] == 500
+    assert te["tail_ms"] == pytest.approx(24.5) and te["median_ms"] == pytest.approx(1.2495)
+    assert te["excess_ms"] == pytest.approx(23.2505)
+    assert te["parts"]["runnable"]["ms"] == pytest.approx(18.5)
+    assert te["parts"]["runq_wakeup"]["ms"] == pytest.approx(16.5)
+    assert te["parts"]["blocked"]["ms"] == pytest.approx(5 - 0.2495)
+    assert te["parts"]["runnable"]["share"] == pytest.approx(18.5 / 23.2505)
+    total = sum(te["parts"][p]["ms"] for p in ("queue_wait", "oncpu", "runq_wakeup",
+                                                "runq_preempt", "lock_wait", "blocked"))
+    assert total == pytest.approx(te["excess_ms"])
+
+
+def test_headline_names_the_dominant_part_with_figures():
+    d = tail_fixture()
+    s = headline(d, df_bands(d))
+    assert s == ("≥P99 requests (n=10, mean 24.5 ms) spent 76% of their time runnable "
+                 "(waiting for a CPU): 18.5 ms of the 23.3 ms excess over the median is "
+                 "scheduler delay. (16.5 ms after wakeups, 2.0 ms after preemption per request.)")
+
+
+def test_headline_when_queue_wait_dominates_and_closure_is_poor():
+    lat = np.full(100, 2 * MS)
+    qw = np.concatenate([np.zeros(99), [30 * MS]])
+    lat = lat + np.arange(100)  # distinct latencies, the last one is the ≥P99 band
+    d = decomp_from(lat, queue_wait_ns=qw, oncpu_ns=lat)
+    d.loc[:49, "closes"] = False
+    s = headline(d, df_bands(d))
+    assert s.startswith("≥P99 requests (n=1, mean 32.0 ms) spent 94% of their time waiting in "
+                        "the queue for a worker: 30.0 ms of the 30.0 ms excess")
+    assert s.endswith("Caution: only 50% of requests close.")
+
+
+def test_spearman_runnable():
+    lat = np.arange(1, 101) * MS
+    assert spearman_runnable(decomp_from(lat, runq_wakeup_ns=lat ** 2)) == pytest.approx(1.0)
+    assert spearman_runnable(decomp_from(lat, runq_wakeup_ns=-lat)) == pytest.approx(-1.0)
+    assert np.isnan(spearman_runnable(decomp_from(lat)))  # constant runnable: undefined

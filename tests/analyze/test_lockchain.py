@@ -1,0 +1,63 @@
+"""Lock chains: the holder of the mutex a request waited for, and what it was doing."""
+from fixtures import MS, US, lk, make_run, off, req, rq
+from analyze.decompose import df_decompose
+from analyze.lockchain import df_lock_chains
+
+M = 0x7f00_0000_1000
+H, W = 2, 3  # holder and waiter threads
+
+
+def chain(holder_switches, holder_runq, extra_locks=()):
+    """W serves request 0 [0, 10 ms]; it calls lock(M) at 0.5 ms while H holds M
+    (acquired at 0, released at 5 ms); W sleeps 0.6..5.0, runnable 5.0..5.1, gets M at 5.2."""
+    run = make_run(
+        requests=[req(0, W, 0, 10 * MS)],
+        switches=[off(W, 600 * US, 5100 * US)] + holder_switches,
+        runq=[rq(W, 5 * MS, 5100 * US, waker=H)] + holder_runq,
+        locks=[lk(H, M, 0, 0, 5 * MS), lk(W, M, 500 * US, 5200 * US, 6 * MS)] + list(extra_locks))
+    return df_lock_chains(run, df_decompose(run))
+
+
+def test_preempted_holder_is_named_with_exact_runnable_time():
+    # H is preempted 1..4 ms while holding M: 3 ms of lock-holder preemption.
+    c = chain([off(H, 1 * MS, 4 * MS, voluntary=False)], [rq(H, 1 * MS, 4 * MS, "preempt")])
+    assert len(c) == 1
+    r = c.iloc[0]
+    assert (r["request_id"], r["waiter_tid"], r["holder_tid"], r["mutex"]) == (0, W, H, M)
+    assert r["wait_ns"] == 4700 * US
+    assert r["holder_window_ns"] == 4500 * US          # [0.5, 5.0]: until H released M
+    assert r["holder_runnable_ns"] == 3 * MS
+    assert r["holder_running_ns"] == 1500 * US and r["holder_blocked_ns"] == 0
+    assert r["verdict"] == "holder preempted"
+
+
+def test_blocked_holder():
+    # H sleeps 1..4.5 ms (e.g. I/O under the lock), woken at 4.5, runs at 4.6.
+    c = chain([off(H, 1 * MS, 4600 * US)], [rq(H, 4500 * US, 4600 * US)])
+    r = c.iloc[0]
+    assert r["holder_blocked_ns"] == 3500 * US and r["holder_runnable_ns"] == 100 * US
+    assert r["holder_running_ns"] == 900 * US
+    assert r["verdict"] == "holder blocked"
+
+
+def test_running_holder():
+    c = chain([], [])
+    r = c.iloc[0]
+    assert r["holder_running_ns"] == 4500 * US and r["verdict"] == "holder running"
+
+
+def test_unknown_holder_and_filters():
+    run = make_run(
+        requests=[req(0, W, 0, 10 * MS)], switches=[], runq=[],
+        locks=[lk(W, M, 1 * MS, 2 * MS, 3 * MS),            # nobody recorded holding M
+               lk(W, M + 8, 4 * MS, 4 * MS + 50, 5 * MS, contended=False),  # 50 ns: not a wait
+               lk(W, M, 20 * MS, 25 * MS, 26 * MS)])        # outside the request
+    c = df_lock_chains(run, df_decompose(run))
+    assert len(c) == 1
+    assert c.loc[0, "holder_tid"] == -1 and c.loc[0, "verdict"] == "holder unknown"
+
+
+def test_no_locks_stream_gives_empty_frame_with_columns():
+    run = make_run(requests=[req(0, W, 0, 10 * MS)])
+    c = df_lock_chains(run, df_decompose(run))
+    assert len(c) == 0 and "verdict" in c.columns and "holder_runnable_ns" in c.columns

@@ -1,0 +1,70 @@
+"""summary_dict: exact keys, figures from a small known run, lost events flagged."""
+import json
+
+import pytest
+
+from fixtures import MS, make_run, off, req, rq, task
+from analyze.attribute import df_bands
+from analyze.decompose import df_decompose
+from analyze.summary import summary_dict
+
+KEYS = {"workload", "conns", "workers", "requests", "errors", "throughput_rps", "latency_ms",
+        "e2e_ms", "queue_wait_ms", "attribution", "headline", "sched", "lost_events",
+        "closure_ratio"}
+
+
+def small_run(meta=None):
+    # 4 requests on 2 threads over 40 ms (enqueue of the first at 0, last end at 40 ms).
+    # Request 3 has a runnable interval with no off-CPU interval: it does not close.
+    return make_run(
+        requests=[req(0, 1, 0, 10 * MS, conn=0), req(1, 2, 0, 20 * MS, t_enqueue=0, conn=1),
+                  req(2, 1, 12 * MS, 40 * MS, t_enqueue=10 * MS, conn=0, status=503),
+                  req(3, 2, 21 * MS, 25 * MS, t_enqueue=20 * MS, conn=1, status=-28)],
+        switches=[off(1, 2 * MS, 6 * MS), off(2, 5 * MS, 6 * MS, voluntary=False)],
+        runq=[rq(1, 5 * MS, 6 * MS), rq(2, 5 * MS, 6 * MS, "preempt"), rq(2, 22 * MS, 23 * MS)],
+        locks=[], tasks=[task(1, "pool-w0", migrations=3), task(2, "pool-w1")],
+        meta=meta or {}, workload={"model": "pool", "conns": 2, "workers": 2})
+
+
+def test_keys_and_figures():
+    run = small_run()
+    d = df_decompose(run)
+    s = summary_dict(run, d, df_bands(d))
+    assert KEYS <= set(s)
+    assert (s["workload"], s["conns"], s["workers"], s["requests"], s["errors"]) == ("pool", 2, 2, 4, 2)
+    assert s["throughput_rps"] == pytest.approx(4 / 0.040)
+    assert set(s["latency_ms"]) == {"avg", "p50", "p90", "p99", "p999", "max"}
+    assert s["latency_ms"]["avg"] == pytest.approx((10 + 20 + 28 + 4) / 4)
+    assert s["latency_ms"]["max"] == pytest.approx(28) and s["latency_ms"]["p50"] == pytest.approx(15)
+    assert set(s["e2e_ms"]) == {"avg", "p50", "p99", "max"} and s["e2e_ms"]["max"] == pytest.approx(30)
+    # queue waits 0, 0, 2, 1 ms
+    assert s["queue_wait_ms"] == {"p50": pytest.approx(0.5), "p99": pytest.approx(2.0 - 0.03),
+                                  "max": pytest.approx(2.0)}
+    assert s["closure_ratio"] == pytest.approx(0.75)
+    assert s["sched"] == {"runq_p50_us": pytest.approx(1000), "runq_p99_us": pytest.approx(1000),
+                          "voluntary": 1, "involuntary": 1, "migrations": 3}
+    assert list(s["attribution"]) == ["≤P50", "P50–P90", "P90–P99", "≥P99"]
+    top = s["attribution"]["≥P99"]
+    assert top["n"] == 1 and top["blocked_ms"] == 0 and top["oncpu_ms"] == pytest.approx(28)
+    assert s["headline"].startswith("≥P99 requests (n=1, mean 30.0 ms)")
+    assert s["lost_events"] == {} and s["lost_events_total"] == 0
+    json.dumps(s, allow_nan=False)  # valid JSON: NaN became null
+
+
+def test_lost_events_are_flagged():
+    run = small_run(meta={"lost_events": {"runq": 5, "switches": 0}})
+    d = df_decompose(run)
+    s = summary_dict(run, d, df_bands(d))
+    assert s["lost_events"] == {"runq": 5, "switches": 0} and s["lost_events_total"] == 5
+    assert any(w.startswith("runq: 5 events lost") for w in s["warnings"])
+    assert "Caution: events were lost (runq: 5)" in s["headline"]
+
+
+def test_run_without_scheduler_streams_still_summarises():
+    run = make_run(requests=[req(0, 1, 0, 10 * MS), req(1, 1, 10 * MS, 30 * MS)])
+    d = df_decompose(run)
+    s = summary_dict(run, d, df_bands(d))
+    assert s["closure_ratio"] is None and s["sched"]["runq_p50_us"] is None
+    assert s["attribution"]["≥P99"]["oncpu_ms"] is None
+    assert "No scheduler events were recorded" in s["headline"]
+    json.dumps(s, allow_nan=False)
