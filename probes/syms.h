@@ -28,6 +28,8 @@ void ksyms_free(struct tt_ksyms *k);
  * for pid: its mapping in /proc/PID/maps, else the dynamic loader's search
  * (ldconfig cache, standard dirs). 0 or -ENOENT. */
 int syms_find_library(int pid, const char *name, char *path, size_t len);
+/* 1 if pid maps the file at path (same device and inode), else 0. */
+int syms_is_mapped(int pid, const char *path);
 /* File offset of a symbol in an ELF (.symtab then .dynsym) for a uprobe.
  * -ENOENT if absent; then syms_suggest() lists close matches. */
 int syms_elf_offset(const char *path, const char *symbol, uint64_t *offset);

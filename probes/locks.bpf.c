@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pthread mutex acquisitions: uprobes on pthread_mutex_{lock,trylock,unlock}
+ * and a uretprobe on lock/trylock, in the libc the target maps.
+ *
+ *   lock/trylock entry   pending[tid] = {mutex, now}
+ *   futex() syscall      pending[tid].flags |= CONTENDED (slow path taken)
+ *   lock/trylock return  0: held[(tid, mutex)] = {t_request, now, ustack}
+ *                        else (trylock busy): remember it, count it
+ *   unlock entry         held[(tid, mutex)] -> one struct tt_lock record
+ *
+ * CONTENDED rule: the call entered futex(), or waited longer than
+ * contended_ns, or a trylock of the same mutex by the same thread failed
+ * since its last acquisition. Recursive mutexes: re-acquisitions by the
+ * owner bump a depth; the record is emitted at the matching last unlock.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <tailtrace/records.h>
+#include "locks.h"
+#include "filter.bpf.h"
+#include "aggregate.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+const volatile bool aggregate = false;     /* histograms only, no records */
+const volatile bool capture_stacks = true; /* user stack at acquisition */
+/* wait above this = contended: well above the uprobe+uretprobe round trip
+ * itself (~10-20 us on the CI VMs), so only real waits qualify */
+const volatile __u64 contended_ns = 100000;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct locks_pending);
+} pending SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct locks_held_key);
+	__type(value, struct locks_held);
+} held SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct locks_held_key);
+	__type(value, __u8);
+} tryfailed SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, LOCKS_STACK_ENTRIES);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, LOCKS_STACK_DEPTH * sizeof(__u64));
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LOCKS_CNT_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* --aggregate: per-thread log2 histograms (aggregate.h) */
+TT_HIST_MAP(wait_hists);
+TT_HIST_MAP(hold_hists);
+
+/* Same slots as aggregate.bpf.h's tt_hist_add, with the slot index masked
+ * so the verifier sees it bounded whatever registers clang picks. */
+static __always_inline void hist_add(void *map, __u32 tid, __u32 pid, __u64 delta_ns)
+{
+	static const struct tt_hist zero;
+	struct tt_hist *h = bpf_map_lookup_elem(map, &tid);
+	__u32 slot;
+
+	if (!h) {
+		bpf_map_update_elem(map, &tid, &zero, BPF_NOEXIST);
+		h = bpf_map_lookup_elem(map, &tid);
+		if (!h)
+			return;
+		h->pid = pid;
+	}
+	slot = tt_log2_u64(delta_ns / 1000);
+	if (slot >= TT_HIST_SLOTS)
+		slot = TT_HIST_SLOTS - 1;
+	barrier_var(slot);
+	slot &= TT_HIST_SLOTS - 1;
+	__sync_fetch_and_add(&h->slots[slot], 1);
+	__sync_fetch_and_add(&h->count, 1);
+	__sync_fetch_and_add(&h->sum_ns, delta_ns);
+	if (delta_ns > h->max_ns)
+		h->max_ns = delta_ns;
+}
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+
+	if (v)
+		(*v)++;
+}
+
+static __always_inline int on_lock_enter(__u64 mutex, __u32 flags)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	if (!tt_current_traced())
+		return 0;
+	struct locks_pending p = {
+		.mutex = mutex,
+		.t_request_ns = bpf_ktime_get_ns(),
+		.flags = flags,
+	};
+
+	if (bpf_map_update_elem(&pending, &tid, &p, BPF_ANY))
+		count(LOCKS_CNT_STATE_FULL);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(mutex_lock_enter, void *mutex)
+{
+	return on_lock_enter((__u64)mutex, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(mutex_trylock_enter, void *mutex)
+{
+	return on_lock_enter((__u64)mutex, TT_LOCK_TRYLOCK);
+}
+
+SEC("tracepoint/syscalls/sys_enter_futex")
+int futex_enter(void *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct locks_pending *p = bpf_map_lookup_elem(&pending, &tid);
+
+	if (p)
+		p->flags |= TT_LOCK_CONTENDED;
+	return 0;
+}
+
+static __always_inline void on_acquired(void *ctx, struct locks_pending *p, __u64 id, __u64 now)
+{
+	struct locks_held_key key = { .mutex = p->mutex, .tid = (__u32)id };
+	struct locks_held *h = bpf_map_lookup_elem(&held, &key);
+	struct locks_held v = {};
+
+	if (h) { /* recursive mutex re-acquired by its owner */
+		h->depth++;
+		return;
+	}
+	v.t_request_ns = p->t_request_ns;
+	v.t_acquired_ns = now;
+	v.pid = id >> 32;
+	v.flags = p->flags;
+	v.ustack_id = -1;
+	if (now - p->t_request_ns > contended_ns)
+		v.flags |= TT_LOCK_CONTENDED;
+	if (bpf_map_lookup_elem(&tryfailed, &key)) {
+		v.flags |= TT_LOCK_CONTENDED;
+		bpf_map_delete_elem(&tryfailed, &key);
+	}
+	if (aggregate)
+		hist_add(&wait_hists, key.tid, v.pid, now - p->t_request_ns);
+	else if (capture_stacks)
+		v.ustack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+	if (bpf_map_update_elem(&held, &key, &v, BPF_NOEXIST))
+		count(LOCKS_CNT_STATE_FULL);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(mutex_lock_exit, int ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = (__u32)id;
+	struct locks_pending *p = bpf_map_lookup_elem(&pending, &tid);
+
+	if (!p)
+		return 0;
+	if (ret == 0) {
+		on_acquired(ctx, p, id, now);
+	} else if (p->flags & TT_LOCK_TRYLOCK) {
+		struct locks_held_key key = { .mutex = p->mutex, .tid = tid };
+		__u8 one = 1;
+
+		bpf_map_update_elem(&tryfailed, &key, &one, BPF_ANY);
+		count(LOCKS_CNT_TRYFAIL);
+	}
+	bpf_map_delete_elem(&pending, &tid);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(mutex_unlock_enter, void *mutex)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 now = bpf_ktime_get_ns();
+	struct locks_held_key key = { .mutex = (__u64)mutex, .tid = (__u32)id };
+	struct locks_held *h = bpf_map_lookup_elem(&held, &key);
+	struct tt_lock *r;
+
+	if (!h) {
+		count(LOCKS_CNT_UNMATCHED);
+		return 0;
+	}
+	if (h->depth) {
+		h->depth--;
+		return 0;
+	}
+	if (aggregate) {
+		hist_add(&hold_hists, key.tid, h->pid, now - h->t_acquired_ns);
+	} else if ((r = bpf_ringbuf_reserve(&events, sizeof(*r), 0))) {
+		r->mutex = key.mutex;
+		r->t_request_ns = h->t_request_ns;
+		r->t_acquired_ns = h->t_acquired_ns;
+		r->t_released_ns = now;
+		r->pid = h->pid;
+		r->tid = key.tid;
+		r->ustack_id = h->ustack_id;
+		r->flags = h->flags;
+		bpf_ringbuf_submit(r, 0);
+	} else {
+		count(LOCKS_CNT_LOST);
+	}
+	bpf_map_delete_elem(&held, &key);
+	return 0;
+}

@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: MIT
+/*
+ * locks: loader side of locks.bpf.c. Attaches to the libc the target maps
+ * (resolved through /proc/PID/maps), streams struct tt_lock records into
+ * locks.bin, and at the end writes the records of mutexes still held
+ * (t_released_ns = 0) and the acquirers' user stacks to stacks.jsonl.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "probe.h"
+#include "syms.h"
+#include "recfile.h"
+#include "locks.h"
+#include "locks.skel.h"
+#include "aggregate.h"
+#include "filter.h"
+#include "registry.h"
+
+#define LOCKS_NLINKS 6
+
+struct locks_state {
+	struct locks_bpf *skel;
+	struct bpf_link *links[LOCKS_NLINKS];
+	struct recfile *out;
+	const struct tt_opts *opts;
+	int write_err;
+	uint32_t stack_pid[LOCKS_STACK_ENTRIES]; /* stack id -> a pid using it */
+	char libc[PATH_MAX];
+};
+
+/* One-line reason for the loader (vsnprintf: truncation is intended). */
+__attribute__((format(printf, 2, 3)))
+static void locks_err(struct tt_ctx *ctx, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(ctx->err, sizeof(ctx->err), fmt, ap);
+	va_end(ap);
+}
+
+static int locks_on_event(void *arg, void *data, size_t size)
+{
+	struct locks_state *st = arg;
+	const struct tt_lock *r = data;
+
+	if (size < sizeof(*r))
+		return 0;
+	if (r->ustack_id >= 0 && r->ustack_id < LOCKS_STACK_ENTRIES)
+		st->stack_pid[r->ustack_id] = r->pid;
+	if (!st->write_err)
+		st->write_err = recfile_write(st->out, r, 1);
+	return 0;
+}
+
+struct locks_func {
+	const char *name;
+	struct bpf_program *prog;
+	bool retprobe;
+};
+
+static int locks_attach(struct tt_ctx *ctx, struct locks_state *st)
+{
+	struct locks_bpf *skel = st->skel;
+	const struct locks_func funcs[] = {
+		{ "pthread_mutex_lock", skel->progs.mutex_lock_enter, false },
+		{ "pthread_mutex_lock", skel->progs.mutex_lock_exit, true },
+		{ "pthread_mutex_trylock", skel->progs.mutex_trylock_enter, false },
+		{ "pthread_mutex_trylock", skel->progs.mutex_lock_exit, true },
+		{ "pthread_mutex_unlock", skel->progs.mutex_unlock_enter, false },
+	};
+	int pid = st->opts->all || ctx->target_pid <= 0 ? -1 : ctx->target_pid;
+
+	for (size_t i = 0; i < sizeof(funcs) / sizeof(funcs[0]); i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = funcs[i].retprobe);
+		uint64_t off;
+		int err = syms_elf_offset(st->libc, funcs[i].name, &off);
+
+		if (err) {
+			locks_err(ctx, "locks: %s not found in %s",
+				 funcs[i].name, st->libc);
+			return err;
+		}
+		st->links[i] = bpf_program__attach_uprobe_opts(funcs[i].prog, pid, st->libc, off, &uo);
+		if (!st->links[i]) {
+			err = -errno;
+			locks_err(ctx, "locks: cannot attach uprobe to %s:%s: %s",
+				 st->libc, funcs[i].name, strerror(-err));
+			return err;
+		}
+	}
+	/* Optional: futex() during lock() marks the slow path. Without tracefs
+	 * the wait threshold alone decides CONTENDED. */
+	st->links[LOCKS_NLINKS - 1] = bpf_program__attach(skel->progs.futex_enter);
+	return 0;
+}
+
+static int locks_open(struct tt_ctx *ctx, struct locks_state *st)
+{
+	const struct tt_opts *o = st->opts;
+	int err;
+
+	st->skel = locks_bpf__open();
+	if (!st->skel) {
+		locks_err(ctx, "locks: cannot open BPF object");
+		return -errno ? -errno : -EINVAL;
+	}
+	st->skel->rodata->aggregate = o->aggregate;
+	FILTER_CONFIGURE(st->skel->rodata, ctx);
+	probe_size_ringbuf(st->skel->maps.events, o);
+	err = locks_bpf__load(st->skel);
+	if (err)
+		locks_err(ctx, "locks: cannot load BPF programs: %s",
+			 strerror(-err));
+	return err;
+}
+
+static void locks_destroy(void *state)
+{
+	struct locks_state *st = state;
+
+	if (!st)
+		return;
+	for (int i = 0; i < LOCKS_NLINKS; i++)
+		bpf_link__destroy(st->links[i]);
+	locks_bpf__destroy(st->skel);
+	recfile_close(st->out);
+	free(st);
+}
+
+static int locks_setup(struct tt_ctx *ctx, void **state)
+{
+	struct locks_state *st = calloc(1, sizeof(*st));
+	int pid = ctx->opts->all ? 0 : ctx->target_pid;
+	int err;
+
+	if (!st)
+		return -ENOMEM;
+	st->opts = ctx->opts;
+	err = syms_find_library(pid, "libc.so.6", st->libc, sizeof(st->libc));
+	if (err) {
+		locks_err(ctx, "locks: libc.so.6 not found for pid %d (statically linked target?)", pid);
+		goto fail;
+	}
+	err = locks_open(ctx, st);
+	if (!err)
+		err = locks_attach(ctx, st);
+	if (!err && !ctx->opts->aggregate) {
+		st->out = recfile_open_kind(ctx->opts->out_dir, TT_REC_LOCK);
+		if (!st->out) {
+			err = -errno;
+			locks_err(ctx, "locks: cannot create %s/locks.bin: %s",
+				 ctx->opts->out_dir, strerror(errno));
+		}
+	}
+	if (!err && !ctx->opts->aggregate)
+		err = probe_add_ringbuf(ctx, st->skel->maps.events, locks_on_event, st);
+	if (err)
+		goto fail;
+	*state = st;
+	return 0;
+fail:
+	locks_destroy(st);
+	return err;
+}
+
+static uint64_t locks_counter(struct locks_state *st, __u32 idx)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t sum = 0;
+
+	if (ncpu <= 0)
+		return 0;
+	uint64_t vals[ncpu];
+
+	if (bpf_map__lookup_elem(st->skel->maps.counters, &idx, sizeof(idx), vals,
+				 sizeof(vals), 0))
+		return 0;
+	for (int i = 0; i < ncpu; i++)
+		sum += vals[i];
+	return sum;
+}
+
+/* Mutexes still held at the end: one record each, t_released_ns = 0. */
+static int locks_write_held(struct locks_state *st)
+{
+	struct bpf_map *m = st->skel->maps.held;
+	struct locks_held_key key, next, *prev = NULL;
+	struct locks_held h;
+	int err = 0;
+
+	while (!err && !bpf_map__get_next_key(m, prev, &next, sizeof(next))) {
+		key = next;
+		prev = &key;
+		if (bpf_map__lookup_elem(m, &key, sizeof(key), &h, sizeof(h), 0))
+			continue;
+		struct tt_lock r = {
+			.mutex = key.mutex, .t_request_ns = h.t_request_ns,
+			.t_acquired_ns = h.t_acquired_ns, .t_released_ns = 0,
+			.pid = h.pid, .tid = key.tid, .ustack_id = h.ustack_id, .flags = h.flags,
+		};
+		locks_on_event(st, &r, sizeof(r));
+		err = st->write_err;
+	}
+	return err;
+}
+
+/* --aggregate: hand each thread's wait and hold histograms to aggregate.c. */
+static int locks_add_hists(struct bpf_map *map, const char *metric)
+{
+	__u32 key, next, *prev = NULL;
+	struct tt_hist h;
+	int err = 0;
+
+	while (!err && !bpf_map__get_next_key(map, prev, &next, sizeof(next))) {
+		key = next;
+		prev = &key;
+		if (!bpf_map__lookup_elem(map, &key, sizeof(key), &h, sizeof(h), 0))
+			err = aggregate_add(metric, "usecs", key, &h);
+	}
+	return err;
+}
+
+static int locks_finish(struct tt_ctx *ctx, void *state)
+{
+	struct locks_state *st = state;
+	int err = 0, e;
+
+	if (ctx->opts->aggregate) {
+		err = locks_add_hists(st->skel->maps.wait_hists, "lock_wait");
+		e = locks_add_hists(st->skel->maps.hold_hists, "lock_hold");
+		return err ? err : e;
+	}
+	err = locks_write_held(st);
+	e = recfile_flush(st->out);
+	err = err ? err : e;
+	e = locks_stacks_write(ctx->opts->out_dir, ctx->syms, ctx->target_pid,
+			       bpf_map__fd(st->skel->maps.stacks), st->stack_pid, LOCKS_STACK_ENTRIES);
+	err = err ? err : e;
+	if (err)
+		locks_err(ctx, "locks: writing %s: %s", ctx->opts->out_dir,
+			 strerror(-err));
+	return err;
+}
+
+static int locks_stats(void *state, struct tt_stream_stats *out, int max)
+{
+	struct locks_state *st = state;
+
+	if (max < 1)
+		return 0;
+	out[0] = (struct tt_stream_stats){
+		.stream = "locks", .hook = "uprobe",
+		.written = st->out ? recfile_count(st->out) : 0,
+		.lost = locks_counter(st, LOCKS_CNT_LOST),
+	};
+	return 1;
+}
+
+const struct tt_probe probe_locks = {
+	.name = "locks",
+	.events = TT_EV_LOCKS,
+	.setup = locks_setup,
+	.finish = locks_finish,
+	.stats = locks_stats,
+	.destroy = locks_destroy,
+};

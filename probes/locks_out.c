@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+/* locks side file: acquirers' user stacks, appended to stacks.jsonl. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+
+#include "syms.h"
+#include "locks.h"
+
+#define LOCKS_MAX_PIDS 64
+
+struct pid_syms {
+	int pid;
+	struct tt_syms *syms;
+	bool owned;
+};
+
+static struct tt_syms *syms_for(struct pid_syms *c, int *n, int pid)
+{
+	for (int i = 0; i < *n; i++)
+		if (c[i].pid == pid)
+			return c[i].syms;
+	if (*n == LOCKS_MAX_PIDS)
+		return NULL;
+	c[*n] = (struct pid_syms){ pid, syms_new(pid), true };
+	return c[(*n)++].syms;
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+static void stack_write(FILE *f, struct tt_syms *syms, __u32 id, const __u64 *ips, int depth)
+{
+	char buf[512];
+
+	fprintf(f, "{\"stream\":\"locks\",\"id\":%u,\"kind\":\"user\",\"frames\":[", id);
+	for (int i = 0; i < depth && ips[i]; i++) {
+		if (i)
+			fputc(',', f);
+		json_str(f, syms_resolve(syms, ips[i], buf, sizeof(buf)));
+	}
+	fputs("]}\n", f);
+}
+
+int locks_stacks_write(const char *out_dir, struct tt_syms *syms, int target_pid,
+		       int stacks_fd, const uint32_t *stack_pid, int n)
+{
+	struct pid_syms cache[LOCKS_MAX_PIDS];
+	__u64 ips[LOCKS_STACK_DEPTH];
+	char path[PATH_MAX];
+	int ncache = 0, err = 0;
+	FILE *f;
+
+	if (syms && target_pid > 0)
+		cache[ncache++] = (struct pid_syms){ target_pid, syms, false };
+	else if (syms)
+		syms_refresh(syms);
+	snprintf(path, sizeof(path), "%s/stacks.jsonl", out_dir);
+	f = fopen(path, "ae"); /* the offcpu module writes here too */
+	if (!f)
+		return -errno;
+	for (__u32 id = 0; id < (__u32)n; id++) {
+		if (!stack_pid[id])
+			continue;
+		memset(ips, 0, sizeof(ips));
+		if (bpf_map_lookup_elem(stacks_fd, &id, ips))
+			continue;
+		stack_write(f, syms_for(cache, &ncache, (int)stack_pid[id]), id, ips,
+			    LOCKS_STACK_DEPTH);
+	}
+	if (fclose(f))
+		err = -errno;
+	for (int i = 0; i < ncache; i++)
+		if (cache[i].owned)
+			syms_free(cache[i].syms);
+	return err;
+}

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Ground truth for the spans probe.
+ *   span_target work N US   calls tt_span_work(i) N times; each sleeps US
+ *                           microseconds and returns 2*i+1. Prints the sum
+ *                           of the durations the function measured itself
+ *                           (first to last line: what a span must show,
+ *                           less the probe's own trap costs) and of the
+ *                           call durations seen by the caller.
+ *   span_target recurse D   calls tt_span_recurse(D) once: D+1 nested calls.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include "tt_clock.h"
+
+static uint64_t inner_sum_ns;
+
+__attribute__((noinline, used)) long tt_span_work(long i, long sleep_us)
+{
+	uint64_t t0 = tt_now_ns();
+
+	tt_sleep_until_ns(t0 + (uint64_t)sleep_us * 1000);
+	inner_sum_ns += tt_now_ns() - t0;
+	return 2 * i + 1;
+}
+
+__attribute__((noinline, used)) long tt_span_recurse(long depth)
+{
+	if (depth <= 0)
+		return 0;
+	return tt_span_recurse(depth - 1) + 1;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && !strcmp(argv[1], "work")) {
+		long n = atol(argv[2]), us = atol(argv[3]), check = 0;
+		uint64_t sum_ns = 0;
+
+		prctl(PR_SET_TIMERSLACK, 1UL);
+		for (long i = 0; i < n; i++) {
+			uint64_t t0 = tt_now_ns();
+
+			check += tt_span_work(i, us);
+			sum_ns += tt_now_ns() - t0;
+		}
+		printf("calls=%ld inner_sum_ns=%llu outer_sum_ns=%llu check=%ld\n", n,
+		       (unsigned long long)inner_sum_ns, (unsigned long long)sum_ns, check);
+		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "recurse")) {
+		printf("recurse=%ld\n", tt_span_recurse(atol(argv[2])));
+		return 0;
+	}
+	fprintf(stderr, "usage: span_target work N SLEEP_US | span_target recurse DEPTH\n");
+	return 2;
+}
