@@ -141,6 +141,8 @@ pg_start() {
 	fi
 	PG_PID=$!
 	TT_PGIDS+=("$PG_PID")
+	# pids.txt: what run.sh started, so that a test can check nothing was left behind.
+	[ -z "${RUN_DIR:-}" ] || echo "$PG_PID $(basename "$1")" >>"$RUN_DIR/pids.txt"
 }
 
 pg_alive() { kill -0 -- "-$1" 2>/dev/null; }

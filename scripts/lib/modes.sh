@@ -54,12 +54,13 @@ mode_workload() {
 	local label url port rc=0
 	prepare
 	label=$(label_default "$WORKLOAD-c$CONNS")
-	run_dir_make "$label"
 	[ -x "$TT_SERVER" ] && [ -x "$TT_HTTPLOAD" ] || die "workload binaries missing in $TT_BUILD; build: cmake --build $TT_BUILD"
+	[ -n "$URL" ] || [ -z "$PORT" ] || port_check_free "$PORT"
+	run_dir_make "$label"
 	if [ -n "$URL" ]; then
 		url=$URL
 	else
-		if [ -n "$PORT" ]; then port_check_free "$PORT"; port=$PORT; else port=$(port_free); fi
+		port=${PORT:-$(port_free)}
 		phase "orders-server on 127.0.0.1:$port"
 		server_start "$port" "$RUN_DIR/server.log"
 		url=http://127.0.0.1:$port/orders

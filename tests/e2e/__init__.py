@@ -1,0 +1,1 @@
+"""End-to-end tests of run.sh: the real build, orders-server, httpload, tailtrace, perf and analysis."""

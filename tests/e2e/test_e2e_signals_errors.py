@@ -1,0 +1,118 @@
+"""run.sh's clean exits and error lines.
+
+SIGINT mid-run: run.sh stops tailtrace (which stops httpload), perf and orders-server, leaves no
+process behind, keeps what was recorded and marks meta.json incomplete. Bad input: one line that
+says what to do, non-zero exit.
+"""
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from .conftest import REPO, RUN_SH, assert_nothing_left, load_json, needs_root, read_records, run_sh
+
+
+def error_lines(p):
+    return [line for line in p.stderr.splitlines() if "error:" in line]
+
+
+def test_unknown_option_is_one_line_and_nonzero():
+    p = run_sh("--frobnicate")
+    assert p.returncode != 0
+    assert error_lines(p) == ["run.sh: error: unknown option '--frobnicate'; see ./run.sh --help"]
+
+
+def test_bad_values_name_the_fix():
+    p = run_sh("--workload", "threads")
+    assert p.returncode != 0 and "naive, pool or async" in p.stderr
+    p = run_sh("--conns", "many")
+    assert p.returncode != 0 and "--conns wants a positive integer" in p.stderr
+    p = run_sh("--requests", "10", "--duration", "5")
+    assert p.returncode != 0 and "exclude each other" in p.stderr
+    p = run_sh("--")
+    assert p.returncode != 0 and "needs a command" in p.stderr
+
+
+def test_help_lists_every_option_with_default():
+    p = run_sh("--help")
+    assert p.returncode == 0
+    for opt in ["--workload", "--conns", "--workers", "--requests", "--duration", "--rate", "--url",
+                "--cpus", "--numa", "--probes", "--no-flamegraph", "--out", "--sweep", "--workloads",
+                "--diff", "--pid", "--span", "--install"]:
+        assert opt in p.stdout, f"--help does not mention {opt}"
+    assert "[pool]" in p.stdout and "[2000]" in p.stdout
+
+
+@needs_root
+def test_port_busy_is_reported(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        p = run_sh("--port", port, "--requests", "10", "--out", tmp_path / "run", timeout_s=600)
+    assert p.returncode != 0
+    assert f"port {port} is busy" in p.stderr and "--port" in p.stderr.split("busy", 1)[1]
+    assert len(error_lines(p)) == 1
+    assert not (tmp_path / "run").exists(), "a run directory was created for a run that never started"
+
+
+@needs_root
+def test_missing_pid_and_command_are_reported():
+    p = run_sh("--pid", "4194303", "--duration", "1")
+    assert p.returncode != 0 and "no process 4194303" in p.stderr
+    p = run_sh("--", "/nonexistent/tt-e2e-cmd")
+    assert p.returncode != 0 and "command not found: /nonexistent/tt-e2e-cmd" in p.stderr
+
+
+@needs_root
+def test_not_root_is_reported():
+    # setpriv drops to nobody; run.sh must refuse before touching anything.
+    if subprocess.run(["which", "setpriv"], capture_output=True).returncode != 0:
+        pytest.skip("setpriv (util-linux) not installed")
+    p = subprocess.run(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
+                        str(RUN_SH), "--requests", "10"], capture_output=True, text=True, timeout=60,
+                       cwd="/tmp")
+    assert p.returncode != 0
+    assert "must run as root" in p.stderr
+
+
+@needs_root
+def test_sigint_mid_run_leaves_nothing_and_marks_incomplete(tmp_path):
+    out = tmp_path / "interrupted"
+    proc = subprocess.Popen([str(RUN_SH), "--workload", "pool", "--conns", "10", "--duration", "120",
+                             "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    stderr_lines, attached = [], threading.Event()
+
+    def pump():
+        for line in proc.stderr:
+            stderr_lines.append(line)
+            if line.startswith("tailtrace: attached"):
+                attached.set()
+    t = threading.Thread(target=pump, daemon=True)
+    t.start()
+    try:
+        assert attached.wait(300), "tailtrace never attached:\n" + "".join(stderr_lines)[-3000:]
+        time.sleep(3)  # recording under way
+        t_sig = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=90)
+        stop_s = time.monotonic() - t_sig
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    t.join(5)
+    err = "".join(stderr_lines)
+    assert proc.returncode == 130, err[-3000:]
+    assert stop_s < 60, f"took {stop_s:.1f}s to stop"
+    started = {name for _, name in assert_nothing_left(out)}
+    assert {"orders-server", "tailtrace", "perf"} <= started
+    meta = load_json(out / "meta.json")
+    assert meta["incomplete"] is True
+    # What was recorded is kept: httpload flushed its requests, tailtrace its run-queue records.
+    assert len(read_records(out, "requests.bin", "request")) > 0
+    assert len(read_records(out, "runq.bin", "runq")) > 0
+    assert "incomplete" in err and str(out) in err

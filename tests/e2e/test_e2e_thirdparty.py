@@ -1,0 +1,75 @@
+"""Third-party targets: Debian's nginx (--pid of its worker, under wrk) and a pycurl client
+(-- CMD with --span libcurl.so.4:curl_easy_perform). Neither was built by us.
+
+Oracles: nginx's single worker process is the only process serving wrk, so run-queue records of
+that pid must exist while wrk keeps it busy, and the target must still be alive afterwards
+(run.sh attaches, it does not own the target). The pycurl script calls curl_easy_perform exactly
+--requests times, so there are exactly that many outer spans, each returning CURLE_OK (0).
+"""
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from .conftest import REPO, assert_nothing_left, load_json, needs_root, pid_alive, read_records, run_sh
+
+pytestmark = needs_root
+PYCURL_SCRIPT = REPO / "bench" / "third_party" / "pycurl_load.py"
+
+
+def test_nginx_worker_by_pid_under_wrk(nginx, tmp_path):
+    out = tmp_path / "nginx"
+    worker = nginx.workers[0]
+    wrk = subprocess.Popen(["wrk", "-t1", "-c16", "-d60s", nginx.url], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        p = run_sh("--pid", worker, "--duration", 3, "--out", out, check=True)
+    finally:
+        wrk.terminate()
+        wrk.wait(10)
+    assert pid_alive(worker) and pid_alive(nginx.master), "run.sh must leave the target running"
+    meta = load_json(out / "meta.json")
+    assert meta["target"]["pid"] == worker
+    runq = read_records(out, "runq.bin", "runq")
+    mine = runq[runq["pid"] == worker]
+    assert len(mine) > 0, "no run-queue record of the nginx worker under wrk load"
+    assert (mine["t_run_ns"] >= mine["t_runnable_ns"]).all()
+    assert len(read_records(out, "switches.bin", "switch")) > 0
+    sched = load_json(out / "summary.json")["sched"]
+    assert sched["runq_p50_us"] >= 0 and sched["runq_p99_us"] >= sched["runq_p50_us"]
+    threads = pd.read_csv(out / "threads.csv")
+    row = threads[threads["tid"] == worker]
+    assert len(row) == 1 and row["comm"].iloc[0] == "nginx"
+    assert row["oncpu_ns"].iloc[0] > 0
+    assert (out / "report.html").is_file()
+    assert "nginx" in (out / "oncpu.folded").read_text()
+    assert (out / "flame-oncpu.svg").is_file()
+    assert_nothing_left(out)
+
+
+def pycurl_links_system_libcurl():
+    code = ("import os, sys, pycurl; sys.exit(not any(os.path.basename(l.split()[-1])"
+            ".startswith('libcurl.so.4') for l in open('/proc/self/maps') if '/' in l))")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def test_pycurl_span_turns_calls_into_requests(nginx, tmp_path):
+    if not pycurl_links_system_libcurl():
+        pytest.fail("pycurl missing or not linked to the system libcurl.so.4: bash scripts/install-deps.sh")
+    out, n, threads = tmp_path / "pycurl", 3000, 4
+    run_sh("--span", "libcurl.so.4:curl_easy_perform", "--out", out, "--",
+           sys.executable, PYCURL_SCRIPT, "--url", nginx.url, "--requests", n, "--threads", threads,
+           check=True)
+    spans = read_records(out, "spans.bin", "span")
+    outer = spans[spans["depth"] == 0]
+    assert len(outer) == n
+    assert (outer["ret"] == 0).all()
+    assert len(np.unique(outer["tid"])) == threads
+    assert (outer["t_end_ns"] > outer["t_start_ns"]).all()
+    s = load_json(out / "summary.json")
+    assert s["requests"] == n
+    assert s["latency_ms"]["p99"] > 0
+    assert (out / "report.html").is_file()
+    assert_nothing_left(out)

@@ -1,0 +1,95 @@
+"""./run.sh --workload pool --conns 20 --requests 2000: the whole pipeline, checked in its run directory.
+
+Oracles by construction: httpload sends exactly 2000 requests (ids 0..1999), all answered 200 by
+our own orders-server; the pool's worker threads are the only threads that execute requests; the
+on-CPU profile was taken of httpload and the server, so their thread names appear in it.
+"""
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from .conftest import assert_nothing_left, load_json, needs_root, read_records, run_sh
+
+pytestmark = needs_root
+REQUESTS, CONNS = 2000, 20
+
+
+@pytest.fixture(scope="module")
+def pool_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("e2e") / "pool-c20"
+    p = run_sh("--workload", "pool", "--conns", CONNS, "--requests", REQUESTS, "--out", out, check=True)
+    return out, p
+
+
+def test_run_dir_has_every_output(pool_run):
+    out, _ = pool_run
+    for name in ["requests.bin", "workload.json", "meta.json", "runq.bin", "switches.bin",
+                 "report.html", "summary.json", "threads.csv", "locks.csv", "trace.json",
+                 "perf.data", "oncpu.folded", "flame-oncpu.svg", "flame-offcpu.svg", "run.json"]:
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, f"{name} missing or empty"
+
+
+def test_requests_and_summary_count_2000(pool_run):
+    out, _ = pool_run
+    req = read_records(out, "requests.bin", "request")
+    assert len(req) == REQUESTS
+    assert np.array_equal(np.sort(req["id"]), np.arange(REQUESTS))
+    assert (req["status"] == 200).all()
+    s = load_json(out / "summary.json")
+    for key in ["workload", "conns", "workers", "requests", "errors", "throughput_rps", "latency_ms",
+                "e2e_ms", "queue_wait_ms", "attribution", "headline", "sched", "lost_events",
+                "closure_ratio"]:
+        assert key in s, f"summary.json lacks {key}"
+    assert s["requests"] == REQUESTS and s["errors"] == 0 and s["conns"] == CONNS
+    assert s["workload"] == "pool"
+    lat = s["latency_ms"]
+    assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]
+    assert "≥P99" in s["attribution"]
+    assert s["throughput_rps"] > 0
+
+
+def test_meta_complete_and_probes_saw_the_workers(pool_run):
+    out, _ = pool_run
+    meta = load_json(out / "meta.json")
+    assert meta["incomplete"] is False
+    req = read_records(out, "requests.bin", "request")
+    runq = read_records(out, "runq.bin", "runq")
+    workers = set(np.unique(req["tid"]).tolist())
+    assert set(np.unique(runq["tid"]).tolist()) & workers, "no runnable interval of a worker thread"
+    threads = pd.read_csv(out / "threads.csv")
+    assert {"tid", "comm", "runq_ns", "oncpu_ns"} <= set(threads.columns)
+    assert workers <= set(threads["tid"]), "threads.csv lacks a thread that served requests"
+
+
+def test_report_trace_and_flame_graphs(pool_run):
+    out, p = pool_run
+    html = (out / "report.html").read_text()
+    assert "flame-oncpu.svg" in html and "flame-offcpu.svg" in html
+    trace = load_json(out / "trace.json")
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    assert len(events) > REQUESTS
+    oncpu = (out / "oncpu.folded").read_text()
+    assert re.search(r"^(httpload|pool-w|orders-w)", oncpu, re.M), "on-CPU stacks name no workload thread"
+    assert "<svg" in (out / "flame-oncpu.svg").read_text()[:2000]
+    assert "<svg" in (out / "flame-offcpu.svg").read_text()[:2000]
+    pd.read_csv(out / "locks.csv")  # parses (may be empty: the pool has few contended mutexes)
+    # Headline, table and report path reach the user.
+    assert str(out / "report.html") in p.stderr + p.stdout
+    assert "runnable ≥P99" in p.stdout
+
+
+def test_nothing_left_running(pool_run):
+    out, _ = pool_run
+    started = {name for _, name in assert_nothing_left(out)}
+    assert {"orders-server", "tailtrace", "perf"} <= started
+
+
+def test_run_json_records_the_command(pool_run):
+    out, _ = pool_run
+    info = json.loads((out / "run.json").read_text())
+    assert info["command"][0].endswith("run.sh")
+    assert info["command"][1:3] == ["--workload", "pool"]
+    assert info["label"] == "pool-c20"
