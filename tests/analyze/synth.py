@@ -10,19 +10,23 @@ each request on its worker runs back to back (50 µs apart) as
     [i % 10 == 5]  lock wait: off-CPU 400 µs, runnable (wakeup) 50 µs, hold 50 µs on CPU
     run 100 µs
     blocked: off-CPU 800 + (37·i mod 300) µs (waiting for the server), runnable 20 µs
-    [i % 100 == 50] preempted: runnable 5000 µs
+    [i % 100 == 50] preempted: runnable 5000 µs (preempt_us)
     run 100 µs
 
 and was enqueued 100 µs before it started (queue wait).
 """
 from __future__ import annotations
 
+import base64
+import io
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+from matplotlib import image as mpimg
 
 from analyze.schema import load_schema, record_dtype
 
@@ -34,7 +38,7 @@ FILES = {"request": "requests.bin", "runq": "runq.bin", "switch": "switches.bin"
          "lock": "locks.bin", "task": "tasks.bin"}
 
 
-def _scenario(n: int):
+def _scenario(n: int, preempt_us: int = 5000):
     reqs, runq, sw, locks, states = [], [], [], [], []
     clock = {w: T_BASE + 1000 * US + k * 7 * US for k, w in enumerate(WORKERS)}
     for i in range(n):
@@ -74,7 +78,7 @@ def _scenario(n: int):
         run(100 * US)
         off((800 + (i * 37) % 300) * US, 20 * US, 0, "blocked")
         if i % 100 == 50:
-            off(0, 5000 * US, 1, "blocked")
+            off(0, preempt_us * US, 1, "blocked")
         run(100 * US)
         e = t
         reqs.append(dict(id=i, conn=i % 16, tid=w, pid=PID, status=200, bytes=512,
@@ -85,9 +89,9 @@ def _scenario(n: int):
     return reqs, runq, sw, locks, states
 
 
-def truth(n: int = 400) -> SimpleNamespace:
+def truth(n: int = 400, preempt_us: int = 5000) -> SimpleNamespace:
     """Ground truth of the scenario: decomp (contract columns) and thread states."""
-    reqs, runq, sw, locks, states = _scenario(n)
+    reqs, runq, sw, locks, states = _scenario(n, preempt_us)
     d = pd.DataFrame(reqs)
     d["latency_ns"] = d["t_end_ns"] - d["t_start_ns"]
     d["e2e_ns"] = d["t_end_ns"] - d["t_enqueue_ns"]
@@ -99,13 +103,13 @@ def truth(n: int = 400) -> SimpleNamespace:
 
 
 def make_run(run_dir, n: int = 400, probes: bool = True, lost: int = 0,
-             label: str = "pool") -> SimpleNamespace:
+             label: str = "pool", preempt_us: int = 5000) -> SimpleNamespace:
     """Write the scenario as a run directory; returns truth(n) plus the path."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     schema = load_schema()
     (run_dir / "schema.json").write_text(json.dumps(schema))
-    tr = truth(n)
+    tr = truth(n, preempt_us)
     d = tr.decomp
 
     def write(kind, rows):
@@ -194,3 +198,22 @@ def bands_of(decomp: pd.DataFrame) -> pd.DataFrame:
             row[f"{p}_share"] = g[f"{p}_ns"].mean() / g["e2e_ns"].mean()
         rows[b] = row
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+IMG_SRC = re.compile(r'<img\b[^>]*\bsrc="([^"]*)"')
+
+
+def check_self_contained(page: str) -> int:
+    """Every <img> is a data: PNG that decodes; nothing is fetched from elsewhere.
+    Returns the number of images."""
+    srcs = IMG_SRC.findall(page)
+    for src in srcs:
+        assert src.startswith("data:image/png;base64,"), src[:60]
+        raw = base64.b64decode(src.split(",", 1)[1], validate=True)
+        assert raw[:8] == b"\x89PNG\r\n\x1a\n"
+        img = mpimg.imread(io.BytesIO(raw), format="png")
+        assert img.shape[0] > 100 and img.shape[1] > 300
+    assert not re.search(r'\b(src|href)\s*=\s*"(https?:|//|file:)', page)
+    assert not re.search(r"<(link|iframe|object|embed)\b|<script\b[^>]*\bsrc=|url\(|@import",
+                         page, re.I)
+    return len(srcs)
