@@ -47,6 +47,26 @@ static int port_of(int fd, uint16_t *port)
 	return 0;
 }
 
+/* SO_REUSEPORT would let a second server silently share a busy port: first
+ * bind one plain socket, which fails with EADDRINUSE if anyone holds the
+ * port, and learn the port it got (for port 0). */
+static int port_claim(struct sockaddr_storage *ss, socklen_t len, uint16_t *port)
+{
+	int one = 1, fd, rc;
+
+	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	rc = bind(fd, (const struct sockaddr *)ss, len) ? -errno : port_of(fd, port);
+	close(fd);
+	if (rc == 0 && ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = htons(*port);
+	else if (rc == 0)
+		((struct sockaddr_in6 *)ss)->sin6_port = htons(*port);
+	return rc;
+}
+
 static int listen_one(const struct sockaddr_storage *ss, socklen_t len, int backlog,
 		      const char **what)
 {
@@ -87,24 +107,15 @@ int listener_open(const char *bind_addr, uint16_t port, int backlog, int n,
 	*what = "address";
 	if (addr_resolve(bind_addr, port, &ss, &len) != 0)
 		return -EINVAL;
+	*what = "bind";
+	rc = port_claim(&ss, len, port_out);
+	if (rc < 0)
+		return rc;
 	for (i = 0; i < n; i++) {
 		rc = listen_one(&ss, len, backlog, what);
 		if (rc < 0)
 			goto fail;
 		fds[i] = rc;
-		if (i == 0) {
-			*what = "getsockname";
-			rc = port_of(fds[0], port_out);
-			if (rc < 0) {
-				i++;
-				goto fail;
-			}
-			/* The others join the port the first one got. */
-			if (ss.ss_family == AF_INET)
-				((struct sockaddr_in *)&ss)->sin_port = htons(*port_out);
-			else
-				((struct sockaddr_in6 *)&ss)->sin6_port = htons(*port_out);
-		}
 	}
 	return 0;
 fail:

@@ -5,6 +5,7 @@
  *   orders-server: listening on ADDR:PORT workers=N
  * and runs until SIGINT/SIGTERM (then exits 0 after joining its workers).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -63,6 +64,15 @@ static long long parse_num(const char *opt, const char *arg, long long lo, long 
 	return v;
 }
 
+static const char *check_addr(const char *arg)
+{
+	unsigned char buf[sizeof(struct in6_addr)];
+
+	if (inet_pton(AF_INET, arg, buf) != 1 && inet_pton(AF_INET6, arg, buf) != 1)
+		die_usage("--bind: expected a numeric IPv4 or IPv6 address, got '%s'%s", arg, "");
+	return arg;
+}
+
 static int cpus_allowed(void)
 {
 	cpu_set_t set;
@@ -93,7 +103,7 @@ static void parse_args(int argc, char **argv, struct server_config *cfg)
 	while ((c = getopt_long(argc, argv, ":h", opts, &idx)) != -1) {
 		switch (c) {
 		case 'p': cfg->port = (uint16_t)parse_num("--port", optarg, 0, 65535); break;
-		case 'b': cfg->bind_addr = optarg; break;
+		case 'b': cfg->bind_addr = check_addr(optarg); break;
 		case 'w': cfg->workers = (int)parse_num("--workers", optarg, 1, MAX_WORKERS); break;
 		case 's': cfg->orders.service_us = (uint32_t)parse_num("--service-us", optarg, 0, 10000000); break;
 		case 'S': cfg->orders.sleep_us = (uint32_t)parse_num("--sleep-us", optarg, 0, 60000000); break;
@@ -149,7 +159,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "orders-server: cannot listen on %s:%u: %s: %s%s\n", cfg.bind_addr,
 			cfg.port, what, strerror(-rc),
 			rc == -EADDRINUSE ? " (pick another --port, or 0 for an ephemeral one)" :
-			rc == -EINVAL && !strcmp(what, "address") ? " (--bind takes a numeric IP address)" : "");
+			rc == -EADDRNOTAVAIL ? " (--bind must be an address of this machine)" : "");
 		return 1;
 	}
 	printf("orders-server: listening on %s%s%s:%u workers=%d\n",

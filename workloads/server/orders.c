@@ -57,7 +57,11 @@ static int order_post(const struct orders_config *cfg, const struct http_request
 	if (!body_is_object(req->body, (size_t)req->content_length))
 		return reply(out, 400, JSON("{\"error\":\"body must be a JSON object\"}"), NULL, req);
 	work_cpu_us(cfg->service_us);
-	work_block_us(cfg->sleep_us, cfg->stop_fd);
+	if (work_block_us(cfg->sleep_us, cfg->stop_fd) != 0) { /* shutting down */
+		int rc = orders_reply_error(out, 503);
+
+		return rc ? rc : 503;
+	}
 	id = atomic_fetch_add_explicit(&next_order_id, 1, memory_order_relaxed);
 	memcpy(body, "{\"order_id\":", 12);
 	n = 12;
@@ -72,8 +76,13 @@ int orders_handle(const struct orders_config *cfg, const struct http_request *re
 {
 	*keep_alive = req->keep_alive;
 	if (path_is(req, "/orders")) {
-		if (req->method == HTTP_M_POST)
-			return order_post(cfg, req, out);
+		if (req->method == HTTP_M_POST) {
+			int status = order_post(cfg, req, out);
+
+			if (status == 503)
+				*keep_alive = 0;
+			return status;
+		}
 		return reply(out, 405, JSON("{\"error\":\"method not allowed\"}"),
 			     "Allow: POST\r\n", req);
 	}

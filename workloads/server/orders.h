@@ -21,7 +21,8 @@ struct orders_config {
 };
 
 /* Handle one complete request. out must have HTTP_REPLY_MAX_BYTES free.
- * Returns the HTTP status sent, or -ENOSPC. *keep_alive: keep the connection. */
+ * Returns the HTTP status sent, or -ENOSPC. *keep_alive: keep the connection
+ * (0 after a 503: an order whose downstream wait was cut short by shutdown). */
 int orders_handle(const struct orders_config *cfg, const struct http_request *req,
 		  struct obuf *out, int *keep_alive);
 

@@ -199,10 +199,7 @@ static void worker_cleanup(struct worker *w)
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	char name[16];
 
-	snprintf(name, sizeof(name), "orders-w%d", w->index);
-	pthread_setname_np(pthread_self(), name);
 	w->err = worker_loop(w);
 	worker_cleanup(w);
 	return NULL;
@@ -252,6 +249,7 @@ static int server_signal_stop(struct server *s)
 
 static int server_spawn(struct server *s, const char **what)
 {
+	char name[16];
 	int *fds, i, rc;
 
 	fds = calloc((size_t)s->nworkers, sizeof(*fds));
@@ -272,6 +270,10 @@ static int server_spawn(struct server *s, const char **what)
 		*what = "pthread_create";
 		rc = -pthread_create(&s->workers[i].thread, NULL, worker_main, &s->workers[i]);
 		s->workers[i].started = rc == 0;
+		if (rc == 0) { /* named before the server reports ready */
+			snprintf(name, sizeof(name), "orders-w%hu", (unsigned short)i);
+			pthread_setname_np(s->workers[i].thread, name);
+		}
 	}
 	return rc;
 }

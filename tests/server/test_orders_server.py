@@ -1,0 +1,403 @@
+"""orders-server end to end: spawns build/workloads/server/orders-server on an
+ephemeral port and talks raw HTTP/1.1 to it over sockets.
+
+Oracles are known by construction: exact status codes for each bad input,
+one connection for N keep-alive requests (the server's own shutdown tally),
+replies in request order for pipelined requests, --sleep-us serialising a
+single worker, --service-us showing up as the worker's on-CPU time.
+"""
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BINARY = ROOT / "build" / "workloads" / "server" / "orders-server"
+READY_RE = re.compile(r"^orders-server: listening on 127\.0\.0\.1:(\d+) workers=(\d+)$")
+ORDER = b'{"item":"widget","qty":1}'
+IO_TIMEOUT_S = 10
+
+
+def binary():
+    if not BINARY.exists():
+        pytest.fail(f"{BINARY} is missing: build first "
+                    "(cmake -S . -B build -G Ninja && cmake --build build)")
+    return str(BINARY)
+
+
+class Server:
+    """A running orders-server; stop() returns (exit code, stderr, seconds to exit)."""
+
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([binary(), "--port", "0", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self._ready_line()
+        m = READY_RE.match(line)
+        assert m, f"unexpected ready line {line!r}"
+        self.port, self.workers = int(m.group(1)), int(m.group(2))
+
+    def _ready_line(self):
+        ready, _, _ = select.select([self.proc.stdout], [], [], IO_TIMEOUT_S)
+        if not ready:
+            self.proc.kill()
+            pytest.fail("orders-server printed no ready line within 10 s")
+        line = self.proc.stdout.readline().rstrip("\n")
+        if not line:
+            err = self.proc.stderr.read()
+            self.proc.wait()
+            pytest.fail(f"orders-server exited before it was ready: {err.strip()}")
+        return line
+
+    def connect(self):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=IO_TIMEOUT_S)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+    def stop(self, sig=signal.SIGTERM):
+        """Signal, then wait on a pidfd (exact, no polling); kill after 10 s."""
+        pidfd = os.pidfd_open(self.proc.pid)
+        try:
+            t0 = time.monotonic()
+            self.proc.send_signal(sig)
+            exited = select.select([pidfd], [], [], IO_TIMEOUT_S)[0]
+            elapsed_s = time.monotonic() - t0
+        finally:
+            os.close(pidfd)
+        if not exited:
+            self.proc.kill()
+        rc = self.proc.wait()
+        err = self.proc.stderr.read()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return rc, err, elapsed_s
+
+    def worker_tids(self):
+        """{thread name: tid} of the server's threads."""
+        out = {}
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            out[(task / "comm").read_text().strip()] = int(task.name)
+        return out
+
+    def on_cpu_ns(self, tid):
+        """Time the thread has spent running (schedstat, ns)."""
+        return int(Path(f"/proc/{self.proc.pid}/task/{tid}/schedstat").read_text().split()[0])
+
+
+@pytest.fixture
+def server():
+    srv = Server("--workers", "2")
+    yield srv
+    if srv.proc.poll() is None:
+        srv.stop()
+
+
+def request(method, path, body=b"", headers=None, version="HTTP/1.1"):
+    hdrs = {"Host": "t"}
+    if body or method == "POST":
+        hdrs["Content-Length"] = str(len(body))
+    hdrs.update(headers or {})
+    head = f"{method} {path} {version}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
+    return head.encode() + b"\r\n" + body
+
+
+class Reader:
+    """Reads HTTP responses (Content-Length framed) off one socket."""
+
+    def __init__(self, sock):
+        self.sock, self.buf = sock, b""
+
+    def _fill(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise EOFError("connection closed by the server")
+        self.buf += chunk
+
+    def response(self, head_only=False):
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        status = int(lines[0].split(" ")[1])
+        headers = {k.lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:])}
+        n = 0 if head_only else int(headers.get("content-length", "0"))
+        while len(self.buf) < n:
+            self._fill()
+        body, self.buf = self.buf[:n], self.buf[n:]
+        return status, headers, body
+
+    def closed(self):
+        """True if the server closes the connection with nothing more sent."""
+        if self.buf:
+            return False
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+
+def exchange(srv, raw, check_close=False):
+    """One request on a new connection: (status, headers, body, closed after?)."""
+    with srv.connect() as s:
+        s.sendall(raw)
+        r = Reader(s)
+        return (*r.response(), r.closed() if check_close else None)
+
+
+def order_id(body):
+    m = re.fullmatch(rb'\{"order_id":(\d+),"status":"accepted"\}', body)
+    assert m, body
+    return int(m.group(1))
+
+
+def test_health_and_orders(server):
+    status, headers, body = exchange(server, request("GET", "/health"))[:3]
+    assert (status, body) == (200, b'{"status":"ok"}')
+    assert headers["content-type"] == "application/json"
+    ids = []
+    for _ in range(3):
+        status, _, body, _ = exchange(server, request("POST", "/orders", ORDER))
+        assert status == 200
+        ids.append(order_id(body))
+    assert ids[1] == ids[0] + 1 and ids[2] == ids[1] + 1
+    with server.connect() as s:  # HEAD: the GET headers, no body
+        r = Reader(s)
+        s.sendall(request("HEAD", "/health") + request("GET", "/health"))
+        status, headers, body = r.response(head_only=True)
+        assert (status, headers["content-length"], body) == (200, "15", b"")
+        assert r.response() == (200, headers, b'{"status":"ok"}')
+
+
+def test_thread_names(server):
+    names = sorted(n for n in server.worker_tids() if n.startswith("orders-w"))
+    assert names == ["orders-w0", "orders-w1"]
+
+
+def test_keep_alive_reuses_one_connection():
+    srv = Server("--workers", "1")
+    with srv.connect() as s:
+        r = Reader(s)
+        for i in range(50):
+            s.sendall(request("POST", "/orders", ORDER) if i % 2 else request("GET", "/health"))
+            assert r.response()[0] == 200
+    rc, err, _ = srv.stop()
+    assert rc == 0
+    assert "1 connections, 50 requests (0 errors)" in err
+
+
+def test_pipelined_requests_answered_in_order(server):
+    reqs = [request("GET", "/health"), request("POST", "/orders", ORDER),
+            request("GET", "/nope"), request("POST", "/orders", ORDER),
+            request("GET", "/orders"), request("POST", "/orders", ORDER)]
+    want = [200, 200, 404, 200, 405, 200]
+    raw = b"".join(reqs)
+    with server.connect() as s:
+        s.sendall(raw)  # all at once
+        r = Reader(s)
+        got = [r.response() for _ in reqs]
+        assert [g[0] for g in got] == want
+        ids = [order_id(g[2]) for g in got if g[0] == 200 and b"order_id" in g[2]]
+        assert ids == [ids[0], ids[0] + 1, ids[0] + 2]
+        # Same batch again in 7-byte pieces: every request split across reads.
+        for i in range(0, len(raw), 7):
+            s.sendall(raw[i:i + 7])
+            time.sleep(0.0005)
+        assert [r.response()[0] for _ in reqs] == want
+
+
+def test_large_body_and_expect_continue(server):
+    body = b'{"items":"' + b"x" * 40000 + b'"}'
+    with server.connect() as s:
+        r = Reader(s)
+        s.sendall(request("POST", "/orders", body))
+        assert r.response()[0] == 200
+        # Expect: 100-continue: the server asks for the body, then answers.
+        s.sendall(request("POST", "/orders", b"", {"Expect": "100-continue",
+                                                    "Content-Length": str(len(ORDER))}))
+        assert r.response()[0] == 100
+        s.sendall(ORDER)
+        status, _, reply = r.response()
+        assert status == 200 and order_id(reply) > 0
+
+
+@pytest.mark.parametrize("raw, status", [
+    (b"HELLO\r\n\r\n", 400),
+    (b"GET /health HTTP/1.1\r\nHost t\r\n\r\n", 400),
+    (b"GET /health HTTP/1.1\nHost: t\n\n", 400),
+    (request("GET", "/health", headers={"X-Pad": "a" * 9000}), 431),
+    (request("POST", "/orders", headers={"Content-Length": "1000000"}), 413),
+    (request("POST", "/orders", headers={"Transfer-Encoding": "chunked"}), 501),
+    (request("GET", "/health", version="HTTP/2.0"), 505),
+])
+def test_bad_request_gets_status_and_close(server, raw, status):
+    with server.connect() as other:  # a connection opened before the bad one
+        got, headers, _, closed = exchange(server, raw, check_close=True)
+        assert got == status
+        assert headers["connection"] == "close"
+        assert closed
+        # Other connections keep working: the open one and a new one.
+        other.sendall(request("GET", "/health"))
+        assert Reader(other).response()[0] == 200
+    assert exchange(server, request("GET", "/health"))[0] == 200
+
+
+def test_oversized_head_sent_slowly_is_431(server):
+    with server.connect() as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nX-Pad: ")
+        r = Reader(s)
+        for _ in range(10):
+            s.sendall(b"a" * 1000)  # never ends the head
+            time.sleep(0.002)
+        assert r.response()[0] == 431
+        assert r.closed()
+
+
+@pytest.mark.parametrize("raw, status, allow", [
+    (request("GET", "/nope"), 404, None),
+    (request("GET", "/orders"), 405, "POST"),
+    (request("POST", "/health", ORDER), 405, "GET, HEAD"),
+    (request("POST", "/orders", b"not json"), 400, None),
+])
+def test_client_error_keeps_connection(server, raw, status, allow):
+    with server.connect() as s:
+        r = Reader(s)
+        s.sendall(raw)
+        got, headers, _ = r.response()
+        assert got == status
+        assert headers.get("allow") == allow
+        assert "connection" not in headers
+        s.sendall(request("GET", "/health"))
+        assert r.response()[0] == 200
+
+
+def test_connection_close_and_http10(server):
+    status, headers, _, closed = exchange(server, request("GET", "/health",
+                                                          headers={"Connection": "close"}),
+                                          check_close=True)
+    assert (status, headers["connection"], closed) == (200, "close", True)
+    status, _, _, closed = exchange(server, b"GET /health HTTP/1.0\r\n\r\n", check_close=True)
+    assert (status, closed) == (200, True)
+
+
+def test_many_connections_get_unique_order_ids(server):
+    ids, errors = [], []
+
+    def client():
+        try:
+            with server.connect() as s:
+                r = Reader(s)
+                for _ in range(20):
+                    s.sendall(request("POST", "/orders", ORDER))
+                    status, _, body = r.response()
+                    assert status == 200
+                    ids.append(order_id(body))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=client) for _ in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(ids) == 800 and len(set(ids)) == 800
+
+
+def test_sleep_us_blocks_the_worker():
+    srv = Server("--workers", "1", "--sleep-us", "50000")
+    try:
+        tid = srv.worker_tids()["orders-w0"]
+        cpu0 = srv.on_cpu_ns(tid)
+        t0 = time.monotonic()
+        assert exchange(srv, request("POST", "/orders", ORDER))[0] == 200
+        assert time.monotonic() - t0 >= 0.050
+        # Two connections at once on one worker: the wait blocks the thread,
+        # so the second reply comes a full sleep after the first.
+        a, b = srv.connect(), srv.connect()
+        t0 = time.monotonic()
+        a.sendall(request("POST", "/orders", ORDER))
+        b.sendall(request("POST", "/orders", ORDER))
+        done = []
+        for s in (a, b):
+            assert Reader(s).response()[0] == 200
+            done.append(time.monotonic() - t0)
+            s.close()
+        assert max(done) >= 0.100
+        # Blocked, not spinning: 150 ms of waiting cost well under 30 ms CPU.
+        assert srv.on_cpu_ns(tid) - cpu0 < 30_000_000
+        # /health does no downstream call.
+        t0 = time.monotonic()
+        assert exchange(srv, request("GET", "/health"))[0] == 200
+        assert time.monotonic() - t0 < 0.050
+    finally:
+        assert srv.stop()[0] == 0
+
+
+def test_service_us_burns_worker_cpu():
+    srv = Server("--workers", "1", "--service-us", "20000")
+    try:
+        tid = srv.worker_tids()["orders-w0"]
+        cpu0 = srv.on_cpu_ns(tid)
+        t0 = time.monotonic()
+        with srv.connect() as s:
+            r = Reader(s)
+            for _ in range(5):
+                s.sendall(request("POST", "/orders", ORDER))
+                assert r.response()[0] == 200
+        assert time.monotonic() - t0 >= 0.100
+        assert srv.on_cpu_ns(tid) - cpu0 >= 100_000_000  # 5 x 20 ms of its own CPU
+    finally:
+        assert srv.stop()[0] == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_promptly_mid_request(sig):
+    srv = Server("--workers", "2", "--sleep-us", "5000000")
+    idle = srv.connect()  # an idle keep-alive connection
+    busy = srv.connect()
+    busy.sendall(request("POST", "/orders", ORDER))  # now blocked in a 5 s wait
+    time.sleep(0.1)
+    rc, err, elapsed_s = srv.stop(sig)
+    assert rc == 0, err
+    assert elapsed_s < 0.1, f"took {elapsed_s * 1000:.0f} ms to exit"
+    assert "stopped on" in err
+    # The request cut short is answered 503 (not a false "accepted"), and the
+    # server closed every socket.
+    busy.settimeout(1)
+    reader = Reader(busy)
+    status, headers, _ = reader.response()
+    assert (status, headers["connection"]) == (503, "close")
+    assert reader.closed()
+    idle.settimeout(1)
+    assert Reader(idle).closed()
+    idle.close()
+    busy.close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", srv.port), timeout=1)
+
+
+def test_port_in_use_and_bad_flags(server):
+    p = subprocess.run([binary(), "--port", str(server.port)], capture_output=True, text=True,
+                       timeout=IO_TIMEOUT_S)
+    assert p.returncode == 1
+    assert "Address already in use" in p.stderr and p.stdout == ""
+    for args, word in [(["--workers", "0"], "--workers"), (["--bogus"], "--bogus"),
+                       (["--port", "70000"], "--port"), (["--sleep-us"], "--sleep-us"),
+                       (["--bind", "localhost"], "--bind"), (["stray"], "stray")]:
+        p = subprocess.run([binary(), *args], capture_output=True, text=True,
+                           timeout=IO_TIMEOUT_S)
+        assert p.returncode == 2, args
+        assert p.stderr.count("\n") == 1 and word in p.stderr, p.stderr
+    p = subprocess.run([binary(), "--help"], capture_output=True, text=True, timeout=IO_TIMEOUT_S)
+    assert p.returncode == 0
+    for opt, default in [("--port", "8080"), ("--bind", "127.0.0.1"), ("--workers", "CPUs"),
+                         ("--service-us", "0"), ("--sleep-us", "0"), ("--backlog", "1024"),
+                         ("--max-body-bytes", "65536"), ("--help", "")]:
+        line = next(ln for ln in p.stdout.splitlines() if opt + " " in ln or ln.endswith(opt))
+        assert f"default {default}" in line or f"default: {default}" in line or not default
