@@ -62,6 +62,7 @@ struct tt_ctx {
 	int target_pid;          /* resolved target tgid (0: system-wide) */
 	struct tt_syms *syms;    /* user-space symbolizer of the target; may be NULL */
 	char err[256];           /* one-line reason when a call fails */
+	uint64_t cgroup_id;      /* resolved --cgroup (cgroup v2 id), 0: none */
 };
 
 /* A probe module. setup() does open/configure/load/attach and adds its ring

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/* BPF side of --aggregate: add one duration to a thread's log2 histogram. */
+#ifndef TT_AGGREGATE_BPF_H
+#define TT_AGGREGATE_BPF_H
+#include <bpf/bpf_helpers.h>
+#include "aggregate.h"
+
+#define TT_HIST_MAP(name)                                                        \
+	struct {                                                                 \
+		__uint(type, BPF_MAP_TYPE_HASH);                                 \
+		__uint(max_entries, 16384);                                      \
+		__type(key, __u32);                                              \
+		__type(value, struct tt_hist);                                   \
+	} name SEC(".maps")
+
+static __always_inline __u32 tt_log2_u64(__u64 v)
+{
+	__u32 r = 0, s;
+
+	s = (v > 0xffffffffull) << 5; v >>= s; r |= s;
+	s = (v > 0xffff) << 4; v >>= s; r |= s;
+	s = (v > 0xff) << 3; v >>= s; r |= s;
+	s = (v > 0xf) << 2; v >>= s; r |= s;
+	s = (v > 0x3) << 1; v >>= s; r |= s;
+	r |= (v >> 1);
+	return r;
+}
+
+static __always_inline void tt_hist_add(void *map, __u32 tid, __u32 pid, __u64 delta_ns)
+{
+	static const struct tt_hist zero;
+	struct tt_hist *h = bpf_map_lookup_elem(map, &tid);
+	__u32 slot;
+
+	if (!h) {
+		bpf_map_update_elem(map, &tid, &zero, BPF_NOEXIST);
+		h = bpf_map_lookup_elem(map, &tid);
+		if (!h)
+			return;
+		h->pid = pid;
+	}
+	slot = tt_log2_u64(delta_ns / 1000);
+	if (slot >= TT_HIST_SLOTS)
+		slot = TT_HIST_SLOTS - 1;
+	asm volatile("" : "+r"(slot)); /* keep the mask: the verifier needs the bound */
+	slot &= TT_HIST_SLOTS - 1;      /* TT_HIST_SLOTS is a power of two */
+	__sync_fetch_and_add(&h->slots[slot], 1);
+	__sync_fetch_and_add(&h->count, 1);
+	__sync_fetch_and_add(&h->sum_ns, delta_ns);
+	if (delta_ns > h->max_ns)
+		h->max_ns = delta_ns; /* racy max: a thread runs on one CPU at a time */
+}
+
+#endif

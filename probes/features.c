@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: MIT
+#include "features.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/bpf.h>
+#include <linux/capability.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+
+#ifndef CAP_PERFMON
+#define CAP_PERFMON 38
+#endif
+#ifndef CAP_BPF
+#define CAP_BPF 39
+#endif
+
+#define TRACEFS_SWITCH "/sys/kernel/tracing/events/sched/sched_switch/id"
+#define DEBUGFS_SWITCH "/sys/kernel/debug/tracing/events/sched/sched_switch/id"
+
+static enum tt_hook chosen = TT_HOOK_TP_BTF;
+
+static const char *const hook_names[] = { "tp_btf", "raw_tp", "tracepoint" };
+
+const char *features_hook_name(enum tt_hook h)
+{
+	return hook_names[h];
+}
+
+enum tt_hook features_hook(void)
+{
+	return chosen;
+}
+
+bool features_privileged(void)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct data[2] = {};
+	__u64 eff;
+
+	if (geteuid() == 0)
+		return true;
+	if (syscall(SYS_capget, &hdr, data))
+		return false;
+	eff = ((__u64)data[1].effective << 32) | data[0].effective;
+	if (eff & (1ull << CAP_SYS_ADMIN))
+		return true;
+	return (eff & (1ull << CAP_BPF)) && (eff & (1ull << CAP_PERFMON));
+}
+
+const char *features_btf_path(void)
+{
+	const char *p = getenv("TAILTRACE_BTF");
+
+	return p && *p ? p : "/sys/kernel/btf/vmlinux";
+}
+
+/* r0 = 0; exit */
+static const struct bpf_insn ret0[] = {
+	{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+	{ .code = BPF_JMP | BPF_EXIT },
+};
+
+static int load_trivial(enum bpf_prog_type type, const struct bpf_prog_load_opts *opts)
+{
+	return bpf_prog_load(type, NULL, "GPL", ret0, 2, opts);
+}
+
+static bool probe_tp_btf(void)
+{
+	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_TRACE_RAW_TP);
+	struct btf *btf = btf__load_vmlinux_btf();
+	int id, fd, link;
+
+	if (!btf)
+		return false;
+	id = btf__find_by_name_kind(btf, "btf_trace_sched_switch", BTF_KIND_TYPEDEF);
+	btf__free(btf);
+	if (id <= 0)
+		return false;
+	opts.attach_btf_id = id;
+	fd = load_trivial(BPF_PROG_TYPE_TRACING, &opts);
+	if (fd < 0)
+		return false;
+	link = bpf_raw_tracepoint_open(NULL, fd);
+	close(fd);
+	if (link < 0)
+		return false;
+	close(link);
+	return true;
+}
+
+static bool probe_raw_tp(void)
+{
+	int fd = load_trivial(BPF_PROG_TYPE_RAW_TRACEPOINT, NULL), link;
+
+	if (fd < 0)
+		return false;
+	link = bpf_raw_tracepoint_open("sched_switch", fd);
+	close(fd);
+	if (link < 0)
+		return false;
+	close(link);
+	return true;
+}
+
+static bool probe_tracepoint(void)
+{
+	if (access(TRACEFS_SWITCH, R_OK) == 0 || access(DEBUGFS_SWITCH, R_OK) == 0)
+		return true;
+	/* tracefs is often not mounted on minimal systems: mount it. */
+	if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL) && errno != EBUSY)
+		return false;
+	return access(TRACEFS_SWITCH, R_OK) == 0;
+}
+
+static int parse_forced(const char *s, enum tt_hook *h)
+{
+	for (int i = 0; i <= TT_HOOK_TRACEPOINT; i++)
+		if (!strcmp(s, hook_names[i])) {
+			*h = (enum tt_hook)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+int features_probe(char *err, size_t len)
+{
+	const char *force = getenv("TAILTRACE_HOOK");
+	enum tt_hook want = TT_HOOK_TP_BTF;
+	bool ok;
+
+	if (force && *force && parse_forced(force, &want)) {
+		snprintf(err, len, "TAILTRACE_HOOK=%s: use tp_btf, raw_tp or tracepoint", force);
+		return -EINVAL;
+	}
+	for (int h = want; h <= TT_HOOK_TRACEPOINT; h++) {
+		ok = h == TT_HOOK_TP_BTF ? probe_tp_btf() :
+		     h == TT_HOOK_RAW_TP ? probe_raw_tp() : probe_tracepoint();
+		if (ok) {
+			chosen = (enum tt_hook)h;
+			return 0;
+		}
+		if (force && *force) {
+			snprintf(err, len, "TAILTRACE_HOOK=%s: this kernel cannot attach %s programs",
+				 force, hook_names[h]);
+			return -EOPNOTSUPP;
+		}
+	}
+	snprintf(err, len, "no usable scheduler hook (tp_btf, raw_tp, tracepoint): "
+		 "mount tracefs (mount -t tracefs nodev /sys/kernel/tracing)");
+	return -EOPNOTSUPP;
+}
+
+static bool has_suffix(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+
+	return a >= b && !strcmp(s + a - b, suf);
+}
+
+void features_select_progs(struct bpf_object *obj, enum tt_hook h)
+{
+	static const char *const suffix[] = { "_btf", "_raw", "_tp" };
+	struct bpf_program *p;
+
+	bpf_object__for_each_program(p, obj) {
+		const char *name = bpf_program__name(p);
+		int variant = -1;
+
+		for (int i = 0; i < 3; i++)
+			if (has_suffix(name, suffix[i]))
+				variant = i;
+		if (variant >= 0)
+			bpf_program__set_autoload(p, variant == (int)h);
+	}
+}

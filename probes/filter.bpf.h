@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Which tasks are traced: one inline check shared by every probe object
+ * (scheduler tracepoints and the uprobe modules). The loader sets the
+ * const volatile settings before load (FILTER_CONFIGURE in filter.h), so the
+ * verifier prunes the modes that are off.
+ *
+ * Threads follow automatically: they share the target's tgid (and, for --comm,
+ * the group leader's comm). The tracer itself is never traced.
+ */
+#ifndef TT_FILTER_BPF_H
+#define TT_FILTER_BPF_H
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include "filter.h"
+
+const volatile __u32 tt_filter = 0;
+const volatile __u32 tt_targ_tgid = 0;
+const volatile __u32 tt_self_tgid = 0;
+const volatile __u64 tt_targ_cgid = 0;
+const volatile char tt_targ_comm[TT_COMM_LEN] = {};
+
+static __always_inline bool tt_comm_match(const char *comm)
+{
+	for (int i = 0; i < TT_COMM_LEN; i++) {
+		if (comm[i] != tt_targ_comm[i])
+			return false;
+		if (!comm[i])
+			break;
+	}
+	return true;
+}
+
+/* tgid and thread id already known (cheap path for the current task). */
+static __always_inline bool tt_task_traced_ids(struct task_struct *t, __u32 tgid, __u32 tid)
+{
+	if (!tid || tgid == tt_self_tgid)
+		return false; /* idle task, or tailtrace itself */
+	if ((tt_filter & TT_FILTER_TGID) && tgid != tt_targ_tgid)
+		return false;
+	if (tt_filter & TT_FILTER_COMM) {
+		char comm[TT_COMM_LEN];
+
+		BPF_CORE_READ_STR_INTO(&comm, t, group_leader, comm);
+		if (!tt_comm_match(comm))
+			return false;
+	}
+	if ((tt_filter & TT_FILTER_CGROUP) &&
+	    BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id) != tt_targ_cgid)
+		return false;
+	return true;
+}
+
+static __always_inline bool tt_task_traced(struct task_struct *t)
+{
+	return tt_task_traced_ids(t, BPF_CORE_READ(t, tgid), BPF_CORE_READ(t, pid));
+}
+
+static __always_inline bool tt_current_traced(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	return tt_task_traced_ids((struct task_struct *)bpf_get_current_task(),
+				  (__u32)(id >> 32), (__u32)id);
+}
+
+/* Ring buffer wake-up policy: wake the consumer only once a batch is waiting
+ * (it also polls on a timer), so a busy target does not cost one wake-up per
+ * event. */
+static __always_inline __u64 tt_rb_flags(void *rb, __u64 wakeup_bytes)
+{
+	return bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA) >= wakeup_bytes ?
+		       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+#endif

@@ -1,0 +1,435 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tailtrace: the loader. args -> preflight -> target -> run directory ->
+ * open/configure/load/attach every selected probe module -> release the
+ * target -> poll loop -> final drain -> finish (side files) -> meta.json ->
+ * one cleanup path. Anything recorded is flushed on every exit path once the
+ * probes are attached.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+
+#include <schema.h>
+#include <tt_clock.h>
+#include "aggregate.h"
+#include "features.h"
+#include "meta.h"
+#include "options.h"
+#include "registry.h"
+#include "syms.h"
+#include "target.h"
+
+#define MAX_MODS 8
+#define MAX_STATS 32
+#define POLL_MS 100
+#define SYMS_REFRESH_NS 1000000000ull
+
+/* From the locks module, when linked in (aggregate histograms). */
+int locks_print_hist(void *state, FILE *out) __attribute__((weak));
+
+static volatile sig_atomic_t exiting;
+static volatile sig_atomic_t got_signal;
+
+struct loader {
+	struct tt_cli cli;
+	struct tt_ctx ctx;
+	struct tt_child child;
+	bool have_child;
+	int pidfd;
+	const struct tt_probe *mods[MAX_MODS];
+	void *states[MAX_MODS];
+	int nmods;
+	struct tt_meta meta;
+	struct tt_stream_stats stats[MAX_STATS];
+	int nstats;
+	unsigned events;          /* events actually traced */
+	bool target_gone;
+};
+
+static void on_signal(int sig)
+{
+	if (sig != SIGCHLD) {
+		got_signal = sig;
+		exiting = 1;
+	}
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	extern int tt_verbose;
+
+	if (level == LIBBPF_DEBUG && tt_verbose < 2)
+		return 0;
+	if (level == LIBBPF_INFO && tt_verbose < 1)
+		return 0;
+	if (tt_verbose < 1)
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+int tt_verbose;
+
+static void die_line(const char *msg)
+{
+	fprintf(stderr, "tailtrace: %s\n", msg);
+}
+
+static int preflight(struct loader *L)
+{
+	char err[256];
+
+	if (!features_privileged()) {
+		die_line("needs root (or CAP_BPF and CAP_PERFMON) to load BPF programs: run it as root");
+		return -EPERM;
+	}
+	if (access(features_btf_path(), R_OK)) {
+		snprintf(err, sizeof(err), "kernel BTF not found (%s missing): use a kernel built "
+			 "with CONFIG_DEBUG_INFO_BTF=y", features_btf_path());
+		die_line(err);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+static int target_prepare(struct loader *L)
+{
+	const struct tt_opts *o = &L->cli.opts;
+	char err[512];
+	int ret = 0;
+
+	L->pidfd = -1;
+	if (o->pid > 0) {
+		L->meta.target_mode = "pid";
+		ret = target_check_pid(o->pid, &L->pidfd, err, sizeof(err));
+		L->ctx.target_pid = o->pid;
+	} else if (o->cgroup) {
+		L->meta.target_mode = "cgroup";
+		ret = target_cgroup_id(o->cgroup, &L->ctx.cgroup_id, err, sizeof(err));
+	} else if (o->comm) {
+		L->meta.target_mode = "comm";
+	} else if (o->all) {
+		L->meta.target_mode = "all";
+	} else {
+		L->meta.target_mode = "command";
+		ret = target_spawn_held(L->cli.cmd, &L->child, err, sizeof(err));
+		L->have_child = ret == 0;
+		L->ctx.target_pid = L->child.pid;
+	}
+	if (ret)
+		die_line(err);
+	return ret;
+}
+
+static int mkdir_p(const char *dir)
+{
+	char buf[4096];
+	size_t n = strlen(dir);
+
+	if (n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, dir, n + 1);
+	for (char *p = buf + 1; *p; p++)
+		if (*p == '/') {
+			*p = '\0';
+			if (mkdir(buf, 0755) && errno != EEXIST)
+				return -errno;
+			*p = '/';
+		}
+	return mkdir(buf, 0755) && errno != EEXIST ? -errno : 0;
+}
+
+static int out_prepare(struct loader *L)
+{
+	static const char *const stale[] = { "stacks.jsonl", "offcpu.folded", "aggregate.json",
+					     "locks_hist.txt" };
+	const char *dir = L->cli.opts.out_dir;
+	char path[4096], err[4200];
+	int ret = mkdir_p(dir);
+
+	for (unsigned i = 0; !ret && i < sizeof(stale) / sizeof(stale[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, stale[i]);
+		unlink(path);
+	}
+	ret = ret ?: schema_write_dir(dir);
+	if (ret) {
+		snprintf(err, sizeof(err), "cannot create run directory %s: %s (choose another --out)",
+			 dir, strerror(-ret));
+		die_line(err);
+	}
+	return ret;
+}
+
+/* Events asked for that this build can trace; an explicitly requested one
+ * that is missing is an error. */
+static int events_resolve(struct loader *L)
+{
+	unsigned want = L->cli.opts.events;
+	char err[256];
+
+	L->events = 0;
+	for (unsigned bit = 1; bit <= TT_EV_SPANS; bit <<= 1) {
+		if (!(want & bit))
+			continue;
+		if (registry_has_event(bit)) {
+			L->events |= bit;
+		} else if (L->cli.events_given || bit == TT_EV_SPANS) {
+			char name[32];
+
+			snprintf(err, sizeof(err), "event '%s' is not built into this tailtrace: "
+				 "drop it from --events", options_events_str(bit, name, sizeof(name)));
+			die_line(err);
+			return -EOPNOTSUPP;
+		}
+	}
+	L->cli.opts.events = L->events;
+	return 0;
+}
+
+/* Optional modules (locks by default only) may fail without stopping the run. */
+static bool optional_module(const struct loader *L, const struct tt_probe *m)
+{
+	return !L->cli.events_given && !(m->events & (TT_EV_RUNQ | TT_EV_SWITCH | TT_EV_OFFCPU)) &&
+	       !(m->events & TT_EV_SPANS & L->events);
+}
+
+static int modules_setup(struct loader *L)
+{
+	const struct tt_probe *all[MAX_MODS];
+	int n = registry_modules(all, MAX_MODS);
+
+	for (int i = 0; i < n; i++) {
+		int k = L->nmods, err;
+
+		if (!(all[i]->events & L->events))
+			continue;
+		L->mods[k] = all[i];
+		L->ctx.err[0] = '\0';
+		err = all[i]->setup(&L->ctx, &L->states[k]);
+		L->nmods++;
+		if (!err)
+			continue;
+		if (!L->ctx.err[0])
+			snprintf(L->ctx.err, sizeof(L->ctx.err), "%s: setup failed: %s", all[i]->name,
+				 strerror(-err));
+		if (optional_module(L, all[i])) {
+			fprintf(stderr, "tailtrace: %s (continuing without %s)\n", L->ctx.err, all[i]->name);
+			all[i]->destroy(L->states[k]);
+			L->states[k] = NULL;
+			L->nmods--;
+			L->events &= ~all[i]->events;
+			continue;
+		}
+		die_line(L->ctx.err);
+		return err;
+	}
+	return 0;
+}
+
+static void print_ready(struct loader *L)
+{
+	const struct tt_opts *o = &L->cli.opts;
+	char ev[128];
+
+	options_events_str(L->events, ev, sizeof(ev));
+	if (L->ctx.target_pid > 0)
+		fprintf(stderr, "tailtrace: attached to PID %d (events: %s)\n", L->ctx.target_pid, ev);
+	else if (o->comm)
+		fprintf(stderr, "tailtrace: attached to comm %s (events: %s)\n", o->comm, ev);
+	else if (o->cgroup)
+		fprintf(stderr, "tailtrace: attached to cgroup %s (events: %s)\n", o->cgroup, ev);
+	else
+		fprintf(stderr, "tailtrace: attached system-wide (events: %s)\n", ev);
+	fprintf(stderr, "tailtrace: hook %s, output %s\n", features_hook_name(features_hook()),
+		o->out_dir);
+}
+
+static bool target_finished(struct loader *L)
+{
+	if (L->have_child)
+		return target_child_exited(&L->child);
+	if (L->cli.opts.pid > 0)
+		return target_pid_exited(L->cli.opts.pid, L->pidfd);
+	return false;
+}
+
+static int poll_loop(struct loader *L)
+{
+	double dur = L->cli.opts.duration_s;
+	uint64_t deadline = dur > 0 ? L->meta.mono_start_ns + (uint64_t)(dur * 1e9) : 0;
+	uint64_t next_refresh = tt_now_ns() + SYMS_REFRESH_NS;
+
+	while (!exiting) {
+		int err = L->ctx.rb ? ring_buffer__poll(L->ctx.rb, POLL_MS) : usleep(POLL_MS * 1000);
+		uint64_t now = tt_now_ns();
+
+		if (err < 0 && err != -EINTR && errno != EINTR) {
+			fprintf(stderr, "tailtrace: polling ring buffers: %s\n", strerror(-err));
+			return err;
+		}
+		if (target_finished(L)) {
+			L->target_gone = true;
+			break;
+		}
+		if (deadline && now >= deadline)
+			break;
+		if (L->ctx.syms && now >= next_refresh) {
+			syms_refresh(L->ctx.syms);
+			next_refresh = now + SYMS_REFRESH_NS;
+		}
+	}
+	return 0;
+}
+
+static void stats_collect(struct loader *L)
+{
+	L->nstats = 0;
+	for (int i = 0; i < L->nmods; i++)
+		L->nstats += L->mods[i]->stats(L->states[i], L->stats + L->nstats,
+					       MAX_STATS - L->nstats);
+}
+
+static void print_final(struct loader *L)
+{
+	fprintf(stderr, "tailtrace: events written");
+	for (int i = 0; i < L->nstats; i++)
+		fprintf(stderr, " %s=%llu", L->stats[i].stream, (unsigned long long)L->stats[i].written);
+	fprintf(stderr, "; lost");
+	for (int i = 0; i < L->nstats; i++)
+		fprintf(stderr, " %s=%llu", L->stats[i].stream, (unsigned long long)L->stats[i].lost);
+	fprintf(stderr, "\n");
+}
+
+static void print_aggregate(struct loader *L)
+{
+	int err = aggregate_write(L->cli.opts.out_dir, stdout, L->cli.opts.verbose);
+
+	for (int i = 0; i < L->nmods; i++)
+		if (!strcmp(L->mods[i]->name, "locks") && locks_print_hist)
+			locks_print_hist(L->states[i], stdout);
+	fflush(stdout);
+	if (err)
+		fprintf(stderr, "tailtrace: writing aggregate.json: %s\n", strerror(-err));
+}
+
+/* After the probes are attached: every path ends here. */
+static int run_finish(struct loader *L, int status)
+{
+	char ev[128];
+
+	if (L->ctx.rb)
+		ring_buffer__consume(L->ctx.rb);
+	if (L->ctx.syms && !L->target_gone)
+		syms_refresh(L->ctx.syms);
+	for (int i = 0; i < L->nmods; i++) {
+		L->ctx.err[0] = '\0';
+		if (L->mods[i]->finish(&L->ctx, L->states[i])) {
+			fprintf(stderr, "tailtrace: %s\n", L->ctx.err[0] ? L->ctx.err : "finish failed");
+			status = status ?: 1;
+		}
+	}
+	if (L->cli.opts.aggregate)
+		print_aggregate(L);
+	stats_collect(L);
+	L->meta.mono_end_ns = tt_now_ns();
+	L->meta.stats = L->stats;
+	L->meta.nstats = L->nstats;
+	L->meta.events_str = options_events_str(L->events, ev, sizeof(ev));
+	L->meta.incomplete = got_signal && (L->have_child || L->cli.opts.pid > 0) && !L->target_gone;
+	L->meta.exit_status = L->have_child ? target_exit_code(&L->child) : -1;
+	if (meta_write(L->cli.opts.out_dir, &L->meta)) {
+		fprintf(stderr, "tailtrace: cannot write %s/meta.json: %s\n", L->cli.opts.out_dir,
+			strerror(errno));
+		status = status ?: 1;
+	}
+	print_final(L);
+	return status;
+}
+
+static void cleanup(struct loader *L)
+{
+	ring_buffer__free(L->ctx.rb);
+	for (int i = L->nmods - 1; i >= 0; i--)
+		L->mods[i]->destroy(L->states[i]);
+	if (L->ctx.syms)
+		syms_free(L->ctx.syms);
+	if (L->have_child && !L->child.reaped)
+		target_child_stop(&L->child, 2000);
+	if (L->pidfd >= 0)
+		close(L->pidfd);
+	aggregate_reset();
+}
+
+static void signals_install(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGCHLD, &sa, NULL); /* interrupts the poll when the child exits */
+}
+
+/* Attached: release the target, trace, finish. Returns the exit code. */
+static int run(struct loader *L)
+{
+	char err[512];
+	int status = 0;
+
+	print_ready(L);
+	meta_start(&L->meta);
+	if (L->have_child && target_release(&L->child, L->cli.cmd, err, sizeof(err))) {
+		die_line(err);
+		target_child_stop(&L->child, 1000);
+		L->target_gone = true;
+		run_finish(L, 127);
+		return 127;
+	}
+	if (L->ctx.target_pid > 0)
+		L->ctx.syms = syms_new(L->ctx.target_pid);
+	if (poll_loop(L))
+		status = 1;
+	if (L->have_child && !target_child_exited(&L->child))
+		target_child_stop(&L->child, 2000); /* --duration or a signal ended the run */
+	status = run_finish(L, status);
+	if (L->have_child && !status)
+		status = target_exit_code(&L->child);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct loader L = { .child.pid = -1 };
+	char err[512];
+	int ret;
+
+	ret = options_parse(argc, argv, &L.cli, err, sizeof(err));
+	if (ret)
+		return ret > 0 ? 0 : (die_line(err), 2);
+	tt_verbose = L.cli.opts.verbose;
+	L.ctx.opts = &L.cli.opts;
+	L.meta.argc = argc;
+	L.meta.argv = argv;
+	L.meta.opts = &L.cli.opts;
+	libbpf_set_print(libbpf_print);
+	signals_install();
+	if (preflight(&L) || events_resolve(&L))
+		return 1;
+	if (features_probe(err, sizeof(err))) {
+		die_line(err);
+		return 1;
+	}
+	if (target_prepare(&L))
+		return 1;
+	L.meta.target_pid = L.ctx.target_pid;
+	L.meta.cgroup_id = L.ctx.cgroup_id;
+	ret = out_prepare(&L) ?: modules_setup(&L);
+	ret = ret ? 1 : run(&L);
+	cleanup(&L);
+	return ret;
+}

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: MIT
+#include "meta.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+
+#include <tt_clock.h>
+
+#ifndef TT_VERSION
+#define TT_VERSION "dev"
+#endif
+
+void meta_start(struct tt_meta *m)
+{
+	struct timespec ts;
+	struct tm tm;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(m->wall_start, sizeof(m->wall_start), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(m->wall_start + strlen(m->wall_start), 16, ".%06dZ", (int)(ts.tv_nsec / 1000));
+	m->mono_start_ns = tt_now_ns();
+}
+
+static void jstr(FILE *f, const char *s)
+{
+	if (!s) {
+		fputs("null", f);
+		return;
+	}
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static int numa_nodes(void)
+{
+	DIR *d = opendir("/sys/devices/system/node");
+	struct dirent *e;
+	int n = 0;
+	unsigned idx;
+	char c;
+
+	if (!d)
+		return 1;
+	while ((e = readdir(d)))
+		if (sscanf(e->d_name, "node%u%c", &idx, &c) == 1)
+			n++;
+	closedir(d);
+	return n ? n : 1;
+}
+
+static void write_target(FILE *f, const struct tt_meta *m)
+{
+	fprintf(f, "  \"target\": {\"mode\": ");
+	jstr(f, m->target_mode);
+	fprintf(f, ", \"pid\": %d, \"comm\": ", m->target_pid);
+	jstr(f, m->opts->comm);
+	fprintf(f, ", \"cgroup\": ");
+	jstr(f, m->opts->cgroup);
+	fprintf(f, ", \"cgroup_id\": %llu},\n", (unsigned long long)m->cgroup_id);
+}
+
+/* "key": {stream: value, ...} from the stream stats. */
+static void write_streams(FILE *f, const struct tt_meta *m, const char *key, int what)
+{
+	fprintf(f, "  \"%s\": {", key);
+	for (int i = 0; i < m->nstats; i++) {
+		const struct tt_stream_stats *s = &m->stats[i];
+
+		fprintf(f, "%s", i ? ", " : "");
+		jstr(f, s->stream);
+		if (what == 0) {
+			fputs(": ", f);
+			jstr(f, s->hook);
+		} else {
+			fprintf(f, ": %llu", (unsigned long long)(what == 1 ? s->written : s->lost));
+		}
+	}
+	fprintf(f, "},\n");
+}
+
+static void write_options(FILE *f, const struct tt_meta *m)
+{
+	const struct tt_opts *o = m->opts;
+
+	fprintf(f, "  \"options\": {\"events\": ");
+	jstr(f, m->events_str);
+	fprintf(f, ", \"duration_s\": %g, \"ringbuf_mb\": %u, \"min_offcpu_us\": %llu, "
+		"\"aggregate\": %s, \"out\": ", o->duration_s, o->ringbuf_mb,
+		(unsigned long long)o->min_offcpu_us, o->aggregate ? "true" : "false");
+	jstr(f, o->out_dir);
+	fprintf(f, ", \"spans\": [");
+	for (int i = 0; i < o->nspans; i++) {
+		fprintf(f, "%s{\"binary\": ", i ? ", " : "");
+		jstr(f, o->spans[i].binary);
+		fprintf(f, ", \"symbol\": ");
+		jstr(f, o->spans[i].symbol);
+		fputc('}', f);
+	}
+	fprintf(f, "]},\n");
+}
+
+static void write_body(FILE *f, const struct tt_meta *m)
+{
+	struct utsname u;
+
+	uname(&u);
+	fprintf(f, "{\n  \"command\": [");
+	for (int i = 0; i < m->argc; i++) {
+		fputs(i ? ", " : "", f);
+		jstr(f, m->argv[i]);
+	}
+	fprintf(f, "],\n");
+	write_target(f, m);
+	fprintf(f, "  \"kernel\": ");
+	jstr(f, u.release);
+	fprintf(f, ",\n  \"ncpus\": %ld,\n  \"numa_nodes\": %d,\n",
+		sysconf(_SC_NPROCESSORS_ONLN), numa_nodes());
+	write_streams(f, m, "hooks", 0);
+	write_streams(f, m, "events", 1);
+	write_streams(f, m, "lost_events", 2);
+	fprintf(f, "  \"tool_versions\": {\"tailtrace\": \"%s\", \"libbpf\": \"%s\"},\n",
+		TT_VERSION, libbpf_version_string());
+	fprintf(f, "  \"wall_start\": \"%s\",\n  \"mono_start_ns\": %llu,\n  \"mono_end_ns\": %llu,\n",
+		m->wall_start, (unsigned long long)m->mono_start_ns,
+		(unsigned long long)m->mono_end_ns);
+	fprintf(f, "  \"duration_s\": %.6f,\n", (m->mono_end_ns - m->mono_start_ns) / 1e9);
+	write_options(f, m);
+	fprintf(f, "  \"incomplete\": %s,\n  \"exit_status\": ", m->incomplete ? "true" : "false");
+	if (m->exit_status >= 0)
+		fprintf(f, "%d\n}\n", m->exit_status);
+	else
+		fprintf(f, "null\n}\n");
+}
+
+int meta_write(const char *dir, const struct tt_meta *m)
+{
+	char tmp[PATH_MAX], path[PATH_MAX];
+	FILE *f;
+	int err = 0;
+
+	snprintf(path, sizeof(path), "%s/meta.json", dir);
+	snprintf(tmp, sizeof(tmp), "%s/.meta.json.%d", dir, (int)getpid());
+	f = fopen(tmp, "w");
+	if (!f)
+		return -errno;
+	write_body(f, m);
+	if (ferror(f))
+		err = -EIO;
+	if (fclose(f) && !err)
+		err = -errno;
+	if (!err && rename(tmp, path))
+		err = -errno;
+	if (err)
+		remove(tmp);
+	return err;
+}

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/* meta.json of a run directory (shared/design.md, docs/probes.md). */
+#ifndef TT_META_H
+#define TT_META_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "probe.h"
+
+struct tt_meta {
+	int argc;
+	char **argv;
+	const char *target_mode;     /* "command", "pid", "comm", "cgroup", "all" */
+	int target_pid;
+	const struct tt_opts *opts;
+	const char *events_str;
+	char wall_start[40];         /* ISO-8601 UTC */
+	uint64_t mono_start_ns, mono_end_ns;
+	const struct tt_stream_stats *stats;
+	int nstats;
+	bool incomplete;
+	int exit_status;             /* CMD child's exit code, -1 if none */
+	uint64_t cgroup_id;
+};
+
+/* Fill wall_start and mono_start_ns with the current time. */
+void meta_start(struct tt_meta *m);
+/* Write DIR/meta.json atomically. 0 or -errno. */
+int meta_write(const char *dir, const struct tt_meta *m);
+
+#endif

@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: MIT
+#include "offcpu.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+
+#include "sched.h"
+#include "syms.h"
+
+#define MAX_PIDS 64
+
+struct acc_entry {
+	uint32_t pid, tid;
+	int32_t kid, uid;
+	uint64_t sum_ns;
+};
+
+struct offcpu_acc {
+	struct acc_entry *tab; /* open addressing; tid == 0 marks a free slot */
+	size_t cap, used;
+};
+
+struct offcpu_acc *offcpu_new(void)
+{
+	struct offcpu_acc *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	a->cap = 1024;
+	a->tab = calloc(a->cap, sizeof(*a->tab));
+	if (!a->tab) {
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
+void offcpu_free(struct offcpu_acc *a)
+{
+	if (!a)
+		return;
+	free(a->tab);
+	free(a);
+}
+
+static size_t acc_hash(uint32_t tid, int32_t kid, int32_t uid)
+{
+	uint64_t h = tid * 0x9e3779b97f4a7c15ull;
+
+	h ^= (uint64_t)(uint32_t)kid * 0xc2b2ae3d27d4eb4full;
+	h ^= (uint64_t)(uint32_t)uid * 0x165667b19e3779f9ull;
+	return (size_t)(h ^ (h >> 29));
+}
+
+static struct acc_entry *acc_slot(struct acc_entry *tab, size_t cap, uint32_t tid,
+				  int32_t kid, int32_t uid)
+{
+	size_t i = acc_hash(tid, kid, uid) & (cap - 1);
+
+	while (tab[i].tid && !(tab[i].tid == tid && tab[i].kid == kid && tab[i].uid == uid))
+		i = (i + 1) & (cap - 1);
+	return &tab[i];
+}
+
+static int acc_grow(struct offcpu_acc *a)
+{
+	size_t cap = a->cap * 2;
+	struct acc_entry *tab = calloc(cap, sizeof(*tab));
+
+	if (!tab)
+		return -ENOMEM;
+	for (size_t i = 0; i < a->cap; i++)
+		if (a->tab[i].tid)
+			*acc_slot(tab, cap, a->tab[i].tid, a->tab[i].kid, a->tab[i].uid) = a->tab[i];
+	free(a->tab);
+	a->tab = tab;
+	a->cap = cap;
+	return 0;
+}
+
+int offcpu_add(struct offcpu_acc *a, const struct tt_switch *r)
+{
+	struct acc_entry *e;
+
+	if (r->kstack_id < 0 && r->ustack_id < 0)
+		return 0;
+	if (a->used * 2 >= a->cap && acc_grow(a))
+		return -ENOMEM;
+	e = acc_slot(a->tab, a->cap, r->tid, r->kstack_id, r->ustack_id);
+	if (!e->tid) {
+		*e = (struct acc_entry){ r->pid, r->tid, r->kstack_id, r->ustack_id, 0 };
+		a->used++;
+	}
+	e->sum_ns += r->t_on_ns - r->t_off_ns;
+	return 0;
+}
+
+/* ---- symbolization --------------------------------------------------------- */
+
+struct symctx {
+	int stacks_fd;
+	struct tt_ksyms *ksyms;
+	struct tt_syms *target_syms;
+	int target_pid;
+	struct { int pid; struct tt_syms *syms; } pids[MAX_PIDS];
+	int npids;
+};
+
+static struct tt_syms *syms_for(struct symctx *c, int pid)
+{
+	if (pid == c->target_pid && c->target_syms)
+		return c->target_syms;
+	for (int i = 0; i < c->npids; i++)
+		if (c->pids[i].pid == pid)
+			return c->pids[i].syms;
+	if (c->npids == MAX_PIDS)
+		return NULL;
+	c->pids[c->npids].pid = pid;
+	c->pids[c->npids].syms = syms_new(pid);
+	return c->pids[c->npids++].syms;
+}
+
+/* The tracing machinery that ran our program sits on top of every kernel
+ * stack taken at sched_switch (bpf_prog_*, bpf_trace_run4, __traceiter_*...):
+ * the stack proper starts below it. */
+static bool tracing_frame(const char *f)
+{
+	static const char *const prefixes[] = { "bpf_prog_", "bpf_trace_run", "__traceiter_",
+						"__bpf_trace_", "perf_trace_", "trace_call_bpf",
+						"bpf_get_stack", "trace_event_raw_event_" };
+
+	for (unsigned i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (!strncmp(f, prefixes[i], strlen(prefixes[i])))
+			return true;
+	return false;
+}
+
+static int trim_tracing(char frames[][256], int n)
+{
+	int skip = 0;
+
+	for (int i = 0; i < n && i < 8; i++)
+		if (tracing_frame(frames[i]))
+			skip = i + 1;
+	if (skip)
+		memmove(frames, frames + skip, (size_t)(n - skip) * sizeof(frames[0]));
+	return n - skip;
+}
+
+/* Frames of one stack, leaf first; returns the count (0 if unreadable). */
+static int stack_frames(struct symctx *c, int32_t id, bool user, int pid,
+			char frames[][256], int max)
+{
+	__u64 ips[SCHED_STACK_DEPTH];
+	struct tt_syms *s = user ? syms_for(c, pid) : NULL;
+	int n = 0;
+
+	if (id < 0 || bpf_map_lookup_elem(c->stacks_fd, &id, ips))
+		return 0;
+	for (; n < SCHED_STACK_DEPTH && n < max && ips[n]; n++) {
+		if (user && s)
+			syms_resolve(s, ips[n], frames[n], 256);
+		else if (!user && c->ksyms)
+			ksyms_resolve(c->ksyms, ips[n], frames[n], 256);
+		else
+			snprintf(frames[n], 256, "[unknown] (0x%llx)", (unsigned long long)ips[n]);
+	}
+	return user ? n : trim_tracing(frames, n);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+static void stack_json(FILE *f, int32_t id, bool user, char frames[][256], int n)
+{
+	fprintf(f, "{\"stream\":\"offcpu\",\"id\":%d,\"kind\":\"%s\",\"frames\":[", id,
+		user ? "user" : "kernel");
+	for (int i = 0; i < n; i++) {
+		if (i)
+			fputc(',', f);
+		json_str(f, frames[i]);
+	}
+	fputs("]}\n", f);
+}
+
+/* Folded frame: the function name only ("foo+0x1a (lib)" -> "foo"). */
+static void folded_frame(FILE *f, const char *frame, bool kernel)
+{
+	size_t n = strcspn(frame, "+ ");
+
+	fputc(';', f);
+	for (size_t i = 0; i < n; i++)
+		fputc(frame[i] == ';' ? ':' : frame[i], f);
+	if (kernel)
+		fputs("_[k]", f);
+}
+
+static const char *comm_of(const struct tt_task *tasks, size_t n, uint32_t tid)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (tasks[mid].tid == tid)
+			return tasks[mid].comm[0] ? tasks[mid].comm : "?";
+		if (tasks[mid].tid < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return "?";
+}
+
+struct seen {
+	uint8_t k[SCHED_STACK_ENTRIES], u[SCHED_STACK_ENTRIES];
+};
+
+static void write_entry(struct symctx *c, struct seen *seen, FILE *js, FILE *fold,
+			const struct acc_entry *e, const char *comm)
+{
+	static char kf[SCHED_STACK_DEPTH][256], uf[SCHED_STACK_DEPTH][256];
+	int nk = stack_frames(c, e->kid, false, (int)e->pid, kf, SCHED_STACK_DEPTH);
+	int nu = stack_frames(c, e->uid, true, (int)e->pid, uf, SCHED_STACK_DEPTH);
+
+	if (e->kid >= 0 && e->kid < SCHED_STACK_ENTRIES && !seen->k[e->kid]++)
+		stack_json(js, e->kid, false, kf, nk);
+	if (e->uid >= 0 && e->uid < SCHED_STACK_ENTRIES && !seen->u[e->uid]++)
+		stack_json(js, e->uid, true, uf, nu);
+	if (e->sum_ns < 1000)
+		return;
+	for (const char *p = comm; *p; p++)
+		fputc(*p == ';' || *p == ' ' ? '_' : *p, fold);
+	for (int i = nu - 1; i >= 0; i--)
+		folded_frame(fold, uf[i], false);
+	for (int i = nk - 1; i >= 0; i--)
+		folded_frame(fold, kf[i], true);
+	fprintf(fold, " %llu\n", (unsigned long long)(e->sum_ns / 1000));
+}
+
+static FILE *open_in(const char *dir, const char *name, const char *mode)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return fopen(path, mode);
+}
+
+int offcpu_write(struct offcpu_acc *a, const char *dir, int stacks_fd,
+		 const struct tt_task *tasks, size_t ntasks,
+		 struct tt_syms *syms, int target_pid)
+{
+	struct symctx c = { .stacks_fd = stacks_fd, .target_syms = syms, .target_pid = target_pid };
+	struct seen *seen = calloc(1, sizeof(*seen));
+	FILE *js = open_in(dir, "stacks.jsonl", "a"), *fold = open_in(dir, "offcpu.folded", "w");
+	int err = 0;
+
+	if (!seen || !js || !fold) {
+		err = seen ? -errno : -ENOMEM;
+		goto out;
+	}
+	c.ksyms = ksyms_load();
+	for (size_t i = 0; i < a->cap; i++)
+		if (a->tab[i].tid)
+			write_entry(&c, seen, js, fold, &a->tab[i],
+				    comm_of(tasks, ntasks, a->tab[i].tid));
+	if (ferror(js) || ferror(fold))
+		err = -EIO;
+	ksyms_free(c.ksyms);
+	for (int i = 0; i < c.npids; i++)
+		syms_free(c.pids[i].syms);
+out:
+	if (js && fclose(js) && !err)
+		err = -errno;
+	if (fold && fclose(fold) && !err)
+		err = -errno;
+	free(seen);
+	return err;
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Off-CPU stacks: sums blocked time per (thread, kernel stack, user stack)
+ * while switch records stream in, then writes stacks.jsonl (symbolized
+ * frames per stack id) and offcpu.folded (flame-graph input) at the end.
+ */
+#ifndef TT_OFFCPU_H
+#define TT_OFFCPU_H
+#include <stddef.h>
+#include <stdint.h>
+#include <tailtrace/records.h>
+
+struct tt_syms;
+struct offcpu_acc;
+
+struct offcpu_acc *offcpu_new(void);
+/* Account one switch record (no-op without stacks). 0 or -ENOMEM. */
+int offcpu_add(struct offcpu_acc *a, const struct tt_switch *r);
+/* Write DIR/stacks.jsonl (appended: other streams add theirs) and
+ * DIR/offcpu.folded. tasks (sorted by tid) give each thread's comm; syms
+ * symbolizes target_pid (other pids get their own symbolizer). */
+int offcpu_write(struct offcpu_acc *a, const char *dir, int stacks_fd,
+		 const struct tt_task *tasks, size_t ntasks,
+		 struct tt_syms *syms, int target_pid);
+void offcpu_free(struct offcpu_acc *a);
+
+#endif

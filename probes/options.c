@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "options.h"
+
+static const struct {
+	const char *name;
+	unsigned bit;
+} event_names[] = {
+	{ "runq", TT_EV_RUNQ },   { "switch", TT_EV_SWITCH }, { "offcpu", TT_EV_OFFCPU },
+	{ "locks", TT_EV_LOCKS }, { "spans", TT_EV_SPANS },
+};
+#define N_EVENTS (sizeof(event_names) / sizeof(event_names[0]))
+
+void options_usage(FILE *out)
+{
+	fprintf(out,
+"Usage: tailtrace [--pid PID | --comm NAME | --cgroup PATH | --all] [options] [-- CMD ARGS]\n"
+"Record what the scheduler did to a workload's threads (run-queue waits, context\n"
+"switches, off-CPU stacks, mutex hold/wait, spans) into a run directory.\n"
+"\n"
+"Target (one of; default: -- CMD):\n"
+"  -- CMD ARGS         run CMD, traced from its first instruction; exit with its status\n"
+"  -p, --pid PID       all threads of a running process, present and future\n"
+"  -c, --comm NAME     processes whose name (comm) is NAME\n"
+"  -g, --cgroup PATH   tasks in this cgroup v2 (path, absolute or under the cgroup2 mount)\n"
+"  -a, --all           system-wide\n"
+"Options:\n"
+"  -d, --duration S    stop after S seconds (default: 0 = when the target exits or on SIGINT)\n"
+"  -o, --out DIR       run directory (default: results/<UTC time>-tailtrace)\n"
+"  -e, --events LIST   runq,switch,offcpu,locks,spans (default: runq,switch,offcpu,locks;\n"
+"                      spans is added by --span)\n"
+"  -s, --span BIN:SYM  record calls of SYM in BIN (path or library name) as spans; repeatable, max %d\n"
+"  -r, --ringbuf-mb N  ring buffer per stream in MiB, rounded up to a power of two\n"
+"                      (default: %d; 0 = one page, to test loss reporting)\n"
+"  -m, --min-offcpu-us N  keep off-CPU stacks only for intervals >= N us\n"
+"                      (default: 0 for a filtered target, %d with --all)\n"
+"  -A, --aggregate     in-kernel histograms only (aggregate.json), no per-event records\n"
+"  -v, --verbose       more messages (repeat for libbpf debug output)\n"
+"  -h, --help          this help\n"
+"Environment: TAILTRACE_HOOK=raw_tp|tracepoint forces a fallback hook type.\n",
+		TT_MAX_SPANS, TT_DEFAULT_RINGBUF_MB, TT_DEFAULT_MIN_OFFCPU_ALL_US);
+}
+
+const char *options_events_str(unsigned events, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < N_EVENTS; i++)
+		if (events & event_names[i].bit)
+			used += snprintf(buf + used, used < len ? len - used : 0, "%s%s",
+					 used ? "," : "", event_names[i].name);
+	return buf;
+}
+
+static int parse_events(const char *s, unsigned *mask, char *err, size_t len)
+{
+	char *dup = strdup(s), *save = NULL, *tok;
+	int ret = 0;
+
+	if (!dup)
+		return -ENOMEM;
+	*mask = 0;
+	for (tok = strtok_r(dup, ",", &save); tok && !ret; tok = strtok_r(NULL, ",", &save)) {
+		size_t i;
+
+		for (i = 0; i < N_EVENTS && strcmp(tok, event_names[i].name); i++)
+			;
+		if (i == N_EVENTS) {
+			snprintf(err, len, "unknown event '%s' in --events: choose from "
+				 "runq,switch,offcpu,locks,spans", tok);
+			ret = -EINVAL;
+		} else {
+			*mask |= event_names[i].bit;
+		}
+	}
+	free(dup);
+	if (!ret && !*mask) {
+		snprintf(err, len, "--events is empty: give e.g. --events runq,switch");
+		ret = -EINVAL;
+	}
+	return ret;
+}
+
+static int parse_num(const char *opt, const char *s, double lo, double hi, double *out,
+		     char *err, size_t len)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	if (errno || end == s || *end || *out < lo || *out > hi) {
+		snprintf(err, len, "%s '%s': expected a number between %g and %g", opt, s, lo, hi);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_span(struct tt_opts *o, char *arg, char *err, size_t len)
+{
+	char *colon = strrchr(arg, ':');
+
+	if (!colon || colon == arg || !colon[1]) {
+		snprintf(err, len, "--span '%s': expected BIN:SYMBOL (e.g. libcurl.so.4:curl_easy_perform)", arg);
+		return -EINVAL;
+	}
+	if (o->nspans == TT_MAX_SPANS) {
+		snprintf(err, len, "--span: at most %d spans", TT_MAX_SPANS);
+		return -EINVAL;
+	}
+	*colon = '\0';
+	o->spans[o->nspans].binary = arg;
+	o->spans[o->nspans++].symbol = colon + 1;
+	return 0;
+}
+
+static void default_out(struct tt_cli *cli)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+
+	gmtime_r(&now, &tm);
+	strftime(cli->out_buf, sizeof(cli->out_buf), "results/%Y%m%dT%H%M%SZ-tailtrace", &tm);
+	cli->opts.out_dir = cli->out_buf;
+}
+
+static const struct option long_opts[] = {
+	{ "pid", required_argument, NULL, 'p' },
+	{ "comm", required_argument, NULL, 'c' },
+	{ "cgroup", required_argument, NULL, 'g' },
+	{ "all", no_argument, NULL, 'a' },
+	{ "duration", required_argument, NULL, 'd' },
+	{ "out", required_argument, NULL, 'o' },
+	{ "events", required_argument, NULL, 'e' },
+	{ "span", required_argument, NULL, 's' },
+	{ "ringbuf-mb", required_argument, NULL, 'r' },
+	{ "min-offcpu-us", required_argument, NULL, 'm' },
+	{ "aggregate", no_argument, NULL, 'A' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 },
+};
+
+static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len)
+{
+	struct tt_opts *o = &cli->opts;
+	double v;
+
+	switch (c) {
+	case 'p':
+		if (parse_num("--pid", arg, 1, 4194304, &v, err, len))
+			return -EINVAL;
+		o->pid = (int)v;
+		return 0;
+	case 'c':
+		if (!*arg || strlen(arg) > 15) {
+			snprintf(err, len, "--comm '%s': give a process name of 1 to 15 characters", arg);
+			return -EINVAL;
+		}
+		o->comm = arg;
+		return 0;
+	case 'g': o->cgroup = arg; return 0;
+	case 'a': o->all = true; return 0;
+	case 'd': return parse_num("--duration", arg, 0, 1e7, &o->duration_s, err, len);
+	case 'o': o->out_dir = arg; return 0;
+	case 'e': cli->events_given = true; return parse_events(arg, &o->events, err, len);
+	case 's': return parse_span(o, arg, err, len);
+	case 'r':
+		if (parse_num("--ringbuf-mb", arg, 0, 4096, &v, err, len))
+			return -EINVAL;
+		o->ringbuf_mb = (unsigned)v;
+		return 0;
+	case 'm':
+		if (parse_num("--min-offcpu-us", arg, 0, 1e12, &v, err, len))
+			return -EINVAL;
+		o->min_offcpu_us = (uint64_t)v;
+		cli->min_offcpu_given = true;
+		return 0;
+	case 'A': o->aggregate = true; return 0;
+	case 'v': o->verbose++; return 0;
+	default:
+		snprintf(err, len, "bad option: see tailtrace --help");
+		return -EINVAL;
+	}
+}
+
+static int check_target(struct tt_cli *cli, char *err, size_t len)
+{
+	struct tt_opts *o = &cli->opts;
+	int modes = (o->pid > 0) + !!o->comm + !!o->cgroup + o->all + !!cli->cmd;
+
+	if (modes == 0) {
+		snprintf(err, len, "no target: give -- CMD, --pid PID, --comm NAME, --cgroup PATH or --all");
+		return -EINVAL;
+	}
+	if (modes > 1) {
+		snprintf(err, len, "give only one target of -- CMD, --pid, --comm, --cgroup, --all");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t len)
+{
+	struct tt_opts *o = &cli->opts;
+	int c;
+
+	memset(cli, 0, sizeof(*cli));
+	cli->argc = argc;
+	cli->argv = argv;
+	o->events = TT_DEFAULT_EVENTS;
+	o->ringbuf_mb = TT_DEFAULT_RINGBUF_MB;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+p:c:g:ad:o:e:s:r:m:Avh", long_opts, NULL)) != -1) {
+		if (c == 'h') {
+			options_usage(stdout);
+			return 1;
+		}
+		if (c == '?' || c == ':') {
+			snprintf(err, len, "%s '%s': see tailtrace --help",
+				 c == ':' ? "missing value for" : "unknown option",
+				 argv[optind - 1]);
+			return -EINVAL;
+		}
+		if (parse_one(cli, c, optarg, err, len))
+			return -EINVAL;
+	}
+	if (optind < argc)
+		cli->cmd = &argv[optind];
+	if (check_target(cli, err, len))
+		return -EINVAL;
+	if (o->nspans)
+		o->events |= TT_EV_SPANS;
+	else if (o->events & TT_EV_SPANS) {
+		snprintf(err, len, "event 'spans' needs at least one --span BIN:SYMBOL");
+		return -EINVAL;
+	}
+	if (!cli->min_offcpu_given && o->all)
+		o->min_offcpu_us = TT_DEFAULT_MIN_OFFCPU_ALL_US;
+	if (!o->out_dir)
+		default_out(cli);
+	return 0;
+}
+

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/* tailtrace command line -> struct tt_opts (probe.h) + the command to run. */
+#ifndef TT_OPTIONS_H
+#define TT_OPTIONS_H
+#include <stddef.h>
+#include "probe.h"
+
+#define TT_DEFAULT_EVENTS (TT_EV_RUNQ | TT_EV_SWITCH | TT_EV_OFFCPU | TT_EV_LOCKS)
+#define TT_DEFAULT_RINGBUF_MB 32
+#define TT_DEFAULT_MIN_OFFCPU_ALL_US 1000
+
+struct tt_cli {
+	struct tt_opts opts;
+	char **cmd;            /* -- CMD ARGS (NULL-terminated), or NULL */
+	bool events_given;     /* --events used (else defaults) */
+	bool min_offcpu_given;
+	char out_buf[256];     /* default run directory */
+	int argc;
+	char **argv;           /* whole command line, for meta.json */
+};
+
+/* 0: parsed; 1: --help printed (exit 0); <0: bad input, one line in err. */
+int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t len);
+void options_usage(FILE *out);
+/* "runq,switch,..." for an event mask. */
+const char *options_events_str(unsigned events, char *buf, size_t len);
+
+#endif

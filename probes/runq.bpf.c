@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Run-queue latency of traced threads.
+ *
+ *   sched_wakeup / sched_wakeup_new (p traced)  start[p] = {now, waker}   (kept if already runnable)
+ *   sched_switch, prev traced    still runnable (preempted): start[prev] = {now, PREEMPT}
+ *                                blocked: start[prev] deleted (a stale wakeup seen while running)
+ *   sched_switch, next           start[next] -> one struct tt_runq, or a histogram slot (--aggregate)
+ *
+ * Three variants of each hook share one inline function; the loader
+ * autoloads exactly one set: tp_btf, raw_tp, or classic tracepoints. Classic
+ * tracepoints carry only pids for the woken task, so that variant learns the
+ * traced threads (tracked map) from switch-outs and forks of traced tasks.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <tailtrace/records.h>
+#include "filter.bpf.h"
+#include "aggregate.bpf.h"
+#include "runq.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define TASK_RUNNING 0
+#define TP_REPORT_MAX 0x100 /* classic sched_switch prev_state: preempted */
+
+const volatile bool aggregate = false;
+const volatile __u64 rb_wakeup_bytes = 1 << 20;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 32 << 20); /* resized by the loader (--ringbuf-mb) */
+} runq_rb SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct runq_start);
+} start SEC(".maps");
+
+/* Classic-tracepoint variant only: tid -> tgid of threads known traced. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} tracked SEC(".maps");
+
+TT_HIST_MAP(runq_hist);
+
+__u64 runq_lost = 0; /* ring buffer full: records dropped */
+
+static __always_inline void on_runnable(__u32 tid, __u32 pid, __u8 kind)
+{
+	struct runq_start s = {
+		.t_runnable_ns = bpf_ktime_get_ns(),
+		.pid = pid,
+		.waker_tid = (__u32)bpf_get_current_pid_tgid(),
+		.kind = kind,
+	};
+
+	/* Already runnable (e.g. preempted, then woken): keep the earlier start. */
+	bpf_map_update_elem(&start, &tid, &s, BPF_NOEXIST);
+}
+
+static __always_inline void emit(struct runq_start *s, __u32 tid, __u64 now)
+{
+	struct tt_runq *r;
+
+	if (aggregate) {
+		tt_hist_add(&runq_hist, tid, s->pid, now - s->t_runnable_ns);
+		return;
+	}
+	r = bpf_ringbuf_reserve(&runq_rb, sizeof(*r), 0);
+	if (!r) {
+		__sync_fetch_and_add(&runq_lost, 1);
+		return;
+	}
+	r->t_runnable_ns = s->t_runnable_ns;
+	r->t_run_ns = now;
+	r->pid = s->pid;
+	r->tid = tid;
+	r->cpu = bpf_get_smp_processor_id();
+	r->waker_tid = s->waker_tid;
+	r->kind = s->kind;
+	__builtin_memset(r->pad, 0, sizeof(r->pad));
+	bpf_ringbuf_submit(r, tt_rb_flags(&runq_rb, rb_wakeup_bytes));
+}
+
+/* prev is the current task. next_traced may be a guess (classic variant):
+ * only traced threads ever have a start entry. */
+static __always_inline void on_switch(bool prev_traced, bool prev_runnable, __u32 prev_tid,
+				      __u32 prev_pid, bool next_traced, __u32 next_tid)
+{
+	struct runq_start *s;
+	__u64 now = bpf_ktime_get_ns();
+
+	if (prev_traced) {
+		if (prev_runnable) {
+			struct runq_start p = { .t_runnable_ns = now, .pid = prev_pid,
+						.kind = TT_RUNQ_PREEMPT };
+
+			bpf_map_update_elem(&start, &prev_tid, &p, BPF_ANY);
+		} else {
+			bpf_map_delete_elem(&start, &prev_tid);
+		}
+	}
+	if (!next_traced)
+		return;
+	s = bpf_map_lookup_elem(&start, &next_tid);
+	if (!s)
+		return;
+	emit(s, next_tid, now);
+	bpf_map_delete_elem(&start, &next_tid);
+}
+
+/* ---- tp_btf and raw_tp: typed task pointers ---------------------------- */
+
+static __always_inline int wakeup_task(struct task_struct *p, __u8 kind)
+{
+	if (tt_task_traced(p))
+		on_runnable(BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid), kind);
+	return 0;
+}
+
+static __always_inline int switch_task(bool preempt, struct task_struct *prev,
+				       struct task_struct *next, unsigned int prev_state)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	bool prev_traced = tt_task_traced_ids(prev, (__u32)(id >> 32), (__u32)id);
+
+	on_switch(prev_traced, preempt || prev_state == TASK_RUNNING, (__u32)id,
+		  (__u32)(id >> 32), tt_task_traced(next), BPF_CORE_READ(next, pid));
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(runq_wakeup_btf, struct task_struct *p)
+{
+	return wakeup_task(p, TT_RUNQ_WAKEUP);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(runq_wakeup_new_btf, struct task_struct *p)
+{
+	return wakeup_task(p, TT_RUNQ_WAKEUP_NEW);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(runq_switch_btf, bool preempt, struct task_struct *prev,
+	     struct task_struct *next, unsigned int prev_state)
+{
+	return switch_task(preempt, prev, next, prev_state);
+}
+
+SEC("raw_tp/sched_wakeup")
+int BPF_PROG(runq_wakeup_raw, struct task_struct *p)
+{
+	return wakeup_task(p, TT_RUNQ_WAKEUP);
+}
+
+SEC("raw_tp/sched_wakeup_new")
+int BPF_PROG(runq_wakeup_new_raw, struct task_struct *p)
+{
+	return wakeup_task(p, TT_RUNQ_WAKEUP_NEW);
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(runq_switch_raw, bool preempt, struct task_struct *prev,
+	     struct task_struct *next, unsigned int prev_state)
+{
+	return switch_task(preempt, prev, next, prev_state);
+}
+
+/* ---- classic tracepoints: pids and comms only -------------------------- */
+
+static __always_inline int wakeup_pid(__u32 tid, __u8 kind)
+{
+	__u32 *tgid = bpf_map_lookup_elem(&tracked, &tid);
+
+	if (tgid)
+		on_runnable(tid, *tgid, kind);
+	else if (!tt_filter && tid)
+		on_runnable(tid, 0, kind); /* system-wide: not seen yet, pid unknown */
+	return 0;
+}
+
+SEC("tp/sched/sched_wakeup")
+int runq_wakeup_tp(struct trace_event_raw_sched_wakeup_template *ctx)
+{
+	return wakeup_pid(ctx->pid, TT_RUNQ_WAKEUP);
+}
+
+SEC("tp/sched/sched_wakeup_new")
+int runq_wakeup_new_tp(struct trace_event_raw_sched_wakeup_template *ctx)
+{
+	return wakeup_pid(ctx->pid, TT_RUNQ_WAKEUP_NEW);
+}
+
+/* Forks run in the parent: a traced parent's new thread is traced (assumed a
+ * thread of the same tgid until it first runs and is checked directly). */
+SEC("tp/sched/sched_process_fork")
+int runq_fork_tp(struct trace_event_raw_sched_process_fork *ctx)
+{
+	__u32 child = ctx->child_pid;
+	__u32 tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+
+	if (tt_current_traced())
+		bpf_map_update_elem(&tracked, &child, &tgid, BPF_ANY);
+	return 0;
+}
+
+SEC("tp/sched/sched_switch")
+int runq_switch_tp(struct trace_event_raw_sched_switch *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, tgid = (__u32)(id >> 32);
+	long state = ctx->prev_state;
+	bool runnable = (state & TP_REPORT_MAX) || (state & 0xff) == TASK_RUNNING;
+	bool traced = tt_current_traced();
+	__u32 *known = bpf_map_lookup_elem(&tracked, &tid);
+
+	if (traced && !known)
+		bpf_map_update_elem(&tracked, &tid, &tgid, BPF_ANY);
+	else if (!traced && known)
+		bpf_map_delete_elem(&tracked, &tid); /* a forked child of another tgid */
+	on_switch(traced, runnable, tid, tgid, ctx->next_pid != 0, ctx->next_pid);
+	return 0;
+}

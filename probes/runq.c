@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: MIT
+/* runq: loader side of runq.bpf.c (run-queue latency records / histograms). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+
+#include <recfile.h>
+#include "aggregate.h"
+#include "features.h"
+#include "filter.h"
+#include "registry.h"
+#include "runq.h"
+#include "runq.skel.h"
+
+struct runq_state {
+	struct runq_bpf *skel;
+	struct recfile *out;
+	int write_err;
+	bool aggregate;
+};
+
+static int runq_sample(void *ctx, void *data, size_t size)
+{
+	struct runq_state *st = ctx;
+	int err;
+
+	if (size < sizeof(struct tt_runq))
+		return 0;
+	err = recfile_write(st->out, data, 1);
+	if (err && !st->write_err)
+		st->write_err = err;
+	return 0;
+}
+
+static int runq_open(struct tt_ctx *ctx, struct runq_state *st)
+{
+	const struct tt_opts *o = ctx->opts;
+	int err;
+
+	st->skel = runq_bpf__open();
+	if (!st->skel) {
+		snprintf(ctx->err, sizeof(ctx->err), "runq: cannot open BPF object: %s", strerror(errno));
+		return -errno;
+	}
+	FILTER_CONFIGURE(st->skel->rodata, ctx);
+	st->skel->rodata->aggregate = o->aggregate;
+	st->skel->rodata->rb_wakeup_bytes = probe_ringbuf_bytes(o) / 8;
+	err = probe_size_ringbuf(st->skel->maps.runq_rb, o);
+	if (o->aggregate) /* no records: the smallest ring buffer */
+		err = err ?: bpf_map__set_max_entries(st->skel->maps.runq_rb, 4096);
+	features_select_progs(st->skel->obj, features_hook());
+	err = err ?: runq_bpf__load(st->skel);
+	if (err) {
+		snprintf(ctx->err, sizeof(ctx->err), "runq: cannot load BPF programs (%s hook): %s",
+			 features_hook_name(features_hook()), strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+static int runq_setup(struct tt_ctx *ctx, void **state)
+{
+	struct runq_state *st = calloc(1, sizeof(*st));
+	int err;
+
+	if (!st)
+		return -ENOMEM;
+	*state = st;
+	st->aggregate = ctx->opts->aggregate;
+	err = runq_open(ctx, st);
+	if (err)
+		return err;
+	if (!st->aggregate) {
+		st->out = recfile_open_kind(ctx->opts->out_dir, TT_REC_RUNQ);
+		if (!st->out) {
+			snprintf(ctx->err, sizeof(ctx->err), "runq: cannot create %s/runq.bin: %s",
+				 ctx->opts->out_dir, strerror(errno));
+			return -errno;
+		}
+		err = probe_add_ringbuf(ctx, st->skel->maps.runq_rb, runq_sample, st);
+		if (err) {
+			snprintf(ctx->err, sizeof(ctx->err), "runq: ring buffer: %s", strerror(-err));
+			return err;
+		}
+	}
+	err = runq_bpf__attach(st->skel);
+	if (err)
+		snprintf(ctx->err, sizeof(ctx->err), "runq: cannot attach (%s hook): %s",
+			 features_hook_name(features_hook()), strerror(-err));
+	return err;
+}
+
+static int runq_hist_collect(struct runq_state *st)
+{
+	int fd = bpf_map__fd(st->skel->maps.runq_hist);
+	__u32 key, next, *prev = NULL;
+	struct tt_hist h;
+	int err = 0;
+
+	while (!err && bpf_map_get_next_key(fd, prev, &next) == 0) {
+		if (bpf_map_lookup_elem(fd, &next, &h) == 0)
+			err = aggregate_add("runq", "usecs", next, &h);
+		key = next;
+		prev = &key;
+	}
+	return err;
+}
+
+static int runq_finish(struct tt_ctx *ctx, void *state)
+{
+	struct runq_state *st = state;
+	int err;
+
+	if (st->aggregate)
+		return runq_hist_collect(st);
+	err = recfile_flush(st->out);
+	if (st->write_err || err) {
+		snprintf(ctx->err, sizeof(ctx->err), "runq: writing runq.bin: %s",
+			 strerror(-(st->write_err ?: err)));
+		return st->write_err ?: err;
+	}
+	return 0;
+}
+
+static int runq_stats(void *state, struct tt_stream_stats *out, int max)
+{
+	struct runq_state *st = state;
+
+	if (max < 1 || !st->skel)
+		return 0;
+	out[0] = (struct tt_stream_stats){
+		.stream = "runq",
+		.hook = features_hook_name(features_hook()),
+		.written = recfile_count(st->out),
+		.lost = st->skel->bss->runq_lost,
+	};
+	return 1;
+}
+
+static void runq_destroy(void *state)
+{
+	struct runq_state *st = state;
+
+	if (!st)
+		return;
+	runq_bpf__destroy(st->skel);
+	recfile_close(st->out);
+	free(st);
+}
+
+const struct tt_probe probe_runq = {
+	.name = "runq",
+	.events = TT_EV_RUNQ,
+	.setup = runq_setup,
+	.finish = runq_finish,
+	.stats = runq_stats,
+	.destroy = runq_destroy,
+};

@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Off-CPU intervals, off-CPU stacks, migrations and the traced threads.
+ *
+ *   sched_switch, prev traced   off[prev] = {now, cpu, state, voluntary, stacks};
+ *                               tasks[prev] created / comm refreshed
+ *   sched_switch, next          off[next] -> one struct tt_switch (or a histogram slot)
+ *   sched_migrate_task          tasks[p].migrations++
+ *
+ * prev is the current task at sched_switch, so its kernel and user stacks are
+ * taken there (blocked switch-outs only: a preempted thread's time is run-queue
+ * time, see runq). The stack ids are kept in the record only when the interval
+ * lasted at least min_offcpu_ns.
+ *
+ * voluntary = not preempted and prev_state != TASK_RUNNING: the 6.x
+ * sched_switch passes `preempt` explicitly (tp_btf, raw_tp); the classic
+ * tracepoint encodes it as TASK_REPORT_MAX (0x100) in prev_state.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <tailtrace/records.h>
+#include "filter.bpf.h"
+#include "aggregate.bpf.h"
+#include "sched.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define TASK_RUNNING 0
+#define TP_REPORT_MAX 0x100
+
+const volatile bool aggregate = false;   /* histogram of blocked time only */
+const volatile bool emit_switch = true;  /* a record per interval (else: only stacked ones) */
+const volatile bool want_stacks = true;  /* offcpu: stacks at blocking switch-outs */
+const volatile __u64 min_offcpu_ns = 0;
+const volatile __u64 rb_wakeup_bytes = 1 << 20;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 32 << 20); /* resized by the loader (--ringbuf-mb) */
+} switch_rb SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct sched_off);
+} off SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, SCHED_STACK_ENTRIES);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, SCHED_STACK_DEPTH * sizeof(__u64));
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct tt_task);
+} tasks SEC(".maps");
+
+TT_HIST_MAP(offcpu_hist);
+
+__u64 counters[SCHED_CNT_NR] = {};
+
+static __always_inline struct tt_task *task_get(__u32 tid, __u32 pid)
+{
+	struct tt_task *t = bpf_map_lookup_elem(&tasks, &tid);
+
+	if (!t) {
+		struct tt_task n = { .pid = pid, .tid = tid };
+
+		bpf_map_update_elem(&tasks, &tid, &n, BPF_NOEXIST);
+		t = bpf_map_lookup_elem(&tasks, &tid);
+	}
+	return t;
+}
+
+static __always_inline __s32 stack_id(void *ctx, __u64 flags)
+{
+	long id = bpf_get_stackid(ctx, &stacks, flags);
+
+	if (id < 0) {
+		if (id != -14 /* EFAULT: no user stack (kernel thread) */)
+			__sync_fetch_and_add(&counters[SCHED_CNT_STACK_ERR], 1);
+		return -1;
+	}
+	return (__s32)id;
+}
+
+static __always_inline void on_switch_out(void *ctx, __u32 tid, __u32 pid, __u32 state,
+					  bool voluntary)
+{
+	struct sched_off s = {
+		.t_off_ns = bpf_ktime_get_ns(),
+		.pid = pid,
+		.cpu_off = bpf_get_smp_processor_id(),
+		.prev_state = state,
+		.kstack_id = -1,
+		.ustack_id = -1,
+		.voluntary = voluntary,
+	};
+	struct tt_task *t = task_get(tid, pid);
+
+	if (t)
+		bpf_get_current_comm(t->comm, sizeof(t->comm));
+	if (want_stacks && voluntary && !aggregate) {
+		s.kstack_id = stack_id(ctx, 0);
+		s.ustack_id = stack_id(ctx, BPF_F_USER_STACK);
+	}
+	bpf_map_update_elem(&off, &tid, &s, BPF_ANY);
+}
+
+static __always_inline void emit(struct sched_off *s, __u32 tid, __u64 now)
+{
+	bool stacked = now - s->t_off_ns >= min_offcpu_ns;
+	struct tt_switch *r;
+
+	if (!emit_switch && !(stacked && s->kstack_id >= 0))
+		return;
+	r = bpf_ringbuf_reserve(&switch_rb, sizeof(*r), 0);
+	if (!r) {
+		__sync_fetch_and_add(&counters[SCHED_CNT_LOST], 1);
+		return;
+	}
+	r->t_off_ns = s->t_off_ns;
+	r->t_on_ns = now;
+	r->pid = s->pid;
+	r->tid = tid;
+	r->cpu_off = s->cpu_off;
+	r->cpu_on = bpf_get_smp_processor_id();
+	r->kstack_id = stacked ? s->kstack_id : -1;
+	r->ustack_id = stacked ? s->ustack_id : -1;
+	r->prev_state = s->prev_state;
+	r->voluntary = s->voluntary;
+	r->pad[0] = r->pad[1] = r->pad[2] = 0;
+	bpf_ringbuf_submit(r, tt_rb_flags(&switch_rb, rb_wakeup_bytes));
+}
+
+static __always_inline void on_switch_in(__u32 tid)
+{
+	struct sched_off *s = bpf_map_lookup_elem(&off, &tid);
+	__u64 now;
+
+	if (!s)
+		return;
+	now = bpf_ktime_get_ns();
+	if (!aggregate)
+		emit(s, tid, now);
+	else if (s->voluntary)
+		tt_hist_add(&offcpu_hist, tid, s->pid, now - s->t_off_ns);
+	bpf_map_delete_elem(&off, &tid);
+}
+
+/* ---- tp_btf and raw_tp ---------------------------------------------------- */
+
+static __always_inline int switch_task(void *ctx, bool preempt, struct task_struct *prev,
+				       struct task_struct *next, unsigned int prev_state)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	bool blocked = !preempt && prev_state != TASK_RUNNING;
+
+	if (tt_task_traced_ids(prev, (__u32)(id >> 32), (__u32)id))
+		on_switch_out(ctx, (__u32)id, (__u32)(id >> 32), blocked ? prev_state : 0, blocked);
+	if (tt_task_traced(next))
+		on_switch_in(BPF_CORE_READ(next, pid));
+	return 0;
+}
+
+static __always_inline int on_migrate(struct task_struct *p)
+{
+	struct tt_task *t;
+
+	if (!tt_task_traced(p))
+		return 0;
+	t = task_get(BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid));
+	if (t)
+		__sync_fetch_and_add(&t->migrations, 1);
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch_btf, bool preempt, struct task_struct *prev,
+	     struct task_struct *next, unsigned int prev_state)
+{
+	return switch_task(ctx, preempt, prev, next, prev_state);
+}
+
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(sched_migrate_btf, struct task_struct *p, int dest_cpu)
+{
+	return on_migrate(p);
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev,
+	     struct task_struct *next, unsigned int prev_state)
+{
+	return switch_task(ctx, preempt, prev, next, prev_state);
+}
+
+SEC("raw_tp/sched_migrate_task")
+int BPF_PROG(sched_migrate_raw, struct task_struct *p, int dest_cpu)
+{
+	return on_migrate(p);
+}
+
+/* ---- classic tracepoints: a thread is known once it switched out traced -- */
+
+SEC("tp/sched/sched_switch")
+int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	long state = ctx->prev_state;
+	bool blocked = !(state & TP_REPORT_MAX) && (state & 0xff) != TASK_RUNNING;
+
+	if (tt_current_traced())
+		on_switch_out(ctx, (__u32)id, (__u32)(id >> 32), blocked ? (__u32)(state & 0xff) : 0,
+			      blocked);
+	if (ctx->next_pid)
+		on_switch_in(ctx->next_pid);
+	return 0;
+}
+
+SEC("tp/sched/sched_migrate_task")
+int sched_migrate_tp(struct trace_event_raw_sched_migrate_task *ctx)
+{
+	__u32 tid = ctx->pid;
+	struct tt_task *t = bpf_map_lookup_elem(&tasks, &tid);
+
+	if (t)
+		__sync_fetch_and_add(&t->migrations, 1);
+	return 0;
+}

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: MIT
+/*
+ * sched: loader side of sched.bpf.c. Streams switch records to switches.bin,
+ * sums off-CPU time per stack while they arrive, and at the end writes
+ * tasks.bin, stacks.jsonl and offcpu.folded (or the --aggregate histogram).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+
+#include <recfile.h>
+#include "aggregate.h"
+#include "features.h"
+#include "filter.h"
+#include "offcpu.h"
+#include "registry.h"
+#include "sched.h"
+#include "sched.skel.h"
+
+struct sched_state {
+	struct sched_bpf *skel;
+	struct recfile *out;      /* switches.bin, NULL when not recorded */
+	struct offcpu_acc *acc;   /* NULL unless offcpu */
+	uint64_t tasks_written;
+	uint64_t stacked;         /* switch records carrying a stack */
+	int write_err;
+	bool aggregate;
+};
+
+static int sched_sample(void *ctx, void *data, size_t size)
+{
+	struct sched_state *st = ctx;
+	int err;
+
+	if (size < sizeof(struct tt_switch))
+		return 0;
+	err = recfile_write(st->out, data, 1);
+	if (!err && st->acc) {
+		const struct tt_switch *r = data;
+
+		st->stacked += r->kstack_id >= 0 || r->ustack_id >= 0;
+		err = offcpu_add(st->acc, r);
+	}
+	if (err && !st->write_err)
+		st->write_err = err;
+	return 0;
+}
+
+static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
+{
+	const struct tt_opts *o = ctx->opts;
+	struct sched_bpf *s;
+	int err;
+
+	s = st->skel = sched_bpf__open();
+	if (!s) {
+		snprintf(ctx->err, sizeof(ctx->err), "sched: cannot open BPF object: %s", strerror(errno));
+		return -errno;
+	}
+	FILTER_CONFIGURE(s->rodata, ctx);
+	s->rodata->aggregate = o->aggregate;
+	s->rodata->emit_switch = (o->events & TT_EV_SWITCH) != 0;
+	s->rodata->want_stacks = (o->events & TT_EV_OFFCPU) != 0;
+	s->rodata->min_offcpu_ns = o->min_offcpu_us * 1000;
+	s->rodata->rb_wakeup_bytes = probe_ringbuf_bytes(o) / 8;
+	err = probe_size_ringbuf(s->maps.switch_rb, o);
+	if (!err && (o->aggregate || !(o->events & (TT_EV_SWITCH | TT_EV_OFFCPU))))
+		err = bpf_map__set_max_entries(s->maps.switch_rb, 4096);
+	if (!err && !(o->events & TT_EV_OFFCPU))
+		err = bpf_map__set_max_entries(s->maps.stacks, 1);
+	features_select_progs(s->obj, features_hook());
+	err = err ?: sched_bpf__load(s);
+	if (err)
+		snprintf(ctx->err, sizeof(ctx->err), "sched: cannot load BPF programs (%s hook): %s",
+			 features_hook_name(features_hook()), strerror(-err));
+	return err;
+}
+
+static bool records_wanted(const struct tt_opts *o)
+{
+	return !o->aggregate && (o->events & (TT_EV_SWITCH | TT_EV_OFFCPU));
+}
+
+static int sched_setup(struct tt_ctx *ctx, void **state)
+{
+	const struct tt_opts *o = ctx->opts;
+	struct sched_state *st = calloc(1, sizeof(*st));
+	int err;
+
+	if (!st)
+		return -ENOMEM;
+	*state = st;
+	st->aggregate = o->aggregate;
+	err = sched_open(ctx, st);
+	if (err)
+		return err;
+	if (records_wanted(o)) {
+		st->out = recfile_open_kind(o->out_dir, TT_REC_SWITCH);
+		if (!st->out) {
+			snprintf(ctx->err, sizeof(ctx->err), "sched: cannot create %s/switches.bin: %s",
+				 o->out_dir, strerror(errno));
+			return -errno;
+		}
+		if ((o->events & TT_EV_OFFCPU) && !(st->acc = offcpu_new()))
+			return -ENOMEM;
+		err = probe_add_ringbuf(ctx, st->skel->maps.switch_rb, sched_sample, st);
+		if (err) {
+			snprintf(ctx->err, sizeof(ctx->err), "sched: ring buffer: %s", strerror(-err));
+			return err;
+		}
+	}
+	err = sched_bpf__attach(st->skel);
+	if (err)
+		snprintf(ctx->err, sizeof(ctx->err), "sched: cannot attach (%s hook): %s",
+			 features_hook_name(features_hook()), strerror(-err));
+	return err;
+}
+
+static int cmp_task(const void *a, const void *b)
+{
+	const struct tt_task *x = a, *y = b;
+
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+/* Every thread in the tasks map, sorted by tid. */
+static int tasks_read(struct sched_state *st, struct tt_task **out, size_t *n)
+{
+	int fd = bpf_map__fd(st->skel->maps.tasks);
+	size_t cap = bpf_map__max_entries(st->skel->maps.tasks), cnt = 0;
+	struct tt_task *v = calloc(cap, sizeof(*v));
+	__u32 key, next, *prev = NULL;
+
+	if (!v)
+		return -ENOMEM;
+	while (cnt < cap && bpf_map_get_next_key(fd, prev, &next) == 0) {
+		if (bpf_map_lookup_elem(fd, &next, &v[cnt]) == 0)
+			cnt++;
+		key = next;
+		prev = &key;
+	}
+	qsort(v, cnt, sizeof(*v), cmp_task);
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+static int tasks_write(struct tt_ctx *ctx, struct sched_state *st,
+		       const struct tt_task *v, size_t n)
+{
+	struct recfile *f = recfile_open_kind(ctx->opts->out_dir, TT_REC_TASK);
+	int err;
+
+	if (!f)
+		return -errno;
+	err = recfile_write(f, v, n);
+	st->tasks_written = recfile_count(f);
+	return recfile_close(f) ?: err;
+}
+
+static int hist_collect(struct sched_state *st)
+{
+	int fd = bpf_map__fd(st->skel->maps.offcpu_hist);
+	__u32 key, next, *prev = NULL;
+	struct tt_hist h;
+	int err = 0;
+
+	while (!err && bpf_map_get_next_key(fd, prev, &next) == 0) {
+		if (bpf_map_lookup_elem(fd, &next, &h) == 0)
+			err = aggregate_add("offcpu", "usecs", next, &h);
+		key = next;
+		prev = &key;
+	}
+	return err;
+}
+
+static int sched_finish(struct tt_ctx *ctx, void *state)
+{
+	struct sched_state *st = state;
+	struct tt_task *tasks = NULL;
+	size_t ntasks = 0;
+	int err = st->write_err ?: recfile_flush(st->out);
+
+	if (err) {
+		snprintf(ctx->err, sizeof(ctx->err), "sched: writing switches.bin: %s", strerror(-err));
+		return err;
+	}
+	err = tasks_read(st, &tasks, &ntasks);
+	for (size_t i = 0; !err && i < ntasks; i++)
+		aggregate_note_task(tasks[i].tid, tasks[i].pid, tasks[i].comm);
+	if (!err && !st->aggregate)
+		err = tasks_write(ctx, st, tasks, ntasks);
+	if (!err && st->aggregate)
+		err = hist_collect(st);
+	if (!err && st->acc)
+		err = offcpu_write(st->acc, ctx->opts->out_dir, bpf_map__fd(st->skel->maps.stacks),
+				   tasks, ntasks, ctx->syms, ctx->target_pid);
+	if (err)
+		snprintf(ctx->err, sizeof(ctx->err), "sched: writing tasks/stacks: %s", strerror(-err));
+	free(tasks);
+	return err;
+}
+
+static int sched_stats(void *state, struct tt_stream_stats *out, int max)
+{
+	struct sched_state *st = state;
+	const char *hook = features_hook_name(features_hook());
+	int n = 0;
+
+	if (!st->skel)
+		return 0;
+	if (st->out && n < max)
+		out[n++] = (struct tt_stream_stats){ "switch", hook, recfile_count(st->out),
+						     st->skel->bss->counters[SCHED_CNT_LOST] };
+	if (st->acc && n < max)
+		out[n++] = (struct tt_stream_stats){ "offcpu", hook, st->stacked,
+						     st->skel->bss->counters[SCHED_CNT_STACK_ERR] };
+	if (!st->aggregate && n < max)
+		out[n++] = (struct tt_stream_stats){ "tasks", hook, st->tasks_written, 0 };
+	return n;
+}
+
+static void sched_destroy(void *state)
+{
+	struct sched_state *st = state;
+
+	if (!st)
+		return;
+	sched_bpf__destroy(st->skel);
+	recfile_close(st->out);
+	offcpu_free(st->acc);
+	free(st);
+}
+
+const struct tt_probe probe_sched = {
+	.name = "sched",
+	.events = TT_EV_RUNQ | TT_EV_SWITCH | TT_EV_OFFCPU,
+	.setup = sched_setup,
+	.finish = sched_finish,
+	.stats = sched_stats,
+	.destroy = sched_destroy,
+};
