@@ -499,16 +499,16 @@ struct suggest_arg {
 	struct { int score; char name[96]; } best[16];
 };
 
-/* Lower is closer: substring matches first (shorter names first), then
- * names within a third of the length in edit distance. */
+/* Edit distance to want (lower is closer), or -1: not a close match. Close:
+ * contains want, is a large part of it, or is within a third of its length. */
 static int suggest_score(const char *want, const char *name)
 {
-	int d;
+	size_t lw = strlen(want), ln = strlen(name);
+	int d = edit_distance(want, name);
 
-	if (strcasestr(name, want) || strcasestr(want, name))
-		return (int)strlen(name) > (int)strlen(want) ? (int)(strlen(name) - strlen(want)) : 0;
-	d = edit_distance(want, name);
-	return d <= (int)strlen(want) / 3 + 1 ? 1000 + d : -1;
+	if (strcasestr(name, want) || (strcasestr(want, name) && 2 * ln >= lw))
+		return d;
+	return d <= (int)lw / 3 + 1 ? d : -1;
 }
 
 static int suggest_sym(const char *name, const GElf_Sym *s, void *arg)

@@ -28,9 +28,12 @@ __attribute__((noinline, used)) long tt_span_work(long i, long sleep_us)
 
 __attribute__((noinline, used)) long tt_span_recurse(long depth)
 {
+	/* through a volatile pointer: gcc -O2 would turn the recursion into a loop */
+	long (*volatile self)(long) = tt_span_recurse;
+
 	if (depth <= 0)
 		return 0;
-	return tt_span_recurse(depth - 1) + 1;
+	return self(depth - 1) + 1;
 }
 
 int main(int argc, char **argv)

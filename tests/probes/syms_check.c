@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Drives probes/syms.c for tests/probes/test_syms.py.
+ *   syms_check self              resolve addresses of this process (PIE or
+ *                                not) and of libc, print "want got" pairs
+ *   syms_check exited            resolve in a child after it exited
+ *   syms_check offset PATH SYM   uprobe file offset, or the suggestions
+ *   syms_check findlib PID NAME  path of a library for pid
+ *   syms_check ksym ADDR         kernel symbol of a hex address
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "syms.h"
+
+int main(int argc, char **argv);
+
+__attribute__((noinline, used)) int syms_check_target(int x)
+{
+	volatile int acc = 0; /* keeps the body longer than 16 bytes */
+
+	for (int i = 0; i < x; i++)
+		acc += i * 3 + 1;
+	return acc;
+}
+
+static void show(struct tt_syms *s, const char *want, uint64_t addr)
+{
+	char buf[256];
+
+	printf("%s\t%s\n", want, syms_resolve(s, addr, buf, sizeof(buf)));
+}
+
+static int cmd_self(void)
+{
+	struct tt_syms *s = syms_new(getpid());
+	void *lock = dlsym(RTLD_DEFAULT, "pthread_mutex_lock");
+	uint64_t fn = (uint64_t)(uintptr_t)&syms_check_target;
+
+	if (!s || !lock)
+		return 1;
+	show(s, "syms_check_target+0x0", fn);
+	show(s, "syms_check_target+0x5", fn + 5);
+	show(s, "main+0x0", (uint64_t)(uintptr_t)&main);
+	show(s, "pthread_mutex_lock+0x0", (uint64_t)(uintptr_t)lock);
+	show(s, "pthread_mutex_lock+0x10", (uint64_t)(uintptr_t)lock + 0x10);
+	show(s, "[unknown]", 0x10);
+	syms_free(s);
+	return 0;
+}
+
+static int cmd_exited(void)
+{
+	int pfd[2];
+	pid_t pid;
+	char c;
+
+	if (pipe(pfd))
+		return 1;
+	pid = fork();
+	if (pid == 0) {
+		close(pfd[1]);
+		read(pfd[0], &c, 1); /* until the parent snapshotted our maps */
+		_exit(0);
+	}
+	close(pfd[0]);
+	struct tt_syms *s = syms_new(pid);
+
+	write(pfd[1], "x", 1);
+	close(pfd[1]);
+	waitpid(pid, NULL, 0);
+	printf("refresh_after_exit=%d\n", syms_refresh(s)); /* fails, keeps the snapshot */
+	show(s, "syms_check_target+0x0", (uint64_t)(uintptr_t)&syms_check_target);
+	syms_free(s);
+	return 0;
+}
+
+static int cmd_offset(const char *path, const char *sym)
+{
+	uint64_t off;
+	char near[512];
+	int err = syms_elf_offset(path, sym, &off);
+
+	if (!err) {
+		printf("0x%llx\n", (unsigned long long)off);
+		return 0;
+	}
+	int n = syms_suggest(path, sym, near, sizeof(near), 5);
+
+	printf("error=%d suggestions=%d: %s\n", err, n, near);
+	return 1;
+}
+
+static int cmd_findlib(int pid, const char *name)
+{
+	char path[4096];
+	int err = syms_find_library(pid, name, path, sizeof(path));
+
+	if (err) {
+		printf("error=%d\n", err);
+		return 1;
+	}
+	printf("%s\n", path);
+	return 0;
+}
+
+static int cmd_ksym(const char *hex)
+{
+	struct tt_ksyms *k = ksyms_load();
+	char buf[256];
+
+	if (!k)
+		return 1;
+	printf("%s\n", ksyms_resolve(k, strtoull(hex, NULL, 16), buf, sizeof(buf)));
+	ksyms_free(k);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && !strcmp(argv[1], "self"))
+		return cmd_self();
+	if (argc == 2 && !strcmp(argv[1], "exited"))
+		return cmd_exited();
+	if (argc == 4 && !strcmp(argv[1], "offset"))
+		return cmd_offset(argv[2], argv[3]);
+	if (argc == 4 && !strcmp(argv[1], "findlib"))
+		return cmd_findlib(atoi(argv[2]), argv[3]);
+	if (argc == 3 && !strcmp(argv[1], "ksym"))
+		return cmd_ksym(argv[2]);
+	fprintf(stderr, "usage: syms_check self|exited|offset PATH SYM|findlib PID NAME|ksym ADDR\n");
+	return 2;
+}

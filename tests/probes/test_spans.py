@@ -1,0 +1,115 @@
+"""spans probe (--span BIN:SYMBOL) against tests/probes/span_target.c, which
+times its own calls; libcurl.so.4:curl_easy_perform on the curl CLI; and the
+errors for unknown symbols and libraries. Real BPF: run as root."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyze.schema import load_schema, read_records
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))
+TAILTRACE = Path(os.environ.get("TAILTRACE", BUILD / "probes" / "tailtrace"))
+TARGET = BUILD / "tests" / "probes" / "span_target"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loads BPF programs: needs root")
+
+
+def tailtrace(out: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    assert TAILTRACE.exists(), f"{TAILTRACE} missing: build first (cmake --build build)"
+    return subprocess.run([str(TAILTRACE), "--out", str(out), *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def spans(out: Path) -> np.ndarray:
+    return read_records(out / "spans.bin", load_schema(out), "span")
+
+
+def test_500_calls_give_500_spans_matching_own_timing(tmp_path):
+    p = tailtrace(tmp_path, "--events", "spans", "--span", f"{TARGET}:tt_span_work",
+                  "--", str(TARGET), "work", "500", "500")
+    assert p.returncode == 0, p.stderr
+    m = re.search(r"calls=(\d+) inner_sum_ns=(\d+) outer_sum_ns=(\d+)", p.stdout)
+    assert m, p.stdout
+    s = spans(tmp_path)
+    assert len(s) == int(m[1]) == 500
+    assert (s["span_id"] == 0).all() and (s["depth"] == 0).all()
+    assert sorted(s["ret"].tolist()) == [2 * i + 1 for i in range(500)]
+    dur = (s["t_end_ns"] - s["t_start_ns"]).astype(np.int64)
+    assert (dur >= 500_000).all()  # each call sleeps 500 us
+    inner = int(m[2])
+    assert abs(int(dur.sum()) - inner) <= 0.05 * inner
+
+
+def test_recursion_nests_with_depth(tmp_path):
+    p = tailtrace(tmp_path, "--events", "spans", "--span", f"{TARGET}:tt_span_recurse",
+                  "--", str(TARGET), "recurse", "3")
+    assert p.returncode == 0, p.stderr
+    s = np.sort(spans(tmp_path), order="depth")
+    assert s["depth"].tolist() == [0, 1, 2, 3]
+    assert s["ret"].tolist() == [3, 2, 1, 0]  # depth d returns 3 - d
+    # each call encloses the deeper ones
+    assert (np.diff(s["t_start_ns"].astype(np.int64)) > 0).all()
+    assert (np.diff(s["t_end_ns"].astype(np.int64)) < 0).all()
+
+
+def test_two_spans_get_their_option_index(tmp_path):
+    p = tailtrace(tmp_path, "--events", "spans", "--span", f"{TARGET}:tt_span_recurse",
+                  "--span", f"{TARGET}:tt_span_work", "--", str(TARGET), "work", "3", "100")
+    assert p.returncode == 0, p.stderr
+    s = spans(tmp_path)
+    assert s["span_id"].tolist() == [1, 1, 1]
+
+
+@pytest.mark.skipif(not shutil.which("curl"), reason="curl CLI not installed")
+def test_libcurl_by_library_name_before_it_is_mapped(tmp_path):
+    """libcurl.so.4 is not mapped by the held child when probes attach."""
+    src = tmp_path / "f.txt"
+    src.write_text("x")
+    out = tmp_path / "run"
+    p = tailtrace(out, "--events", "spans", "--span", "libcurl.so.4:curl_easy_perform", "--",
+                  "curl", "-s", "-o", "/dev/null", f"file://{src}", f"file://{src}",
+                  f"file://{tmp_path}/missing")
+    s = spans(out)
+    assert s["ret"].tolist() == [0, 0, 37]  # CURLE_OK x2, CURLE_FILE_COULDNT_READ_FILE
+
+
+def expect_error(p: subprocess.CompletedProcess, *needles: str) -> str:
+    assert p.returncode != 0
+    err = p.stderr.strip()
+    assert all(n in err for n in needles), err
+    return err
+
+
+def test_unknown_symbol_lists_close_matches(tmp_path):
+    p = tailtrace(tmp_path, "--events", "spans", "--span", f"{TARGET}:tt_span_wrok",
+                  "--", str(TARGET), "work", "1", "1")
+    expect_error(p, f"symbol tt_span_wrok not found in {TARGET.resolve()}",
+                 "(did you mean: tt_span_work")
+    assert "calls=" not in p.stdout  # the target never ran
+
+
+def test_unknown_library_is_named(tmp_path):
+    p = tailtrace(tmp_path, "--events", "spans", "--span", "libnotthere.so.3:foo",
+                  "--", str(TARGET), "work", "1", "1")
+    expect_error(p, "'libnotthere.so.3' not found")
+
+
+def test_library_not_mapped_by_running_pid(tmp_path):
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        time.sleep(0.2)
+        p = tailtrace(tmp_path, "--events", "spans", "--pid", str(sleeper.pid),
+                      "--span", "libcurl.so.4:curl_easy_perform")
+        expect_error(p, "is not mapped by pid", str(sleeper.pid))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
