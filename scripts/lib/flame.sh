@@ -6,7 +6,9 @@
 flame_oncpu() {
 	local dir=$1 title=$2
 	[ -s "$dir/perf.data" ] || { log "no perf.data in $dir: no on-CPU flame graph"; return 0; }
-	perf script -i "$dir/perf.data" 2>/dev/null | inferno-collapse-perf >"$dir/oncpu.folded" 2>/dev/null ||
+	local only=()
+	[ ! -s "$dir/perf.pids" ] || only=(--pid "$(cat "$dir/perf.pids")")
+	perf script -i "$dir/perf.data" "${only[@]}" 2>/dev/null | inferno-collapse-perf >"$dir/oncpu.folded" 2>/dev/null ||
 		{ log "perf script | inferno-collapse-perf failed: no on-CPU flame graph"; return 0; }
 	if [ ! -s "$dir/oncpu.folded" ]; then
 		log "perf recorded no samples: no on-CPU flame graph"

@@ -8,7 +8,7 @@ prepare() {
 	env_check_bpf
 	env_mount_tracefs
 	if [ "$BUILD" = 1 ]; then build_if_stale; fi
-	[ -x "$TT_TAILTRACE" ] || die "$TT_TAILTRACE is missing; build it: cmake --build $TT_BUILD"
+	[ "$PROBES" = none ] || [ -x "$TT_TAILTRACE" ] || die "$TT_TAILTRACE is missing; build it: cmake --build $TT_BUILD"
 }
 
 # run_dir_make LABEL: create the run directory; sets RUN_DIR.
@@ -41,7 +41,6 @@ finish_run() {
 	local dir=$1 title=$2 rc=0
 	flame_all "$dir" "$title"
 	analyze_run "$dir" || rc=1
-	[ ! -f "$dir/summary.json" ] || python3 "$TT_TOP/scripts/lib/runinfo.py" table "$dir" || true
 	[ ! -f "$dir/report.html" ] || log "report: $dir/report.html"
 	return "$rc"
 }
@@ -83,9 +82,10 @@ mode_workload() {
 record_plain() {
 	local dir=$1 rc=0
 	shift
+	perf_start "$dir"
 	pg_start - "$@"
 	TT_PID=$PG_PID
-	perf_start "$dir" "$TT_PID${SERVER_PID:+,$SERVER_PID}"
+	perf_pids "$dir" "$TT_PID${SERVER_PID:+,$SERVER_PID}"
 	pg_wait "$TT_PID" || rc=$?
 	TT_PID=""
 	perf_stop "$dir"

@@ -49,19 +49,49 @@ tailtrace_args() {
 	return 0
 }
 
-# perf_start DIR PIDS: on-CPU profile (cpu-clock, 499 Hz, call graphs) of PIDS (a,b,c).
+# perf_start DIR: on-CPU profile (cpu-clock, 499 Hz, call graphs), started before the
+# target so that nothing of it is missed. System-wide, filtered to the target's pids
+# (DIR/perf.pids, see perf_pids) when the flame graph is made: attaching with -p after
+# the target started would lose its first moments and its short-lived threads.
 perf_start() {
-	local dir=$1 pids=$2
+	local dir=$1 ctl=$1/.perf.ctl ack=$1/.perf.ack ctl_fd ack_fd reply="" i
 	[ "$PERF" = 1 ] || return 0
-	pg_start "$dir/perf.log" perf record -e cpu-clock -F 499 -g -p "$pids" -o "$dir/perf.data"
+	# Start disabled and enable through perf's control fifo: its ack means it is recording
+	# (perf -a can take seconds to set up on a busy machine).
+	rm -f "$ctl" "$ack"
+	mkfifo "$ctl" "$ack"
+	pg_start "$dir/perf.log" perf record -a -e cpu-clock -F 499 -g -D -1 \
+		--control "fifo:$ctl,$ack" -o "$dir/perf.data"
 	PERF_PID=$PG_PID
+	exec {ctl_fd}<>"$ctl" {ack_fd}<>"$ack"
+	echo enable >&"$ctl_fd"
+	for ((i = 0; i < 60; i++)); do
+		reply=""
+		read -r -d $'\n' -t 1 -u "$ack_fd" reply || true
+		[ "${reply//[^a-z]/}" != ack ] || break
+		kill -0 "$PERF_PID" 2>/dev/null || break
+	done
+	exec {ctl_fd}>&- {ack_fd}>&-
+	rm -f "$ctl" "$ack"
+	[ "${reply//[^a-z]/}" != ack ] || return 0
+	log "perf did not start (reply '$reply', $(tail -1 "$dir/perf.log" 2>/dev/null)); no on-CPU profile"
+	pg_stop "$PERF_PID" INT 5
+	PERF_PID=""
+	rm -f "$dir/perf.data"
+}
+
+# perf_pids DIR PIDS: the processes (a,b,c) whose samples make the on-CPU flame graph.
+perf_pids() {
+	[ "$PERF" = 1 ] || return 0
+	echo "$2" >"$1/perf.pids"
 }
 
 perf_stop() {
 	[ -n "$PERF_PID" ] || return 0
 	pg_stop "$PERF_PID" INT 20
 	PERF_PID=""
-	grep -v '^\[ perf record: \(Woken\|Captured\)' "$1/perf.log" 2>/dev/null | grep -v '^$' >&2 || true
+	grep -v -e '^\[ perf record: \(Woken\|Captured\)' -e '^Events \(dis\|en\)abled' -e '^$' \
+		"$1/perf.log" >&2 2>/dev/null || true
 }
 
 # wait_attached_child TIMEOUT_S: the pid of tailtrace's child once it exec'd the command.
@@ -81,10 +111,11 @@ record_command() {
 	local dir=$1 child rc=0
 	shift
 	tailtrace_args "$dir"
+	perf_start "$dir"
 	pg_start - "${TT_ARGS[@]}" -- "$@"
 	TT_PID=$PG_PID
 	if child=$(wait_attached_child 60); then
-		perf_start "$dir" "$child${SERVER_PID:+,$SERVER_PID}"
+		perf_pids "$dir" "$child${SERVER_PID:+,$SERVER_PID}"
 	fi
 	pg_wait "$TT_PID" || rc=$?
 	TT_PID=""
@@ -101,9 +132,10 @@ record_pid() {
 	else
 		TT_ARGS+=(--pid "$pids")
 	fi
+	perf_start "$dir"
+	perf_pids "$dir" "$pids"
 	pg_start - "${TT_ARGS[@]}" --duration "$DURATION"
 	TT_PID=$PG_PID
-	perf_start "$dir" "$pids"
 	pg_wait "$TT_PID" || rc=$?
 	TT_PID=""
 	perf_stop "$dir"

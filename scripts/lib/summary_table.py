@@ -16,7 +16,8 @@ COLUMNS = [("run", "{}"), ("req/s", "{:.0f}"), ("avg ms", "{:.3f}"), ("P99 ms", 
 
 def runnable_share(summary):
     """runq_wakeup_share + runq_preempt_share of the >=P99 band; None without probes."""
-    band = (summary.get("attribution") or {}).get(TAIL_BAND)
+    attribution = summary.get("attribution")
+    band = attribution.get(TAIL_BAND) if isinstance(attribution, dict) else None
     if not isinstance(band, dict):
         return None
     parts = [band.get("runq_wakeup_share"), band.get("runq_preempt_share")]
