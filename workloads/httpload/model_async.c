@@ -25,6 +25,7 @@
 struct async_slot {
 	struct hl_conn http;
 	uint32_t index;
+	uint64_t seq;          /* closed loop: requests claimed so far */
 	struct tt_request rec; /* the request in flight */
 };
 
@@ -36,17 +37,16 @@ struct async_model {
 	unsigned busy;
 	uint32_t tid;
 	struct hl_recbuf rb;
-	bool claims_over;            /* closed loop: run_claim said no */
 	uint64_t next_due, next_assign; /* open loop */
 	bool sched_over;
 	int timer_fd;                /* open loop: fires at the next due time */
 	int rc;
 };
 
-static void async_start(struct async_model *m, uint64_t id, uint64_t t_enqueue_ns)
+/* Start request id on slot s (taken off the free stack by the caller). */
+static void async_start(struct async_model *m, struct async_slot *s, uint64_t id,
+			uint64_t t_enqueue_ns)
 {
-	struct async_slot *s = &m->slots[m->free_slots[--m->nfree]];
-
 	s->rec = (struct tt_request){ .id = id, .conn = s->index, .tid = m->tid,
 				      .pid = (uint32_t)m->run->pid, .t_enqueue_ns = t_enqueue_ns };
 	http_prepare(&s->http, id, s->index);
@@ -60,6 +60,11 @@ static void async_start(struct async_model *m, uint64_t id, uint64_t t_enqueue_n
 		return;
 	}
 	m->busy++;
+}
+
+static struct async_slot *async_pop_free(struct async_model *m)
+{
+	return &m->slots[m->free_slots[--m->nfree]];
 }
 
 static void async_finish(struct async_model *m, CURLMsg *msg)
@@ -78,16 +83,16 @@ static void async_finish(struct async_model *m, CURLMsg *msg)
 	m->busy--;
 }
 
+/* Closed loop: every free slot starts its connection's next request; a
+ * slot whose share is done retires (is not put back). */
 static void async_fill_closed(struct async_model *m)
 {
-	uint64_t id;
+	while (m->nfree) {
+		struct async_slot *s = async_pop_free(m);
+		uint64_t id;
 
-	while (m->nfree && !m->claims_over) {
-		if (!run_claim(m->run, &id)) {
-			m->claims_over = true;
-			break;
-		}
-		async_start(m, id, tt_now_ns());
+		if (run_claim(m->run, s->index, &s->seq, &id))
+			async_start(m, s, id, tt_now_ns());
 	}
 }
 
@@ -110,7 +115,7 @@ static uint64_t async_fill_open(struct async_model *m)
 	if (run_stopped())
 		return 0;
 	while (m->nfree && m->next_assign < m->next_due) {
-		async_start(m, m->next_assign, run_due_ns(m->run, m->next_assign));
+		async_start(m, async_pop_free(m), m->next_assign, run_due_ns(m->run, m->next_assign));
 		m->next_assign++;
 	}
 	return m->sched_over || due <= now ? 0 : due;
@@ -141,7 +146,7 @@ static bool async_over(const struct async_model *m, bool open)
 		return false;
 	if (run_stopped())
 		return true;
-	return open ? m->sched_over && m->next_assign == m->next_due : m->claims_over;
+	return open ? m->sched_over && m->next_assign == m->next_due : m->nfree == 0;
 }
 
 static void async_loop(struct async_model *m)
@@ -166,7 +171,7 @@ static void async_loop(struct async_model *m)
 				async_finish(m, msg);
 		if (async_over(m, open))
 			break;
-		if (m->nfree && (open ? m->next_assign < m->next_due : !m->claims_over))
+		if (m->nfree && (!open || m->next_assign < m->next_due))
 			continue; /* a slot is free and work is waiting: no sleep */
 		async_wait(m, due_ns);
 	}

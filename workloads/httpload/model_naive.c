@@ -19,6 +19,7 @@ struct naive_conn {
 	struct hl_run *run;
 	struct hl_dueq *dueq; /* open loop, else NULL */
 	unsigned index;
+	uint64_t seq; /* requests claimed so far */
 	pthread_t thread;
 	struct hl_recbuf rb;
 	struct hl_conn http;
@@ -28,7 +29,7 @@ struct naive_conn {
 static bool naive_next(struct naive_conn *c, uint64_t *id, uint64_t *t_enqueue)
 {
 	if (!c->dueq) {
-		if (!run_claim(c->run, id))
+		if (!run_claim(c->run, c->index, &c->seq, id))
 			return false;
 		*t_enqueue = tt_now_ns();
 		return true;

@@ -36,6 +36,7 @@ struct pool_worker {
 struct pool_conn {
 	struct pool_model *m;
 	uint32_t index;
+	uint64_t seq; /* requests claimed so far */
 	uint64_t id, t_enqueue_ns;
 };
 
@@ -84,7 +85,7 @@ static void pool_closed_task(void *arg, struct tp_worker_ctx *w)
 	struct tt_request rec = { .id = pc->id, .conn = pc->index, .t_enqueue_ns = pc->t_enqueue_ns };
 
 	pool_execute(pw, &rec);
-	if (run_claim(pc->m->run, &pc->id)) {
+	if (run_claim(pc->m->run, pc->index, &pc->seq, &pc->id)) {
 		pc->t_enqueue_ns = tt_now_ns();
 		if (tp_submit(pc->m->pool, pool_closed_task, pc) == 0)
 			return;
@@ -120,8 +121,8 @@ static int pool_run_closed(struct pool_model *m, struct pool_conn *conns, unsign
 		return -ENOMEM;
 	for (unsigned i = 0; i < n; i++) {
 		conns[i] = (struct pool_conn){ .m = m, .index = i };
-		if (!run_claim(m->run, &conns[i].id))
-			break;
+		if (!run_claim(m->run, i, &conns[i].seq, &conns[i].id))
+			continue;
 		conns[i].t_enqueue_ns = tt_now_ns();
 		tasks[k++] = (struct tp_task){ pool_closed_task, &conns[i] };
 	}

@@ -25,7 +25,8 @@ static void usage(FILE *f)
 		"  --url URL         POST target (default %s)\n"
 		"  --cpus LIST       pool: pin workers round robin over LIST (e.g. 0-3,6);\n"
 		"                    async: run the loop on LIST (default: pool round robin over\n"
-		"                    the allowed CPUs, async unpinned; naive never pins)\n"
+		"                    the allowed CPUs, async unpinned; naive never pins and\n"
+		"                    ignores it with a note)\n"
 		"  --numa on|off     pool: spread workers over NUMA nodes (default off)\n"
 		"  --out DIR         write DIR/requests.bin, schema.json, workload.json (default: none)\n"
 		"  --json            print one JSON summary object on stdout (default: human summary)\n"
@@ -133,11 +134,16 @@ static int opts_check(struct hl_opts *o, int seen_model, int seen_conns, int see
 		return bad("%s--requests and --duration exclude each other: give one", "");
 	if (o->duration_s > 0)
 		o->requests = 0;
-	if (o->ncpus && o->model == HL_NAIVE)
-		return bad("%s--cpus: the naive model never pins (the seed's behaviour); drop --cpus "
-			   "or use --model pool|async", "");
-	if (o->numa && o->model != HL_POOL)
-		return bad("%s--numa on applies to --model pool only", "");
+	if (o->ncpus && o->model == HL_NAIVE) { /* not fatal: sweeps pass one CPU list to all */
+		fprintf(stderr, "httpload: note: --cpus ignored: the naive model never pins "
+				"(the seed's behaviour)\n");
+		o->ncpus = 0;
+		o->cpus_arg = NULL;
+	}
+	if (o->numa && o->model != HL_POOL) {
+		fprintf(stderr, "httpload: note: --numa on ignored: it applies to --model pool only\n");
+		o->numa = false;
+	}
 	if (!o->url[0])
 		return bad("%s--url is empty", "");
 	return 0;

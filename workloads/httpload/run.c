@@ -31,12 +31,21 @@ bool run_stopped(void)
 	return hl_stop != 0;
 }
 
-bool run_claim(struct hl_run *r, uint64_t *id)
+bool run_claim(struct hl_run *r, uint32_t conn, uint64_t *seq, uint64_t *id)
 {
-	if (run_stopped() || (r->deadline_ns && tt_now_ns() >= r->deadline_ns))
+	if (run_stopped())
 		return false;
-	*id = __atomic_fetch_add(&r->next_id, 1, __ATOMIC_RELAXED);
-	return *id < r->total;
+	if (r->deadline_ns) {
+		if (tt_now_ns() >= r->deadline_ns)
+			return false;
+		*id = __atomic_fetch_add(&r->next_id, 1, __ATOMIC_RELAXED);
+	} else {
+		*id = conn + *seq * r->o->conns;
+		if (*id >= r->total)
+			return false;
+	}
+	(*seq)++;
+	return true;
 }
 
 uint64_t run_due_ns(const struct hl_run *r, uint64_t id)

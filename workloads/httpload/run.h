@@ -25,7 +25,7 @@ struct hl_run {
 	struct timespec wall_start; /* CLOCK_REALTIME at t_start_ns */
 	uint64_t deadline_ns;  /* --duration: t_start + S; 0 with --requests */
 	uint64_t total;        /* --requests N; UINT64_MAX with --duration */
-	uint64_t next_id;      /* closed loop: next id to claim (atomic) */
+	uint64_t next_id;      /* --duration: next id to hand out (atomic) */
 	uint64_t done;         /* completed requests (atomic, for --progress) */
 	pid_t pid;
 	unsigned nthreads;     /* threads that execute requests */
@@ -39,9 +39,12 @@ struct hl_run {
 extern volatile sig_atomic_t hl_stop;
 
 void run_init(struct hl_run *r, const struct hl_opts *o);
-/* Closed loop: claim the next id. false when the run is over (count
- * reached, duration passed, or stopped). */
-bool run_claim(struct hl_run *r, uint64_t *id);
+/* Closed loop: the next request id of connection conn, whose *seq requests
+ * so far the caller keeps. With --requests N each connection sends its share,
+ * ids conn, conn + conns, conn + 2 conns, ... < N; with --duration ids are
+ * handed out in completion order. false when the run is over (share done,
+ * duration passed, or stopped). */
+bool run_claim(struct hl_run *r, uint32_t conn, uint64_t *seq, uint64_t *id);
 /* Open loop: the due time of request id, and whether it is part of the run. */
 uint64_t run_due_ns(const struct hl_run *r, uint64_t id);
 bool run_open_has(const struct hl_run *r, uint64_t id);
