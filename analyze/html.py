@@ -87,6 +87,9 @@ def fmt_hex(v) -> str:
     return fmt_text(v) if f is None else f"0x{int(f):x}"
 
 
+_TEXT_TD = ' class="t"'
+
+
 def _table(df: pd.DataFrame, cols: Iterable[tuple[str, str, Callable[[Any], str]]],
            cls: str = "") -> str:
     """HTML table of the listed (column, header, formatter) that df has."""
@@ -95,7 +98,8 @@ def _table(df: pd.DataFrame, cols: Iterable[tuple[str, str, Callable[[Any], str]
     rows = []
     for idx, r in df.iterrows():
         cells = "".join(
-            f"<td>{esc(f(idx if c == '__index__' else r[c]))}</td>" for c, _, f in cols)
+            f"<td{_TEXT_TD if f in (fmt_text, fmt_hex) else ''}>"
+            f"{esc(f(idx if c == '__index__' else r[c]))}</td>" for c, _, f in cols)
         rows.append(f"<tr>{cells}</tr>")
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
@@ -343,7 +347,7 @@ def _locks(inp: ReportInputs) -> str:
                  _p("For each wait: who held the mutex and what the holder was doing meanwhile "
                     "(a preempted holder makes every waiter pay its run-queue delay). " + vtxt) +
                  _table(top, [
-                     ("request", "request", fmt_text), ("id", "request", fmt_text),
+                     ("request_id", "request", fmt_text),
                      ("waiter_tid", "waiter", fmt_text), ("mutex", "mutex", fmt_hex),
                      ("wait_ns", "wait ms", fmt_ns_ms), ("holder_tid", "holder", fmt_text),
                      ("holder_running_ns", "holder running ms", fmt_ns_ms),
@@ -418,7 +422,7 @@ table{border-collapse:collapse;margin:6px 0 10px;font-size:13.5px}
 th,td{padding:4px 10px;border-bottom:1px solid #e8ecf1;text-align:left;vertical-align:top}
 thead th{background:#eef2f6;font-weight:600;white-space:nowrap}
 table.num td{text-align:right;font-variant-numeric:tabular-nums}
-table.num td:first-child{text-align:left}
+table.num td:first-child,table.num td.t{text-align:left}
 table.kv th{color:#4a5868;font-weight:550;white-space:nowrap;width:1%}
 table.kv td{word-break:break-word}
 tbody tr:nth-child(even){background:#fafbfd}

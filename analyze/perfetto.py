@@ -73,6 +73,9 @@ def _intervals(run) -> dict[str, pd.DataFrame]:
         acq = lk["t_acquired_ns"].to_numpy()
         out["lock"] = pd.DataFrame({"tid": lk["tid"].to_numpy(),
                                     "s": lk["t_request_ns"].to_numpy(), "e": acq})
+        rel = lk["t_released_ns"].to_numpy()
+        out["held"] = pd.DataFrame({"tid": lk["tid"].to_numpy(), "s": acq,
+                                    "e": np.where(rel > acq, rel, acq)})
     for k, df in list(out.items()):
         df = df.astype({"tid": np.int64, "s": np.int64, "e": np.int64})
         out[k] = df[(df["e"] > df["s"]) & (df["s"] > 0)]
@@ -82,8 +85,9 @@ def _intervals(run) -> dict[str, pd.DataFrame]:
 def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None) -> pd.DataFrame:
     """Back-to-back state slices per thread: tid, state, t_start_ns, t_end_ns.
 
-    Each thread is observed from its first to its last probe event (or request
-    in `observed`: tid, t_start_ns, t_end_ns, e.g. the decomposition); inside,
+    Each thread is observed from its first to its last probe event (a mutex
+    held counts, and so does a request in `observed`: tid, t_start_ns, t_end_ns,
+    e.g. the decomposition); inside,
     every ns is in exactly one state (priority Runnable > Lock wait > Blocked >
     Running). Adjacent segments of the same state are merged.
     """
@@ -95,7 +99,7 @@ def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None) 
         iv["observed"] = pd.DataFrame({"tid": observed["tid"].to_numpy(np.int64),
                                        "s": observed["t_start_ns"].to_numpy(np.int64),
                                        "e": observed["t_end_ns"].to_numpy(np.int64)})
-        probed = np.unique(pd.concat([v["tid"] for k, v in iv.items() if k != "observed"]))
+        probed = np.unique(pd.concat([v["tid"] for v in iv.values()]))
         iv["observed"] = iv["observed"][iv["observed"]["tid"].isin(probed)]
     allv = pd.concat(iv.values(), ignore_index=True)
     tids = np.unique(allv["tid"].to_numpy())

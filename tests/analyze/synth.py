@@ -13,7 +13,10 @@ each request on its worker runs back to back (50 µs apart) as
     [i % 100 == 50] preempted: runnable 5000 µs (preempt_us)
     run 100 µs
 
-and was enqueued 100 µs before it started (queue wait).
+and was enqueued 100 µs before it started (queue wait). Each lock wait is
+caused by the main thread (tid 100): it took the mutex 10 µs before the
+waiter asked, was preempted (runnable) until 5 µs before releasing it, and
+released it when the waiter acquired it. Between those, tid 100 runs.
 """
 from __future__ import annotations
 
@@ -75,6 +78,14 @@ def _scenario(n: int, preempt_us: int = 5000):
             t_acq = t
             run(50 * US)
             locks.append((0xDEAD0, t_req, t_acq, t, PID, w, -1, 0x2))
+            # the holder: the main thread took the mutex 10 µs earlier and was
+            # preempted while holding it (lock-holder preemption), released at t_acq
+            h_acq, h_off, h_on = t_req - 10 * US, t_req, t_acq - 5 * US
+            locks.append((0xDEAD0, h_acq, h_acq, t_acq, PID, PID, -1, 0x0))
+            sw.append((h_off, h_on, PID, PID, 0, 0, -1, -1, 0, 0))
+            runq.append((h_off, h_on, PID, PID, 0, 0, 1))
+            states.extend([(PID, "Running", h_acq, h_off), (PID, "Runnable", h_off, h_on),
+                           (PID, "Running", h_on, t_acq)])
         run(100 * US)
         off((800 + (i * 37) % 300) * US, 20 * US, 0, "blocked")
         if i % 100 == 50:

@@ -12,15 +12,24 @@ US = synth.US
 
 
 def _merged_truth(tr) -> pd.DataFrame:
-    """Ground-truth states, adjacent same-state slices merged, clipped to each
-    thread's first request start .. last request end (what the trace observes)."""
+    """Ground-truth states, gaps filled with Running, adjacent same-state slices merged,
+    clipped to what the trace observes: a worker from its first request start to its
+    last request end, the main thread (no requests) from its first to its last event."""
     out = []
     for tid, g in tr.states.groupby("tid", sort=True):
+        g = g.sort_values("t_start_ns", kind="stable")
         reqs = tr.decomp[tr.decomp["tid"] == tid]
-        lo, hi = reqs["t_start_ns"].min(), reqs["t_end_ns"].max()
-        g = g[(g["t_start_ns"] >= lo) & (g["t_end_ns"] <= hi)]
+        if len(reqs):
+            lo, hi = reqs["t_start_ns"].min(), reqs["t_end_ns"].max()
+            g = g[(g["t_start_ns"] >= lo) & (g["t_end_ns"] <= hi)]
         cur = None
         for r in g.itertuples(index=False):
+            if cur and cur[3] < r.t_start_ns:          # a gap: the thread was running
+                if cur[1] == "Running":
+                    cur[3] = r.t_start_ns
+                else:
+                    out.append(tuple(cur))
+                    cur = [tid, "Running", cur[3], r.t_start_ns]
             if cur and cur[1] == r.state and cur[3] == r.t_start_ns:
                 cur[3] = r.t_end_ns
             else:
@@ -61,6 +70,9 @@ def test_thread_states_exact():
     assert len(lw) == 20 and ((lw["t_end_ns"] - lw["t_start_ns"]) == 400 * US).all()
     rn = got[got["state"] == "Runnable"]
     assert ((rn["t_end_ns"] - rn["t_start_ns"]) == 5020 * US).sum() == 2
+    # the lock holder (main thread) is runnable while the waiter waits: 400+50-5 µs each time
+    hold = rn[rn["tid"] == synth.PID]
+    assert len(hold) == 20 and ((hold["t_end_ns"] - hold["t_start_ns"]) == 445 * US).all()
 
 
 def test_trace_json_valid_nested_and_exact(tmp_path):
@@ -72,8 +84,8 @@ def test_trace_json_valid_nested_and_exact(tmp_path):
     ev = trace["traceEvents"]
     assert info.events == len(ev) and not info.truncated
     tracks = _check_nesting(ev)
-    # one request track + one state track per worker
-    assert len(tracks) == 8
+    # one request track + one state track per worker, a state track for the main thread
+    assert len(tracks) == 9
     req = [e for e in ev if e["ph"] == "X" and e["cat"] == "request"]
     assert len(req) == 400
     r50 = next(e for e in req if e["args"]["id"] == 50)

@@ -52,8 +52,16 @@ def test_tables_match_construction(probed):
     assert th.loc[103, "runq_ns"] == 100 * 20_000 + 4 * 5_000_000
     assert th.loc[101, "involuntary"] == 0 and th.loc[103, "involuntary"] == 4
     lk = pd.read_csv(tr.path / "locks.csv")
-    assert len(lk) == 1 and lk.loc[0, "acquisitions"] == 40
-    assert lk.loc[0, "wait_p50_ns"] == 450_000 and lk.loc[0, "hold_p99_ns"] == 50_000
+    # 40 contended acquisitions by workers (wait 450 µs, hold 50 µs) and 40 uncontended
+    # ones by the main thread (hold 460 µs)
+    assert len(lk) == 1 and lk.loc[0, "acquisitions"] == 80 and lk.loc[0, "contended"] == 40
+    assert lk.loc[0, "wait_p99_ns"] == 450_000 and lk.loc[0, "hold_p99_ns"] == 460_000
+    assert th.loc[100, "involuntary"] == 40 and th.loc[100, "runq_ns"] == 40 * 445_000
+    ch = report.df_lock_chains(report.load_run(tr.path), report.df_decompose(
+        report.load_run(tr.path)))
+    assert len(ch) == 40 and (ch["holder_tid"] == 100).all()
+    assert (ch["verdict"] == "holder preempted").all()
+    assert (ch["holder_runnable_ns"] == 445_000).all()
 
 
 def test_report_html_is_self_contained(probed):
