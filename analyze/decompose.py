@@ -20,6 +20,8 @@ np.searchsorted, with the partial intervals at the window edges exact.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pandas as pd
 
@@ -78,6 +80,13 @@ def iv_union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[first], reach[last]
 
 
+def _low_bit(code: np.ndarray) -> np.ndarray:
+    """code & 1 as int8 without an int64 temporary (low byte of each little-endian word)."""
+    if sys.byteorder == "little" and code.dtype == np.int64 and code.flags.c_contiguous:
+        return (code.view(np.uint8)[::8] & np.uint8(1)).view(np.int8)
+    return (code & 1).astype(np.int8)
+
+
 def iv_intersect(a_s, a_e, b_s, b_e) -> tuple[np.ndarray, np.ndarray]:
     """Intersection of two sets of disjoint intervals (sweep over sorted edges)."""
     if len(a_s) == 0 or len(b_s) == 0:
@@ -86,8 +95,9 @@ def iv_intersect(a_s, a_e, b_s, b_e) -> tuple[np.ndarray, np.ndarray]:
     # code = key*2 + is_start: at one key, ends sort before starts (half-open).
     code = np.concatenate([a_s * 2 + 1, a_e * 2, b_s * 2 + 1, b_e * 2])
     code.sort()
-    depth = np.cumsum(np.where(code & 1, 1, -1))
+    depth = np.cumsum(_low_bit(code) * np.int8(2) - np.int8(1), dtype=np.int8)  # 0..2
     i = np.flatnonzero(depth == 2)
+    del depth
     s, e = code[i] >> 1, code[i + 1] >> 1
     keep = e > s
     return s[keep], e[keep]
@@ -152,6 +162,7 @@ def thread_states(run, tid, w_start, w_end) -> pd.DataFrame:
                                   sw["t_on_ns"].to_numpy())
         off_sum = window_sum(o_s, o_e, k_s, k_e).astype(np.float64)
         ou = iv_union(o_s, o_e)
+        del o_s, o_e
         oncpu = lat - window_sum(*ou, k_s, k_e)
 
     rq_w = rq_p = np.full(n, np.nan)
@@ -168,7 +179,9 @@ def thread_states(run, tid, w_start, w_end) -> pd.DataFrame:
         rq_w = window_sum(u_s, u_e, k_s, k_e).astype(np.float64)
         if has_sw:
             ru = iv_union(np.concatenate([p_s, u_s]), np.concatenate([p_e, u_e]))
+            del p_s, p_e, u_s, u_e
             rin = iv_intersect(*ru, *ou)
+            del ru
             rq_in_off = window_sum(*rin, k_s, k_e).astype(np.float64)
 
     lock = np.full(n, np.nan)

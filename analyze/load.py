@@ -7,7 +7,8 @@ is optional: an absent stream is an empty DataFrame with the right columns
 and `Run.has(stream)` is False. Each converted stream is cached as parquet in
 RUN/.cache/, keyed on the .bin's size and mtime (and this loader's version).
 
-Columns (int64 ns unless said):
+Columns (int64 ns unless said; in runq, switches and locks the ids, CPUs,
+flags and stack ids are int32 to halve the memory of large traces):
   requests: id, conn, tid, pid, status, bytes, t_enqueue_ns, t_start_ns, t_end_ns
   runq:     pid, tid, cpu, waker_tid, kind (categorical wakeup|preempt|wakeup_new),
             t_runnable_ns, t_run_ns, dur_ns
@@ -108,6 +109,11 @@ def _i64(a) -> np.ndarray:
     return np.asarray(a).astype(np.int64, copy=False)
 
 
+def _i32(a) -> np.ndarray:
+    """ids, CPUs, flags of the big streams: int32 halves their memory (tids < 2**22)."""
+    return np.asarray(a).astype(np.int32, copy=False)
+
+
 def role_of(comm: str) -> str:
     """Thread role from its comm (thread name), see module doc."""
     if comm.startswith("naive-c"):
@@ -127,27 +133,28 @@ def frame_from_records(stream: str, rec) -> pd.DataFrame:
     if stream == "requests":
         d = {c: _i64(r[c]) for c in COLUMNS["requests"]}
     elif stream == "runq":
-        d = {c: _i64(r[c]) for c in ("pid", "tid", "cpu", "waker_tid")}
+        d = {c: _i32(r[c]) for c in ("pid", "tid", "cpu", "waker_tid")}
         d["kind"] = pd.Categorical.from_codes(
             np.where(np.asarray(r["kind"]) < len(RUNQ_KINDS), r["kind"], -1).astype(np.int8),
             categories=RUNQ_KINDS)
         d["t_runnable_ns"], d["t_run_ns"] = _i64(r["t_runnable_ns"]), _i64(r["t_run_ns"])
         d["dur_ns"] = d["t_run_ns"] - d["t_runnable_ns"]
     elif stream == "switches":
-        d = {c: _i64(r[c]) for c in ("pid", "tid", "cpu_off", "cpu_on", "t_off_ns", "t_on_ns")}
+        d = {c: _i32(r[c]) for c in ("pid", "tid", "cpu_off", "cpu_on")}
+        d["t_off_ns"], d["t_on_ns"] = _i64(r["t_off_ns"]), _i64(r["t_on_ns"])
         d["dur_ns"] = d["t_on_ns"] - d["t_off_ns"]
         d["voluntary"] = np.asarray(r["voluntary"]).astype(bool)
         for c in ("prev_state", "kstack_id", "ustack_id"):
-            d[c] = _i64(r[c])
+            d[c] = _i32(r[c])
     elif stream == "locks":
-        d = {c: _i64(r[c]) for c in ("pid", "tid")}
+        d = {c: _i32(r[c]) for c in ("pid", "tid")}
         d["mutex"] = np.asarray(r["mutex"]).astype(np.uint64)
         for c in ("t_request_ns", "t_acquired_ns", "t_released_ns"):
             d[c] = _i64(r[c])
         d["wait_ns"] = d["t_acquired_ns"] - d["t_request_ns"]
         rel = d["t_released_ns"]
         d["hold_ns"] = np.where(rel > 0, rel - d["t_acquired_ns"], np.nan)
-        d["flags"], d["ustack_id"] = _i64(r["flags"]), _i64(r["ustack_id"])
+        d["flags"], d["ustack_id"] = _i32(r["flags"]), _i32(r["ustack_id"])
         d["contended"] = (d["flags"] & LOCK_CONTENDED) != 0
         d["trylock"] = (d["flags"] & LOCK_TRYLOCK) != 0
     elif stream == "spans":
@@ -232,12 +239,21 @@ def load_stream(run_dir: Path, stream: str, schema: dict, cache: bool = True) ->
     key = _cache_key(path)
     if cache and cfile.exists() and kfile.exists() and kfile.read_text() == key:
         try:
-            return pd.read_parquet(cfile)
+            return _read_parquet(cfile)
         except Exception:  # unreadable cache: rebuild it below
             pass
     df = frame_from_records(stream, read_bin(path, schema, STREAM_KIND[stream]))
     if cache:
         _write_cache(df, cdir, cfile, kfile, key)
+    return df
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    """Read a cached stream, releasing Arrow buffers column by column (lower peak RSS)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    df = pq.read_table(path).to_pandas(split_blocks=True, self_destruct=True)
+    pa.default_memory_pool().release_unused()
     return df
 
 

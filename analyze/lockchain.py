@@ -26,8 +26,9 @@ MIN_WAIT_NS = 10_000
 
 def _waits_in_requests(locks: pd.DataFrame, decomp: pd.DataFrame, min_wait_ns: int) -> pd.DataFrame:
     w = locks[(locks["contended"] | (locks["wait_ns"] >= min_wait_ns)) & (locks["wait_ns"] > 0)]
-    w = w.sort_values("t_request_ns", kind="stable")
-    r = decomp[["id", "tid", "t_start_ns", "t_end_ns"]].sort_values("t_start_ns", kind="stable")
+    w = w.astype({"tid": np.int64}).sort_values("t_request_ns", kind="stable")
+    r = decomp[["id", "tid", "t_start_ns", "t_end_ns"]].astype({"tid": np.int64})
+    r = r.sort_values("t_start_ns", kind="stable")
     m = pd.merge_asof(w, r.rename(columns={"id": "request_id"}), left_on="t_request_ns",
                       right_on="t_start_ns", by="tid", direction="backward")
     inside = m["request_id"].notna() & (m["t_request_ns"] < m["t_end_ns"])
