@@ -1,0 +1,94 @@
+"""probes/bpftrace/*.bt start, attach and print under Debian's bpftrace 0.17
+(tracepoints and uprobes only), each against lock_holder as PID: a thread
+holding a mutex for 2 ms in a loop while another contends."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))
+HOLDER = BUILD / "tests" / "probes" / "lock_holder"
+SCRIPTS = ROOT / "probes" / "bpftrace"
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="bpftrace needs root"),
+    pytest.mark.skipif(not shutil.which("bpftrace"), reason="bpftrace not installed"),
+]
+
+
+@pytest.fixture(scope="module")
+def target():
+    """lock_holder running for ~25 s (killed at the end); its printed facts."""
+    p = subprocess.Popen([str(HOLDER), "10000", "2"], stdout=subprocess.PIPE, text=True)
+    facts = {}
+    while len(facts) < 4:
+        line = p.stdout.readline()
+        assert line, "lock_holder exited early"
+        facts.update({k: int(v, 0) for k, v in re.findall(r"(\w+)=(0x[0-9a-f]+|\d+)", line)})
+    yield p.pid, facts
+    p.kill()
+    p.wait()
+
+
+def run_script(name: str, pid: int, run_s: float = 1.5) -> str:
+    """Start the script, wait until it attached (BEGIN printed), let it run,
+    then SIGINT like `timeout -s INT` and return everything it printed."""
+    bt = subprocess.Popen(["bpftrace", str(SCRIPTS / name), str(pid)], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    out = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = bt.stdout.readline()
+        if not line:
+            break
+        out.append(line)
+        if line.startswith("Tracing"):
+            time.sleep(run_s)
+            bt.send_signal(signal.SIGINT)
+            break
+    rest, _ = bt.communicate(timeout=30)
+    text = "".join(out) + rest
+    assert bt.returncode == 0, text
+    assert "Attaching" in text, text
+    return text
+
+
+def test_runqlat(target):
+    pid, _ = target
+    out = run_script("runqlat.bt", pid)
+    hist = out.split("@runq_usecs:", 1)[1]
+    assert sum(int(n) for n in re.findall(r"^\[[\d, KMG]+[\])]\s+(\d+) \|", hist, re.M)) > 0
+
+
+def test_offcpu(target):
+    pid, _ = target
+    out = run_script("offcpu.bt", pid)
+    assert int(re.search(r"@offcpu_total_usecs: (\d+)", out)[1]) > 0
+    assert "@offcpu_usecs[lock_holder," in out
+
+
+def test_mutex_hold_and_wait_per_mutex(target):
+    pid, f = target
+    out = run_script("mutex.bt", pid)
+    a = f["mutex"]
+    assert int(re.search(rf"@holds\[{a}\]: (\d+)", out)[1]) >= 100
+    hold = out.split(f"@hold_usecs[{a}]:", 1)[1].split("\n@", 1)[0]
+    # the holder's 2 ms holds land in [1K, 2K) or [2K, 4K) microseconds
+    two_ms = sum(int(n) for n in re.findall(r"^\[(?:1K, 2K|2K, 4K)\)\s+(\d+)", hold, re.M))
+    assert two_ms >= 50
+    assert f"@wait_usecs[{a}]:" in out
+
+
+def test_ctxsw(target):
+    pid, f = target
+    out = run_script("ctxsw.bt", pid)
+    assert re.search(r"^\d\d:\d\d:\d\d\s+\d+\s+\d+$", out, re.M)
+    assert int(re.search(rf"@voluntary\[{f['holder_tid']}, lock_holder\]: (\d+)", out)[1]) >= 100
