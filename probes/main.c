@@ -29,6 +29,7 @@
 #define MAX_STATS 32
 #define POLL_MS 100
 #define SYMS_REFRESH_NS 1000000000ull
+#define SYMS_FIRST_REFRESH_NS 5000000ull
 
 /* From the locks module, when linked in (aggregate histograms). */
 int locks_print_hist(void *state, FILE *out) __attribute__((weak));
@@ -262,11 +263,18 @@ static int poll_loop(struct loader *L)
 {
 	double dur = L->cli.opts.duration_s;
 	uint64_t deadline = dur > 0 ? L->meta.mono_start_ns + (uint64_t)(dur * 1e9) : 0;
-	uint64_t next_refresh = tt_now_ns() + SYMS_REFRESH_NS;
+	/* Symbols: the target maps its libraries just after exec, and may live
+	 * only briefly: refresh soon, then less and less often. */
+	uint64_t refresh_every = SYMS_FIRST_REFRESH_NS, next_refresh = tt_now_ns() + refresh_every;
 
 	while (!exiting) {
-		int err = L->ctx.rb ? ring_buffer__poll(L->ctx.rb, POLL_MS) : usleep(POLL_MS * 1000);
 		uint64_t now = tt_now_ns();
+		int timeout_ms = POLL_MS, err;
+
+		if (L->ctx.syms && next_refresh > now && (next_refresh - now) / 1000000 < POLL_MS)
+			timeout_ms = (int)((next_refresh - now) / 1000000) + 1;
+		err = L->ctx.rb ? ring_buffer__poll(L->ctx.rb, timeout_ms) : usleep(timeout_ms * 1000);
+		now = tt_now_ns();
 
 		if (err < 0 && err != -EINTR && errno != EINTR) {
 			fprintf(stderr, "tailtrace: polling ring buffers: %s\n", strerror(-err));
@@ -280,7 +288,9 @@ static int poll_loop(struct loader *L)
 			break;
 		if (L->ctx.syms && now >= next_refresh) {
 			syms_refresh(L->ctx.syms);
-			next_refresh = now + SYMS_REFRESH_NS;
+			if (refresh_every < SYMS_REFRESH_NS)
+				refresh_every *= 2;
+			next_refresh = now + refresh_every;
 		}
 	}
 	return 0;

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * busy NTHREADS SECONDS CPU: NTHREADS threads pinned to CPU, all at nice -20
- * (so other load on the machine barely takes the CPU from them), spin
- * together for SECONDS. Ground truth for run-queue tests: each thread is
- * runnable or running the whole window, running about 1/NTHREADS of it.
- * Prints one JSON line per thread: tid, its spin window, its own CPU time.
+ * busy NTHREADS SECONDS CPU: NTHREADS threads pinned to CPU spin together
+ * for SECONDS under SCHED_RR (equal priority: round robin, and ordinary load
+ * on a shared machine cannot take the CPU from them; nice -20 if RR is not
+ * permitted). Ground truth for run-queue tests: each thread is runnable or
+ * running the whole window, running about 1/NTHREADS of it.
+ * Prints one JSON line per thread: tid, its spin window, its own CPU time,
+ * the policy it got.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -22,6 +24,7 @@ struct worker {
 	pthread_t th;
 	int tid;
 	uint64_t t_start_ns, t_end_ns, cpu_ns;
+	const char *policy;
 };
 
 static pthread_barrier_t barrier;
@@ -46,7 +49,12 @@ static void *worker_main(void *arg)
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
 	sched_setaffinity(0, sizeof(set), &set);
-	setpriority(PRIO_PROCESS, (id_t)w->tid, -20);
+	if (sched_setscheduler(0, SCHED_RR, &(struct sched_param){ .sched_priority = 1 }) == 0) {
+		w->policy = "rr";
+	} else {
+		setpriority(PRIO_PROCESS, (id_t)w->tid, -20);
+		w->policy = "nice-20";
+	}
 	pthread_barrier_wait(&barrier);
 	c0 = thread_cpu_ns();
 	w->t_start_ns = tt_now_ns();
@@ -74,8 +82,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++)
 		pthread_join(w[i].th, NULL);
 	for (int i = 0; i < n; i++)
-		printf("{\"tid\": %d, \"t_start_ns\": %llu, \"t_end_ns\": %llu, \"cpu_ns\": %llu}\n",
-		       w[i].tid, (unsigned long long)w[i].t_start_ns,
+		printf("{\"tid\": %d, \"policy\": \"%s\", \"t_start_ns\": %llu, \"t_end_ns\": %llu, "
+		       "\"cpu_ns\": %llu}\n", w[i].tid, w[i].policy, (unsigned long long)w[i].t_start_ns,
 		       (unsigned long long)w[i].t_end_ns, (unsigned long long)w[i].cpu_ns);
 	return 0;
 }

@@ -1,0 +1,54 @@
+"""Helpers of the tailtrace integration tests (test_probes_*.py): run the
+loader on a workload with known behaviour, read the run directory back."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyze.schema import load_schema, read_records
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("TT_BUILD", ROOT / os.environ.get("BUILD", "build")))
+TAILTRACE = Path(os.environ.get("TAILTRACE", BUILD / "probes" / "tailtrace"))
+HELPERS = BUILD / "tests" / "probes"
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="loads BPF programs: needs root")
+
+
+def helper(name: str) -> str:
+    p = HELPERS / f"tt-{name}"
+    assert p.exists(), f"{p} missing: build first (cmake --build build)"
+    return str(p)
+
+
+def tailtrace(out: Path, *args: str, env: dict | None = None, timeout: float = 60,
+              **kw) -> subprocess.CompletedProcess:
+    assert TAILTRACE.exists(), f"{TAILTRACE} missing: build first (cmake --build build)"
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run([str(TAILTRACE), "--out", str(out), *args], capture_output=True,
+                          text=True, timeout=timeout, env=full_env, **kw)
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def meta(run_dir: Path) -> dict:
+    return json.loads((run_dir / "meta.json").read_text())
+
+
+def records(run_dir: Path, kind: str) -> np.ndarray:
+    schema = load_schema(run_dir)
+    return read_records(run_dir / schema["records"][kind]["file"], schema, kind)
+
+
+def clipped_sum(t0: np.ndarray, t1: np.ndarray, lo: int, hi: int) -> int:
+    """Total length of the intervals [t0, t1) inside [lo, hi)."""
+    a = np.clip(t0.astype(np.int64), lo, hi)
+    b = np.clip(t1.astype(np.int64), lo, hi)
+    return int((b - a).sum())
