@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * async: the libcurl multi interface on one event-loop thread ("async-loop"):
- * N transfer slots, each reusing its own easy handle (keep-alive). Closed
+ * N transfer slots, each reusing its own easy handle (keep-alive). The loop
+ * is the multi "socket" API on epoll: only sockets that are ready are
+ * serviced (curl_multi_perform would walk every transfer on each wakeup). Closed
  * loop: a slot starts its next request as soon as one completes. Open loop:
- * a timerfd (an extra fd of curl_multi_poll, ns precision) wakes the loop
- * when the next request is due; due requests
+ * a timerfd (ns precision) wakes the loop when the next request is due; due
+ * requests
  * wait in FIFO order (ids next_assign..next_due-1) for a free slot.
  * tid of every record is the loop thread.
  */
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -21,6 +24,8 @@
 #include "tt_clock.h"
 
 #define ASYNC_POLL_MAX_MS 100 /* notice the stop flag at least this often */
+#define ASYNC_NO_DEADLINE UINT64_MAX
+#define ASYNC_EVENTS 64
 
 struct async_slot {
 	struct hl_conn http;
@@ -40,6 +45,8 @@ struct async_model {
 	uint64_t next_due, next_assign; /* open loop */
 	bool sched_over;
 	int timer_fd;                /* open loop: fires at the next due time */
+	int epfd;                    /* curl's sockets + timer_fd */
+	uint64_t curl_deadline_ns;   /* curl's timer (CURLMOPT_TIMERFUNCTION) */
 	int rc;
 };
 
@@ -121,23 +128,92 @@ static uint64_t async_fill_open(struct async_model *m)
 	return m->sched_over || due <= now ? 0 : due;
 }
 
-/* Sleep in curl_multi_poll until a socket is ready, curl's own timer, the
- * next due time (timerfd), or ASYNC_POLL_MAX_MS. */
+/* CURLMOPT_SOCKETFUNCTION: watch what curl asks for on socket fd. */
+static int async_on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+	struct async_model *m = userp;
+	struct epoll_event ev = { .data.fd = fd };
+
+	if (what == CURL_POLL_REMOVE) {
+		epoll_ctl(m->epfd, EPOLL_CTL_DEL, fd, NULL);
+		return 0;
+	}
+	ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
+	if (epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev) && errno == ENOENT)
+		epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev);
+	return 0;
+}
+
+/* CURLMOPT_TIMERFUNCTION: curl wants a call after timeout_ms (-1: none). */
+static int async_on_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+	struct async_model *m = userp;
+
+	m->curl_deadline_ns = timeout_ms < 0 ? ASYNC_NO_DEADLINE
+					     : tt_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	return 0;
+}
+
+static void async_arm_due(struct async_model *m, uint64_t due_ns)
+{
+	struct itimerspec its = { 0 };
+
+	if (!due_ns || m->timer_fd < 0)
+		return;
+	its.it_value.tv_sec = (time_t)(due_ns / 1000000000ull);
+	its.it_value.tv_nsec = (long)(due_ns % 1000000000ull);
+	timerfd_settime(m->timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static int async_wait_ms(const struct async_model *m)
+{
+	uint64_t now = tt_now_ns();
+
+	if (m->curl_deadline_ns == ASYNC_NO_DEADLINE)
+		return ASYNC_POLL_MAX_MS;
+	if (m->curl_deadline_ns <= now)
+		return 0;
+	return (m->curl_deadline_ns - now + 999999) / 1000000 < ASYNC_POLL_MAX_MS
+		       ? (int)((m->curl_deadline_ns - now + 999999) / 1000000) : ASYNC_POLL_MAX_MS;
+}
+
+/* Wait for ready sockets, curl's timer, the next due time (timerfd) or
+ * ASYNC_POLL_MAX_MS; hand what happened to curl. */
 static void async_wait(struct async_model *m, uint64_t due_ns)
 {
-	struct curl_waitfd wfd = { .fd = m->timer_fd, .events = CURL_WAIT_POLLIN };
-	struct itimerspec its = { 0 };
-	uint64_t expirations;
+	struct epoll_event evs[ASYNC_EVENTS];
+	int n, running;
 
-	if (due_ns && m->timer_fd >= 0) {
-		its.it_value.tv_sec = (time_t)(due_ns / 1000000000ull);
-		its.it_value.tv_nsec = (long)(due_ns % 1000000000ull);
-		timerfd_settime(m->timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
+	async_arm_due(m, due_ns);
+	n = epoll_wait(m->epfd, evs, ASYNC_EVENTS, async_wait_ms(m));
+	for (int i = 0; i < n; i++) {
+		uint32_t e = evs[i].events;
+		uint64_t expirations;
+
+		if (evs[i].data.fd == m->timer_fd) {
+			if (read(m->timer_fd, &expirations, sizeof(expirations)) < 0)
+				expirations = 0;
+			continue;
+		}
+		curl_multi_socket_action(m->multi, evs[i].data.fd,
+					 (e & EPOLLIN ? CURL_CSELECT_IN : 0) |
+					 (e & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
+					 (e & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0), &running);
 	}
-	curl_multi_poll(m->multi, m->timer_fd >= 0 ? &wfd : NULL, m->timer_fd >= 0 ? 1 : 0,
-			ASYNC_POLL_MAX_MS, NULL);
-	if (m->timer_fd >= 0 && read(m->timer_fd, &expirations, sizeof(expirations)) < 0)
-		expirations = 0; /* not fired yet: EAGAIN */
+	if (m->curl_deadline_ns <= tt_now_ns()) {
+		m->curl_deadline_ns = ASYNC_NO_DEADLINE;
+		curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	}
+}
+
+static void async_drain_done(struct async_model *m)
+{
+	CURLMsg *msg;
+	int left;
+
+	while ((msg = curl_multi_info_read(m->multi, &left)))
+		if (msg->msg == CURLMSG_DONE)
+			async_finish(m, msg);
 }
 
 static bool async_over(const struct async_model *m, bool open)
@@ -152,8 +228,6 @@ static bool async_over(const struct async_model *m, bool open)
 static void async_loop(struct async_model *m)
 {
 	bool open = m->run->o->rate > 0;
-	int running, left;
-	CURLMsg *msg;
 
 	run_begin(m->run);
 	for (;;) {
@@ -165,15 +239,8 @@ static void async_loop(struct async_model *m)
 			async_fill_closed(m);
 		if (async_over(m, open))
 			break;
-		curl_multi_perform(m->multi, &running);
-		while ((msg = curl_multi_info_read(m->multi, &left)))
-			if (msg->msg == CURLMSG_DONE)
-				async_finish(m, msg);
-		if (async_over(m, open))
-			break;
-		if (m->nfree && (!open || m->next_assign < m->next_due))
-			continue; /* a slot is free and work is waiting: no sleep */
 		async_wait(m, due_ns);
+		async_drain_done(m);
 	}
 }
 
@@ -183,12 +250,23 @@ static int async_setup(struct async_model *m)
 
 	m->tid = (uint32_t)gettid();
 	m->timer_fd = m->run->o->rate > 0 ? timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC) : -1;
+	m->epfd = epoll_create1(EPOLL_CLOEXEC);
+	m->curl_deadline_ns = ASYNC_NO_DEADLINE;
 	m->multi = curl_multi_init();
 	m->slots = calloc(n, sizeof(*m->slots));
 	m->free_slots = calloc(n, sizeof(*m->free_slots));
-	if (!m->multi || !m->slots || !m->free_slots ||
+	if (m->epfd < 0 || !m->multi || !m->slots || !m->free_slots ||
 	    recbuf_init(&m->rb, run_initial_cap(m->run, 1)))
 		return -ENOMEM;
+	if (m->timer_fd >= 0) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = m->timer_fd };
+
+		epoll_ctl(m->epfd, EPOLL_CTL_ADD, m->timer_fd, &ev);
+	}
+	curl_multi_setopt(m->multi, CURLMOPT_SOCKETFUNCTION, async_on_socket);
+	curl_multi_setopt(m->multi, CURLMOPT_SOCKETDATA, m);
+	curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, async_on_timer);
+	curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
 	for (unsigned i = 0; i < n; i++) {
 		m->slots[i].index = i;
 		if (http_conn_init(&m->slots[i].http, m->run->o))
@@ -217,6 +295,8 @@ static void *async_main(void *arg)
 		curl_multi_cleanup(m->multi);
 	if (m->timer_fd >= 0)
 		close(m->timer_fd);
+	if (m->epfd >= 0)
+		close(m->epfd);
 	return NULL;
 }
 
@@ -246,7 +326,7 @@ static int async_affinity(const struct hl_opts *o, pthread_attr_t *attr)
 
 int model_async_run(struct hl_run *r)
 {
-	struct async_model m = { .run = r, .timer_fd = -1 };
+	struct async_model m = { .run = r, .timer_fd = -1, .epfd = -1 };
 	struct hl_recbuf *rbp = &m.rb;
 	pthread_attr_t attr;
 	pthread_t th;
