@@ -102,7 +102,7 @@ def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None) 
         probed = np.unique(pd.concat([v["tid"] for v in iv.values()]))
         iv["observed"] = iv["observed"][iv["observed"]["tid"].isin(probed)]
     allv = pd.concat(iv.values(), ignore_index=True)
-    tids = np.unique(allv["tid"].to_numpy())
+    tids = np.unique(allv["tid"].to_numpy(np.int64))
     t0 = min(int(t0_ns) or int(allv["s"].min()), int(allv["s"].min()))
 
     def key(tid, t):
@@ -110,7 +110,8 @@ def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None) 
         rel = np.clip(np.asarray(t, dtype=np.int64) - t0, 0, (1 << _KEY_SHIFT) - 1)
         return (ti << _KEY_SHIFT) | rel
 
-    b = np.unique(np.concatenate([key(allv["tid"], allv["s"]), key(allv["tid"], allv["e"])]))
+    b = np.sort(np.concatenate([key(allv["tid"], allv["s"]), key(allv["tid"], allv["e"])]))
+    b = b[np.r_[True, b[1:] != b[:-1]]]          # sorted unique boundaries
     nseg = len(b) - 1
     if nseg <= 0:
         return pd.DataFrame(columns=cols)
@@ -207,6 +208,11 @@ def _in_windows(s, e, win: np.ndarray) -> np.ndarray:
     return ok & (hi[np.clip(i, 0, None)] > s)
 
 
+def _pid_of(pids: dict, tid: np.ndarray) -> np.ndarray:
+    """pid of each tid (the tid itself when unknown)."""
+    return pd.Series(tid).map(pids).fillna(pd.Series(tid)).to_numpy(np.int64)
+
+
 def _names(run) -> dict[int, str]:
     t = run.tasks
     if t is None or t.empty:
@@ -214,9 +220,8 @@ def _names(run) -> dict[int, str]:
     return dict(zip(t["tid"].astype(int), t["comm"].astype(str)))
 
 
-def build_trace(run, decomp: pd.DataFrame, max_events: int = 300_000,
-                slow_windows: int = 40) -> tuple[dict, TraceInfo]:
-    """The trace as a dict ({"traceEvents": [...]}) and what it holds."""
+def _build(run, decomp: pd.DataFrame, max_events: int, slow_windows: int):
+    """(metadata events, [X-event DataFrames], other data, TraceInfo)."""
     info = TraceInfo(t0_ns=_t0(run, decomp))
     t0 = info.t0_ns
     states = df_thread_states(run, t0, observed=decomp)
@@ -257,7 +262,7 @@ def build_trace(run, decomp: pd.DataFrame, max_events: int = 300_000,
         rq = pd.DataFrame({
             "name": _band_names(lat), "cat": "request", "ph": "X",
             "ts": (s - t0) / 1e3, "dur": (e - s) / 1e3,
-            "pid": [pids.get(int(t), int(t)) for t in tid],
+            "pid": _pid_of(pids, tid),
             "tid": tid + lane * _TID_SPAN,
         })
         args = {"id": req["id"].to_numpy(), "conn": req["conn"].to_numpy(),
@@ -279,7 +284,7 @@ def build_trace(run, decomp: pd.DataFrame, max_events: int = 300_000,
         ev.append(pd.DataFrame({
             "name": states["state"].to_numpy(), "cat": "state", "ph": "X",
             "ts": (s - t0) / 1e3, "dur": (e - s) / 1e3,
-            "pid": [pids.get(int(t), int(t)) for t in tid],
+            "pid": _pid_of(pids, tid),
             "tid": tid + _STATE_LANE * _TID_SPAN,
         }))
         info.state_slices = len(states)
@@ -301,21 +306,35 @@ def build_trace(run, decomp: pd.DataFrame, max_events: int = 300_000,
         meta.append({"name": "thread_sort_index", "ph": "M", "pid": pids.get(t, t), "tid": tt,
                      "args": {"sort_index": t * 64 + (ln if ln != _STATE_LANE else 63)}})
     info.threads = len({t for t, _ in tracks})
+    info.events = len(meta) + sum(len(df) for df in ev)
+    other = {"tool": "tailtrace", "t0_mono_ns": t0, "truncated": info.truncated,
+             "note": info.note}
+    return meta, ev, other, info
+
+
+def build_trace(run, decomp: pd.DataFrame, max_events: int = 300_000,
+                slow_windows: int = 40) -> tuple[dict, TraceInfo]:
+    """The trace as a dict ({"traceEvents": [...]}) and what it holds."""
+    meta, ev, other, info = _build(run, decomp, max_events, slow_windows)
     events = [r for df in ev for r in df.to_dict("records")]
-    trace = {"traceEvents": meta + events,
-             "displayTimeUnit": "ms",
-             "otherData": {"tool": "tailtrace", "t0_mono_ns": t0,
-                           "truncated": info.truncated, "note": info.note}}
-    info.events = len(trace["traceEvents"])
-    return trace, info
+    return {"traceEvents": meta + events, "displayTimeUnit": "ms", "otherData": other}, info
 
 
-def write_trace(run, decomp: pd.DataFrame, path, max_events: int = 300_000) -> TraceInfo:
-    """Write trace.json; returns what it holds (for the report)."""
-    trace, info = build_trace(run, decomp, max_events=max_events)
+def write_trace(run, decomp: pd.DataFrame, path, max_events: int = 300_000,
+                slow_windows: int = 40) -> TraceInfo:
+    """Write trace.json (the same content as build_trace, serialised by pandas' C
+    encoder); returns what it holds (for the report)."""
+    meta, ev, other, info = _build(run, decomp, max_events, slow_windows)
+    parts = [json.dumps(m, ensure_ascii=False, default=_np_default) for m in meta]
+    parts += [df.to_json(orient="records", force_ascii=False, double_precision=15)[1:-1]
+              for df in ev if len(df)]
     tmp = os.fspath(path) + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(trace, f, separators=(",", ":"), ensure_ascii=False, default=_np_default)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write('{"traceEvents":[')
+        f.write(",".join(parts))
+        f.write('],"displayTimeUnit":"ms","otherData":')
+        f.write(json.dumps(other, ensure_ascii=False, default=_np_default))
+        f.write("}")
     os.replace(tmp, path)
     return info
 
