@@ -1,0 +1,35 @@
+"""--aggregate: in-kernel histograms only. 1000 x usleep(100) gives >= 1000
+blocked off-CPU intervals of >= 100 us and >= 1000 wakeup run-queue waits for
+that thread, printed runqlat-style and written to aggregate.json."""
+from __future__ import annotations
+
+import json
+
+from tt_run import helper, json_lines, meta, needs_root, tailtrace
+
+pytestmark = needs_root
+N, USEC = 1000, 100
+
+
+def test_aggregate_histograms_match_the_workload(tmp_path):
+    p = tailtrace(tmp_path, "--aggregate", "--events", "runq,switch", "--", helper("sleeper"),
+                  str(N), str(USEC))
+    assert p.returncode == 0, p.stderr
+    tid = json_lines(p.stdout)[0]["tid"]
+    assert "usecs" in p.stdout and "count    distribution" in p.stdout and "|****" in p.stdout
+    agg = json.loads((tmp_path / "aggregate.json").read_text())["metrics"]
+    for metric in ("offcpu", "runq"):
+        th = [t for t in agg[metric]["threads"] if t["tid"] == tid]
+        assert len(th) == 1, metric
+        h = th[0]
+        assert h["count"] >= N and h["comm"] == "tt-sleeper" and h["pid"] == tid
+        assert sum(b["count"] for b in h["buckets"]) == h["count"]
+        assert agg[metric]["total"]["count"] >= h["count"]
+    off = [t for t in agg["offcpu"]["threads"] if t["tid"] == tid][0]
+    # every sleep lasts >= 100 us: (almost) nothing below the 64-127 us bucket
+    short = sum(b["count"] for b in off["buckets"] if b["hi"] < 64)
+    assert short <= off["count"] * 0.01
+    assert off["sum_ns"] >= N * USEC * 1000
+    # no per-event records in this mode
+    assert not (tmp_path / "runq.bin").exists() and not (tmp_path / "switches.bin").exists()
+    assert meta(tmp_path)["options"]["aggregate"] is True

@@ -1,0 +1,215 @@
+"""tailtrace's target modes, exit paths and errors, with real BPF."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tt_run import TAILTRACE, helper, json_lines, meta, needs_root, records, tailtrace
+
+pytestmark = needs_root
+WAKEUP_NEW = 2
+
+
+def start_sleeper(n: int, usec: int) -> tuple[subprocess.Popen, int]:
+    p = subprocess.Popen([helper("sleeper"), str(n), str(usec)], stdout=subprocess.PIPE, text=True)
+    return p, json_lines(p.stdout.readline())[0]["tid"]
+
+
+def stop(p: subprocess.Popen) -> None:
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+
+
+def test_command_exit_status_is_propagated(tmp_path):
+    p = tailtrace(tmp_path, "--events", "runq,switch", "--", helper("sleeper"), "20", "100", "7")
+    assert p.returncode == 7, p.stderr
+    m = meta(tmp_path)
+    assert m["exit_status"] == 7 and m["incomplete"] is False
+    tid = json_lines(p.stdout)[0]["tid"]
+    assert (records(tmp_path, "switch")["tid"] == tid).sum() >= 20
+    assert p.stderr.splitlines()[0].startswith(f"tailtrace: attached to PID {tid} (events: runq,switch)")
+
+
+def test_held_child_is_traced_from_its_first_instruction(tmp_path):
+    p = tailtrace(tmp_path, "--events", "runq,switch", "--", helper("spawner"))
+    assert p.returncode == 0, p.stderr
+    info = json_lines(p.stdout)[0]
+    rq = records(tmp_path, "runq")
+    first = rq[rq["tid"] == info["early_tid"]]
+    # the thread main() starts before anything else is seen from its birth
+    assert (first["kind"] == WAKEUP_NEW).sum() == 1, (info, rq.tolist(), p.stderr)
+    assert first["waker_tid"][first["kind"] == WAKEUP_NEW][0] == info["tid"]
+    tasks = records(tmp_path, "task")
+    assert info["early_tid"] in tasks["tid"] and (tasks["pid"] == info["tid"]).all()
+
+
+def test_pid_mode_with_duration(tmp_path):
+    sl, tid = start_sleeper(100000, 1000)
+    try:
+        t0 = time.monotonic()
+        p = tailtrace(tmp_path, "--pid", str(tid), "--duration", "0.5", "--events", "switch")
+        elapsed = time.monotonic() - t0
+        assert p.returncode == 0, p.stderr
+        assert sl.poll() is None  # tracing a process does not stop it
+    finally:
+        stop(sl)
+    m = meta(tmp_path)
+    assert m["target"] == {"mode": "pid", "pid": tid, "comm": None, "cgroup": None, "cgroup_id": 0}
+    assert 0.5 <= m["duration_s"] < 5 and elapsed < 10
+    assert m["incomplete"] is False and m["exit_status"] is None
+    sw = records(tmp_path, "switch")
+    assert len(sw) >= 100 and (sw["pid"] == tid).all()  # ~1.1 ms per sleep for 0.5 s
+
+
+def test_pid_mode_stops_when_the_process_exits_and_keeps_its_records(tmp_path):
+    sl, tid = start_sleeper(300, 1000)  # ~0.4 s
+    try:
+        t0 = time.monotonic()
+        p = tailtrace(tmp_path, "--pid", str(tid), "--duration", "30", "--events", "switch")
+        elapsed = time.monotonic() - t0
+    finally:
+        stop(sl)
+    assert p.returncode == 0, p.stderr
+    assert elapsed < 10
+    assert len(records(tmp_path, "switch")) > 10 and meta(tmp_path)["incomplete"] is False
+
+
+def test_sigint_flushes_everything_and_marks_incomplete(tmp_path):
+    cmd = [str(TAILTRACE), "--out", str(tmp_path), "--events", "switch", "--",
+           helper("sleeper"), "1000000", "1000"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stderr.readline().startswith("tailtrace: attached to PID")
+        time.sleep(0.4)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    m = meta(tmp_path)
+    assert m["incomplete"] is True
+    assert m["events"]["switch"] == len(records(tmp_path, "switch")) > 50
+    assert "events written" in err and p.returncode != 0  # the child was stopped
+
+
+def test_comm_mode(tmp_path):
+    sl, tid = start_sleeper(100000, 1000)
+    try:
+        p = tailtrace(tmp_path, "--comm", "tt-sleeper", "--duration", "0.4", "--events", "switch")
+    finally:
+        stop(sl)
+    assert p.returncode == 0, p.stderr
+    sw = records(tmp_path, "switch")
+    assert (sw["tid"] == tid).sum() >= 50 and set(sw["pid"].tolist()) == {tid}
+
+
+def cgroup2_root() -> Path | None:
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        f = line.split()
+        if f[2] == "cgroup2":
+            return Path(f[1])
+    return None
+
+
+def test_cgroup_mode(tmp_path):
+    root = cgroup2_root()
+    if root is None:
+        pytest.skip("no cgroup2 mount")
+    cg = root / f"tt-test-{os.getpid()}"
+    cg.mkdir()
+    cg_id = os.stat(cg).st_ino
+    sl, tid = start_sleeper(100000, 1000)
+    other, other_tid = start_sleeper(100000, 1000)
+    try:
+        (cg / "cgroup.procs").write_text(str(tid))
+        p = tailtrace(tmp_path, "--cgroup", cg.name, "--duration", "0.4", "--events", "switch")
+    finally:
+        stop(sl)
+        stop(other)
+        cg.rmdir()
+    assert p.returncode == 0, p.stderr
+    sw = records(tmp_path, "switch")
+    assert (sw["tid"] == tid).sum() >= 50 and set(sw["pid"].tolist()) == {tid}
+    assert meta(tmp_path)["target"]["cgroup_id"] == cg_id
+
+
+def test_all_mode_sees_several_processes(tmp_path):
+    sl, tid = start_sleeper(100000, 1000)
+    try:
+        p = tailtrace(tmp_path, "--all", "--duration", "0.4", "--events", "switch,offcpu")
+    finally:
+        stop(sl)
+    assert p.returncode == 0, p.stderr
+    sw = records(tmp_path, "switch")
+    assert (sw["tid"] == tid).sum() >= 50 and len(set(sw["pid"].tolist())) >= 2
+    m = meta(tmp_path)
+    assert m["options"]["min_offcpu_us"] == 1000 and m["target"]["mode"] == "all"
+    short = sw[(sw["t_on_ns"] - sw["t_off_ns"]) < 1_000_000]
+    assert (short["kstack_id"] == -1).all()  # stacks only for >= 1 ms off-CPU
+
+
+def one_line_error(p: subprocess.CompletedProcess, *words: str) -> str:
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode != 0
+    assert len(lines) == 1 and lines[0].startswith("tailtrace: "), p.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+def test_error_bad_pid(tmp_path):
+    one_line_error(tailtrace(tmp_path, "--pid", "4194000", "--duration", "1"), "PID 4194000")
+
+
+def test_error_unknown_event(tmp_path):
+    p = tailtrace(tmp_path, "--events", "runq,bogus", "--", "true")
+    assert p.returncode == 2
+    one_line_error(p, "unknown event 'bogus'", "runq,switch,offcpu,locks,spans")
+
+
+def test_error_command_not_found(tmp_path):
+    p = tailtrace(tmp_path, "--events", "switch", "--", "/nonexistent/tt-no-such-cmd")
+    assert p.returncode == 127
+    errs = [l for l in p.stderr.splitlines() if "cannot run" in l]
+    assert errs and "No such file or directory" in errs[0]
+    assert meta(tmp_path)["exit_status"] == 127
+
+
+def test_error_missing_cgroup(tmp_path):
+    one_line_error(tailtrace(tmp_path, "--cgroup", "tt-no-such-group", "--duration", "1"),
+                   "cgroup 'tt-no-such-group' not found")
+
+
+def test_error_no_btf(tmp_path):
+    one_line_error(tailtrace(tmp_path, "--all", env={"TAILTRACE_BTF": "/nonexistent/vmlinux"}),
+                   "BTF", "CONFIG_DEBUG_INFO_BTF")
+
+
+def test_error_no_target_and_bad_numbers(tmp_path):
+    assert one_line_error(tailtrace(tmp_path), "no target")
+    one_line_error(tailtrace(tmp_path, "--duration", "soon", "--all"), "--duration 'soon'")
+
+
+def test_error_not_root(tmp_path):
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv (util-linux) not installed")
+    os.chmod(tmp_path, 0o777)
+    p = subprocess.run(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
+                        "--inh-caps=-all", str(TAILTRACE), "--out", str(tmp_path / "r"), "--all"],
+                       capture_output=True, text=True, timeout=30)
+    one_line_error(p, "needs root")
+
+
+def test_help_lists_every_option_with_defaults():
+    out = subprocess.run([str(TAILTRACE), "--help"], capture_output=True, text=True).stdout
+    for opt in ("--pid", "--comm", "--cgroup", "--all", "--duration", "--out", "--events",
+                "--span", "--ringbuf-mb", "--min-offcpu-us", "--aggregate", "-- CMD"):
+        assert opt in out
+    assert "default: runq,switch,offcpu,locks" in out and "default: 32" in out
