@@ -35,8 +35,8 @@ def binary():
 class Server:
     """A running orders-server; stop() returns (exit code, stderr, seconds to exit)."""
 
-    def __init__(self, *args):
-        self.proc = subprocess.Popen([binary(), "--port", "0", *args],
+    def __init__(self, *args, preexec_fn=None):
+        self.proc = subprocess.Popen([binary(), "--port", "0", *args], preexec_fn=preexec_fn,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self._ready_line()
         m = READY_RE.match(line)
@@ -380,6 +380,14 @@ def test_signal_stops_promptly_mid_request(sig):
     busy.close()
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", srv.port), timeout=1)
+
+
+def test_sigint_stops_a_background_job():
+    """Shells start background jobs with SIGINT ignored; the server must still stop on it."""
+    srv = Server("--workers", "1", preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    rc, err, elapsed_s = srv.stop(signal.SIGINT)
+    assert (rc, elapsed_s < 0.1) == (0, True), err
+    assert "stopped on Interrupt: 0 connections, 0 requests (0 errors)" in err
 
 
 def test_port_in_use_and_bad_flags(server):

@@ -148,6 +148,10 @@ int main(int argc, char **argv)
 	parse_args(argc, argv, &cfg);
 	raise_fd_limit();
 	signal(SIGPIPE, SIG_IGN);
+	/* A shell starts background jobs with SIGINT ignored, and an ignored
+	 * signal never reaches sigwaitinfo(): take both back. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
 	/* Workers inherit this mask: only the main thread takes the signals. */
 	sigemptyset(&stop_sigs);
 	sigaddset(&stop_sigs, SIGINT);
