@@ -45,12 +45,14 @@ class Server:
         self.url = f"http://127.0.0.1:{port}/orders"
 
     def stop(self):
+        """SIGTERM; returns the server's last stderr line (its connection/request counts)."""
         self.proc.send_signal(signal.SIGTERM)
         try:
-            self.proc.wait(timeout=10)
+            _, err = self.proc.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.proc.wait()
+            _, err = self.proc.communicate()
+        return err.strip().splitlines()[-1] if err.strip() else ""
 
 
 @pytest.fixture(scope="module")
@@ -93,10 +95,14 @@ def dead_port():
 # ---- closed loop, every model ----------------------------------------------------------
 
 @pytest.mark.parametrize("model", MODELS)
-def test_closed_loop_exact_counts(server, model, tmp_path):
+def test_closed_loop_exact_counts(model, tmp_path):
     out = tmp_path / "run"
-    r = httpload("--model", model, "--conns", 10, "--workers", 4, "--requests", 300,
-                 "--url", server.url, "--out", out, "--json")
+    server = Server("--workers", "2")  # our own, to count its connections
+    try:
+        r = httpload("--model", model, "--conns", 10, "--workers", 4, "--requests", 300,
+                     "--url", server.url, "--out", out, "--json")
+    finally:
+        served = server.stop()
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
     recs, wl = load_run(out)
@@ -126,6 +132,9 @@ def test_closed_loop_exact_counts(server, model, tmp_path):
         assert (mine["t_enqueue_ns"][1:] >= mine["t_end_ns"][:-1]).all()
     assert summary["requests"] == 300 and summary["errors"] == 0
     assert summary["model"] == model and summary["conns"] == 10
+    # keep-alive: one TCP connection per easy handle that ran, reused for all its requests
+    conns_opened = {"naive": 10, "pool": len(tids), "async": 10}[model]
+    assert f" {conns_opened} connections, 300 requests" in served, served
     assert summary["workers"] == {"naive": 10, "pool": 4, "async": 1}[model]
 
 

@@ -14,8 +14,10 @@ int recbuf_init(struct hl_recbuf *b, size_t cap)
 	b->err = 0;
 	b->cap = cap ? cap : 64;
 	b->recs = malloc(b->cap * sizeof(*b->recs));
-	if (!b->recs)
+	if (!b->recs) {
+		b->cap = 0; /* recbuf_push will try to grow it */
 		return -ENOMEM;
+	}
 	memset(b->recs, 0, b->cap * sizeof(*b->recs)); /* fault pages in now, off the hot path */
 	return 0;
 }
