@@ -1,9 +1,10 @@
-"""Third-party targets: Debian's nginx (--pid of its worker, under wrk) and a pycurl client
+"""Third-party targets: Debian's nginx (--pid of its worker under wrk, --span on
+ngx_http_process_request) and a pycurl client
 (-- CMD with --span libcurl.so.4:curl_easy_perform). Neither was built by us.
 
 Oracles: nginx's single worker process is the only process serving wrk, so run-queue records of
-that pid must exist while wrk keeps it busy, and the target must still be alive afterwards
-(run.sh attaches, it does not own the target). The pycurl script calls curl_easy_perform exactly
+that pid must exist while wrk keeps it busy, every span must be on that worker, and the target
+must still be alive afterwards (run.sh attaches, it does not own the target). The pycurl script calls curl_easy_perform exactly
 --requests times, so there are exactly that many outer spans, each returning CURLE_OK (0).
 """
 import subprocess
@@ -25,7 +26,8 @@ def test_nginx_worker_by_pid_under_wrk(nginx, tmp_path):
     wrk = subprocess.Popen(["wrk", "-t1", "-c16", "-d60s", nginx.url], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
     try:
-        p = run_sh("--pid", worker, "--duration", 3, "--out", out, check=True)
+        run_sh("--pid", worker, "--duration", 3, "--span", "/usr/sbin/nginx:ngx_http_process_request",
+               "--out", out, check=True)
     finally:
         wrk.terminate()
         wrk.wait(10)
@@ -37,6 +39,12 @@ def test_nginx_worker_by_pid_under_wrk(nginx, tmp_path):
     assert len(mine) > 0, "no run-queue record of the nginx worker under wrk load"
     assert (mine["t_run_ns"] >= mine["t_runnable_ns"]).all()
     assert len(read_records(out, "switches.bin", "switch")) > 0
+    # Each HTTP request wrk sent is one ngx_http_process_request call in that worker: the requests.
+    spans = read_records(out, "spans.bin", "span")
+    outer = spans[spans["depth"] == 0]
+    assert len(outer) > 100 and (outer["tid"] == worker).all()
+    assert (outer["t_end_ns"] > outer["t_start_ns"]).all()
+    assert load_json(out / "summary.json")["requests"] == len(outer)
     sched = load_json(out / "summary.json")["sched"]
     assert sched["runq_p50_us"] >= 0 and sched["runq_p99_us"] >= sched["runq_p50_us"]
     threads = pd.read_csv(out / "threads.csv")
