@@ -340,9 +340,13 @@ def test_sigterm_flushes_partial_results(server, model, tmp_path):
 
 
 def test_progress_plain_lines_when_not_a_tty(server):
-    r = httpload("--model", "pool", "--conns", 2, "--duration", 2.3, "--rate", 100,
+    # not a terminal: a plain line every ~2 s (one at 2 s here) and one at the end
+    r = httpload("--model", "pool", "--conns", 2, "--duration", 3, "--rate", 100,
                  "--url", server.url, "--progress")
     assert r.returncode == 0, r.stderr
-    lines = [l for l in r.stderr.splitlines() if "done" in l]
-    assert len(lines) >= 1 and "\r" not in r.stderr
-    assert lines[0].split()[0].isdigit() and "/ 2.3 s" in lines[0]
+    lines = [l for l in r.stderr.splitlines() if "done," in l]
+    assert len(lines) >= 2 and "\r" not in r.stderr, r.stderr
+    assert all(l.split()[0].isdigit() and l.endswith("/ 3.0 s") for l in lines)
+    first_elapsed = float(lines[0].split(",")[1].split("/")[0])
+    assert 1.9 <= first_elapsed < 3.0
+    assert int(lines[-1].split()[0]) == 300  # final count: 3 s at 100/s

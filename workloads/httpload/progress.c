@@ -51,10 +51,9 @@ static void *progress_main(void *arg)
 			progress_line(p);
 	}
 	pthread_mutex_unlock(&p->lock);
-	if (p->tty) { /* final state, then leave the line */
-		progress_line(p);
+	progress_line(p); /* the final state */
+	if (p->tty)
 		fputc('\n', stderr);
-	}
 	return NULL;
 }
 

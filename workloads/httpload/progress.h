@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* --progress: "done/total, elapsed" on stderr; every ~0.5 s on a terminal
- * (one live line), every ~2 s as plain lines otherwise. */
+ * (one live line), every ~2 s as plain lines otherwise; a last line at the end. */
 #ifndef HL_PROGRESS_H
 #define HL_PROGRESS_H
 #include "run.h"
