@@ -64,8 +64,15 @@ def test_contender_waits_on_the_right_mutex(run):
     # it mostly arrives while the holder sleeps 2 ms with A held
     waited = on_a[wait_ms >= 0.5]
     assert len(waited) >= 30
-    assert wait_ms.max() <= 2.5 + 5  # never longer than one hold, plus scheduling slack
     assert (waited["flags"] & CONTENDED).all()
+    # A is only ever taken by the holder and the contender, so a long wait
+    # ends after the holder let A go: a holder release (unlock entry) falls
+    # inside [t_request, t_acquired]. Allow 10% exceptions: under heavy load
+    # the uprobe trap itself can be preempted for 0.5 ms with A free.
+    rel = np.sort(r[(r["tid"] == f["holder_tid"]) & (r["mutex"] == f["mutex"])]["t_released_ns"])
+    lo = np.searchsorted(rel, waited["t_request_ns"], side="right")
+    hi = np.searchsorted(rel, waited["t_acquired_ns"], side="left")
+    assert (hi > lo).mean() >= 0.9
 
 
 def test_intervals_are_ordered_and_closed(run):
@@ -113,3 +120,30 @@ def test_stacks_name_the_acquiring_functions(run):
         assert -1 not in ids and ids <= stacks.keys()
         for i in ids:
             assert stacks[i][0].startswith(func + "+0x") and stacks[i][0].endswith("(lock_holder)")
+
+
+def test_aggregate_histograms_instead_of_records(tmp_path):
+    p = tailtrace(tmp_path, "--events", "locks", "--aggregate", "--", str(HOLDER), "20", "2")
+    assert p.returncode == 0, p.stderr
+    f = facts(p.stdout)
+    assert not (tmp_path / "locks.bin").exists()
+    metrics = json.loads((tmp_path / "aggregate.json").read_text())["metrics"]
+    hold = {t["tid"]: t for t in metrics["lock_hold"]["threads"]}[f["holder_tid"]]
+    assert hold["count"] == 20  # 20 releases of A (its only mutex)
+    assert sum(b["count"] for b in hold["buckets"] if b["lo"] >= 1024) == 20  # all >= ~2 ms
+    wait = {t["tid"]: t for t in metrics["lock_wait"]["threads"]}[f["contender_tid"]]
+    assert wait["count"] == f["contender_acquisitions"] + 1  # + mutex T in phase 3
+
+
+def test_lost_records_are_counted(tmp_path):
+    """One-page ring buffer: records are lost, and every pair is either
+    written or counted lost (plus a few libc-internal mutex uses)."""
+    n = 20000
+    p = tailtrace(tmp_path, "--events", "locks", "--ringbuf-mb", "0", "--",
+                  str(HOLDER), "pairs", str(n))
+    assert p.returncode == 0, p.stderr
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    written, lost = meta["events"]["locks"], meta["lost_events"]["locks"]
+    assert lost > 0
+    assert written == len(read_records(tmp_path / "locks.bin", load_schema(tmp_path), "lock"))
+    assert n <= written + lost <= n + 20
