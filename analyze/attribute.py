@@ -149,8 +149,8 @@ def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None) -> str:
     s = (f"{head} spent {share * 100:.0f}% of their time {label}: "
          f"{g_ex:.1f} ms of the {ex:.1f} ms excess over the median is {noun}.")
     if g == "runnable":
-        s += (f" ({row['runq_wakeup_ms']:.1f} ms after wakeups, "
-              f"{row['runq_preempt_ms']:.1f} ms after preemption per request.)")
+        s += (f" (Mean per request: {row['runq_wakeup_ms']:.1f} ms runnable after wakeups, "
+              f"{row['runq_preempt_ms']:.1f} ms after preemption.)")
     if decomp["oncpu_ns"].isna().all():
         s += " No scheduler events were recorded: on-CPU, runnable and blocked time are unknown."
     caveats = []

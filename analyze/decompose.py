@@ -229,9 +229,11 @@ def _traced(run, req: pd.DataFrame) -> np.ndarray:
     """
     ok = np.ones(len(req), dtype=bool)
     if len(run.tasks):
-        seen = np.unique(np.concatenate([run.tasks["tid"].to_numpy(), run.switches["tid"].to_numpy(),
-                                         run.runq["tid"].to_numpy()]))
-        ok &= np.isin(req["tid"].to_numpy(), seen)
+        tids, inv = np.unique(req["tid"].to_numpy(), return_inverse=True)
+        seen = np.zeros(len(tids), dtype=bool)
+        for df in (run.tasks, run.switches, run.runq):
+            seen |= np.isin(tids, df["tid"].to_numpy())
+        ok &= seen[inv.reshape(-1)]
     t0, t1 = run.meta.get("mono_start_ns"), run.meta.get("mono_end_ns")
     if t0:
         ok &= req["t_start_ns"].to_numpy() >= int(t0)

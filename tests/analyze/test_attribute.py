@@ -90,7 +90,8 @@ def test_headline_names_the_dominant_part_with_figures():
     s = headline(d, df_bands(d))
     assert s == ("≥P99 requests (n=10, mean 24.5 ms) spent 76% of their time runnable "
                  "(waiting for a CPU): 18.5 ms of the 23.3 ms excess over the median is "
-                 "scheduler delay. (16.5 ms after wakeups, 2.0 ms after preemption per request.)")
+                 "scheduler delay. (Mean per request: 16.5 ms runnable after wakeups, 2.0 ms after "
+                 "preemption.)")
 
 
 def test_headline_when_queue_wait_dominates_and_closure_is_poor():
