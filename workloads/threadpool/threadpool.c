@@ -31,6 +31,7 @@ struct tp_pool {
 	pthread_cond_t nonempty;
 	struct tp_task *ring; /* FIFO: ring[(head + i) & (cap - 1)] */
 	size_t cap, head, count;
+	unsigned idle;        /* workers waiting on nonempty: only they need a signal */
 	bool stopping, joined, numa;
 	unsigned nworkers;
 	struct tp_worker *workers;
@@ -106,8 +107,11 @@ static void *worker_main(void *arg)
 	for (;;) {
 		struct tp_task t;
 
-		while (p->count == 0 && !p->stopping)
+		while (p->count == 0 && !p->stopping) {
+			p->idle++;
 			pthread_cond_wait(&p->nonempty, &p->lock);
+			p->idle--;
+		}
 		if (p->count == 0)
 			break; /* stopping and nothing left */
 		t = queue_pop(p);
@@ -257,6 +261,7 @@ int tp_submit(struct tp_pool *p, tp_task_fn fn, void *arg)
 
 int tp_submit_batch(struct tp_pool *p, const struct tp_task *tasks, size_t n)
 {
+	unsigned idle;
 	int err;
 
 	if (n == 0)
@@ -265,13 +270,15 @@ int tp_submit_batch(struct tp_pool *p, const struct tp_task *tasks, size_t n)
 	err = p->stopping ? -ESHUTDOWN : queue_reserve(p, n);
 	for (size_t i = 0; !err && i < n; i++)
 		queue_push(p, &tasks[i]);
+	idle = p->idle; /* busy workers re-check the queue before they wait */
 	pthread_mutex_unlock(&p->lock);
 	if (err)
 		return err;
-	if (n == 1)
-		pthread_cond_signal(&p->nonempty);
-	else
+	if (n >= idle && idle > 1)
 		pthread_cond_broadcast(&p->nonempty);
+	else
+		for (size_t i = 0; i < n && i < idle; i++)
+			pthread_cond_signal(&p->nonempty);
 	return 0;
 }
 
