@@ -164,7 +164,8 @@ def test_json_consistent_with_records(server, tmp_path):
     # workload.json = the same object plus the parameters
     for k in JSON_KEYS:
         assert wl[k] == s[k]
-    assert wl["url"] == server.url and wl["rate"] is None and wl["numa"] is False
+    assert wl["url"] == server.url and wl["rate"] is None
+    assert wl["numa"] is False and wl["numa_active"] is False
     assert wl["requests_planned"] == 400 and wl["duration_s"] is None
     assert wl["wall_start"].endswith("Z") and "T" in wl["wall_start"]
 

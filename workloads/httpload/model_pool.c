@@ -178,6 +178,7 @@ int model_pool_run(struct hl_run *r)
 	pthread_mutex_init(&m.lock, NULL);
 	pthread_cond_init(&m.all_done, NULL);
 	r->nthreads = nw;
+	r->numa_active = tp_numa_active(m.pool);
 	for (unsigned i = 0; i < nw; i++) {
 		struct pool_worker *pw = tp_worker_mem(m.pool, i);
 

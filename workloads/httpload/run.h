@@ -29,6 +29,7 @@ struct hl_run {
 	uint64_t done;         /* completed requests (atomic, for --progress) */
 	pid_t pid;
 	unsigned nthreads;     /* threads that execute requests */
+	bool numa_active;      /* pool: --numa on took effect (>= 2 nodes) */
 	struct hl_recbuf **bufs; /* one record buffer per such thread */
 	struct tt_request *recs; /* run_collect(): all records, sorted by id */
 	size_t nrecs;

@@ -87,7 +87,8 @@ static void json_params(FILE *f, const struct hl_run *r)
 		json_string(f, r->o->cpus_arg);
 	else
 		fprintf(f, "null");
-	fprintf(f, ", \"numa\": %s", r->o->numa ? "true" : "false");
+	fprintf(f, ", \"numa\": %s, \"numa_active\": %s", r->o->numa ? "true" : "false",
+		r->numa_active ? "true" : "false");
 	if (r->o->duration_s > 0)
 		fprintf(f, ", \"duration_s\": %.6g, \"requests_planned\": null", r->o->duration_s);
 	else
