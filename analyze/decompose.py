@@ -242,8 +242,15 @@ def _traced(run, req: pd.DataFrame) -> np.ndarray:
     return ok
 
 
+def valid_requests(req: pd.DataFrame) -> np.ndarray:
+    """Requests with usable times: 0 < t_enqueue ≤ t_start ≤ t_end (others never finished
+    or were recorded wrongly; df_decompose leaves them out and summary.json counts them)."""
+    e, s, t = (req[c].to_numpy() for c in ("t_enqueue_ns", "t_start_ns", "t_end_ns"))
+    return (e > 0) & (e <= s) & (s <= t)
+
+
 def df_decompose(run) -> pd.DataFrame:
-    """One row per request: its latency split into parts, and whether they close.
+    """One row per valid request (valid_requests): its latency split into parts, and whether they close.
 
     Columns: id, conn, tid, status, t_enqueue_ns, t_start_ns, t_end_ns,
     latency_ns (t_end − t_start, service time), e2e_ns (t_end − t_enqueue),
@@ -253,7 +260,7 @@ def df_decompose(run) -> pd.DataFrame:
     Parts are NaN where the stream they come from is absent or the request's
     thread/window was not traced; such requests do not close.
     """
-    req = run.requests
+    req = run.requests[valid_requests(run.requests)]
     out = req[["id", "conn", "tid", "status", "t_enqueue_ns", "t_start_ns", "t_end_ns"]].reset_index(drop=True)
     out["latency_ns"] = out["t_end_ns"] - out["t_start_ns"]
     out["e2e_ns"] = out["t_end_ns"] - out["t_enqueue_ns"]

@@ -30,7 +30,8 @@ def _oncpu_slices(sw: pd.DataFrame) -> pd.DataFrame:
     s = sw.sort_values(["tid", "t_off_ns"], kind="stable")
     tid = s["tid"].to_numpy()
     nxt_off = np.roll(s["t_off_ns"].to_numpy(), -1)
-    same = np.append(tid[1:] == tid[:-1], False)
+    same = np.zeros(len(tid), dtype=bool)
+    same[:-1] = tid[1:] == tid[:-1]
     dur = np.where(same, nxt_off - s["t_on_ns"].to_numpy(), 0)
     return pd.DataFrame({"tid": tid, "cpu": s["cpu_on"].to_numpy(),
                          "t_start_ns": s["t_on_ns"].to_numpy(),

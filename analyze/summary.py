@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .attribute import headline, spearman_runnable, tail_excess
-from .decompose import PARTS
+from .decompose import PARTS, valid_requests
 
 MS = 1e6
 
@@ -83,6 +83,10 @@ def _warnings(run, decomp) -> list:
                      "requests may not close (use a bigger --ringbuf-mb)")
     if run.meta.get("incomplete"):
         w.append("the capture was stopped early (meta.json incomplete=true)")
+    bad = int((~valid_requests(run.requests)).sum())
+    if bad:
+        w.append(f"{bad} request records have no valid start/end times (0 < t_enqueue ≤ t_start "
+                 "≤ t_end fails): left out of every figure except 'requests' and 'errors'")
     if "traced" in decomp and len(decomp) and not decomp["traced"].all():
         w.append(f"{int((~decomp['traced']).sum())} requests ran on threads or at times "
                  "the probes did not cover: their parts are unknown")
@@ -93,9 +97,8 @@ def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict:
     """The dict written as summary.json (see module doc for the keys)."""
     wl = run.workload or {}
     req = run.requests
-    t0 = req["t_enqueue_ns"].min() if len(req) else 0
-    t1 = req["t_end_ns"].max() if len(req) else 0
-    dur_s = (t1 - t0) / 1e9 if len(req) else 0.0
+    ok = req[valid_requests(req)]
+    dur_s = (ok["t_end_ns"].max() - ok["t_enqueue_ns"].min()) / 1e9 if len(ok) else 0.0
     attribution = {}
     for b, row in bands.iterrows():
         a = {"n": int(row["n"]), "latency_ms": row["latency_ms"], "e2e_ms": row["e2e_ms"]}
@@ -109,7 +112,7 @@ def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict:
         "workers": wl.get("workers", int(req["tid"].nunique())),
         "requests": int(len(req)),
         "errors": int(_failed(req["status"]).sum()),
-        "throughput_rps": len(req) / dur_s if dur_s > 0 else None,
+        "throughput_rps": len(ok) / dur_s if dur_s > 0 else None,
         "latency_ms": _pcts(decomp["latency_ns"], {"avg": "avg", "p50": 50, "p90": 90, "p99": 99,
                                                    "p999": 99.9, "max": "max"}),
         "e2e_ms": _pcts(decomp["e2e_ns"], {"avg": "avg", "p50": 50, "p99": 99, "max": "max"}),

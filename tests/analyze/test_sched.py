@@ -77,3 +77,10 @@ def test_locks_table():
     assert r["wait_p50_ns"] == 500 * US and r["symbol"] == "0x1000"
     assert r["top_stack"] == "order_add;handle_request;worker_main;start_thread"
     assert t.iloc[1]["contended"] == 0 and t.iloc[1]["top_stack"] == ""
+
+
+def test_empty_streams_give_empty_tables_with_columns():
+    run = make_run(switches=[], runq=[], locks=[], tasks=[])
+    assert len(df_threads(run)) == 0 and "cpus" in df_threads(run).columns
+    assert len(df_locks(run)) == 0 and "top_stack" in df_locks(run).columns
+    assert len(df_runq_hist(run)) == 0 and len(df_cpu_placement(run)) == 0

@@ -68,3 +68,16 @@ def test_run_without_scheduler_streams_still_summarises():
     assert s["attribution"]["≥P99"]["oncpu_ms"] is None
     assert "No scheduler events were recorded" in s["headline"]
     json.dumps(s, allow_nan=False)
+
+
+def test_requests_without_valid_times_are_left_out_and_counted():
+    run = make_run(requests=[req(0, 1, 0, 10 * MS), req(1, 1, 20 * MS, 30 * MS),
+                             dict(req(2, 1, 5 * MS, 0), t_end_ns=0, status=-42)],
+                   switches=[], runq=[], locks=[])
+    d = df_decompose(run)
+    assert d["id"].tolist() == [0, 1]
+    s = summary_dict(run, d, df_bands(d))
+    assert s["requests"] == 3 and s["errors"] == 1
+    assert s["latency_ms"]["max"] == pytest.approx(10) and s["closure_ratio"] == 1.0
+    assert s["throughput_rps"] == pytest.approx(2 / 0.030)
+    assert any(w.startswith("1 request records have no valid") for w in s["warnings"])
