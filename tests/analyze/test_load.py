@@ -152,3 +152,18 @@ def test_empty_stream_file_loads_as_present_and_empty(tmp_path, schema):
     run = load_run(full_run(tmp_path, schema, locks=[]))
     assert run.has("locks") and len(run.locks) == 0
     assert isinstance(run.locks, pd.DataFrame)
+
+
+def test_bin_files_decompose_exactly(tmp_path, schema):
+    """The whole path: records on disk -> load_run -> df_decompose, exact parts."""
+    from analyze.decompose import df_decompose
+    d = write_run(tmp_path / "r", schema,
+                  requests=[req(0, 7, 0, 10 * MS, t_enqueue=-1 * MS)],
+                  switches=[off(7, 1 * MS, 10 * MS)], runq=[rq(7, 4 * MS, 10 * MS)], locks=[],
+                  tasks=[task(7, "pool-w0")],
+                  meta={"mono_start_ns": T0 - 5 * MS, "mono_end_ns": T0 + 20 * MS,
+                        "lost_events": {"runq": 0}})
+    row = df_decompose(load_run(d)).iloc[0]
+    assert [row[c] for c in ("queue_wait_ns", "oncpu_ns", "runq_wakeup_ns", "runq_preempt_ns",
+                             "lock_wait_ns", "blocked_ns")] == [1 * MS, 1 * MS, 6 * MS, 0, 0, 3 * MS]
+    assert bool(row["closes"]) and bool(row["traced"])
