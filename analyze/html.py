@@ -11,6 +11,7 @@ import base64
 import html
 import math
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -82,12 +83,41 @@ def fmt_text(v) -> str:
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
 
+def fmt_stack(v) -> list:
+    """'a;b;c' frames (leaf first) as a list, for one frame per line."""
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":
+        return ["–"]
+    return str(v).split(";")
+
+
+def fmt_us(v) -> str:
+    f = _num(v)
+    return "–" if f is None else f"{f:,.1f} µs"
+
+
+def fmt_value(v) -> str:
+    """A meta/workload value for people: argv lists shell-quoted, dicts as k=v."""
+    if isinstance(v, (list, tuple)):
+        return shlex.join(str(x) for x in v)
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={fmt_value(x)}" for k, x in v.items()
+                         if x not in (None, "", [], {}))
+    return fmt_text(v)
+
+
 def fmt_hex(v) -> str:
     f = _num(v)
     return fmt_text(v) if f is None else f"0x{int(f):x}"
 
 
 _TEXT_TD = ' class="t"'
+
+
+def _cell(v) -> str:
+    """Escaped cell content; a list (stack frames) becomes one frame per line."""
+    if isinstance(v, list):
+        return '<span class="stack">' + "<br>".join(esc(x) for x in v) + "</span>"
+    return esc(v)
 
 
 def _table(df: pd.DataFrame, cols: Iterable[tuple[str, str, Callable[[Any], str]]],
@@ -98,8 +128,8 @@ def _table(df: pd.DataFrame, cols: Iterable[tuple[str, str, Callable[[Any], str]
     rows = []
     for idx, r in df.iterrows():
         cells = "".join(
-            f"<td{_TEXT_TD if f in (fmt_text, fmt_hex) else ''}>"
-            f"{esc(f(idx if c == '__index__' else r[c]))}</td>" for c, _, f in cols)
+            f"<td{_TEXT_TD if f in (fmt_text, fmt_hex, fmt_stack) else ''}>"
+            f"{_cell(f(idx if c == '__index__' else r[c]))}</td>" for c, _, f in cols)
         rows.append(f"<tr>{cells}</tr>")
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
@@ -168,15 +198,17 @@ def _header(inp: ReportInputs) -> str:
 
 def _what_was_run(inp: ReportInputs) -> str:
     m, w = inp.meta, inp.workload
-    params = ", ".join(f"{k}={v}" for k, v in w.items()
-                       if not isinstance(v, (dict, list)) and k not in
-                       ("requests", "errors", "throughput_rps", "latency_ms"))
+    params = fmt_value({k: v for k, v in w.items()
+                        if not isinstance(v, (dict, list)) and v is not False
+                        and not k.endswith(("_ns", "_ms_summary")) and k not in
+                        ("requests", "errors", "throughput_rps", "wall_start", "pid",
+                         "command")})
     hooks = m.get("hooks") or {}
     dur = None
     if _num(m.get("mono_end_ns")) and _num(m.get("mono_start_ns")):
         dur = f"{(m['mono_end_ns'] - m['mono_start_ns']) / 1e9:.2f} s"
-    rows = [("command", m.get("command") or w.get("command")),
-            ("target", m.get("target")),
+    rows = [("command", fmt_value(m.get("command") or w.get("command"))),
+            ("target", fmt_value(m.get("target"))),
             ("workload", params or None),
             ("kernel", m.get("kernel")),
             ("CPUs", m.get("ncpus")),
@@ -298,8 +330,8 @@ def _scheduler(inp: ReportInputs) -> str:
         body += _needs("Run-queue latency needs the runq stream (tailtrace --events runq).")
     sch = inp.summary.get("sched") or {}
     if sch:
-        body += _kv([("run-queue latency P50", f"{fmt_text(sch.get('runq_p50_us'))} µs"),
-                     ("run-queue latency P99", f"{fmt_text(sch.get('runq_p99_us'))} µs"),
+        body += _kv([("run-queue latency P50", fmt_us(sch.get("runq_p50_us"))),
+                     ("run-queue latency P99", fmt_us(sch.get("runq_p99_us"))),
                      ("voluntary switches", fmt_int(sch.get("voluntary"))),
                      ("involuntary switches (preemptions)", fmt_int(sch.get("involuntary"))),
                      ("migrations", fmt_int(sch.get("migrations")))])
@@ -337,7 +369,7 @@ def _locks(inp: ReportInputs) -> str:
             ("acquisitions", "acquisitions", fmt_int), ("contended", "contended", fmt_int),
             ("hold_p50_ns", "hold P50 ms", fmt_ns_ms), ("hold_p99_ns", "hold P99 ms", fmt_ns_ms),
             ("wait_p50_ns", "wait P50 ms", fmt_ns_ms), ("wait_p99_ns", "wait P99 ms", fmt_ns_ms),
-            ("top_stack", "top stack", fmt_text)], "num") + _p("All mutexes: locks.csv.", "small")
+            ("top_stack", "top stack (leaf first)", fmt_stack)], "num") + _p("All mutexes: locks.csv.", "small")
     if ch is not None and not ch.empty:
         verdicts = ch["verdict"].value_counts() if "verdict" in ch else pd.Series(dtype=int)
         vtxt = "; ".join(f"{v}: {n}" for v, n in verdicts.items())
@@ -436,6 +468,8 @@ img{max-width:100%;height:auto;display:block;margin:10px 0}
 .legend{font-size:12.5px}.sw{display:inline-block;width:11px;height:11px;margin-right:4px;
  vertical-align:-1px;border-radius:2px}
 a{color:#2763b8}
+.stack{font:11.5px/1.35 ui-monospace,Menlo,Consolas,monospace;word-break:break-all}
+table.num td.t .stack{display:inline-block;max-width:420px}
 """
 
 

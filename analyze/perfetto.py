@@ -8,8 +8,8 @@ Tracks (pid = process, tid = track):
     Running / Runnable / Lock wait / Blocked, back to back, never overlapping.
 Timestamps are µs relative to the run start (meta.json mono_start_ns, else the
 first event). Thread states come from the probe streams: Runnable = a runq
-interval, Lock wait = between lock() entry and acquisition (not runnable),
-Blocked = off CPU otherwise (switches), Running = the rest of the thread's
+interval, Lock wait = off CPU between lock() entry and acquisition (not
+runnable), Blocked = off CPU otherwise (switches), Running = the rest of the thread's
 observed life. Everything is built with numpy over all threads at once.
 
 Big runs are capped: when the trace would exceed `max_events`, only windows
@@ -88,8 +88,9 @@ def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None) 
     Each thread is observed from its first to its last probe event (a mutex
     held counts, and so does a request in `observed`: tid, t_start_ns, t_end_ns,
     e.g. the decomposition); inside,
-    every ns is in exactly one state (priority Runnable > Lock wait > Blocked >
-    Running). Adjacent segments of the same state are merged.
+    every ns is in exactly one state, as decompose.py counts them: Runnable (a
+    runq interval), else off CPU inside a lock wait: Lock wait, else off CPU:
+    Blocked, else Running. Adjacent segments of the same state are merged.
     """
     iv = _intervals(run)
     cols = ["tid", "state", "t_start_ns", "t_end_ns"]
@@ -129,7 +130,7 @@ def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None) 
     runnable = covered(iv.get("runnable"))
     lock = covered(iv.get("lock"))
     off = covered(iv.get("off"))
-    state = np.where(runnable, 1, np.where(lock, 2, np.where(off, 3, 0)))
+    state = np.where(runnable, 1, np.where(off, np.where(lock, 2, 3), 0))
     idx = np.flatnonzero(valid)
     st = state[idx]
     new = np.ones(len(idx), dtype=bool)

@@ -272,7 +272,7 @@ def plot_cpu_placement(placement: pd.DataFrame, path, names: Mapping[int, str] |
     if m.empty or m.to_numpy().sum() == 0:
         return _empty(path, title, "no on-CPU data (needs the sched probe)")
     tot = m.sum(axis=1)
-    m = m.loc[tot.sort_values(ascending=False).index[:top]]
+    m = m.loc[tot.sort_values(ascending=False).index[:top]].sort_index()
     share = m.div(m.sum(axis=1).replace(0, np.nan), axis=0).fillna(0)
     names = names or {}
     rows = [f"{names.get(t, '')} {t}".strip() for t in share.index]

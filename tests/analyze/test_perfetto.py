@@ -130,3 +130,25 @@ def test_cap_keeps_windows_around_slowest():
     assert len(ids) < 400
     _check_nesting(trace["traceEvents"])
     assert np.isfinite([e["ts"] for e in x]).all()
+
+
+def test_state_tracks_agree_with_the_decomposition(tmp_path):
+    """Clipped to a request's window, the state track sums to that request's parts."""
+    from analyze.decompose import df_decompose
+    from analyze.load import load_run
+
+    synth.make_run(tmp_path, 200)
+    run = load_run(tmp_path)
+    d = df_decompose(run)
+    st = perfetto.df_thread_states(run, 0, observed=d)
+    parts = {"Running": ["oncpu_ns"], "Runnable": ["runq_wakeup_ns", "runq_preempt_ns"],
+             "Lock wait": ["lock_wait_ns"], "Blocked": ["blocked_ns"]}
+    picked = d[(d["id"] % 10 == 5) | (d["id"] % 100 == 50) | (d["id"] < 8)]
+    assert len(picked) == 20 + 2 + 7       # id 5 is in two groups
+    for r in picked.itertuples():
+        s = st[st["tid"] == r.tid]
+        lo = np.maximum(s["t_start_ns"], r.t_start_ns)
+        hi = np.minimum(s["t_end_ns"], r.t_end_ns)
+        dur = (hi - lo).clip(lower=0).groupby(s["state"]).sum()
+        for state, cols in parts.items():
+            assert dur.get(state, 0) == sum(getattr(r, c) for c in cols), (r.id, state)
