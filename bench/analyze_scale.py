@@ -130,10 +130,20 @@ def analyse(run_dir: Path) -> dict:
     rho = spearman_runnable(d)
     h = headline(d, b, run)
     t.append(time.perf_counter())
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # Not part of the target, reported apart: the other views report.py builds.
+    from analyze.lockchain import df_lock_chains
+    from analyze.sched import df_locks, df_runq_hist, df_threads
+    chains = df_lock_chains(run, d)
+    t.append(time.perf_counter())
+    df_threads(run), df_locks(run), df_runq_hist(run)
+    t.append(time.perf_counter())
     return {"rows": {s: len(getattr(run, s)) for s in ("requests", "switches", "runq", "locks")},
             "load_s": t[1] - t[0], "decompose_s": t[2] - t[1], "attribute_s": t[3] - t[2],
             "total_s": t[3] - t[0], "closure_ratio": float(d["closes"].mean()),
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "peak_rss_mib": rss, "lockchain_s": t[4] - t[3], "lock_chains": len(chains),
+            "sched_views_s": t[5] - t[4],
+            "peak_rss_all_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "excess_ms": te["excess_ms"], "spearman_runnable": rho, "headline": h}
 
 
@@ -174,6 +184,9 @@ def main(argv=None) -> int:
             print(f"{label:26s} load {r['load_s']:6.2f} s  decompose {r['decompose_s']:6.2f} s  "
                   f"attribute {r['attribute_s']:5.2f} s  total {r['total_s']:6.2f} s  "
                   f"peak RSS {r['peak_rss_mib']:7.0f} MiB  closure {r['closure_ratio']:.4f}")
+            print(f"{'':26s} (outside the target: lock chains {r['lockchain_s']:.2f} s for "
+                  f"{r['lock_chains']} waits, threads/locks/runq views {r['sched_views_s']:.2f} s, "
+                  f"peak RSS with them {r['peak_rss_all_mib']:.0f} MiB)")
             ok &= r["total_s"] <= 60 and r["peak_rss_mib"] <= 6 * 1024 and r["closure_ratio"] == 1.0
         print("headline:", r["headline"])
         print("target (full size): ≤ 60 s and ≤ 6144 MiB, every request closes:",
