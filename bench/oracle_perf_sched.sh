@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Oracle for tailtrace's run-queue latency: one httpload run (default naive
+# model, 100 connections, against orders-server) recorded at the same time by
+# tailtrace (runq + switch) and by `perf sched record`; then per thread, the
+# summed run-queue delay from tailtrace (runq.bin) vs perf sched timehist
+# (sch delay + waits after preemption), for the 10 busiest threads.
+# Acceptance: every one within 10% (bench/oracle_compare.py prints PASS/FAIL
+# and sets the exit status).
+#
+#   bench/oracle_perf_sched.sh [--requests N] [--conns C] [--model M] [--top K] [--tol F] [--out DIR]
+#   bench/oracle_perf_sched.sh --requests 2000 --conns 10     # smoke test, a few seconds
+#
+# Run as root. The orders-server it starts is stopped on exit, Ctrl-C included.
+set -euo pipefail
+ME=oracle_perf_sched.sh
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$TOP/build}
+REQUESTS=200000
+CONNS=100
+MODEL=naive
+TOPN=10
+TOL=0.10
+SERVER_WORKERS=$(nproc)
+OUT=""
+SERVER_PID=""
+TMP=$(mktemp -d)
+. "$TOP/bench/tt_bench_lib.sh"
+
+usage() {
+	cat <<EOF
+usage: bench/oracle_perf_sched.sh [options]
+  --requests N   httpload requests (default $REQUESTS)
+  --conns C      httpload connections (default $CONNS)
+  --model M      httpload model: naive, pool or async (default $MODEL)
+  --top K        busiest threads compared (default $TOPN)
+  --tol F        relative tolerance (default $TOL)
+  --out DIR      keep everything here (default results/<UTC time>-oracle-perf-sched)
+  -h, --help     this help
+EOF
+}
+
+while [ "$#" -gt 0 ]; do
+	case $1 in
+	--requests) REQUESTS=$(num_arg "$1" "${2-}"); shift ;;
+	--conns) CONNS=$(num_arg "$1" "${2-}"); shift ;;
+	--model) MODEL=${2-}; shift ;;
+	--top) TOPN=$(num_arg "$1" "${2-}"); shift ;;
+	--tol) TOL=${2-}; shift ;;
+	--out) OUT=${2-}; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) die "unknown option '$1' (see --help)" ;;
+	esac
+	shift
+done
+[[ $MODEL =~ ^(naive|pool|async)$ ]] || die "--model expects naive, pool or async, got '$MODEL'"
+[ "$(id -u)" -eq 0 ] || die "needs root (perf sched record and BPF): run it as root"
+command -v perf >/dev/null || die "perf not found: apt-get install linux-perf"
+TAILTRACE=$BUILD/probes/tailtrace
+HTTPLOAD=$BUILD/workloads/httpload/httpload
+need_bin "$TAILTRACE"
+need_bin "$HTTPLOAD"
+need_bin "$BUILD/workloads/server/orders-server"
+OUT=${OUT:-results/$(date -u +%Y%m%dT%H%M%SZ)-oracle-perf-sched}
+mkdir -p "$OUT"
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	stop_pid "$SERVER_PID"
+	rm -rf "$TMP"
+	exit "$rc"
+}
+trap cleanup EXIT INT TERM
+
+start_server "$SERVER_WORKERS"
+echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS --requests $REQUESTS"
+# perf sched record is system-wide; tailtrace follows only httpload's threads.
+perf sched record -m 64M -o "$OUT/perf.data" -- \
+	"$TAILTRACE" --events runq,switch --out "$OUT/tailtrace" -- \
+	"$HTTPLOAD" --model "$MODEL" --conns "$CONNS" --requests "$REQUESTS" \
+	--url "http://127.0.0.1:$SERVER_PORT/orders" --out "$OUT/httpload" \
+	>"$OUT/httpload.txt" 2>"$OUT/record.err" || {
+	rc=$?
+	cat "$OUT/record.err" >&2
+	die "the recorded run failed with exit status $rc (see $OUT/record.err)"
+}
+grep '^tailtrace: events written' "$OUT/record.err" || true
+grep -i 'lost' "$OUT/record.err" | grep -v '^tailtrace' || true
+perf sched timehist --state -i "$OUT/perf.data" >"$OUT/timehist.txt" 2>"$OUT/timehist.err" ||
+	die "perf sched timehist failed: $(tail -1 "$OUT/timehist.err")"
+grep -i 'lost' "$OUT/timehist.err" || true
+echo "$ME: tailtrace lost events: $(json_get "$OUT/tailtrace/meta.json" 'd["lost_events"]')"
+python3 "$TOP/bench/oracle_compare.py" --run "$OUT/tailtrace" --timehist "$OUT/timehist.txt" \
+	--top "$TOPN" --tol "$TOL"

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Overhead of tracing on httpload throughput (default: naive model, 100
+# connections, against one orders-server), alternating the modes in every
+# round (A B C D, then D C B A, ...) so that drift on a shared machine hits
+# them alike:
+#   none       httpload alone
+#   default    tailtrace with its default events (runq,switch,offcpu,locks) -- httpload
+#   aggregate  tailtrace --aggregate -- httpload
+#   perf       perf sched record -- httpload
+# Prints median throughput per mode, its ratio to `none`, and the events
+# tailtrace lost. Targets: default >= 0.90, aggregate >= 0.97.
+#
+#   bench/overhead.sh [--requests N] [--conns C] [--model M] [--repeats R] [--modes LIST] [--out DIR]
+#   bench/overhead.sh --requests 2000 --conns 10 --repeats 1    # smoke test, a few seconds
+#
+# Run as root. Raw results: OUT/results.jsonl. The orders-server it starts is
+# stopped on exit, Ctrl-C included.
+set -euo pipefail
+ME=overhead.sh
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$TOP/build}
+REQUESTS=200000
+CONNS=100
+MODEL=naive
+REPEATS=5
+MODES=none,default,aggregate,perf
+SERVER_WORKERS=$(nproc)
+OUT=""
+SERVER_PID=""
+TMP=$(mktemp -d)
+. "$TOP/bench/tt_bench_lib.sh"
+
+usage() {
+	cat <<EOF
+usage: bench/overhead.sh [options]
+  --requests N   httpload requests per measurement (default $REQUESTS)
+  --conns C      httpload connections (default $CONNS)
+  --model M      httpload model: naive, pool or async (default $MODEL)
+  --repeats R    rounds; each round runs every mode once (default $REPEATS)
+  --modes LIST   of none,default,aggregate,perf (default $MODES)
+  --out DIR      raw results (default results/<UTC time>-bench-overhead)
+  -h, --help     this help
+EOF
+}
+
+while [ "$#" -gt 0 ]; do
+	case $1 in
+	--requests) REQUESTS=$(num_arg "$1" "${2-}"); shift ;;
+	--conns) CONNS=$(num_arg "$1" "${2-}"); shift ;;
+	--model) MODEL=${2-}; shift ;;
+	--repeats) REPEATS=$(num_arg "$1" "${2-}"); shift ;;
+	--modes) MODES=${2-}; shift ;;
+	--out) OUT=${2-}; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) die "unknown option '$1' (see --help)" ;;
+	esac
+	shift
+done
+[[ $MODEL =~ ^(naive|pool|async)$ ]] || die "--model expects naive, pool or async, got '$MODEL'"
+[[ $MODES =~ ^(none|default|aggregate|perf)(,(none|default|aggregate|perf))*$ ]] ||
+	die "--modes expects a list of none,default,aggregate,perf, got '$MODES'"
+[[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline of every ratio)"
+[ "$REPEATS" -ge 1 ] || die "--repeats must be at least 1"
+[ "$(id -u)" -eq 0 ] || die "needs root (BPF, perf): run it as root"
+TAILTRACE=$BUILD/probes/tailtrace
+HTTPLOAD=$BUILD/workloads/httpload/httpload
+need_bin "$TAILTRACE"
+need_bin "$HTTPLOAD"
+need_bin "$BUILD/workloads/server/orders-server"
+[[ ,$MODES, != *,perf,* ]] || command -v perf >/dev/null || die "perf not found: apt-get install linux-perf"
+OUT=${OUT:-results/$(date -u +%Y%m%dT%H%M%SZ)-bench-overhead}
+mkdir -p "$OUT"
+RESULTS=$OUT/results.jsonl
+: >"$RESULTS"
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	stop_pid "$SERVER_PID"
+	rm -rf "$TMP"
+	exit "$rc"
+}
+trap cleanup EXIT INT TERM
+
+measure() { # mode round: one httpload run under that mode; appends a JSON line
+	local mode=$1 round=$2 run="$TMP/tt" lost="null" line
+	local load=("$HTTPLOAD" --model "$MODEL" --conns "$CONNS" --requests "$REQUESTS"
+		--url "http://127.0.0.1:$SERVER_PORT/orders" --json)
+	rm -rf "$run"
+	case $mode in
+	none) "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
+	default) "$TAILTRACE" --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
+	aggregate) "$TAILTRACE" --aggregate --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
+	perf) perf sched record -o "$TMP/perf.data" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
+	esac || die "$mode run $round failed: $(grep -v '^\[' "$TMP/err" | tail -2)"
+	line=$(grep '^{' "$TMP/out" | tail -1)
+	[ -n "$line" ] || die "$mode run $round: httpload printed no JSON summary"
+	[ ! -f "$run/meta.json" ] || lost=$(json_get "$run/meta.json" 'json.dumps(d["lost_events"])')
+	python3 -c 'import json,sys
+s = json.loads(sys.argv[3])
+print(json.dumps({"mode": sys.argv[1], "round": int(sys.argv[2]), "rps": s["throughput_rps"],
+                  "errors": s["errors"], "requests": s["requests"], "lost": json.loads(sys.argv[4])}))' \
+		"$mode" "$round" "$line" "$lost" >>"$RESULTS"
+	rm -f "$TMP/perf.data"
+	printf '%s: round %d %-9s %10.1f req/s  lost %s\n' "$ME" "$round" "$mode" \
+		"$(json_get <(echo "$line") 'd["throughput_rps"]')" "$lost"
+}
+
+start_server "$SERVER_WORKERS"
+echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS" \
+	"--requests $REQUESTS; $REPEATS rounds of $MODES"
+IFS=, read -r -a modes <<<"$MODES"
+for round in $(seq "$REPEATS"); do
+	order=("${modes[@]}")
+	if [ $((round % 2)) -eq 0 ]; then # ABCD, DCBA, ...
+		order=()
+		for ((i = ${#modes[@]} - 1; i >= 0; i--)); do order+=("${modes[i]}"); done
+	fi
+	for mode in "${order[@]}"; do measure "$mode" "$round"; done
+done
+
+python3 - "$RESULTS" <<'PY'
+import json, statistics, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+modes = list(dict.fromkeys(r["mode"] for r in rows))
+med = {m: statistics.median(r["rps"] for r in rows if r["mode"] == m) for m in modes}
+target = {"default": 0.90, "aggregate": 0.97}
+print(f"\n{'mode':10} {'median req/s':>13} {'ratio':>7} {'target':>7}  lost events (sum over runs)")
+for m in modes:
+    lost = {}
+    for r in rows:
+        if r["mode"] == m and r["lost"]:
+            for k, v in r["lost"].items():
+                lost[k] = lost.get(k, 0) + v
+    ratio = med[m] / med["none"] if med["none"] else float("nan")
+    t = target.get(m)
+    verdict = "" if t is None else (" ok" if ratio >= t else " BELOW")
+    print(f"{m:10} {med[m]:>13.1f} {ratio:>7.3f} {('>= %.2f' % t) if t else '':>7}{verdict}  "
+          f"{json.dumps(lost) if lost else '-'}")
+errors = sum(r["errors"] for r in rows)
+if errors:
+    print(f"warning: {errors} request errors in total (see results.jsonl)")
+PY
+echo "$ME: raw results in $RESULTS"

@@ -1,0 +1,40 @@
+# Shared by bench/oracle_perf_sched.sh and bench/overhead.sh (sourced, not run).
+# Needs: ME (script name), BUILD, TMP. Sets SERVER_PID, SERVER_PORT.
+
+die() { echo "$ME: $*" >&2; exit 2; }
+
+num_arg() { # option value: a non-negative integer
+	[[ $2 =~ ^[0-9]+$ ]] || die "$1 expects a non-negative integer, got '$2' (see --help)"
+	echo "$2"
+}
+
+need_bin() { # path what-builds-it
+	[ -x "$1" ] || die "$1 missing: build first (cmake -S . -B build -G Ninja && cmake --build build)"
+}
+
+stop_pid() { # pid: TERM, then KILL after 5 s; reaps it
+	local pid=$1 i
+	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+start_server() { # workers: orders-server on an ephemeral port
+	"$BUILD/workloads/server/orders-server" --port 0 --workers "$1" \
+		>"$TMP/server.out" 2>"$TMP/server.err" &
+	SERVER_PID=$!
+	local i
+	for i in $(seq 50); do
+		grep -q '^orders-server: listening on' "$TMP/server.out" 2>/dev/null && break
+		kill -0 "$SERVER_PID" 2>/dev/null || die "orders-server failed: $(cat "$TMP/server.err")"
+		sleep 0.1
+	done
+	SERVER_PORT=$(sed -n 's/^orders-server: listening on .*:\([0-9]*\) workers=.*/\1/p' "$TMP/server.out")
+	[ -n "$SERVER_PORT" ] || die "orders-server printed no ready line within 5 s"
+}
+
+json_get() { # file python-expression-on-d
+	python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
+}
