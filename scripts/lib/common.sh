@@ -145,6 +145,14 @@ pg_start() {
 	[ -z "${RUN_DIR:-}" ] || echo "$PG_PID $(basename "$1")" >>"$RUN_DIR/pids.txt"
 }
 
+# pid_running PID: the process exists and is not a zombie.
+pid_running() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	[ "${stat%% *}" != Z ]
+}
+
 pg_alive() { kill -0 -- "-$1" 2>/dev/null; }
 
 # pg_stop PGID SIGNAL TIMEOUT_S: signal the group, wait, then SIGKILL what remains.

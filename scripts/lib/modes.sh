@@ -120,10 +120,10 @@ mode_sweep() {
 		done
 	done
 	[ "${#runs[@]}" -gt 0 ] || die "every sweep run failed: ${failed[*]}"
-	phase "sweep summary"
-	python3 "$TT_TOP/scripts/lib/runinfo.py" table "${runs[@]}" || true
-	phase "comparison: python3 -m analyze compare ... --out $sweep_dir"
-	python3 -m analyze compare "${runs[@]}" --out "$sweep_dir" || log "analyze compare failed (error above)"
+	# analyze compare prints the seed's table: throughput, avg, P99, max, runnable share of >=P99.
+	phase "comparison: python3 -m analyze compare ${runs[*]##*/} --out $sweep_dir"
+	python3 -m analyze compare "${runs[@]}" --out "$sweep_dir" ||
+		die "analyze compare failed (error above); each run's report is in its directory under $sweep_dir"
 	[ ! -f "$sweep_dir/compare.html" ] || log "comparison report: $sweep_dir/compare.html"
 	[ "${#failed[@]}" = 0 ] || die "some sweep runs failed: ${failed[*]}"
 }
@@ -149,7 +149,7 @@ sweep_passthrough_args() {
 
 # mode_thirdparty: --pid PID / --comm NAME for DURATION, or -- CMD ARGS.
 mode_thirdparty() {
-	local label pids rc=0 t0 t1 comm
+	local label pids rc=0 comm
 	prepare
 	if [ "$MODE" = cmd ]; then
 		command -v "${CMD[0]}" >/dev/null 2>&1 || die "command not found: ${CMD[0]}; give a path or install it"
@@ -166,24 +166,22 @@ mode_thirdparty() {
 			die "no running process is named '$TARGET_COMM' (check with: pgrep -a $TARGET_COMM); start it first"
 		label=$(label_default "$TARGET_COMM")
 	else
-		kill -0 "$TARGET_PID" 2>/dev/null || die "no process $TARGET_PID (check with: ps -p $TARGET_PID); give a running PID"
+		pid_running "$TARGET_PID" || die "no process $TARGET_PID (check with: ps -p $TARGET_PID); give a running PID"
 		pids=$TARGET_PID
 		comm=$(cat "/proc/$TARGET_PID/comm" 2>/dev/null || echo proc)
 		label=$(label_default "$comm-pid$TARGET_PID")
 	fi
 	run_dir_make "$label"
 	phase "recording: tailtrace on pid(s) $pids for ${DURATION}s"
-	t0=$(date +%s.%N)
 	record_pid "$RUN_DIR" "$pids" || rc=$?
-	t1=$(date +%s.%N)
 	[ "$rc" = 0 ] || die "tailtrace failed (exit $rc, message above); partial data in $RUN_DIR"
-	finish_run "$RUN_DIR" "$label" || rc=1
-	if [ -n "$TARGET_PID" ] && ! kill -0 "$TARGET_PID" 2>/dev/null &&
-		awk -v a="$t0" -v b="$t1" -v d="$DURATION" 'BEGIN{exit !((b - a) < d - 0.5)}'; then
+	if [ -n "$TARGET_PID" ] && ! pid_running "$TARGET_PID"; then
 		json_mark_incomplete "$RUN_DIR" "target exited before --duration"
-		die "target $TARGET_PID exited before the ${DURATION}s were up; the run covers only its last moments: use -- CMD to run it under tailtrace from the start"
+		finish_run "$RUN_DIR" "$label" || true
+		die "target $TARGET_PID exited during the ${DURATION}s; the run holds only what happened before:" \
+			"to trace a short-lived program from its start, run it as: ./run.sh -- CMD ARGS"
 	fi
-	return "$rc"
+	finish_run "$RUN_DIR" "$label"
 }
 
 # mode_diff A B: differential flame graphs of B against A, written into B.

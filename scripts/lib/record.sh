@@ -136,8 +136,26 @@ record_pid() {
 	perf_pids "$dir" "$pids"
 	pg_start - "${TT_ARGS[@]}" --duration "$DURATION"
 	TT_PID=$PG_PID
+	progress_wait "$TT_PID" "$DURATION"
 	pg_wait "$TT_PID" || rc=$?
 	TT_PID=""
 	perf_stop "$dir"
 	return "$rc"
+}
+
+# progress_wait PID TOTAL_S: elapsed / total while PID runs; a live line on a terminal,
+# a plain line every 5 s otherwise.
+progress_wait() {
+	local pid=$1 total_s=$2 t0 el_s
+	t0=$(date +%s)
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep 1
+		el_s=$(($(date +%s) - t0))
+		if [ -t 2 ]; then
+			printf '\r%s: tracing %ds / %ss ' "$TT_ME" "$el_s" "$total_s" >&2
+		elif ((el_s % 5 == 0)); then
+			log "tracing ${el_s}s / ${total_s}s"
+		fi
+	done
+	if [ -t 2 ]; then printf '\n' >&2; fi
 }

@@ -2,7 +2,6 @@
 
     runinfo.py write-run DIR LABEL ARGV...     run.json: how run.sh was invoked
     runinfo.py mark-incomplete DIR REASON      meta.json: "incomplete": true
-    runinfo.py table DIR...                    the summary table of one or more runs
 
 Exit status 0 on success, 1 with a one-line message otherwise.
 """
@@ -11,8 +10,6 @@ import os
 import platform
 import sys
 import time
-
-from summary_table import format_table, rows_from_runs
 
 
 def json_write_atomic(path, obj):
@@ -53,17 +50,11 @@ def cmd_mark_incomplete(run_dir, reason):
     json_write_atomic(path, meta)
 
 
-def cmd_table(*run_dirs):
-    rows = rows_from_runs(run_dirs)
-    print(format_table(rows))
-
-
 def main(argv):
-    cmds = {"write-run": (cmd_write_run, 2), "mark-incomplete": (cmd_mark_incomplete, 2),
-            "table": (cmd_table, 1)}
+    cmds = {"write-run": (cmd_write_run, 2), "mark-incomplete": (cmd_mark_incomplete, 2)}
     if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 < cmds[argv[1]][1]:
-        print("runinfo.py: usage: write-run DIR LABEL ARGV... | mark-incomplete DIR REASON | "
-              "table DIR...", file=sys.stderr)
+        print("runinfo.py: usage: write-run DIR LABEL ARGV... | mark-incomplete DIR REASON",
+              file=sys.stderr)
         return 1
     fn = cmds[argv[1]][0]
     try:

@@ -116,3 +116,16 @@ def test_sigint_mid_run_leaves_nothing_and_marks_incomplete(tmp_path):
     assert len(read_records(out, "requests.bin", "request")) > 0
     assert len(read_records(out, "runq.bin", "runq")) > 0
     assert "incomplete" in err and str(out) in err
+
+
+@needs_root
+def test_target_exiting_early_is_reported_and_run_marked_incomplete(tmp_path):
+    # A detached sleep (reparented, so it is reaped when it exits) that dies 2 s into a 30 s trace.
+    pid = int(subprocess.run(["sh", "-c", "sleep 2 >/dev/null 2>&1 & echo $!"], capture_output=True,
+                             text=True, check=True).stdout)
+    out = tmp_path / "early"
+    p = run_sh("--pid", pid, "--duration", 30, "--out", out)
+    assert p.returncode != 0
+    assert f"target {pid} exited during the 30s" in p.stderr and "./run.sh -- CMD" in p.stderr
+    meta = load_json(out / "meta.json")
+    assert meta["incomplete"] is True and meta["duration_s"] < 30

@@ -14,8 +14,8 @@ def test_sweep_runs_each_combination_and_compares(tmp_path):
     for label in ["naive-c4", "pool-c4"]:
         s = load_json(out / label / "summary.json")
         assert s["requests"] == 300 and s["conns"] == 4 and s["workload"] == label.split("-")[0]
-        # The sweep's table prints each run with its throughput.
-        assert re.search(rf"^{label}\s+\d+\s", p.stdout, re.M), p.stdout
+        # The comparison table lists each run with its throughput and its runnable share of >=P99.
+        assert re.search(rf"^{label}\s+[\d,]+/s\s.*\d+%$", p.stdout, re.M), p.stdout
     assert (out / "compare.html").is_file()
 
 
