@@ -364,13 +364,19 @@ def _locks(inp: ReportInputs) -> str:
         return _section("locks", "Locks", _needs(msg))
     body = ""
     if lk is not None and not lk.empty:
+        if "symbol" in lk and (lk["symbol"].astype(str) ==
+                               lk["mutex"].map(fmt_hex)).all():
+            lk = lk.drop(columns="symbol")        # unresolved: the address says it all
         body += "<h3>Mutexes</h3>" + _table(lk.head(20), [
             ("mutex", "mutex", fmt_hex), ("symbol", "symbol", fmt_text),
             ("acquisitions", "acquisitions", fmt_int), ("contended", "contended", fmt_int),
             ("hold_p50_ns", "hold P50 ms", fmt_ns_ms), ("hold_p99_ns", "hold P99 ms", fmt_ns_ms),
             ("wait_p50_ns", "wait P50 ms", fmt_ns_ms), ("wait_p99_ns", "wait P99 ms", fmt_ns_ms),
             ("top_stack", "top stack (leaf first)", fmt_stack)], "num") + _p("All mutexes: locks.csv.", "small")
-    if ch is not None and not ch.empty:
+    if ch is None or ch.empty:
+        body += _p("No mutex wait happened inside a request (lock chains are built for waits "
+                   "inside request windows only).", "small")
+    else:
         verdicts = ch["verdict"].value_counts() if "verdict" in ch else pd.Series(dtype=int)
         vtxt = "; ".join(f"{v}: {n}" for v, n in verdicts.items())
         sort = "wait_ns" if "wait_ns" in ch else ch.columns[0]
@@ -468,8 +474,8 @@ img{max-width:100%;height:auto;display:block;margin:10px 0}
 .legend{font-size:12.5px}.sw{display:inline-block;width:11px;height:11px;margin-right:4px;
  vertical-align:-1px;border-radius:2px}
 a{color:#2763b8}
-.stack{font:11.5px/1.35 ui-monospace,Menlo,Consolas,monospace;word-break:break-all}
-table.num td.t .stack{display:inline-block;max-width:420px}
+.stack{font:11.5px/1.35 ui-monospace,Menlo,Consolas,monospace;overflow-wrap:anywhere}
+table.num td.t .stack{display:inline-block;min-width:300px;max-width:460px}
 """
 
 
