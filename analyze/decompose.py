@@ -145,79 +145,84 @@ STATE_COLS = ["oncpu_ns", "runq_wakeup_ns", "runq_preempt_ns", "lock_wait_ns", "
               "offcpu_ns", "closure_err"]
 
 
+_EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def _offcpu(run, axis, k_s, k_e, lat):
+    """(Σ off-CPU, on-CPU = window − |∪ off-CPU|, ∪ off-CPU) per window, from switches."""
+    sw = run.switches
+    o_s, o_e = axis.intervals(sw["tid"].to_numpy(), sw["t_off_ns"].to_numpy(),
+                              sw["t_on_ns"].to_numpy())
+    off_sum = window_sum(o_s, o_e, k_s, k_e).astype(np.float64)
+    ou = iv_union(o_s, o_e)
+    del o_s, o_e
+    return off_sum, lat - window_sum(*ou, k_s, k_e, disjoint=True), ou
+
+
+def _runnable(run, axis, k_s, k_e, ou):
+    """(wakeup, preempt, |runnable ∩ off-CPU|) per window and the set runnable ∩ off-CPU."""
+    rq = run.runq
+    pre = (rq["kind"] == "preempt").to_numpy()
+    r_t, r_a, r_b = rq["tid"].to_numpy(), rq["t_runnable_ns"].to_numpy(), rq["t_run_ns"].to_numpy()
+    p_s, p_e = axis.intervals(r_t[pre], r_a[pre], r_b[pre])
+    u_s, u_e = axis.intervals(r_t[~pre], r_a[~pre], r_b[~pre])
+    rq_p = window_sum(p_s, p_e, k_s, k_e).astype(np.float64)
+    rq_w = window_sum(u_s, u_e, k_s, k_e).astype(np.float64)
+    if ou is None:
+        return rq_w, rq_p, np.zeros(len(k_s)), _EMPTY
+    ru = iv_union(np.concatenate([p_s, u_s]), np.concatenate([p_e, u_e]))
+    del p_s, p_e, u_s, u_e
+    rin = iv_intersect(*ru, *ou)
+    del ru
+    return rq_w, rq_p, window_sum(*rin, k_s, k_e, disjoint=True).astype(np.float64), rin
+
+
+def _lock_wait(run, axis, k_s, k_e, ou, rin):
+    """|lock-wait ∩ off-CPU ∖ runnable| per window (rin: runnable ∩ off-CPU)."""
+    lk = run.locks
+    l_s, l_e = axis.intervals(lk["tid"].to_numpy(), lk["t_request_ns"].to_numpy(),
+                              lk["t_acquired_ns"].to_numpy())
+    lu = iv_union(l_s, l_e)
+    lock = window_sum(*iv_intersect(*lu, *ou), k_s, k_e, disjoint=True).astype(np.float64)
+    return lock - window_sum(*iv_intersect(*lu, *rin), k_s, k_e, disjoint=True)
+
+
 def thread_states(run, tid, w_start, w_end) -> pd.DataFrame:
     """State of thread tid[i] during [w_start[i], w_end[i]], one row per window.
 
     Columns STATE_COLS (ns; float with NaN where a needed stream is absent or
     the window is invalid). offcpu_ns is the sum of off-CPU intervals (before
-    de-duplication). closure_err = |Σ parts − window| / window.
+    de-duplication). closure_err = |Σ parts − window| / window. Without
+    switches only the runnable parts are known; without runq the runnable
+    parts are NaN and that time stays in blocked; without locks lock_wait is
+    NaN and that time stays in blocked.
     """
     tid = np.asarray(tid, dtype=np.int64)
     ws, we = np.asarray(w_start, dtype=np.int64), np.asarray(w_end, dtype=np.int64)
     n = len(tid)
     valid = (we >= ws) & (ws > 0)
-    out = {c: np.full(n, np.nan) for c in STATE_COLS}
+    nan = np.full(n, np.nan)
     if not valid.any():
-        return pd.DataFrame(out)
+        return pd.DataFrame({c: nan for c in STATE_COLS})
     axis = Axis(tid[valid], ws[valid].min(), we[valid].max())
     g, _ = axis.index(tid)
     k_s, k_e = axis.key(g, ws), axis.key(g, we)
     lat = (we - ws).astype(np.float64)
-    zero = np.zeros(n)
 
-    has_sw, has_rq, has_lk = run.has("switches"), run.has("runq"), run.has("locks")
-    off_sum, oncpu = zero, np.full(n, np.nan)
-    ou = (np.zeros(0, np.int64),) * 2
-    if has_sw:
-        sw = run.switches
-        o_s, o_e = axis.intervals(sw["tid"].to_numpy(), sw["t_off_ns"].to_numpy(),
-                                  sw["t_on_ns"].to_numpy())
-        off_sum = window_sum(o_s, o_e, k_s, k_e).astype(np.float64)
-        ou = iv_union(o_s, o_e)
-        del o_s, o_e
-        oncpu = lat - window_sum(*ou, k_s, k_e, disjoint=True)
+    has_sw = run.has("switches")
+    off_sum, oncpu, ou = _offcpu(run, axis, k_s, k_e, lat) if has_sw else (nan, nan, None)
+    rq_w, rq_p, rq_in_off, rin = (_runnable(run, axis, k_s, k_e, ou) if run.has("runq")
+                                  else (nan, nan, np.zeros(n), _EMPTY))
+    lock = _lock_wait(run, axis, k_s, k_e, ou, rin) if run.has("locks") and has_sw else nan
+    blocked = off_sum - rq_in_off - np.nan_to_num(lock)  # NaN without switches
 
-    rq_w = rq_p = np.full(n, np.nan)
-    rin = (np.zeros(0, np.int64),) * 2
-    rq_in_off = zero
-    if has_rq:
-        rq = run.runq
-        pre = (rq["kind"] == "preempt").to_numpy()
-        r_t, r_a, r_b = (rq["tid"].to_numpy(), rq["t_runnable_ns"].to_numpy(),
-                         rq["t_run_ns"].to_numpy())
-        p_s, p_e = axis.intervals(r_t[pre], r_a[pre], r_b[pre])
-        u_s, u_e = axis.intervals(r_t[~pre], r_a[~pre], r_b[~pre])
-        rq_p = window_sum(p_s, p_e, k_s, k_e).astype(np.float64)
-        rq_w = window_sum(u_s, u_e, k_s, k_e).astype(np.float64)
-        if has_sw:
-            ru = iv_union(np.concatenate([p_s, u_s]), np.concatenate([p_e, u_e]))
-            del p_s, p_e, u_s, u_e
-            rin = iv_intersect(*ru, *ou)
-            del ru
-            rq_in_off = window_sum(*rin, k_s, k_e, disjoint=True).astype(np.float64)
-
-    lock = np.full(n, np.nan)
-    if has_lk:
-        lk = run.locks
-        l_s, l_e = axis.intervals(lk["tid"].to_numpy(), lk["t_request_ns"].to_numpy(),
-                                  lk["t_acquired_ns"].to_numpy())
-        lu = iv_union(l_s, l_e)
-        if has_sw:
-            lock = window_sum(*iv_intersect(*lu, *ou), k_s, k_e, disjoint=True).astype(np.float64)
-            if has_rq:
-                lock -= window_sum(*iv_intersect(*lu, *rin), k_s, k_e, disjoint=True)
-
-    blocked = off_sum - rq_in_off - np.nan_to_num(lock) if has_sw else np.full(n, np.nan)
     total = oncpu + np.nan_to_num(rq_w) + np.nan_to_num(rq_p) + np.nan_to_num(lock) + blocked
     with np.errstate(divide="ignore", invalid="ignore"):
         err = np.abs(total - lat) / lat
     err = np.where(lat == 0, np.where(np.abs(total - lat) == 0, 0.0, np.inf), err)
     res = {"oncpu_ns": oncpu, "runq_wakeup_ns": rq_w, "runq_preempt_ns": rq_p,
-           "lock_wait_ns": lock, "blocked_ns": blocked,
-           "offcpu_ns": off_sum if has_sw else np.full(n, np.nan), "closure_err": err}
-    for c, v in res.items():
-        out[c] = np.where(valid, v, np.nan)
-    return pd.DataFrame(out)
+           "lock_wait_ns": lock, "blocked_ns": blocked, "offcpu_ns": off_sum, "closure_err": err}
+    return pd.DataFrame({c: np.where(valid, v, np.nan) for c, v in res.items()})
 
 
 def _traced(run, req: pd.DataFrame) -> np.ndarray:
