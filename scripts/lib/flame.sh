@@ -51,8 +51,15 @@ flame_diff() {
 		log "skipping $svg: $folded missing in $([ -s "$a/$folded" ] && echo "$b" || echo "$a")"
 		return 1
 	fi
-	inferno-diff-folded --normalize "$a/$folded" "$b/$folded" 2>/dev/null |
-		inferno-flamegraph --title "$title" >"$b/$svg" 2>/dev/null ||
-		{ rm -f "$b/$svg"; log "inferno failed on $folded"; return 1; }
-	echo "$b/$svg"
+	# Thread names differ between runs (naive-c7 vs pool-w3): compare code paths, not threads,
+	# so the first frame (the thread name) is dropped; counts are normalized to the same total.
+	local tmp rc=0
+	tmp=$(mktemp -d)
+	cut -d';' -f2- "$a/$folded" >"$tmp/a.folded"
+	cut -d';' -f2- "$b/$folded" >"$tmp/b.folded"
+	inferno-diff-folded --normalize "$tmp/a.folded" "$tmp/b.folded" 2>/dev/null |
+		inferno-flamegraph --title "$title" >"$b/$svg" 2>/dev/null || rc=1
+	rm -rf "$tmp"
+	[ "$rc" = 0 ] || { rm -f "$b/$svg"; log "inferno failed on $folded"; return 1; }
+	log "wrote $b/$svg"
 }
