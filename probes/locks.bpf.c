@@ -8,6 +8,7 @@
  *   lock/trylock return  0: held[(tid, mutex)] = {t_request, now, ustack}
  *                        else (trylock busy): remember it, count it
  *   unlock entry         held[(tid, mutex)] -> one struct tt_lock record
+ *   cond_*wait entry     like unlock; its return: a new hold (CONDVAR)
  *
  * CONTENDED rule: the call entered futex(), or waited longer than
  * contended_ns, or a trylock of the same mutex by the same thread failed
@@ -55,6 +56,14 @@ struct {
 	__type(key, struct locks_held_key);
 	__type(value, __u8);
 } tryfailed SEC(".maps");
+
+/* tid -> mutex released by a pthread_cond_*wait in progress */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} condwait SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
@@ -169,9 +178,10 @@ static __always_inline void on_acquired(void *ctx, struct locks_pending *p, __u6
 		v.flags |= TT_LOCK_CONTENDED;
 		bpf_map_delete_elem(&tryfailed, &key);
 	}
-	if (aggregate)
-		hist_add(&wait_hists, key.tid, v.pid, now - p->t_request_ns);
-	else if (capture_stacks)
+	if (aggregate) {
+		if (!(p->flags & TT_LOCK_CONDVAR))
+			hist_add(&wait_hists, key.tid, v.pid, now - p->t_request_ns);
+	} else if (capture_stacks)
 		v.ustack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 	if (bpf_map_update_elem(&held, &key, &v, BPF_NOEXIST))
 		count(LOCKS_CNT_STATE_FULL);
@@ -200,6 +210,29 @@ int BPF_KRETPROBE(mutex_lock_exit, int ret)
 	return 0;
 }
 
+/* A hold ends now: one record (or a hold histogram sample), state dropped. */
+static __always_inline void on_released(struct locks_held_key *key, struct locks_held *h, __u64 now)
+{
+	struct tt_lock *r;
+
+	if (aggregate) {
+		hist_add(&hold_hists, key->tid, h->pid, now - h->t_acquired_ns);
+	} else if ((r = bpf_ringbuf_reserve(&events, sizeof(*r), 0))) {
+		r->mutex = key->mutex;
+		r->t_request_ns = h->t_request_ns;
+		r->t_acquired_ns = h->t_acquired_ns;
+		r->t_released_ns = now;
+		r->pid = h->pid;
+		r->tid = key->tid;
+		r->ustack_id = h->ustack_id;
+		r->flags = h->flags;
+		bpf_ringbuf_submit(r, 0);
+	} else {
+		count(LOCKS_CNT_LOST);
+	}
+	bpf_map_delete_elem(&held, key);
+}
+
 SEC("uprobe")
 int BPF_KPROBE(mutex_unlock_enter, void *mutex)
 {
@@ -207,7 +240,6 @@ int BPF_KPROBE(mutex_unlock_enter, void *mutex)
 	__u64 now = bpf_ktime_get_ns();
 	struct locks_held_key key = { .mutex = (__u64)mutex, .tid = (__u32)id };
 	struct locks_held *h = bpf_map_lookup_elem(&held, &key);
-	struct tt_lock *r;
 
 	if (!h) {
 		count(LOCKS_CNT_UNMATCHED);
@@ -217,21 +249,43 @@ int BPF_KPROBE(mutex_unlock_enter, void *mutex)
 		h->depth--;
 		return 0;
 	}
-	if (aggregate) {
-		hist_add(&hold_hists, key.tid, h->pid, now - h->t_acquired_ns);
-	} else if ((r = bpf_ringbuf_reserve(&events, sizeof(*r), 0))) {
-		r->mutex = key.mutex;
-		r->t_request_ns = h->t_request_ns;
-		r->t_acquired_ns = h->t_acquired_ns;
-		r->t_released_ns = now;
-		r->pid = h->pid;
-		r->tid = key.tid;
-		r->ustack_id = h->ustack_id;
-		r->flags = h->flags;
-		bpf_ringbuf_submit(r, 0);
-	} else {
-		count(LOCKS_CNT_LOST);
-	}
-	bpf_map_delete_elem(&held, &key);
+	on_released(&key, h, now);
+	return 0;
+}
+
+/* pthread_cond_{wait,timedwait,clockwait}(cond, mutex, ...) release the
+ * mutex inside glibc (not through pthread_mutex_unlock) and take it again
+ * before returning: the hold ends at entry, a new one (TT_LOCK_CONDVAR,
+ * no lock wait) starts at return, so a hold never includes a cond wait. */
+SEC("uprobe")
+int BPF_KPROBE(cond_wait_enter, void *cond, void *mutex)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 now = bpf_ktime_get_ns();
+	struct locks_held_key key = { .mutex = (__u64)mutex, .tid = (__u32)id };
+	struct locks_held *h = bpf_map_lookup_elem(&held, &key);
+	__u32 tid = (__u32)id;
+
+	if (!h || h->depth)
+		return 0; /* not seen acquired, or recursively held: left as is */
+	on_released(&key, h, now);
+	bpf_map_update_elem(&condwait, &tid, &key.mutex, BPF_ANY);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(cond_wait_exit, int ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	__u64 *mutex = bpf_map_lookup_elem(&condwait, &tid);
+	struct locks_pending p = { .flags = TT_LOCK_CONDVAR };
+
+	if (!mutex)
+		return 0;
+	p.mutex = *mutex;
+	p.t_request_ns = bpf_ktime_get_ns();
+	on_acquired(ctx, &p, id, p.t_request_ns); /* also on ETIMEDOUT: it holds the mutex */
+	bpf_map_delete_elem(&condwait, &tid);
 	return 0;
 }

@@ -24,7 +24,7 @@
 #include "filter.h"
 #include "registry.h"
 
-#define LOCKS_NLINKS 6
+#define LOCKS_NLINKS 12 /* 5 mutex + 6 cond wait uprobes, futex tracepoint */
 
 struct locks_state {
 	struct locks_bpf *skel;
@@ -65,17 +65,24 @@ struct locks_func {
 	const char *name;
 	struct bpf_program *prog;
 	bool retprobe;
+	bool optional; /* absent from older glibc: skipped */
 };
 
 static int locks_attach(struct tt_ctx *ctx, struct locks_state *st)
 {
 	struct locks_bpf *skel = st->skel;
 	const struct locks_func funcs[] = {
-		{ "pthread_mutex_lock", skel->progs.mutex_lock_enter, false },
-		{ "pthread_mutex_lock", skel->progs.mutex_lock_exit, true },
-		{ "pthread_mutex_trylock", skel->progs.mutex_trylock_enter, false },
-		{ "pthread_mutex_trylock", skel->progs.mutex_lock_exit, true },
-		{ "pthread_mutex_unlock", skel->progs.mutex_unlock_enter, false },
+		{ "pthread_mutex_lock", skel->progs.mutex_lock_enter, false, false },
+		{ "pthread_mutex_lock", skel->progs.mutex_lock_exit, true, false },
+		{ "pthread_mutex_trylock", skel->progs.mutex_trylock_enter, false, false },
+		{ "pthread_mutex_trylock", skel->progs.mutex_lock_exit, true, false },
+		{ "pthread_mutex_unlock", skel->progs.mutex_unlock_enter, false, false },
+		{ "pthread_cond_wait", skel->progs.cond_wait_enter, false, false },
+		{ "pthread_cond_wait", skel->progs.cond_wait_exit, true, false },
+		{ "pthread_cond_timedwait", skel->progs.cond_wait_enter, false, false },
+		{ "pthread_cond_timedwait", skel->progs.cond_wait_exit, true, false },
+		{ "pthread_cond_clockwait", skel->progs.cond_wait_enter, false, true },
+		{ "pthread_cond_clockwait", skel->progs.cond_wait_exit, true, true },
 	};
 	int pid = st->opts->all || ctx->target_pid <= 0 ? -1 : ctx->target_pid;
 
@@ -84,6 +91,8 @@ static int locks_attach(struct tt_ctx *ctx, struct locks_state *st)
 		uint64_t off;
 		int err = syms_elf_offset(st->libc, funcs[i].name, &off);
 
+		if (err == -ENOENT && funcs[i].optional)
+			continue;
 		if (err) {
 			locks_err(ctx, "locks: %s not found in %s",
 				 funcs[i].name, st->libc);

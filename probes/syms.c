@@ -91,9 +91,22 @@ static Elf_Scn *elf_find_symtab(Elf *elf, Elf64_Word type, GElf_Shdr *sh)
 	return NULL;
 }
 
-/* Iterate the function symbols of .symtab, else .dynsym.
+/* Iterate the function symbols of .symtab, else .dynsym. hidden: a
+ * non-default symbol version (pthread_cond_wait@GLIBC_2.2.5, the compat
+ * one, next to the default pthread_cond_wait@@GLIBC_2.3.2).
  * fn returns non-zero to stop; that value is returned. */
-typedef int (*sym_fn)(const char *name, const GElf_Sym *sym, void *arg);
+typedef int (*sym_fn)(const char *name, const GElf_Sym *sym, bool hidden, void *arg);
+
+static Elf_Data *elf_versym(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(elf, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_GNU_versym)
+			return elf_getdata(scn, NULL);
+	return NULL;
+}
 
 static int elf_for_each_func(Elf *elf, sym_fn fn, void *arg)
 {
@@ -106,6 +119,7 @@ static int elf_for_each_func(Elf *elf, sym_fn fn, void *arg)
 		GElf_Shdr sh;
 		Elf_Scn *scn = elf_find_symtab(elf, types[t], &sh);
 		Elf_Data *data = scn ? elf_getdata(scn, NULL) : NULL;
+		Elf_Data *ver = types[t] == SHT_DYNSYM ? elf_versym(elf) : NULL;
 		size_t n = data ? sh.sh_size / sh.sh_entsize : 0;
 
 		for (size_t i = 0; i < n; i++) {
@@ -122,7 +136,11 @@ static int elf_for_each_func(Elf *elf, sym_fn fn, void *arg)
 			name = elf_strptr(elf, sh.sh_link, s.st_name);
 			if (!name || !*name)
 				continue;
-			int r = fn(name, &s, arg);
+			GElf_Versym vs = 0;
+
+			if (ver)
+				gelf_getversym(ver, (int)i, &vs);
+			int r = fn(name, &s, (vs & 0x8000) != 0, arg);
 			if (r)
 				return r;
 		}
@@ -159,7 +177,7 @@ struct collect {
 	size_t slen, scap;
 };
 
-static int collect_sym(const char *name, const GElf_Sym *s, void *arg)
+static int collect_sym(const char *name, const GElf_Sym *s, bool hidden, void *arg)
 {
 	struct collect *c = arg;
 	size_t len = strlen(name) + 1;
@@ -427,21 +445,24 @@ void syms_free(struct tt_syms *s)
 struct find_arg {
 	const char *name;
 	uint64_t vaddr;
+	bool found;
 };
 
-static int find_sym(const char *name, const GElf_Sym *s, void *arg)
+/* The default version wins; a compat-only symbol is used if nothing else. */
+static int find_sym(const char *name, const GElf_Sym *s, bool hidden, void *arg)
 {
 	struct find_arg *a = arg;
 
-	if (strcmp(name, a->name))
+	if (strcmp(name, a->name) || (hidden && a->found))
 		return 0;
 	a->vaddr = s->st_value;
-	return 1;
+	a->found = true;
+	return hidden ? 0 : 1;
 }
 
 int syms_elf_offset(const char *path, const char *symbol, uint64_t *offset)
 {
-	struct find_arg a = { symbol, 0 };
+	struct find_arg a = { symbol, 0, false };
 	struct seg *segs = NULL;
 	size_t nsegs = 0;
 	Elf *elf;
@@ -450,7 +471,8 @@ int syms_elf_offset(const char *path, const char *symbol, uint64_t *offset)
 	err = elf_open_path(path, &fd, &elf);
 	if (err)
 		return err;
-	err = elf_for_each_func(elf, find_sym, &a) == 1 ? 0 : -ENOENT;
+	err = elf_for_each_func(elf, find_sym, &a);
+	err = err < 0 ? err : a.found ? 0 : -ENOENT;
 	if (!err)
 		err = elf_read_segs(elf, &segs, &nsegs);
 	if (!err) {
@@ -511,7 +533,7 @@ static int suggest_score(const char *want, const char *name)
 	return d <= (int)lw / 3 + 1 ? d : -1;
 }
 
-static int suggest_sym(const char *name, const GElf_Sym *s, void *arg)
+static int suggest_sym(const char *name, const GElf_Sym *s, bool hidden, void *arg)
 {
 	struct suggest_arg *a = arg;
 	int score = suggest_score(a->want, name), i;

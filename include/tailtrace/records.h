@@ -90,6 +90,7 @@ enum tt_runq_kind {
 
 #define TT_LOCK_TRYLOCK   0x1 /* acquired through pthread_mutex_trylock */
 #define TT_LOCK_CONTENDED 0x2 /* acquisition had to wait (futex path) */
+#define TT_LOCK_CONDVAR   0x4 /* re-acquired on return from pthread_cond_*wait */
 
 /* spans.bin: one per uprobe/uretprobe pair (--span BIN:SYMBOL). */
 #define TT_SPAN_FIELDS(F, A)                                                 \

@@ -7,6 +7,9 @@
  *   phase 2  main: recursive mutex R, 10 x (lock, lock, lock, unlock x3).
  *   phase 3  main: 5 x successful trylock of T; then the contender holds T
  *            while main's trylock fails once and lock() waits.
+ *   phase 4  main holds C across a 1 ms pthread_cond_timedwait (times out)
+ *            and pthread_cond_wait until the contender signals ~3 ms later:
+ *            C is free while main waits, so no hold of C includes the waits.
  * Prints the addresses, tids and its own counts/timings for the test.
  * Usage: lock_holder [holds=100] [hold_ms=2]
  *        lock_holder pairs N     N uncontended lock/unlock pairs; prints ns per
@@ -24,6 +27,10 @@
 static pthread_mutex_t mutex_a = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t mutex_t = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t mutex_r;
+static pthread_mutex_t mutex_c = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond_c = PTHREAD_COND_INITIALIZER;
+static int cond_done; /* under mutex_c */
+static atomic_int cond_waiting;
 static atomic_int holder_done;
 static atomic_int t_grab; /* phase 3: contender may take T */
 static atomic_int t_held; /* phase 3: contender holds T */
@@ -74,6 +81,14 @@ static void *contender_main(void *arg)
 		sleep_ns(100000);
 	sleep_ns(5000000); /* main is blocked in lock(T) for ~5 ms */
 	pthread_mutex_unlock(&mutex_t);
+	/* phase 4: wake main ~3 ms after it started waiting on cond_c */
+	while (!atomic_load(&cond_waiting))
+		sleep_ns(100000);
+	sleep_ns(3000000);
+	pthread_mutex_lock(&mutex_c);
+	cond_done = 1;
+	pthread_cond_signal(&cond_c);
+	pthread_mutex_unlock(&mutex_c);
 	return NULL;
 }
 
@@ -135,6 +150,28 @@ static int run_pairs(long n)
 	return 0;
 }
 
+static void phase_condvar(void)
+{
+	struct timespec ts;
+	int waits = 1;
+
+	pthread_mutex_lock(&mutex_c);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&cond_c, &mutex_c, &ts); /* nobody signals yet: times out */
+	atomic_store(&cond_waiting, 1);
+	while (!cond_done) {
+		pthread_cond_wait(&cond_c, &mutex_c);
+		waits++;
+	}
+	pthread_mutex_unlock(&mutex_c);
+	printf("cond_mutex=%p cond_waits=%d\n", (void *)&mutex_c, waits);
+}
+
 int main(int argc, char **argv)
 {
 	pthread_t holder, contender;
@@ -158,6 +195,7 @@ int main(int argc, char **argv)
 	pthread_join(holder, NULL);
 	phase_recursive();
 	phase_trylock();
+	phase_condvar();
 	pthread_join(contender, NULL);
 	qsort(hold_measured_ns, (size_t)holds, sizeof(uint64_t), cmp_u64);
 	printf("holds=%d hold_median_ns=%llu contender_acquisitions=%ld\n", holds,

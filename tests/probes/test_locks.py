@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))
 TAILTRACE = Path(os.environ.get("TAILTRACE", BUILD / "probes" / "tailtrace"))
 HOLDER = BUILD / "tests" / "probes" / "lock_holder"
-TRYLOCK, CONTENDED = 0x1, 0x2
+TRYLOCK, CONTENDED, CONDVAR = 0x1, 0x2, 0x4
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loads BPF programs: needs root")
 
@@ -106,6 +106,22 @@ def test_trylock_flags_and_failed_trylock_then_wait(run):
     assert len(other) == 1 and last["t_acquired_ns"] >= other["t_released_ns"][0]
 
 
+def test_condition_waits_are_not_holds(run):
+    _, f, r = run
+    c = np.sort(r[(r["mutex"] == f["cond_mutex"]) & (r["tid"] == f["main_tid"])],
+                order="t_acquired_ns")
+    # lock, then one hold per cond wait return (timedwait + wait(s))
+    assert len(c) == f["cond_waits"] + 1
+    assert [bool(x & CONDVAR) for x in c["flags"]] == [False] + [True] * f["cond_waits"]
+    hold = c["t_released_ns"] - c["t_acquired_ns"]
+    assert (hold < 1_000_000).all()  # the 1 ms and ~3 ms waits are not in any hold
+    # between holds main waited: first the 1 ms timeout, then the ~3 ms signal
+    gaps = c["t_acquired_ns"][1:] - c["t_released_ns"][:-1]
+    assert gaps[0] >= 900_000 and gaps[1:].sum() >= 2_000_000
+    signaler = r[(r["mutex"] == f["cond_mutex"]) & (r["tid"] == f["contender_tid"])]
+    assert len(signaler) == 1 and signaler["t_acquired_ns"][0] >= c["t_released_ns"][-2]
+
+
 def test_stacks_name_the_acquiring_functions(run):
     out, f, r = run
     stacks = {}
@@ -132,7 +148,7 @@ def test_aggregate_histograms_instead_of_records(tmp_path):
     assert hold["count"] == 20  # 20 releases of A (its only mutex)
     assert sum(b["count"] for b in hold["buckets"] if b["lo"] >= 1024) == 20  # all >= ~2 ms
     wait = {t["tid"]: t for t in metrics["lock_wait"]["threads"]}[f["contender_tid"]]
-    assert wait["count"] == f["contender_acquisitions"] + 1  # + mutex T in phase 3
+    assert wait["count"] == f["contender_acquisitions"] + 2  # + T (phase 3) and C (phase 4)
 
 
 def test_lost_records_are_counted(tmp_path):
