@@ -1,0 +1,56 @@
+"""Decomposition of a real trace with a known shape (root: loads BPF).
+
+tests/probes/span_target.c calls tt_span_work() N times; each call sleeps until
+t0 + SLEEP_US with an absolute clock_nanosleep (timer slack 1 ns). Traced with
+--span, every call is a request (one outer span each) whose thread is off CPU
+for the sleep, so by construction: blocked ≈ the sleep, little on-CPU time,
+and the parts of (nearly) every request close.
+"""
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyze.attribute import df_bands
+from analyze.decompose import df_decompose
+from analyze.load import load_run
+from analyze.summary import summary_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))
+TAILTRACE = BUILD / "probes" / "tailtrace"
+TARGET = BUILD / "tests" / "probes" / "span_target"
+CALLS, SLEEP_US = 40, 2000
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loads BPF programs: needs root")
+
+
+def test_sleeping_calls_decompose_into_blocked_time(tmp_path):
+    for p in (TAILTRACE, TARGET):
+        assert p.exists(), f"{p} missing: build first (cmake --build build)"
+    out = tmp_path / "run"
+    p = subprocess.run([str(TAILTRACE), "--out", str(out), "--events", "runq,switch",
+                        "--span", f"{TARGET}:tt_span_work", "--", str(TARGET), "work",
+                        str(CALLS), str(SLEEP_US)], capture_output=True, text=True, timeout=90)
+    assert p.returncode == 0, p.stderr
+    run = load_run(out)
+    assert run.source == "spans" and len(run.requests) == CALLS
+    assert run.has("switches") and run.has("runq")
+    d = df_decompose(run)
+    assert d["traced"].all()
+    sleep_ns = SLEEP_US * 1000
+    assert (d["latency_ns"] >= sleep_ns).all()
+    # Streams agree: at least 90 % of requests close within 1 % (lost events would show here).
+    assert d["closes"].mean() >= 0.9, d[~d["closes"]][["closure_err"]].describe()
+    ok = d[d["closes"]]
+    # The sleep is blocked time: never less than the sleep minus the few µs before it
+    # starts, and at the median no more than the sleep plus a timer's latency.
+    assert (ok["blocked_ns"] >= sleep_ns - 200_000).all(), ok["blocked_ns"].min()
+    assert sleep_ns - 100_000 <= np.median(ok["blocked_ns"]) <= sleep_ns + 400_000
+    assert np.median(ok["oncpu_ns"]) < 500_000
+    assert (ok["lock_wait_ns"].isna()).all()  # no locks stream recorded: unknown, not 0
+    s = summary_dict(run, d, df_bands(d))
+    assert s["requests"] == CALLS and s["source"] == "spans"
+    assert s["lost_events_total"] == 0
