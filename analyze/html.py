@@ -347,6 +347,8 @@ def _scheduler(inp: ReportInputs) -> str:
             ("cpus", "CPUs", fmt_text)], "num") + _p("All threads: threads.csv.", "small"))
     elif has.get("switches") is False:
         body += _needs("The threads table needs the sched stream (tailtrace --events sched).")
+    if "cpu_placement" not in inp.images and has.get("switches") is False:
+        body += _needs("CPU placement needs the sched stream (tailtrace --events switch).")
     if "cpu_placement" in inp.images:
         body += ("<h3>CPU placement</h3>" +
                  _p("Share of each thread's on-CPU time spent on each CPU: a pinned pool "

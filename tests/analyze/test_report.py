@@ -1,6 +1,7 @@
 """build_report on synthetic run directories: every output written, figures equal to the construction."""
 import html
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -124,3 +125,30 @@ def test_jsonable():
                            1: np.bool_(True)})
     assert out == {"a": 3, "b": None, "c": [0.5], "1": True}
     json.dumps(out, allow_nan=False)
+
+
+@pytest.mark.parametrize("drop, figures, text", [
+    ("switches.bin", {"percentiles", "timeline", "decomposition", "runq-hist"},
+     "CPU placement needs the sched stream"),
+    ("runq.bin", {"percentiles", "timeline", "decomposition", "cpu-placement"},
+     "Run-queue latency needs the runq stream"),
+    ("locks.bin", {"percentiles", "timeline", "decomposition", "runq-hist", "cpu-placement"},
+     "Lock analysis needs the locks stream"),
+])
+def test_stream_subsets(tmp_path, drop, figures, text):
+    """tailtrace --events subsets: each section shows what it can and names what is missing."""
+    synth.make_run(tmp_path, 100)
+    (tmp_path / drop).unlink()
+    s = report.build_report(tmp_path)
+    assert {o[:-4] for o in s["outputs"] if o.endswith(".png")} == figures
+    page = (tmp_path / "report.html").read_text()
+    assert synth.check_self_contained(page) == len(figures)
+    assert text in page
+
+
+def test_lost_events_are_a_visible_warning(tmp_path):
+    synth.make_run(tmp_path, 100, lost=7)
+    report.build_report(tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    warns = re.findall(r'<div class="warn">(.*?)</div>', page)
+    assert any("runq: 7" in w for w in warns)
