@@ -1,13 +1,15 @@
 """Lock chains: who held the mutex a request waited for, and what that holder was doing.
 
-For every waiting acquisition (contended flag, or wait ≥ min_wait_ns) made by a
-request's thread inside the request's window, the holder is the acquisition of
-the same mutex that was current when the wait began (the latest acquisition
-with t_acquired ≤ t_request, by another thread, not yet released). Over the
-holder's part of the wait, [t_request, min(waiter's t_acquired, holder's
-t_released)], the holder thread's state is measured with the same interval
-algebra as the decomposition: running, runnable (lock-holder preemption) or
-blocked. Verdict = the largest of the three:
+Waiting acquisitions are those with the probe's contended flag (lock() took
+the futex slow path) or a wait ≥ min_wait_ns (100 µs, for recorders without
+the flag: under uprobes even an uncontended lock() takes ~10 µs). For each one
+made by a request's thread inside the request's window, the holder is the
+acquisition of the same mutex that was current when the wait began (the latest
+acquisition with t_acquired ≤ t_request, by another thread, not yet released).
+Over the holder's part of the wait, [t_request, min(waiter's t_acquired,
+holder's t_released)], the holder thread's state is measured with the same
+interval algebra as the decomposition: running, runnable (lock-holder
+preemption) or blocked. Verdict = the largest of the three:
 "holder preempted" (runnable), "holder blocked", "holder running";
 "holder unknown" when no holder acquisition was recorded.
 """
@@ -21,7 +23,7 @@ from .decompose import thread_states
 COLUMNS = ["request_id", "waiter_tid", "mutex", "t_request_ns", "t_acquired_ns", "wait_ns",
            "holder_tid", "holder_window_ns", "holder_running_ns", "holder_runnable_ns",
            "holder_blocked_ns", "verdict"]
-MIN_WAIT_NS = 10_000
+MIN_WAIT_NS = 100_000
 
 
 def _waits_in_requests(locks: pd.DataFrame, decomp: pd.DataFrame, min_wait_ns: int) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Decomposition of a real trace with a known shape (root: loads BPF).
+"""Decomposition and lock chains of real traces with a known shape (root: loads BPF).
 
 tests/probes/span_target.c calls tt_span_work() N times; each call sleeps until
 t0 + SLEEP_US with an absolute clock_nanosleep (timer slack 1 ns). Traced with
@@ -7,6 +7,7 @@ for the sleep, so by construction: blocked ≈ the sleep, little on-CPU time,
 and the parts of (nearly) every request close.
 """
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from analyze.attribute import df_bands
 from analyze.decompose import df_decompose
 from analyze.load import load_run
+from analyze.lockchain import df_lock_chains
 from analyze.summary import summary_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,3 +56,30 @@ def test_sleeping_calls_decompose_into_blocked_time(tmp_path):
     s = summary_dict(run, d, df_bands(d))
     assert s["requests"] == CALLS and s["source"] == "spans"
     assert s["lost_events_total"] == 0
+
+
+def test_lock_chain_of_a_sleeping_holder(tmp_path):
+    """tests/probes/lock_holder.c: the holder thread takes mutex A HOLDS times and sleeps
+    2 ms inside each hold; the contender thread (contender_main, traced as one request)
+    loops lock/unlock A, so it waits for nearly every hold, and the holder is asleep."""
+    target = BUILD / "tests" / "probes" / "lock_holder"
+    for p in (TAILTRACE, target):
+        assert p.exists(), f"{p} missing: build first (cmake --build build)"
+    holds, out = 30, tmp_path / "run"
+    p = subprocess.run([str(TAILTRACE), "--out", str(out), "--events", "runq,switch,locks",
+                        "--span", f"{target}:contender_main", "--", str(target), str(holds), "2"],
+                       capture_output=True, text=True, timeout=90)
+    assert p.returncode == 0, p.stderr
+    ids = dict(re.findall(r"(holder_tid|contender_tid)=(\d+)", p.stdout))
+    run = load_run(out)
+    d = df_decompose(run)
+    assert len(d) == 1 and d.loc[0, "tid"] == int(ids["contender_tid"]) and d.loc[0, "closes"]
+    c = df_lock_chains(run, d)
+    assert 0.8 * holds <= len(c) <= holds
+    assert (c["holder_tid"] == int(ids["holder_tid"])).all() and c["mutex"].nunique() == 1
+    assert (c["verdict"] == "holder blocked").mean() >= 2 / 3, c["verdict"].value_counts()
+    parts = c["holder_running_ns"] + c["holder_runnable_ns"] + c["holder_blocked_ns"]
+    assert np.allclose(parts, c["holder_window_ns"], rtol=0.01)
+    # The request's lock wait is its off-CPU, not-runnable time inside those waits.
+    total_wait = c["wait_ns"].sum()
+    assert 0.7 * total_wait <= d.loc[0, "lock_wait_ns"] <= total_wait
