@@ -54,9 +54,9 @@ def df_threads(run) -> pd.DataFrame:
     df["voluntary"] = sw[sw["voluntary"]].groupby("tid").size().reindex(df.index, fill_value=0)
     df["involuntary"] = sw[~sw["voluntary"]].groupby("tid").size().reindex(df.index, fill_value=0)
     df["migrations"] = t["migrations"].reindex(df.index).fillna(0).astype(np.int64)
-    cpus = pd.concat([pd.DataFrame({"tid": sw["tid"], "cpu": sw["cpu_on"]}),
-                      pd.DataFrame({"tid": sw["tid"], "cpu": sw["cpu_off"]}),
-                      pd.DataFrame({"tid": run.runq["tid"], "cpu": run.runq["cpu"]})])
+    cpus = pd.concat([pd.DataFrame({"tid": t_, "cpu": c_}).drop_duplicates() for t_, c_ in
+                      ((sw["tid"], sw["cpu_on"]), (sw["tid"], sw["cpu_off"]),
+                       (run.runq["tid"], run.runq["cpu"]))])
     cpus = cpus.drop_duplicates().sort_values(["tid", "cpu"])
     lists = cpus.groupby("tid")["cpu"].agg(lambda c: ",".join(str(int(x)) for x in c))
     df["cpus"] = lists.reindex(df.index).fillna("")
