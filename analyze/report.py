@@ -75,6 +75,22 @@ def has_sched(run) -> bool:
     return any(run.has(s) for s in SCHED_STREAMS)
 
 
+def _fill_percentiles(summary: dict, decomp: pd.DataFrame) -> None:
+    """Complete e2e_ms and queue_wait_ms to avg/p50/p90/p99/p999/max (the report's table
+    shows all six for every row; summary_dict's own keys are left as they are)."""
+    qs = {"avg": None, "p50": 50, "p90": 90, "p99": 99, "p999": 99.9, "max": None}
+    for key, col in (("e2e_ms", "e2e_ns"), ("queue_wait_ms", "queue_wait_ns")):
+        x = decomp[col].to_numpy(dtype=np.float64)
+        x = x[np.isfinite(x)]
+        d = summary.setdefault(key, {})
+        if not isinstance(d, dict) or not len(x):
+            continue
+        for k, q in qs.items():
+            if k not in d:
+                v = x.mean() if k == "avg" else x.max() if k == "max" else np.percentile(x, q)
+                d[k] = float(v) / 1e6
+
+
 def analyse(run) -> dict:
     """The computed frames of one loaded run (no files written)."""
     decomp = df_decompose(run)
@@ -83,6 +99,7 @@ def analyse(run) -> dict:
                             "empty): check that the workload ran and reached the server")
     bands = df_bands(decomp)
     summary = summary_dict(run, decomp, bands)
+    _fill_percentiles(summary, decomp)
     summary.setdefault("source", getattr(run, "source", "requests"))
     summary.setdefault("label", run_label(run))
     if not has_sched(run):

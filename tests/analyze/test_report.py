@@ -152,3 +152,14 @@ def test_lost_events_are_a_visible_warning(tmp_path):
     page = (tmp_path / "report.html").read_text()
     warns = re.findall(r'<div class="warn">(.*?)</div>', page)
     assert any("runq: 7" in w for w in warns)
+
+
+def test_summary_percentiles_completed(probed):
+    tr, s = probed
+    e2e = tr.decomp["e2e_ns"].to_numpy() / 1e6
+    assert s["e2e_ms"]["p90"] == pytest.approx(np.percentile(e2e, 90))
+    assert s["e2e_ms"]["p999"] == pytest.approx(np.percentile(e2e, 99.9))
+    assert s["queue_wait_ms"]["avg"] == pytest.approx(0.1)
+    page = (tr.path / "report.html").read_text()
+    row = re.search(r"<tr><th>end to end \(t_end − t_enqueue\)</th>(.*?)</tr>", page).group(1)
+    assert "–" not in row
