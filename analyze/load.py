@@ -259,14 +259,18 @@ def _read_parquet(path: Path) -> pd.DataFrame:
 
 def _write_cache(df, cdir: Path, cfile: Path, kfile: Path, key: str) -> None:
     """Best effort: a read-only run directory just goes without a cache."""
+    tmp = cfile.with_suffix(f".tmp{os.getpid()}")
     try:
         cdir.mkdir(exist_ok=True)
-        tmp = cfile.with_suffix(f".tmp{os.getpid()}")
+        kfile.unlink(missing_ok=True)  # never a fresh key next to a stale parquet
         df.to_parquet(tmp, index=False)
         os.replace(tmp, cfile)
         kfile.write_text(key)
-    except OSError:
-        pass
+    except (OSError, ValueError):  # read-only directory, disk full, Arrow refusing a column
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def _read_json(path: Path) -> dict:

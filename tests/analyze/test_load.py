@@ -167,3 +167,19 @@ def test_bin_files_decompose_exactly(tmp_path, schema):
     assert [row[c] for c in ("queue_wait_ns", "oncpu_ns", "runq_wakeup_ns", "runq_preempt_ns",
                              "lock_wait_ns", "blocked_ns")] == [1 * MS, 1 * MS, 6 * MS, 0, 0, 3 * MS]
     assert bool(row["closes"]) and bool(row["traced"])
+
+
+def test_read_only_run_dir_loads_without_cache(tmp_path, schema):
+    d = full_run(tmp_path, schema)
+    (d / ".cache").mkdir()
+    os.chmod(d / ".cache", 0o500)
+    try:
+        if os.access(d / ".cache", os.W_OK):  # root ignores permissions: use a file instead
+            os.chmod(d / ".cache", 0o700)
+            (d / ".cache").rmdir()
+            (d / ".cache").write_text("not a directory")
+        run = load_run(d)
+        assert len(run.switches) == 2 and run.runq["kind"].tolist()[0] == "wakeup"
+    finally:
+        if (d / ".cache").is_dir():
+            os.chmod(d / ".cache", 0o700)
