@@ -33,6 +33,7 @@ class ReportInputs:
     meta: dict = field(default_factory=dict)
     workload: dict = field(default_factory=dict)
     run_dir: str = ""
+    run_info: dict = field(default_factory=dict)  # run.json written by run.sh
     bands: pd.DataFrame | None = None
     tail_excess: dict | None = None
     threads: pd.DataFrame | None = None
@@ -180,9 +181,15 @@ def _warnings(inp: ReportInputs) -> list[str]:
     return out + list(inp.notes)
 
 
+def _label(inp: ReportInputs) -> str:
+    return str(inp.summary.get("label") or inp.meta.get("label") or
+               (inp.run_info or {}).get("label") or
+               os.path.basename(os.path.normpath(inp.run_dir)) or "run")
+
+
 def _header(inp: ReportInputs) -> str:
     s = inp.summary
-    label = inp.meta.get("label") or os.path.basename(os.path.normpath(inp.run_dir)) or "run"
+    label = _label(inp)
     warn = "".join(f'<div class="warn">⚠ {esc(w)}</div>' for w in _warnings(inp))
     facts = [("requests", fmt_int(s.get("requests"))),
              ("throughput", f"{fmt_int(s.get('throughput_rps'))} req/s"),
@@ -207,7 +214,11 @@ def _what_was_run(inp: ReportInputs) -> str:
     dur = None
     if _num(m.get("mono_end_ns")) and _num(m.get("mono_start_ns")):
         dur = f"{(m['mono_end_ns'] - m['mono_start_ns']) / 1e9:.2f} s"
-    rows = [("command", fmt_value(m.get("command") or w.get("command"))),
+    ri = inp.run_info or {}
+    rec = fmt_value(m.get("command") or w.get("command"))
+    rows = [("command", fmt_value(ri["command"]) if ri.get("command") else rec),
+            ("recorded by", rec if ri.get("command") else None),
+            ("started (UTC)", ri.get("started_utc") or m.get("wall_start")),
             ("target", fmt_value(m.get("target"))),
             ("workload", params or None),
             ("kernel", m.get("kernel")),
@@ -483,7 +494,7 @@ table.num td.t .stack{display:inline-block;min-width:300px;max-width:460px}
 
 def render_report(inp: ReportInputs) -> str:
     """The whole page as one string."""
-    title = f"tailtrace · {inp.meta.get('label') or os.path.basename(inp.run_dir) or 'run'}"
+    title = f"tailtrace · {_label(inp)}"
     parts = [_header(inp), _what_was_run(inp), _summary_table(inp), _attribution(inp),
              _figures(inp), _scheduler(inp), _locks(inp), _files(inp), _method(inp)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -66,9 +66,19 @@ def write_csv(path: Path, df: pd.DataFrame) -> None:
     os.replace(tmp, path)
 
 
+def run_info(run_dir) -> dict:
+    """run.json (written by run.sh: its command line, label, start time), or {}."""
+    try:
+        d = json.loads((Path(run_dir) / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
 def run_label(run) -> str:
-    """Short name of a run: meta label, else the directory name."""
-    return str(run.meta.get("label") or Path(run.path).resolve().name)
+    """Short name of a run: meta label, else run.sh's label (run.json), else the directory."""
+    return str(run.meta.get("label") or run_info(run.path).get("label")
+               or Path(run.path).resolve().name)
 
 
 def has_sched(run) -> bool:
@@ -182,6 +192,7 @@ def build_report(run_dir, plots: bool = True) -> dict:
     write_json(out / "summary.json", summary)
     inp = ReportInputs(
         summary=jsonable(summary), meta=run.meta, workload=run.workload, run_dir=str(out),
+        run_info=run_info(out),
         bands=a["bands"], tail_excess=jsonable(tail_excess(decomp)) if a["bands"] is not None
         else None, threads=tables["threads"], locks=tables["locks"], chains=tables["chains"],
         images=images, links=_links(out), trace_note=info.note,

@@ -163,3 +163,17 @@ def test_summary_percentiles_completed(probed):
     page = (tr.path / "report.html").read_text()
     row = re.search(r"<tr><th>end to end \(t_end − t_enqueue\)</th>(.*?)</tr>", page).group(1)
     assert "–" not in row
+
+
+def test_run_json_label_and_command(tmp_path):
+    """run.sh's run.json names the run and gives the command the user typed."""
+    synth.make_run(tmp_path, 50, label="")
+    (tmp_path / "run.json").write_text(json.dumps(
+        {"command": ["./run.sh", "--workload", "pool", "--label", "a b"], "label": "pool-c20",
+         "started_utc": "2026-11-21T10:32:32Z"}))
+    s = report.build_report(tmp_path)
+    assert s["label"] == "pool-c20"
+    page = (tmp_path / "report.html").read_text()
+    assert "tailtrace report · pool-c20" in page
+    assert "./run.sh --workload pool --label &#x27;a b&#x27;" in page    # shell-quoted, escaped
+    assert "recorded by" in page and "2026-11-21T10:32:32Z" in page
