@@ -4,6 +4,7 @@ Columns of df_compare (one row per run, in the order given):
   run (label), requests, throughput_rps, avg_ms, p99_ms, max_ms (end to end:
   what a client saw, queue wait included), p99_service_ms, queue_p99_ms,
   p99_runnable_share (share of the ≥P99 band's mean e2e time spent runnable;
+  NaN without probes), closure_ratio (share of requests whose parts close;
   NaN without probes), headline.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .load import load_run
 from .report import analyse, run_label
 
 COLUMNS = ["run", "requests", "throughput_rps", "avg_ms", "p99_ms", "max_ms", "p99_service_ms",
-           "queue_p99_ms", "p99_runnable_share", "headline"]
+           "queue_p99_ms", "p99_runnable_share", "closure_ratio", "headline"]
 TAIL = BANDS[3]
 
 
@@ -49,6 +50,8 @@ def compare_row(label: str, summary: dict) -> dict:
             "p99_service_ms": lat.get("p99"),
             "queue_p99_ms": (summary.get("queue_wait_ms") or {}).get("p99"),
             "p99_runnable_share": np.nan if share is None else share,
+            "closure_ratio": np.nan if summary.get("closure_ratio") is None
+            else summary["closure_ratio"],
             "headline": summary.get("headline", "")}
 
 
@@ -65,10 +68,12 @@ def df_compare(run_dirs) -> tuple[pd.DataFrame, dict]:
 
 def format_table(df: pd.DataFrame) -> str:
     """The plain-text table printed by `python3 -m analyze compare`."""
-    heads = ["run", "throughput", "avg ms", "P99 ms", "max ms", "P99 svc ms", "≥P99 runnable"]
+    heads = ["run", "throughput", "avg ms", "P99 ms", "max ms", "P99 svc ms", "≥P99 runnable",
+             "close"]
     rows = [[str(r.run), f"{fmt_int(r.throughput_rps)}/s", fmt_ms(r.avg_ms), fmt_ms(r.p99_ms),
              fmt_ms(r.max_ms), fmt_ms(r.p99_service_ms), fmt_share(r.p99_runnable_share)
-             if pd.notna(r.p99_runnable_share) else "needs probes"]
+             if pd.notna(r.p99_runnable_share) else "needs probes",
+             f"{r.closure_ratio:.0%}" if pd.notna(r.closure_ratio) else "–"]
             for r in df.itertuples()]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(heads)]
 
@@ -81,13 +86,14 @@ def format_table(df: pd.DataFrame) -> str:
 def render_compare(df: pd.DataFrame, png: str | None) -> str:
     """compare.html: the table, the percentile plot (embedded) and each run's headline."""
     heads = ["run", "requests", "throughput (req/s)", "avg ms", "P99 ms", "max ms",
-             "P99 service ms", "queue wait P99 ms", "≥P99 share runnable"]
+             "P99 service ms", "queue wait P99 ms", "≥P99 share runnable", "requests closing"]
     body = []
     for r in df.itertuples():
         cells = [str(r.run), fmt_int(r.requests), fmt_int(r.throughput_rps), fmt_ms(r.avg_ms),
                  fmt_ms(r.p99_ms), fmt_ms(r.max_ms), fmt_ms(r.p99_service_ms),
                  fmt_ms(r.queue_p99_ms), fmt_share(r.p99_runnable_share)
-                 if pd.notna(r.p99_runnable_share) else "needs probes"]
+                 if pd.notna(r.p99_runnable_share) else "needs probes",
+                 f"{r.closure_ratio:.1%}" if pd.notna(r.closure_ratio) else "–"]
         body.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     table = ('<table class="num"><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in heads)
              + f'</tr></thead><tbody>{"".join(body)}</tbody></table>')
@@ -98,8 +104,9 @@ def render_compare(df: pd.DataFrame, png: str | None) -> str:
             f"<title>tailtrace compare</title><style>{_CSS}</style></head><body><main>"
             f"<header><h1>tailtrace compare · {len(df)} runs</h1>"
             "<p>avg, P99 and max are end to end (t_end − t_enqueue: what a client saw, queue "
-            "wait included); the last column is the share of the ≥P99 band's time spent "
-            "runnable (waiting for a CPU).</p></header>"
+            "wait included); “≥P99 share runnable” is the share of the ≥P99 band's time spent "
+            "runnable (waiting for a CPU); below 99% of requests closing, attributions are "
+            "approximate.</p></header>"
             f'<section><h2>Runs</h2>{table}</section>'
             f'<section><h2>Latency by percentile</h2>{img}</section>'
             f'<section><h2>Headlines</h2><ul>{heads_html}</ul></section>'

@@ -34,7 +34,7 @@ def test_table_values_from_fixtures(runs):
         exp = _expected(tr)
         for k, v in exp.items():
             assert row[k] == pytest.approx(v, rel=1e-9), k
-        assert row["requests"] == 400
+        assert row["requests"] == 400 and row["closure_ratio"] == 1.0
     # by construction: the slowest request is 100 µs queue + 1570 µs + the preemption
     assert df.loc[0, "max_ms"] == pytest.approx(6.470)
     assert df.loc[1, "max_ms"] == pytest.approx(11.470)
@@ -49,6 +49,7 @@ def test_text_table_and_html(runs, tmp_path):
     lines = text.splitlines()
     assert lines[0].split()[0] == "run" and len(lines) == 2 + 3
     assert "6.470" in lines[2] and "11.5" in lines[3] and "needs probes" in lines[4]
+    assert lines[2].split()[-1] == "100%" and lines[4].split()[-1] == "–"
     page = (tmp_path / "compare.html").read_text()
     assert synth.check_self_contained(page) == 1
     assert (tmp_path / "percentiles.png").stat().st_size > 5000
