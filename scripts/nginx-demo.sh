@@ -2,8 +2,10 @@
 # A throw-away Debian nginx for the third-party demo and tests: config, logs and
 # pid file in a temporary directory, listening on 127.0.0.1 on a free port.
 #
-#   scripts/nginx-demo.sh start [--port P] [--workers N]
+#   scripts/nginx-demo.sh start [--port P] [--workers N] [--env]
 #       prints: nginx-demo: listening on 127.0.0.1:P master=PID workers=PID[,PID] dir=DIR
+#       or, with --env, shell assignments for eval:
+#       NGINX_PORT=P NGINX_MASTER=PID NGINX_WORKERS=PID[,PID] NGINX_DIR=DIR
 #   scripts/nginx-demo.sh stop DIR
 set -euo pipefail
 ME=nginx-demo
@@ -42,12 +44,13 @@ EOF
 }
 
 cmd_start() {
-	local port="" workers=1 dir master pids i
+	local port="" workers=1 env=0 dir master pids i
 	while [ "$#" -gt 0 ]; do
 		case $1 in
 		--port) port=$2; shift ;;
 		--workers) workers=$2; shift ;;
-		*) die "unknown option '$1'; usage: $0 start [--port P] [--workers N]" ;;
+		--env) env=1 ;;
+		*) die "unknown option '$1'; usage: $0 start [--port P] [--workers N] [--env]" ;;
 		esac
 		shift
 	done
@@ -63,7 +66,12 @@ cmd_start() {
 		sleep 0.05
 	done
 	[ -n "${pids:-}" ] || die "nginx started but no worker appeared (see $dir/error.log)"
-	echo "$ME: listening on 127.0.0.1:$port master=$master workers=$pids dir=$dir"
+	if [ "$env" = 1 ]; then
+		echo "NGINX_PORT=$port NGINX_MASTER=$master NGINX_WORKERS=$pids NGINX_DIR=$dir"
+		echo "$ME: listening on 127.0.0.1:$port master=$master workers=$pids dir=$dir" >&2
+	else
+		echo "$ME: listening on 127.0.0.1:$port master=$master workers=$pids dir=$dir"
+	fi
 }
 
 # stop_wait PID TENTHS: wait up to TENTHS/10 s for PID to exit.
@@ -93,5 +101,5 @@ cmd_stop() {
 case ${1:-} in
 start) shift; cmd_start "$@" ;;
 stop) shift; cmd_stop "$@" ;;
-*) die "usage: $0 start [--port P] [--workers N] | stop DIR" ;;
+*) die "usage: $0 start [--port P] [--workers N] [--env] | stop DIR" ;;
 esac
