@@ -82,6 +82,34 @@ def test_libcurl_by_library_name_before_it_is_mapped(tmp_path):
     assert s["ret"].tolist() == [0, 0, 37]  # CURLE_OK x2, CURLE_FILE_COULDNT_READ_FILE
 
 
+def test_httpload_requests_become_curl_spans(tmp_path):
+    """The libcurl span brackets every request httpload records: each request
+    [t_start, t_end] on its thread holds exactly one curl_easy_perform span."""
+    server = BUILD / "workloads" / "server" / "orders-server"
+    httpload = BUILD / "workloads" / "httpload" / "httpload"
+    assert server.exists() and httpload.exists(), "build the workloads first"
+    srv = subprocess.Popen([str(server), "--port", "0", "--workers", "2"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        m = re.search(r"listening on 127\.0\.0\.1:(\d+)", srv.stdout.readline())
+        assert m, "orders-server did not start"
+        p = tailtrace(tmp_path, "--events", "spans", "--span", "libcurl.so.4:curl_easy_perform",
+                      "--", str(httpload), "--model", "pool", "--conns", "4", "--workers", "4",
+                      "--requests", "200", "--url", f"http://127.0.0.1:{m[1]}/orders",
+                      "--out", str(tmp_path))
+        assert p.returncode == 0, p.stderr
+    finally:
+        srv.kill()
+        srv.wait()
+    s = spans(tmp_path)
+    req = read_records(tmp_path / "requests.bin", load_schema(tmp_path), "request")
+    assert len(req) == len(s) == 200
+    assert (s["ret"] == 0).all()  # CURLE_OK
+    inside = [int(((s["tid"] == r["tid"]) & (s["t_start_ns"] >= r["t_start_ns"])
+                   & (s["t_end_ns"] <= r["t_end_ns"])).sum()) for r in req]
+    assert inside == [1] * 200
+
+
 def expect_error(p: subprocess.CompletedProcess, *needles: str) -> str:
     assert p.returncode != 0
     err = p.stderr.strip()
