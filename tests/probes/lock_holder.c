@@ -4,7 +4,8 @@
  *   phase 1  holder thread: HOLDS x (lock, hold HOLD_MS, unlock) on mutex A;
  *            contender thread: lock/unlock A in a loop with 200 us pauses
  *            until the holder is done (it mostly waits for the holder).
- *   phase 2  main: recursive mutex R, 10 x (lock, lock, lock, unlock x3).
+ *   phase 2  main: recursive mutex R, 10 x (lock, lock, lock, unlock x3);
+ *            nested O then I, 5 x (lock O, lock I, 200 us, unlock I, unlock O).
  *   phase 3  main: 5 x successful trylock of T; then the contender holds T
  *            while main's trylock fails once and lock() waits.
  *   phase 4  main holds C across a 1 ms pthread_cond_timedwait (times out)
@@ -28,6 +29,8 @@ static pthread_mutex_t mutex_a = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t mutex_t = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t mutex_r;
 static pthread_mutex_t mutex_c = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t mutex_o = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t mutex_i = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond_c = PTHREAD_COND_INITIALIZER;
 static int cond_done; /* under mutex_c */
 static atomic_int cond_waiting;
@@ -114,6 +117,14 @@ static void phase_recursive(void)
 			pthread_mutex_unlock(&mutex_r);
 	}
 	printf("recursive_mutex=%p recursive_holds=10\n", (void *)&mutex_r);
+	for (int i = 0; i < 5; i++) {
+		pthread_mutex_lock(&mutex_o);
+		pthread_mutex_lock(&mutex_i);
+		sleep_ns(200000);
+		pthread_mutex_unlock(&mutex_i);
+		pthread_mutex_unlock(&mutex_o);
+	}
+	printf("outer_mutex=%p inner_mutex=%p nested_holds=5\n", (void *)&mutex_o, (void *)&mutex_i);
 }
 
 static void phase_trylock(void)

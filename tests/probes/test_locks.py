@@ -92,6 +92,16 @@ def test_recursive_mutex_one_record_per_outer_hold(run):
     assert ((rec["t_released_ns"] - rec["t_acquired_ns"]) >= 100_000).all()  # 100 us sleep inside
 
 
+def test_nested_mutexes_enclose(run):
+    _, f, r = run
+    o = np.sort(r[r["mutex"] == f["outer_mutex"]], order="t_acquired_ns")
+    i = np.sort(r[r["mutex"] == f["inner_mutex"]], order="t_acquired_ns")
+    assert len(o) == len(i) == f["nested_holds"] == 5
+    assert (o["t_acquired_ns"] < i["t_request_ns"]).all()
+    assert (i["t_released_ns"] < o["t_released_ns"]).all()
+    assert ((i["t_released_ns"] - i["t_acquired_ns"]) >= 200_000).all()
+
+
 def test_trylock_flags_and_failed_trylock_then_wait(run):
     _, f, r = run
     t = np.sort(r[(r["mutex"] == f["trylock_mutex"]) & (r["tid"] == f["main_tid"])],
