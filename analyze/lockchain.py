@@ -12,6 +12,8 @@ interval algebra as the decomposition: running, runnable (lock-holder
 preemption) or blocked. Verdict = the largest of the three:
 "holder preempted" (runnable), "holder blocked", "holder running";
 "holder unknown" when no holder acquisition was recorded.
+holder_lock_wait_ns is the part of holder_blocked_ns the holder itself spent
+waiting for another mutex: the next link of the chain.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from .decompose import thread_states
 
 COLUMNS = ["request_id", "waiter_tid", "mutex", "t_request_ns", "t_acquired_ns", "wait_ns",
            "holder_tid", "holder_window_ns", "holder_running_ns", "holder_runnable_ns",
-           "holder_blocked_ns", "verdict"]
+           "holder_blocked_ns", "holder_lock_wait_ns", "verdict"]
 MIN_WAIT_NS = 100_000
 
 
@@ -78,6 +80,7 @@ def df_lock_chains(run, decomp: pd.DataFrame, min_wait_ns: int = MIN_WAIT_NS) ->
         "holder_running_ns": np.where(known, running, 0).astype(np.int64),
         "holder_runnable_ns": np.where(known, runnable, 0).astype(np.int64),
         "holder_blocked_ns": np.where(known, blocked, 0).astype(np.int64),
+        "holder_lock_wait_ns": np.where(known, st["lock_wait_ns"].fillna(0), 0).astype(np.int64),
         "verdict": verdict,
     }, columns=COLUMNS)
     return out.reset_index(drop=True)

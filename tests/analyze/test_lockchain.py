@@ -40,6 +40,17 @@ def test_blocked_holder():
     assert r["verdict"] == "holder blocked"
 
 
+def test_holder_waiting_for_another_mutex_is_the_next_link():
+    # While holding M, H waits for mutex N (held by tid 4 over 0..4 ms): asleep 1..4 ms,
+    # runnable 4..4.1 ms, so of its 4.5 ms window 3 ms are spent waiting for N.
+    c = chain([off(H, 1 * MS, 4100 * US)], [rq(H, 4 * MS, 4100 * US, waker=4)],
+              extra_locks=[lk(4, M + 64, 0, 0, 4 * MS), lk(H, M + 64, 800 * US, 4100 * US, 4200 * US)])
+    r = c.iloc[0]
+    assert r["verdict"] == "holder blocked"
+    assert r["holder_lock_wait_ns"] == 3 * MS and r["holder_blocked_ns"] == 3 * MS
+    assert r["holder_runnable_ns"] == 100 * US and r["holder_running_ns"] == 1400 * US
+
+
 def test_running_holder():
     c = chain([], [])
     r = c.iloc[0]
