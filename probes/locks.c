@@ -243,6 +243,12 @@ static int locks_finish(struct tt_ctx *ctx, void *state)
 	struct locks_state *st = state;
 	int err = 0, e;
 
+	if (ctx->opts->verbose)
+		fprintf(stderr, "tailtrace: locks: %llu failed trylocks, %llu unlocks of mutexes "
+			"not seen locked, %llu state-map overflows\n",
+			(unsigned long long)locks_counter(st, LOCKS_CNT_TRYFAIL),
+			(unsigned long long)locks_counter(st, LOCKS_CNT_UNMATCHED),
+			(unsigned long long)locks_counter(st, LOCKS_CNT_STATE_FULL));
 	if (ctx->opts->aggregate) {
 		err = locks_add_hists(st->skel->maps.wait_hists, "lock_wait");
 		e = locks_add_hists(st->skel->maps.hold_hists, "lock_hold");

@@ -50,7 +50,6 @@ struct locks_held {
 #include <stdio.h>
 struct tt_syms;
 
-
 /* locks_out.c: side files. Append the user stacks whose stack_pid[id] != 0
  * to OUT/stacks.jsonl as {"stream":"locks","id":N,"kind":"user","frames":[..]}.
  * syms symbolizes target_pid; other pids (--all) get their own symbolizer. */

@@ -166,17 +166,6 @@ fail:
 	return err;
 }
 
-static int spans_finish(struct tt_ctx *ctx, void *state)
-{
-	struct spans_state *st = state;
-	int err = st->write_err ? st->write_err : recfile_flush(st->out);
-
-	if (err)
-		spans_err(ctx, "spans: writing %s/spans.bin: %s",
-			 ctx->opts->out_dir, strerror(-err));
-	return err;
-}
-
 static uint64_t spans_counter(struct spans_state *st, __u32 idx)
 {
 	int ncpu = libbpf_num_possible_cpus();
@@ -191,6 +180,23 @@ static uint64_t spans_counter(struct spans_state *st, __u32 idx)
 	for (int i = 0; i < ncpu; i++)
 		sum += vals[i];
 	return sum;
+}
+
+static int spans_finish(struct tt_ctx *ctx, void *state)
+{
+	struct spans_state *st = state;
+	int err = st->write_err ? st->write_err : recfile_flush(st->out);
+
+	if (ctx->opts->verbose)
+		fprintf(stderr, "tailtrace: spans: %llu calls nested deeper than %d, %llu returns "
+			"without an entry, %llu state-map overflows\n",
+			(unsigned long long)spans_counter(st, SPANS_CNT_TOO_DEEP), SPANS_MAX_DEPTH,
+			(unsigned long long)spans_counter(st, SPANS_CNT_UNMATCHED),
+			(unsigned long long)spans_counter(st, SPANS_CNT_STATE_FULL));
+	if (err)
+		spans_err(ctx, "spans: writing %s/spans.bin: %s",
+			 ctx->opts->out_dir, strerror(-err));
+	return err;
 }
 
 static int spans_stats(void *state, struct tt_stream_stats *out, int max)

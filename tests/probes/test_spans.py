@@ -61,6 +61,16 @@ def test_recursion_nests_with_depth(tmp_path):
     assert (np.diff(s["t_end_ns"].astype(np.int64)) < 0).all()
 
 
+def test_deeper_than_16_is_counted_not_recorded(tmp_path):
+    p = tailtrace(tmp_path, "-v", "--events", "spans", "--span", f"{TARGET}:tt_span_recurse",
+                  "--", str(TARGET), "recurse", "20")
+    assert p.returncode == 0, p.stderr
+    s = np.sort(spans(tmp_path), order="depth")
+    assert s["depth"].tolist() == list(range(16))  # the 16 outermost of 21 calls
+    assert s["ret"].tolist() == list(range(20, 4, -1))
+    assert "5 calls nested deeper than 16" in p.stderr
+
+
 def test_two_spans_get_their_option_index(tmp_path):
     p = tailtrace(tmp_path, "--events", "spans", "--span", f"{TARGET}:tt_span_recurse",
                   "--span", f"{TARGET}:tt_span_work", "--", str(TARGET), "work", "3", "100")
