@@ -3,6 +3,7 @@ times its own calls; libcurl.so.4:curl_easy_perform on the curl CLI; and the
 errors for unknown symbols and libraries. Real BPF: run as root."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -69,6 +70,16 @@ def test_deeper_than_16_is_counted_not_recorded(tmp_path):
     assert s["depth"].tolist() == list(range(16))  # the 16 outermost of 21 calls
     assert s["ret"].tolist() == list(range(20, 4, -1))
     assert "5 calls nested deeper than 16" in p.stderr
+
+
+def test_every_call_is_written_or_counted_lost(tmp_path):
+    p = tailtrace(tmp_path, "--events", "spans", "--ringbuf-mb", "0", "--span",
+                  f"{TARGET}:tt_span_work", "--", str(TARGET), "work", "3000", "0")
+    assert p.returncode == 0, p.stderr
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    written, lost = meta["events"]["spans"], meta["lost_events"]["spans"]
+    assert written == len(spans(tmp_path))
+    assert written + lost == 3000
 
 
 def test_two_spans_get_their_option_index(tmp_path):
