@@ -152,7 +152,7 @@ validate_args() {
 }
 
 # ---- cleanup: the one trap ------------------------------------------------------
-INTERRUPTED="" RUN_DIR="" TT_PID="" PERF_PID="" SERVER_PID="" SWEEP_CHILD=""
+INTERRUPTED="" RUN_DIR="" RECORDED=0 TT_PID="" PERF_PID="" SERVER_PID="" SWEEP_CHILD=""
 
 on_signal() {
 	INTERRUPTED=$1
@@ -174,8 +174,12 @@ cleanup() {
 	local g
 	for g in "${TT_PGIDS[@]}"; do pg_stop "$g" TERM 5; done
 	if [ -n "$INTERRUPTED" ] && [ -n "$RUN_DIR" ]; then
-		json_mark_incomplete "$RUN_DIR" "interrupted by SIG$INTERRUPTED"
-		log "partial run kept in $RUN_DIR (meta.json: incomplete); analyse it with: python3 -m analyze report $RUN_DIR"
+		if [ "$RECORDED" = 0 ]; then
+			json_mark_incomplete "$RUN_DIR" "interrupted by SIG$INTERRUPTED"
+			log "partial run kept in $RUN_DIR (meta.json: incomplete); analyse it with: python3 -m analyze report $RUN_DIR"
+		else
+			log "stopped after the recording had finished; the run is complete: python3 -m analyze report $RUN_DIR"
+		fi
 	fi
 	exit "$rc"
 }

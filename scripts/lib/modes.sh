@@ -44,6 +44,7 @@ analyze_run() {
 # finish_run DIR TITLE: flame graphs, analysis, summary table and report path.
 finish_run() {
 	local dir=$1 title=$2 rc=0
+	RECORDED=1 # from here on, an interruption does not make the recording incomplete
 	flame_all "$dir" "$title"
 	analyze_run "$dir" || rc=1
 	[ ! -f "$dir/report.html" ] || log "report: $dir/report.html"
@@ -76,6 +77,9 @@ mode_workload() {
 	else
 		phase "recording: tailtrace -- ${HTTPLOAD_CMD[*]}"
 		record_command "$RUN_DIR" "${HTTPLOAD_CMD[@]}" || rc=$?
+	fi
+	if [ -n "$SERVER_PID" ] && ! pid_running "$SERVER_PID"; then
+		die "orders-server exited during the run ($(tail -1 "$RUN_DIR/server.log" 2>/dev/null)); see $RUN_DIR/server.log"
 	fi
 	server_stop
 	[ "$rc" = 0 ] || die "the workload failed (httpload/tailtrace exit $rc, messages above); partial data in $RUN_DIR"
