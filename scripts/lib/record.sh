@@ -82,7 +82,7 @@ perf_start() {
 
 # perf_pids DIR PIDS: the processes (a,b,c) whose samples make the on-CPU flame graph.
 perf_pids() {
-	[ "$PERF" = 1 ] || return 0
+	[ "$PERF" = 1 ] && [ -n "$2" ] || return 0
 	echo "$2" >"$1/perf.pids"
 }
 
@@ -120,6 +120,9 @@ record_command() {
 	pg_wait "$TT_PID" || rc=$?
 	TT_PID=""
 	perf_stop "$dir"
+	# Missed the exec (slow machine)? tailtrace's meta.json names the target.
+	[ "$PERF" = 0 ] || [ -s "$dir/perf.pids" ] || perf_pids "$dir" "$(python3 -c \
+		'import json, sys; print(json.load(open(sys.argv[1]))["target"]["pid"])' "$dir/meta.json" 2>/dev/null)"
 	return "$rc"
 }
 
