@@ -4,13 +4,14 @@ Waiting acquisitions are those with the probe's contended flag (lock() took
 the futex slow path) or a wait ≥ min_wait_ns (100 µs, for recorders without
 the flag: under uprobes even an uncontended lock() takes ~10 µs). For each one
 made by a request's thread inside the request's window, the holder is the
-acquisition of the same mutex that was current when the wait began (the latest
-acquisition with t_acquired ≤ t_request, by another thread, not yet released).
-Over the holder's part of the wait, [t_request, min(waiter's t_acquired,
-holder's t_released)], the holder thread's state is measured with the same
-interval algebra as the decomposition: running, runnable (lock-holder
-preemption) or blocked. Verdict = the largest of the three:
-"holder preempted" (runnable), "holder blocked", "holder running";
+last acquisition of the same mutex before the waiter got it, by another
+thread, whose hold overlaps the wait (the thread the waiter was waiting for
+at the end; in a convoy, earlier holders are not examined). Over the
+holder's part of the wait, [max(t_request, holder's t_acquired),
+min(waiter's t_acquired, holder's t_released)], the holder thread's state is
+measured with the same interval algebra as the decomposition: running,
+runnable (lock-holder preemption) or blocked. Verdict = the largest of the
+three: "holder preempted" (runnable), "holder blocked", "holder running";
 "holder unknown" when no holder acquisition was recorded.
 holder_lock_wait_ns is the part of holder_blocked_ns the holder itself spent
 waiting for another mutex: the next link of the chain.
@@ -42,18 +43,24 @@ def _waits_in_requests(locks: pd.DataFrame, decomp: pd.DataFrame, min_wait_ns: i
 
 
 def _holders(waits: pd.DataFrame, locks: pd.DataFrame) -> pd.DataFrame:
+    """Each wait's holder: the last acquisition of the mutex before the waiter got it, by
+    another thread, whose hold overlaps the wait; its window [h_start, h_end] inside the wait."""
     h = locks[["mutex", "tid", "t_acquired_ns", "t_released_ns"]].rename(
         columns={"tid": "holder_tid", "t_acquired_ns": "h_acq", "t_released_ns": "h_rel"})
     h = h.sort_values("h_acq", kind="stable")
-    m = pd.merge_asof(waits, h, left_on="t_request_ns", right_on="h_acq", by="mutex",
-                      direction="backward", allow_exact_matches=True)
+    w = waits.sort_values("t_acquired_ns", kind="stable")
+    m = pd.merge_asof(w, h, left_on="t_acquired_ns", right_on="h_acq", by="mutex",
+                      direction="backward", allow_exact_matches=False)
     ok = (m["holder_tid"].notna() & (m["holder_tid"] != m["tid"])
           & ((m["h_rel"] == 0) | (m["h_rel"] > m["t_request_ns"])))
     m["holder_tid"] = np.where(ok, m["holder_tid"].fillna(-1), -1).astype(np.int64)
+    req, acq = m["t_request_ns"].to_numpy(), m["t_acquired_ns"].to_numpy()
     rel = m["h_rel"].fillna(0).to_numpy(dtype=np.int64)
-    end = np.where(rel > 0, np.minimum(rel, m["t_acquired_ns"].to_numpy()), m["t_acquired_ns"].to_numpy())
-    m["h_end"] = np.where(ok, end, m["t_request_ns"].to_numpy())
-    return m
+    start = np.maximum(req, m["h_acq"].fillna(0).to_numpy(dtype=np.int64))
+    end = np.where(rel > 0, np.minimum(rel, acq), acq)
+    m["h_start"] = np.where(ok, start, req)
+    m["h_end"] = np.where(ok, np.maximum(end, start), req)
+    return m.sort_values("t_request_ns", kind="stable")
 
 
 def df_lock_chains(run, decomp: pd.DataFrame, min_wait_ns: int = MIN_WAIT_NS) -> pd.DataFrame:
@@ -62,7 +69,7 @@ def df_lock_chains(run, decomp: pd.DataFrame, min_wait_ns: int = MIN_WAIT_NS) ->
         return pd.DataFrame({c: pd.Series(dtype=object if c == "verdict" else np.int64)
                              for c in COLUMNS})
     m = _holders(_waits_in_requests(run.locks, decomp, min_wait_ns), run.locks)
-    st = thread_states(run, m["holder_tid"].to_numpy(), m["t_request_ns"].to_numpy(),
+    st = thread_states(run, m["holder_tid"].to_numpy(), m["h_start"].to_numpy(),
                        m["h_end"].to_numpy())
     running = st["oncpu_ns"].fillna(0).to_numpy()
     runnable = (st["runq_wakeup_ns"].fillna(0) + st["runq_preempt_ns"].fillna(0)).to_numpy()
@@ -76,7 +83,7 @@ def df_lock_chains(run, decomp: pd.DataFrame, min_wait_ns: int = MIN_WAIT_NS) ->
         "mutex": m["mutex"].to_numpy(dtype=np.uint64), "t_request_ns": m["t_request_ns"].to_numpy(),
         "t_acquired_ns": m["t_acquired_ns"].to_numpy(), "wait_ns": m["wait_ns"].to_numpy(),
         "holder_tid": m["holder_tid"].to_numpy(),
-        "holder_window_ns": (m["h_end"] - m["t_request_ns"]).to_numpy(),
+        "holder_window_ns": (m["h_end"] - m["h_start"]).to_numpy(),
         "holder_running_ns": np.where(known, running, 0).astype(np.int64),
         "holder_runnable_ns": np.where(known, runnable, 0).astype(np.int64),
         "holder_blocked_ns": np.where(known, blocked, 0).astype(np.int64),

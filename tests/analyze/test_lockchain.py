@@ -51,6 +51,22 @@ def test_holder_waiting_for_another_mutex_is_the_next_link():
     assert r["holder_runnable_ns"] == 100 * US and r["holder_running_ns"] == 1400 * US
 
 
+def test_holder_is_the_last_one_before_the_waiter_got_the_mutex():
+    # Convoy: tid 2 holds M 0..2 ms, tid 4 2..4 ms (preempted 2.2..3.6); W waits 0.5..4.1.
+    # Race: W enters lock(N) at 6.0 ms just before tid 4 acquires N at 6.1 (held to 7).
+    run = make_run(
+        requests=[req(0, W, 0, 10 * MS)], switches=[off(4, 2200 * US, 3600 * US, voluntary=False)],
+        runq=[rq(4, 2200 * US, 3600 * US, "preempt")],
+        locks=[lk(2, M, 0, 0, 2 * MS), lk(4, M, 1 * MS, 2 * MS, 4 * MS),
+               lk(W, M, 500 * US, 4100 * US, 4200 * US),
+               lk(4, M + 8, 6100 * US, 6100 * US, 7 * MS), lk(W, M + 8, 6 * MS, 7100 * US, 8 * MS)])
+    c = df_lock_chains(run, df_decompose(run))
+    assert c["holder_tid"].tolist() == [4, 4]
+    assert c["holder_window_ns"].tolist() == [2 * MS, 900 * US]
+    assert c.loc[0, "holder_runnable_ns"] == 1400 * US and c.loc[0, "verdict"] == "holder preempted"
+    assert c.loc[1, "holder_running_ns"] == 900 * US
+
+
 def test_running_holder():
     c = chain([], [])
     r = c.iloc[0]
