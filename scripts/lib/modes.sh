@@ -11,15 +11,20 @@ prepare() {
 	[ "$PROBES" = none ] || [ -x "$TT_TAILTRACE" ] || die "$TT_TAILTRACE is missing; build it: cmake --build $TT_BUILD"
 }
 
+# results_dir: results/ (created, and kept out of git) — prints its path.
+results_dir() {
+	mkdir -p "$TT_TOP/results" || die "cannot create $TT_TOP/results; pass --out DIR"
+	[ -e "$TT_TOP/results/.gitignore" ] || echo '*' >"$TT_TOP/results/.gitignore"
+	echo "$TT_TOP/results"
+}
+
 # run_dir_make LABEL: create the run directory; sets RUN_DIR.
 run_dir_make() {
 	local label=$1
 	if [ -n "$OUT" ]; then
 		RUN_DIR=$OUT
 	else
-		mkdir -p "$TT_TOP/results"
-		[ -e "$TT_TOP/results/.gitignore" ] || echo '*' >"$TT_TOP/results/.gitignore"
-		RUN_DIR=$TT_TOP/results/$(utc_stamp)-$label
+		RUN_DIR=$(results_dir)/$(utc_stamp)-$label
 	fi
 	mkdir -p "$RUN_DIR" || die "cannot create $RUN_DIR; pass a writable --out DIR"
 	RUN_DIR=$(cd "$RUN_DIR" && pwd)
@@ -106,7 +111,7 @@ mode_sweep() {
 	local sweep_dir w c runs=() failed=() sub args rc
 	prepare
 	BUILD=0
-	OUT=${OUT:-$TT_TOP/results/$(utc_stamp)-$(label_default sweep)}
+	[ -n "$OUT" ] || OUT=$(results_dir)/$(utc_stamp)-$(label_default sweep)
 	mkdir -p "$OUT"
 	sweep_dir=$(cd "$OUT" && pwd)
 	for w in ${WORKLOADS//,/ }; do
