@@ -173,6 +173,7 @@ cleanup() {
 	[ -z "$SERVER_PID" ] || pg_stop "$SERVER_PID" TERM 5
 	local g
 	for g in "${TT_PGIDS[@]}"; do pg_stop "$g" TERM 5; done
+	[ -z "$RUN_DIR" ] || rm -f "$RUN_DIR/.perf.ctl" "$RUN_DIR/.perf.ack"
 	if [ -n "$INTERRUPTED" ] && [ -n "$RUN_DIR" ]; then
 		if [ "$RECORDED" = 0 ]; then
 			json_mark_incomplete "$RUN_DIR" "interrupted by SIG$INTERRUPTED"

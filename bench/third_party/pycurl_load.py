@@ -11,11 +11,13 @@ curl_easy_perform call into a request with:
 
 pycurl must link the system libcurl.so.4 (scripts/install-deps.sh builds it from
 source for that; the PyPI wheel bundles its own renamed copy).
-Prints one JSON line: requests, errors, elapsed_s, throughput_rps, p50_ms, p99_ms, max_ms.
+Prints one JSON line: requests, errors, elapsed_s, throughput_rps, p50_ms, p99_ms, max_ms,
+stopped_early (SIGINT/SIGTERM: the calls in flight finish, then the summary is printed).
 """
 import argparse
 import io
 import json
+import signal
 import sys
 import threading
 import time
@@ -26,12 +28,15 @@ except ImportError:
     sys.exit("pycurl_load.py: pycurl is missing; run: bash scripts/install-deps.sh")
 
 
+STOP = threading.Event()  # set by SIGINT/SIGTERM: finish the call in flight, then report
+
+
 def worker(url, quota, deadline_s, lat_ms, errors, lock):
     c = pycurl.Curl()
     c.setopt(pycurl.URL, url)
     c.setopt(pycurl.TIMEOUT_MS, 10000)
     done = 0
-    while done < quota and time.monotonic() < deadline_s:
+    while done < quota and time.monotonic() < deadline_s and not STOP.is_set():
         buf = io.BytesIO()
         c.setopt(pycurl.WRITEDATA, buf)
         t0 = time.monotonic()
@@ -63,6 +68,8 @@ def main():
     a = ap.parse_args()
     if a.threads < 1 or a.requests < 1:
         ap.error("--threads and --requests must be positive")
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: STOP.set())
     deadline_s = time.monotonic() + (a.duration if a.duration > 0 else 1e9)
     lat_ms, errors, lock = [], [0], threading.Lock()
     quotas = [a.requests // a.threads + (i < a.requests % a.threads) for i in range(a.threads)]
@@ -79,7 +86,7 @@ def main():
         "requests": len(s), "errors": errors[0], "elapsed_s": round(elapsed_s, 3),
         "throughput_rps": round(len(s) / elapsed_s, 1) if elapsed_s > 0 else 0.0,
         "p50_ms": round(percentile(s, 0.50), 3), "p99_ms": round(percentile(s, 0.99), 3),
-        "max_ms": round(s[-1], 3) if s else 0.0,
+        "max_ms": round(s[-1], 3) if s else 0.0, "stopped_early": STOP.is_set(),
     }))
     return 1 if errors[0] else 0
 
