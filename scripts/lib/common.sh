@@ -91,9 +91,11 @@ build_if_stale() {
 	fi
 	phase "building in $TT_BUILD (sources changed)"
 	if [ ! -f "$TT_BUILD/build.ninja" ]; then
-		cmake -S "$TT_TOP" -B "$TT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$TT_BUILD.cmake.log" 2>&1 ||
-			{ tail -20 "$TT_BUILD.cmake.log" >&2; die "cmake configure failed (log above); fix the error and rerun"; }
-		rm -f "$TT_BUILD.cmake.log"
+		local log
+		log=$(mktemp)
+		cmake -S "$TT_TOP" -B "$TT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$log" 2>&1 ||
+			{ tail -20 "$log" >&2; rm -f "$log"; die "cmake configure failed (log above); fix the error and rerun"; }
+		rm -f "$log"
 	fi
 	cmake --build "$TT_BUILD" -j"$(nproc)" >&2 || die "build failed (errors above); fix them and rerun"
 	for bin in "$TT_SERVER" "$TT_HTTPLOAD" "$TT_TAILTRACE"; do
