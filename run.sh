@@ -164,7 +164,8 @@ cleanup() {
 	local rc=$?
 	trap '' INT TERM
 	if [ -n "$SWEEP_CHILD" ]; then
-		kill -INT "$SWEEP_CHILD" 2>/dev/null || true
+		# TERM, not INT: a background job of a script starts with SIGINT ignored.
+		kill -TERM "$SWEEP_CHILD" 2>/dev/null || true
 		wait "$SWEEP_CHILD" 2>/dev/null || true
 	fi
 	# Order: tailtrace first (it flushes and stops its child), then perf, then the server.
