@@ -55,8 +55,12 @@ class Server:
             pytest.fail(f"orders-server exited before it was ready: {err.strip()}")
         return line
 
-    def connect(self):
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=IO_TIMEOUT_S)
+    def connect(self, rcvbuf=None):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(IO_TIMEOUT_S)
+        if rcvbuf:  # before connect, so the advertised window stays small
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.connect(("127.0.0.1", self.port))
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return s
 
@@ -209,6 +213,30 @@ def test_pipelined_requests_answered_in_order(server):
             s.sendall(raw[i:i + 7])
             time.sleep(0.0005)
         assert [r.response()[0] for _ in reqs] == want
+
+
+def test_deep_pipeline_with_backpressure():
+    """40000 pipelined requests sent while ~5 MB of replies pile up against a
+    small receive window: the server must stop reading when its output backs
+    up, resume on EPOLLOUT, and answer every request in order."""
+    srv = Server("--workers", "1")
+    n = 40000
+    raw = b"".join(request("POST", "/orders", ORDER) if i % 4 == 0 else request("GET", "/health")
+                   for i in range(n))
+    try:
+        with srv.connect(rcvbuf=8192) as s:
+            sender = threading.Thread(target=s.sendall, args=(raw,))
+            sender.start()
+            time.sleep(0.2)  # let the server's send buffer and our receive buffer fill
+            r = Reader(s)
+            got = [r.response() for _ in range(n)]
+            sender.join()
+        assert [g[0] for g in got] == [200] * n
+        ids = [order_id(g[2]) for g in got[::4]]
+        assert ids == list(range(ids[0], ids[0] + n // 4))
+    finally:
+        rc, err, _ = srv.stop()
+    assert rc == 0 and f"1 connections, {n} requests (0 errors)" in err
 
 
 def test_large_body_and_expect_continue(server):

@@ -47,7 +47,8 @@ void conn_reset(struct conn *c, int fd)
 		}
 	}
 	c->fd = fd;
-	c->readable = c->eof = c->closing = c->lingering = c->sent_continue = 0;
+	c->readable = c->eof = c->closing = c->lingering = c->sent_continue = c->queued = 0;
+	c->rdhup = 0;
 	c->in = in;
 	c->in_cap = in_cap;
 	c->in_len = 0;
@@ -192,7 +193,7 @@ static enum conn_result conn_linger(struct conn *c)
 }
 
 /* Read what is there. 1: got bytes or EOF, 0: nothing (wait), -1: fatal. */
-static int conn_read(struct conn *c, int rdhup)
+static int conn_read(struct conn *c)
 {
 	size_t space = c->in_cap - c->in_len;
 	ssize_t n;
@@ -204,7 +205,7 @@ static int conn_read(struct conn *c, int rdhup)
 		c->in_len += (size_t)n;
 		/* A short read drained the socket: the next arrival raises a
 		 * new edge. After RDHUP, read on to see the EOF itself. */
-		if ((size_t)n < space && !rdhup)
+		if ((size_t)n < space && !c->rdhup)
 			c->readable = 0;
 		return 1;
 	}
@@ -223,8 +224,10 @@ static int conn_read(struct conn *c, int rdhup)
 enum conn_result conn_drive(struct conn *c, uint32_t events,
 			    const struct orders_config *cfg, struct conn_stats *st)
 {
-	int rdhup = !!(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)), rc;
+	int rc, reads = 0;
 
+	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		c->rdhup = 1;
 	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 		c->readable = 1;
 	for (;;) {
@@ -244,7 +247,9 @@ enum conn_result conn_drive(struct conn *c, uint32_t events,
 			return CONN_CLOSE;
 		if (!c->readable)
 			return CONN_KEEP;
-		rc = conn_read(c, rdhup);
+		if (++reads > CONN_READS_PER_DRIVE)
+			return CONN_AGAIN; /* a client that keeps sending must not starve the others */
+		rc = conn_read(c);
 		if (rc < 0)
 			return CONN_CLOSE;
 		if (rc == 0)

@@ -18,9 +18,12 @@
 #define CONN_OUT_BYTES 16384 /* replies of a pipelined batch */
 #define CONN_LINGER_MS 2000  /* at most this long draining after an error reply */
 
+#define CONN_READS_PER_DRIVE 16 /* then other connections get a turn */
+
 enum conn_result {
 	CONN_KEEP = 0,  /* wait for the next event */
 	CONN_CLOSE = 1, /* caller closes and frees it */
+	CONN_AGAIN = 2, /* more input may be waiting: drive again soon */
 };
 
 struct conn_stats {
@@ -35,6 +38,8 @@ struct conn {
 	unsigned closing : 1;        /* last reply queued: flush, then half-close */
 	unsigned lingering : 1;      /* half-closed: discard input until EOF */
 	unsigned sent_continue : 1;  /* "100 Continue" sent for this request */
+	unsigned queued : 1;         /* on the owner's drive-again list */
+	unsigned rdhup : 1;          /* peer shut down its side: read to the EOF */
 	char *in;
 	size_t in_len;
 	size_t in_cap;
@@ -42,6 +47,7 @@ struct conn {
 	uint64_t t_linger_end_ns;
 	struct obuf out;
 	struct conn *prev, *next;    /* owner's list of open connections */
+	struct conn *again_next;     /* owner's drive-again list */
 };
 
 /* Allocate buffers. NULL on ENOMEM. */
@@ -50,7 +56,7 @@ struct conn *conn_new(void);
 void conn_reset(struct conn *c, int fd);
 void conn_free(struct conn *c);
 
-/* Handle the epoll events of c. */
+/* Handle the epoll events of c (0: none, resume after CONN_AGAIN). */
 enum conn_result conn_drive(struct conn *c, uint32_t events,
 			    const struct orders_config *cfg, struct conn_stats *st);
 

@@ -32,7 +32,7 @@ int http_reply_append(struct obuf *out, const struct http_reply *r)
 {
 	const char *reason = http_reason(r->status);
 	size_t extra = r->extra_headers ? strlen(r->extra_headers) : 0;
-	size_t need = 128 + strlen(reason) + extra + r->body_len;
+	size_t need = 160 + strlen(reason) + extra + r->body_len; /* fixed part <= 130 */
 	char *p;
 
 	if (out->cap - out->len < need)

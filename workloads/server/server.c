@@ -32,6 +32,7 @@ struct worker {
 	int err;                /* negative errno if the loop failed */
 	struct conn *open;      /* open connections (doubly linked) */
 	struct conn *spare;     /* closed ones, reused (singly linked via next) */
+	struct conn *again;     /* to drive again without an event (fairness) */
 	struct conn_stats stats;
 	uint64_t connections;
 	pthread_t thread;
@@ -56,8 +57,23 @@ static void open_link(struct worker *w, struct conn *c)
 	w->open = c;
 }
 
+static void again_remove(struct worker *w, struct conn *c)
+{
+	struct conn **pp;
+
+	for (pp = &w->again; *pp; pp = &(*pp)->again_next) {
+		if (*pp == c) {
+			*pp = c->again_next;
+			break;
+		}
+	}
+	c->queued = 0;
+}
+
 static void conn_close(struct worker *w, struct conn *c)
 {
+	if (c->queued)
+		again_remove(w, c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -128,12 +144,31 @@ static void worker_accept(struct worker *w)
 static void worker_drive(struct worker *w, struct conn *c, uint32_t events)
 {
 	int was_lingering = c->lingering;
+	enum conn_result res = conn_drive(c, events, &w->srv->cfg.orders, &w->stats);
 
-	if (conn_drive(c, events, &w->srv->cfg.orders, &w->stats) == CONN_CLOSE) {
+	if (res == CONN_CLOSE) {
 		conn_close(w, c);
 		return;
 	}
 	w->lingering += c->lingering - was_lingering;
+	if (res == CONN_AGAIN && !c->queued) {
+		c->queued = 1;
+		c->again_next = w->again;
+		w->again = c;
+	}
+}
+
+/* Connections that used up their read budget: one more turn each. */
+static void worker_drive_again(struct worker *w)
+{
+	struct conn *list = w->again, *c;
+
+	w->again = NULL;
+	while ((c = list)) {
+		list = c->again_next;
+		c->queued = 0;
+		worker_drive(w, c, 0);
+	}
 }
 
 /* Close connections that lingered too long (clients that never close). */
@@ -162,7 +197,7 @@ static int worker_loop(struct worker *w)
 	int i, n, timeout_ms;
 
 	for (;;) {
-		timeout_ms = w->lingering ? LINGER_SCAN_MS : -1;
+		timeout_ms = w->again ? 0 : w->lingering ? LINGER_SCAN_MS : -1;
 		n = epoll_wait(w->epoll_fd, evs, EVENTS_PER_WAIT, timeout_ms);
 		if (n < 0 && errno != EINTR)
 			return -errno;
@@ -176,6 +211,7 @@ static int worker_loop(struct worker *w)
 			else
 				worker_drive(w, p, evs[i].events);
 		}
+		worker_drive_again(w);
 		if (w->lingering)
 			worker_reap_lingering(w);
 	}
