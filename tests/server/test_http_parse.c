@@ -235,6 +235,17 @@ static void test_reply(void)
 	r.extra_headers = "Allow: GET\r\n";
 	CHECK(http_reply_append(&out, &r) == 0);
 	CHECK(out.len == strlen(want_close) && memcmp(buf, want_close, out.len) == 0);
+	/* An HTTP/1.0 client is told the connection stays open. */
+	out.len = 0;
+	r.keep_alive = 1;
+	r.http10 = 1;
+	r.extra_headers = NULL;
+	CHECK(http_reply_append(&out, &r) == 0);
+	CHECK(memmem(buf, out.len, "\r\nConnection: keep-alive\r\n\r\n", 28) != NULL);
+	out.len = 0;
+	r.keep_alive = 0;
+	r.extra_headers = "Allow: GET\r\n";
+	CHECK(http_reply_append(&out, &r) == 0);
 	out.cap = out.len + 10; /* no room for another */
 	CHECK(http_reply_append(&out, &r) == -ENOSPC);
 	CHECK(out.len == strlen(want_close));

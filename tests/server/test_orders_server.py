@@ -311,6 +311,15 @@ def test_connection_close_and_http10(server):
     assert (status, headers["connection"], closed) == (200, "close", True)
     status, _, _, closed = exchange(server, b"GET /health HTTP/1.0\r\n\r\n", check_close=True)
     assert (status, closed) == (200, True)
+    with server.connect() as s:  # HTTP/1.0 keep-alive: said in the reply, and kept
+        r = Reader(s)
+        for _ in range(3):
+            s.sendall(b"GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            status, headers, _ = r.response()
+            assert (status, headers["connection"]) == (200, "keep-alive")
+        s.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+        status, headers, _ = r.response()
+        assert (status, headers["connection"], r.closed()) == (200, "close", True)
 
 
 def test_many_connections_get_unique_order_ids(server):

@@ -45,7 +45,12 @@ int http_reply_append(struct obuf *out, const struct http_reply *r)
 	p = PUT_LIT(p, "\r\nServer: orders-server\r\n"
 		       "Content-Type: application/json\r\nContent-Length: ");
 	p += http_fmt_u64(p, r->body_len);
-	p = r->keep_alive ? PUT_LIT(p, "\r\n") : PUT_LIT(p, "\r\nConnection: close\r\n");
+	if (!r->keep_alive)
+		p = PUT_LIT(p, "\r\nConnection: close\r\n");
+	else if (r->http10)
+		p = PUT_LIT(p, "\r\nConnection: keep-alive\r\n");
+	else
+		p = PUT_LIT(p, "\r\n");
 	if (extra)
 		p = put(p, r->extra_headers, extra);
 	p = PUT_LIT(p, "\r\n");

@@ -25,6 +25,7 @@ struct http_reply {
 	const char *body;          /* JSON */
 	size_t body_len;
 	int keep_alive;            /* 0: "Connection: close" */
+	int http10;                /* HTTP/1.0 client: keep-alive must be said */
 	int head_only;             /* HEAD request: no body bytes */
 };
 

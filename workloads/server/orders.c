@@ -40,6 +40,7 @@ static int reply(struct obuf *out, int status, const char *body, size_t body_len
 		.body = body,
 		.body_len = body_len,
 		.keep_alive = req->keep_alive,
+		.http10 = req->minor_version == 0,
 		.head_only = req->method == HTTP_M_HEAD,
 	};
 	int rc = http_reply_append(out, &r);
