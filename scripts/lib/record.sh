@@ -155,9 +155,9 @@ progress_wait() {
 		sleep 1
 		el_s=$(($(date +%s) - t0))
 		if [ -t 2 ]; then
-			printf '\r%s: tracing %ds / %ss ' "$TT_ME" "$el_s" "$total_s" >&2
+			printf '\r%s: %ds elapsed (traces %ss once attached) ' "$TT_ME" "$el_s" "$total_s" >&2
 		elif ((el_s % 5 == 0)); then
-			log "tracing ${el_s}s / ${total_s}s"
+			log "${el_s}s elapsed (traces ${total_s}s once attached)"
 		fi
 	done
 	if [ -t 2 ]; then printf '\n' >&2; fi
