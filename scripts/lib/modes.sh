@@ -23,6 +23,8 @@ run_dir_make() {
 	local label=$1
 	if [ -n "$OUT" ]; then
 		RUN_DIR=$OUT
+		[ -z "$(ls -A "$RUN_DIR" 2>/dev/null)" ] ||
+			die "--out $RUN_DIR is not empty (old records would mix with new ones); pass a new directory"
 	else
 		RUN_DIR=$(results_dir)/$(utc_stamp)-$label
 	fi

@@ -129,3 +129,11 @@ def test_target_exiting_early_is_reported_and_run_marked_incomplete(tmp_path):
     assert f"target {pid} exited during the 30s" in p.stderr and "./run.sh -- CMD" in p.stderr
     meta = load_json(out / "meta.json")
     assert meta["incomplete"] is True and meta["duration_s"] < 30
+
+
+@needs_root
+def test_out_dir_with_old_records_is_refused(tmp_path):
+    (tmp_path / "requests.bin").write_bytes(b"old")
+    p = run_sh("--requests", "10", "--out", tmp_path)
+    assert p.returncode != 0 and "is not empty" in p.stderr
+    assert (tmp_path / "requests.bin").read_bytes() == b"old"
