@@ -137,3 +137,21 @@ def test_out_dir_with_old_records_is_refused(tmp_path):
     p = run_sh("--requests", "10", "--out", tmp_path)
     assert p.returncode != 0 and "is not empty" in p.stderr
     assert (tmp_path / "requests.bin").read_bytes() == b"old"
+
+
+@needs_root
+def test_missing_tool_names_the_install_command(tmp_path):
+    # Debian installs bpftool in /usr/sbin: leave that out of PATH and run.sh must stop at once.
+    import os
+    import shutil
+    import sys
+    if shutil.which("bpftool") != "/usr/sbin/bpftool":
+        pytest.skip("bpftool is not /usr/sbin/bpftool here")
+    path = ":".join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"])
+    p = subprocess.run([str(RUN_SH), "--requests", "10", "--out", str(tmp_path / "run")], cwd=REPO,
+                       capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PATH": path, "HOME": "/nonexistent"})
+    assert p.returncode == 1
+    assert error_lines(p) == ["run.sh: error: missing tools: bpftool; install them with: "
+                              "bash scripts/install-deps.sh (or rerun with --install)"]
+    assert not (tmp_path / "run").exists()
