@@ -148,8 +148,9 @@ int main(int argc, char **argv)
 	parse_args(argc, argv, &cfg);
 	raise_fd_limit();
 	signal(SIGPIPE, SIG_IGN);
-	/* A shell starts background jobs with SIGINT ignored, and an ignored
-	 * signal never reaches sigwaitinfo(): take both back. */
+	/* A shell starts background jobs with SIGINT ignored; POSIX allows an
+	 * ignored signal to be discarded even while blocked (Linux queues it
+	 * for sigwaitinfo anyway): take both back to be sure. */
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	/* Workers inherit this mask: only the main thread takes the signals. */
