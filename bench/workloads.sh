@@ -78,7 +78,9 @@ done
 [[ $CONNS =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--conns expects numbers like 10,50,100, got '$CONNS'"
 [[ $MODELS =~ ^(naive|pool|async)(,(naive|pool|async))*$ ]] ||
 	die "--models expects a list of naive,pool,async, got '$MODELS'"
-[ "$DURATION_S" -ge 1 ] && [ "$REPEATS" -ge 1 ] || die "--duration and --repeats must be >= 1"
+if [ "$DURATION_S" -lt 1 ] || [ "$REPEATS" -lt 1 ]; then
+	die "--duration and --repeats must be >= 1"
+fi
 IFS=, read -r -a CONN_LIST <<<"$CONNS"
 IFS=, read -r -a MODEL_LIST <<<"$MODELS"
 
