@@ -108,7 +108,7 @@ wait_attached_child() {
 
 # record_command DIR CMD...: tailtrace -- CMD, perf on CMD once it runs. Returns CMD's status.
 record_command() {
-	local dir=$1 child rc=0
+	local dir=$1 child="" rc=0
 	shift
 	tailtrace_args "$dir"
 	perf_start "$dir"
@@ -120,6 +120,8 @@ record_command() {
 	pg_wait "$TT_PID" || rc=$?
 	TT_PID=""
 	perf_stop "$dir"
+	[ -n "$child" ] || [ -s "$dir/meta.json" ] ||
+		die "tailtrace stopped before it ran $1 (its message is above: fix that and rerun)"
 	# Missed the exec (slow machine)? tailtrace's meta.json names the target.
 	[ "$PERF" = 0 ] || [ -s "$dir/perf.pids" ] || perf_pids "$dir" "$(python3 -c \
 		'import json, sys; print(json.load(open(sys.argv[1]))["target"]["pid"])' "$dir/meta.json" 2>/dev/null)"

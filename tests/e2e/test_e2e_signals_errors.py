@@ -65,6 +65,10 @@ def test_missing_pid_and_command_are_reported():
     assert p.returncode != 0 and "no process 4194303" in p.stderr
     p = run_sh("--", "/nonexistent/tt-e2e-cmd")
     assert p.returncode != 0 and "command not found: /nonexistent/tt-e2e-cmd" in p.stderr
+    # tailtrace refuses the span: its own line, then run.sh's, and the command never ran.
+    p = run_sh("--span", "libcurl.so.4:tt_e2e_no_such_function", "--", "true")
+    assert p.returncode != 0 and "tt_e2e_no_such_function" in p.stderr
+    assert "run.sh: error: tailtrace stopped before it ran true" in p.stderr
 
 
 @needs_root
