@@ -60,13 +60,13 @@ def test_port_busy_is_reported(tmp_path):
 
 
 @needs_root
-def test_missing_pid_and_command_are_reported():
+def test_missing_pid_and_command_are_reported(tmp_path):
     p = run_sh("--pid", "4194303", "--duration", "1")
     assert p.returncode != 0 and "no process 4194303" in p.stderr
     p = run_sh("--", "/nonexistent/tt-e2e-cmd")
     assert p.returncode != 0 and "command not found: /nonexistent/tt-e2e-cmd" in p.stderr
     # tailtrace refuses the span: its own line, then run.sh's, and the command never ran.
-    p = run_sh("--span", "libcurl.so.4:tt_e2e_no_such_function", "--", "true")
+    p = run_sh("--span", "libcurl.so.4:tt_e2e_no_such_function", "--out", tmp_path / "run", "--", "true")
     assert p.returncode != 0 and "tt_e2e_no_such_function" in p.stderr
     assert "run.sh: error: tailtrace stopped before it ran true" in p.stderr
 
