@@ -34,17 +34,17 @@ usage: ./run.sh [OPTIONS]                      run a workload against orders-ser
 Workload (default mode):
   --workload naive|pool|async  client concurrency model              [pool]
   --conns N                    connections (a list with --sweep)     [20; sweep 10,50,100]
-  --workers W                  client worker threads                 [httpload's default]
+  --workers W                  pool worker threads (pool model only) [20, httpload's]
   --requests N                 requests to send                      [2000]
   --duration S                 run for S seconds instead of --requests
   --rate R                     open loop at R requests/s             [closed loop]
   --url URL                    target URL; no orders-server started  [own orders-server]
   --port P                     orders-server port                    [a free port]
-  --server-workers N           orders-server worker threads          [orders-server's default]
-  --service-us U               orders-server CPU work per request µs [orders-server's default]
-  --sleep-us U                 orders-server sleep per request µs    [orders-server's default]
-  --cpus LIST                  pin client threads to CPUs (0-1,3)    [no pinning]
-  --numa on|off                NUMA-aware client placement           [off]
+  --server-workers N           orders-server worker threads          [usable CPUs]
+  --service-us U               orders-server CPU work per request µs [0]
+  --sleep-us U                 orders-server sleep per request µs    [0]
+  --cpus LIST                  pin pool workers / async loop (0-1,3) [pool: round robin, async: none]
+  --numa on|off                spread pool workers over NUMA nodes   [off]
 
 Recording:
   --probes LIST|none           tailtrace events (runq,switch,offcpu,locks,spans) or
