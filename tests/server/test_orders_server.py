@@ -422,18 +422,19 @@ def test_service_us_burns_worker_cpu():
         assert srv.stop()[0] == 0
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_signal_stops_promptly_mid_request(sig):
-    srv = Server("--workers", "2", "--sleep-us", "5000000")
+@pytest.mark.parametrize("sig, work", [(signal.SIGTERM, "--sleep-us"), (signal.SIGINT, "--sleep-us"),
+                                       (signal.SIGTERM, "--service-us")])
+def test_signal_stops_promptly_mid_request(sig, work):
+    srv = Server("--workers", "2", work, "5000000")
     idle = srv.connect()  # an idle keep-alive connection
     busy = srv.connect()
-    busy.sendall(request("POST", "/orders", ORDER))  # now blocked in a 5 s wait
+    busy.sendall(request("POST", "/orders", ORDER))  # now in 5 s of waiting or CPU work
     time.sleep(0.1)
     rc, err, elapsed_s = srv.stop(sig)
     assert rc == 0, err
     assert elapsed_s < 0.1, f"took {elapsed_s * 1000:.0f} ms to exit"
     assert "stopped on" in err
-    # The request cut short is answered 503 (not a false "accepted"), and the
+    # The order cut short is answered 503 (not a false "accepted"), and the
     # server closed every socket.
     busy.settimeout(1)
     reader = Reader(busy)

@@ -137,7 +137,7 @@ int main(int argc, char **argv)
 		.port = DEFAULT_PORT,
 		.workers = cpus_allowed(),
 		.backlog = DEFAULT_BACKLOG,
-		.orders = { .max_body_bytes = DEFAULT_MAX_BODY_BYTES, .stop_fd = -1 },
+		.orders = { .max_body_bytes = DEFAULT_MAX_BODY_BYTES, .stop_fd = -1, .stopping = NULL },
 	};
 	struct server_stats stats;
 	struct server *srv;

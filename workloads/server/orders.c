@@ -57,8 +57,8 @@ static int order_post(const struct orders_config *cfg, const struct http_request
 
 	if (!body_is_object(req->body, (size_t)req->content_length))
 		return reply(out, 400, JSON("{\"error\":\"body must be a JSON object\"}"), NULL, req);
-	work_cpu_us(cfg->service_us);
-	if (work_block_us(cfg->sleep_us, cfg->stop_fd) != 0) { /* shutting down */
+	if (work_cpu_us(cfg->service_us, cfg->stopping) != 0 ||
+	    work_block_us(cfg->sleep_us, cfg->stop_fd) != 0) { /* shutting down */
 		int rc = orders_reply_error(out, 503);
 
 		return rc ? rc : 503;

@@ -8,6 +8,8 @@
  */
 #ifndef ORDERS_ORDERS_H
 #define ORDERS_ORDERS_H
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "http_parse.h"
@@ -18,11 +20,12 @@ struct orders_config {
 	uint32_t sleep_us;       /* blocking downstream wait per order */
 	uint64_t max_body_bytes; /* larger bodies get 413 */
 	int stop_fd;             /* eventfd that cuts the wait short on shutdown */
+	const atomic_bool *stopping; /* set on shutdown: cuts the CPU work short */
 };
 
 /* Handle one complete request. out must have HTTP_REPLY_MAX_BYTES free.
  * Returns the HTTP status sent, or -ENOSPC. *keep_alive: keep the connection
- * (0 after a 503: an order whose downstream wait was cut short by shutdown). */
+ * (0 after a 503: an order whose work or wait was cut short by shutdown). */
 int orders_handle(const struct orders_config *cfg, const struct http_request *req,
 		  struct obuf *out, int *keep_alive);
 

@@ -44,6 +44,7 @@ struct server {
 	struct server_config cfg;
 	uint16_t port;
 	int stop_fd;
+	atomic_bool stopping;
 	int nworkers;
 	struct worker *workers;
 };
@@ -280,6 +281,7 @@ static int server_signal_stop(struct server *s)
 {
 	uint64_t one = 1;
 
+	atomic_store(&s->stopping, true);
 	return write(s->stop_fd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
 }
 
@@ -334,6 +336,7 @@ int server_start(const struct server_config *cfg, struct server **out, const cha
 		return rc;
 	}
 	s->cfg.orders.stop_fd = s->stop_fd;
+	s->cfg.orders.stopping = &s->stopping;
 	rc = server_spawn(s, what);
 	if (rc != 0) {
 		server_signal_stop(s);

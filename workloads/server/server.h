@@ -16,7 +16,7 @@ struct server_config {
 	uint16_t port;        /* 0: ephemeral */
 	int workers;
 	int backlog;
-	struct orders_config orders; /* stop_fd is filled in by server_start */
+	struct orders_config orders; /* stop_fd, stopping: filled in by server_start */
 };
 
 struct server_stats {

@@ -29,17 +29,23 @@ static uint64_t mix_round(uint64_t x)
 	return x;
 }
 
-uint64_t work_cpu_us(uint32_t cpu_us)
+/* Where the work's result goes, so the compiler keeps the work. */
+static volatile uint64_t work_sink;
+
+int work_cpu_us(uint32_t cpu_us, const atomic_bool *stop)
 {
 	uint64_t t_end_ns, x = 0x9e3779b97f4a7c15ull;
 
 	if (cpu_us == 0)
 		return 0;
 	t_end_ns = thread_cpu_ns() + (uint64_t)cpu_us * 1000u;
-	do
+	do {
 		x = mix_round(x);
-	while (thread_cpu_ns() < t_end_ns);
-	return x;
+		if (stop && atomic_load_explicit(stop, memory_order_relaxed))
+			return 1;
+	} while (thread_cpu_ns() < t_end_ns);
+	work_sink = x;
+	return 0;
 }
 
 int work_block_us(uint32_t wait_us, int stop_fd)

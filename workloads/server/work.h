@@ -7,11 +7,13 @@
  */
 #ifndef ORDERS_WORK_H
 #define ORDERS_WORK_H
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
-/* Burn cpu_us microseconds of this thread's CPU time. Returns a checksum
- * (so the compiler keeps the work). */
-uint64_t work_cpu_us(uint32_t cpu_us);
+/* Burn cpu_us microseconds of this thread's CPU time, or less if *stop
+ * (NULL: never) becomes true. Returns 0 after the full work, 1 if cut short. */
+int work_cpu_us(uint32_t cpu_us, const atomic_bool *stop);
 
 /* Block this thread for wait_us microseconds (CLOCK_MONOTONIC), or until
  * stop_fd (an eventfd, -1 for none) becomes readable. Returns 0 after the
