@@ -115,6 +115,12 @@ static void test_keep_alive_rules(void)
 	CHECK(parse("POST /orders HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
 		    "Content-Length: 3\r\n\r\n", &r) == HTTP_PARSE_NEED_BODY);
 	CHECK(r.expect_continue == 1);
+	/* absolute-form target: routed by its path. */
+	CHECK(parse("GET http://example.com:8080/health?x=1 HTTP/1.1\r\nHost: x\r\n\r\n", &r) ==
+	      HTTP_PARSE_OK);
+	CHECK(path_eq(&r, "/health"));
+	CHECK(parse("GET http://example.com HTTP/1.1\r\nHost: x\r\n\r\n", &r) == HTTP_PARSE_OK);
+	CHECK(path_eq(&r, "/"));
 	/* Empty lines before a request line are ignored (RFC 9112 2.2). */
 	CHECK(parse("\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n", &r) == HTTP_PARSE_OK);
 	CHECK(path_eq(&r, "/health") && r.total_len == 4 + 33);

@@ -3,6 +3,7 @@
 #include "http_parse.h"
 
 #include <string.h>
+#include <strings.h>
 
 /* tchar of RFC 9110 5.6.2: token characters of methods and field names. */
 static int is_tchar(unsigned char c)
@@ -57,29 +58,59 @@ static enum http_method method_of(const char *s, size_t n)
 	return HTTP_M_OTHER;
 }
 
+/* absolute-form target "http://host[:port]/path": the path starts at the
+ * first '/' after the authority (RFC 9112 3.2.2). Other forms: unchanged. */
+static size_t skip_authority(const char *s, size_t t0, size_t t1)
+{
+	size_t i = t0;
+
+	if (t1 - t0 >= 7 && !strncasecmp(s + t0, "http://", 7))
+		i = t0 + 7;
+	else if (t1 - t0 >= 8 && !strncasecmp(s + t0, "https://", 8))
+		i = t0 + 8;
+	else
+		return t0;
+	while (i < t1 && s[i] != '/')
+		i++;
+	return i;
+}
+
+/* Request target [t0, t1): origin-form "/path?query", "*", or absolute-form.
+ * Sets the path (without the query). 0, or -1 if malformed. */
+static int parse_target(const char *s, size_t t0, size_t t1, struct http_request *req)
+{
+	size_t p = skip_authority(s, t0, t1), q;
+
+	if (p != t0 && (p == t1 || s[p] == '?')) { /* "http://host": path "/" */
+		req->path = "/";
+		req->path_len = 1;
+		return 0;
+	}
+	if (s[p] != '/' && !(t1 - p == 1 && s[p] == '*'))
+		return -1;
+	for (q = p; q < t1 && s[q] != '?'; q++)
+		;
+	req->path = s + p;
+	req->path_len = q - p;
+	return 0;
+}
+
 /* "METHOD SP target SP HTTP/1.x" */
 static enum http_parse_status parse_request_line(const char *s, size_t n,
 						 struct http_request *req)
 {
-	size_t i = 0, m, t0, q;
+	size_t i = 0, t0;
 
 	while (i < n && is_tchar((unsigned char)s[i]))
 		i++;
 	if (i == 0 || i >= n || s[i] != ' ')
 		return HTTP_PARSE_BAD;
 	req->method = method_of(s, i);
-	m = ++i;
-	t0 = m;
+	t0 = ++i;
 	while (i < n && (unsigned char)s[i] > 0x20 && s[i] != 0x7f)
 		i++;
-	if (i == t0 || i >= n || s[i] != ' ')
+	if (i == t0 || i >= n || s[i] != ' ' || parse_target(s, t0, i, req) != 0)
 		return HTTP_PARSE_BAD;
-	if (s[t0] != '/' && !(i - t0 == 1 && s[t0] == '*'))
-		return HTTP_PARSE_BAD;
-	req->path = s + t0;
-	for (q = t0; q < i && s[q] != '?'; q++)
-		;
-	req->path_len = q - t0;
 	i++;
 	if (n - i != 8 || memcmp(s + i, "HTTP/", 5) != 0 ||
 	    s[i + 5] < '0' || s[i + 5] > '9' || s[i + 6] != '.' ||
