@@ -56,6 +56,16 @@ static __always_inline bool tt_task_traced(struct task_struct *t)
 	return tt_task_traced_ids(t, BPF_CORE_READ(t, tgid), BPF_CORE_READ(t, pid));
 }
 
+/* tp_btf programs get trusted task pointers: plain (CO-RE relocated) loads,
+ * no probe-read helper calls on the hot path. btf must be a compile-time
+ * constant so the other branch disappears from raw_tp programs. */
+#define TT_TASK_FIELD(btf, t, f) ((btf) ? (t)->f : BPF_CORE_READ(t, f))
+
+static __always_inline bool tt_task_traced_v(bool btf, struct task_struct *t)
+{
+	return tt_task_traced_ids(t, TT_TASK_FIELD(btf, t, tgid), TT_TASK_FIELD(btf, t, pid));
+}
+
 static __always_inline bool tt_current_traced(void)
 {
 	__u64 id = bpf_get_current_pid_tgid();

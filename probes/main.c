@@ -306,12 +306,23 @@ static void stats_collect(struct loader *L)
 
 static void print_final(struct loader *L)
 {
+	uint64_t unmatched = 0;
+
 	fprintf(stderr, "tailtrace: events written");
 	for (int i = 0; i < L->nstats; i++)
 		fprintf(stderr, " %s=%llu", L->stats[i].stream, (unsigned long long)L->stats[i].written);
 	fprintf(stderr, "; lost");
 	for (int i = 0; i < L->nstats; i++)
 		fprintf(stderr, " %s=%llu", L->stats[i].stream, (unsigned long long)L->stats[i].lost);
+	for (int i = 0; i < L->nstats; i++)
+		unmatched += L->stats[i].unmatched;
+	if (unmatched) {
+		fprintf(stderr, "; unmatched (end never seen)");
+		for (int i = 0; i < L->nstats; i++)
+			if (L->stats[i].unmatched)
+				fprintf(stderr, " %s=%llu", L->stats[i].stream,
+					(unsigned long long)L->stats[i].unmatched);
+	}
 	fprintf(stderr, "\n");
 }
 

@@ -90,7 +90,8 @@ static void write_streams(FILE *f, const struct tt_meta *m, const char *key, int
 			fputs(": ", f);
 			jstr(f, s->hook);
 		} else {
-			fprintf(f, ": %llu", (unsigned long long)(what == 1 ? s->written : s->lost));
+			fprintf(f, ": %llu", (unsigned long long)(what == 1 ? s->written :
+								  what == 2 ? s->lost : s->unmatched));
 		}
 	}
 	fprintf(f, "},\n");
@@ -136,6 +137,7 @@ static void write_body(FILE *f, const struct tt_meta *m)
 	write_streams(f, m, "hooks", 0);
 	write_streams(f, m, "events", 1);
 	write_streams(f, m, "lost_events", 2);
+	write_streams(f, m, "unmatched_events", 3);
 	fprintf(f, "  \"tool_versions\": {\"tailtrace\": \"%s\", \"libbpf\": \"%s\"},\n",
 		TT_VERSION, libbpf_version_string());
 	fprintf(f, "  \"wall_start\": \"%s\",\n  \"mono_start_ns\": %llu,\n  \"mono_end_ns\": %llu,\n",

@@ -54,6 +54,7 @@ struct tt_stream_stats {
 	const char *hook;     /* "tp_btf", "raw_tp", "tracepoint", "uprobe" */
 	uint64_t written;     /* records written to the run directory */
 	uint64_t lost;        /* failed ring-buffer reservations (BPF-side counter) */
+	uint64_t unmatched;   /* intervals dropped: their end never reached a hook */
 };
 
 struct tt_ctx {

@@ -135,6 +135,7 @@ static int runq_stats(void *state, struct tt_stream_stats *out, int max)
 		.hook = features_hook_name(features_hook()),
 		.written = recfile_count(st->out),
 		.lost = st->skel->bss->runq_lost,
+		.unmatched = st->skel->bss->runq_unmatched,
 	};
 	return 1;
 }

@@ -28,6 +28,7 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define TASK_RUNNING 0
+#define TASK_DEAD 0x80
 #define TP_REPORT_MAX 0x100
 
 const volatile bool aggregate = false;   /* histogram of blocked time only */
@@ -105,8 +106,14 @@ static __always_inline void on_switch_out(void *ctx, __u32 tid, __u32 pid, __u32
 	};
 	struct tt_task *t = task_get(tid, pid);
 
-	if (t)
+	/* comm: taken when the thread is first seen and when it exits (a name
+	 * set later is picked up from /proc at the end if it still lives). */
+	if (t && (!t->comm[0] || state == TASK_DEAD))
 		bpf_get_current_comm(t->comm, sizeof(t->comm));
+	/* A thread running again without its switch-in having reached the
+	 * tracepoint (seen on 6.x under load): that interval is lost. Count it. */
+	if (bpf_map_lookup_elem(&off, &tid))
+		__sync_fetch_and_add(&counters[SCHED_CNT_UNMATCHED], 1);
 	if (want_stacks && voluntary && !aggregate) {
 		s.kstack_id = stack_id(ctx, 0);
 		s.ustack_id = stack_id(ctx, BPF_F_USER_STACK);
@@ -157,26 +164,27 @@ static __always_inline void on_switch_in(__u32 tid)
 
 /* ---- tp_btf and raw_tp ---------------------------------------------------- */
 
-static __always_inline int switch_task(void *ctx, bool preempt, struct task_struct *prev,
-				       struct task_struct *next, unsigned int prev_state)
+static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
+				       struct task_struct *prev, struct task_struct *next,
+				       unsigned int prev_state)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	bool blocked = !preempt && prev_state != TASK_RUNNING;
 
 	if (tt_task_traced_ids(prev, (__u32)(id >> 32), (__u32)id))
 		on_switch_out(ctx, (__u32)id, (__u32)(id >> 32), blocked ? prev_state : 0, blocked);
-	if (tt_task_traced(next))
-		on_switch_in(BPF_CORE_READ(next, pid));
+	if (tt_task_traced_v(btf, next))
+		on_switch_in(TT_TASK_FIELD(btf, next, pid));
 	return 0;
 }
 
-static __always_inline int on_migrate(struct task_struct *p)
+static __always_inline int on_migrate(bool btf, struct task_struct *p)
 {
 	struct tt_task *t;
 
-	if (!tt_task_traced(p))
+	if (!tt_task_traced_v(btf, p))
 		return 0;
-	t = task_get(BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid));
+	t = task_get(TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid));
 	if (t)
 		__sync_fetch_and_add(&t->migrations, 1);
 	return 0;
@@ -186,26 +194,26 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch_btf, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
 {
-	return switch_task(ctx, preempt, prev, next, prev_state);
+	return switch_task(ctx, true, preempt, prev, next, prev_state);
 }
 
 SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(sched_migrate_btf, struct task_struct *p, int dest_cpu)
 {
-	return on_migrate(p);
+	return on_migrate(true, p);
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
 {
-	return switch_task(ctx, preempt, prev, next, prev_state);
+	return switch_task(ctx, false, preempt, prev, next, prev_state);
 }
 
 SEC("raw_tp/sched_migrate_task")
 int BPF_PROG(sched_migrate_raw, struct task_struct *p, int dest_cpu)
 {
-	return on_migrate(p);
+	return on_migrate(false, p);
 }
 
 /* ---- classic tracepoints: a thread is known once it switched out traced -- */

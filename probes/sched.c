@@ -211,14 +211,15 @@ static int sched_stats(void *state, struct tt_stream_stats *out, int max)
 
 	if (!st->skel)
 		return 0;
-	if (st->out && n < max)
+	if ((st->out || st->aggregate) && n < max)
 		out[n++] = (struct tt_stream_stats){ "switch", hook, recfile_count(st->out),
-						     st->skel->bss->counters[SCHED_CNT_LOST] };
+						     st->skel->bss->counters[SCHED_CNT_LOST],
+						     st->skel->bss->counters[SCHED_CNT_UNMATCHED] };
 	if (st->acc && n < max)
 		out[n++] = (struct tt_stream_stats){ "offcpu", hook, st->stacked,
-						     st->skel->bss->counters[SCHED_CNT_STACK_ERR] };
+						     st->skel->bss->counters[SCHED_CNT_STACK_ERR], 0 };
 	if (!st->aggregate && n < max)
-		out[n++] = (struct tt_stream_stats){ "tasks", hook, st->tasks_written, 0 };
+		out[n++] = (struct tt_stream_stats){ "tasks", hook, st->tasks_written, 0, 0 };
 	return n;
 }
 

@@ -27,6 +27,7 @@ struct sched_off {
 enum sched_counter {
 	SCHED_CNT_LOST = 0,     /* ring buffer full: switch record dropped */
 	SCHED_CNT_STACK_ERR,    /* stack map full / collision: stack not kept */
+	SCHED_CNT_UNMATCHED,    /* switch-out whose switch-in never reached sched_switch */
 	SCHED_CNT_NR,
 };
 

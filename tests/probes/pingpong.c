@@ -1,39 +1,65 @@
 // SPDX-License-Identifier: MIT
 /*
- * pingpong ROUNDS: two threads pass a byte back and forth over two pipes
- * ROUNDS times: a context-switch storm (each round blocks both threads).
+ * pingpong ROUNDS [PAIRS]: PAIRS pairs of threads (default 1) each pass a
+ * byte back and forth over two pipes ROUNDS times: a context-switch storm
+ * (each round blocks both threads of a pair).
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-static int ab[2], ba[2];
+#define MAX_PAIRS 16
+
+struct pair {
+	int ab[2], ba[2];
+	pthread_t ping, pong;
+};
+
 static long rounds;
 
-static void *pong(void *arg)
+static void *pong_main(void *arg)
 {
+	struct pair *p = arg;
 	char c;
 
 	for (long i = 0; i < rounds; i++)
-		if (read(ab[0], &c, 1) != 1 || write(ba[1], &c, 1) != 1)
+		if (read(p->ab[0], &c, 1) != 1 || write(p->ba[1], &c, 1) != 1)
 			break;
-	return arg;
+	return NULL;
+}
+
+static void *ping_main(void *arg)
+{
+	struct pair *p = arg;
+	char c = 'x';
+
+	for (long i = 0; i < rounds; i++)
+		if (write(p->ab[1], &c, 1) != 1 || read(p->ba[0], &c, 1) != 1)
+			break;
+	return NULL;
 }
 
 int main(int argc, char **argv)
 {
-	pthread_t th;
-	char c = 'x';
+	struct pair pairs[MAX_PAIRS];
+	int n = argc > 2 ? atoi(argv[2]) : 1;
 
 	rounds = argc > 1 ? atol(argv[1]) : 10000;
-	if (pipe(ab) || pipe(ba))
-		return 1;
-	pthread_create(&th, NULL, pong, NULL);
-	for (long i = 0; i < rounds; i++)
-		if (write(ab[1], &c, 1) != 1 || read(ba[0], &c, 1) != 1)
-			break;
-	pthread_join(th, NULL);
-	printf("{\"rounds\": %ld}\n", rounds);
+	if (n < 1 || n > MAX_PAIRS || rounds < 1) {
+		fprintf(stderr, "usage: pingpong ROUNDS [PAIRS 1-%d]\n", MAX_PAIRS);
+		return 2;
+	}
+	for (int i = 0; i < n; i++) {
+		if (pipe(pairs[i].ab) || pipe(pairs[i].ba))
+			return 1;
+		pthread_create(&pairs[i].pong, NULL, pong_main, &pairs[i]);
+		pthread_create(&pairs[i].ping, NULL, ping_main, &pairs[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(pairs[i].ping, NULL);
+		pthread_join(pairs[i].pong, NULL);
+	}
+	printf("{\"rounds\": %ld, \"pairs\": %d}\n", rounds, n);
 	return 0;
 }

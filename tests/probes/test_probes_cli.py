@@ -100,13 +100,17 @@ def test_sigint_flushes_everything_and_marks_incomplete(tmp_path):
 
 
 def test_comm_mode(tmp_path):
-    sl, tid = start_sleeper(100000, 1000)
+    # a name of its own: other test sessions may run tt-sleeper meanwhile
+    name = f"ttc{os.getpid() % 100000}"
+    (tmp_path / name).symlink_to(helper("sleeper"))
+    sl = subprocess.Popen([str(tmp_path / name), "100000", "1000"], stdout=subprocess.PIPE, text=True)
+    tid = json_lines(sl.stdout.readline())[0]["tid"]
     try:
-        p = tailtrace(tmp_path, "--comm", "tt-sleeper", "--duration", "0.4", "--events", "switch")
+        p = tailtrace(tmp_path / "run", "--comm", name, "--duration", "0.4", "--events", "switch")
     finally:
         stop(sl)
     assert p.returncode == 0, p.stderr
-    sw = records(tmp_path, "switch")
+    sw = records(tmp_path / "run", "switch")
     assert (sw["tid"] == tid).sum() >= 50 and set(sw["pid"].tolist()) == {tid}
 
 
