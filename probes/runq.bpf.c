@@ -24,7 +24,10 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define TASK_RUNNING 0
-#define TP_REPORT_MAX 0x100 /* classic sched_switch prev_state: preempted */
+#define TASK_DEAD 0x80
+#define TP_REPORT_MAX 0x100   /* classic sched_switch prev_state: preempted */
+#define TP_REPORT_DEAD 0x10   /* classic prev_state: X */
+#define TP_REPORT_ZOMBIE 0x20 /* classic prev_state: Z */
 
 const volatile bool aggregate = false;
 const volatile __u64 rb_wakeup_bytes = 1 << 20;
@@ -55,17 +58,39 @@ TT_HIST_MAP(runq_hist);
 __u64 runq_lost = 0;      /* ring buffer full: records dropped */
 __u64 runq_unmatched = 0; /* start entries whose switch-in was never seen */
 
+static __always_inline struct runq_start *slot(__u32 tid)
+{
+	struct runq_start *s = bpf_map_lookup_elem(&start, &tid);
+
+	if (!s) {
+		static const struct runq_start zero;
+
+		bpf_map_update_elem(&start, &tid, &zero, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&start, &tid);
+	}
+	return s;
+}
+
+static __always_inline void open_interval(struct runq_start *s, __u64 now, __u32 pid,
+					  __u32 waker, __u8 kind)
+{
+	s->pid = pid;
+	s->waker_tid = waker;
+	s->kind = kind;
+	s->t_runnable_ns = now;
+}
+
 static __always_inline void on_runnable(__u32 tid, __u32 pid, __u8 kind)
 {
-	struct runq_start s = {
-		.t_runnable_ns = bpf_ktime_get_ns(),
-		.pid = pid,
-		.waker_tid = (__u32)bpf_get_current_pid_tgid(),
-		.kind = kind,
-	};
+	struct runq_start *s = slot(tid);
 
+	if (!s) {
+		__sync_fetch_and_add(&runq_lost, 1); /* map full */
+		return;
+	}
 	/* Already runnable (e.g. preempted, then woken): keep the earlier start. */
-	bpf_map_update_elem(&start, &tid, &s, BPF_NOEXIST);
+	if (!s->t_runnable_ns)
+		open_interval(s, bpf_ktime_get_ns(), pid, (__u32)bpf_get_current_pid_tgid(), kind);
 }
 
 static __always_inline void emit(struct runq_start *s, __u32 tid, __u64 now)
@@ -93,38 +118,38 @@ static __always_inline void emit(struct runq_start *s, __u32 tid, __u64 now)
 }
 
 /* prev is the current task. next_traced may be a guess (classic variant):
- * only traced threads ever have a start entry. A blocked switch-out drops
- * any entry left: classic (clear_blocked) wakeup hooks cannot tell a running
- * task apart, and a switch-in may never reach the tracepoint. */
-static __always_inline void on_switch(bool prev_traced, bool prev_runnable, __u32 prev_tid,
-				      __u32 prev_pid, bool next_traced, __u32 next_tid,
-				      bool clear_blocked)
+ * only traced threads ever have a start entry. A blocked switch-out closes
+ * any interval left open: classic (clear_blocked) wakeup hooks cannot tell a
+ * running task apart, and a switch-in may never reach the tracepoint. Slots
+ * are reused in place while the thread lives: one lookup per hook. */
+static __always_inline void on_switch(bool prev_traced, bool prev_runnable, bool prev_dead,
+				      __u32 prev_tid, __u32 prev_pid, bool next_traced,
+				      __u32 next_tid, bool clear_blocked)
 {
 	struct runq_start *s;
 	__u64 now = bpf_ktime_get_ns();
 
 	if (prev_traced) {
-		/* Running, so any start entry is stale: its switch-in never reached
+		s = prev_runnable ? slot(prev_tid) : bpf_map_lookup_elem(&start, &prev_tid);
+		/* Running, so an open interval is stale: its switch-in never reached
 		 * the tracepoint (seen on 6.x under load). Not knowable in the
 		 * classic variant, where wakeups of running tasks leave entries. */
-		if (!clear_blocked && bpf_map_lookup_elem(&start, &prev_tid))
+		if (s && s->t_runnable_ns && !clear_blocked)
 			__sync_fetch_and_add(&runq_unmatched, 1);
-		if (prev_runnable) {
-			struct runq_start p = { .t_runnable_ns = now, .pid = prev_pid,
-						.kind = TT_RUNQ_PREEMPT };
-
-			bpf_map_update_elem(&start, &prev_tid, &p, BPF_ANY);
-		} else {
+		if (prev_dead)
 			bpf_map_delete_elem(&start, &prev_tid);
-		}
+		else if (s && prev_runnable)
+			open_interval(s, now, prev_pid, 0, TT_RUNQ_PREEMPT);
+		else if (s)
+			s->t_runnable_ns = 0;
 	}
 	if (!next_traced)
 		return;
 	s = bpf_map_lookup_elem(&start, &next_tid);
-	if (!s)
+	if (!s || !s->t_runnable_ns)
 		return;
 	emit(s, next_tid, now);
-	bpf_map_delete_elem(&start, &next_tid);
+	s->t_runnable_ns = 0;
 }
 
 /* ---- tp_btf and raw_tp: typed task pointers ---------------------------- */
@@ -145,9 +170,9 @@ static __always_inline int switch_task(bool btf, bool preempt, struct task_struc
 	__u64 id = bpf_get_current_pid_tgid();
 	bool prev_traced = tt_task_traced_ids(prev, (__u32)(id >> 32), (__u32)id);
 
-	on_switch(prev_traced, preempt || prev_state == TASK_RUNNING, (__u32)id,
-		  (__u32)(id >> 32), tt_task_traced_v(btf, next), TT_TASK_FIELD(btf, next, pid),
-		  false);
+	on_switch(prev_traced, preempt || prev_state == TASK_RUNNING, prev_state == TASK_DEAD,
+		  (__u32)id, (__u32)(id >> 32), tt_task_traced_v(btf, next),
+		  TT_TASK_FIELD(btf, next, pid), false);
 	return 0;
 }
 
@@ -239,8 +264,9 @@ int runq_switch_tp(struct trace_event_raw_sched_switch *ctx)
 
 	if (traced && !known)
 		bpf_map_update_elem(&tracked, &tid, &tgid, BPF_ANY);
-	else if (!traced && known)
-		bpf_map_delete_elem(&tracked, &tid); /* a forked child of another tgid */
-	on_switch(traced, runnable, tid, tgid, ctx->next_pid != 0, ctx->next_pid, true);
+	else if (known && (!traced || (state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE))))
+		bpf_map_delete_elem(&tracked, &tid); /* exited, or a forked child of another tgid */
+	on_switch(traced, runnable, state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE), tid, tgid,
+		  ctx->next_pid != 0, ctx->next_pid, true);
 	return 0;
 }

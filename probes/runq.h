@@ -10,9 +10,10 @@
 #include <linux/types.h>
 #endif
 
-/* A thread that became runnable and has not run yet (key: tid). */
+/* Per traced thread (key: tid), kept while it lives: when it became runnable
+ * and has not run yet (t_runnable_ns != 0), how, and who woke it. */
 struct runq_start {
-	__u64 t_runnable_ns;
+	__u64 t_runnable_ns;   /* 0: no open runnable interval */
 	__u32 pid;
 	__u32 waker_tid;
 	__u8 kind;       /* enum tt_runq_kind */

@@ -10,7 +10,8 @@
  * prev is the current task at sched_switch, so its kernel and user stacks are
  * taken there (blocked switch-outs only: a preempted thread's time is run-queue
  * time, see runq). The stack ids are kept in the record only when the interval
- * lasted at least min_offcpu_ns.
+ * lasted at least min_offcpu_ns. Map slots are reused in place (t_off_ns = 0
+ * marks a thread on CPU): one hash lookup per switch-out and per switch-in.
  *
  * voluntary = not preempted and prev_state != TASK_RUNNING: the 6.x
  * sched_switch passes `preempt` explicitly (tp_btf, raw_tp); the classic
@@ -29,12 +30,15 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define TASK_RUNNING 0
 #define TASK_DEAD 0x80
-#define TP_REPORT_MAX 0x100
+#define TP_REPORT_MAX 0x100   /* classic prev_state: preempted */
+#define TP_REPORT_DEAD 0x10   /* classic prev_state: X */
+#define TP_REPORT_ZOMBIE 0x20 /* classic prev_state: Z */
 
 const volatile bool aggregate = false;   /* histogram of blocked time only */
 const volatile bool emit_switch = true;  /* a record per interval (else: only stacked ones) */
 const volatile bool want_stacks = true;  /* offcpu: stacks at blocking switch-outs */
 const volatile __u64 min_offcpu_ns = 0;
+const volatile bool kstack_reuse = true; /* see struct sched_off */
 const volatile __u64 rb_wakeup_bytes = 1 << 20;
 
 struct {
@@ -42,6 +46,7 @@ struct {
 	__uint(max_entries, 32 << 20); /* resized by the loader (--ringbuf-mb) */
 } switch_rb SEC(".maps");
 
+/* One slot per live traced thread: deleted at its final (TASK_DEAD) switch-out. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -92,33 +97,70 @@ static __always_inline __s32 stack_id(void *ctx, __u64 flags)
 	return (__s32)id;
 }
 
-static __always_inline void on_switch_out(void *ctx, __u32 tid, __u32 pid, __u32 state,
-					  bool voluntary)
+static __always_inline struct sched_off *off_slot(__u32 tid)
 {
-	struct sched_off s = {
-		.t_off_ns = bpf_ktime_get_ns(),
-		.pid = pid,
-		.cpu_off = bpf_get_smp_processor_id(),
-		.prev_state = state,
-		.kstack_id = -1,
-		.ustack_id = -1,
-		.voluntary = voluntary,
-	};
-	struct tt_task *t = task_get(tid, pid);
+	struct sched_off *s = bpf_map_lookup_elem(&off, &tid);
 
-	/* comm: taken when the thread is first seen and when it exits (a name
-	 * set later is picked up from /proc at the end if it still lives). */
-	if (t && (!t->comm[0] || state == TASK_DEAD))
-		bpf_get_current_comm(t->comm, sizeof(t->comm));
+	if (!s) {
+		static const struct sched_off zero = { .last_ustack_id = -1, .last_kstack_id = -1 };
+
+		bpf_map_update_elem(&off, &tid, &zero, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&off, &tid);
+	}
+	return s;
+}
+
+static __always_inline void take_stacks(void *ctx, struct sched_off *s)
+{
+	__s32 u = stack_id(ctx, BPF_F_USER_STACK);
+
+	s->ustack_id = u;
+	if (kstack_reuse && u >= 0 && u == s->last_ustack_id && s->kstack_uses < SCHED_KSTACK_REUSE) {
+		s->kstack_id = s->last_kstack_id;
+		s->kstack_uses++;
+		return;
+	}
+	s->kstack_id = stack_id(ctx, 0);
+	s->last_ustack_id = u;
+	s->last_kstack_id = s->kstack_id;
+	s->kstack_uses = 0;
+}
+
+static __always_inline void on_switch_out(void *ctx, __u32 tid, __u32 pid, __u32 state,
+					  bool voluntary, bool dead)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct sched_off *s = off_slot(tid);
+
+	if (!s) {
+		__sync_fetch_and_add(&counters[SCHED_CNT_LOST], 1); /* map full */
+		return;
+	}
 	/* A thread running again without its switch-in having reached the
 	 * tracepoint (seen on 6.x under load): that interval is lost. Count it. */
-	if (bpf_map_lookup_elem(&off, &tid))
+	if (s->t_off_ns)
 		__sync_fetch_and_add(&counters[SCHED_CNT_UNMATCHED], 1);
-	if (want_stacks && voluntary && !aggregate) {
-		s.kstack_id = stack_id(ctx, 0);
-		s.ustack_id = stack_id(ctx, BPF_F_USER_STACK);
+	/* comm: taken when the thread is first seen and when it exits (a name
+	 * set later is picked up from /proc at the end if it still lives). */
+	if (!s->task_seen || dead) {
+		struct tt_task *t = task_get(tid, pid);
+
+		if (t)
+			bpf_get_current_comm(t->comm, sizeof(t->comm));
+		s->task_seen = 1;
 	}
-	bpf_map_update_elem(&off, &tid, &s, BPF_ANY);
+	if (dead) { /* its last switch-out: no interval will close */
+		bpf_map_delete_elem(&off, &tid);
+		return;
+	}
+	s->pid = pid;
+	s->cpu_off = bpf_get_smp_processor_id();
+	s->prev_state = state;
+	s->voluntary = voluntary;
+	s->kstack_id = s->ustack_id = -1;
+	if (want_stacks && voluntary && !aggregate)
+		take_stacks(ctx, s);
+	s->t_off_ns = now;
 }
 
 static __always_inline void emit(struct sched_off *s, __u32 tid, __u64 now)
@@ -152,14 +194,14 @@ static __always_inline void on_switch_in(__u32 tid)
 	struct sched_off *s = bpf_map_lookup_elem(&off, &tid);
 	__u64 now;
 
-	if (!s)
+	if (!s || !s->t_off_ns)
 		return;
 	now = bpf_ktime_get_ns();
 	if (!aggregate)
 		emit(s, tid, now);
 	else if (s->voluntary)
 		tt_hist_add(&offcpu_hist, tid, s->pid, now - s->t_off_ns);
-	bpf_map_delete_elem(&off, &tid);
+	s->t_off_ns = 0;
 }
 
 /* ---- tp_btf and raw_tp ---------------------------------------------------- */
@@ -172,7 +214,8 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 	bool blocked = !preempt && prev_state != TASK_RUNNING;
 
 	if (tt_task_traced_ids(prev, (__u32)(id >> 32), (__u32)id))
-		on_switch_out(ctx, (__u32)id, (__u32)(id >> 32), blocked ? prev_state : 0, blocked);
+		on_switch_out(ctx, (__u32)id, (__u32)(id >> 32), blocked ? prev_state : 0, blocked,
+			      prev_state == TASK_DEAD);
 	if (tt_task_traced_v(btf, next))
 		on_switch_in(TT_TASK_FIELD(btf, next, pid));
 	return 0;
@@ -227,7 +270,7 @@ int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
 
 	if (tt_current_traced())
 		on_switch_out(ctx, (__u32)id, (__u32)(id >> 32), blocked ? (__u32)(state & 0xff) : 0,
-			      blocked);
+			      blocked, state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE));
 	if (ctx->next_pid)
 		on_switch_in(ctx->next_pid);
 	return 0;

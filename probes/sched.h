@@ -12,17 +12,26 @@
 #define SCHED_STACK_DEPTH 64      /* frames kept per stack */
 #define SCHED_STACK_ENTRIES 16384 /* distinct stacks (stack map size) */
 
-/* A traced thread that is off-CPU (key: tid), from its switch-out. */
+/* Per traced thread (key: tid), kept while the thread lives: its open
+ * off-CPU interval (t_off_ns != 0) from its switch-out, and the kernel stack
+ * cache (a thread blocking again from the same user stack blocks through the
+ * same kernel path: the kernel stack, the costly one to unwind, is reused up
+ * to SCHED_KSTACK_REUSE times, then taken afresh). */
 struct sched_off {
-	__u64 t_off_ns;
+	__u64 t_off_ns;          /* 0: on CPU, no open interval */
 	__u32 pid;
 	__u32 cpu_off;
 	__u32 prev_state;
 	__s32 kstack_id;
 	__s32 ustack_id;
+	__s32 last_ustack_id;
+	__s32 last_kstack_id;
+	__u16 kstack_uses;
 	__u8 voluntary;
-	__u8 pad[3];
+	__u8 task_seen;          /* tasks map entry made */
 };
+
+#define SCHED_KSTACK_REUSE 32
 
 enum sched_counter {
 	SCHED_CNT_LOST = 0,     /* ring buffer full: switch record dropped */
