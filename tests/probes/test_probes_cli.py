@@ -5,6 +5,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -201,13 +202,20 @@ def test_error_no_target_and_bad_numbers(tmp_path):
     one_line_error(tailtrace(tmp_path, "--duration", "soon", "--all"), "--duration 'soon'")
 
 
-def test_error_not_root(tmp_path):
+def test_error_not_root():
     if not shutil.which("setpriv"):
         pytest.skip("setpriv (util-linux) not installed")
-    os.chmod(tmp_path, 0o777)
-    p = subprocess.run(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
-                        "--inh-caps=-all", str(TAILTRACE), "--out", str(tmp_path / "r"), "--all"],
-                       capture_output=True, text=True, timeout=30)
+    # a copy that nobody can reach (the checkout and pytest's tmp may be 0700)
+    d = Path(tempfile.mkdtemp(prefix="tt-noroot-"))
+    try:
+        os.chmod(d, 0o755)
+        exe = d / "tailtrace"
+        shutil.copy2(TAILTRACE, exe)
+        p = subprocess.run(["setpriv", "--reuid", "nobody", "--regid", "nogroup",
+                            "--clear-groups", "--inh-caps=-all", str(exe), "--out",
+                            str(d / "r"), "--all"], capture_output=True, text=True, timeout=30)
+    finally:
+        shutil.rmtree(d)
     one_line_error(p, "needs root")
 
 
