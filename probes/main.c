@@ -61,20 +61,14 @@ static void on_signal(int sig)
 	}
 }
 
+static int tt_verbose;
+
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
 {
-	extern int tt_verbose;
-
-	if (level == LIBBPF_DEBUG && tt_verbose < 2)
-		return 0;
-	if (level == LIBBPF_INFO && tt_verbose < 1)
-		return 0;
-	if (tt_verbose < 1)
+	if (tt_verbose < 1 || (level == LIBBPF_DEBUG && tt_verbose < 2))
 		return 0;
 	return vfprintf(stderr, fmt, args);
 }
-
-int tt_verbose;
 
 static void die_line(const char *msg)
 {
