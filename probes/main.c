@@ -302,7 +302,7 @@ static void print_final(struct loader *L)
 {
 	uint64_t unmatched = 0;
 
-	fprintf(stderr, "tailtrace: events written");
+	fprintf(stderr, "tailtrace: events %s", L->cli.opts.aggregate ? "counted" : "written");
 	for (int i = 0; i < L->nstats; i++)
 		fprintf(stderr, " %s=%llu", L->stats[i].stream, (unsigned long long)L->stats[i].written);
 	fprintf(stderr, "; lost");

@@ -19,6 +19,7 @@ struct runq_state {
 	struct recfile *out;
 	int write_err;
 	bool aggregate;
+	uint64_t hist_events;     /* --aggregate: intervals counted in histograms */
 };
 
 static int runq_sample(void *ctx, void *data, size_t size)
@@ -100,8 +101,10 @@ static int runq_hist_collect(struct runq_state *st)
 	int err = 0;
 
 	while (!err && bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (bpf_map_lookup_elem(fd, &next, &h) == 0)
+		if (bpf_map_lookup_elem(fd, &next, &h) == 0) {
 			err = aggregate_add("runq", "usecs", next, &h);
+			st->hist_events += h.count;
+		}
 		key = next;
 		prev = &key;
 	}
@@ -133,7 +136,7 @@ static int runq_stats(void *state, struct tt_stream_stats *out, int max)
 	out[0] = (struct tt_stream_stats){
 		.stream = "runq",
 		.hook = features_hook_name(features_hook()),
-		.written = recfile_count(st->out),
+		.written = st->aggregate ? st->hist_events : recfile_count(st->out),
 		.lost = st->skel->bss->runq_lost,
 		.unmatched = st->skel->bss->runq_unmatched,
 	};

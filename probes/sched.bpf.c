@@ -199,7 +199,7 @@ static __always_inline void on_switch_in(__u32 tid)
 	now = bpf_ktime_get_ns();
 	if (!aggregate)
 		emit(s, tid, now);
-	else if (s->voluntary)
+	else if (s->voluntary && (emit_switch || want_stacks))
 		tt_hist_add(&offcpu_hist, tid, s->pid, now - s->t_off_ns);
 	s->t_off_ns = 0;
 }

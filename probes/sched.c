@@ -25,6 +25,7 @@ struct sched_state {
 	struct offcpu_acc *acc;   /* NULL unless offcpu */
 	uint64_t tasks_written;
 	uint64_t stacked;         /* switch records carrying a stack */
+	uint64_t hist_events;     /* --aggregate: intervals counted in histograms */
 	int write_err;
 	bool aggregate;
 };
@@ -169,8 +170,10 @@ static int hist_collect(struct sched_state *st)
 	int err = 0;
 
 	while (!err && bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (bpf_map_lookup_elem(fd, &next, &h) == 0)
+		if (bpf_map_lookup_elem(fd, &next, &h) == 0) {
 			err = aggregate_add("offcpu", "usecs", next, &h);
+			st->hist_events += h.count;
+		}
 		key = next;
 		prev = &key;
 	}
@@ -193,7 +196,7 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 		aggregate_note_task(tasks[i].tid, tasks[i].pid, tasks[i].comm);
 	if (!err && !st->aggregate)
 		err = tasks_write(ctx, st, tasks, ntasks);
-	if (!err && st->aggregate)
+	if (!err && st->aggregate && (ctx->opts->events & (TT_EV_SWITCH | TT_EV_OFFCPU)))
 		err = hist_collect(st);
 	if (!err && st->acc)
 		err = offcpu_write(st->acc, ctx->opts->out_dir, bpf_map__fd(st->skel->maps.stacks),
@@ -213,7 +216,8 @@ static int sched_stats(void *state, struct tt_stream_stats *out, int max)
 	if (!st->skel)
 		return 0;
 	if ((st->out || st->aggregate) && n < max)
-		out[n++] = (struct tt_stream_stats){ "switch", hook, recfile_count(st->out),
+		out[n++] = (struct tt_stream_stats){ "switch", hook,
+						     st->aggregate ? st->hist_events : recfile_count(st->out),
 						     st->skel->bss->counters[SCHED_CNT_LOST],
 						     st->skel->bss->counters[SCHED_CNT_UNMATCHED] };
 	if (st->acc && n < max)

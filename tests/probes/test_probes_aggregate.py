@@ -39,4 +39,10 @@ def test_aggregate_histograms_match_the_workload(tmp_path):
     assert off["sum_ns"] >= N * USEC * 1000
     # no per-event records in this mode
     assert not (tmp_path / "runq.bin").exists() and not (tmp_path / "switches.bin").exists()
-    assert meta(tmp_path)["options"]["aggregate"] is True
+    m = meta(tmp_path)
+    assert m["options"]["aggregate"] is True
+    # meta.json and the final line count what went into the histograms
+    assert m["events"]["runq"] == agg["runq"]["total"]["count"]
+    assert m["events"]["switch"] == agg["offcpu"]["total"]["count"]
+    assert f"runq={agg['runq']['total']['count']}" in p.stderr.splitlines()[-1]
+    assert p.stderr.splitlines()[-1].startswith("tailtrace: events counted ")
