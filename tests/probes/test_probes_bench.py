@@ -1,0 +1,42 @@
+"""The bench scripts, at smoke size: the perf-sched oracle must agree with
+tailtrace per thread (independent tool, same run), and the overhead bench
+must measure every mode and report tailtrace's losses."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from tt_run import BUILD, ROOT, needs_root
+
+pytestmark = needs_root
+ENV = dict(os.environ, BUILD=str(BUILD))
+
+
+def run(script: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ROOT / "bench" / script), *args], capture_output=True, text=True,
+                          timeout=300, env=ENV, stdin=subprocess.DEVNULL)
+
+
+def test_oracle_agrees_with_perf_sched(tmp_path):
+    p = run("oracle_perf_sched.sh", "--requests", "3000", "--conns", "10", "--out", str(tmp_path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "PASS" in p.stdout.splitlines()[-1]
+    rows = [l for l in p.stdout.splitlines() if l.strip().split(" ")[0].isdigit()]
+    assert len(rows) == 10  # the 10 busiest of httpload's 10 connection threads + main
+    meta = json.loads((tmp_path / "tailtrace" / "meta.json").read_text())
+    assert meta["lost_events"]["runq"] == 0
+
+
+def test_overhead_bench_measures_every_mode(tmp_path):
+    p = run("overhead.sh", "--requests", "2000", "--conns", "10", "--repeats", "1", "--out",
+            str(tmp_path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [json.loads(l) for l in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [r["mode"] for r in rows] == ["none", "default", "aggregate", "perf"]
+    assert all(r["rps"] > 0 and r["errors"] == 0 and r["requests"] == 2000 for r in rows)
+    for r in rows[1:3]:
+        assert r["lost"] and set(r["lost"].values()) == {0}
+    table = p.stdout[p.stdout.index("mode "):]
+    for mode in ("none", "default", "aggregate", "perf"):
+        assert f"\n{mode}" in "\n" + table
