@@ -7,10 +7,10 @@ the thread could block (a stalled virtual CPU). Each is followed by a wakeup
 run-queue interval; its stacks end in the kernel's schedule() and its user
 stack shows the libc sleep call.
 
-On 6.18 under load, the sched_switch tracepoint occasionally reports a thread
-switching out twice with no switch-in between (seen the same way by bpftrace);
-tailtrace drops such an interval and counts it in meta.json unmatched_events,
-so records + unmatched = the kernel's count.
+On the shared 6.18 VM a switch-in occasionally never reaches the programs
+(docs/probes.md, "Unmatched intervals"); tailtrace drops such an interval and
+counts it in meta.json unmatched_events, so records + unmatched = the
+kernel's count.
 """
 from __future__ import annotations
 
