@@ -100,6 +100,18 @@ def test_sigint_flushes_everything_and_marks_incomplete(tmp_path):
     assert "events written" in err and p.returncode != 0  # the child was stopped
 
 
+def test_duration_stops_a_command_and_keeps_its_records(tmp_path):
+    t0 = time.monotonic()
+    p = tailtrace(tmp_path, "--duration", "0.5", "--events", "switch", "--", helper("sleeper"),
+                  "100000", "1000")
+    assert time.monotonic() - t0 < 10
+    m = meta(tmp_path)
+    # the child is stopped with SIGTERM when the duration is up: its status is 128 + 15
+    assert p.returncode == 143 and m["exit_status"] == 143, p.stderr
+    assert m["incomplete"] is False and 0.5 <= m["duration_s"] < 5
+    assert m["events"]["switch"] == len(records(tmp_path, "switch")) >= 100
+
+
 def test_comm_mode(tmp_path):
     # a name of its own: other test sessions may run tt-sleeper meanwhile
     name = f"ttc{os.getpid() % 100000}"
