@@ -93,7 +93,10 @@ static int spans_attach_one(struct tt_ctx *ctx, struct spans_state *st, int i)
 	uint64_t off;
 	int err = spans_resolve(ctx, sp, path, sizeof(path), &off);
 
-	for (int ret = 0; !err && ret < 2; ret++) {
+	/* Return probe first: a call entered between the two attaches then has its
+	 * return hooked but no entry (counted unmatched), never an entry whose
+	 * return is missed. */
+	for (int ret = 1; !err && ret >= 0; ret--) {
 		LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret, .bpf_cookie = (__u64)i);
 		struct bpf_program *prog = ret ? st->skel->progs.span_exit : st->skel->progs.span_enter;
 
@@ -189,9 +192,11 @@ static int spans_finish(struct tt_ctx *ctx, void *state)
 
 	if (ctx->opts->verbose)
 		fprintf(stderr, "tailtrace: spans: %llu calls nested deeper than %d, %llu returns "
-			"without an entry, %llu state-map overflows\n",
+			"without an entry, %llu entries whose return was never seen, "
+			"%llu state-map overflows\n",
 			(unsigned long long)spans_counter(st, SPANS_CNT_TOO_DEEP), SPANS_MAX_DEPTH,
 			(unsigned long long)spans_counter(st, SPANS_CNT_UNMATCHED),
+			(unsigned long long)spans_counter(st, SPANS_CNT_STALE),
 			(unsigned long long)spans_counter(st, SPANS_CNT_STATE_FULL));
 	if (err)
 		spans_err(ctx, "spans: writing %s/spans.bin: %s",
@@ -209,6 +214,8 @@ static int spans_stats(void *state, struct tt_stream_stats *out, int max)
 		.stream = "spans", .hook = "uprobe",
 		.written = recfile_count(st->out),
 		.lost = spans_counter(st, SPANS_CNT_LOST),
+		/* calls seen at one end only: entry without return, return without entry */
+		.unmatched = spans_counter(st, SPANS_CNT_STALE) + spans_counter(st, SPANS_CNT_UNMATCHED),
 	};
 	return 1;
 }

@@ -13,11 +13,13 @@ enum spans_counter {
 	SPANS_CNT_TOO_DEEP,  /* nesting deeper than SPANS_MAX_DEPTH: not recorded */
 	SPANS_CNT_UNMATCHED, /* return without a matching entry */
 	SPANS_CNT_STATE_FULL,
+	SPANS_CNT_STALE,     /* open frame whose return was never seen, dropped */
 	SPANS_CNT_NR,
 };
 
 struct spans_frame {
 	__u64 t_start_ns;
+	__u64 sp;       /* user stack pointer at entry: the return address slot */
 	__u32 span_id;
 	__u32 pad;
 };

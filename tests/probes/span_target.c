@@ -8,7 +8,11 @@
  *                           less the probe's own trap costs) and of the
  *                           call durations seen by the caller.
  *   span_target recurse D   calls tt_span_recurse(D) once: D+1 nested calls.
+ *   span_target jump N      N calls of tt_span_escape() that leave by longjmp
+ *                           (their return is never seen), then N normal
+ *                           calls of tt_span_work(i, 0).
  */
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +40,31 @@ __attribute__((noinline, used)) long tt_span_recurse(long depth)
 	return self(depth - 1) + 1;
 }
 
+static jmp_buf escape_to;
+
+__attribute__((noinline, used)) long tt_span_escape(long i)
+{
+	longjmp(escape_to, 1); /* never returns: its uretprobe never fires */
+	return i;
+}
+
+static void run_jumps(long n)
+{
+	for (long i = 0; i < n; i++) {
+		if (setjmp(escape_to) == 0)
+			tt_span_escape(i);
+	}
+	for (long i = 0; i < n; i++)
+		tt_span_work(i, 0);
+	printf("escaped=%ld returned=%ld\n", n, n);
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "jump")) {
+		run_jumps(atol(argv[2]));
+		return 0;
+	}
 	if (argc == 4 && !strcmp(argv[1], "work")) {
 		long n = atol(argv[2]), us = atol(argv[3]), check = 0;
 		uint64_t sum_ns = 0;
@@ -57,6 +84,6 @@ int main(int argc, char **argv)
 		printf("recurse=%ld\n", tt_span_recurse(atol(argv[2])));
 		return 0;
 	}
-	fprintf(stderr, "usage: span_target work N SLEEP_US | span_target recurse DEPTH\n");
+	fprintf(stderr, "usage: span_target work N SLEEP_US | recurse DEPTH | jump N\n");
 	return 2;
 }

@@ -62,6 +62,23 @@ def test_recursion_nests_with_depth(tmp_path):
     assert (np.diff(s["t_end_ns"].astype(np.int64)) < 0).all()
 
 
+def test_calls_left_by_longjmp_do_not_deepen_later_spans(tmp_path):
+    """A call whose return is never seen (longjmp out of it, or in flight while the
+    probes attach) must not leave later spans of that thread one level too deep."""
+    p = tailtrace(tmp_path, "-v", "--events", "spans",
+                  "--span", f"{TARGET}:tt_span_escape", "--span", f"{TARGET}:tt_span_work",
+                  "--", str(TARGET), "jump", "50")
+    assert p.returncode == 0, p.stderr
+    s = spans(tmp_path)
+    assert (s["span_id"] == 1).all()           # escaped calls leave no record
+    assert len(s) == 50
+    assert (s["depth"] == 0).all()
+    assert sorted(s["ret"].tolist()) == [2 * i + 1 for i in range(50)]
+    assert "50 entries whose return was never seen" in p.stderr
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["unmatched_events"]["spans"] == 50
+
+
 def test_deeper_than_16_is_counted_not_recorded(tmp_path):
     p = tailtrace(tmp_path, "-v", "--events", "spans", "--span", f"{TARGET}:tt_span_recurse",
                   "--", str(TARGET), "recurse", "20")
