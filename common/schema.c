@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include "schema.h"
+#include "json_out.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <tailtrace/records.h>
-#include <unistd.h>
 
 /* Emit one field: called with the struct name bound by the X-macro below. */
 #define FIELD_JSON(st, t, n, c)                                                  \
@@ -59,24 +58,13 @@ int schema_print(FILE *out)
 	return ferror(out) ? -EIO : 0;
 }
 
+static int schema_body(FILE *f, const void *arg)
+{
+	(void)arg;
+	return schema_print(f);
+}
+
 int schema_write_dir(const char *dir)
 {
-	char tmp[PATH_MAX], path[PATH_MAX];
-	FILE *f;
-	int err;
-
-	snprintf(path, sizeof(path), "%s/schema.json", dir);
-	if (snprintf(tmp, sizeof(tmp), "%s/.schema.json.%ld", dir, (long)getpid()) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	f = fopen(tmp, "w");
-	if (!f)
-		return -errno;
-	err = schema_print(f);
-	if (fclose(f) && !err)
-		err = -errno;
-	if (!err && rename(tmp, path))
-		err = -errno;
-	if (err)
-		remove(tmp);
-	return err;
+	return json_write_file(dir, "schema.json", schema_body, NULL);
 }

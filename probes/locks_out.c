@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
+#include <json_out.h>
 
 #include "syms.h"
 #include "locks.h"
@@ -29,22 +30,6 @@ static struct tt_syms *syms_for(struct pid_syms *c, int *n, int pid)
 	return c[(*n)++].syms;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 static void stack_write(FILE *f, struct tt_syms *syms, __u32 id, const __u64 *ips, int depth)
 {
 	char buf[512];
@@ -53,7 +38,7 @@ static void stack_write(FILE *f, struct tt_syms *syms, __u32 id, const __u64 *ip
 	for (int i = 0; i < depth && ips[i]; i++) {
 		if (i)
 			fputc(',', f);
-		json_str(f, syms_resolve(syms, ips[i], buf, sizeof(buf)));
+		json_write_string(f, syms_resolve(syms, ips[i], buf, sizeof(buf)));
 	}
 	fputs("]}\n", f);
 }

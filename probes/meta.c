@@ -2,8 +2,6 @@
 #include "meta.h"
 
 #include <dirent.h>
-#include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -11,6 +9,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 
+#include <json_out.h>
 #include <tt_clock.h>
 
 #ifndef TT_VERSION
@@ -27,26 +26,6 @@ void meta_start(struct tt_meta *m)
 	strftime(m->wall_start, sizeof(m->wall_start), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(m->wall_start + strlen(m->wall_start), 16, ".%06dZ", (int)(ts.tv_nsec / 1000));
 	m->mono_start_ns = tt_now_ns();
-}
-
-static void jstr(FILE *f, const char *s)
-{
-	if (!s) {
-		fputs("null", f);
-		return;
-	}
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
 }
 
 static int numa_nodes(void)
@@ -69,11 +48,11 @@ static int numa_nodes(void)
 static void write_target(FILE *f, const struct tt_meta *m)
 {
 	fprintf(f, "  \"target\": {\"mode\": ");
-	jstr(f, m->target_mode);
+	json_write_string(f, m->target_mode);
 	fprintf(f, ", \"pid\": %d, \"comm\": ", m->target_pid);
-	jstr(f, m->opts->comm);
+	json_write_string(f, m->opts->comm);
 	fprintf(f, ", \"cgroup\": ");
-	jstr(f, m->opts->cgroup);
+	json_write_string(f, m->opts->cgroup);
 	fprintf(f, ", \"cgroup_id\": %llu},\n", (unsigned long long)m->cgroup_id);
 }
 
@@ -85,10 +64,10 @@ static void write_streams(FILE *f, const struct tt_meta *m, const char *key, int
 		const struct tt_stream_stats *s = &m->stats[i];
 
 		fprintf(f, "%s", i ? ", " : "");
-		jstr(f, s->stream);
+		json_write_string(f, s->stream);
 		if (what == 0) {
 			fputs(": ", f);
-			jstr(f, s->hook);
+			json_write_string(f, s->hook);
 		} else {
 			fprintf(f, ": %llu", (unsigned long long)(what == 1 ? s->written :
 								  what == 2 ? s->lost : s->unmatched));
@@ -102,17 +81,17 @@ static void write_options(FILE *f, const struct tt_meta *m)
 	const struct tt_opts *o = m->opts;
 
 	fprintf(f, "  \"options\": {\"events\": ");
-	jstr(f, m->events_str);
+	json_write_string(f, m->events_str);
 	fprintf(f, ", \"duration_s\": %g, \"ringbuf_mb\": %u, \"min_offcpu_us\": %llu, "
 		"\"aggregate\": %s, \"out\": ", o->duration_s, o->ringbuf_mb,
 		(unsigned long long)o->min_offcpu_us, o->aggregate ? "true" : "false");
-	jstr(f, o->out_dir);
+	json_write_string(f, o->out_dir);
 	fprintf(f, ", \"spans\": [");
 	for (int i = 0; i < o->nspans; i++) {
 		fprintf(f, "%s{\"binary\": ", i ? ", " : "");
-		jstr(f, o->spans[i].binary);
+		json_write_string(f, o->spans[i].binary);
 		fprintf(f, ", \"symbol\": ");
-		jstr(f, o->spans[i].symbol);
+		json_write_string(f, o->spans[i].symbol);
 		fputc('}', f);
 	}
 	fprintf(f, "]},\n");
@@ -126,12 +105,12 @@ static void write_body(FILE *f, const struct tt_meta *m)
 	fprintf(f, "{\n  \"command\": [");
 	for (int i = 0; i < m->argc; i++) {
 		fputs(i ? ", " : "", f);
-		jstr(f, m->argv[i]);
+		json_write_string(f, m->argv[i]);
 	}
 	fprintf(f, "],\n");
 	write_target(f, m);
 	fprintf(f, "  \"kernel\": ");
-	jstr(f, u.release);
+	json_write_string(f, u.release);
 	fprintf(f, ",\n  \"ncpus\": %ld,\n  \"numa_nodes\": %d,\n",
 		sysconf(_SC_NPROCESSORS_ONLN), numa_nodes());
 	write_streams(f, m, "hooks", 0);
@@ -152,25 +131,13 @@ static void write_body(FILE *f, const struct tt_meta *m)
 		fprintf(f, "null\n}\n");
 }
 
+static int meta_body(FILE *f, const void *arg)
+{
+	write_body(f, arg);
+	return 0;
+}
+
 int meta_write(const char *dir, const struct tt_meta *m)
 {
-	char tmp[PATH_MAX], path[PATH_MAX];
-	FILE *f;
-	int err = 0;
-
-	snprintf(path, sizeof(path), "%s/meta.json", dir);
-	snprintf(tmp, sizeof(tmp), "%s/.meta.json.%d", dir, (int)getpid());
-	f = fopen(tmp, "w");
-	if (!f)
-		return -errno;
-	write_body(f, m);
-	if (ferror(f))
-		err = -EIO;
-	if (fclose(f) && !err)
-		err = -errno;
-	if (!err && rename(tmp, path))
-		err = -errno;
-	if (err)
-		remove(tmp);
-	return err;
+	return json_write_file(dir, "meta.json", meta_body, m);
 }

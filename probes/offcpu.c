@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
+#include <json_out.h>
 
 #include "sched.h"
 #include "syms.h"
@@ -173,22 +174,6 @@ static int stack_frames(struct symctx *c, int32_t id, bool user, int pid,
 	return user ? n : trim_tracing(frames, n);
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 static void stack_json(FILE *f, int32_t id, bool user, char frames[][256], int n)
 {
 	fprintf(f, "{\"stream\":\"offcpu\",\"id\":%d,\"kind\":\"%s\",\"frames\":[", id,
@@ -196,7 +181,7 @@ static void stack_json(FILE *f, int32_t id, bool user, char frames[][256], int n
 	for (int i = 0; i < n; i++) {
 		if (i)
 			fputc(',', f);
-		json_str(f, frames[i]);
+		json_write_string(f, frames[i]);
 	}
 	fputs("]}\n", f);
 }

@@ -3,11 +3,10 @@
 #include "summary.h"
 
 #include <curl/curl.h>
-#include <errno.h>
-#include <limits.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
+
+#include <json_out.h>
 
 /* Threads that executed requests: naive one per connection, pool W, async 1. */
 static unsigned summary_workers(const struct hl_run *r)
@@ -53,22 +52,6 @@ void summary_print(FILE *f, const struct hl_run *r, const struct hl_stats *s)
 			r->o->rate, s->schedule_lag_ms);
 }
 
-static void json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
 static void json_params(FILE *f, const struct hl_run *r)
 {
 	char wall[64];
@@ -77,14 +60,14 @@ static void json_params(FILE *f, const struct hl_run *r)
 	gmtime_r(&r->wall_start.tv_sec, &tm);
 	strftime(wall, sizeof(wall), "%Y-%m-%dT%H:%M:%S", &tm);
 	fprintf(f, ", \"url\": ");
-	json_string(f, r->o->url);
+	json_write_string(f, r->o->url);
 	if (r->o->rate > 0)
 		fprintf(f, ", \"rate\": %.6g", r->o->rate);
 	else
 		fprintf(f, ", \"rate\": null");
 	fprintf(f, ", \"cpus\": ");
 	if (r->o->cpus_arg)
-		json_string(f, r->o->cpus_arg);
+		json_write_string(f, r->o->cpus_arg);
 	else
 		fprintf(f, "null");
 	fprintf(f, ", \"numa\": %s, \"numa_active\": %s", r->o->numa ? "true" : "false",
@@ -123,26 +106,22 @@ void summary_json(FILE *f, const struct hl_run *r, const struct hl_stats *s, boo
 	fprintf(f, "}\n");
 }
 
+struct workload_json {
+	const struct hl_run *r;
+	const struct hl_stats *s;
+};
+
+static int workload_body(FILE *f, const void *arg)
+{
+	const struct workload_json *w = arg;
+
+	summary_json(f, w->r, w->s, true);
+	return 0;
+}
+
 int summary_write_workload(const char *dir, const struct hl_run *r, const struct hl_stats *s)
 {
-	char tmp[PATH_MAX], path[PATH_MAX];
-	FILE *f;
-	int err = 0;
+	struct workload_json w = { r, s };
 
-	if (snprintf(path, sizeof(path), "%s/workload.json", dir) >= (int)sizeof(path) ||
-	    snprintf(tmp, sizeof(tmp), "%s/.workload.json.%d", dir, (int)getpid()) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	f = fopen(tmp, "w");
-	if (!f)
-		return -errno;
-	summary_json(f, r, s, true);
-	if (ferror(f))
-		err = -EIO;
-	if (fclose(f) && !err)
-		err = -errno;
-	if (!err && rename(tmp, path))
-		err = -errno;
-	if (err)
-		remove(tmp);
-	return err;
+	return json_write_file(dir, "workload.json", workload_body, &w);
 }
