@@ -42,8 +42,12 @@ static __always_inline void tt_hist_add(void *map, __u32 tid, __u32 pid, __u64 d
 	slot = tt_log2_u64(delta_ns / 1000);
 	if (slot >= TT_HIST_SLOTS)
 		slot = TT_HIST_SLOTS - 1;
-	asm volatile("" : "+r"(slot)); /* keep the mask: the verifier needs the bound */
-	slot &= TT_HIST_SLOTS - 1;      /* TT_HIST_SLOTS is a power of two */
+	/* Clamped, then masked behind a compiler barrier: the verifier sees the
+	 * index bounded whatever registers clang picks once this is inlined
+	 * (the lock program failed to load without it). TT_HIST_SLOTS is a
+	 * power of two, so the mask changes no value. */
+	barrier_var(slot);
+	slot &= TT_HIST_SLOTS - 1;
 	__sync_fetch_and_add(&h->slots[slot], 1);
 	__sync_fetch_and_add(&h->count, 1);
 	__sync_fetch_and_add(&h->sum_ns, delta_ns);

@@ -83,33 +83,6 @@ struct {
 TT_HIST_MAP(wait_hists);
 TT_HIST_MAP(hold_hists);
 
-/* Same slots as aggregate.bpf.h's tt_hist_add, with the slot index masked
- * so the verifier sees it bounded whatever registers clang picks. */
-static __always_inline void hist_add(void *map, __u32 tid, __u32 pid, __u64 delta_ns)
-{
-	static const struct tt_hist zero;
-	struct tt_hist *h = bpf_map_lookup_elem(map, &tid);
-	__u32 slot;
-
-	if (!h) {
-		bpf_map_update_elem(map, &tid, &zero, BPF_NOEXIST);
-		h = bpf_map_lookup_elem(map, &tid);
-		if (!h)
-			return;
-		h->pid = pid;
-	}
-	slot = tt_log2_u64(delta_ns / 1000);
-	if (slot >= TT_HIST_SLOTS)
-		slot = TT_HIST_SLOTS - 1;
-	barrier_var(slot);
-	slot &= TT_HIST_SLOTS - 1;
-	__sync_fetch_and_add(&h->slots[slot], 1);
-	__sync_fetch_and_add(&h->count, 1);
-	__sync_fetch_and_add(&h->sum_ns, delta_ns);
-	if (delta_ns > h->max_ns)
-		h->max_ns = delta_ns;
-}
-
 static __always_inline void count(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
@@ -180,7 +153,7 @@ static __always_inline void on_acquired(void *ctx, struct locks_pending *p, __u6
 	}
 	if (aggregate) {
 		if (!(p->flags & TT_LOCK_CONDVAR))
-			hist_add(&wait_hists, key.tid, v.pid, now - p->t_request_ns);
+			tt_hist_add(&wait_hists, key.tid, v.pid, now - p->t_request_ns);
 	} else if (capture_stacks)
 		v.ustack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 	if (bpf_map_update_elem(&held, &key, &v, BPF_NOEXIST))
@@ -216,7 +189,7 @@ static __always_inline void on_released(struct locks_held_key *key, struct locks
 	struct tt_lock *r;
 
 	if (aggregate) {
-		hist_add(&hold_hists, key->tid, h->pid, now - h->t_acquired_ns);
+		tt_hist_add(&hold_hists, key->tid, h->pid, now - h->t_acquired_ns);
 	} else if ((r = bpf_ringbuf_reserve(&events, sizeof(*r), 0))) {
 		r->mutex = key->mutex;
 		r->t_request_ns = h->t_request_ns;
