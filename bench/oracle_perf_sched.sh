@@ -52,24 +52,13 @@ while [ "$#" -gt 0 ]; do
 	esac
 	shift
 done
-[[ $MODEL =~ ^(naive|pool|async)$ ]] || die "--model expects naive, pool or async, got '$MODEL'"
+check_model "$MODEL"
 [ "$(id -u)" -eq 0 ] || die "needs root (perf sched record and BPF): run it as root"
 command -v perf >/dev/null || die "perf not found: apt-get install linux-perf"
-TAILTRACE=$BUILD/probes/tailtrace
-HTTPLOAD=$BUILD/workloads/httpload/httpload
-need_bin "$TAILTRACE"
-need_bin "$HTTPLOAD"
-need_bin "$BUILD/workloads/server/orders-server"
+need_load_bins
 OUT=${OUT:-results/$(date -u +%Y%m%dT%H%M%SZ)-oracle-perf-sched}
 mkdir -p "$OUT"
 
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	stop_pid "$SERVER_PID"
-	rm -rf "$TMP"
-	exit "$rc"
-}
 trap cleanup EXIT INT TERM
 
 start_server "$SERVER_WORKERS"

@@ -56,30 +56,19 @@ while [ "$#" -gt 0 ]; do
 	esac
 	shift
 done
-[[ $MODEL =~ ^(naive|pool|async)$ ]] || die "--model expects naive, pool or async, got '$MODEL'"
+check_model "$MODEL"
 [[ $MODES =~ ^(none|default|aggregate|perf)(,(none|default|aggregate|perf))*$ ]] ||
 	die "--modes expects a list of none,default,aggregate,perf, got '$MODES'"
 [[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline of every ratio)"
 [ "$REPEATS" -ge 1 ] || die "--repeats must be at least 1"
 [ "$(id -u)" -eq 0 ] || die "needs root (BPF, perf): run it as root"
-TAILTRACE=$BUILD/probes/tailtrace
-HTTPLOAD=$BUILD/workloads/httpload/httpload
-need_bin "$TAILTRACE"
-need_bin "$HTTPLOAD"
-need_bin "$BUILD/workloads/server/orders-server"
+need_load_bins
 [[ ,$MODES, != *,perf,* ]] || command -v perf >/dev/null || die "perf not found: apt-get install linux-perf"
 OUT=${OUT:-results/$(date -u +%Y%m%dT%H%M%SZ)-bench-overhead}
 mkdir -p "$OUT"
 RESULTS=$OUT/results.jsonl
 : >"$RESULTS"
 
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	stop_pid "$SERVER_PID"
-	rm -rf "$TMP"
-	exit "$rc"
-}
 trap cleanup EXIT INT TERM
 
 measure() { # mode round: one httpload run under that mode; appends a JSON line

@@ -1,5 +1,6 @@
-# Shared by bench/oracle_perf_sched.sh and bench/overhead.sh (sourced, not run).
-# Needs: ME (script name), BUILD, TMP. Sets SERVER_PID, SERVER_PORT.
+# Shared by bench/oracle_perf_sched.sh, bench/overhead.sh and bench/workloads.sh
+# (sourced, not run). Needs: ME (script name), BUILD, TMP. Sets SERVER_PID,
+# SERVER_PORT; need_load_bins sets TAILTRACE and HTTPLOAD.
 
 die() { echo "$ME: $*" >&2; exit 2; }
 
@@ -19,6 +20,27 @@ stop_pid() { # pid: TERM, then KILL after 5 s; reaps it
 	for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	kill -KILL "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
+}
+
+need_load_bins() { # tailtrace, httpload and orders-server, all built
+	TAILTRACE=$BUILD/probes/tailtrace
+	HTTPLOAD=$BUILD/workloads/httpload/httpload
+	need_bin "$TAILTRACE"
+	need_bin "$HTTPLOAD"
+	need_bin "$BUILD/workloads/server/orders-server"
+}
+
+check_model() { # httpload --model value
+	[[ $1 =~ ^(naive|pool|async)$ ]] || die "--model expects naive, pool or async, got '$1'"
+}
+
+cleanup() { # trap handler: stop the servers we started, remove TMP, keep the exit status
+	local rc=$?
+	trap - EXIT INT TERM
+	stop_pid "${SERVER_PID-}"
+	stop_pid "${NGINX_PID-}"
+	rm -rf "$TMP"
+	exit "$rc"
 }
 
 start_server() { # workers: orders-server on an ephemeral port

@@ -29,6 +29,7 @@ WARMUP_S=1
 NGINX=1
 BUILD=${BUILD:-$TOP/build}
 OUT=""
+. "$TOP/bench/tt_bench_lib.sh"
 
 usage() {
 	cat <<EOF
@@ -48,13 +49,6 @@ usage: bench/workloads.sh [options]
 Full run: (models+1) x conns x repeats x duration + 2 x repeats x duration seconds
 (defaults: ~6.5 min). Smoke test: --duration 1 --repeats 1 --conns 10 --warmup 0
 EOF
-}
-
-die() { echo "$ME: $*" >&2; exit 2; }
-
-num_arg() { # option value: a positive integer
-	[[ $2 =~ ^[0-9]+$ ]] || die "$1 expects a non-negative integer, got '$2' (see --help)"
-	echo "$2"
 }
 
 while [ "$#" -gt 0 ]; do
@@ -86,8 +80,8 @@ IFS=, read -r -a MODEL_LIST <<<"$MODELS"
 
 SERVER_BIN=$BUILD/workloads/server/orders-server
 HTTPLOAD_BIN=$BUILD/workloads/httpload/httpload
-[ -x "$SERVER_BIN" ] || die "$SERVER_BIN missing: build first (cmake -S . -B build -G Ninja && cmake --build build)"
-[ -x "$HTTPLOAD_BIN" ] || die "$HTTPLOAD_BIN missing: build first (cmake -S . -B build -G Ninja && cmake --build build)"
+need_bin "$SERVER_BIN"
+need_bin "$HTTPLOAD_BIN"
 command -v wrk >/dev/null || die "wrk is not installed: run bash scripts/install-deps.sh"
 [ "$NGINX" = 0 ] || command -v nginx >/dev/null || die "nginx is not installed: run bash scripts/install-deps.sh (or pass --no-nginx)"
 for c in "${CONN_LIST[@]}"; do
@@ -102,42 +96,10 @@ TMP=$(mktemp -d /tmp/tt-bench-workloads.XXXXXX)
 
 # ---- processes we own: stopped on any exit ---------------------------------
 SERVER_PID="" NGINX_PID=""
-stop_pid() { # pid: TERM, wait up to 5 s, then KILL
-	local pid=$1 i
-	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	for ((i = 0; i < 50; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-}
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	stop_pid "$SERVER_PID"
-	stop_pid "$NGINX_PID"
-	rm -rf "$TMP"
-	exit "$rc"
-}
 trap cleanup EXIT
 trap 'echo "$ME: interrupted; partial results in $RESULTS" >&2; exit 130' INT TERM
 
 # ---- servers ---------------------------------------------------------------
-start_server() {
-	"$SERVER_BIN" --port 0 --workers "$SERVER_WORKERS" >"$TMP/server.out" 2>"$TMP/server.err" &
-	SERVER_PID=$!
-	local i
-	for ((i = 0; i < 100; i++)); do
-		grep -q '^orders-server: listening on' "$TMP/server.out" 2>/dev/null && break
-		kill -0 "$SERVER_PID" 2>/dev/null || die "orders-server failed: $(cat "$TMP/server.err")"
-		sleep 0.05
-	done
-	SERVER_PORT=$(sed -n 's/^orders-server: listening on .*:\([0-9]*\) workers=.*/\1/p' "$TMP/server.out")
-	[ -n "$SERVER_PORT" ] || die "orders-server printed no ready line within 5 s"
-}
-
 free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -229,7 +191,7 @@ warm_up() { # port
 }
 
 # ---- the run ---------------------------------------------------------------
-start_server
+start_server "$SERVER_WORKERS"
 [ "$NGINX" = 0 ] || start_nginx
 {
 	echo "bench/workloads.sh $(date -u +%Y-%m-%dT%H:%M:%SZ)"
