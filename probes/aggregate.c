@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <bpf/libbpf.h>
 
 #define MAX_METRICS 8
 
@@ -86,6 +87,25 @@ int aggregate_add(const char *metric, const char *unit, uint32_t tid, const stru
 	if (h->max_ns > m->total.max_ns)
 		m->total.max_ns = h->max_ns;
 	return 0;
+}
+
+int aggregate_add_map(struct bpf_map *map, const char *metric, const char *unit,
+		      uint64_t *events)
+{
+	__u32 key, next, *prev = NULL;
+	struct tt_hist h;
+	int err = 0;
+
+	while (!err && !bpf_map__get_next_key(map, prev, &next, sizeof(next))) {
+		key = next;
+		prev = &key;
+		if (bpf_map__lookup_elem(map, &key, sizeof(key), &h, sizeof(h), 0))
+			continue;
+		err = aggregate_add(metric, unit, key, &h);
+		if (events)
+			*events += h.count;
+	}
+	return err;
 }
 
 void aggregate_note_task(uint32_t tid, uint32_t pid, const char *comm)

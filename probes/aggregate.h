@@ -29,6 +29,11 @@ struct tt_hist {
 /* Record one thread's histogram of a metric ("runq", "offcpu", ...). */
 int aggregate_add(const char *metric, const char *unit, uint32_t tid,
 		  const struct tt_hist *h);
+struct bpf_map;
+/* aggregate_add() every thread's histogram of a BPF hash map (tid -> struct
+ * tt_hist). *events, if not NULL, gets the sum of their counts. 0 or -errno. */
+int aggregate_add_map(struct bpf_map *map, const char *metric, const char *unit,
+		      uint64_t *events);
 /* Remember a thread's comm for the per-thread output. */
 void aggregate_note_task(uint32_t tid, uint32_t pid, const char *comm);
 /* Print each metric's total histogram (all threads; per thread with verbose)

@@ -222,22 +222,6 @@ static int locks_write_held(struct locks_state *st)
 	return err;
 }
 
-/* --aggregate: hand each thread's wait and hold histograms to aggregate.c. */
-static int locks_add_hists(struct bpf_map *map, const char *metric)
-{
-	__u32 key, next, *prev = NULL;
-	struct tt_hist h;
-	int err = 0;
-
-	while (!err && !bpf_map__get_next_key(map, prev, &next, sizeof(next))) {
-		key = next;
-		prev = &key;
-		if (!bpf_map__lookup_elem(map, &key, sizeof(key), &h, sizeof(h), 0))
-			err = aggregate_add(metric, "usecs", key, &h);
-	}
-	return err;
-}
-
 static int locks_finish(struct tt_ctx *ctx, void *state)
 {
 	struct locks_state *st = state;
@@ -250,8 +234,8 @@ static int locks_finish(struct tt_ctx *ctx, void *state)
 			(unsigned long long)locks_counter(st, LOCKS_CNT_UNMATCHED),
 			(unsigned long long)locks_counter(st, LOCKS_CNT_STATE_FULL));
 	if (ctx->opts->aggregate) {
-		err = locks_add_hists(st->skel->maps.wait_hists, "lock_wait");
-		e = locks_add_hists(st->skel->maps.hold_hists, "lock_hold");
+		err = aggregate_add_map(st->skel->maps.wait_hists, "lock_wait", "usecs", NULL);
+		e = aggregate_add_map(st->skel->maps.hold_hists, "lock_hold", "usecs", NULL);
 		return err ? err : e;
 	}
 	err = locks_write_held(st);

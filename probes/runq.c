@@ -93,31 +93,14 @@ static int runq_setup(struct tt_ctx *ctx, void **state)
 	return err;
 }
 
-static int runq_hist_collect(struct runq_state *st)
-{
-	int fd = bpf_map__fd(st->skel->maps.runq_hist);
-	__u32 key, next, *prev = NULL;
-	struct tt_hist h;
-	int err = 0;
-
-	while (!err && bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (bpf_map_lookup_elem(fd, &next, &h) == 0) {
-			err = aggregate_add("runq", "usecs", next, &h);
-			st->hist_events += h.count;
-		}
-		key = next;
-		prev = &key;
-	}
-	return err;
-}
-
 static int runq_finish(struct tt_ctx *ctx, void *state)
 {
 	struct runq_state *st = state;
 	int err;
 
 	if (st->aggregate)
-		return runq_hist_collect(st);
+		return aggregate_add_map(st->skel->maps.runq_hist, "runq", "usecs",
+					 &st->hist_events);
 	err = recfile_flush(st->out);
 	if (st->write_err || err) {
 		snprintf(ctx->err, sizeof(ctx->err), "runq: writing runq.bin: %s",

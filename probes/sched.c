@@ -162,24 +162,6 @@ static int tasks_write(struct tt_ctx *ctx, struct sched_state *st,
 	return recfile_close(f) ?: err;
 }
 
-static int hist_collect(struct sched_state *st)
-{
-	int fd = bpf_map__fd(st->skel->maps.offcpu_hist);
-	__u32 key, next, *prev = NULL;
-	struct tt_hist h;
-	int err = 0;
-
-	while (!err && bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (bpf_map_lookup_elem(fd, &next, &h) == 0) {
-			err = aggregate_add("offcpu", "usecs", next, &h);
-			st->hist_events += h.count;
-		}
-		key = next;
-		prev = &key;
-	}
-	return err;
-}
-
 static int sched_finish(struct tt_ctx *ctx, void *state)
 {
 	struct sched_state *st = state;
@@ -197,7 +179,8 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 	if (!err && !st->aggregate)
 		err = tasks_write(ctx, st, tasks, ntasks);
 	if (!err && st->aggregate && (ctx->opts->events & (TT_EV_SWITCH | TT_EV_OFFCPU)))
-		err = hist_collect(st);
+		err = aggregate_add_map(st->skel->maps.offcpu_hist, "offcpu", "usecs",
+					&st->hist_events);
 	if (!err && st->acc)
 		err = offcpu_write(st->acc, ctx->opts->out_dir, bpf_map__fd(st->skel->maps.stacks),
 				   tasks, ntasks, ctx->syms, ctx->target_pid);
