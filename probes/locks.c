@@ -183,19 +183,7 @@ fail:
 
 static uint64_t locks_counter(struct locks_state *st, __u32 idx)
 {
-	int ncpu = libbpf_num_possible_cpus();
-	uint64_t sum = 0;
-
-	if (ncpu <= 0)
-		return 0;
-	uint64_t vals[ncpu];
-
-	if (bpf_map__lookup_elem(st->skel->maps.counters, &idx, sizeof(idx), vals,
-				 sizeof(vals), 0))
-		return 0;
-	for (int i = 0; i < ncpu; i++)
-		sum += vals[i];
-	return sum;
+	return probe_counter_sum(st->skel->maps.counters, idx);
 }
 
 /* Mutexes still held at the end: one record each, t_released_ns = 0. */

@@ -81,5 +81,8 @@ struct tt_probe {
 
 /* Helper for modules: add a ring buffer map to ctx->rb, creating it if needed. */
 int probe_add_ringbuf(struct tt_ctx *ctx, struct bpf_map *map, ring_buffer_sample_fn fn, void *state);
+/* Helper for modules: one __u64 counter of a PERCPU_ARRAY map, summed over
+ * the CPUs; 0 if it cannot be read. */
+uint64_t probe_counter_sum(const struct bpf_map *map, __u32 idx);
 
 #endif

@@ -64,3 +64,19 @@ int probe_add_ringbuf(struct tt_ctx *ctx, struct bpf_map *map, ring_buffer_sampl
 	err = ring_buffer__add(ctx->rb, fd, fn, state);
 	return err < 0 ? err : 0;
 }
+
+uint64_t probe_counter_sum(const struct bpf_map *map, __u32 idx)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t sum = 0;
+
+	if (ncpu <= 0)
+		return 0;
+	uint64_t vals[ncpu];
+
+	if (bpf_map__lookup_elem(map, &idx, sizeof(idx), vals, sizeof(vals), 0))
+		return 0;
+	for (int i = 0; i < ncpu; i++)
+		sum += vals[i];
+	return sum;
+}
