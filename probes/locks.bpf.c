@@ -94,6 +94,8 @@ static __always_inline void count(__u32 idx)
 static __always_inline int on_lock_enter(__u64 mutex, __u32 flags)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	count(LOCKS_CNT_HITS);
 	if (!tt_current_traced())
 		return 0;
 	struct locks_pending p = {
@@ -168,6 +170,7 @@ int BPF_KRETPROBE(mutex_lock_exit, int ret)
 	__u32 tid = (__u32)id;
 	struct locks_pending *p = bpf_map_lookup_elem(&pending, &tid);
 
+	count(LOCKS_CNT_HITS);
 	if (!p)
 		return 0;
 	if (ret == 0) {
@@ -214,6 +217,7 @@ int BPF_KPROBE(mutex_unlock_enter, void *mutex)
 	struct locks_held_key key = { .mutex = (__u64)mutex, .tid = (__u32)id };
 	struct locks_held *h = bpf_map_lookup_elem(&held, &key);
 
+	count(LOCKS_CNT_HITS);
 	if (!h) {
 		count(LOCKS_CNT_UNMATCHED);
 		return 0;
@@ -239,6 +243,7 @@ int BPF_KPROBE(cond_wait_enter, void *cond, void *mutex)
 	struct locks_held *h = bpf_map_lookup_elem(&held, &key);
 	__u32 tid = (__u32)id;
 
+	count(LOCKS_CNT_HITS);
 	if (!h || h->depth)
 		return 0; /* not seen acquired, or recursively held: left as is */
 	on_released(&key, h, now);
@@ -254,6 +259,7 @@ int BPF_KRETPROBE(cond_wait_exit, int ret)
 	__u64 *mutex = bpf_map_lookup_elem(&condwait, &tid);
 	struct locks_pending p = { .flags = TT_LOCK_CONDVAR };
 
+	count(LOCKS_CNT_HITS);
 	if (!mutex)
 		return 0;
 	p.mutex = *mutex;

@@ -248,6 +248,7 @@ static int locks_stats(void *state, struct tt_stream_stats *out, int max)
 		.stream = "locks", .hook = "uprobe",
 		.written = st->out ? recfile_count(st->out) : 0,
 		.lost = locks_counter(st, LOCKS_CNT_LOST),
+		.uprobe_hits = locks_counter(st, LOCKS_CNT_HITS),
 	};
 	return 1;
 }

@@ -18,6 +18,7 @@ enum locks_counter {
 	LOCKS_CNT_TRYFAIL,       /* trylock returned non-zero (no record) */
 	LOCKS_CNT_STATE_FULL,    /* per-thread/per-mutex state map full */
 	LOCKS_CNT_UNMATCHED,     /* unlock of a mutex not seen acquired */
+	LOCKS_CNT_HITS,          /* uprobe/uretprobe program runs (their cost) */
 	LOCKS_CNT_NR,
 };
 

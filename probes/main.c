@@ -320,6 +320,42 @@ static void print_final(struct loader *L)
 	fprintf(stderr, "\n");
 }
 
+/* n with thousands separators (27600 -> "27,600"). */
+static const char *fmt_thousands(uint64_t n, char *buf, size_t len)
+{
+	char digits[32];
+	int nd = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)n), o = 0;
+
+	for (int i = 0; i < nd && o + 2 < (int)len; i++) {
+		if (i && (nd - i) % 3 == 0)
+			buf[o++] = ',';
+		buf[o++] = digits[i];
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+/* The observer effect, said out loud: uprobes trap into the kernel on every
+ * call, so a stream hit more than TT_UPROBE_WARN_PER_S times a second made
+ * the target measurably slower than it runs untraced. */
+static void print_uprobe_warnings(struct loader *L)
+{
+	char rate[32];
+
+	for (int i = 0; i < L->nstats; i++) {
+		double r = meta_uprobe_rate(&L->meta, &L->stats[i]);
+
+		if (r <= TT_UPROBE_WARN_PER_S)
+			continue;
+		fprintf(stderr, "tailtrace: warning: %s: %s uprobe hits/s on the %s; uprobes cost "
+			"~10-30 us each here, so %s code ran slower while traced — compare with "
+			"--events runq,switch,offcpu\n", L->stats[i].stream,
+			fmt_thousands((uint64_t)(r + 0.5), rate, sizeof(rate)),
+			L->ctx.target_pid > 0 ? "target" : "traced processes",
+			strcmp(L->stats[i].stream, "locks") ? "span-heavy" : "lock-heavy");
+	}
+}
+
 static void print_aggregate(struct loader *L)
 {
 	int err = aggregate_write(L->cli.opts.out_dir, stdout, L->cli.opts.verbose);
@@ -363,6 +399,7 @@ static int run_finish(struct loader *L, int status)
 		status = status ?: 1;
 	}
 	print_final(L);
+	print_uprobe_warnings(L);
 	return status;
 }
 

@@ -76,6 +76,38 @@ static void write_streams(FILE *f, const struct tt_meta *m, const char *key, int
 	fprintf(f, "},\n");
 }
 
+double meta_uprobe_rate(const struct tt_meta *m, const struct tt_stream_stats *s)
+{
+	double dur_s = (double)(m->mono_end_ns - m->mono_start_ns) / 1e9;
+
+	if (!s->hook || strcmp(s->hook, "uprobe") || dur_s <= 0)
+		return 0;
+	return (double)s->uprobe_hits / dur_s;
+}
+
+/* "uprobe_hits": {stream: n} and "uprobe_hits_per_s": {stream: rate}, uprobe streams only. */
+static void write_uprobe_hits(FILE *f, const struct tt_meta *m)
+{
+	for (int per_s = 0; per_s <= 1; per_s++) {
+		int n = 0;
+
+		fprintf(f, "  \"%s\": {", per_s ? "uprobe_hits_per_s" : "uprobe_hits");
+		for (int i = 0; i < m->nstats; i++) {
+			const struct tt_stream_stats *s = &m->stats[i];
+
+			if (!s->hook || strcmp(s->hook, "uprobe"))
+				continue;
+			fprintf(f, "%s", n++ ? ", " : "");
+			json_write_string(f, s->stream);
+			if (per_s)
+				fprintf(f, ": %.1f", meta_uprobe_rate(m, s));
+			else
+				fprintf(f, ": %llu", (unsigned long long)s->uprobe_hits);
+		}
+		fprintf(f, "},\n");
+	}
+}
+
 static void write_options(FILE *f, const struct tt_meta *m)
 {
 	const struct tt_opts *o = m->opts;
@@ -117,6 +149,7 @@ static void write_body(FILE *f, const struct tt_meta *m)
 	write_streams(f, m, "events", 1);
 	write_streams(f, m, "lost_events", 2);
 	write_streams(f, m, "unmatched_events", 3);
+	write_uprobe_hits(f, m);
 	fprintf(f, "  \"tool_versions\": {\"tailtrace\": \"%s\", \"libbpf\": \"%s\"},\n",
 		TT_VERSION, libbpf_version_string());
 	fprintf(f, "  \"wall_start\": \"%s\",\n  \"mono_start_ns\": %llu,\n  \"mono_end_ns\": %llu,\n",

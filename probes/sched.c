@@ -199,15 +199,18 @@ static int sched_stats(void *state, struct tt_stream_stats *out, int max)
 	if (!st->skel)
 		return 0;
 	if ((st->out || st->aggregate) && n < max)
-		out[n++] = (struct tt_stream_stats){ "switch", hook,
-						     st->aggregate ? st->hist_events : recfile_count(st->out),
-						     st->skel->bss->counters[SCHED_CNT_LOST],
-						     st->skel->bss->counters[SCHED_CNT_UNMATCHED] };
+		out[n++] = (struct tt_stream_stats){
+			.stream = "switch", .hook = hook,
+			.written = st->aggregate ? st->hist_events : recfile_count(st->out),
+			.lost = st->skel->bss->counters[SCHED_CNT_LOST],
+			.unmatched = st->skel->bss->counters[SCHED_CNT_UNMATCHED] };
 	if (st->acc && n < max)
-		out[n++] = (struct tt_stream_stats){ "offcpu", hook, st->stacked,
-						     st->skel->bss->counters[SCHED_CNT_STACK_ERR], 0 };
+		out[n++] = (struct tt_stream_stats){
+			.stream = "offcpu", .hook = hook, .written = st->stacked,
+			.lost = st->skel->bss->counters[SCHED_CNT_STACK_ERR] };
 	if (!st->aggregate && n < max)
-		out[n++] = (struct tt_stream_stats){ "tasks", hook, st->tasks_written, 0, 0 };
+		out[n++] = (struct tt_stream_stats){ .stream = "tasks", .hook = hook,
+						     .written = st->tasks_written };
 	return n;
 }
 

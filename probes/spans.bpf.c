@@ -71,6 +71,7 @@ int span_enter(struct pt_regs *ctx)
 	struct spans_stack *s = bpf_map_lookup_elem(&open_spans, &tid);
 	__u32 d;
 
+	count(SPANS_CNT_HITS);
 	if (!tt_current_traced())
 		return 0;
 	if (!s) {
@@ -106,6 +107,7 @@ int span_exit(struct pt_regs *ctx)
 	__u32 open_id;
 	struct tt_span *r;
 
+	count(SPANS_CNT_HITS);
 	if (s)
 		spans_drop_stale(s, sp_entry - 1); /* deeper frames than ours are gone */
 	if (!s || !s->depth) {

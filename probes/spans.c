@@ -205,6 +205,7 @@ static int spans_stats(void *state, struct tt_stream_stats *out, int max)
 		.lost = spans_counter(st, SPANS_CNT_LOST),
 		/* calls seen at one end only: entry without return, return without entry */
 		.unmatched = spans_counter(st, SPANS_CNT_STALE) + spans_counter(st, SPANS_CNT_UNMATCHED),
+		.uprobe_hits = spans_counter(st, SPANS_CNT_HITS),
 	};
 	return 1;
 }

@@ -14,6 +14,7 @@ enum spans_counter {
 	SPANS_CNT_UNMATCHED, /* return without a matching entry */
 	SPANS_CNT_STATE_FULL,
 	SPANS_CNT_STALE,     /* open frame whose return was never seen, dropped */
+	SPANS_CNT_HITS,      /* uprobe/uretprobe program runs (their cost) */
 	SPANS_CNT_NR,
 };
 

@@ -173,3 +173,36 @@ def test_lost_records_are_counted(tmp_path):
     assert lost > 0
     assert written == len(read_records(tmp_path / "locks.bin", load_schema(tmp_path), "lock"))
     assert n <= written + lost <= n + 20
+
+
+WARNING = re.compile(r"^tailtrace: warning: locks: ([\d,]+) uprobe hits/s on the target; uprobes cost "
+                     r"~10-30 us each here, so lock-heavy code ran slower while traced — compare "
+                     r"with --events runq,switch,offcpu$", re.M)
+
+
+def test_uprobe_hits_counted_and_a_lock_heavy_target_is_warned_about(tmp_path):
+    """N uncontended lock/unlock pairs = 3N uprobe hits (lock entry, lock return, unlock
+    entry; plus a few libc-internal uses). That is far above 5,000 hits/s: one warning."""
+    n = 5000
+    p = tailtrace(tmp_path, "--events", "locks", "--", str(HOLDER), "pairs", str(n))
+    assert p.returncode == 0, p.stderr
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    hits = meta["uprobe_hits"]["locks"]
+    assert 3 * n <= hits <= 3 * n + 30
+    assert meta["uprobe_hits_per_s"]["locks"] == pytest.approx(hits / meta["duration_s"], rel=1e-3)
+    assert meta["uprobe_hits_per_s"]["locks"] > 5000
+    warnings = WARNING.findall(p.stderr)
+    assert len(warnings) == 1, p.stderr
+    assert int(warnings[0].replace(",", "")) == round(meta["uprobe_hits_per_s"]["locks"])
+    assert set(meta["uprobe_hits"]) == {"locks"}       # only uprobe streams are listed
+
+
+def test_a_sleepy_target_gets_no_uprobe_warning(tmp_path):
+    """100 x usleep(1 ms), no mutex: a handful of hits, no warning."""
+    p = tailtrace(tmp_path, "--events", "locks", "--", str(BUILD / "tests" / "probes" / "tt-sleeper"),
+                  "100", "1000")
+    assert p.returncode == 0, p.stderr
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["uprobe_hits"]["locks"] < 50
+    assert meta["uprobe_hits_per_s"]["locks"] < 5000
+    assert "warning" not in p.stderr, p.stderr

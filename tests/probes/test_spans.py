@@ -48,6 +48,8 @@ def test_500_calls_give_500_spans_matching_own_timing(tmp_path):
     assert (dur >= 500_000).all()  # each call sleeps 500 us
     inner = int(m[2])
     assert abs(int(dur.sum()) - inner) <= 0.05 * inner
+    # one uprobe and one uretprobe hit per call, counted for the observer-cost warning
+    assert json.loads((tmp_path / "meta.json").read_text())["uprobe_hits"] == {"spans": 1000}
 
 
 def test_recursion_nests_with_depth(tmp_path):
