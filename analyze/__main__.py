@@ -36,8 +36,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def format_summary(s: dict) -> str:
     """Headline and a short table (what `report` prints)."""
-    from .html import fmt_int, fmt_ms
+    from .html import fmt_errors, fmt_int, fmt_ms
 
+    if not s.get("requests"):
+        return _format_sched_only(s)
     lat, e2e, q = s.get("latency_ms") or {}, s.get("e2e_ms") or {}, s.get("queue_wait_ms") or {}
     cols = ["avg", "p50", "p90", "p99", "p999", "max"]
     lines = [s.get("headline") or "", "",
@@ -45,11 +47,24 @@ def format_summary(s: dict) -> str:
                                                           "max"])]
     for name, d in (("service", lat), ("end to end", e2e), ("queue wait", q)):
         lines.append(f"{name:<12}" + "".join(f"{fmt_ms(d.get(c)):>9}" for c in cols))
-    lines.append(f"\n{fmt_int(s.get('requests'))} requests, {fmt_int(s.get('errors'))} errors, "
+    lines.append(f"\n{fmt_int(s.get('requests'))} requests, {fmt_errors(s.get('errors'))} errors, "
                  f"{fmt_int(s.get('throughput_rps'))} requests/s"
                  + (f", {s['closure_ratio']:.1%} close" if s.get("closure_ratio") is not None
                     else ""))
     return "\n".join(lines)
+
+
+def _format_sched_only(s: dict) -> str:
+    """What `report` prints for a run without requests: the scheduler's figures."""
+    from .html import fmt_int, fmt_us
+
+    sch = s.get("sched") or {}
+    return "\n".join([
+        s.get("headline") or "", "", s.get("note") or "", "",
+        f"{fmt_int(s.get('threads'))} threads; run-queue latency P50 "
+        f"{fmt_us(sch.get('runq_p50_us'))}, P99 {fmt_us(sch.get('runq_p99_us'))}; "
+        f"{fmt_int(sch.get('voluntary'))} voluntary, {fmt_int(sch.get('involuntary'))} "
+        f"involuntary switches; {fmt_int(sch.get('migrations'))} migrations"])
 
 
 def _report(args) -> int:

@@ -1,7 +1,8 @@
 """Runs side by side: one table, one percentile plot, compare.html.
 
 Columns of df_compare (one row per run, in the order given):
-  run (label), requests, throughput_rps, avg_ms, p99_ms, max_ms (end to end:
+  run (label), requests, errors (None when unknown: requests built from
+  spans, or none; shown as "n/a"), throughput_rps, avg_ms, p99_ms, max_ms (end to end:
   what a client saw, queue wait included), p99_service_ms, queue_p99_ms,
   p99_runnable_share (share of the ≥P99 band's mean e2e time spent runnable;
   NaN without probes), closure_ratio (share of requests whose parts close;
@@ -18,12 +19,12 @@ import pandas as pd
 from . import plot
 from .attribute import BANDS
 from .errors import AnalysisError
-from .html import _CSS, esc, fmt_int, fmt_ms, fmt_share, img_tag
+from .html import _CSS, esc, fmt_errors, fmt_int, fmt_ms, fmt_share, img_tag
 from .load import load_run
 from .report import analyse, run_label
 
-COLUMNS = ["run", "requests", "throughput_rps", "avg_ms", "p99_ms", "max_ms", "p99_service_ms",
-           "queue_p99_ms", "p99_runnable_share", "closure_ratio", "headline"]
+COLUMNS = ["run", "requests", "errors", "throughput_rps", "avg_ms", "p99_ms", "max_ms",
+           "p99_service_ms", "queue_p99_ms", "p99_runnable_share", "closure_ratio", "headline"]
 TAIL = BANDS[3]
 
 
@@ -44,7 +45,7 @@ def compare_row(label: str, summary: dict) -> dict:
     share = tail.get("runnable_share")
     if share is None and "runq_wakeup_share" in tail:
         share = (tail.get("runq_wakeup_share") or 0) + (tail.get("runq_preempt_share") or 0)
-    return {"run": label, "requests": summary.get("requests"),
+    return {"run": label, "requests": summary.get("requests"), "errors": summary.get("errors"),
             "throughput_rps": summary.get("throughput_rps"), "avg_ms": e2e.get("avg"),
             "p99_ms": e2e.get("p99"), "max_ms": e2e.get("max"),
             "p99_service_ms": lat.get("p99"),
@@ -68,10 +69,11 @@ def df_compare(run_dirs) -> tuple[pd.DataFrame, dict]:
 
 def format_table(df: pd.DataFrame) -> str:
     """The plain-text table printed by `python3 -m analyze compare`."""
-    heads = ["run", "throughput", "avg ms", "P99 ms", "max ms", "P99 svc ms", "≥P99 runnable",
-             "close"]
-    rows = [[str(r.run), f"{fmt_int(r.throughput_rps)}/s", fmt_ms(r.avg_ms), fmt_ms(r.p99_ms),
-             fmt_ms(r.max_ms), fmt_ms(r.p99_service_ms), fmt_share(r.p99_runnable_share)
+    heads = ["run", "throughput", "errors", "avg ms", "P99 ms", "max ms", "P99 svc ms",
+             "≥P99 runnable", "close"]
+    rows = [[str(r.run), f"{fmt_int(r.throughput_rps)}/s", fmt_errors(r.errors),
+             fmt_ms(r.avg_ms), fmt_ms(r.p99_ms), fmt_ms(r.max_ms), fmt_ms(r.p99_service_ms),
+             fmt_share(r.p99_runnable_share)
              if pd.notna(r.p99_runnable_share) else "needs probes",
              f"{r.closure_ratio:.0%}" if pd.notna(r.closure_ratio) else "–"]
             for r in df.itertuples()]
@@ -85,11 +87,12 @@ def format_table(df: pd.DataFrame) -> str:
 
 def render_compare(df: pd.DataFrame, png: str | None) -> str:
     """compare.html: the table, the percentile plot (embedded) and each run's headline."""
-    heads = ["run", "requests", "throughput (req/s)", "avg ms", "P99 ms", "max ms",
+    heads = ["run", "requests", "errors", "throughput (req/s)", "avg ms", "P99 ms", "max ms",
              "P99 service ms", "queue wait P99 ms", "≥P99 share runnable", "requests closing"]
     body = []
     for r in df.itertuples():
-        cells = [str(r.run), fmt_int(r.requests), fmt_int(r.throughput_rps), fmt_ms(r.avg_ms),
+        cells = [str(r.run), fmt_int(r.requests), fmt_errors(r.errors),
+                 fmt_int(r.throughput_rps), fmt_ms(r.avg_ms),
                  fmt_ms(r.p99_ms), fmt_ms(r.max_ms), fmt_ms(r.p99_service_ms),
                  fmt_ms(r.queue_p99_ms), fmt_share(r.p99_runnable_share)
                  if pd.notna(r.p99_runnable_share) else "needs probes",

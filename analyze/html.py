@@ -80,6 +80,11 @@ def fmt_int(v) -> str:
     return "–" if f is None else f"{int(round(f)):,}"
 
 
+def fmt_errors(v) -> str:
+    """Error count; None (requests from spans, or none) is 'n/a', never a count."""
+    return "n/a" if _num(v) is None else fmt_int(v)
+
+
 def fmt_text(v) -> str:
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
@@ -187,18 +192,34 @@ def _label(inp: ReportInputs) -> str:
                os.path.basename(os.path.normpath(inp.run_dir)) or "run")
 
 
+def has_requests(inp: ReportInputs) -> bool:
+    return bool(_num(inp.summary.get("requests")))
+
+
+def _tiles(inp: ReportInputs) -> list[tuple[str, str]]:
+    s = inp.summary
+    if not has_requests(inp):   # scheduler-only run: the scheduler's figures
+        sch = s.get("sched") or {}
+        return [("requests", fmt_int(s.get("requests"))), ("threads", fmt_int(s.get("threads"))),
+                ("run-queue P99", fmt_us(sch.get("runq_p99_us"))),
+                ("switches (vol / invol)", f"{fmt_int(sch.get('voluntary'))} / "
+                                           f"{fmt_int(sch.get('involuntary'))}"),
+                ("migrations", fmt_int(sch.get("migrations")))]
+    return [("requests", fmt_int(s.get("requests"))),
+            ("throughput", f"{fmt_int(s.get('throughput_rps'))} req/s"),
+            ("P99 service", f"{fmt_ms((s.get('latency_ms') or {}).get('p99'))} ms"),
+            ("P99 end to end", f"{fmt_ms((s.get('e2e_ms') or {}).get('p99'))} ms"),
+            ("errors", fmt_errors(s.get("errors")))]
+
+
 def _header(inp: ReportInputs) -> str:
     s = inp.summary
     label = _label(inp)
+    note = f'<div class="note">{esc(s["note"])}</div>' if s.get("note") else ""
     warn = "".join(f'<div class="warn">⚠ {esc(w)}</div>' for w in _warnings(inp))
-    facts = [("requests", fmt_int(s.get("requests"))),
-             ("throughput", f"{fmt_int(s.get('throughput_rps'))} req/s"),
-             ("P99 service", f"{fmt_ms((s.get('latency_ms') or {}).get('p99'))} ms"),
-             ("P99 end to end", f"{fmt_ms((s.get('e2e_ms') or {}).get('p99'))} ms"),
-             ("errors", fmt_int(s.get("errors")))]
     tiles = "".join(f'<div class="tile"><div class="v">{esc(v)}</div><div class="k">{esc(k)}'
-                    f"</div></div>" for k, v in facts)
-    return (f"<header><h1>tailtrace report · {esc(str(label))}</h1>"
+                    f"</div></div>" for k, v in _tiles(inp))
+    return (f"<header><h1>tailtrace report · {esc(str(label))}</h1>{note}"
             f'<div class="headline">{esc(str(s.get("headline") or "no headline"))}</div>'
             f'{warn}<div class="tiles">{tiles}</div></header>')
 
@@ -249,8 +270,11 @@ def _summary_table(inp: ReportInputs) -> str:
     head = "<tr><th>ms</th>" + "".join(f"<th>{h}</th>" for h in heads) + "</tr>"
     top = _kv([("workload", s.get("workload")), ("connections", s.get("conns")),
                ("workers", s.get("workers")), ("requests", fmt_int(s.get("requests"))),
-               ("errors", fmt_int(s.get("errors"))),
+               ("errors", fmt_errors(s.get("errors"))),
                ("throughput", f"{fmt_int(s.get('throughput_rps'))} requests/s")])
+    if not has_requests(inp):
+        return _section("summary", "Summary", top + _needs(
+            "No requests: no latency to summarise (see the line at the top for how to get them)."))
     return _section("summary", "Summary",
                     top + f'<table class="num"><thead>{head}</thead><tbody>{body}</tbody></table>')
 
@@ -263,6 +287,11 @@ def _legend() -> str:
 
 def _attribution(inp: ReportInputs) -> str:
     b = inp.bands
+    if not has_requests(inp):
+        return _section("attribution", "Where the time went (per latency band)",
+                        _needs("Attribution needs requests: run the workload with httpload "
+                               "--out, or give tailtrace/run.sh --span BIN:SYMBOL so that each "
+                               "call of that function is a request."))
     if b is None or b.empty:
         return _section("attribution", "Where the time went (per latency band)",
                         _needs("Attribution needs probes: run under tailtrace with the runq and "
@@ -482,6 +511,8 @@ table.bands{font-size:12.5px}
 table.bands td{white-space:nowrap;padding:4px 7px}
 table.bands th{white-space:normal;padding:4px 7px;min-width:60px}
 img{max-width:100%;height:auto;display:block;margin:10px 0}
+.note{background:#eaf2fb;border:1px solid #8db4e2;color:#1f3f66;border-radius:6px;
+ padding:8px 12px;margin:6px 0 12px;font-weight:550}
 .needs{background:#f0f4f8;border-left:4px solid #8c9bb0;padding:8px 12px;color:#3d4b59}
 .small{font-size:12.5px;color:#5b6877}
 .legend{font-size:12.5px}.sw{display:inline-block;width:11px;height:11px;margin-right:4px;

@@ -10,6 +10,8 @@ RUN/.cache/, keyed on the .bin's size and mtime (and this loader's version).
 Columns (int64 ns unless said; in runq, switches and locks the ids, CPUs,
 flags and stack ids are int32 to halve the memory of large traces):
   requests: id, conn, tid, pid, status, bytes, t_enqueue_ns, t_start_ns, t_end_ns
+            (+ ret when built from spans: status then holds the same raw return
+            value, which is not an HTTP status)
   runq:     pid, tid, cpu, waker_tid, kind (categorical wakeup|preempt|wakeup_new),
             t_runnable_ns, t_run_ns, dur_ns
   switches: pid, tid, cpu_off, cpu_on, t_off_ns, t_on_ns, dur_ns, voluntary (bool),
@@ -99,6 +101,9 @@ class Run:
         return getattr(self, stream)
 
 
+# Streams written by tailtrace: with any of them a run without requests is still a run.
+PROBE_STREAMS = ("runq", "switches", "locks", "tasks")
+
 STREAM_FILE = {"requests": "requests.bin", "runq": "runq.bin", "switches": "switches.bin",
                "locks": "locks.bin", "spans": "spans.bin", "tasks": "tasks.bin"}
 
@@ -186,7 +191,8 @@ def empty_frame(stream: str) -> pd.DataFrame:
 
 
 def requests_from_spans(spans: pd.DataFrame) -> pd.DataFrame:
-    """One request per outer span (depth 0): id=row, conn=span_id, status=ret."""
+    """One request per outer span (depth 0): id=row, conn=span_id, ret (and status) = the
+    function's raw return register. It is not an HTTP status: errors are not counted."""
     outer = spans[spans["depth"] == 0].sort_values("t_start_ns", kind="stable")
     n = len(outer)
     return pd.DataFrame({
@@ -195,7 +201,18 @@ def requests_from_spans(spans: pd.DataFrame) -> pd.DataFrame:
         "status": outer["ret"].to_numpy(), "bytes": np.zeros(n, dtype=np.int64),
         "t_enqueue_ns": outer["t_start_ns"].to_numpy(),
         "t_start_ns": outer["t_start_ns"].to_numpy(), "t_end_ns": outer["t_end_ns"].to_numpy(),
-    }, columns=COLUMNS["requests"])
+        "ret": outer["ret"].to_numpy(),
+    }, columns=COLUMNS["requests"] + ["ret"])
+
+
+def set_request_source(run: Run) -> None:
+    """run.requests and run.source from the streams present (see module doc)."""
+    if run.has("requests"):
+        run.source = "requests"
+    elif run.has("spans"):
+        run.requests, run.source = requests_from_spans(run.spans), "spans"
+    else:
+        run.requests, run.source = empty_frame("requests"), "none"
 
 
 # ---- files ----------------------------------------------------------------
@@ -317,11 +334,11 @@ def load_run(run_dir, cache: bool = True) -> Run:
         if (run_dir / STREAM_FILE[s]).exists():
             setattr(run, s, load_stream(run_dir, s, schema, cache))
             run.present.add(s)
-    if not run.has("requests"):
-        if not run.has("spans"):
-            raise MissingStreamError(run_dir / "requests.bin",
-                                     f"{PRODUCER['requests']} (or spans.bin from {PRODUCER['spans']})")
-        run.requests, run.source = requests_from_spans(run.spans), "spans"
+    if not run.present & {"requests", "spans", *PROBE_STREAMS}:
+        raise MissingStreamError(run_dir / "requests.bin",
+                                 f"{PRODUCER['requests']} (or spans.bin from {PRODUCER['spans']}, "
+                                 f"or scheduler streams from tailtrace --out RUN_DIR)")
+    set_request_source(run)
     run.stacks = load_stacks(run_dir / "stacks.jsonl", run.warnings)
     run.lost_events = {k: int(v) for k, v in (run.meta.get("lost_events") or {}).items()}
     return run

@@ -266,8 +266,10 @@ def _build(run, decomp: pd.DataFrame, max_events: int, slow_windows: int):
             "pid": _pid_of(pids, tid),
             "tid": tid + lane * _TID_SPAN,
         })
+        # span-sourced requests: the raw return value, never shown as a status
+        outcome = "ret" if "ret" in req else "status"
         args = {"id": req["id"].to_numpy(), "conn": req["conn"].to_numpy(),
-                "status": req["status"].to_numpy()}
+                outcome: req[outcome].to_numpy()}
         for c in ("queue_wait_ns", "oncpu_ns", "runnable_ns", "lock_wait_ns", "blocked_ns"):
             if c in req:
                 args[c.replace("_ns", "_us")] = np.round(req[c].to_numpy(np.float64) / 1e3, 3)

@@ -5,6 +5,12 @@ summary.json (first, so it survives a later failure, then completed),
 threads.csv, locks.csv, trace.json, the report's PNGs and report.html, and
 returns the summary. A run without probes still gets all of them: the
 client-side figures, and "needs probes" where the scheduler is required.
+A run without requests (tailtrace on a third-party process without --span)
+gets the scheduler-only report: summary.json (requests 0, latency null,
+attribution "needs requests or --span"), threads.csv, locks.csv, trace.json
+with thread-state tracks only, the scheduler figures and report.html with a
+line at the top saying how to get requests. Only a run with no probe stream
+and no request is an error.
 """
 from __future__ import annotations
 
@@ -22,11 +28,11 @@ from .attribute import df_bands, tail_excess
 from .decompose import df_decompose
 from .errors import AnalysisError
 from .html import ReportInputs, write_report
-from .load import load_run
+from .load import PROBE_STREAMS, load_run
 from .lockchain import df_lock_chains
 from .perfetto import write_trace
 from .sched import LOCK_COLS, THREAD_COLS, df_cpu_placement, df_locks, df_runq_hist, df_threads
-from .summary import summary_dict
+from .summary import summary_dict, uprobe_warnings
 
 SCHED_STREAMS = ("runq", "switches")
 NEEDS_PROBES = ("needs probes: run the workload under tailtrace (runq and sched streams) "
@@ -104,15 +110,18 @@ def _fill_percentiles(summary: dict, decomp: pd.DataFrame) -> None:
 def analyse(run) -> dict:
     """The computed frames of one loaded run (no files written)."""
     decomp = df_decompose(run)
-    if decomp.empty:
+    if decomp.empty and not any(run.has(s) for s in PROBE_STREAMS):
         raise AnalysisError(f"{run.path}: no requests recorded (requests.bin and spans.bin are "
-                            "empty): check that the workload ran and reached the server")
-    bands = df_bands(decomp)
+                            "empty) and no scheduler stream: check that the workload ran and "
+                            "reached the server")
+    bands = df_bands(decomp) if len(decomp) else pd.DataFrame()
     summary = summary_dict(run, decomp, bands)
     _fill_percentiles(summary, decomp)
     summary.setdefault("source", getattr(run, "source", "requests"))
     summary.setdefault("label", run_label(run))
-    if not has_sched(run):
+    if decomp.empty:
+        bands = None
+    elif not has_sched(run):
         summary["attribution"] = NEEDS_PROBES
         bands = None
     return {"run": run, "decomp": decomp, "bands": bands, "summary": summary}
@@ -130,8 +139,10 @@ def _plots(out: Path, a: dict, tables: dict, notes: list) -> dict:
     run, decomp = a["run"], a["decomp"]
     names = dict(zip(run.tasks["tid"], run.tasks["comm"])) if len(run.tasks) else {}
     t0 = run.meta.get("mono_start_ns") or None
-    jobs = {"percentiles": lambda p: plot.plot_percentiles(decomp, p),
-            "timeline": lambda p: plot.plot_timeline(decomp, p, t0_ns=t0)}
+    jobs = {}
+    if len(decomp):   # client-side figures: only with requests
+        jobs["percentiles"] = lambda p: plot.plot_percentiles(decomp, p)
+        jobs["timeline"] = lambda p: plot.plot_timeline(decomp, p, t0_ns=t0)
     if a["bands"] is not None:
         jobs["decomposition"] = lambda p: plot.plot_decomposition(a["bands"], p)
     if run.has("runq"):
@@ -181,7 +192,10 @@ def build_report(run_dir, plots: bool = True) -> dict:
     summary["trace"] = {"events": info.events, "requests": info.requests,
                         "state_slices": info.state_slices, "truncated": info.truncated,
                         "note": info.note}
-    notes = list(getattr(run, "warnings", []) or [])
+    notes = list(getattr(run, "warnings", []) or []) + uprobe_warnings(run.meta or {})
+    if run.source == "spans":
+        notes.append("Span return values are not HTTP statuses: errors are not counted (each "
+                     "request's raw return value is in trace.json as 'ret').")
     if not has_sched(run):
         notes.append("No scheduler streams (runq.bin, switches.bin) in this run: the "
                      "client-side figures are shown; attribution, threads and CPU placement "

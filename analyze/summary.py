@@ -4,10 +4,18 @@ Keys: workload, conns, workers, requests, errors, throughput_rps,
 latency_ms{avg,p50,p90,p99,p999,max}, e2e_ms{avg,p50,p99,max},
 queue_wait_ms{p50,p99,max}, attribution{band:{n, latency_ms, e2e_ms,
 <part>_ms, <part>_share}}, headline, sched{runq_p50_us, runq_p99_us,
-voluntary, involuntary, migrations}, lost_events{stream:n}, closure_ratio,
-plus source, tail_excess, spearman_runnable, warnings.
+voluntary, involuntary, migrations}, threads, lost_events{stream:n},
+closure_ratio, plus source, tail_excess, spearman_runnable, warnings, and
+note (runs without requests only).
 Percentiles are numpy's default (linear interpolation) over all requests.
 NaN becomes null.
+
+errors counts HTTP statuses outside 200..399, so only for requests.bin:
+with requests built from spans (source "spans") the status is the function's
+raw return value and errors is null (a warning says so). Without requests
+(source "none": tailtrace without --span) requests is 0, the latency fields
+and errors are null, attribution is the string NEEDS_REQUESTS and the
+headline describes the scheduler figures instead.
 """
 from __future__ import annotations
 
@@ -20,6 +28,19 @@ from .attribute import headline, spearman_runnable, tail_excess
 from .decompose import PARTS, valid_requests
 
 MS = 1e6
+UPROBE_WARN_PER_S = 5000.0   # as tailtrace's TT_UPROBE_WARN_PER_S
+SPAN_ERRORS_NOTE = ("span return values are not HTTP statuses; errors not counted "
+                    "(each request's raw return value is kept as 'ret')")
+NEEDS_REQUESTS = ("needs requests or --span: without requests.bin (httpload --out) or spans.bin "
+                  "(tailtrace --span BIN:SYMBOL) there are no requests to split into on-CPU, "
+                  "runnable, lock wait and blocked time")
+NO_REQUESTS_NOTE = ("Without --span there are no requests to decompose: this report shows what "
+                    "the scheduler did to the traced threads (run-queue latency, switches, "
+                    "migrations, mutexes, off-CPU time). To split request latency into on-CPU, "
+                    "runnable, lock wait and blocked time, name the function that serves one "
+                    "request: ./run.sh --pid PID --span BIN:SYMBOL (e.g. --span "
+                    "/usr/sbin/nginx:ngx_http_process_request, or --span "
+                    "libcurl.so.4:curl_easy_perform for a libcurl client).")
 
 
 def _num(x):
@@ -75,8 +96,35 @@ def _sched(run) -> dict:
             "migrations": int(run.tasks["migrations"].sum())}
 
 
+def n_threads(run) -> int:
+    """Threads seen by the probes (tasks, switches, runq)."""
+    return int(len(np.unique(np.concatenate([run.tasks["tid"].to_numpy(np.int64),
+                                             run.switches["tid"].to_numpy(np.int64),
+                                             run.runq["tid"].to_numpy(np.int64)]))))
+
+
+def uprobe_warnings(meta: dict) -> list:
+    """tailtrace's observer-effect warning, from meta.json uprobe_hits_per_s."""
+    tgt = meta.get("target")
+    pid = _num(tgt.get("pid")) if isinstance(tgt, dict) else None
+    target = "target" if pid and pid > 0 else "traced processes"
+    out = []
+    for stream, rate in (meta.get("uprobe_hits_per_s") or {}).items():
+        r = _num(rate) if isinstance(rate, (int, float)) else None
+        if r is None or r <= UPROBE_WARN_PER_S:
+            continue
+        kind = "lock-heavy" if stream == "locks" else "span-heavy"
+        out.append(f"{stream}: {r:,.0f} uprobe hits/s on the {target}; uprobes cost ~10-30 us "
+                   f"each here, so {kind} code ran slower while traced — compare with "
+                   "--events runq,switch,offcpu")
+    return out
+
+
 def _warnings(run, decomp) -> list:
     w = list(getattr(run, "warnings", []))
+    w += uprobe_warnings(run.meta or {})
+    if run.source == "spans":
+        w.append(SPAN_ERRORS_NOTE)
     for s, n in run.lost_events.items():
         if n:
             w.append(f"{s}: {n} events lost: parts built from {s} may be short and "
@@ -93,6 +141,34 @@ def _warnings(run, decomp) -> list:
     return w
 
 
+def no_requests_note(source: str) -> str:
+    """The line at the top of a report without requests: why, and how to get them."""
+    if source == "none":
+        return NO_REQUESTS_NOTE
+    why = ("no call of the --span function completed while tracing (check that SYMBOL is the "
+           "function that serves one request and that it was called)" if source == "spans" else
+           "requests.bin holds no complete request (check that the workload ran and reached "
+           "the server)")
+    return (f"No requests to decompose: {why}. The scheduler sections below still show what "
+            "the traced threads did.")
+
+
+def no_requests_headline(run, sched: dict, threads: int) -> str:
+    """The headline of a run without requests: what the scheduler figures say."""
+    why = {"none": "No requests in this run (no --span)",
+           "spans": "No call of the --span function completed while tracing",
+           }.get(run.source, "requests.bin holds no complete request")
+    s = f"{why}: scheduler view of {threads:,} thread{'s' if threads != 1 else ''}"
+    facts = []
+    if run.has("runq") and sched["runq_p50_us"] is not None:
+        facts.append(f"run-queue latency P50 {sched['runq_p50_us']:,.1f} µs, "
+                     f"P99 {sched['runq_p99_us']:,.1f} µs")
+    if run.has("switches"):
+        facts.append(f"{sched['voluntary']:,} voluntary and {sched['involuntary']:,} "
+                     f"involuntary switches, {sched['migrations']:,} migrations")
+    return s + (" — " + "; ".join(facts) if facts else "") + "."
+
+
 def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict:
     """The dict written as summary.json (see module doc for the keys)."""
     wl = run.workload or {}
@@ -106,20 +182,25 @@ def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict:
             a[f"{p}_ms"], a[f"{p}_share"] = row[f"{p}_ms"], row[f"{p}_share"]
         attribution[b] = a
     judged = decomp[decomp["closure_err"].notna()] if len(decomp) else decomp
+    none = run.source == "none"
+    sched, threads = _sched(run), n_threads(run)
     out = {
-        "workload": wl.get("model") or wl.get("workload") or run.source,
-        "conns": wl.get("conns", int(req["conn"].nunique())),
-        "workers": wl.get("workers", int(req["tid"].nunique())),
+        "workload": wl.get("model") or wl.get("workload") or
+        ("scheduler-only" if none else run.source),
+        "conns": wl.get("conns", None if none else int(req["conn"].nunique())),
+        "workers": wl.get("workers", None if none else int(req["tid"].nunique())),
         "requests": int(len(req)),
-        "errors": int(_failed(req["status"]).sum()),
+        "errors": int(_failed(req["status"]).sum()) if run.source == "requests" else None,
         "throughput_rps": len(ok) / dur_s if dur_s > 0 else None,
         "latency_ms": _pcts(decomp["latency_ns"], {"avg": "avg", "p50": 50, "p90": 90, "p99": 99,
                                                    "p999": 99.9, "max": "max"}),
         "e2e_ms": _pcts(decomp["e2e_ns"], {"avg": "avg", "p50": 50, "p99": 99, "max": "max"}),
         "queue_wait_ms": _pcts(decomp["queue_wait_ns"], {"p50": 50, "p99": 99, "max": "max"}),
-        "attribution": attribution,
-        "headline": headline(decomp, bands, run),
-        "sched": _sched(run),
+        "attribution": attribution if len(decomp) else NEEDS_REQUESTS,
+        "headline": headline(decomp, bands, run) if len(decomp)
+        else no_requests_headline(run, sched, threads),
+        "sched": sched,
+        "threads": threads,
         "lost_events": dict(run.lost_events),
         "lost_events_total": int(sum(run.lost_events.values())),
         "closure_ratio": float(judged["closes"].mean()) if len(judged) else None,
@@ -128,4 +209,6 @@ def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict:
         "spearman_runnable": spearman_runnable(decomp),
         "warnings": _warnings(run, decomp),
     }
+    if not len(decomp):
+        out["note"] = no_requests_note(run.source)
     return _clean(out)

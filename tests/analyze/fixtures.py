@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analyze.load import STREAM_FILE, STREAM_KIND, STREAMS, Run, frame_from_records
+from analyze.load import STREAM_FILE, STREAM_KIND, STREAMS, Run, frame_from_records, set_request_source
 from analyze.schema import record_dtype
 
 T0 = 5_000_000_000_000  # 5000 s after boot
@@ -67,7 +67,8 @@ def _raw(rows: list[dict]) -> dict:
 
 def make_run(requests=None, runq=None, switches=None, locks=None, spans=None, tasks=None,
              meta=None, workload=None, stacks=None, path="/nonexistent/run") -> Run:
-    """A Run built in memory. A stream given as a list (even empty) is 'present'."""
+    """A Run built in memory. A stream given as a list (even empty) is 'present'.
+    Requests come from where load_run takes them (requests, else outer spans, else none)."""
     run = Run(path=Path(path), meta=meta or {}, workload=workload or {})
     given = dict(requests=requests, runq=runq, switches=switches, locks=locks,
                  spans=spans, tasks=tasks)
@@ -77,6 +78,7 @@ def make_run(requests=None, runq=None, switches=None, locks=None, spans=None, ta
         run.present.add(s)
         if rows:
             setattr(run, s, frame_from_records(s, _raw(rows)))
+    set_request_source(run)
     run.stacks = stacks or {}
     run.lost_events = {k: int(v) for k, v in (run.meta.get("lost_events") or {}).items()}
     return run

@@ -74,8 +74,14 @@ def test_absent_stream_is_empty_with_columns_and_require_names_file(tmp_path, sc
         run.require("runq")
 
 
-def test_no_requests_and_no_spans_is_a_missing_stream(tmp_path, schema):
-    d = full_run(tmp_path, schema, requests=None, spans=None)
+def test_no_requests_and_no_spans_is_a_scheduler_only_run(tmp_path, schema):
+    run = load_run(full_run(tmp_path, schema, requests=None, spans=None))
+    assert run.source == "none" and not run.has("requests") and len(run.requests) == 0
+    assert list(run.requests.columns) == COLUMNS["requests"] and len(run.runq) == 3
+
+
+def test_a_run_with_no_stream_at_all_is_a_missing_stream(tmp_path, schema):
+    d = write_run(tmp_path / "empty", schema, meta={"ncpus": 2})
     with pytest.raises(MissingStreamError, match=r"requests\.bin is missing.*httpload"):
         load_run(d)
 
@@ -92,6 +98,7 @@ def test_requests_from_outer_spans(tmp_path, schema):
     assert r["t_start_ns"].tolist() == [T0, T0 + 5 * MS]
     assert r["t_enqueue_ns"].tolist() == r["t_start_ns"].tolist()
     assert r["status"].tolist() == [0, -1] and r["conn"].tolist() == [0, 1]
+    assert r["ret"].tolist() == [0, -1]        # raw return values, kept as such
 
 
 def test_truncated_file_is_corrupt_and_named(tmp_path, schema):

@@ -1,0 +1,198 @@
+"""Runs whose requests are not HTTP requests, or that have none.
+
+- span-sourced requests (tailtrace --span): the status is the function's raw return value, so
+  errors are unknown (null, "n/a"), never a count; ret is kept.
+- scheduler-only runs (tailtrace --pid without --span): the report is still written, with the
+  scheduler figures, and says how to get requests. Only a run with no stream at all is an error.
+- tailtrace's uprobe-rate warning (meta.json uprobe_hits_per_s) reaches summary.json and the page.
+Every expected figure below is computed by hand from the inline records.
+"""
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fixtures import MS, T0, US, lk, make_run, off, rq, span, task, write_run
+from analyze import compare, report
+from analyze.attribute import df_bands
+from analyze.decompose import df_decompose
+from analyze.errors import MissingStreamError
+from analyze.schema import load_schema
+from analyze.summary import NO_REQUESTS_NOTE, SPAN_ERRORS_NOTE, summary_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+UPROBE_WARNING = ("locks: 27,600 uprobe hits/s on the target; uprobes cost ~10-30 us each here, "
+                  "so lock-heavy code ran slower while traced — compare with "
+                  "--events runq,switch,offcpu")
+
+
+@pytest.fixture(scope="module")
+def schema():
+    return load_schema()
+
+
+# ---- span-sourced requests: errors unknown -------------------------------------------------
+
+# Three outer calls: two return CURLE_OK (0), one returns -1 read as an unsigned register
+# (what a void function or an int -1 leaves in rax); one nested call (depth 1) is no request.
+SPANS = [span(1, 0, 10 * MS, ret=0), span(1, 2 * MS, 3 * MS, ret=5, depth=1),
+         span(2, 1 * MS, 21 * MS, ret=0), span(2, 22 * MS, 26 * MS, ret=4294967295)]
+
+
+def test_span_requests_have_no_error_count_and_keep_ret():
+    run = make_run(spans=SPANS, switches=[], runq=[])
+    d = df_decompose(run)
+    s = summary_dict(run, d, df_bands(d))
+    assert run.source == "spans" and s["source"] == "spans"
+    # the old rule (status < 200 or >= 400) would have counted all 3 as errors
+    assert s["requests"] == 3 and s["errors"] is None
+    assert SPAN_ERRORS_NOTE in s["warnings"]
+    assert d["ret"].tolist() == [0, 0, 4294967295]
+    assert s["latency_ms"]["max"] == pytest.approx(20)
+    json.dumps(s, allow_nan=False)
+
+
+def test_span_run_report_and_compare_show_n_a(schema, tmp_path):
+    d = write_run(tmp_path / "spans", schema, meta={"label": "curl"}, spans=SPANS, switches=[],
+                  runq=[], tasks=[task(1, "python3"), task(2, "python3")])
+    s = report.build_report(d, plots=False)
+    assert s["errors"] is None and s["requests"] == 3
+    assert json.loads((d / "summary.json").read_text())["errors"] is None
+    page = (d / "report.html").read_text()
+    assert '<div class="v">n/a</div><div class="k">errors</div>' in page      # header tile
+    assert "<tr><th>errors</th><td>n/a</td></tr>" in page                   # summary table
+    assert "Span return values are not HTTP statuses" in page
+    trace = json.loads((d / "trace.json").read_text())
+    req = [e for e in trace["traceEvents"] if e.get("cat") == "request"]
+    assert sorted(e["args"]["ret"] for e in req) == [0, 0, 4294967295]
+    assert not any("status" in e["args"] for e in req)
+    df, _ = compare.write_compare([d], tmp_path / "cmp", plots=False)
+    assert pd.isna(df.loc[0, "errors"])
+    row = compare.format_table(df).splitlines()[2].split()
+    assert row[0] == "curl" and row[2] == "n/a"
+    assert "<td>n/a</td>" in (tmp_path / "cmp" / "compare.html").read_text()
+
+
+# ---- scheduler-only runs ------------------------------------------------------------------
+
+def sched_only(schema, path, **over):
+    """Two threads of a third-party process, no requests, no spans.
+
+    tid 11 "busy":   preempted 1.0–1.5 ms (runnable 500 µs), blocks 4.0–5.1 ms (woken at
+                     5.0, runs at 5.1: runnable 100 µs), holds mutex 0xabc 2–3 ms.
+    tid 12 "sleepy": blocks 1.0–2.2 ms (runnable 2.0–2.2: 200 µs) and 6–11 ms (runnable
+                     8–11: 3000 µs), migrating from CPU 1 to CPU 0 on the second wakeup.
+    Runnable intervals 100, 200, 500, 3000 µs: P50 350 µs, P99 500 + 0.97·2500 = 2925 µs.
+    """
+    streams = dict(
+        runq=[rq(11, 1 * MS, 1500 * US, "preempt", cpu=0), rq(11, 5 * MS, 5100 * US, cpu=1),
+              rq(12, 2 * MS, 2200 * US, cpu=1), rq(12, 8 * MS, 11 * MS, cpu=0)],
+        switches=[off(11, 1 * MS, 1500 * US, voluntary=False, cpu_off=0, cpu_on=0),
+                  off(11, 4 * MS, 5100 * US, cpu_off=0, cpu_on=1),
+                  off(12, 1 * MS, 2200 * US, cpu_off=1, cpu_on=1),
+                  off(12, 6 * MS, 11 * MS, cpu_off=1, cpu_on=0)],
+        locks=[lk(11, 0xabc, 2 * MS, 2 * MS, 3 * MS)],
+        tasks=[task(11, "busy", migrations=2), task(12, "sleepy", migrations=1)])
+    streams.update(over)
+    meta = {"target": {"mode": "pid", "pid": 100}, "mono_start_ns": T0, "mono_end_ns": T0 + 12 * MS,
+            "lost_events": {"runq": 0, "switch": 0, "locks": 0}, "label": "sleepy-pid100"}
+    return write_run(path, schema, meta=meta, **streams)
+
+
+@pytest.fixture(scope="module")
+def sched_report(schema, tmp_path_factory):
+    d = sched_only(schema, tmp_path_factory.mktemp("sched") / "run")
+    return d, report.build_report(d)
+
+
+def test_sched_only_summary_figures(sched_report):
+    d, s = sched_report
+    assert json.loads((d / "summary.json").read_text()) == json.loads(json.dumps(s))
+    assert (s["source"], s["requests"], s["errors"], s["throughput_rps"]) == ("none", 0, None, None)
+    assert set(s["latency_ms"].values()) == {None} and set(s["e2e_ms"].values()) == {None}
+    assert s["closure_ratio"] is None and s["tail_excess"] is None
+    assert s["attribution"].startswith("needs requests or --span")
+    assert s["sched"] == {"runq_p50_us": pytest.approx(350), "runq_p99_us": pytest.approx(2925),
+                          "voluntary": 3, "involuntary": 1, "migrations": 3}
+    assert s["threads"] == 2 and s["lost_events"] == {"runq": 0, "switch": 0, "locks": 0}
+    assert s["note"] == NO_REQUESTS_NOTE
+    assert s["headline"] == ("No requests in this run (no --span): scheduler view of 2 threads — "
+                             "run-queue latency P50 350.0 µs, P99 2,925.0 µs; 3 voluntary and 1 "
+                             "involuntary switches, 3 migrations.")
+    assert s["outputs"] == ["summary.json", "threads.csv", "locks.csv", "trace.json",
+                            "runq-hist.png", "cpu-placement.png", "report.html"]
+
+
+def test_sched_only_tables_and_trace(sched_report):
+    d, _ = sched_report
+    th = pd.read_csv(d / "threads.csv").set_index("tid")
+    assert th.loc[11, ["runq_ns", "offcpu_ns", "oncpu_ns"]].tolist() == [600_000, 1_600_000, 2_500_000]
+    assert th.loc[12, ["runq_ns", "offcpu_ns", "oncpu_ns"]].tolist() == [3_200_000, 6_200_000, 3_800_000]
+    assert th.loc[11, ["voluntary", "involuntary", "migrations"]].tolist() == [1, 1, 2]
+    assert th.loc[12, ["voluntary", "involuntary", "migrations"]].tolist() == [2, 0, 1]
+    assert th.loc[12, "cpus"] == "0,1" and th.loc[11, "comm"] == "busy"
+    locks = pd.read_csv(d / "locks.csv")
+    assert locks["acquisitions"].tolist() == [1] and locks["hold_p50_ns"].tolist() == [1_000_000]
+    trace = json.loads((d / "trace.json").read_text())
+    x = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {e["cat"] for e in x} == {"state"}                       # thread-state tracks only
+    runnable_12 = sum(e["dur"] for e in x if e["name"] == "Runnable" and e["tid"] % (1 << 22) == 12)
+    assert runnable_12 == pytest.approx(3200)                        # µs: 200 + 3000
+
+
+def test_sched_only_page_says_how_to_get_requests(sched_report):
+    d, s = sched_report
+    page = (d / "report.html").read_text()
+    note = page.index(f'<div class="note">{html.escape(NO_REQUESTS_NOTE)}</div>')
+    assert note < page.index('<div class="headline">')              # the first thing read
+    assert "--span BIN:SYMBOL" in NO_REQUESTS_NOTE and "Attribution needs requests" in page
+    assert '<div class="v">2</div><div class="k">threads</div>' in page
+    assert "Threads (top 2 of 2 by time runnable)" in page and "sleepy" in page
+    assert page.count("data:image/png;base64,") == 2                # runq-hist + cpu-placement
+    assert not (d / "percentiles.png").exists() and not (d / "timeline.png").exists()
+
+
+def test_sched_only_cli_exit_0_and_prints_the_scheduler_lines(schema, tmp_path):
+    d = sched_only(schema, tmp_path / "run")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-m", "analyze", "report", str(d), "--no-plots"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("No requests in this run (no --span): scheduler view of 2 threads")
+    assert ("2 threads; run-queue latency P50 350.0 µs, P99 2,925.0 µs; 3 voluntary, "
+            "1 involuntary switches; 3 migrations") in r.stdout
+    assert (d / "report.html").exists() and (d / "threads.csv").exists()
+
+
+def test_only_a_run_without_any_stream_is_an_error(schema, tmp_path):
+    d = write_run(tmp_path / "empty", schema, meta={})
+    with pytest.raises(MissingStreamError, match=r"requests\.bin is missing"):
+        report.build_report(d)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-m", "analyze", "report", str(d)], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "requests.bin is missing" in r.stderr
+
+
+# ---- the observer-effect warning -------------------------------------------------------------
+
+@pytest.mark.parametrize("rate, warned", [(27_600.0, True), (4_999.0, False)])
+def test_uprobe_rate_warning_in_summary_and_page(schema, tmp_path, rate, warned):
+    d = sched_only(schema, tmp_path / "run")
+    meta = json.loads((d / "meta.json").read_text())
+    meta.update(uprobe_hits={"locks": int(rate * 2)}, uprobe_hits_per_s={"locks": rate})
+    (d / "meta.json").write_text(json.dumps(meta))
+    s = report.build_report(d, plots=False)
+    page = (d / "report.html").read_text()
+    warns = re.findall(r'<div class="warn">⚠ (.*?)</div>', page)
+    if warned:
+        assert UPROBE_WARNING in s["warnings"]
+        assert html.escape(UPROBE_WARNING) in warns
+    else:
+        assert not any("uprobe" in w for w in s["warnings"] + warns)
