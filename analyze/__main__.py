@@ -61,10 +61,11 @@ def _format_sched_only(s: dict) -> str:
     sch = s.get("sched") or {}
     return "\n".join([
         s.get("headline") or "", "", s.get("note") or "", "",
-        f"{fmt_int(s.get('threads'))} threads; run-queue latency P50 "
+        f"threads: {fmt_int(s.get('threads'))}; run-queue latency P50 "
         f"{fmt_us(sch.get('runq_p50_us'))}, P99 {fmt_us(sch.get('runq_p99_us'))}; "
-        f"{fmt_int(sch.get('voluntary'))} voluntary, {fmt_int(sch.get('involuntary'))} "
-        f"involuntary switches; {fmt_int(sch.get('migrations'))} migrations"])
+        f"switches: {fmt_int(sch.get('voluntary'))} voluntary, "
+        f"{fmt_int(sch.get('involuntary'))} involuntary; "
+        f"migrations: {fmt_int(sch.get('migrations'))}"])
 
 
 def _report(args) -> int:

@@ -464,7 +464,8 @@ def _files(inp: ReportInputs) -> str:
 
 def _method(inp: ReportInputs) -> str:
     cr = _num(inp.summary.get("closure_ratio"))
-    crt = f"{cr:.2%}" if cr is not None else "not computed (needs probes)"
+    crt = (f"{cr:.2%}" if cr is not None else "not computed (needs probes)" if has_requests(inp)
+           else "not computed (no requests)")
     text = [
         "Clock: every timestamp is CLOCK_MONOTONIC nanoseconds — bpf_ktime_get_ns() in the "
         "probes, clock_gettime(CLOCK_MONOTONIC) in the workload — so requests and kernel events "

@@ -97,10 +97,14 @@ def _sched(run) -> dict:
 
 
 def n_threads(run) -> int:
-    """Threads seen by the probes (tasks, switches, runq)."""
-    return int(len(np.unique(np.concatenate([run.tasks["tid"].to_numpy(np.int64),
-                                             run.switches["tid"].to_numpy(np.int64),
-                                             run.runq["tid"].to_numpy(np.int64)]))))
+    """Threads seen by the probes (tasks, switches, runq, locks)."""
+    return int(len(np.unique(np.concatenate([df["tid"].to_numpy(np.int64) for df in
+                                             (run.tasks, run.switches, run.runq, run.locks)]))))
+
+
+def _n(k: int, noun: str) -> str:
+    """'1 thread', '2 threads', '1,234 migrations'."""
+    return f"{k:,} {noun}{'' if k == 1 else 's'}"
 
 
 def uprobe_warnings(meta: dict) -> list:
@@ -158,14 +162,14 @@ def no_requests_headline(run, sched: dict, threads: int) -> str:
     why = {"none": "No requests in this run (no --span)",
            "spans": "No call of the --span function completed while tracing",
            }.get(run.source, "requests.bin holds no complete request")
-    s = f"{why}: scheduler view of {threads:,} thread{'s' if threads != 1 else ''}"
+    s = f"{why}: scheduler view of {_n(threads, 'thread')}"
     facts = []
     if run.has("runq") and sched["runq_p50_us"] is not None:
         facts.append(f"run-queue latency P50 {sched['runq_p50_us']:,.1f} µs, "
                      f"P99 {sched['runq_p99_us']:,.1f} µs")
     if run.has("switches"):
         facts.append(f"{sched['voluntary']:,} voluntary and {sched['involuntary']:,} "
-                     f"involuntary switches, {sched['migrations']:,} migrations")
+                     f"involuntary switches, {_n(sched['migrations'], 'migration')}")
     return s + (" — " + "; ".join(facts) if facts else "") + "."
 
 

@@ -165,8 +165,8 @@ def test_sched_only_cli_exit_0_and_prints_the_scheduler_lines(schema, tmp_path):
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("No requests in this run (no --span): scheduler view of 2 threads")
-    assert ("2 threads; run-queue latency P50 350.0 µs, P99 2,925.0 µs; 3 voluntary, "
-            "1 involuntary switches; 3 migrations") in r.stdout
+    assert ("threads: 2; run-queue latency P50 350.0 µs, P99 2,925.0 µs; switches: 3 voluntary, "
+            "1 involuntary; migrations: 3") in r.stdout
     assert (d / "report.html").exists() and (d / "threads.csv").exists()
 
 
