@@ -38,13 +38,12 @@ analyze_run() {
 	local dir=$1
 	phase "analysis: python3 -m analyze report $dir"
 	if ! python3 -m analyze report "$dir"; then
-		if [ ! -e "$dir/requests.bin" ] && [ ! -e "$dir/spans.bin" ]; then
-			log "no requests in this run: add --span BIN:SYMBOL to make a function's calls the requests" \
-				"(e.g. --span /usr/sbin/nginx:ngx_http_process_request); records and flame graphs are in $dir"
-		else
-			log "the analysis failed on $dir (error above); the recorded data is kept there"
-		fi
+		log "the analysis failed on $dir (error above); the recorded data is kept there"
 		return 1
+	fi
+	if [ ! -e "$dir/requests.bin" ] && [ ! -e "$dir/spans.bin" ]; then
+		log "scheduler-only report: no requests in this run; add --span BIN:SYMBOL to make a" \
+			"function's calls the requests (e.g. --span /usr/sbin/nginx:ngx_http_process_request)"
 	fi
 }
 
