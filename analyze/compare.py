@@ -69,11 +69,10 @@ def df_compare(run_dirs) -> tuple[pd.DataFrame, dict]:
 
 def format_table(df: pd.DataFrame) -> str:
     """The plain-text table printed by `python3 -m analyze compare`."""
-    heads = ["run", "throughput", "errors", "avg ms", "P99 ms", "max ms", "P99 svc ms",
-             "≥P99 runnable", "close"]
-    rows = [[str(r.run), f"{fmt_int(r.throughput_rps)}/s", fmt_errors(r.errors),
-             fmt_ms(r.avg_ms), fmt_ms(r.p99_ms), fmt_ms(r.max_ms), fmt_ms(r.p99_service_ms),
-             fmt_share(r.p99_runnable_share)
+    heads = ["run", "throughput", "avg ms", "P99 ms", "max ms", "P99 svc ms", "≥P99 runnable",
+             "close"]
+    rows = [[str(r.run), f"{fmt_int(r.throughput_rps)}/s", fmt_ms(r.avg_ms), fmt_ms(r.p99_ms),
+             fmt_ms(r.max_ms), fmt_ms(r.p99_service_ms), fmt_share(r.p99_runnable_share)
              if pd.notna(r.p99_runnable_share) else "needs probes",
              f"{r.closure_ratio:.0%}" if pd.notna(r.closure_ratio) else "–"]
             for r in df.itertuples()]
