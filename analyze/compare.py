@@ -67,13 +67,19 @@ def df_compare(run_dirs) -> tuple[pd.DataFrame, dict]:
     return df, {lab: a["decomp"] for lab, a in zip(labels, analysed)}
 
 
+def _runnable_cell(r) -> str:
+    """≥P99 runnable share, or why there is none."""
+    if pd.notna(r.p99_runnable_share):
+        return fmt_share(r.p99_runnable_share)
+    return "no requests" if not r.requests else "needs probes"
+
+
 def format_table(df: pd.DataFrame) -> str:
     """The plain-text table printed by `python3 -m analyze compare`."""
     heads = ["run", "throughput", "avg ms", "P99 ms", "max ms", "P99 svc ms", "≥P99 runnable",
              "close"]
     rows = [[str(r.run), f"{fmt_int(r.throughput_rps)}/s", fmt_ms(r.avg_ms), fmt_ms(r.p99_ms),
-             fmt_ms(r.max_ms), fmt_ms(r.p99_service_ms), fmt_share(r.p99_runnable_share)
-             if pd.notna(r.p99_runnable_share) else "needs probes",
+             fmt_ms(r.max_ms), fmt_ms(r.p99_service_ms), _runnable_cell(r),
              f"{r.closure_ratio:.0%}" if pd.notna(r.closure_ratio) else "–"]
             for r in df.itertuples()]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(heads)]
@@ -93,8 +99,7 @@ def render_compare(df: pd.DataFrame, png: str | None) -> str:
         cells = [str(r.run), fmt_int(r.requests), fmt_errors(r.errors),
                  fmt_int(r.throughput_rps), fmt_ms(r.avg_ms),
                  fmt_ms(r.p99_ms), fmt_ms(r.max_ms), fmt_ms(r.p99_service_ms),
-                 fmt_ms(r.queue_p99_ms), fmt_share(r.p99_runnable_share)
-                 if pd.notna(r.p99_runnable_share) else "needs probes",
+                 fmt_ms(r.queue_p99_ms), _runnable_cell(r),
                  f"{r.closure_ratio:.1%}" if pd.notna(r.closure_ratio) else "–"]
         body.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     table = ('<table class="num"><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in heads)

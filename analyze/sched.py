@@ -59,7 +59,7 @@ def df_threads(run) -> pd.DataFrame:
                        (run.runq["tid"], run.runq["cpu"]))])
     cpus = cpus.drop_duplicates().sort_values(["tid", "cpu"])
     lists = cpus.groupby("tid")["cpu"].agg(lambda c: ",".join(str(int(x)) for x in c))
-    df["cpus"] = lists.reindex(df.index).fillna("")
+    df["cpus"] = lists.reindex(df.index).astype(object).fillna("")  # empty: float dtype
     for c in ("runq_ns", "oncpu_ns", "offcpu_ns", "voluntary", "involuntary"):
         df[c] = df[c].astype(np.int64)
     return df.reset_index()[THREAD_COLS]

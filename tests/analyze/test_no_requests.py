@@ -169,6 +169,14 @@ def test_sched_only_cli_exit_0_and_prints_the_scheduler_lines(schema, tmp_path):
     assert (d / "report.html").exists() and (d / "threads.csv").exists()
 
 
+def test_sched_only_run_in_compare_says_no_requests(schema, tmp_path):
+    d = sched_only(schema, tmp_path / "run")
+    df, files = compare.write_compare([d], tmp_path / "cmp")
+    row = compare.format_table(df).splitlines()[2]
+    assert row.startswith("sleepy-pid100") and "no requests" in row and "needs probes" not in row
+    assert "<td>sleepy-pid100</td><td>0</td><td>n/a</td>" in (tmp_path / "cmp" / "compare.html").read_text()
+
+
 def test_only_a_run_without_any_stream_is_an_error(schema, tmp_path):
     d = write_run(tmp_path / "empty", schema, meta={})
     with pytest.raises(MissingStreamError, match=r"requests\.bin is missing"):
