@@ -199,7 +199,9 @@ def build_report(run_dir, plots: bool = True) -> dict:
     if not has_sched(run):
         notes.append("No scheduler streams (runq.bin, switches.bin) in this run: the "
                      "client-side figures are shown; attribution, threads and CPU placement "
-                     "need probes (run under tailtrace).")
+                     "need probes (run under tailtrace)." if len(decomp) else
+                     "No scheduler streams (runq.bin, switches.bin) in this run: threads, "
+                     "run-queue latency and CPU placement need tailtrace --events runq,switch.")
     images = _plots(out, a, tables, notes) if plots else {}
     summary["outputs"] = ["summary.json", "threads.csv", "locks.csv", "trace.json",
                           *[PLOTS[k] for k in images], "report.html"]
