@@ -117,10 +117,10 @@ def uprobe_warnings(meta: dict) -> list:
         r = _num(rate) if isinstance(rate, (int, float)) else None
         if r is None or r <= UPROBE_WARN_PER_S:
             continue
-        kind = "lock-heavy" if stream == "locks" else "span-heavy"
+        what, instead = (("lock-heavy code", "--events runq,switch,offcpu") if stream == "locks"
+                         else ("the spanned calls", "the program's own timing untraced"))
         out.append(f"{stream}: {r:,.0f} uprobe hits/s on the {target}; uprobes cost ~10-30 us "
-                   f"each here, so {kind} code ran slower while traced — compare with "
-                   "--events runq,switch,offcpu")
+                   f"each here, so {what} ran slower while traced — compare with {instead}")
     return out
 
 

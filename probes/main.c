@@ -347,12 +347,14 @@ static void print_uprobe_warnings(struct loader *L)
 
 		if (r <= TT_UPROBE_WARN_PER_S)
 			continue;
+		bool locks = !strcmp(L->stats[i].stream, "locks");
+
 		fprintf(stderr, "tailtrace: warning: %s: %s uprobe hits/s on the %s; uprobes cost "
-			"~10-30 us each here, so %s code ran slower while traced — compare with "
-			"--events runq,switch,offcpu\n", L->stats[i].stream,
-			fmt_thousands((uint64_t)(r + 0.5), rate, sizeof(rate)),
+			"~10-30 us each here, so %s ran slower while traced — compare with %s\n",
+			L->stats[i].stream, fmt_thousands((uint64_t)(r + 0.5), rate, sizeof(rate)),
 			L->ctx.target_pid > 0 ? "target" : "traced processes",
-			strcmp(L->stats[i].stream, "locks") ? "span-heavy" : "lock-heavy");
+			locks ? "lock-heavy code" : "the spanned calls",
+			locks ? "--events runq,switch,offcpu" : "the program's own timing untraced");
 	}
 }
 
