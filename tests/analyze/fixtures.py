@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from analyze.load import STREAM_FILE, STREAM_KIND, STREAMS, Run, frame_from_records, set_request_source
+from analyze.load import (STREAM_FILE, STREAM_KIND, STREAMS, Run, frame_from_records,
+                          set_request_source)
 from analyze.schema import record_dtype
 
 T0 = 5_000_000_000_000  # 5000 s after boot

@@ -131,8 +131,9 @@ def test_sched_only_summary_figures(sched_report):
 def test_sched_only_tables_and_trace(sched_report):
     d, _ = sched_report
     th = pd.read_csv(d / "threads.csv").set_index("tid")
-    assert th.loc[11, ["runq_ns", "offcpu_ns", "oncpu_ns"]].tolist() == [600_000, 1_600_000, 2_500_000]
-    assert th.loc[12, ["runq_ns", "offcpu_ns", "oncpu_ns"]].tolist() == [3_200_000, 6_200_000, 3_800_000]
+    ns = ["runq_ns", "offcpu_ns", "oncpu_ns"]
+    assert th.loc[11, ns].tolist() == [600_000, 1_600_000, 2_500_000]
+    assert th.loc[12, ns].tolist() == [3_200_000, 6_200_000, 3_800_000]
     assert th.loc[11, ["voluntary", "involuntary", "migrations"]].tolist() == [1, 1, 2]
     assert th.loc[12, ["voluntary", "involuntary", "migrations"]].tolist() == [2, 0, 1]
     assert th.loc[12, "cpus"] == "0,1" and th.loc[11, "comm"] == "busy"
@@ -174,7 +175,8 @@ def test_sched_only_run_in_compare_says_no_requests(schema, tmp_path):
     df, files = compare.write_compare([d], tmp_path / "cmp")
     row = compare.format_table(df).splitlines()[2]
     assert row.startswith("sleepy-pid100") and "no requests" in row and "needs probes" not in row
-    assert "<td>sleepy-pid100</td><td>0</td><td>n/a</td>" in (tmp_path / "cmp" / "compare.html").read_text()
+    page = (tmp_path / "cmp" / "compare.html").read_text()
+    assert "<td>sleepy-pid100</td><td>0</td><td>n/a</td>" in page
 
 
 def test_only_a_run_without_any_stream_is_an_error(schema, tmp_path):

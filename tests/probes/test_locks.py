@@ -187,9 +187,9 @@ def test_lost_records_are_counted(tmp_path):
     assert n <= written + lost <= n + 20
 
 
-WARNING = re.compile(r"^tailtrace: warning: locks: ([\d,]+) uprobe hits/s on the target; uprobes cost "
-                     r"~10-30 us each here, so lock-heavy code ran slower while traced — compare "
-                     r"with --events runq,switch,offcpu$", re.M)
+WARNING = re.compile(r"^tailtrace: warning: locks: ([\d,]+) uprobe hits/s on the target; "
+                     r"uprobes cost ~10-30 us each here, so lock-heavy code ran slower while "
+                     r"traced — compare with --events runq,switch,offcpu$", re.M)
 
 
 def test_uprobe_hits_counted_and_a_lock_heavy_target_is_warned_about(tmp_path):
@@ -212,8 +212,8 @@ def test_uprobe_hits_counted_and_a_lock_heavy_target_is_warned_about(tmp_path):
 
 def test_a_sleepy_target_gets_no_uprobe_warning(tmp_path):
     """100 x usleep(1 ms), no mutex: a handful of hits, no warning."""
-    p = tailtrace(tmp_path, "--events", "locks", "--", str(BUILD / "tests" / "probes" / "tt-sleeper"),
-                  "100", "1000")
+    sleeper = BUILD / "tests" / "probes" / "tt-sleeper"
+    p = tailtrace(tmp_path, "--events", "locks", "--", str(sleeper), "100", "1000")
     assert p.returncode == 0, p.stderr
     meta = json.loads((tmp_path / "meta.json").read_text())
     assert meta["uprobe_hits"]["locks"] < 50
