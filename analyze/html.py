@@ -251,6 +251,9 @@ def _what_was_run(inp: ReportInputs) -> str:
                                           (m.get("events") or {}).items()) or None),
             ("events lost", ", ".join(f"{k}: {int(v):,}" for k, v in
                                       (m.get("lost_events") or {}).items()) or None),
+            ("uprobe hits", ", ".join(
+                f"{k}: {int(v):,} ({fmt_int((m.get('uprobe_hits_per_s') or {}).get(k))}/s)"
+                for k, v in (m.get("uprobe_hits") or {}).items() if _num(v) is not None) or None),
             ("traced for", dur),
             ("requests from", inp.summary.get("source")),
             ("run directory", inp.run_dir)]

@@ -200,6 +200,7 @@ def test_uprobe_rate_warning_in_summary_and_page(schema, tmp_path, rate, warned)
     s = report.build_report(d, plots=False)
     page = (d / "report.html").read_text()
     warns = re.findall(r'<div class="warn">⚠ (.*?)</div>', page)
+    assert f"<tr><th>uprobe hits</th><td>locks: {int(rate * 2):,} ({rate:,.0f}/s)</td></tr>" in page
     if warned:
         assert UPROBE_WARNING in s["warnings"]
         assert html.escape(UPROBE_WARNING) in warns
