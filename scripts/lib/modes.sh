@@ -61,9 +61,16 @@ label_default() {
 	if [ -n "$LABEL" ]; then echo "$LABEL"; else echo "$1"; fi
 }
 
+# The built-in workloads are traced with the tracepoint probes only unless --probes says
+# otherwise: the pool model's queue mutex takes ~60k lock calls/s, and the locks uprobes
+# (~10-30 us per trap on a VM) made it 4x slower (56.6k -> 13.8k req/s), which would turn
+# the comparison the report is about upside down. Third-party modes keep tailtrace's default.
+WORKLOAD_PROBES_DEFAULT=runq,switch,offcpu
+
 mode_workload() {
 	local label url port rc=0
 	prepare
+	[ -n "$PROBES" ] || PROBES=$WORKLOAD_PROBES_DEFAULT
 	label=$(label_default "$WORKLOAD-c$CONNS")
 	[ -x "$TT_SERVER" ] && [ -x "$TT_HTTPLOAD" ] || die "workload binaries missing in $TT_BUILD; build: cmake --build $TT_BUILD"
 	[ -n "$URL" ] || [ -z "$PORT" ] || port_check_free "$PORT"

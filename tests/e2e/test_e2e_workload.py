@@ -61,6 +61,9 @@ def test_meta_complete_and_probes_saw_the_workers(pool_run):
     out, _ = pool_run
     meta = load_json(out / "meta.json")
     assert meta["incomplete"] is False
+    # run.sh's own workloads are traced with the tracepoint probes only (no locks uprobes)
+    assert set(meta["events"]) >= {"runq", "switch"} and "locks" not in meta["events"]
+    assert meta["lost_events"] and not any(meta["lost_events"].values())
     req = read_records(out, "requests.bin", "request")
     runq = read_records(out, "runq.bin", "runq")
     workers = set(np.unique(req["tid"]).tolist())
