@@ -17,6 +17,7 @@
 const volatile __u32 tt_filter = 0;
 const volatile __u32 tt_targ_tgid = 0;
 const volatile __u32 tt_self_tgid = 0;
+const volatile __u32 tt_also_tgid[TT_ALSO_MAX] = {}; /* --also-pid; 0 = unused */
 const volatile __u64 tt_targ_cgid = 0;
 const volatile char tt_targ_comm[TT_COMM_LEN] = {};
 
@@ -31,12 +32,24 @@ static __always_inline bool tt_comm_match(const char *comm)
 	return true;
 }
 
+/* One of the --also-pid processes (e.g. the server a workload talks to). */
+static __always_inline bool tt_also_match(__u32 tgid)
+{
+	for (int i = 0; i < TT_ALSO_MAX; i++) {
+		if (!tt_also_tgid[i])
+			return false;
+		if (tgid == tt_also_tgid[i])
+			return true;
+	}
+	return false;
+}
+
 /* tgid and thread id already known (cheap path for the current task). */
 static __always_inline bool tt_task_traced_ids(struct task_struct *t, __u32 tgid, __u32 tid)
 {
 	if (!tid || tgid == tt_self_tgid)
 		return false; /* idle task, or tailtrace itself */
-	if ((tt_filter & TT_FILTER_TGID) && tgid != tt_targ_tgid)
+	if ((tt_filter & TT_FILTER_TGID) && tgid != tt_targ_tgid && !tt_also_match(tgid))
 		return false;
 	if (tt_filter & TT_FILTER_COMM) {
 		char comm[TT_COMM_LEN];

@@ -10,6 +10,7 @@
 #define TT_FILTER_COMM   0x2 /* task->group_leader->comm == tt_targ_comm */
 #define TT_FILTER_CGROUP 0x4 /* task's cgroup v2 id == tt_targ_cgid */
 #define TT_COMM_LEN 16
+#define TT_ALSO_MAX 4    /* == TT_MAX_ALSO_PIDS (probe.h): --also-pid tgids */
 
 #ifndef __VMLINUX_H__
 #include <string.h>
@@ -25,6 +26,8 @@
 		if ((ctx)->target_pid > 0) {                                     \
 			(rodata)->tt_filter |= TT_FILTER_TGID;                   \
 			(rodata)->tt_targ_tgid = (__u32)(ctx)->target_pid;       \
+			for (int a__ = 0; a__ < o__->nalso; a__++)               \
+				(rodata)->tt_also_tgid[a__] = (__u32)o__->also_pids[a__]; \
 		}                                                                \
 		if (o__->comm) {                                                 \
 			(rodata)->tt_filter |= TT_FILTER_COMM;                   \

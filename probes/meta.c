@@ -53,7 +53,10 @@ static void write_target(FILE *f, const struct tt_meta *m)
 	json_write_string(f, m->opts->comm);
 	fprintf(f, ", \"cgroup\": ");
 	json_write_string(f, m->opts->cgroup);
-	fprintf(f, ", \"cgroup_id\": %llu},\n", (unsigned long long)m->cgroup_id);
+	fprintf(f, ", \"cgroup_id\": %llu, \"also_pids\": [", (unsigned long long)m->cgroup_id);
+	for (int i = 0; i < m->opts->nalso; i++)
+		fprintf(f, "%s%d", i ? ", " : "", m->opts->also_pids[i]);
+	fprintf(f, "]},\n");
 }
 
 /* "key": {stream: value, ...} from the stream stats. */

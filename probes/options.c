@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,8 @@ void options_usage(FILE *out)
 "  -c, --comm NAME     processes whose name (comm) is NAME\n"
 "  -g, --cgroup PATH   tasks in this cgroup v2 (path, absolute or under the cgroup2 mount)\n"
 "  -a, --all           system-wide\n"
+"  -P, --also-pid PID  also trace the scheduler events of PID (with -- CMD or --pid; e.g. the\n"
+"                      server the target talks to); repeatable, max %d. Uprobes stay on the target\n"
 "Options:\n"
 "  -d, --duration S    stop after S seconds (default: 0 = when the target exits or on SIGINT)\n"
 "  -o, --out DIR       run directory (default: results/<UTC time>-tailtrace)\n"
@@ -45,7 +48,7 @@ void options_usage(FILE *out)
 "  -v, --verbose       more messages (repeat for libbpf debug output)\n"
 "  -h, --help          this help\n"
 "Environment: TAILTRACE_HOOK=raw_tp|tracepoint forces a fallback hook type.\n",
-		TT_MAX_SPANS, TT_DEFAULT_RINGBUF_MB, TT_DEFAULT_MIN_OFFCPU_ALL_US);
+		TT_MAX_ALSO_PIDS, TT_MAX_SPANS, TT_DEFAULT_RINGBUF_MB, TT_DEFAULT_MIN_OFFCPU_ALL_US);
 }
 
 const char *options_events_str(unsigned events, char *buf, size_t len)
@@ -136,6 +139,7 @@ static const struct option long_opts[] = {
 	{ "comm", required_argument, NULL, 'c' },
 	{ "cgroup", required_argument, NULL, 'g' },
 	{ "all", no_argument, NULL, 'a' },
+	{ "also-pid", required_argument, NULL, 'P' },
 	{ "duration", required_argument, NULL, 'd' },
 	{ "out", required_argument, NULL, 'o' },
 	{ "events", required_argument, NULL, 'e' },
@@ -158,6 +162,19 @@ static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len
 		if (parse_num("--pid", arg, 1, 4194304, &v, err, len))
 			return -EINVAL;
 		o->pid = (int)v;
+		return 0;
+	case 'P':
+		if (parse_num("--also-pid", arg, 1, 4194304, &v, err, len))
+			return -EINVAL;
+		if (o->nalso >= TT_MAX_ALSO_PIDS) {
+			snprintf(err, len, "--also-pid: at most %d processes", TT_MAX_ALSO_PIDS);
+			return -EINVAL;
+		}
+		if (kill((pid_t)v, 0) && errno == ESRCH) {
+			snprintf(err, len, "--also-pid %d: no such process (check the PID with ps)", (int)v);
+			return -ESRCH;
+		}
+		o->also_pids[o->nalso++] = (int)v;
 		return 0;
 	case 'c':
 		if (!*arg || strlen(arg) > 15) {
@@ -204,6 +221,10 @@ static int check_target(struct tt_cli *cli, char *err, size_t len)
 		snprintf(err, len, "give only one target of -- CMD, --pid, --comm, --cgroup, --all");
 		return -EINVAL;
 	}
+	if (o->nalso && !(o->pid > 0 || cli->cmd)) {
+		snprintf(err, len, "--also-pid goes with -- CMD or --pid PID (it adds processes to that target)");
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -218,7 +239,7 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 	o->events = TT_DEFAULT_EVENTS;
 	o->ringbuf_mb = TT_DEFAULT_RINGBUF_MB;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+p:c:g:ad:o:e:s:r:m:Avh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:P:c:g:ad:o:e:s:r:m:Avh", long_opts, NULL)) != -1) {
 		if (c == 'h') {
 			options_usage(stdout);
 			return 1;

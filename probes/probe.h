@@ -16,6 +16,7 @@
 #include <bpf/libbpf.h>
 
 #define TT_MAX_SPANS 8
+#define TT_MAX_ALSO_PIDS 4 /* --also-pid: more processes traced beside the target */
 
 enum tt_event {
 	TT_EV_RUNQ = 1u << 0,
@@ -44,6 +45,8 @@ struct tt_opts {
 	double duration_s;    /* 0: until the target exits / SIGINT */
 	struct tt_span_spec spans[TT_MAX_SPANS];
 	int nspans;
+	int also_pids[TT_MAX_ALSO_PIDS]; /* scheduler events of these tgids too */
+	int nalso;
 };
 
 struct tt_syms;

@@ -111,6 +111,9 @@ record_command() {
 	local dir=$1 child="" rc=0
 	shift
 	tailtrace_args "$dir"
+	# The server we started is traced too (scheduler events only): when the client's tail
+	# is blocked on the network, the report can show whether the server was waiting for a CPU.
+	[ -z "$SERVER_PID" ] || [ "$PROBES" = none ] || TT_ARGS+=(--also-pid "$SERVER_PID")
 	perf_start "$dir"
 	pg_start - "${TT_ARGS[@]}" -- "$@"
 	TT_PID=$PG_PID
