@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .decompose import PARTS
+from .peer import df_peers
 
 BANDS = ["≤P50", "P50–P90", "P90–P99", "≥P99"]
 BAND_P999 = "≥P99.9"
@@ -72,12 +73,20 @@ def _band_row(d: pd.DataFrame, lo: float, hi: float) -> dict:
     run_ns = d["runq_wakeup_ns"].mean() + d["runq_preempt_ns"].mean()
     row["runnable_ms"], row["runnable_share"] = run_ns / MS, (run_ns / e2e if e2e else np.nan)
     row["closes_share"] = d["closes"].mean() if len(d) else np.nan
+    if "peer_runnable_ns" in d:
+        peer, blocked = d["peer_runnable_ns"].mean(), d["blocked_ns"].mean()
+        row["peer_runnable_ms"] = peer / MS
+        row["peer_runnable_of_blocked"] = (min(peer / blocked, 1.0) if blocked > 0
+                                           else np.nan)
     return row
 
 
 def df_bands(decomp: pd.DataFrame, by: str = "latency_ns") -> pd.DataFrame:
     """Index = band; columns n, lo_ms/hi_ms (band's range of `by`), latency_ms, e2e_ms,
-    {part}_ms and {part}_share for every part in PARTS, runnable_ms/_share, closes_share."""
+    {part}_ms and {part}_share for every part in PARTS, runnable_ms/_share, closes_share;
+    with a peer_runnable_ns column in decomp (analyze/peer.py) also peer_runnable_ms (mean)
+    and peer_runnable_of_blocked (mean peer runnable / mean blocked, capped at 1; NaN
+    without a traced peer or without blocked time)."""
     masks = band_masks(decomp, by)
     x = decomp[by].to_numpy(dtype=np.float64)
     rows = {}
@@ -133,6 +142,28 @@ def dominant_group(bands: pd.DataFrame, band: str = BANDS[3]) -> tuple[str, floa
     return best
 
 
+PEER_EXPLAINS = 0.5   # peer runnable ≥ this share of blocked time: the headline says so
+
+
+def _peer_sentence(decomp: pd.DataFrame, row: pd.Series, run) -> str | None:
+    """'during X ms of their Y ms service time a thread of NAME was waiting for a CPU
+    (equal to Z% of the B ms blocked): the tail is scheduler delay in COMM.' when a traced peer
+    process was runnable for ≥ 50 % of the band's mean blocked time, else None."""
+    ratio = row.get("peer_runnable_of_blocked", np.nan)
+    if run is None or pd.isna(ratio) or ratio < PEER_EXPLAINS:
+        return None
+    peers = df_peers(run, decomp)
+    if peers.empty:
+        return None
+    name = ", ".join(peers["name"]) if len(peers) > 1 else peers["name"].iloc[0]
+    short = ", ".join(c or f"pid {p}" for c, p in zip(peers["comm"], peers["pid"]))
+    who = f"a thread of {name}" if len(peers) == 1 else f"a thread of one of {name}"
+    return (f"during {row['peer_runnable_ms']:.1f} ms of their {row['latency_ms']:.1f} ms "
+            f"service time {who} was waiting for a CPU (equal to {ratio * 100:.0f}% of the "
+            f"{row['blocked_ms']:.1f} ms blocked): the tail is scheduler delay in {short}, "
+            "one hop away.")
+
+
 def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None) -> str:
     """One plain sentence naming the dominant part of the ≥P99 band, with figures."""
     if len(decomp) == 0 or BANDS[3] not in bands.index:
@@ -148,6 +179,9 @@ def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None) -> str:
     g_ex = te["parts"][g]["ms"]
     s = (f"{head} spent {share * 100:.0f}% of their time {label}: "
          f"{g_ex:.1f} ms of the {ex:.1f} ms excess over the median is {noun}.")
+    peer = _peer_sentence(decomp, row, run) if g == "blocked" else None
+    if peer:
+        s = f"{head} spent {share * 100:.0f}% of their time {label}; {peer}"
     if g == "runnable":
         s += (f" (Mean per request: {row['runq_wakeup_ms']:.1f} ms runnable after wakeups, "
               f"{row['runq_preempt_ms']:.1f} ms after preemption.)")

@@ -257,7 +257,7 @@ def valid_requests(req: pd.DataFrame) -> np.ndarray:
 def df_decompose(run) -> pd.DataFrame:
     """One row per valid request (valid_requests): its latency split into parts, and whether they close.
 
-    Columns: id, conn, tid, status, t_enqueue_ns, t_start_ns, t_end_ns (and ret for
+    Columns: id, conn, tid, pid, status, t_enqueue_ns, t_start_ns, t_end_ns (and ret for
     requests built from spans: the function's raw return value),
     latency_ns (t_end − t_start, service time), e2e_ns (t_end − t_enqueue),
     queue_wait_ns, oncpu_ns, runq_wakeup_ns, runq_preempt_ns, lock_wait_ns,
@@ -267,7 +267,7 @@ def df_decompose(run) -> pd.DataFrame:
     thread/window was not traced; such requests do not close.
     """
     req = run.requests[valid_requests(run.requests)]
-    keep = ["id", "conn", "tid", "status", "t_enqueue_ns", "t_start_ns", "t_end_ns"]
+    keep = ["id", "conn", "tid", "pid", "status", "t_enqueue_ns", "t_start_ns", "t_end_ns"]
     out = req[keep + (["ret"] if "ret" in req else [])].reset_index(drop=True)
     out["latency_ns"] = out["t_end_ns"] - out["t_start_ns"]
     out["e2e_ns"] = out["t_end_ns"] - out["t_enqueue_ns"]

@@ -30,6 +30,7 @@ from .errors import AnalysisError
 from .html import ReportInputs, write_report
 from .load import PROBE_STREAMS, load_run
 from .lockchain import df_lock_chains
+from .peer import df_peer_runnable
 from .perfetto import write_trace
 from .sched import LOCK_COLS, THREAD_COLS, df_cpu_placement, df_locks, df_runq_hist, df_threads
 from .summary import summary_dict, uprobe_warnings
@@ -110,6 +111,7 @@ def _fill_percentiles(summary: dict, decomp: pd.DataFrame) -> None:
 def analyse(run) -> dict:
     """The computed frames of one loaded run (no files written)."""
     decomp = df_decompose(run)
+    decomp["peer_runnable_ns"] = df_peer_runnable(run, decomp)["peer_runnable_ns"]
     if decomp.empty and not any(run.has(s) for s in PROBE_STREAMS):
         raise AnalysisError(f"{run.path}: no requests recorded (requests.bin and spans.bin are "
                             "empty) and no scheduler stream: check that the workload ran and "

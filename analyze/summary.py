@@ -5,7 +5,9 @@ latency_ms{avg,p50,p90,p99,p999,max}, e2e_ms{avg,p50,p99,max},
 queue_wait_ms{p50,p99,max}, attribution{band:{n, latency_ms, e2e_ms,
 <part>_ms, <part>_share}}, headline, sched{runq_p50_us, runq_p99_us,
 voluntary, involuntary, migrations}, threads, lost_events{stream:n},
-closure_ratio, plus source, tail_excess, spearman_runnable, warnings, and
+closure_ratio, plus source, tail_excess, spearman_runnable, warnings,
+peer (null unless another process was traced with --also-pid: {pids, comms,
+names, runnable_ms{band}, runnable_of_blocked{band}}, analyze/peer.py), and
 note (runs without requests only).
 Percentiles are numpy's default (linear interpolation) over all requests.
 NaN becomes null.
@@ -26,6 +28,7 @@ import pandas as pd
 
 from .attribute import headline, spearman_runnable, tail_excess
 from .decompose import PARTS, valid_requests
+from .peer import df_peers
 
 MS = 1e6
 UPROBE_WARN_PER_S = 5000.0   # as tailtrace's TT_UPROBE_WARN_PER_S
@@ -173,6 +176,20 @@ def no_requests_headline(run, sched: dict, threads: int) -> str:
     return s + (" — " + "; ".join(facts) if facts else "") + "."
 
 
+def peer_summary(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict | None:
+    """{pids, comms, names, runnable_ms{band}, runnable_of_blocked{band}} of the traced peer
+    processes (analyze/peer.py), or None when no peer was traced or nothing was measured."""
+    if ("peer_runnable_ns" not in decomp or not decomp["peer_runnable_ns"].notna().any()
+            or "peer_runnable_ms" not in bands):
+        return None
+    peers = df_peers(run, decomp)
+    return {"pids": [int(p) for p in peers["pid"]], "comms": list(peers["comm"]),
+            "names": list(peers["name"]),
+            "runnable_ms": {b: bands.at[b, "peer_runnable_ms"] for b in bands.index},
+            "runnable_of_blocked": {b: bands.at[b, "peer_runnable_of_blocked"]
+                                    for b in bands.index}}
+
+
 def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict:
     """The dict written as summary.json (see module doc for the keys)."""
     wl = run.workload or {}
@@ -212,6 +229,7 @@ def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict:
         "tail_excess": tail_excess(decomp) if len(decomp) else None,
         "spearman_runnable": spearman_runnable(decomp),
         "warnings": _warnings(run, decomp),
+        "peer": peer_summary(run, decomp, bands) if len(decomp) else None,
     }
     if not len(decomp):
         out["note"] = no_requests_note(run.source)
