@@ -304,6 +304,9 @@ def _attribution(inp: ReportInputs) -> str:
             "<th>mean service ms</th>" +
             "".join(f'<th><span class="sw" style="background:{PART_COLORS[p]}"></span>'
                     f"{esc(PART_SHORT[p])}</th>" for p in PARTS) + "</tr>")
+    peer = "peer_runnable_ms" in b and b["peer_runnable_ms"].notna().any()
+    if peer:
+        head = head[:-5] + "<th>peer runnable ms · of blocked</th></tr>"
     rows = []
     for band, r in b.iterrows():
         rng = (f"{fmt_ms(r['lo_ms'])}–{fmt_ms(r['hi_ms'])}" if "lo_ms" in b and "hi_ms" in b
@@ -312,16 +315,36 @@ def _attribution(inp: ReportInputs) -> str:
                  fmt_ms(r.get("latency_ms"))]
         cells += [f"{fmt_ms(r.get(f'{p}_ms'))} · {fmt_share(r.get(f'{p}_share'))}"
                   for p in PARTS]
+        if peer:
+            cells.append(f"{fmt_ms(r.get('peer_runnable_ms'))} · "
+                         f"{fmt_share(r.get('peer_runnable_of_blocked'))}")
         rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     table = (f'<table class="num bands"><thead>{head}</thead><tbody>{"".join(rows)}'
              "</tbody></table>")
     body = (_p("Requests are grouped by service-time percentile. Each part cell is the band's "
                "mean per request in ms · its share of the band's mean end-to-end time.")
-            + table)
+            + table + (_peer_note(inp.summary.get("peer")) if peer else ""))
     if "decomposition" in inp.images:
         body += img_tag(inp.images["decomposition"], "stacked decomposition per latency band")
     body += _tail_excess(inp.tail_excess)
     return _section("attribution", "Where the time went (per latency band)", body)
+
+
+def _peer_note(peer: dict | None) -> str:
+    """The paragraph under the band table when another process was traced (--also-pid)."""
+    if not isinstance(peer, dict):
+        return ""
+    names = ", ".join(peer.get("names") or []) or "another process"
+    tail = (peer.get("runnable_ms") or {}).get("≥P99")
+    of = (peer.get("runnable_of_blocked") or {}).get("≥P99")
+    fig = (f" In the ≥P99 band: {fmt_ms(tail)} ms per request, equal to {fmt_share(of)} of "
+           "its mean blocked time." if tail is not None else "")
+    return _p(f"Peer runnable: {names} was traced too (tailtrace --also-pid). The last column "
+              "is the time during a request when at least one of its threads was waiting for "
+              "a CPU (mean per request · share of the band's mean blocked time, capped at "
+              "100%). It is not a part of the request's time — the parts still sum to the "
+              "latency — but it explains blocked time: a client blocked on a server that "
+              "could not get a CPU." + fig)
 
 
 def _tail_excess(te: dict | None) -> str:

@@ -4,8 +4,9 @@ import pytest
 
 from analyze.attribute import df_bands, headline
 from analyze.decompose import df_decompose
+from analyze.html import ReportInputs, render_report
 from analyze.peer import df_peer_runnable, df_peers
-from analyze.report import analyse
+from analyze.report import analyse, jsonable
 from tests.analyze.fixtures import MS, make_run, off, req, rq, task
 
 CLIENT, SERVER = 100, 200
@@ -149,3 +150,21 @@ def test_no_peer_old_headline_and_no_peer_in_summary():
     assert a["summary"]["peer"] is None
     assert a["summary"]["headline"] == headline(a["decomp"], df_bands(a["decomp"]), run)
     assert "excess over the median is blocked time" in a["summary"]["headline"]
+
+
+def _page(a):
+    inp = ReportInputs(summary=jsonable(a["summary"]), bands=a["bands"],
+                       streams={"requests": True, "runq": True, "switches": True})
+    return render_report(inp)
+
+
+def test_report_page_has_the_peer_column_and_paragraph_only_with_a_peer():
+    page = _page(analyse(tail_run(lambda i: 100 if i == 99 else 0)))
+    assert "<th>peer runnable ms · of blocked</th>" in page
+    assert "<td>100.0 · 93%</td>" in page                      # ≥P99 row
+    assert "Peer runnable: orders-server (pid 200) was traced too" in page
+    assert "In the ≥P99 band: 100.0 ms per request, equal to 93% of its mean blocked" in page
+    run = tail_run(lambda i: 0)
+    run.meta = {"target": {"mode": "command", "pid": CLIENT, "also_pids": []}}
+    page = _page(analyse(run))
+    assert "peer runnable" not in page and "Peer runnable" not in page
