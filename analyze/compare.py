@@ -6,7 +6,9 @@ Columns of df_compare (one row per run, in the order given):
   what a client saw, queue wait included), p99_service_ms, queue_p99_ms,
   p99_runnable_share (share of the ≥P99 band's mean e2e time spent runnable;
   NaN without probes), closure_ratio (share of requests whose parts close;
-  NaN without probes), headline.
+  NaN without probes), headline, p99_peer_runnable_ms and p99_peer_runnable_of_blocked
+  (the ≥P99 band's mean time a traced peer process, tailtrace --also-pid, was runnable,
+  and its share of the band's mean blocked time; NaN without a peer; compare.html only).
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ from .load import load_run
 from .report import analyse, run_label
 
 COLUMNS = ["run", "requests", "errors", "throughput_rps", "avg_ms", "p99_ms", "max_ms",
-           "p99_service_ms", "queue_p99_ms", "p99_runnable_share", "closure_ratio", "headline"]
+           "p99_service_ms", "queue_p99_ms", "p99_runnable_share", "closure_ratio", "headline",
+           "p99_peer_runnable_ms", "p99_peer_runnable_of_blocked"]
 TAIL = BANDS[3]
 
 
@@ -53,7 +56,16 @@ def compare_row(label: str, summary: dict) -> dict:
             "p99_runnable_share": np.nan if share is None else share,
             "closure_ratio": np.nan if summary.get("closure_ratio") is None
             else summary["closure_ratio"],
-            "headline": summary.get("headline", "")}
+            "headline": summary.get("headline", ""),
+            "p99_peer_runnable_ms": _peer(summary, "runnable_ms"),
+            "p99_peer_runnable_of_blocked": _peer(summary, "runnable_of_blocked")}
+
+
+def _peer(summary: dict, key: str) -> float:
+    """summary.json peer[key][≥P99], NaN without a traced peer."""
+    peer = summary.get("peer")
+    v = (peer.get(key) or {}).get(TAIL) if isinstance(peer, dict) else None
+    return np.nan if v is None else v
 
 
 def df_compare(run_dirs) -> tuple[pd.DataFrame, dict]:
@@ -94,6 +106,9 @@ def render_compare(df: pd.DataFrame, png: str | None) -> str:
     """compare.html: the table, the percentile plot (embedded) and each run's headline."""
     heads = ["run", "requests", "errors", "throughput (req/s)", "avg ms", "P99 ms", "max ms",
              "P99 service ms", "queue wait P99 ms", "≥P99 share runnable", "requests closing"]
+    peer = df["p99_peer_runnable_ms"].notna().any()
+    if peer:
+        heads.append("≥P99 peer runnable ms · of blocked")
     body = []
     for r in df.itertuples():
         cells = [str(r.run), fmt_int(r.requests), fmt_errors(r.errors),
@@ -101,6 +116,10 @@ def render_compare(df: pd.DataFrame, png: str | None) -> str:
                  fmt_ms(r.p99_ms), fmt_ms(r.max_ms), fmt_ms(r.p99_service_ms),
                  fmt_ms(r.queue_p99_ms), _runnable_cell(r),
                  f"{r.closure_ratio:.1%}" if pd.notna(r.closure_ratio) else "–"]
+        if peer:
+            cells.append(f"{fmt_ms(r.p99_peer_runnable_ms)} · "
+                         f"{fmt_share(r.p99_peer_runnable_of_blocked)}"
+                         if pd.notna(r.p99_peer_runnable_ms) else "no peer traced")
         body.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     table = ('<table class="num"><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in heads)
              + f'</tr></thead><tbody>{"".join(body)}</tbody></table>')
@@ -113,7 +132,11 @@ def render_compare(df: pd.DataFrame, png: str | None) -> str:
             "<p>avg, P99 and max are end to end (t_end − t_enqueue: what a client saw, queue "
             "wait included); “≥P99 share runnable” is the share of the ≥P99 band's time spent "
             "runnable (waiting for a CPU); below 99% of requests closing, attributions are "
-            "approximate.</p></header>"
+            "approximate."
+            + (" “≥P99 peer runnable” is the ≥P99 band's mean time during a request when a "
+               "thread of another traced process (tailtrace --also-pid, e.g. the server) was "
+               "waiting for a CPU, and its share of the band's mean blocked time." if peer
+               else "") + "</p></header>"
             f'<section><h2>Runs</h2>{table}</section>'
             f'<section><h2>Latency by percentile</h2>{img}</section>'
             f'<section><h2>Headlines</h2><ul>{heads_html}</ul></section>'

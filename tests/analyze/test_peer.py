@@ -1,7 +1,9 @@
 """Peer runnable time: the traced server's threads waiting for a CPU during a client request."""
 import numpy as np
+import pandas as pd
 import pytest
 
+from analyze import compare
 from analyze.attribute import df_bands, headline
 from analyze.decompose import df_decompose
 from analyze.html import ReportInputs, render_report
@@ -168,3 +170,21 @@ def test_report_page_has_the_peer_column_and_paragraph_only_with_a_peer():
     run.meta = {"target": {"mode": "command", "pid": CLIENT, "also_pids": []}}
     page = _page(analyse(run))
     assert "peer runnable" not in page and "Peer runnable" not in page
+
+
+def test_compare_html_shows_the_peer_column_the_text_table_keeps_its_columns():
+    with_peer = analyse(tail_run(lambda i: 100 if i == 99 else 0))["summary"]
+    run = tail_run(lambda i: 0)
+    run.meta = {"target": {"mode": "command", "pid": CLIENT, "also_pids": []}}
+    without = analyse(run)["summary"]
+    df = pd.DataFrame([compare.compare_row("naive", jsonable(with_peer)),
+                       compare.compare_row("alone", jsonable(without))], columns=compare.COLUMNS)
+    assert df.loc[0, "p99_peer_runnable_ms"] == 100.0
+    assert df.loc[0, "p99_peer_runnable_of_blocked"] == pytest.approx(100 / 108)
+    assert np.isnan(df.loc[1, "p99_peer_runnable_ms"])
+    page = compare.render_compare(df, None)
+    assert "<th>≥P99 peer runnable ms · of blocked</th>" in page
+    assert "<td>100.0 · 93%</td>" in page and "<td>no peer traced</td>" in page
+    head = compare.format_table(df).splitlines()[0]
+    assert "peer" not in head and head.split()[-1] == "close"
+    assert "peer" not in compare.render_compare(df.iloc[1:], None)
