@@ -1,15 +1,18 @@
 """Peer runnable time: the traced server's threads waiting for a CPU during a client request."""
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from analyze import compare
+from analyze import compare, report
 from analyze.attribute import df_bands, headline
 from analyze.decompose import df_decompose
 from analyze.html import ReportInputs, render_report
 from analyze.peer import df_peer_runnable, df_peers
 from analyze.report import analyse, jsonable
-from tests.analyze.fixtures import MS, make_run, off, req, rq, task
+from analyze.schema import load_schema
+from fixtures import MS, T0, make_run, off, req, rq, task, write_run
 
 CLIENT, SERVER = 100, 200
 ALSO = {"target": {"mode": "command", "pid": CLIENT, "also_pids": [SERVER]}}
@@ -98,6 +101,10 @@ def test_peer_names_from_tasks():
 
 
 def tail_run(peer_ms_per_request):
+    return make_run(**tail_rows(peer_ms_per_request), meta=ALSO)
+
+
+def tail_rows(peer_ms_per_request):
     """100 client requests: request i lasts 10+i ms ([0.5 ms on CPU, blocked, 0.5 ms on CPU]);
     the server (main thread seen) is runnable for peer_ms_per_request(i) ms from 1 ms on."""
     reqs, sw, sr = [], [], []
@@ -110,7 +117,7 @@ def tail_run(peer_ms_per_request):
             sr.append(rq(21, t + MS, t + MS + int(p * MS), pid=SERVER))
     tasks = [task(11, "naive-c0", pid=CLIENT), task(SERVER, "orders-server", pid=SERVER),
              task(21, "orders-w0", pid=SERVER)]
-    return make_run(requests=reqs, switches=sw, runq=sr, tasks=tasks, meta=ALSO)
+    return dict(requests=reqs, switches=sw, runq=sr, tasks=tasks)
 
 
 def test_bands_and_headline_name_the_server_when_it_covers_the_blocked_time():
@@ -188,3 +195,20 @@ def test_compare_html_shows_the_peer_column_the_text_table_keeps_its_columns():
     head = compare.format_table(df).splitlines()[0]
     assert "peer" not in head and head.split()[-1] == "close"
     assert "peer" not in compare.render_compare(df.iloc[1:], None)
+
+
+def test_build_report_from_bin_files_writes_peer_into_summary_json(tmp_path):
+    """Through load_run: real .bin files, meta.json also_pids, tasks comm orders-w* → server."""
+    meta = dict(ALSO, mono_start_ns=T0 - MS, mono_end_ns=T0 + 200_000 * MS)
+    write_run(tmp_path, load_schema(), meta=meta, **tail_rows(lambda i: 100 if i == 99 else 0))
+    s = report.build_report(tmp_path, plots=False)
+    disk = json.loads((tmp_path / "summary.json").read_text())
+    assert disk["peer"]["pids"] == [SERVER] and disk["peer"]["comms"] == ["orders-server"]
+    assert disk["peer"]["runnable_ms"]["≥P99"] == 100.0
+    assert disk["peer"]["runnable_ms"]["≤P50"] == 0.0
+    assert "a thread of orders-server (pid 200) was waiting for a CPU" in disk["headline"]
+    assert s["headline"] == disk["headline"]
+    page = (tmp_path / "report.html").read_text()
+    assert "Peer runnable: orders-server (pid 200) was traced too" in page
+    roles = dict(zip(*[pd.read_csv(tmp_path / "threads.csv")[c] for c in ("tid", "role")]))
+    assert roles[21] == "server" and roles[11] == "conn-thread"
