@@ -76,6 +76,8 @@ def _band_row(d: pd.DataFrame, lo: float, hi: float) -> dict:
     if "peer_runnable_ns" in d:
         peer, blocked = d["peer_runnable_ns"].mean(), d["blocked_ns"].mean()
         row["peer_runnable_ms"] = peer / MS
+        row["peer_runnable_all_ms"] = (d["peer_runnable_all_ns"].mean() / MS
+                                       if "peer_runnable_all_ns" in d else np.nan)
         row["peer_runnable_of_blocked"] = (min(peer / blocked, 1.0) if blocked > 0
                                            else np.nan)
     return row
@@ -84,8 +86,8 @@ def _band_row(d: pd.DataFrame, lo: float, hi: float) -> dict:
 def df_bands(decomp: pd.DataFrame, by: str = "latency_ns") -> pd.DataFrame:
     """Index = band; columns n, lo_ms/hi_ms (band's range of `by`), latency_ms, e2e_ms,
     {part}_ms and {part}_share for every part in PARTS, runnable_ms/_share, closes_share;
-    with a peer_runnable_ns column in decomp (analyze/peer.py) also peer_runnable_ms (mean)
-    and peer_runnable_of_blocked (mean peer runnable / mean blocked, capped at 1; NaN
+    with a peer_runnable_ns column in decomp (analyze/peer.py) also peer_runnable_ms (mean),
+    peer_runnable_all_ms (mean of peer_runnable_all_ns) and peer_runnable_of_blocked (mean peer runnable / mean blocked, capped at 1; NaN
     without a traced peer or without blocked time)."""
     masks = band_masks(decomp, by)
     x = decomp[by].to_numpy(dtype=np.float64)
@@ -147,7 +149,7 @@ PEER_EXPLAINS = 0.5   # peer runnable ≥ this share of blocked time: the headli
 
 def _peer_sentence(decomp: pd.DataFrame, row: pd.Series, run) -> str | None:
     """'during X ms of their Y ms service time a thread of NAME was waiting for a CPU
-    (equal to Z% of the B ms blocked): the tail is scheduler delay in COMM.' when a traced peer
+    (equal to Z% of the B ms blocked; all its threads at once during A ms): the tail is scheduler delay in COMM.' when a traced peer
     process was runnable for ≥ 50 % of the band's mean blocked time, else None."""
     ratio = row.get("peer_runnable_of_blocked", np.nan)
     if run is None or pd.isna(ratio) or ratio < PEER_EXPLAINS:
@@ -156,12 +158,16 @@ def _peer_sentence(decomp: pd.DataFrame, row: pd.Series, run) -> str | None:
     if peers.empty:
         return None
     name = ", ".join(peers["name"]) if len(peers) > 1 else peers["name"].iloc[0]
-    short = ", ".join(c or f"pid {p}" for c, p in zip(peers["comm"], peers["pid"]))
+    short = ", ".join(c or nm for c, nm in zip(peers["comm"], peers["name"]))
     who = f"a thread of {name}" if len(peers) == 1 else f"a thread of one of {name}"
+    all_ms = row.get("peer_runnable_all_ms", np.nan)
+    every = ("" if pd.isna(all_ms) or all_ms <= 0 else
+             f"; all its threads at once during {all_ms:.1f} ms" if len(peers) == 1 else
+             f"; all threads of one of them at once during {all_ms:.1f} ms")
     return (f"during {row['peer_runnable_ms']:.1f} ms of their {row['latency_ms']:.1f} ms "
             f"service time {who} was waiting for a CPU (equal to {ratio * 100:.0f}% of the "
-            f"{row['blocked_ms']:.1f} ms blocked): the tail is scheduler delay in {short}, "
-            "one hop away.")
+            f"{row['blocked_ms']:.1f} ms blocked{every}): the tail is scheduler delay in "
+            f"{short}, one hop away.")
 
 
 def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None) -> str:

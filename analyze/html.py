@@ -337,8 +337,12 @@ def _peer_note(peer: dict | None) -> str:
     names = ", ".join(peer.get("names") or []) or "another process"
     tail = (peer.get("runnable_ms") or {}).get("≥P99")
     of = (peer.get("runnable_of_blocked") or {}).get("≥P99")
+    every = (peer.get("runnable_all_ms") or {}).get("≥P99")
     fig = (f" In the ≥P99 band: {fmt_ms(tail)} ms per request, equal to {fmt_share(of)} of "
-           "its mean blocked time." if tail is not None else "")
+           "its mean blocked time" + (f"; all of a peer's threads waiting at once (it could "
+                                      f"make no progress): {fmt_ms(every)} ms"
+                                      if every is not None else "") + "."
+           if tail is not None else "")
     return _p(f"Peer runnable: {names} was traced too (tailtrace --also-pid). The last column "
               "is the time during a request when at least one of its threads was waiting for "
               "a CPU (mean per request · share of the band's mean blocked time, capped at "

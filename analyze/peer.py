@@ -8,7 +8,8 @@ intervals are in runq.bin with their own pid. For each request,
   peer_runnable_ns = |∪ runnable intervals of peer threads ∩ [t_start, t_end]|
 
 the time during the request when at least one thread of a peer process was
-waiting for a CPU. It is not a part of the closure (the client's parts still
+waiting for a CPU, and peer_runnable_all_ns, the time when all of a peer's
+threads (those seen in runq.bin) were waiting at once, so it made no progress. It is not a part of the closure (the client's parts still
 sum to its latency): it explains the client's blocked time one hop away.
 
 Peers of a request are the processes listed in meta.json `target.also_pids`
@@ -29,9 +30,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from .decompose import iv_union, window_sum
+from .decompose import Axis, iv_union, window_sum
 
 PEER_COLS = ["pid", "comm", "threads", "name"]
+_EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 def _also_pids(run) -> list[int] | None:
@@ -99,13 +101,43 @@ def _peer_union(run, pids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return iv_union(s[ok], e[ok])
 
 
+def _all_runnable(run, pid: int) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint sorted times when every thread of process pid seen in runq.bin was
+    runnable at once (each thread's intervals merged first, on its own lane of an Axis;
+    then a sweep over all edges keeps the stretches of depth = number of threads)."""
+    rq = run.runq
+    sel = rq["pid"].to_numpy() == pid
+    tid = rq["tid"].to_numpy(np.int64)[sel]
+    s, e = rq["t_runnable_ns"].to_numpy(np.int64)[sel], rq["t_run_ns"].to_numpy(np.int64)[sel]
+    ok = e > s
+    if not ok.any():
+        return _EMPTY
+    tid, s, e = tid[ok], s[ok], e[ok]
+    axis = Axis(tid, s.min(), e.max())
+    k_s, k_e = iv_union(*axis.intervals(tid, s, e))          # per thread: its own lane
+    off = (k_s // axis.span) * axis.span - axis.t0
+    t = np.concatenate([k_s - off, k_e - off])
+    step = np.concatenate([np.ones(len(k_s), np.int64), -np.ones(len(k_e), np.int64)])
+    o = np.lexsort((step, t))                                 # ends before starts at a tie
+    t, depth = t[o], np.cumsum(step[o])
+    i = np.flatnonzero(depth[:-1] == len(axis.tids))
+    keep = t[i + 1] > t[i]
+    return t[i][keep], t[i + 1][keep]
+
+
 def df_peer_runnable(run, decomp: pd.DataFrame) -> pd.DataFrame:
-    """peer_runnable_ns per request (same index as decomp): the length of the union of
-    the peers' runnable intervals inside [t_start, t_end]. NaN when the request has
-    no traced peer process, when runq.bin is absent, or when the request was not
-    traced (decomp 'traced' false)."""
+    """Per request (same index as decomp):
+
+    peer_runnable_ns      length of the union of the peers' runnable intervals inside
+                          [t_start, t_end]: at least one peer thread waited for a CPU;
+    peer_runnable_all_ns  time inside the window when ALL threads of a peer process
+                          (those seen in runq.bin) were runnable at once: the peer
+                          could make no progress at all.
+
+    NaN when the request has no traced peer process, when runq.bin is absent, or when
+    the request was not traced (decomp 'traced' false)."""
     n = len(decomp)
-    out = np.full(n, np.nan)
+    out, out_all = np.full(n, np.nan), np.full(n, np.nan)
     if n and run.has("runq"):
         own = decomp["pid"].to_numpy(np.int64)
         ws, we = decomp["t_start_ns"].to_numpy(np.int64), decomp["t_end_ns"].to_numpy(np.int64)
@@ -116,6 +148,12 @@ def df_peer_runnable(run, decomp: pd.DataFrame) -> pd.DataFrame:
             m = own == pid
             s, e = _peer_union(run, peers)
             out[m] = window_sum(s, e, ws[m], we[m], disjoint=True).astype(np.float64)
+            sets = [_all_runnable(run, p) for p in peers]    # ≤ 4 processes (--also-pid)
+            a_s, a_e = iv_union(np.concatenate([x[0] for x in sets]),
+                                np.concatenate([x[1] for x in sets]))
+            out_all[m] = window_sum(a_s, a_e, ws[m], we[m], disjoint=True).astype(np.float64)
     if "traced" in decomp:
-        out = np.where(decomp["traced"].to_numpy(bool), out, np.nan)
-    return pd.DataFrame({"peer_runnable_ns": out}, index=decomp.index)
+        traced = decomp["traced"].to_numpy(bool)
+        out, out_all = np.where(traced, out, np.nan), np.where(traced, out_all, np.nan)
+    return pd.DataFrame({"peer_runnable_ns": out, "peer_runnable_all_ns": out_all},
+                        index=decomp.index)

@@ -111,7 +111,8 @@ def _fill_percentiles(summary: dict, decomp: pd.DataFrame) -> None:
 def analyse(run) -> dict:
     """The computed frames of one loaded run (no files written)."""
     decomp = df_decompose(run)
-    decomp["peer_runnable_ns"] = df_peer_runnable(run, decomp)["peer_runnable_ns"]
+    peer = df_peer_runnable(run, decomp)
+    decomp[list(peer.columns)] = peer
     if decomp.empty and not any(run.has(s) for s in PROBE_STREAMS):
         raise AnalysisError(f"{run.path}: no requests recorded (requests.bin and spans.bin are "
                             "empty) and no scheduler stream: check that the workload ran and "

@@ -7,7 +7,8 @@ queue_wait_ms{p50,p99,max}, attribution{band:{n, latency_ms, e2e_ms,
 voluntary, involuntary, migrations}, threads, lost_events{stream:n},
 closure_ratio, plus source, tail_excess, spearman_runnable, warnings,
 peer (null unless another process was traced with --also-pid: {pids, comms,
-names, runnable_ms{band}, runnable_of_blocked{band}}, analyze/peer.py), and
+names, runnable_ms{band}, runnable_all_ms{band}, runnable_of_blocked{band}},
+analyze/peer.py), and
 note (runs without requests only).
 Percentiles are numpy's default (linear interpolation) over all requests.
 NaN becomes null.
@@ -177,8 +178,8 @@ def no_requests_headline(run, sched: dict, threads: int) -> str:
 
 
 def peer_summary(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict | None:
-    """{pids, comms, names, runnable_ms{band}, runnable_of_blocked{band}} of the traced peer
-    processes (analyze/peer.py), or None when no peer was traced or nothing was measured."""
+    """{pids, comms, names, runnable_ms{band}, runnable_all_ms{band},
+    runnable_of_blocked{band}} of the traced peer processes (analyze/peer.py), or None when no peer was traced or nothing was measured."""
     if ("peer_runnable_ns" not in decomp or not decomp["peer_runnable_ns"].notna().any()
             or "peer_runnable_ms" not in bands):
         return None
@@ -186,6 +187,7 @@ def peer_summary(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict | None:
     return {"pids": [int(p) for p in peers["pid"]], "comms": list(peers["comm"]),
             "names": list(peers["name"]),
             "runnable_ms": {b: bands.at[b, "peer_runnable_ms"] for b in bands.index},
+            "runnable_all_ms": {b: bands.at[b, "peer_runnable_all_ms"] for b in bands.index},
             "runnable_of_blocked": {b: bands.at[b, "peer_runnable_of_blocked"]
                                     for b in bands.index}}
 

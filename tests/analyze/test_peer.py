@@ -51,6 +51,27 @@ def test_union_of_overlapping_server_intervals_inside_the_window():
     assert d["runnable_ns"].iloc[0] == 0
 
 
+def peer_all_ns(run):
+    return df_peer_runnable(run, df_decompose(run))["peer_runnable_all_ns"].to_numpy()
+
+
+def test_all_peer_threads_runnable_at_once():
+    # [1, 5] and [3, 8]: both runnable during [3, 5] = 2 ms
+    assert peer_all_ns(client_run(server_rq())).tolist() == [2 * MS]
+    # thread 21 also runnable [4, 6] (overlaps its own [1, 5]: merged to [1, 6] first),
+    # and [9, 12] with 22 at [7.5, 11]: [3, 6] + [9, 10 (window edge)] = 4 ms
+    sr = server_rq() + [rq(21, 4 * MS, 6 * MS, pid=SERVER), rq(21, 9 * MS, 12 * MS, pid=SERVER),
+                        rq(22, 7 * MS + MS // 2, 11 * MS, pid=SERVER)]
+    assert peer_all_ns(client_run(sr)).tolist() == [4 * MS]
+    # a third server thread seen runnable only after the window: never all three at once
+    sr = server_rq() + [rq(23, 50 * MS, 51 * MS, pid=SERVER)]
+    assert peer_all_ns(client_run(sr)).tolist() == [0]
+    assert peer_ns(client_run(sr)).tolist() == [7 * MS]
+    # no peer: NaN
+    meta = {"target": {"mode": "command", "pid": CLIENT, "also_pids": []}}
+    assert np.isnan(peer_all_ns(client_run(server_rq(), meta=meta))).all()
+
+
 def test_intervals_cut_by_the_window_edges():
     # [-3, 2] ms and [9, 14] ms: only [0, 2] and [9, 10] are inside [0, 10] -> 3 ms;
     # [12, 13] is entirely after the window; touching [2, 4] joins the first one -> +2 ms
@@ -106,17 +127,19 @@ def tail_run(peer_ms_per_request):
 
 def tail_rows(peer_ms_per_request):
     """100 client requests: request i lasts 10+i ms ([0.5 ms on CPU, blocked, 0.5 ms on CPU]);
-    the server (main thread seen) is runnable for peer_ms_per_request(i) ms from 1 ms on."""
+    the server (main thread seen) has a thread runnable for peer_ms_per_request(i) ms from
+    1 ms on, both its workers for half of that."""
     reqs, sw, sr = [], [], []
     for i in range(100):
         t, lat = i * 1000 * MS, (10 + i) * MS
         reqs.append(req(i, 11, t, t + lat, pid=CLIENT))
         sw.append(off(11, t + MS // 2, t + lat - MS // 2, pid=CLIENT))
         p = peer_ms_per_request(i)
-        if p:
+        if p:   # worker 0 runnable p ms, worker 1 the first half of that: both for p/2 ms
             sr.append(rq(21, t + MS, t + MS + int(p * MS), pid=SERVER))
+            sr.append(rq(22, t + MS, t + MS + int(p * MS) // 2, kind="preempt", pid=SERVER))
     tasks = [task(11, "naive-c0", pid=CLIENT), task(SERVER, "orders-server", pid=SERVER),
-             task(21, "orders-w0", pid=SERVER)]
+             task(21, "orders-w0", pid=SERVER), task(22, "orders-w1", pid=SERVER)]
     return dict(requests=reqs, switches=sw, runq=sr, tasks=tasks)
 
 
@@ -127,17 +150,18 @@ def test_bands_and_headline_name_the_server_when_it_covers_the_blocked_time():
     b = a["bands"]
     tail = b.loc["≥P99"]
     assert tail["n"] == 1 and tail["blocked_ms"] == 108.0
-    assert tail["peer_runnable_ms"] == 100.0
+    assert tail["peer_runnable_ms"] == 100.0 and tail["peer_runnable_all_ms"] == 50.0
     assert tail["peer_runnable_of_blocked"] == pytest.approx(100 / 108)
     assert b.loc["≤P50", "peer_runnable_ms"] == 0.0
     h = a["summary"]["headline"]
     assert h.startswith("≥P99 requests (n=1, mean 109.0 ms) spent 99% of their time blocked")
     assert ("during 100.0 ms of their 109.0 ms service time a thread of orders-server "
-            "(pid 200) was waiting for a CPU (equal to 93% of the 108.0 ms blocked): the tail is "
-            "scheduler delay in orders-server") in h
+            "(pid 200) was waiting for a CPU (equal to 93% of the 108.0 ms blocked; all its "
+            "threads at once during 50.0 ms): the tail is scheduler delay in orders-server, "
+            "one hop away.") in h
     peer = a["summary"]["peer"]
     assert peer["pids"] == [SERVER] and peer["comms"] == ["orders-server"]
-    assert peer["runnable_ms"]["≥P99"] == 100.0
+    assert peer["runnable_ms"]["≥P99"] == 100.0 and peer["runnable_all_ms"]["≥P99"] == 50.0
     assert peer["runnable_of_blocked"]["≥P99"] == pytest.approx(100 / 108)
 
 
@@ -172,7 +196,9 @@ def test_report_page_has_the_peer_column_and_paragraph_only_with_a_peer():
     assert "<th>peer runnable ms · of blocked</th>" in page
     assert "<td>100.0 · 93%</td>" in page                      # ≥P99 row
     assert "Peer runnable: orders-server (pid 200) was traced too" in page
-    assert "In the ≥P99 band: 100.0 ms per request, equal to 93% of its mean blocked" in page
+    assert ("In the ≥P99 band: 100.0 ms per request, equal to 93% of its mean blocked time; "
+            "all of a peer&#x27;s threads waiting at once (it could make no progress): "
+            "50.0 ms.") in page
     run = tail_run(lambda i: 0)
     run.meta = {"target": {"mode": "command", "pid": CLIENT, "also_pids": []}}
     page = _page(analyse(run))
