@@ -87,8 +87,9 @@ def df_bands(decomp: pd.DataFrame, by: str = "latency_ns") -> pd.DataFrame:
     """Index = band; columns n, lo_ms/hi_ms (band's range of `by`), latency_ms, e2e_ms,
     {part}_ms and {part}_share for every part in PARTS, runnable_ms/_share, closes_share;
     with a peer_runnable_ns column in decomp (analyze/peer.py) also peer_runnable_ms (mean),
-    peer_runnable_all_ms (mean of peer_runnable_all_ns) and peer_runnable_of_blocked (mean peer runnable / mean blocked, capped at 1; NaN
-    without a traced peer or without blocked time)."""
+    peer_runnable_all_ms (mean of peer_runnable_all_ns) and peer_runnable_of_blocked (mean
+    peer runnable / mean blocked, capped at 1; NaN without a traced peer or without blocked
+    time)."""
     masks = band_masks(decomp, by)
     x = decomp[by].to_numpy(dtype=np.float64)
     rows = {}
@@ -149,8 +150,9 @@ PEER_EXPLAINS = 0.5   # peer runnable ≥ this share of blocked time: the headli
 
 def _peer_sentence(decomp: pd.DataFrame, row: pd.Series, run) -> str | None:
     """'during X ms of their Y ms service time a thread of NAME was waiting for a CPU
-    (equal to Z% of the B ms blocked; all its threads at once during A ms): the tail is scheduler delay in COMM.' when a traced peer
-    process was runnable for ≥ 50 % of the band's mean blocked time, else None."""
+    (equal to Z% of the B ms blocked; all its threads at once during A ms): the tail is
+    scheduler delay in COMM, one hop away.' when a traced peer process was runnable for
+    ≥ 50 % of the band's mean blocked time, else None."""
     ratio = row.get("peer_runnable_of_blocked", np.nan)
     if run is None or pd.isna(ratio) or ratio < PEER_EXPLAINS:
         return None

@@ -9,8 +9,9 @@ intervals are in runq.bin with their own pid. For each request,
 
 the time during the request when at least one thread of a peer process was
 waiting for a CPU, and peer_runnable_all_ns, the time when all of a peer's
-threads (those seen in runq.bin) were waiting at once, so it made no progress. It is not a part of the closure (the client's parts still
-sum to its latency): it explains the client's blocked time one hop away.
+threads (those seen in runq.bin) were waiting at once, so it made no progress.
+Neither is a part of the closure (the client's parts still sum to its latency):
+they explain the client's blocked time one hop away.
 
 Peers of a request are the processes listed in meta.json `target.also_pids`
 other than the request's own pid. Without that key (runs written before

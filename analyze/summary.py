@@ -179,7 +179,8 @@ def no_requests_headline(run, sched: dict, threads: int) -> str:
 
 def peer_summary(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict | None:
     """{pids, comms, names, runnable_ms{band}, runnable_all_ms{band},
-    runnable_of_blocked{band}} of the traced peer processes (analyze/peer.py), or None when no peer was traced or nothing was measured."""
+    runnable_of_blocked{band}} of the traced peer processes (analyze/peer.py), or None when
+    no peer was traced or nothing was measured."""
     if ("peer_runnable_ns" not in decomp or not decomp["peer_runnable_ns"].notna().any()
             or "peer_runnable_ms" not in bands):
         return None
