@@ -253,6 +253,13 @@ static int locks_stats(void *state, struct tt_stream_stats *out, int max)
 	return 1;
 }
 
+static struct bpf_object *locks_object(void *state)
+{
+	struct locks_state *st = state;
+
+	return st && st->skel ? st->skel->obj : NULL;
+}
+
 const struct tt_probe probe_locks = {
 	.name = "locks",
 	.events = TT_EV_LOCKS,
@@ -260,4 +267,5 @@ const struct tt_probe probe_locks = {
 	.finish = locks_finish,
 	.stats = locks_stats,
 	.destroy = locks_destroy,
+	.object = locks_object,
 };

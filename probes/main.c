@@ -18,6 +18,7 @@
 #include <schema.h>
 #include <tt_clock.h>
 #include "aggregate.h"
+#include "cost.h"
 #include "features.h"
 #include "meta.h"
 #include "options.h"
@@ -47,6 +48,7 @@ struct loader {
 	void *states[MAX_MODS];
 	int nmods;
 	struct tt_meta meta;
+	struct tt_cost cost;
 	struct tt_stream_stats stats[MAX_STATS];
 	int nstats;
 	unsigned events;          /* events actually traced */
@@ -390,6 +392,9 @@ static int run_finish(struct loader *L, int status)
 		print_aggregate(L);
 	stats_collect(L);
 	L->meta.mono_end_ns = tt_now_ns();
+	cost_collect(&L->cost, L->mods, L->states, L->nmods,
+		     L->meta.mono_end_ns - L->meta.mono_start_ns);
+	L->meta.cost = &L->cost;
 	L->meta.stats = L->stats;
 	L->meta.nstats = L->nstats;
 	L->meta.events_str = options_events_str(L->events, ev, sizeof(ev));
@@ -400,6 +405,7 @@ static int run_finish(struct loader *L, int status)
 			strerror(errno));
 		status = status ?: 1;
 	}
+	cost_print(stderr, &L->cost); /* the events line stays the last one */
 	print_final(L);
 	print_uprobe_warnings(L);
 	return status;
@@ -410,6 +416,7 @@ static void cleanup(struct loader *L)
 	ring_buffer__free(L->ctx.rb);
 	for (int i = L->nmods - 1; i >= 0; i--)
 		L->mods[i]->destroy(L->states[i]);
+	cost_disable(&L->cost);
 	if (L->ctx.syms)
 		syms_free(L->ctx.syms);
 	if (L->have_child && !L->child.reaped)
@@ -437,6 +444,7 @@ static int run(struct loader *L)
 
 	print_ready(L);
 	meta_start(&L->meta);
+	cost_start_clock(&L->cost);
 	if (L->have_child && target_release(&L->child, L->cli.cmd, err, sizeof(err))) {
 		die_line(err);
 		target_child_stop(&L->child, 1000);
@@ -458,7 +466,7 @@ static int run(struct loader *L)
 
 int main(int argc, char **argv)
 {
-	struct loader L = { .child.pid = -1 };
+	struct loader L = { .child.pid = -1, .cost.stats_fd = -1 };
 	char err[512];
 	int ret;
 
@@ -482,7 +490,11 @@ int main(int argc, char **argv)
 		return 1;
 	L.meta.target_pid = L.ctx.target_pid;
 	L.meta.cgroup_id = L.ctx.cgroup_id;
-	ret = out_prepare(&L) ?: modules_setup(&L);
+	/* Stats on before the first attach (setup loads and attaches). */
+	ret = out_prepare(&L);
+	if (!ret)
+		cost_enable(&L.cost);
+	ret = ret ?: modules_setup(&L);
 	ret = ret ? 1 : run(&L);
 	cleanup(&L);
 	return ret;

@@ -160,6 +160,11 @@ static void write_body(FILE *f, const struct tt_meta *m)
 		(unsigned long long)m->mono_end_ns);
 	fprintf(f, "  \"duration_s\": %.6f,\n", (m->mono_end_ns - m->mono_start_ns) / 1e9);
 	write_options(f, m);
+	if (m->cost) {
+		fputs("  \"cost\": ", f);
+		cost_write_json(f, m->cost);
+		fputs(",\n", f);
+	}
 	fprintf(f, "  \"incomplete\": %s,\n  \"exit_status\": ", m->incomplete ? "true" : "false");
 	if (m->exit_status >= 0)
 		fprintf(f, "%d\n}\n", m->exit_status);

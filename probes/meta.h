@@ -4,6 +4,7 @@
 #define TT_META_H
 #include <stdbool.h>
 #include <stdint.h>
+#include "cost.h"
 #include "probe.h"
 
 struct tt_meta {
@@ -20,6 +21,7 @@ struct tt_meta {
 	bool incomplete;
 	int exit_status;             /* CMD child's exit code, -1 if none */
 	uint64_t cgroup_id;
+	const struct tt_cost *cost;  /* tailtrace's own cost; NULL: not written */
 };
 
 /* Above this many uprobe hits per second a stream's probes noticeably slow

@@ -82,6 +82,9 @@ struct tt_probe {
 	int (*finish)(struct tt_ctx *ctx, void *state);
 	int (*stats)(void *state, struct tt_stream_stats *out, int max);
 	void (*destroy)(void *state);
+	/* Optional: the module's loaded BPF object (its programs' run-time
+	 * statistics go into meta.json cost); NULL hook or return: none. */
+	struct bpf_object *(*object)(void *state);
 };
 
 /* Helper for modules: add a ring buffer map to ctx->rb, creating it if needed. */

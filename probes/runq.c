@@ -137,6 +137,13 @@ static void runq_destroy(void *state)
 	free(st);
 }
 
+static struct bpf_object *runq_object(void *state)
+{
+	struct runq_state *st = state;
+
+	return st && st->skel ? st->skel->obj : NULL;
+}
+
 const struct tt_probe probe_runq = {
 	.name = "runq",
 	.events = TT_EV_RUNQ,
@@ -144,4 +151,5 @@ const struct tt_probe probe_runq = {
 	.finish = runq_finish,
 	.stats = runq_stats,
 	.destroy = runq_destroy,
+	.object = runq_object,
 };

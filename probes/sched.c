@@ -226,6 +226,13 @@ static void sched_destroy(void *state)
 	free(st);
 }
 
+static struct bpf_object *sched_object(void *state)
+{
+	struct sched_state *st = state;
+
+	return st && st->skel ? st->skel->obj : NULL;
+}
+
 const struct tt_probe probe_sched = {
 	.name = "sched",
 	.events = TT_EV_RUNQ | TT_EV_SWITCH | TT_EV_OFFCPU,
@@ -233,4 +240,5 @@ const struct tt_probe probe_sched = {
 	.finish = sched_finish,
 	.stats = sched_stats,
 	.destroy = sched_destroy,
+	.object = sched_object,
 };

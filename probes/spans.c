@@ -210,6 +210,13 @@ static int spans_stats(void *state, struct tt_stream_stats *out, int max)
 	return 1;
 }
 
+static struct bpf_object *spans_object(void *state)
+{
+	struct spans_state *st = state;
+
+	return st && st->skel ? st->skel->obj : NULL;
+}
+
 const struct tt_probe probe_spans = {
 	.name = "spans",
 	.events = TT_EV_SPANS,
@@ -217,4 +224,5 @@ const struct tt_probe probe_spans = {
 	.finish = spans_finish,
 	.stats = spans_stats,
 	.destroy = spans_destroy,
+	.object = spans_object,
 };

@@ -62,7 +62,8 @@ def test_pid_mode_with_duration(tmp_path):
     finally:
         stop(sl)
     m = meta(tmp_path)
-    assert m["target"] == {"mode": "pid", "pid": tid, "comm": None, "cgroup": None, "cgroup_id": 0}
+    assert m["target"] == {"mode": "pid", "pid": tid, "comm": None, "cgroup": None, "cgroup_id": 0,
+                           "also_pids": []}
     assert 0.5 <= m["duration_s"] < 5 and elapsed < 10
     assert m["incomplete"] is False and m["exit_status"] is None
     sw = records(tmp_path, "switch")
