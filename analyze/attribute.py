@@ -145,16 +145,27 @@ def dominant_group(bands: pd.DataFrame, band: str = BANDS[3]) -> tuple[str, floa
     return best
 
 
-PEER_EXPLAINS = 0.5   # peer runnable ≥ this share of blocked time: the headline says so
+PEER_EXPLAINS = 0.5   # peer runnable excess ≥ this share of the blocked excess: say so
 
 
-def _peer_sentence(decomp: pd.DataFrame, row: pd.Series, run) -> str | None:
-    """'during X ms of their Y ms service time a thread of NAME was waiting for a CPU
-    (equal to Z% of the B ms blocked; all its threads at once during A ms): the tail is
-    scheduler delay in COMM, one hop away.' when a traced peer process was runnable for
-    ≥ 50 % of the band's mean blocked time, else None."""
-    ratio = row.get("peer_runnable_of_blocked", np.nan)
-    if run is None or pd.isna(ratio) or ratio < PEER_EXPLAINS:
+def _peer_sentence(decomp: pd.DataFrame, bands: pd.DataFrame, run) -> str | None:
+    """The peer sentence of the headline, or None.
+
+    A server shared by many clients on few CPUs has *some* thread runnable most of the
+    time, tail or not, so the peer's runnable time alone says little. What points at it is
+    the contrast with the median: the ≥P99 band's peer runnable time minus the ≤P50 band's,
+    against the ≥P99 band's blocked time minus the ≤P50 band's. When the first covers at
+    least half of the second, the extra blocking of the tail is explained by the peer
+    waiting for a CPU."""
+    if run is None or "peer_runnable_ms" not in bands or BANDS[0] not in bands.index:
+        return None
+    row, med = bands.loc[BANDS[3]], bands.loc[BANDS[0]]
+    peer_ex = row["peer_runnable_ms"] - med["peer_runnable_ms"]
+    blocked_ex = row["blocked_ms"] - med["blocked_ms"]
+    if pd.isna(peer_ex) or pd.isna(blocked_ex) or blocked_ex <= 0:
+        return None
+    cover = peer_ex / blocked_ex
+    if cover < PEER_EXPLAINS:
         return None
     peers = df_peers(run, decomp)
     if peers.empty:
@@ -167,8 +178,10 @@ def _peer_sentence(decomp: pd.DataFrame, row: pd.Series, run) -> str | None:
              f"; all its threads at once during {all_ms:.1f} ms" if len(peers) == 1 else
              f"; all threads of one of them at once during {all_ms:.1f} ms")
     return (f"during {row['peer_runnable_ms']:.1f} ms of their {row['latency_ms']:.1f} ms "
-            f"service time {who} was waiting for a CPU (equal to {ratio * 100:.0f}% of the "
-            f"{row['blocked_ms']:.1f} ms blocked{every}): the tail is scheduler delay in "
+            f"service time {who} was waiting for a CPU (≤P50 requests: "
+            f"{med['peer_runnable_ms']:.1f} of {med['latency_ms']:.1f} ms), covering "
+            f"{min(cover, 1.0) * 100:.0f}% of the {blocked_ex:.1f} ms by which their blocked "
+            f"time exceeds the median band's{every}: the tail is scheduler delay in "
             f"{short}, one hop away.")
 
 
@@ -187,7 +200,7 @@ def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None) -> str:
     g_ex = te["parts"][g]["ms"]
     s = (f"{head} spent {share * 100:.0f}% of their time {label}: "
          f"{g_ex:.1f} ms of the {ex:.1f} ms excess over the median is {noun}.")
-    peer = _peer_sentence(decomp, row, run) if g == "blocked" else None
+    peer = _peer_sentence(decomp, bands, run) if g == "blocked" else None
     if peer:
         s = f"{head} spent {share * 100:.0f}% of their time {label}; {peer}"
     if g == "runnable":

@@ -155,9 +155,12 @@ def test_bands_and_headline_name_the_server_when_it_covers_the_blocked_time():
     assert b.loc["≤P50", "peer_runnable_ms"] == 0.0
     h = a["summary"]["headline"]
     assert h.startswith("≥P99 requests (n=1, mean 109.0 ms) spent 99% of their time blocked")
+    # ≤P50 = requests 0..49 (10..59 ms, each blocked 1 ms less): mean 34.5 ms, blocked 33.5 ms;
+    # the tail's blocked excess is 108 - 33.5 = 74.5 ms, its peer excess 100 - 0 ms: covered
     assert ("during 100.0 ms of their 109.0 ms service time a thread of orders-server "
-            "(pid 200) was waiting for a CPU (equal to 93% of the 108.0 ms blocked; all its "
-            "threads at once during 50.0 ms): the tail is scheduler delay in orders-server, "
+            "(pid 200) was waiting for a CPU (≤P50 requests: 0.0 of 34.5 ms), covering 100% "
+            "of the 74.5 ms by which their blocked time exceeds the median band's; all its "
+            "threads at once during 50.0 ms: the tail is scheduler delay in orders-server, "
             "one hop away.") in h
     peer = a["summary"]["peer"]
     assert peer["pids"] == [SERVER] and peer["comms"] == ["orders-server"]
@@ -166,12 +169,26 @@ def test_bands_and_headline_name_the_server_when_it_covers_the_blocked_time():
 
 
 def test_headline_keeps_the_old_sentence_below_half_of_blocked():
-    run = tail_run(lambda i: 50 if i == 99 else 0)   # 50 of 108 ms blocked: 46%
+    run = tail_run(lambda i: 30 if i == 99 else 0)   # 30 of the 74.5 ms blocked excess: 40%
     a = analyse(run)
-    assert a["bands"].loc["≥P99", "peer_runnable_ms"] == 50.0
+    assert a["bands"].loc["≥P99", "peer_runnable_ms"] == 30.0
     h = a["summary"]["headline"]
     assert "orders-server" not in h
     assert "excess over the median is blocked time" in h
+
+
+def test_a_peer_busy_in_every_band_does_not_take_the_blame():
+    # the server has a thread runnable for the whole of every request: no contrast with the median
+    run = tail_run(lambda i: 10 + i - 1)
+    a = analyse(run)
+    assert a["bands"].loc["≥P99", "peer_runnable_of_blocked"] == pytest.approx(1.0)
+    h = a["summary"]["headline"]
+    assert "orders-server" in h or "excess over the median is blocked time" in h
+    # peer excess 108 - 33.5 = 74.5 ms vs blocked excess 74.5 ms: covered only because the tail's
+    # peer time grows with its blocked time; a constant peer time would not be
+    run = tail_run(lambda i: 9)
+    h = analyse(run)["summary"]["headline"]
+    assert "orders-server" not in h and "excess over the median is blocked time" in h
 
 
 def test_no_peer_old_headline_and_no_peer_in_summary():
