@@ -69,6 +69,8 @@ struct tt_ctx {
 	struct tt_syms *syms;    /* user-space symbolizer of the target; may be NULL */
 	char err[256];           /* one-line reason when a call fails */
 	uint64_t cgroup_id;      /* resolved --cgroup (cgroup v2 id), 0: none */
+	int switch_clock_fd;     /* the sched_switch clock map shared by modules */
+	bool switch_clock_set;   /* (switch_clock.bpf.h); false until one loaded */
 };
 
 /* A probe module. setup() does open/configure/load/attach and adds its ring
@@ -91,6 +93,12 @@ struct tt_probe {
 int probe_add_ringbuf(struct tt_ctx *ctx, struct bpf_map *map, ring_buffer_sample_fn fn, void *state);
 /* Helper for modules: one __u64 counter of a PERCPU_ARRAY map, summed over
  * the CPUs; 0 if it cannot be read. */
+/* Share the per-CPU sched_switch clock (switch_clock.bpf.h) between modules so
+ * their interval edges at one switch carry one timestamp: call _before_load
+ * between open and load, _after_load after a successful load. */
+int probe_share_switch_clock_before_load(struct tt_ctx *ctx, struct bpf_map *map);
+void probe_share_switch_clock_after_load(struct tt_ctx *ctx, struct bpf_map *map);
+
 uint64_t probe_counter_sum(const struct bpf_map *map, __u32 idx);
 
 #endif

@@ -65,6 +65,24 @@ int probe_add_ringbuf(struct tt_ctx *ctx, struct bpf_map *map, ring_buffer_sampl
 	return err < 0 ? err : 0;
 }
 
+int probe_share_switch_clock_before_load(struct tt_ctx *ctx, struct bpf_map *map)
+{
+	return ctx->switch_clock_set ? bpf_map__reuse_fd(map, ctx->switch_clock_fd) : 0;
+}
+
+void probe_share_switch_clock_after_load(struct tt_ctx *ctx, struct bpf_map *map)
+{
+	int fd;
+
+	if (ctx->switch_clock_set)
+		return;
+	fd = dup(bpf_map__fd(map)); /* outlives the module's skeleton */
+	if (fd >= 0) {
+		ctx->switch_clock_fd = fd;
+		ctx->switch_clock_set = true;
+	}
+}
+
 uint64_t probe_counter_sum(const struct bpf_map *map, __u32 idx)
 {
 	int ncpu = libbpf_num_possible_cpus();

@@ -20,6 +20,7 @@
 #include "filter.bpf.h"
 #include "aggregate.bpf.h"
 #include "runq.h"
+#include "switch_clock.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -127,7 +128,7 @@ static __always_inline void on_switch(bool prev_traced, bool prev_runnable, bool
 				      __u32 next_tid, bool clear_blocked)
 {
 	struct runq_start *s;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = tt_switch_now(prev_tid, next_tid);
 
 	if (prev_traced) {
 		s = prev_runnable ? slot(prev_tid) : bpf_map_lookup_elem(&start, &prev_tid);

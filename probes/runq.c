@@ -52,7 +52,10 @@ static int runq_open(struct tt_ctx *ctx, struct runq_state *st)
 	if (o->aggregate) /* no records: the smallest ring buffer */
 		err = err ?: bpf_map__set_max_entries(st->skel->maps.runq_rb, 4096);
 	features_select_progs(st->skel->obj, features_hook());
+	err = err ?: probe_share_switch_clock_before_load(ctx, st->skel->maps.switch_clock);
 	err = err ?: runq_bpf__load(st->skel);
+	if (!err)
+		probe_share_switch_clock_after_load(ctx, st->skel->maps.switch_clock);
 	if (err) {
 		snprintf(ctx->err, sizeof(ctx->err), "runq: cannot load BPF programs (%s hook): %s",
 			 features_hook_name(features_hook()), strerror(-err));

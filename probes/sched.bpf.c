@@ -23,6 +23,7 @@
 #include <bpf/bpf_core_read.h>
 #include <tailtrace/records.h>
 #include "filter.bpf.h"
+#include "switch_clock.bpf.h"
 #include "aggregate.bpf.h"
 #include "sched.h"
 
@@ -126,10 +127,9 @@ static __always_inline void take_stacks(void *ctx, struct sched_off *s)
 	s->kstack_uses = 0;
 }
 
-static __always_inline void on_switch_out(void *ctx, __u32 tid, __u32 pid, __u32 state,
-					  bool voluntary, bool dead)
+static __always_inline void on_switch_out(void *ctx, __u64 now, __u32 tid, __u32 pid,
+					  __u32 state, bool voluntary, bool dead)
 {
-	__u64 now = bpf_ktime_get_ns();
 	struct sched_off *s = off_slot(tid);
 
 	if (!s) {
@@ -189,14 +189,12 @@ static __always_inline void emit(struct sched_off *s, __u32 tid, __u64 now)
 	bpf_ringbuf_submit(r, tt_rb_flags(&switch_rb, rb_wakeup_bytes));
 }
 
-static __always_inline void on_switch_in(__u32 tid)
+static __always_inline void on_switch_in(__u32 tid, __u64 now)
 {
 	struct sched_off *s = bpf_map_lookup_elem(&off, &tid);
-	__u64 now;
 
 	if (!s || !s->t_off_ns)
 		return;
-	now = bpf_ktime_get_ns();
 	if (!aggregate)
 		emit(s, tid, now);
 	else if (s->voluntary && (emit_switch || want_stacks))
@@ -211,13 +209,15 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 				       unsigned int prev_state)
 {
 	__u64 id = bpf_get_current_pid_tgid();
+	__u32 next_tid = TT_TASK_FIELD(btf, next, pid);
+	__u64 now = tt_switch_now((__u32)id, next_tid);
 	bool blocked = !preempt && prev_state != TASK_RUNNING;
 
 	if (tt_task_traced_ids(prev, (__u32)(id >> 32), (__u32)id))
-		on_switch_out(ctx, (__u32)id, (__u32)(id >> 32), blocked ? prev_state : 0, blocked,
-			      prev_state == TASK_DEAD);
+		on_switch_out(ctx, now, (__u32)id, (__u32)(id >> 32), blocked ? prev_state : 0,
+			      blocked, prev_state == TASK_DEAD);
 	if (tt_task_traced_v(btf, next))
-		on_switch_in(TT_TASK_FIELD(btf, next, pid));
+		on_switch_in(next_tid, now);
 	return 0;
 }
 
@@ -265,14 +265,16 @@ SEC("tp/sched/sched_switch")
 int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
+	__u64 now = tt_switch_now((__u32)id, ctx->next_pid);
 	long state = ctx->prev_state;
 	bool blocked = !(state & TP_REPORT_MAX) && (state & 0xff) != TASK_RUNNING;
 
 	if (tt_current_traced())
-		on_switch_out(ctx, (__u32)id, (__u32)(id >> 32), blocked ? (__u32)(state & 0xff) : 0,
-			      blocked, state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE));
+		on_switch_out(ctx, now, (__u32)id, (__u32)(id >> 32),
+			      blocked ? (__u32)(state & 0xff) : 0, blocked,
+			      state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE));
 	if (ctx->next_pid)
-		on_switch_in(ctx->next_pid);
+		on_switch_in(ctx->next_pid, now);
 	return 0;
 }
 

@@ -73,7 +73,10 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	if (!err && !(o->events & TT_EV_OFFCPU))
 		err = bpf_map__set_max_entries(s->maps.stacks, 1);
 	features_select_progs(s->obj, features_hook());
+	err = err ?: probe_share_switch_clock_before_load(ctx, s->maps.switch_clock);
 	err = err ?: sched_bpf__load(s);
+	if (!err)
+		probe_share_switch_clock_after_load(ctx, s->maps.switch_clock);
 	if (err)
 		snprintf(ctx->err, sizeof(ctx->err), "sched: cannot load BPF programs (%s hook): %s",
 			 features_hook_name(features_hook()), strerror(-err));

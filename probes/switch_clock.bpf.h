@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One timestamp per sched_switch for every tailtrace program attached to it.
+ *
+ * The sched module (switches.bin) and the runq module (runq.bin) both hook
+ * sched_switch; each calling bpf_ktime_get_ns() itself put runq's interval
+ * edges 0.4-1.5 us after the switch edges (the first program's run time, with
+ * its stack capture), enough to break the per-request closure of 30-50 us
+ * requests by > 1 %. So the first program to run at a switch takes the time
+ * and leaves it in a per-CPU slot with the (prev, next) pair; the next program
+ * at the same switch finds the pair pending and uses that time. Two
+ * consecutive switches on one CPU never have the same pair (the next one's
+ * prev is this one's next, and prev != next), so a stale slot never matches.
+ * The loader makes the modules share the map (probe_share_switch_clock);
+ * unshared, every program simply uses its own clock, as before.
+ * Call it on every sched_switch, before any filtering.
+ */
+#ifndef TT_SWITCH_CLOCK_BPF_H
+#define TT_SWITCH_CLOCK_BPF_H
+
+struct tt_switch_clock {
+	__u64 ts;
+	__u32 prev;
+	__u32 next;
+	__u32 pending;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tt_switch_clock);
+} switch_clock SEC(".maps");
+
+static __always_inline __u64 tt_switch_now(__u32 prev_tid, __u32 next_tid)
+{
+	__u32 zero = 0;
+	struct tt_switch_clock *c = bpf_map_lookup_elem(&switch_clock, &zero);
+	__u64 now;
+
+	if (c && c->pending && c->prev == prev_tid && c->next == next_tid) {
+		c->pending = 0;
+		return c->ts;
+	}
+	now = bpf_ktime_get_ns();
+	if (c) {
+		c->ts = now;
+		c->prev = prev_tid;
+		c->next = next_tid;
+		c->pending = 1;
+	}
+	return now;
+}
+
+#endif
