@@ -81,3 +81,41 @@ def test_pycurl_span_turns_calls_into_requests(nginx, tmp_path):
     assert s["latency_ms"]["p99"] > 0
     assert (out / "report.html").is_file()
     assert_nothing_left(out)
+
+
+# A small target of our own: 2 ms on CPU, then 3 ms asleep (one voluntary switch), forever.
+BUSY_SLEEPY = ("import time\n"
+               "while True:\n"
+               "    t = time.monotonic() + 0.002\n"
+               "    while time.monotonic() < t:\n"
+               "        pass\n"
+               "    time.sleep(0.003)\n")
+
+
+def test_pid_without_span_gets_a_scheduler_only_report(tmp_path):
+    """No --span, so no requests: run.sh still writes the report (scheduler views) and exits 0."""
+    out = tmp_path / "sleepy"
+    target = subprocess.Popen([sys.executable, "-c", BUSY_SLEEPY])
+    try:
+        p = run_sh("--pid", target.pid, "--duration", 2, "--out", out)
+        alive = pid_alive(target.pid)
+    finally:
+        target.kill()
+        target.wait(10)
+    assert p.returncode == 0, p.stderr[-5000:]
+    assert alive, "run.sh must leave the target running"
+    for name in ("report.html", "summary.json", "threads.csv", "locks.csv", "trace.json"):
+        assert (out / name).is_file(), name
+    s = load_json(out / "summary.json")
+    assert s["requests"] == 0 and s["source"] == "none" and s["errors"] is None
+    assert s["attribution"].startswith("needs requests or --span")
+    assert s["latency_ms"]["p99"] is None
+    # ~400 sleeps in 2 s (one per 5 ms loop); far fewer only if the machine starved it
+    assert s["sched"]["voluntary"] >= 100 and s["threads"] >= 1
+    threads = pd.read_csv(out / "threads.csv")
+    row = threads[threads["tid"] == target.pid]
+    assert len(row) == 1 and row["voluntary"].iloc[0] >= 100 and row["oncpu_ns"].iloc[0] > 0
+    assert "No requests in this run (no --span): scheduler view of" in p.stdout
+    assert "scheduler-only report" in p.stderr
+    assert "Without --span there are no requests to decompose" in (out / "report.html").read_text()
+    assert_nothing_left(out)
