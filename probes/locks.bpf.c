@@ -21,6 +21,7 @@
 #include <tailtrace/records.h>
 #include "locks.h"
 #include "filter.bpf.h"
+#include "counter.bpf.h"
 #include "aggregate.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -85,10 +86,7 @@ TT_HIST_MAP(hold_hists);
 
 static __always_inline void count(__u32 idx)
 {
-	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
-
-	if (v)
-		(*v)++;
+	tt_count(&counters, idx);
 }
 
 static __always_inline int on_lock_enter(__u64 mutex, __u32 flags)

@@ -11,6 +11,7 @@
 #include <tailtrace/records.h>
 #include "spans.h"
 #include "filter.bpf.h"
+#include "counter.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -35,10 +36,7 @@ struct {
 
 static __always_inline void count(__u32 idx)
 {
-	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
-
-	if (v)
-		(*v)++;
+	tt_count(&counters, idx);
 }
 
 static const struct spans_stack empty_stack;
