@@ -49,11 +49,11 @@ Workload (default mode):
 Recording:
   --probes LIST|none           tailtrace events (runq,switch,offcpu,locks,spans) or none
                                for a baseline without tailtrace
-                               [workloads: runq,switch,offcpu; --pid/-- CMD: tailtrace's default,
-                               runq,switch,offcpu,locks]. Add locks to see mutex waits and lock
-                               chains, at a cost: its uprobes take ~10-30 us per mutex call on a VM
-                               (httpload pool/100: 56.6k req/s untraced, 13.8k with locks,
-                               57.3k with runq,switch,offcpu). tailtrace warns above 5k hits/s.
+                               [runq,switch,offcpu: tracepoints only; lock waits, wait reasons
+                               and wakers come from them]. Add locks for exact mutex hold times
+                               and lock chains, at a cost: its uprobes take ~10-30 us per mutex
+                               call on a VM (httpload pool/100: 56.6k req/s untraced, 13.8k with
+                               locks, 57.3k without). tailtrace warns above 5k hits/s.
   --span LIB:SYMBOL            a function call becomes a request (repeatable)  [none]
   --no-perf                    no perf on-CPU profile                [perf record -F 499 -g]
   --no-flamegraph              skip flame graphs                     [draw them if inferno exists]

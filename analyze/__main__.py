@@ -51,7 +51,15 @@ def format_summary(s: dict) -> str:
                  f"{fmt_int(s.get('throughput_rps'))} requests/s"
                  + (f", {s['closure_ratio']:.1%} close" if s.get("closure_ratio") is not None
                     else ""))
-    return "\n".join(lines)
+    return "\n".join(lines + _wait_lines(s))
+
+
+def _wait_lines(s: dict, k: int = 2) -> list:
+    """The k longest waits of the whole run (summary.json wait_objects), one line each."""
+    from .critpath import wait_object_line
+    objs = (s.get("wait_objects") or [])[:k]
+    return ["", "Longest waits, all traced threads:"] + [f"  {wait_object_line(o)}"
+                                                         for o in objs] if objs else []
 
 
 def _format_sched_only(s: dict) -> str:
@@ -65,7 +73,7 @@ def _format_sched_only(s: dict) -> str:
         f"{fmt_us(sch.get('runq_p50_us'))}, P99 {fmt_us(sch.get('runq_p99_us'))}; "
         f"switches: {fmt_int(sch.get('voluntary'))} voluntary, "
         f"{fmt_int(sch.get('involuntary'))} involuntary; "
-        f"migrations: {fmt_int(sch.get('migrations'))}"])
+        f"migrations: {fmt_int(sch.get('migrations'))}"] + _wait_lines(s))
 
 
 def _report(args) -> int:

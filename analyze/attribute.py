@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .critpath import CP_COLS, has_wakers, root_cause
 from .decompose import PARTS
+from .load import fold_comm
 from .peer import df_peers
 
 BANDS = ["≤P50", "P50–P90", "P90–P99", "≥P99"]
@@ -25,8 +27,10 @@ GROUPS = {
     "oncpu": (["oncpu_ns"], "on CPU (running)", "on-CPU work"),
     "runnable": (["runq_wakeup_ns", "runq_preempt_ns"], "runnable (waiting for a CPU)",
                  "scheduler delay"),
-    "lock_wait": (["lock_wait_ns"], "waiting for a mutex", "mutex wait"),
-    "blocked": (["blocked_ns"], "blocked (network, I/O, sleep)", "blocked time"),
+    "lock_wait": (["lock_wait_ns"], "waiting for a lock (futex: mutex, condvar)", "lock wait"),
+    "io_wait": (["io_wait_ns"], "blocked on I/O (socket, pipe, poll)", "I/O wait"),
+    "sleep": (["sleep_ns"], "sleeping (timers)", "sleep"),
+    "blocked": (["blocked_ns"], "blocked (other reasons)", "blocked time"),
 }
 
 
@@ -62,19 +66,29 @@ def band_of(decomp: pd.DataFrame, by: str = "latency_ns") -> pd.Series:
     return pd.Series(pd.Categorical(lab, categories=BANDS), index=decomp.index, name="band")
 
 
+def _mean(d: pd.DataFrame, col: str) -> float:
+    """Mean of a column; NaN when the column is absent (a part that was not measured)."""
+    return d[col].mean() if col in d else np.nan
+
+
 def _band_row(d: pd.DataFrame, lo: float, hi: float) -> dict:
     row = {"n": len(d), "lo_ms": lo / MS, "hi_ms": hi / MS,
            "latency_ms": d["latency_ns"].mean() / MS, "e2e_ms": d["e2e_ns"].mean() / MS}
     e2e = d["e2e_ns"].mean()
     for p in PARTS:
-        m = d[f"{p}_ns"].mean()
+        m = _mean(d, f"{p}_ns")
         row[f"{p}_ms"] = m / MS
         row[f"{p}_share"] = m / e2e if e2e else np.nan
     run_ns = d["runq_wakeup_ns"].mean() + d["runq_preempt_ns"].mean()
     row["runnable_ms"], row["runnable_share"] = run_ns / MS, (run_ns / e2e if e2e else np.nan)
     row["closes_share"] = d["closes"].mean() if len(d) else np.nan
+    blocked = (d["blocked_all_ns"] if "blocked_all_ns" in d else d["blocked_ns"]).mean()
+    row["blocked_all_ms"] = blocked / MS
+    for c in CP_COLS:
+        if c in d:
+            row[c.replace("_ns", "_ms")] = d[c].mean() / MS
     if "peer_runnable_ns" in d:
-        peer, blocked = d["peer_runnable_ns"].mean(), d["blocked_ns"].mean()
+        peer = d["peer_runnable_ns"].mean()
         row["peer_runnable_ms"] = peer / MS
         row["peer_runnable_all_ms"] = (d["peer_runnable_all_ns"].mean() / MS
                                        if "peer_runnable_all_ns" in d else np.nan)
@@ -85,7 +99,8 @@ def _band_row(d: pd.DataFrame, lo: float, hi: float) -> dict:
 
 def df_bands(decomp: pd.DataFrame, by: str = "latency_ns") -> pd.DataFrame:
     """Index = band; columns n, lo_ms/hi_ms (band's range of `by`), latency_ms, e2e_ms,
-    {part}_ms and {part}_share for every part in PARTS, runnable_ms/_share, closes_share;
+    {part}_ms and {part}_share for every part in PARTS, runnable_ms/_share, closes_share,
+    blocked_all_ms (blocked for any reason: lock_wait + io_wait + sleep + blocked);
     with a peer_runnable_ns column in decomp (analyze/peer.py) also peer_runnable_ms (mean),
     peer_runnable_all_ms (mean of peer_runnable_all_ns) and peer_runnable_of_blocked (mean
     peer runnable / mean blocked, capped at 1; NaN without a traced peer or without blocked
@@ -116,7 +131,7 @@ def tail_excess(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
            "tail_ms": tail["e2e_ns"].mean() / MS, "median_ms": med["e2e_ns"].mean() / MS,
            "excess_ms": ex, "parts": {}}
     for p in PARTS + ["runnable"]:
-        d = (tail[f"{p}_ns"].mean() - med[f"{p}_ns"].mean()) / MS
+        d = (_mean(tail, f"{p}_ns") - _mean(med, f"{p}_ns")) / MS
         out["parts"][p] = {"ms": d, "share": d / ex if ex else np.nan}
     return out
 
@@ -145,6 +160,7 @@ def dominant_group(bands: pd.DataFrame, band: str = BANDS[3]) -> tuple[str, floa
     return best
 
 
+BLOCKED_GROUPS = ("lock_wait", "io_wait", "sleep", "blocked")
 PEER_EXPLAINS = 0.5   # peer runnable excess ≥ this share of the blocked excess: say so
 
 
@@ -161,7 +177,7 @@ def _peer_sentence(decomp: pd.DataFrame, bands: pd.DataFrame, run) -> str | None
         return None
     row, med = bands.loc[BANDS[3]], bands.loc[BANDS[0]]
     peer_ex = row["peer_runnable_ms"] - med["peer_runnable_ms"]
-    blocked_ex = row["blocked_ms"] - med["blocked_ms"]
+    blocked_ex = row["blocked_all_ms"] - med["blocked_all_ms"]
     if pd.isna(peer_ex) or pd.isna(blocked_ex) or blocked_ex <= 0:
         return None
     cover = peer_ex / blocked_ex
@@ -185,8 +201,65 @@ def _peer_sentence(decomp: pd.DataFrame, bands: pd.DataFrame, run) -> str | None
             f"{short}, one hop away.")
 
 
-def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None) -> str:
-    """One plain sentence naming the dominant part of the ≥P99 band, with figures."""
+def band_root_cause(run, decomp: pd.DataFrame, segs, band: str, part: str) -> dict | None:
+    """critpath.root_cause of `part` for the requests of one band."""
+    masks = band_masks(decomp)
+    if run is None or band not in masks:
+        return None
+    return root_cause(run, decomp, segs, masks[band], part)
+
+
+def dominant_blocked(bands: pd.DataFrame, band: str) -> str | None:
+    """The blocked part (BLOCKED_GROUPS) with the most time in the band, or None."""
+    row = bands.loc[band]
+    ms = {g: row.get(f"{g}_ms", np.nan) for g in BLOCKED_GROUPS}
+    ms = {g: v for g, v in ms.items() if pd.notna(v) and v > 0}
+    return max(ms, key=ms.get) if ms else None
+
+
+def _excess_elsewhere(te: dict, g: str) -> str:
+    """When the dominant part explains under half of the tail's excess over the median:
+    which part does (' Most of the excess, 0.9 ms, is I/O wait.'), else ''."""
+    ex, g_ex = te["excess_ms"], te["parts"].get(g, {}).get("ms", np.nan)
+    if not ex or ex <= 0 or pd.isna(g_ex) or g_ex >= 0.5 * ex:
+        return ""
+    best, best_ms = None, -np.inf
+    for k, (cols, _, _) in GROUPS.items():
+        ms = sum(te["parts"].get(c.replace("_ns", ""), {}).get("ms", np.nan) for c in cols)
+        if pd.notna(ms) and ms > best_ms:
+            best, best_ms = k, ms
+    if best is None or best == g or best_ms <= 0:
+        return ""
+    return f" Most of the excess, {best_ms:.1f} ms, is {GROUPS[best][2]}."
+
+
+WORKER_LOCK_SHARE = 0.05   # workers' lock wait worth a sentence: ≥ 5% of the queue wait
+
+
+def _workers_wait(run, decomp: pd.DataFrame, wait_objects: list) -> str:
+    """For a queue-wait tail: the longest lock wait of the serving threads over the run (the
+    workers that could not take the request), from summary wait_objects, when it is at least
+    WORKER_LOCK_SHARE of all requests' queue wait."""
+    t = run.tasks if run is not None else pd.DataFrame()
+    mine = t[t["tid"].isin(decomp["tid"].unique())] if len(t) else t
+    serving = {fold_comm(str(c)) for c in mine["comm"]} if len(mine) else set()
+    objs = [o for o in wait_objects if o.get("reason") == "lock"
+            and (not serving or any(t in serving for t in str(o.get("threads")).split(", ")))]
+    queued = decomp["queue_wait_ns"].sum() / MS
+    if not objs or objs[0]["total_ms"] < WORKER_LOCK_SHARE * queued:
+        return ""
+    o = objs[0]
+    sh = o.get("waker_runnable_share") or 0.0
+    return (f" Meanwhile the workers' longest lock wait was {o['what']} ({o['total_ms'] / 1e3:,.2f}"
+            f" s over {o['waits']:,} waits by {o['threads']}); the threads that released it "
+            f"were runnable (waiting for a CPU) {sh * 100:.0f}% of that time.")
+
+
+def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None, segs=None,
+             wait_objects: list | None = None) -> str:
+    """One plain sentence naming the dominant part of the ≥P99 band, with figures; when it
+    is a blocked part and the wakers were recorded, what was waited for and who ended it
+    (the critical path, analyze/critpath.py)."""
     if len(decomp) == 0 or BANDS[3] not in bands.index:
         return "No requests in this run: nothing to attribute."
     row = bands.loc[BANDS[3]]
@@ -200,9 +273,19 @@ def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None) -> str:
     g_ex = te["parts"][g]["ms"]
     s = (f"{head} spent {share * 100:.0f}% of their time {label}: "
          f"{g_ex:.1f} ms of the {ex:.1f} ms excess over the median is {noun}.")
-    peer = _peer_sentence(decomp, bands, run) if g == "blocked" else None
-    if peer:
+    rc = band_root_cause(run, decomp, segs, BANDS[3], g) if g in BLOCKED_GROUPS else None
+    peer = _peer_sentence(decomp, bands, run) if g in BLOCKED_GROUPS else None
+    if rc and rc["verdict"] == "unknown" and (peer or not has_wakers(run)):
+        rc = None      # nothing learnt from the wakers: the peer sentence or the plain one
+    if rc:
+        what = f", {rc['what_phrase']}" if rc["what_phrase"] else ""
+        s = (f"{head} spent {share * 100:.0f}% of their time {label}{what}; {rc['sentence']}. "
+             f"{g_ex:.1f} ms of the {ex:.1f} ms excess over the median is {noun}.")
+    elif peer:
         s = f"{head} spent {share * 100:.0f}% of their time {label}; {peer}"
+    s += _excess_elsewhere(te, g)
+    if g == "queue_wait" and wait_objects:
+        s += _workers_wait(run, decomp, wait_objects)
     if g == "runnable":
         s += (f" (Mean per request: {row['runq_wakeup_ms']:.1f} ms runnable after wakeups, "
               f"{row['runq_preempt_ms']:.1f} ms after preemption.)")

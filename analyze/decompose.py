@@ -7,8 +7,16 @@ from its own evidence, so the closure check can fail when streams disagree:
   oncpu        = window minus the union of T's off-CPU intervals (switches)
   runq_wakeup  = sum of T's runnable intervals of kind wakeup|wakeup_new (runq)
   runq_preempt = sum of T's runnable intervals of kind preempt (runq)
-  lock_wait    = |lock-wait ∩ off-CPU ∖ runnable|          (locks × switches × runq)
-  blocked      = sum of off-CPU − |runnable ∩ off-CPU| − lock_wait
+  lock_wait    = |futex-blocked ∩ off-CPU ∖ runnable|      (wait reasons × switches × runq)
+  io_wait      = |I/O-blocked ∖ runnable|  (read, recv, poll, epoll, accept, ...: waits.py)
+  sleep        = |sleep-blocked ∖ runnable|  (nanosleep, clock_nanosleep, pause)
+  blocked      = sum of off-CPU − |runnable ∩ off-CPU| − lock_wait − io_wait − sleep
+                 (blocked for any other reason: other syscalls, page faults, unknown)
+
+Wait reasons come from the syscall each blocking switch-out recorded. Runs
+without them (older records, kernels without bpf_task_pt_regs) take lock_wait
+from the uprobe locks stream when present (|lock-wait ∩ off-CPU ∖ runnable|)
+and leave io_wait and sleep NaN: that time stays in blocked.
 
 so sum(parts) − latency = (off-CPU overlaps with each other) + (runnable time
 outside off-CPU time): zero when the streams agree, positive otherwise.
@@ -26,8 +34,12 @@ import numpy as np
 import pandas as pd
 
 from .errors import AnalysisError
+from .waits import REASONS, has_reasons, reason_codes
 
-PARTS = ["queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "lock_wait", "blocked"]
+PARTS = ["queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "lock_wait", "io_wait", "sleep",
+         "blocked"]
+# the parts that split blocked time by wait reason (waits.REASONS), "other" stays blocked
+REASON_PARTS = {"lock": "lock_wait", "io": "io_wait", "sleep": "sleep"}
 CLOSE_TOL = 0.01  # closure_err at or below this: the request "closes"
 
 
@@ -113,78 +125,151 @@ def iv_intersect(a_s, a_e, b_s, b_e) -> tuple[np.ndarray, np.ndarray]:
     return s[keep], e[keep]
 
 
-def window_sum(s, e, w_s, w_e, disjoint: bool = False) -> np.ndarray:
-    """For each window [w_s, w_e]: sum over intervals of |[s, e] ∩ window|.
+class _Set:
+    """Intervals [s, e] on the thread axis, ready to be measured inside any windows.
 
-    Overlapping intervals count once each. With G(q) = sum |[s,e] ∩ (-inf, q]|
-    = q·#(s≤q) − Σ(s≤q) − q·#(e≤q) + Σ(e≤q), the answer is G(w_e) − G(w_s).
-    The cumulative sums may wrap around int64; the difference is still exact
-    (two's complement arithmetic is exact modulo 2**64 and the result is small).
-    disjoint=True: s and e are a disjoint sorted set, so no sorting is needed.
+    sum(w_s, w_e), for each window: the sum over intervals of |[s, e] ∩ window|
+    (overlapping intervals count once each). With G(q) = sum |[s,e] ∩ (-inf, q]|
+    = q·#(s≤q) − Σ(s≤q) − q·#(e≤q) + Σ(e≤q), the answer is G(w_e) − G(w_s): sorted
+    starts and ends and their cumulative sums, built once, serve every query. The
+    cumulative sums may wrap around int64; the difference is still exact (two's
+    complement arithmetic is exact modulo 2**64 and the result is small).
+    disjoint=True: s and e are a disjoint sorted set (iv_union / iv_intersect output,
+    whose starts and ends are both sorted), so no sorting is needed.
     """
-    w_s, w_e = np.asarray(w_s, dtype=np.int64), np.asarray(w_e, dtype=np.int64)
-    if len(s) == 0:
-        return np.zeros(len(w_s), dtype=np.int64)
-    # Disjoint sorted sets (iv_union / iv_intersect output) have sorted starts and ends.
-    S, E = (s, e) if disjoint else (np.sort(s), np.sort(e))
-    cS = np.concatenate([[0], np.cumsum(S)])
-    cE = np.concatenate([[0], np.cumsum(E)])
 
-    def G(q):
-        ns = np.searchsorted(S, q, side="right")
-        ne = np.searchsorted(E, q, side="right")
-        return q * (ns - ne) - cS[ns] + cE[ne]
+    def __init__(self, s: np.ndarray, e: np.ndarray, disjoint: bool = False):
+        self.S, self.E = (s, e) if disjoint else (np.sort(s), np.sort(e))
+        self.cS = np.concatenate([[0], np.cumsum(self.S)])
+        self.cE = np.concatenate([[0], np.cumsum(self.E)])
 
-    with np.errstate(over="ignore"):
-        return G(w_e) - G(w_s)
+    def sum(self, w_s, w_e) -> np.ndarray:
+        w_s, w_e = np.asarray(w_s, dtype=np.int64), np.asarray(w_e, dtype=np.int64)
+        if not len(self.S):
+            return np.zeros(len(w_s), dtype=np.int64)
+
+        def G(q):
+            ns = np.searchsorted(self.S, q, side="right")
+            ne = np.searchsorted(self.E, q, side="right")
+            return q * (ns - ne) - self.cS[ns] + self.cE[ne]
+
+        with np.errstate(over="ignore"):
+            return G(w_e) - G(w_s)
+
+
+def window_sum(s, e, w_s, w_e, disjoint: bool = False) -> np.ndarray:
+    """For each window [w_s, w_e]: sum over intervals of |[s, e] ∩ window| (see _Set)."""
+    return _Set(np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64), disjoint).sum(
+        w_s, w_e)
 
 
 # ---- thread states over windows ----------------------------------------------
 
-STATE_COLS = ["oncpu_ns", "runq_wakeup_ns", "runq_preempt_ns", "lock_wait_ns", "blocked_ns",
-              "offcpu_ns", "closure_err"]
+STATE_COLS = ["oncpu_ns", "runq_wakeup_ns", "runq_preempt_ns", "lock_wait_ns", "io_wait_ns",
+              "sleep_ns", "blocked_ns", "offcpu_ns", "closure_err"]
 
 
 _EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
-def _offcpu(run, axis, k_s, k_e, lat):
-    """(Σ off-CPU, on-CPU = window − |∪ off-CPU|, ∪ off-CPU) per window, from switches."""
-    sw = run.switches
-    o_s, o_e = axis.intervals(sw["tid"].to_numpy(), sw["t_off_ns"].to_numpy(),
-                              sw["t_on_ns"].to_numpy())
-    off_sum = window_sum(o_s, o_e, k_s, k_e).astype(np.float64)
-    ou = iv_union(o_s, o_e)
-    del o_s, o_e
-    return off_sum, lat - window_sum(*ou, k_s, k_e, disjoint=True), ou
+class _StateSets:
+    """The interval sets of one run on one axis, independent of the windows measured, so a
+    run's many thread_states calls (decomposition, each critical-path hop, lock chains)
+    build them once: off-CPU (each, and their union), wakeup / preempt runnable, runnable ∩
+    off-CPU, and per wait reason (or the uprobe lock waits) the blocked and blocked ∩
+    runnable parts."""
+
+    def __init__(self, run, axis: Axis):
+        self.axis = axis
+        self.has_sw, self.has_rq = run.has("switches"), run.has("runq")
+        self.reasons = self.has_sw and has_reasons(run)
+        self.locks = self.has_sw and not self.reasons and run.has("locks")
+        ou, rin = None, _EMPTY
+        if self.has_sw:
+            sw = run.switches
+            o = axis.intervals(sw["tid"].to_numpy(), sw["t_off_ns"].to_numpy(),
+                               sw["t_on_ns"].to_numpy())
+            self.off, ou = _Set(*o), iv_union(*o)
+            self.off_union = _Set(*ou, disjoint=True)
+        if self.has_rq:
+            rq = run.runq
+            pre = (rq["kind"] == "preempt").to_numpy()
+            r_t, r_a, r_b = (rq[c].to_numpy() for c in ("tid", "t_runnable_ns", "t_run_ns"))
+            p, u = axis.intervals(r_t[pre], r_a[pre], r_b[pre]), axis.intervals(
+                r_t[~pre], r_a[~pre], r_b[~pre])
+            self.preempt, self.wakeup = _Set(*p), _Set(*u)
+            if ou is not None:
+                rin = iv_intersect(*iv_union(np.concatenate([p[0], u[0]]),
+                                             np.concatenate([p[1], u[1]])), *ou)
+        self.rin = _Set(*rin, disjoint=True)
+        self.why = {}
+        if self.reasons:
+            sw = run.switches
+            vol = sw["voluntary"].to_numpy(bool)
+            code = reason_codes(sw["syscall"].to_numpy())
+            tid, t_off, t_on = (sw[c].to_numpy() for c in ("tid", "t_off_ns", "t_on_ns"))
+            for reason, part in REASON_PARTS.items():
+                m = vol & (code == REASONS.index(reason))
+                u = iv_union(*axis.intervals(tid[m], t_off[m], t_on[m]))
+                self.why[part] = (_Set(*u, disjoint=True),
+                                  _Set(*iv_intersect(*u, *rin), disjoint=True))
+        elif self.locks:
+            lk = run.locks
+            lu = iv_union(*axis.intervals(lk["tid"].to_numpy(), lk["t_request_ns"].to_numpy(),
+                                          lk["t_acquired_ns"].to_numpy()))
+            self.why["lock_wait"] = (_Set(*iv_intersect(*lu, *ou), disjoint=True),
+                                     _Set(*iv_intersect(*lu, *rin), disjoint=True))
 
 
-def _runnable(run, axis, k_s, k_e, ou):
-    """(wakeup, preempt, |runnable ∩ off-CPU|) per window and the set runnable ∩ off-CPU."""
-    rq = run.runq
-    pre = (rq["kind"] == "preempt").to_numpy()
-    r_t, r_a, r_b = rq["tid"].to_numpy(), rq["t_runnable_ns"].to_numpy(), rq["t_run_ns"].to_numpy()
-    p_s, p_e = axis.intervals(r_t[pre], r_a[pre], r_b[pre])
-    u_s, u_e = axis.intervals(r_t[~pre], r_a[~pre], r_b[~pre])
-    rq_p = window_sum(p_s, p_e, k_s, k_e).astype(np.float64)
-    rq_w = window_sum(u_s, u_e, k_s, k_e).astype(np.float64)
-    if ou is None:
-        return rq_w, rq_p, np.zeros(len(k_s)), _EMPTY
-    ru = iv_union(np.concatenate([p_s, u_s]), np.concatenate([p_e, u_e]))
-    del p_s, p_e, u_s, u_e
-    rin = iv_intersect(*ru, *ou)
-    del ru
-    return rq_w, rq_p, window_sum(*rin, k_s, k_e, disjoint=True).astype(np.float64), rin
+def _state_sets(run, tid: np.ndarray, t_lo: int, t_hi: int) -> _StateSets:
+    """The run's _StateSets on an axis holding every traced thread and the query's threads
+    over the run's whole time, cached on the run (rebuilt when a query falls outside it or
+    a stream frame was replaced)."""
+    frames = tuple((id(getattr(run, s)), len(getattr(run, s)))
+                   for s in ("switches", "runq", "locks"))
+    c = getattr(run, "_state_sets", None)
+    if c is not None and c[0] == frames:
+        ax = c[1].axis
+        _, ok = ax.index(np.unique(tid))
+        if ok.all() and t_lo >= ax.t0 and t_hi <= ax.t1:
+            return c[1]
+    parts = [np.unique(tid)]
+    lo, hi = [t_lo], [t_hi]
+    for s, a, b in (("switches", "t_off_ns", "t_on_ns"), ("runq", "t_runnable_ns", "t_run_ns"),
+                    ("locks", "t_request_ns", "t_acquired_ns")):
+        df = getattr(run, s)
+        if len(df):
+            parts.append(np.unique(df["tid"].to_numpy(np.int64)))
+            lo.append(int(df[a].min()))
+            hi.append(int(df[b].max()))
+    sets = _StateSets(run, Axis(np.concatenate(parts), max(min(lo), 1), max(hi)))
+    try:
+        run._state_sets = (frames, sets)
+    except AttributeError:  # a frozen or slotted stand-in: no cache
+        pass
+    return sets
 
 
-def _lock_wait(run, axis, k_s, k_e, ou, rin):
-    """|lock-wait ∩ off-CPU ∖ runnable| per window (rin: runnable ∩ off-CPU)."""
-    lk = run.locks
-    l_s, l_e = axis.intervals(lk["tid"].to_numpy(), lk["t_request_ns"].to_numpy(),
-                              lk["t_acquired_ns"].to_numpy())
-    lu = iv_union(l_s, l_e)
-    lock = window_sum(*iv_intersect(*lu, *ou), k_s, k_e, disjoint=True).astype(np.float64)
-    return lock - window_sum(*iv_intersect(*lu, *rin), k_s, k_e, disjoint=True)
+def thread_brief(run, tid, w_start, w_end) -> pd.DataFrame:
+    """oncpu_ns, runnable_ns, blocked_all_ns (whatever the reason) of thread tid[i] during
+    [w_start[i], w_end[i]]: thread_states' three totals for windows that need no more (each
+    hop of the critical path), measuring 5 interval sets instead of 9. NaN where a stream
+    is absent or the window invalid; needs w_start > 0."""
+    tid = np.asarray(tid, dtype=np.int64)
+    ws, we = np.asarray(w_start, dtype=np.int64), np.asarray(w_end, dtype=np.int64)
+    nan = np.full(len(tid), np.nan)
+    valid = (we >= ws) & (ws > 0)
+    if not valid.any():
+        return pd.DataFrame({"oncpu_ns": nan, "runnable_ns": nan, "blocked_all_ns": nan})
+    st = _state_sets(run, tid[valid], int(ws[valid].min()), int(we[valid].max()))
+    g, _ = st.axis.index(tid)
+    k_s, k_e = st.axis.key(g, ws), st.axis.key(g, we)
+    lat = (we - ws).astype(np.float64)
+    on = lat - st.off_union.sum(k_s, k_e) if st.has_sw else nan
+    rn = st.wakeup.sum(k_s, k_e) + st.preempt.sum(k_s, k_e) if st.has_rq else nan
+    bl = st.off.sum(k_s, k_e) - st.rin.sum(k_s, k_e) if st.has_sw else nan
+    res = {"oncpu_ns": on, "runnable_ns": rn, "blocked_all_ns": bl}
+    return pd.DataFrame({c: np.where(valid, v, np.nan) for c, v in res.items()})
 
 
 def thread_states(run, tid, w_start, w_end) -> pd.DataFrame:
@@ -194,8 +279,9 @@ def thread_states(run, tid, w_start, w_end) -> pd.DataFrame:
     the window is invalid). offcpu_ns is the sum of off-CPU intervals (before
     de-duplication). closure_err = |Σ parts − window| / window. Without
     switches only the runnable parts are known; without runq the runnable
-    parts are NaN and that time stays in blocked; without locks lock_wait is
-    NaN and that time stays in blocked.
+    parts are NaN and that time stays in blocked; without wait reasons io_wait
+    and sleep are NaN, and lock_wait comes from the locks stream (NaN without
+    it); what they do not cover stays in blocked.
     """
     tid = np.asarray(tid, dtype=np.int64)
     ws, we = np.asarray(w_start, dtype=np.int64), np.asarray(w_end, dtype=np.int64)
@@ -204,25 +290,38 @@ def thread_states(run, tid, w_start, w_end) -> pd.DataFrame:
     nan = np.full(n, np.nan)
     if not valid.any():
         return pd.DataFrame({c: nan for c in STATE_COLS})
-    axis = Axis(tid[valid], ws[valid].min(), we[valid].max())
-    g, _ = axis.index(tid)
-    k_s, k_e = axis.key(g, ws), axis.key(g, we)
+    st = _state_sets(run, tid[valid], int(ws[valid].min()), int(we[valid].max()))
+    g, _ = st.axis.index(tid)
+    k_s, k_e = st.axis.key(g, ws), st.axis.key(g, we)
     lat = (we - ws).astype(np.float64)
 
-    has_sw = run.has("switches")
-    off_sum, oncpu, ou = _offcpu(run, axis, k_s, k_e, lat) if has_sw else (nan, nan, None)
-    rq_w, rq_p, rq_in_off, rin = (_runnable(run, axis, k_s, k_e, ou) if run.has("runq")
-                                  else (nan, nan, np.zeros(n), _EMPTY))
-    lock = _lock_wait(run, axis, k_s, k_e, ou, rin) if run.has("locks") and has_sw else nan
-    blocked = off_sum - rq_in_off - np.nan_to_num(lock)  # NaN without switches
+    off_sum, oncpu = ((st.off.sum(k_s, k_e), lat - st.off_union.sum(k_s, k_e)) if st.has_sw
+                      else (nan, nan))
+    rq_w, rq_p = ((st.wakeup.sum(k_s, k_e), st.preempt.sum(k_s, k_e)) if st.has_rq
+                  else (nan, nan))
+    rq_in_off = st.rin.sum(k_s, k_e)
+    why = {"lock_wait": nan, "io_wait": nan, "sleep": nan}
+    for part, (blocked_set, runnable_part) in st.why.items():
+        why[part] = blocked_set.sum(k_s, k_e) - runnable_part.sum(k_s, k_e)
+    known = sum(np.nan_to_num(v) for v in why.values())
+    blocked = off_sum - rq_in_off - known  # NaN without switches
 
-    total = oncpu + np.nan_to_num(rq_w) + np.nan_to_num(rq_p) + np.nan_to_num(lock) + blocked
+    total = oncpu + np.nan_to_num(rq_w) + np.nan_to_num(rq_p) + known + blocked
     with np.errstate(divide="ignore", invalid="ignore"):
         err = np.abs(total - lat) / lat
     err = np.where(lat == 0, np.where(np.abs(total - lat) == 0, 0.0, np.inf), err)
     res = {"oncpu_ns": oncpu, "runq_wakeup_ns": rq_w, "runq_preempt_ns": rq_p,
-           "lock_wait_ns": lock, "blocked_ns": blocked, "offcpu_ns": off_sum, "closure_err": err}
+           "lock_wait_ns": why["lock_wait"], "io_wait_ns": why["io_wait"],
+           "sleep_ns": why["sleep"], "blocked_ns": blocked, "offcpu_ns": off_sum,
+           "closure_err": err}
     return pd.DataFrame({c: np.where(valid, v, np.nan) for c, v in res.items()})
+
+
+def blocked_all(states: pd.DataFrame) -> np.ndarray:
+    """Blocked time whatever the reason: lock_wait + io_wait + sleep + blocked (NaN parts
+    count 0; NaN when blocked itself is)."""
+    known = sum(states[f"{p}_ns"].fillna(0).to_numpy() for p in REASON_PARTS.values())
+    return states["blocked_ns"].to_numpy() + known
 
 
 def _traced(run, req: pd.DataFrame) -> np.ndarray:
@@ -230,7 +329,9 @@ def _traced(run, req: pd.DataFrame) -> np.ndarray:
 
     A thread is traced when it appears in any scheduler stream or in tasks.bin
     (tailtrace lists every traced thread there); without tasks.bin every thread
-    is assumed traced. The window must lie inside meta's mono_start..mono_end.
+    is assumed traced. The window must lie inside meta's mono_start..mono_end and
+    must not overlap a gap of its thread (run.gaps: a switch the kernel never
+    reported, so the time there would otherwise pass for time on CPU).
     """
     ok = np.ones(len(req), dtype=bool)
     if len(run.tasks):
@@ -239,12 +340,34 @@ def _traced(run, req: pd.DataFrame) -> np.ndarray:
         for df in (run.tasks, run.switches, run.runq):
             seen |= np.isin(tids, df["tid"].to_numpy())
         ok &= seen[inv.reshape(-1)]
+    gaps = getattr(run, "gaps", None)
+    if gaps is not None and len(gaps):
+        ok &= ~overlaps_gap(gaps, req["tid"].to_numpy(), req["t_start_ns"].to_numpy(),
+                            req["t_end_ns"].to_numpy())
     t0, t1 = run.meta.get("mono_start_ns"), run.meta.get("mono_end_ns")
     if t0:
         ok &= req["t_start_ns"].to_numpy() >= int(t0)
     if t1:
         ok &= req["t_end_ns"].to_numpy() <= int(t1)
     return ok
+
+
+def overlaps_gap(gaps: pd.DataFrame, tid, t0, t1) -> np.ndarray:
+    """For each window [t0, t1) of thread tid: does it overlap one of that thread's gaps
+    (run.gaps rows: tid, t_from_ns, t_to_ns)? Per thread: sort the gaps by start, and a
+    window overlaps iff the furthest end among the gaps starting before t1 is after t0."""
+    tid, t0, t1 = np.asarray(tid), np.asarray(t0), np.asarray(t1)
+    hit = np.zeros(len(tid), dtype=bool)
+    for g_tid, g in gaps.groupby("tid", sort=False):
+        rows = np.flatnonzero(tid == g_tid)
+        if not len(rows):
+            continue
+        g = g.sort_values("t_from_ns", kind="stable")
+        starts = g["t_from_ns"].to_numpy()
+        ends = np.maximum.accumulate(g["t_to_ns"].to_numpy())
+        i = np.searchsorted(starts, t1[rows], side="left") - 1
+        hit[rows] = (i >= 0) & (ends[np.maximum(i, 0)] > t0[rows])
+    return hit
 
 
 def valid_requests(req: pd.DataFrame) -> np.ndarray:
@@ -260,8 +383,9 @@ def df_decompose(run) -> pd.DataFrame:
     Columns: id, conn, tid, pid, status, t_enqueue_ns, t_start_ns, t_end_ns (and ret for
     requests built from spans: the function's raw return value),
     latency_ns (t_end − t_start, service time), e2e_ns (t_end − t_enqueue),
-    queue_wait_ns, oncpu_ns, runq_wakeup_ns, runq_preempt_ns, lock_wait_ns,
-    blocked_ns, runnable_ns (wakeup + preempt), offcpu_ns, traced (bool),
+    queue_wait_ns, oncpu_ns, runq_wakeup_ns, runq_preempt_ns, lock_wait_ns, io_wait_ns,
+    sleep_ns, blocked_ns (blocked for other reasons), blocked_all_ns (lock_wait + io_wait +
+    sleep + blocked), runnable_ns (wakeup + preempt), offcpu_ns, traced (bool),
     closure_err (|Σ parts − latency| / latency), closes (closure_err ≤ 1 %).
     Parts are NaN where the stream they come from is absent or the request's
     thread/window was not traced; such requests do not close.
@@ -275,9 +399,11 @@ def df_decompose(run) -> pd.DataFrame:
     st = thread_states(run, out["tid"].to_numpy(), out["t_start_ns"].to_numpy(),
                        out["t_end_ns"].to_numpy())
     traced = _traced(run, out)
-    for c in ["oncpu_ns", "runq_wakeup_ns", "runq_preempt_ns", "lock_wait_ns", "blocked_ns"]:
+    for c in ["oncpu_ns", "runq_wakeup_ns", "runq_preempt_ns", "lock_wait_ns", "io_wait_ns",
+              "sleep_ns", "blocked_ns"]:
         out[c] = np.where(traced, st[c].to_numpy(), np.nan)
     out["runnable_ns"] = out["runq_wakeup_ns"] + out["runq_preempt_ns"]
+    out["blocked_all_ns"] = blocked_all(out)
     out["offcpu_ns"] = np.where(traced, st["offcpu_ns"].to_numpy(), np.nan)
     out["traced"] = traced
     out["closure_err"] = np.where(traced, st["closure_err"].to_numpy(), np.nan)

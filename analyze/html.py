@@ -22,8 +22,8 @@ from .plot import PART_COLORS, PART_LABELS, PARTS
 
 esc = html.escape
 PART_SHORT = {"queue_wait": "queue wait", "oncpu": "on CPU", "runq_wakeup": "runnable (wakeup)",
-              "runq_preempt": "runnable (preempt)", "lock_wait": "mutex wait",
-              "blocked": "blocked"}
+              "runq_preempt": "runnable (preempt)", "lock_wait": "lock wait",
+              "io_wait": "I/O wait", "sleep": "sleep", "blocked": "blocked, other"}
 
 
 @dataclass
@@ -330,6 +330,68 @@ def _attribution(inp: ReportInputs) -> str:
     return _section("attribution", "Where the time went (per latency band)", body)
 
 
+CP_CELLS = (("waker_oncpu_ms", "waker on CPU"), ("waker_runnable_ms", "waker runnable"),
+            ("waker_runnable_hop1_ms", "of it 1st hop"), ("waker_blocked_ms", "waker blocked"),
+            ("irq_ms", "interrupt"), ("unknown_ms", "unknown waker"))
+
+
+def _why_blocked(inp: ReportInputs) -> str:
+    """Blocked time by wait reason and the critical path per band (summary.json
+    blocked_reasons, critical_path): what was waited for and who ended the wait."""
+    reasons, cp = inp.summary.get("blocked_reasons"), inp.summary.get("critical_path")
+    title = "Why it was blocked (wait reasons and who ended the wait)"
+    if not isinstance(reasons, dict) or not isinstance(cp, dict):
+        return _section("why", title, _needs(
+            "Wait reasons and wakers need tailtrace's switch and runq streams on a kernel with "
+            "bpf_task_pt_regs (meta.json evidence.wait_reason): this run has none."))
+    head = ("<tr><th>band</th><th>lock wait ms</th><th>I/O wait ms</th><th>sleep ms</th>"
+            "<th>other ms</th>" + "".join(f"<th>{esc(h)} ms</th>" for _, h in CP_CELLS)
+            + "<th>largest wait · who ended it</th></tr>")
+    rows = []
+    for band, r in reasons.items():
+        c = cp.get(band) or {}
+        cells = [esc(band)] + [esc(fmt_ms(r.get(k))) for k in
+                               ("lock_wait_ms", "io_wait_ms", "sleep_ms", "other_ms")]
+        cells += [esc(fmt_ms(c.get(k))) for k, _ in CP_CELLS]
+        what = " · ".join(x for x in (c.get("what"), c.get("who")) if x)
+        rows.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells)
+                    + f"<td{_TEXT_TD}>{esc(what or '–')}</td></tr>")
+    table = (f'<table class="num bands"><thead>{head}</thead><tbody>{"".join(rows)}'
+             "</tbody></table>")
+    tail = (cp.get("≥P99") or {}).get("sentence")
+    body = (_p("Blocked time is split by the syscall each blocking switch-out was in (futex: "
+               "lock wait; read, recv, poll, epoll...: I/O wait; nanosleep: sleep). For each "
+               "wait, the thread that ended it (taken at sched_waking, in its own context) is "
+               "measured over the wait: on CPU, runnable (waiting for a CPU), or itself "
+               "blocked, followed up to 3 hops; interrupts end waits without blaming the task "
+               "they interrupted. Means per request, ms.") + table
+            + (_p(f"≥P99: {tail}.") if tail else ""))
+    if "critical_path" in inp.images:
+        body += img_tag(inp.images["critical_path"], "critical path of the slowest requests")
+    return _section("why", title, body + _wait_objects(inp))
+
+
+def _wait_objects(inp: ReportInputs) -> str:
+    """The longest waits of the whole run (summary.json wait_objects), all traced threads."""
+    objs = inp.summary.get("wait_objects")
+    if not objs:
+        return ""
+    df = pd.DataFrame(objs)
+    return ("<h3>What the traced threads waited on (whole run, all threads)</h3>"
+            + _p("Inside and outside requests: a futex by address, other waits by syscall. "
+                 "Shares: of the wait time, how long the threads that ended the waits were "
+                 "runnable, blocked or on CPU (2 hops).")
+            + _table(df, [("what", "wait", fmt_text), ("reason", "reason", fmt_text),
+                          ("threads", "threads", fmt_text), ("waits", "waits", fmt_int),
+                          ("total_ms", "total ms", fmt_ms), ("mean_us", "mean", fmt_us),
+                          ("ended_by", "ended by", fmt_text),
+                          ("waker_runnable_share", "runnable", fmt_share),
+                          ("waker_blocked_share", "blocked", fmt_share),
+                          ("waker_oncpu_share", "on CPU", fmt_share),
+                          ("irq_share", "interrupt", fmt_share),
+                          ("unknown_share", "not traced", fmt_share)], cls="num"))
+
+
 def _peer_note(peer: dict | None) -> str:
     """The paragraph under the band table when another process was traced (--also-pid)."""
     if not isinstance(peer, dict):
@@ -540,6 +602,7 @@ tbody tr:nth-child(even){background:#fafbfd}
 tr.total th,tr.total td{font-weight:650;border-top:2px solid #d5dce4}
 table.bands{font-size:12.5px}
 table.bands td{white-space:nowrap;padding:4px 7px}
+table.bands td.t{white-space:normal;min-width:260px}
 table.bands th{white-space:normal;padding:4px 7px;min-width:60px}
 img{max-width:100%;height:auto;display:block;margin:10px 0}
 .note{background:#eaf2fb;border:1px solid #8db4e2;color:#1f3f66;border-radius:6px;
@@ -558,7 +621,7 @@ def render_report(inp: ReportInputs) -> str:
     """The whole page as one string."""
     title = f"tailtrace · {_label(inp)}"
     parts = [_header(inp), _what_was_run(inp), _summary_table(inp), _attribution(inp),
-             _figures(inp), _scheduler(inp), _locks(inp), _files(inp), _method(inp)]
+             _why_blocked(inp) if has_requests(inp) else _wait_objects(inp), _figures(inp), _scheduler(inp), _locks(inp), _files(inp), _method(inp)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width\"><title>{esc(title)}</title>"
             f"<style>{_CSS}</style></head><body><main>{''.join(parts)}</main></body></html>\n")

@@ -12,10 +12,19 @@ flags and stack ids are int32 to halve the memory of large traces):
   requests: id, conn, tid, pid, status, bytes, t_enqueue_ns, t_start_ns, t_end_ns
             (+ ret when built from spans: status then holds the same raw return
             value, which is not an HTTP status)
-  runq:     pid, tid, cpu, waker_tid, kind (categorical wakeup|preempt|wakeup_new),
+  runq:     pid, tid, cpu, waker_tid, waker_pid, kind (categorical wakeup|preempt|wakeup_new),
+            waker_ctx (categorical, WAKER_CTXS: the context sched_waking ran in),
             t_runnable_ns, t_run_ns, dur_ns
   switches: pid, tid, cpu_off, cpu_on, t_off_ns, t_on_ns, dur_ns, voluntary (bool),
-            prev_state, kstack_id, ustack_id
+            prev_state, kstack_id, ustack_id, syscall (-1: not blocked in a syscall or
+            unknown), wait_addr (uint64: the syscall's first argument), wait_aux (its second
+            argument: futex op, poll nfds)
+  Records from before these fields existed load with waker_pid 0, waker_ctx "task_guess"
+  (preemptions "none"), syscall -1, wait_addr 0, wait_aux 0.
+  gaps:     pid, tid, t_from_ns, t_to_ns: the switch records flagged unmatched (an edge the
+            kernel never reported, docs/probes.md), taken out of `switches`: the thread's
+            state between the two times is unknown (decompose marks requests overlapping
+            one as not traced).
   locks:    pid, tid, mutex (uint64), t_request_ns, t_acquired_ns, t_released_ns,
             wait_ns, hold_ns (float, NaN if never released), flags, ustack_id,
             contended (bool), trylock (bool)
@@ -36,7 +45,7 @@ import pandas as pd
 from .errors import AnalysisError, CorruptRecordsError, MissingStreamError
 from .schema import SchemaError, load_schema, record_dtype
 
-CACHE_VERSION = 1
+CACHE_VERSION = 3
 STREAMS = ("requests", "runq", "switches", "locks", "spans", "tasks")
 # stream -> (schema record kind, file name, what writes it)
 STREAM_KIND = {"requests": "request", "runq": "runq", "switches": "switch",
@@ -50,14 +59,19 @@ PRODUCER = {
     "tasks": "tailtrace --out RUN_DIR (any event set)",
 }
 RUNQ_KINDS = ["wakeup", "preempt", "wakeup_new"]  # enum tt_runq_kind order
+# enum tt_waker_ctx order (records.h): who can be blamed for a wakeup
+WAKER_CTXS = ["none", "task", "hardirq", "softirq", "softirq_task", "unknown", "task_guess"]
+WAKER_BLAMES_TASK = ("task", "softirq_task", "task_guess")  # the waker tid ended the wait
 LOCK_TRYLOCK, LOCK_CONTENDED = 0x1, 0x2            # TT_LOCK_* in records.h
 
 COLUMNS = {
     "requests": ["id", "conn", "tid", "pid", "status", "bytes",
                  "t_enqueue_ns", "t_start_ns", "t_end_ns"],
-    "runq": ["pid", "tid", "cpu", "waker_tid", "kind", "t_runnable_ns", "t_run_ns", "dur_ns"],
+    "runq": ["pid", "tid", "cpu", "waker_tid", "waker_pid", "kind", "waker_ctx",
+             "t_runnable_ns", "t_run_ns", "dur_ns"],
     "switches": ["pid", "tid", "cpu_off", "cpu_on", "t_off_ns", "t_on_ns", "dur_ns",
-                 "voluntary", "prev_state", "kstack_id", "ustack_id"],
+                 "voluntary", "prev_state", "kstack_id", "ustack_id", "syscall", "wait_addr",
+                 "wait_aux", "unmatched"],
     "locks": ["pid", "tid", "mutex", "t_request_ns", "t_acquired_ns", "t_released_ns",
               "wait_ns", "hold_ns", "flags", "ustack_id", "contended", "trylock"],
     "spans": ["pid", "tid", "span_id", "depth", "ret", "t_start_ns", "t_end_ns"],
@@ -78,6 +92,7 @@ class Run:
     locks: pd.DataFrame = None
     spans: pd.DataFrame = None
     tasks: pd.DataFrame = None
+    gaps: pd.DataFrame = None
     stacks: dict = field(default_factory=dict)
     lost_events: dict = field(default_factory=dict)
     source: str = "requests"
@@ -88,6 +103,8 @@ class Run:
         for s in STREAMS:
             if getattr(self, s) is None:
                 setattr(self, s, empty_frame(s))
+        if self.gaps is None:
+            self.gaps = split_gaps(self)
 
     def has(self, stream: str) -> bool:
         """True when the stream's file was in the run directory."""
@@ -132,16 +149,49 @@ def role_of(comm: str) -> str:
     return "other"
 
 
+def _categorical(codes, names: list) -> pd.Categorical:
+    codes = np.asarray(codes)
+    return pd.Categorical.from_codes(np.where(codes < len(names), codes, -1).astype(np.int8),
+                                     categories=names)
+
+
+def _defaults(stream: str, r: dict) -> None:
+    """Fields added after the first record layout, for records written without them."""
+    n = len(next(iter(r.values()))) if r else 0
+    if stream == "runq":
+        r.setdefault("waker_pid", np.zeros(n, np.int32))
+        if "waker_ctx" not in r:   # woken: a task as far as is known; preempted: nobody
+            r["waker_ctx"] = np.where(np.asarray(r.get("kind", np.zeros(n))) == 1, 0, 6)
+    elif stream == "switches":
+        r.setdefault("syscall", np.full(n, -1, np.int32))
+        r.setdefault("wait_addr", np.zeros(n, np.uint64))
+        r.setdefault("wait_aux", np.zeros(n, np.int32))
+        r.setdefault("unmatched", np.zeros(n, np.uint8))
+
+
+def fold_comm(comm: str) -> str:
+    """'pool-w12' -> 'pool-w*': the thread names of one pool as one pattern."""
+    return re.sub(r"\d+$", "*", comm)
+
+
+def thread_names(run) -> dict[int, str]:
+    """tid -> comm of the threads in tasks.bin ({} without it)."""
+    t = run.tasks
+    if t is None or t.empty:
+        return {}
+    return dict(zip(t["tid"].astype(int), t["comm"].astype(str)))
+
+
 def frame_from_records(stream: str, rec) -> pd.DataFrame:
     """DataFrame of one stream from raw record fields (structured array or dict of arrays)."""
     r = {k: np.asarray(rec[k]) for k in (rec.dtype.names if hasattr(rec, "dtype") else rec)}
+    _defaults(stream, r)
     if stream == "requests":
         d = {c: _i64(r[c]) for c in COLUMNS["requests"]}
     elif stream == "runq":
-        d = {c: _i32(r[c]) for c in ("pid", "tid", "cpu", "waker_tid")}
-        d["kind"] = pd.Categorical.from_codes(
-            np.where(np.asarray(r["kind"]) < len(RUNQ_KINDS), r["kind"], -1).astype(np.int8),
-            categories=RUNQ_KINDS)
+        d = {c: _i32(r[c]) for c in ("pid", "tid", "cpu", "waker_tid", "waker_pid")}
+        d["kind"] = _categorical(r["kind"], RUNQ_KINDS)
+        d["waker_ctx"] = _categorical(r["waker_ctx"], WAKER_CTXS)
         d["t_runnable_ns"], d["t_run_ns"] = _i64(r["t_runnable_ns"]), _i64(r["t_run_ns"])
         d["dur_ns"] = d["t_run_ns"] - d["t_runnable_ns"]
     elif stream == "switches":
@@ -149,8 +199,10 @@ def frame_from_records(stream: str, rec) -> pd.DataFrame:
         d["t_off_ns"], d["t_on_ns"] = _i64(r["t_off_ns"]), _i64(r["t_on_ns"])
         d["dur_ns"] = d["t_on_ns"] - d["t_off_ns"]
         d["voluntary"] = np.asarray(r["voluntary"]).astype(bool)
-        for c in ("prev_state", "kstack_id", "ustack_id"):
+        for c in ("prev_state", "kstack_id", "ustack_id", "syscall", "wait_aux"):
             d[c] = _i32(r[c])
+        d["wait_addr"] = np.asarray(r["wait_addr"]).astype(np.uint64)
+        d["unmatched"] = np.asarray(r["unmatched"]).astype(bool)
     elif stream == "locks":
         d = {c: _i32(r[c]) for c in ("pid", "tid")}
         d["mutex"] = np.asarray(r["mutex"]).astype(np.uint64)
@@ -188,6 +240,21 @@ def empty_frame(stream: str) -> pd.DataFrame:
     if stream == "tasks":
         raw["comm"] = np.zeros(0, dtype="S16")
     return frame_from_records(stream, raw)
+
+
+GAP_COLUMNS = ["pid", "tid", "t_from_ns", "t_to_ns"]
+
+
+def split_gaps(run) -> pd.DataFrame:
+    """Take the gap records (unmatched) out of run.switches; return them as run.gaps."""
+    sw = run.switches
+    if "unmatched" not in sw or not sw["unmatched"].any():
+        return pd.DataFrame({c: np.zeros(0, np.int64) for c in GAP_COLUMNS})
+    gap = sw["unmatched"].to_numpy(bool)
+    g = sw[gap]
+    run.switches = sw[~gap].reset_index(drop=True)
+    return pd.DataFrame({"pid": _i64(g["pid"]), "tid": _i64(g["tid"]),
+                         "t_from_ns": _i64(g["t_off_ns"]), "t_to_ns": _i64(g["t_on_ns"])})
 
 
 def requests_from_spans(spans: pd.DataFrame) -> pd.DataFrame:
@@ -338,6 +405,7 @@ def load_run(run_dir, cache: bool = True) -> Run:
         raise MissingStreamError(run_dir / "requests.bin",
                                  f"{PRODUCER['requests']} (or spans.bin from {PRODUCER['spans']}, "
                                  f"or scheduler streams from tailtrace --out RUN_DIR)")
+    run.gaps = split_gaps(run)
     set_request_source(run)
     run.stacks = load_stacks(run_dir / "stacks.jsonl", run.warnings)
     run.lost_events = {k: int(v) for k, v in (run.meta.get("lost_events") or {}).items()}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .decompose import thread_states
+from .decompose import blocked_all, thread_states
 
 COLUMNS = ["request_id", "waiter_tid", "mutex", "t_request_ns", "t_acquired_ns", "wait_ns",
            "holder_tid", "holder_window_ns", "holder_running_ns", "holder_runnable_ns",
@@ -73,7 +73,7 @@ def df_lock_chains(run, decomp: pd.DataFrame, min_wait_ns: int = MIN_WAIT_NS) ->
                        m["h_end"].to_numpy())
     running = st["oncpu_ns"].fillna(0).to_numpy()
     runnable = (st["runq_wakeup_ns"].fillna(0) + st["runq_preempt_ns"].fillna(0)).to_numpy()
-    blocked = (st["blocked_ns"].fillna(0) + st["lock_wait_ns"].fillna(0)).to_numpy()
+    blocked = np.nan_to_num(blocked_all(st))
     known = m["holder_tid"].to_numpy() >= 0
     verdict = np.select([~known, (runnable >= blocked) & (runnable >= running) & (runnable > 0),
                          (blocked >= running) & (blocked > 0)],

@@ -26,12 +26,11 @@ pids of the requests (one in practice).
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
 from .decompose import Axis, iv_union, window_sum
+from .load import fold_comm
 
 PEER_COLS = ["pid", "comm", "threads", "name"]
 _EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -43,6 +42,18 @@ def _also_pids(run) -> list[int] | None:
     if not isinstance(tgt, dict) or "also_pids" not in tgt:
         return None
     return [int(p) for p in tgt.get("also_pids") or [] if int(p) > 0]
+
+
+def also_comm(run, pid: int) -> str:
+    """meta.json target.also_comms: the name of an --also-pid process when tailtrace ended
+    ('' when absent or unknown)."""
+    tgt = (run.meta or {}).get("target")
+    if not isinstance(tgt, dict):
+        return ""
+    for p, c in zip(tgt.get("also_pids") or [], tgt.get("also_comms") or []):
+        if int(p) == pid and isinstance(c, str):
+            return c
+    return ""
 
 
 def peer_pids(run, own_pid: int) -> np.ndarray:
@@ -65,7 +76,7 @@ def _process_name(pid: int, comms: list[str], main_comm: str | None) -> str:
     with trailing digits folded: 'pid 1234 (orders-w*)'."""
     if main_comm:
         return f"{main_comm} (pid {pid})"
-    pats = sorted({re.sub(r"\d+$", "*", c) for c in comms if c})
+    pats = sorted({fold_comm(c) for c in comms if c})
     return f"pid {pid} ({', '.join(pats[:3])})" if pats else f"pid {pid}"
 
 
@@ -83,7 +94,7 @@ def df_peers(run, decomp: pd.DataFrame) -> pd.DataFrame:
     for pid in pids:   # a handful of processes (--also-pid takes at most 4)
         mine = t[t["pid"].to_numpy(np.int64) == pid]
         main = mine.loc[mine["tid"].to_numpy(np.int64) == pid, "comm"]
-        main_comm = str(main.iloc[0]) if len(main) else ""
+        main_comm = str(main.iloc[0]) if len(main) else also_comm(run, int(pid))
         tids = np.union1d(mine["tid"].to_numpy(np.int64),
                           run.runq.loc[run.runq["pid"].to_numpy(np.int64) == pid,
                                        "tid"].to_numpy(np.int64))

@@ -5,11 +5,17 @@ Tracks (pid = process, tid = track):
     overlapping requests (the async event loop) gets extra request lanes on
     synthetic tids T + k·2^22, so no track ever holds partially overlapping slices.
   - "T · state": synthetic tid T + 2^22·63, its thread states as "X" slices:
-    Running / Runnable / Lock wait / Blocked, back to back, never overlapping.
+    Running / Runnable / Lock wait / I/O wait / Sleep / Blocked, back to back, never
+    overlapping.
+  - flow arrows ("s" -> "f", category "wakeup") from the waker's state track to the
+    woken thread's at each wakeup a traced task caused (analyze/waits.py; interrupts
+    draw no arrow): follow them backwards from a slow request to who released it.
 Timestamps are µs relative to the run start (meta.json mono_start_ns, else the
 first event). Thread states come from the probe streams: Runnable = a runq
-interval, Lock wait = off CPU between lock() entry and acquisition (not
-runnable), Blocked = off CPU otherwise (switches), Running = the rest of the thread's
+interval; off CPU and not runnable: Lock wait / I/O wait / Sleep by the blocked
+switch-out's wait reason (futex; read, poll, ...; nanosleep), or without wait
+reasons Lock wait = between lock() entry and acquisition (locks uprobes);
+Blocked = off CPU otherwise (switches), Running = the rest of the thread's
 observed life. Everything is built with numpy over all threads at once.
 
 Big runs are capped: when the trace would exceed `max_events`, only windows
@@ -25,7 +31,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-STATES = np.array(["Running", "Runnable", "Lock wait", "Blocked"])
+from .load import WAKER_BLAMES_TASK, thread_names
+from .waits import REASONS, has_reasons, reason_codes
+
+STATES = np.array(["Running", "Runnable", "Lock wait", "Blocked", "I/O wait", "Sleep"])
 _TID_SPAN = 1 << 22            # pid_max limit: synthetic tids live above it
 _STATE_LANE = 63               # states track: tid + 63 * 2^22
 _KEY_SHIFT = 46                # key = thread index << 46 | ns since t0 (19.5 h)
@@ -41,6 +50,7 @@ class TraceInfo:
     truncated: bool = False
     windows: int = 0
     note: str = ""
+    flows: int = 0      # waker -> wakee arrows
     t0_ns: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -68,11 +78,20 @@ def _intervals(run) -> dict[str, pd.DataFrame]:
         out["off"] = pd.DataFrame({"tid": run.switches["tid"].to_numpy(),
                                    "s": run.switches["t_off_ns"].to_numpy(),
                                    "e": run.switches["t_on_ns"].to_numpy()})
+    if len(run.switches) and has_reasons(run):   # wait reasons: futex, I/O, sleep
+        sw = run.switches
+        code = np.where(sw["voluntary"].to_numpy(bool), reason_codes(sw["syscall"].to_numpy()), -1)
+        for k, reason in (("lock", "lock"), ("io", "io"), ("sleep", "sleep")):
+            m = code == REASONS.index(reason)
+            out[k] = pd.DataFrame({"tid": sw["tid"].to_numpy()[m],
+                                   "s": sw["t_off_ns"].to_numpy()[m],
+                                   "e": sw["t_on_ns"].to_numpy()[m]})
     if len(run.locks):
         lk = run.locks
         acq = lk["t_acquired_ns"].to_numpy()
-        out["lock"] = pd.DataFrame({"tid": lk["tid"].to_numpy(),
-                                    "s": lk["t_request_ns"].to_numpy(), "e": acq})
+        if "lock" not in out:
+            out["lock"] = pd.DataFrame({"tid": lk["tid"].to_numpy(),
+                                        "s": lk["t_request_ns"].to_numpy(), "e": acq})
         rel = lk["t_released_ns"].to_numpy()
         out["held"] = pd.DataFrame({"tid": lk["tid"].to_numpy(), "s": acq,
                                     "e": np.where(rel > acq, rel, acq)})
@@ -129,8 +148,10 @@ def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None) 
 
     runnable = covered(iv.get("runnable"))
     lock = covered(iv.get("lock"))
+    io, sleep = covered(iv.get("io")), covered(iv.get("sleep"))
     off = covered(iv.get("off"))
-    state = np.where(runnable, 1, np.where(off, np.where(lock, 2, 3), 0))
+    why = np.where(lock, 2, np.where(io, 4, np.where(sleep, 5, 3)))
+    state = np.where(runnable, 1, np.where(off, why, 0))
     idx = np.flatnonzero(valid)
     st = state[idx]
     new = np.ones(len(idx), dtype=bool)
@@ -214,11 +235,35 @@ def _pid_of(pids: dict, tid: np.ndarray) -> np.ndarray:
     return pd.Series(tid).map(pids).fillna(pd.Series(tid)).to_numpy(np.int64)
 
 
-def _names(run) -> dict[int, str]:
-    t = run.tasks
-    if t is None or t.empty:
-        return {}
-    return dict(zip(t["tid"].astype(int), t["comm"].astype(str)))
+MAX_FLOWS = 50_000
+
+
+def _flows(run, states: pd.DataFrame, pids: dict, t0: int, win) -> list[pd.DataFrame]:
+    """Flow arrows waker -> wakee (Chrome JSON flow events "s"/"f", bound to the enclosing
+    state slices): one per wakeup that a traced task caused (waker_ctx task or softirq run
+    in its syscall; interrupts are not arrows), both threads having a state track, inside
+    the windows kept (win, when the trace is capped); at most MAX_FLOWS."""
+    rq = run.runq
+    if not len(rq) or not len(states) or "waker_ctx" not in rq:
+        return []
+    tids = states["tid"].unique()
+    m = ((rq["kind"] != "preempt").to_numpy() & rq["waker_ctx"].isin(WAKER_BLAMES_TASK).to_numpy()
+         & rq["tid"].isin(tids).to_numpy() & rq["waker_tid"].isin(tids).to_numpy())
+    t = rq["t_runnable_ns"].to_numpy(np.int64)
+    m &= (t >= states["t_start_ns"].min()) & (t < states["t_end_ns"].max())
+    if win is not None:
+        m &= _in_windows(t, t + 1, win)
+    f = rq[m].head(MAX_FLOWS)
+    if f.empty:
+        return []
+    ids, ts = np.arange(1, len(f) + 1), (f["t_runnable_ns"].to_numpy(np.int64) - t0) / 1e3
+    wk, wt = f["waker_tid"].to_numpy(np.int64), f["tid"].to_numpy(np.int64)
+    common = {"name": "wakeup", "cat": "wakeup", "id": ids, "ts": ts}
+    start = pd.DataFrame({**common, "ph": "s", "pid": _pid_of(pids, wk),
+                          "tid": wk + _STATE_LANE * _TID_SPAN})
+    end = pd.DataFrame({**common, "ph": "f", "bp": "e", "pid": _pid_of(pids, wt),
+                        "tid": wt + _STATE_LANE * _TID_SPAN})
+    return [start, end]
 
 
 def _build(run, decomp: pd.DataFrame, max_events: int, slow_windows: int):
@@ -227,6 +272,7 @@ def _build(run, decomp: pd.DataFrame, max_events: int, slow_windows: int):
     t0 = info.t0_ns
     states = df_thread_states(run, t0, observed=decomp)
     req = decomp[decomp["t_end_ns"] >= decomp["t_start_ns"]] if len(decomp) else decomp
+    win = None
     if len(req) + len(states) > max_events and len(req):
         k = slow_windows
         while True:
@@ -238,11 +284,12 @@ def _build(run, decomp: pd.DataFrame, max_events: int, slow_windows: int):
                 break
             k = max(1, k // 2)
         info.truncated, info.windows = True, k
+        win = _windows(req, k)
         info.note = (f"trace capped at {max_events:,} events: only the windows around the "
                      f"{k} slowest requests (± one request length, at least 1 ms) are included, "
                      f"{int(keep_r.sum()):,} of {len(req):,} requests")
         req, states = req[keep_r], states[keep_s] if len(states) else states
-    names = _names(run)
+    names = thread_names(run)
     pids = {}
     if len(run.tasks):
         pids = dict(zip(run.tasks["tid"].astype(int), run.tasks["pid"].astype(int)))
@@ -270,7 +317,8 @@ def _build(run, decomp: pd.DataFrame, max_events: int, slow_windows: int):
         outcome = "ret" if "ret" in req else "status"
         args = {"id": req["id"].to_numpy(), "conn": req["conn"].to_numpy(),
                 outcome: req[outcome].to_numpy()}
-        for c in ("queue_wait_ns", "oncpu_ns", "runnable_ns", "lock_wait_ns", "blocked_ns"):
+        for c in ("queue_wait_ns", "oncpu_ns", "runnable_ns", "lock_wait_ns", "io_wait_ns",
+                  "sleep_ns", "blocked_ns", "cp_runnable_ns", "cp_oncpu_ns", "cp_irq_ns"):
             if c in req:
                 args[c.replace("_ns", "_us")] = np.round(req[c].to_numpy(np.float64) / 1e3, 3)
         adf = pd.DataFrame(args)
@@ -291,6 +339,9 @@ def _build(run, decomp: pd.DataFrame, max_events: int, slow_windows: int):
             "tid": tid + _STATE_LANE * _TID_SPAN,
         }))
         info.state_slices = len(states)
+    flows = _flows(run, states, pids, t0, win)
+    ev += flows
+    info.flows = len(flows[0]) if flows else 0
     # Metadata: process and thread names, threads sorted by tid, states under requests.
     meta = []
     for pid in sorted(set(pids.get(t, t) for t, _ in lanes_used) |

@@ -19,15 +19,18 @@ import matplotlib.ticker  # noqa: E402,F401
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .decompose import PARTS  # noqa: E402
+
 #: Parts of a request's latency, in stacking order, with one colour each.
-PARTS = ["queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "lock_wait", "blocked"]
 PART_LABELS = {
     "queue_wait": "queue wait (no worker yet)",
     "oncpu": "on CPU",
     "runq_wakeup": "runnable after wakeup",
     "runq_preempt": "runnable after preemption",
-    "lock_wait": "mutex wait",
-    "blocked": "blocked (I/O, server, sleep)",
+    "lock_wait": "lock wait (futex: mutex, condvar)",
+    "io_wait": "I/O wait (socket, pipe, poll)",
+    "sleep": "sleep (timers)",
+    "blocked": "blocked, other",
 }
 PART_COLORS = {
     "queue_wait": "#8c9bb0",
@@ -35,6 +38,8 @@ PART_COLORS = {
     "runq_wakeup": "#f28e2b",
     "runq_preempt": "#d1402f",
     "lock_wait": "#8e5fb8",
+    "io_wait": "#4e79a7",
+    "sleep": "#a0cbe8",
     "blocked": "#c9d3df",
 }
 _DPI = 110
@@ -300,3 +305,61 @@ def plot_percentiles_runs(decomps: Sequence[tuple[str, pd.DataFrame]], path,
     """Several runs on one percentile plot (compare); labels must be unique."""
     return plot_percentiles({label: d for label, d in decomps}, path, column=column,
                             title=title or "Latency by percentile, all runs")
+
+
+STATE_COLORS = {"Running": PART_COLORS["oncpu"], "Runnable": PART_COLORS["runq_preempt"],
+                "Lock wait": PART_COLORS["lock_wait"], "I/O wait": PART_COLORS["io_wait"],
+                "Sleep": PART_COLORS["sleep"], "Blocked": PART_COLORS["blocked"]}
+
+
+def _cp_lanes(req, segs: pd.DataFrame, max_wakers: int) -> list:
+    """[request thread, its first-hop wakers by time waited on them (at most max_wakers)]."""
+    mine = segs[(segs["request_row"] == req.Index) & (segs["depth"] == 0)
+                & segs["blame"].astype(bool)]
+    by = (mine["t_end_ns"] - mine["t_start_ns"]).groupby(mine["waker_tid"]).sum()
+    return [int(req.tid)] + [int(t) for t in by.sort_values(ascending=False).index[:max_wakers]]
+
+
+def plot_critical_path(decomp: pd.DataFrame, segs: pd.DataFrame, states: pd.DataFrame,
+                       path, names: Mapping | None = None, k: int = 4, max_wakers: int = 3,
+                       title: str | None = None) -> str:
+    """The k slowest requests with waits, each as a timeline: the request's thread and the
+    threads that ended its waits, coloured by state (perfetto.df_thread_states), an arrow at
+    each wakeup from the waker's lane to the request's."""
+    title = title or "Critical path of the slowest requests (own thread and waker lanes)"
+    names = names or {}
+    has = set(segs["request_row"]) if len(segs) else set()
+    top = decomp.loc[[i for i in decomp.index if i in has]].nlargest(k, "latency_ns")
+    if top.empty or states.empty:
+        return _empty(path, title, "no waits with a recorded waker")
+    fig, axes = plt.subplots(len(top), 1, figsize=(12, 1.2 + 1.05 * len(top) * 2), squeeze=False)
+    for ax, req in zip(axes[:, 0], top.itertuples()):
+        lanes = _cp_lanes(req, segs, max_wakers)
+        s0, s1 = int(req.t_start_ns), int(req.t_end_ns)
+        for y, tid in enumerate(lanes):
+            st = states[(states["tid"] == tid) & (states["t_end_ns"] > s0)
+                        & (states["t_start_ns"] < s1)]
+            for state, g in st.groupby("state", observed=True):
+                a = (np.maximum(g["t_start_ns"], s0) - s0) / 1e6
+                b = (np.minimum(g["t_end_ns"], s1) - s0) / 1e6
+                ax.broken_barh(list(zip(a, b - a)), (-y - 0.4, 0.8),
+                               color=STATE_COLORS.get(state, "#999"), label=state)
+        mine = segs[(segs["request_row"] == req.Index) & (segs["depth"] == 0)]
+        for w in mine.itertuples():
+            if int(w.waker_tid) in lanes[1:] and bool(w.blame):
+                x = (int(w.t_end_ns) - s0) / 1e6
+                ax.annotate("", xy=(x, 0), xytext=(x, -lanes.index(int(w.waker_tid))),
+                            arrowprops=dict(arrowstyle="->", lw=0.8, color="black"))
+        ax.set_yticks(-np.arange(len(lanes)))
+        ax.set_yticklabels([f"{names.get(t, 'tid')} {t}" + (" (request)" if i == 0 else "")
+                            for i, t in enumerate(lanes)], fontsize=8)
+        ax.set_xlim(0, (s1 - s0) / 1e6)
+        ax.set_title(f"request {int(req.id)}: {(s1 - s0) / 1e6:.1f} ms", fontsize=9, loc="left")
+        ax.grid(True, axis="x", alpha=0.3)
+    axes[-1, 0].set_xlabel("ms since the request started")
+    handles = {h.get_label(): h for ax in axes[:, 0] for h in ax.get_legend_handles_labels()[0]}
+    fig.legend(list(handles.values()), list(handles.keys()), loc="upper right", fontsize=8,
+               ncol=len(handles), frameon=False)
+    fig.suptitle(title, x=0.01, ha="left", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return _save(fig, path)

@@ -25,13 +25,14 @@ import pandas as pd
 
 from . import plot
 from .attribute import df_bands, tail_excess
+from .critpath import CP_COLS, df_critical_path, df_wait_objects
 from .decompose import df_decompose
 from .errors import AnalysisError
 from .html import ReportInputs, write_report
-from .load import PROBE_STREAMS, load_run
+from .load import PROBE_STREAMS, load_run, thread_names
 from .lockchain import df_lock_chains
 from .peer import df_peer_runnable
-from .perfetto import write_trace
+from .perfetto import df_thread_states, write_trace
 from .sched import LOCK_COLS, THREAD_COLS, df_cpu_placement, df_locks, df_runq_hist, df_threads
 from .summary import summary_dict, uprobe_warnings
 
@@ -40,7 +41,7 @@ NEEDS_PROBES = ("needs probes: run the workload under tailtrace (runq and sched 
                 "to split latency into on-CPU, runnable, lock wait and blocked time")
 PLOTS = {"percentiles": "percentiles.png", "decomposition": "decomposition.png",
          "timeline": "timeline.png", "runq_hist": "runq-hist.png",
-         "cpu_placement": "cpu-placement.png"}
+         "cpu_placement": "cpu-placement.png", "critical_path": "critical-path.png"}
 
 
 def jsonable(o):
@@ -113,12 +114,16 @@ def analyse(run) -> dict:
     decomp = df_decompose(run)
     peer = df_peer_runnable(run, decomp)
     decomp[list(peer.columns)] = peer
+    cp, segs = df_critical_path(run, decomp)
+    decomp[CP_COLS] = cp
     if decomp.empty and not any(run.has(s) for s in PROBE_STREAMS):
         raise AnalysisError(f"{run.path}: no requests recorded (requests.bin and spans.bin are "
                             "empty) and no scheduler stream: check that the workload ran and "
                             "reached the server")
     bands = df_bands(decomp) if len(decomp) else pd.DataFrame()
-    summary = summary_dict(run, decomp, bands)
+    objs = (jsonable(df_wait_objects(run).to_dict("records"))
+            if run.has("switches") and run.has("runq") else None)
+    summary = summary_dict(run, decomp, bands, segs, objs)
     _fill_percentiles(summary, decomp)
     summary.setdefault("source", getattr(run, "source", "requests"))
     summary.setdefault("label", run_label(run))
@@ -127,7 +132,7 @@ def analyse(run) -> dict:
     elif not has_sched(run):
         summary["attribution"] = NEEDS_PROBES
         bands = None
-    return {"run": run, "decomp": decomp, "bands": bands, "summary": summary}
+    return {"run": run, "decomp": decomp, "bands": bands, "summary": summary, "segments": segs}
 
 
 def _frame(fn, run, *args) -> pd.DataFrame:
@@ -140,7 +145,7 @@ def _frame(fn, run, *args) -> pd.DataFrame:
 
 def _plots(out: Path, a: dict, tables: dict, notes: list) -> dict:
     run, decomp = a["run"], a["decomp"]
-    names = dict(zip(run.tasks["tid"], run.tasks["comm"])) if len(run.tasks) else {}
+    names = thread_names(run)
     t0 = run.meta.get("mono_start_ns") or None
     jobs = {}
     if len(decomp):   # client-side figures: only with requests
@@ -148,6 +153,10 @@ def _plots(out: Path, a: dict, tables: dict, notes: list) -> dict:
         jobs["timeline"] = lambda p: plot.plot_timeline(decomp, p, t0_ns=t0)
     if a["bands"] is not None:
         jobs["decomposition"] = lambda p: plot.plot_decomposition(a["bands"], p)
+    segs = a.get("segments")
+    if segs is not None and len(segs) and segs["blame"].astype(bool).any():
+        jobs["critical_path"] = lambda p: plot.plot_critical_path(
+            decomp, segs, df_thread_states(run, observed=decomp), p, names=names)
     if run.has("runq"):
         jobs["runq_hist"] = lambda p: plot.plot_runq_hist(tables["runq_hist"], p)
     if run.has("switches") and not tables["placement"].empty:

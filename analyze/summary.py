@@ -8,7 +8,10 @@ voluntary, involuntary, migrations}, threads, lost_events{stream:n},
 closure_ratio, plus source, tail_excess, spearman_runnable, warnings,
 peer (null unless another process was traced with --also-pid: {pids, comms,
 names, runnable_ms{band}, runnable_all_ms{band}, runnable_of_blocked{band}},
-analyze/peer.py), and
+analyze/peer.py), blocked_reasons{band: {lock_wait_ms, io_wait_ms, sleep_ms, other_ms}}
+and critical_path{band: {waker_*_ms, irq_ms, unknown_ms, reason, what, who, sentence}}
+(analyze/critpath.py; null without wait reasons / wakers), wait_objects (the longest waits
+of the whole run, critpath.df_wait_objects rows), and
 note (runs without requests only).
 Percentiles are numpy's default (linear interpolation) over all requests.
 NaN becomes null.
@@ -27,7 +30,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from .attribute import headline, spearman_runnable, tail_excess
+from .attribute import (band_root_cause, dominant_blocked, headline, spearman_runnable,
+                        tail_excess)
 from .decompose import PARTS, valid_requests
 from .peer import df_peers
 
@@ -143,6 +147,11 @@ def _warnings(run, decomp) -> list:
     if bad:
         w.append(f"{bad} request records have no valid start/end times (0 < t_enqueue ≤ t_start "
                  "≤ t_end fails): left out of every figure except 'requests' and 'errors'")
+    gaps = getattr(run, "gaps", None)
+    if gaps is not None and len(gaps):
+        w.append(f"the kernel never reported {len(gaps)} context-switch edge(s) of traced "
+                 "threads (meta.json unmatched_events; docs/probes.md, 'Unmatched intervals'): "
+                 "requests overlapping one are counted as not traced, not as time on CPU")
     if "traced" in decomp and len(decomp) and not decomp["traced"].all():
         w.append(f"{int((~decomp['traced']).sum())} requests ran on threads or at times "
                  "the probes did not cover: their parts are unknown")
@@ -193,7 +202,38 @@ def peer_summary(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict | None:
                                     for b in bands.index}}
 
 
-def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict:
+def blocked_reasons(bands: pd.DataFrame) -> dict | None:
+    """{band: {lock_wait_ms, io_wait_ms, sleep_ms, other_ms}} (means per request), or None
+    when the run has no wait reasons."""
+    if bands.empty or "io_wait_ms" not in bands or not bands["io_wait_ms"].notna().any():
+        return None
+    return {b: {"lock_wait_ms": r["lock_wait_ms"], "io_wait_ms": r["io_wait_ms"],
+                "sleep_ms": r["sleep_ms"], "other_ms": r["blocked_ms"]}
+            for b, r in bands.iterrows()}
+
+
+def critical_path(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs) -> dict | None:
+    """{band: {waker_oncpu_ms, waker_runnable_ms, waker_runnable_hop1_ms, waker_blocked_ms,
+    irq_ms, unknown_ms (means per request of the band's blocked time), reason (the band's
+    largest blocked part), what, who, sentence (its root cause)}}, or None without wakers."""
+    if segs is None or segs.empty or "cp_irq_ms" not in bands:
+        return None
+    out = {}
+    for b, r in bands.iterrows():
+        d = {k: r[f"cp_{c}_ms"] for k, c in
+             (("waker_oncpu_ms", "oncpu"), ("waker_runnable_ms", "runnable"),
+              ("waker_runnable_hop1_ms", "runnable_hop1"), ("waker_blocked_ms", "blocked"),
+              ("irq_ms", "irq"), ("unknown_ms", "unknown"))}
+        part = dominant_blocked(bands, b)
+        rc = band_root_cause(run, decomp, segs, b, part) if part else None
+        d.update({"reason": part, "what": rc["what"] if rc else None,
+                  "who": rc["who"] if rc else None, "sentence": rc["sentence"] if rc else None})
+        out[b] = d
+    return out
+
+
+def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs=None,
+                 wait_objects: list | None = None) -> dict:
     """The dict written as summary.json (see module doc for the keys)."""
     wl = run.workload or {}
     req = run.requests
@@ -221,7 +261,7 @@ def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict:
         "e2e_ms": _pcts(decomp["e2e_ns"], {"avg": "avg", "p50": 50, "p99": 99, "max": "max"}),
         "queue_wait_ms": _pcts(decomp["queue_wait_ns"], {"p50": 50, "p99": 99, "max": "max"}),
         "attribution": attribution if len(decomp) else NEEDS_REQUESTS,
-        "headline": headline(decomp, bands, run) if len(decomp)
+        "headline": headline(decomp, bands, run, segs, wait_objects) if len(decomp)
         else no_requests_headline(run, sched, threads),
         "sched": sched,
         "threads": threads,
@@ -233,6 +273,9 @@ def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict:
         "spearman_runnable": spearman_runnable(decomp),
         "warnings": _warnings(run, decomp),
         "peer": peer_summary(run, decomp, bands) if len(decomp) else None,
+        "blocked_reasons": blocked_reasons(bands) if len(decomp) else None,
+        "critical_path": critical_path(run, decomp, bands, segs) if len(decomp) else None,
+        "wait_objects": wait_objects,
     }
     if not len(decomp):
         out["note"] = no_requests_note(run.source)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Oracle for tailtrace's run-queue latency: one httpload run (default naive
 # model, 100 connections, against orders-server) recorded at the same time by
-# tailtrace (runq + switch) and by `perf sched record`; then per thread, the
+# tailtrace (runq + switch) and by perf (the scheduler tracepoints `perf sched
+# timehist` reads, without sched_waking: see below); then per thread, the
 # summed run-queue delay from tailtrace (runq.bin) vs perf sched timehist
 # (sch delay + waits after preemption), for the 10 busiest threads.
 # Acceptance: every one within 10% (bench/oracle_compare.py prints PASS/FAIL
@@ -63,8 +64,14 @@ trap cleanup EXIT INT TERM
 
 start_server "$SERVER_WORKERS"
 echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS --requests $REQUESTS"
-# perf sched record is system-wide; tailtrace follows only httpload's threads.
-perf sched record -m 64M -o "$OUT/perf.data" -- \
+# perf sched record is system-wide; tailtrace follows only httpload's threads. Not `perf sched
+# record` itself: it adds sched_waking, and timehist then counts a wait from the waking (the
+# first of the two events), a few µs before the sched_wakeup where tailtrace (like runqlat)
+# starts it; that bias alone was 2-10 % of a 10-connection run's delay. -k mono: perf's default
+# clock is the per-CPU sched_clock, and a wakeup and its switch-in are often on different vCPUs;
+# tailtrace's CLOCK_MONOTONIC is one clock (without it some threads differed by 14-19 %).
+perf record -a -R -c 1 -m 64M -k mono -e sched:sched_switch -e sched:sched_wakeup \
+	-e sched:sched_wakeup_new -e sched:sched_migrate_task -o "$OUT/perf.data" -- \
 	"$TAILTRACE" --events runq,switch --out "$OUT/tailtrace" -- \
 	"$HTTPLOAD" --model "$MODEL" --conns "$CONNS" --requests "$REQUESTS" \
 	--url "http://127.0.0.1:$SERVER_PORT/orders" --out "$OUT/httpload" \

@@ -4,11 +4,14 @@
 # round (A B C D, then D C B A, ...) so that drift on a shared machine hits
 # them alike:
 #   none       httpload alone
-#   default    tailtrace with its default events (runq,switch,offcpu,locks) -- httpload
+#   default    tailtrace with its default events (runq,switch,offcpu) -- httpload
 #   aggregate  tailtrace --aggregate -- httpload
 #   perf       perf sched record -- httpload
-# Prints median throughput per mode, its ratio to `none`, and the events
-# tailtrace lost. Targets: default >= 0.90, aggregate >= 0.97.
+#   events=A+B tailtrace --events A,B -- httpload (e.g. events=runq+switch+offcpu+locks)
+#   alt        $TAILTRACE_ALT (another tailtrace binary, e.g. an older build) -- httpload
+# Prints median throughput per mode, its ratio to `none`, the per-round ratio
+# (each mode against the `none` run of the same round) and the events
+# tailtrace lost. Targets: default >= 0.95, aggregate >= 0.97.
 #
 #   bench/overhead.sh [--requests N] [--conns C] [--model M] [--repeats R] [--modes LIST] [--out DIR]
 #   bench/overhead.sh --requests 2000 --conns 10 --repeats 1    # smoke test, a few seconds
@@ -37,7 +40,7 @@ usage: bench/overhead.sh [options]
   --conns C      httpload connections (default $CONNS)
   --model M      httpload model: naive, pool or async (default $MODEL)
   --repeats R    rounds; each round runs every mode once (default $REPEATS)
-  --modes LIST   of none,default,aggregate,perf (default $MODES)
+  --modes LIST   of none,default,aggregate,perf,events=A+B,alt (default $MODES)
   --out DIR      raw results (default results/<UTC time>-bench-overhead)
   -h, --help     this help
 EOF
@@ -57,8 +60,11 @@ while [ "$#" -gt 0 ]; do
 	shift
 done
 check_model "$MODEL"
-[[ $MODES =~ ^(none|default|aggregate|perf)(,(none|default|aggregate|perf))*$ ]] ||
-	die "--modes expects a list of none,default,aggregate,perf, got '$MODES'"
+mode_re='(none|default|aggregate|perf|alt|events=[a-z+]+)'
+[[ $MODES =~ ^$mode_re(,$mode_re)*$ ]] ||
+	die "--modes expects a list of none,default,aggregate,perf,events=A+B,alt, got '$MODES'"
+[[ ,$MODES, != *,alt,* ]] || [ -x "${TAILTRACE_ALT:-}" ] ||
+	die "mode alt needs TAILTRACE_ALT=/path/to/another/tailtrace"
 [[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline of every ratio)"
 [ "$REPEATS" -ge 1 ] || die "--repeats must be at least 1"
 [ "$(id -u)" -eq 0 ] || die "needs root (BPF, perf): run it as root"
@@ -80,6 +86,9 @@ measure() { # mode round: one httpload run under that mode; appends a JSON line
 	none) "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	default) "$TAILTRACE" --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	aggregate) "$TAILTRACE" --aggregate --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
+	events=*) "$TAILTRACE" --events "$(tr + , <<<"${mode#events=}")" --out "$run" -- "${load[@]}" \
+		>"$TMP/out" 2>"$TMP/err" ;;
+	alt) "$TAILTRACE_ALT" --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	perf) perf sched record -o "$TMP/perf.data" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	esac || die "$mode run $round failed: $(grep -v '^\[' "$TMP/err" | tail -2)"
 	line=$(grep '^{' "$TMP/out" | tail -1)
@@ -113,8 +122,12 @@ import json, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 modes = list(dict.fromkeys(r["mode"] for r in rows))
 med = {m: statistics.median(r["rps"] for r in rows if r["mode"] == m) for m in modes}
-target = {"default": 0.90, "aggregate": 0.97}
-print(f"\n{'mode':10} {'median req/s':>13} {'ratio':>7} {'target':>7}  lost events (sum over runs)")
+base = {r["round"]: r["rps"] for r in rows if r["mode"] == "none"}
+per_round = {m: statistics.median(r["rps"] / base[r["round"]] for r in rows
+                                  if r["mode"] == m and base.get(r["round"])) for m in modes}
+target = {"default": 0.95, "aggregate": 0.97}
+print(f"\n{'mode':24} {'median req/s':>13} {'ratio':>7} {'per-round':>9} {'target':>7}  "
+      "lost events (sum over runs)")
 for m in modes:
     lost = {}
     for r in rows:
@@ -124,7 +137,8 @@ for m in modes:
     ratio = med[m] / med["none"] if med["none"] else float("nan")
     t = target.get(m)
     verdict = "" if t is None else (" ok" if ratio >= t else " BELOW")
-    print(f"{m:10} {med[m]:>13.1f} {ratio:>7.3f} {('>= %.2f' % t) if t else '':>7}{verdict}  "
+    print(f"{m:24} {med[m]:>13.1f} {ratio:>7.3f} {per_round[m]:>9.3f} "
+          f"{('>= %.2f' % t) if t else '':>7}{verdict}  "
           f"{json.dumps(lost) if lost else '-'}")
 errors = sum(r["errors"] for r in rows)
 if errors:

@@ -48,6 +48,7 @@ static void cost_read_object(struct tt_cost_mod *m, struct bpf_object *obj)
 			continue;
 		m->run_cnt += info.run_cnt;
 		m->run_time_ns += info.run_time_ns;
+		m->misses += info.recursion_misses;
 		m->nprogs++;
 	}
 }
@@ -100,8 +101,9 @@ static void write_bpf(FILE *f, const struct tt_cost *c)
 
 		fputs(i ? ", " : "", f);
 		json_write_string(f, m->name);
-		fprintf(f, ": {\"run_cnt\": %llu, \"run_time_ns\": %llu, \"ns_per_run\": ",
-			(unsigned long long)m->run_cnt, (unsigned long long)m->run_time_ns);
+		fprintf(f, ": {\"run_cnt\": %llu, \"run_time_ns\": %llu, \"missed\": %llu, "
+			"\"ns_per_run\": ", (unsigned long long)m->run_cnt,
+			(unsigned long long)m->run_time_ns, (unsigned long long)m->misses);
 		if (m->run_cnt)
 			fprintf(f, "%.1f}", (double)m->run_time_ns / (double)m->run_cnt);
 		else
@@ -146,7 +148,10 @@ void cost_print(FILE *f, const struct tt_cost *c)
 	fprintf(f, ", loader %.1f ms CPU over %.1f s traced on %ld CPU%s", c->loader_cpu_ns / 1e6,
 		c->traced_wall_ns / 1e9, c->ncpus, c->ncpus == 1 ? "" : "s");
 	if (share >= 0)
-		fprintf(f, " = %.1f%% of the machine\n", share * 100);
-	else
-		fputs("\n", f);
+		fprintf(f, " = %.1f%% of the machine", share * 100);
+	for (int i = 0; i < c->nmods; i++) /* runs the kernel skipped: events lost */
+		if (c->mods[i].misses)
+			fprintf(f, "; %s programs skipped %llu times (recursion)", c->mods[i].name,
+				(unsigned long long)c->mods[i].misses);
+	fputs("\n", f);
 }

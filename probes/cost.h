@@ -17,6 +17,7 @@ struct tt_cost_mod {
 	const char *name;      /* module name: "sched", "runq", "locks", "spans" */
 	uint64_t run_cnt;      /* program runs while stats were on */
 	uint64_t run_time_ns;  /* time spent in the programs */
+	uint64_t misses;       /* runs the kernel skipped (recursion_misses): lost events */
 	int nprogs;            /* loaded programs read */
 };
 

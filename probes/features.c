@@ -71,16 +71,28 @@ static int load_trivial(enum bpf_prog_type type, const struct bpf_prog_load_opts
 	return bpf_prog_load(type, NULL, "GPL", ret0, 2, opts);
 }
 
+/* The running kernel's BTF, parsed once (a few MB: ~20 ms each time). */
+static const struct btf *vmlinux_btf(void)
+{
+	static struct btf *btf;
+	static bool tried;
+
+	if (!tried) {
+		tried = true;
+		btf = btf__load_vmlinux_btf();
+	}
+	return btf;
+}
+
 static bool probe_tp_btf(void)
 {
 	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_TRACE_RAW_TP);
-	struct btf *btf = btf__load_vmlinux_btf();
+	const struct btf *btf = vmlinux_btf();
 	int id, fd, link;
 
 	if (!btf)
 		return false;
 	id = btf__find_by_name_kind(btf, "btf_trace_sched_switch", BTF_KIND_TYPEDEF);
-	btf__free(btf);
 	if (id <= 0)
 		return false;
 	opts.attach_btf_id = id;
@@ -179,4 +191,51 @@ void features_select_progs(struct bpf_object *obj, enum tt_hook h)
 		if (variant >= 0)
 			bpf_program__set_autoload(p, variant == (int)h);
 	}
+}
+
+int features_percpu_offset(const char *name, long *off)
+{
+	const struct btf *btf = vmlinux_btf();
+	const struct btf_var_secinfo *v;
+	const struct btf_type *t;
+	int sec;
+
+	if (!btf)
+		return -ENOENT;
+	sec = btf__find_by_name_kind(btf, ".data..percpu", BTF_KIND_DATASEC);
+	if (sec <= 0)
+		return -ENOENT;
+	t = btf__type_by_id(btf, sec);
+	v = btf_var_secinfos(t);
+	for (int i = 0; i < btf_vlen(t); i++, v++)
+		if (!strcmp(btf__name_by_offset(btf, btf__type_by_id(btf, v->type)->name_off), name)) {
+			*off = (long)v->offset;
+			return 0;
+		}
+	return -ENOENT;
+}
+
+int features_percpu_layout(long *runqueues, long *preempt_count, long *current_task)
+{
+	return features_percpu_offset("runqueues", runqueues) ?:
+	       features_percpu_offset("__preempt_count", preempt_count) ?:
+	       features_percpu_offset("current_task", current_task);
+}
+
+/* The program type the chosen hook loads as (tp_btf programs get the helpers
+ * of raw tracepoints plus their own). */
+static enum bpf_prog_type hook_prog_type(enum tt_hook h)
+{
+	return h == TT_HOOK_TRACEPOINT ? BPF_PROG_TYPE_TRACEPOINT : BPF_PROG_TYPE_RAW_TRACEPOINT;
+}
+
+bool features_task_regs(void)
+{
+	static int cached = -1;
+	enum bpf_prog_type t = hook_prog_type(chosen);
+
+	if (cached < 0)
+		cached = libbpf_probe_bpf_helper(t, BPF_FUNC_task_pt_regs, NULL) > 0 &&
+			 libbpf_probe_bpf_helper(t, BPF_FUNC_get_current_task_btf, NULL) > 0;
+	return cached;
 }

@@ -27,5 +27,15 @@ const char *features_hook_name(enum tt_hook h);
 /* Autoload exactly the programs of the chosen hook: names end in _btf, _raw, _tp.
  * Programs without one of these suffixes are left alone. */
 void features_select_progs(struct bpf_object *obj, enum tt_hook h);
+/* Offset of a per-CPU variable in the kernel's per-CPU area (BTF DATASEC
+ * .data..percpu): 0 or -ENOENT. Differences of two such offsets are the same
+ * on every CPU, so one per-CPU variable is reached from another's address. */
+int features_percpu_offset(const char *name, long *off);
+/* The per-CPU variables waker_ctx.bpf.h reads preempt_count through: 0 when the
+ * BTF has all three (wakeup contexts can be told apart), else -ENOENT. */
+int features_percpu_layout(long *runqueues, long *preempt_count, long *current_task);
+/* Can the chosen hook's programs read a task's user registers
+ * (bpf_get_current_task_btf + bpf_task_pt_regs)? Wait reasons need them. */
+bool features_task_regs(void);
 
 #endif

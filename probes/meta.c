@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "meta.h"
+#include "features.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -45,6 +46,24 @@ static int numa_nodes(void)
 	return n ? n : 1;
 }
 
+/* The process's name now (/proc/PID/comm), "" when it is gone: its main thread may
+ * never have switched while traced, so tasks.bin need not have it. */
+static const char *process_comm(int pid, char *buf, size_t len)
+{
+	char fn[64];
+	FILE *f;
+
+	buf[0] = 0;
+	snprintf(fn, sizeof(fn), "/proc/%d/comm", pid);
+	f = fopen(fn, "re");
+	if (f) {
+		if (fgets(buf, (int)len, f))
+			buf[strcspn(buf, "\n")] = 0;
+		fclose(f);
+	}
+	return buf;
+}
+
 static void write_target(FILE *f, const struct tt_meta *m)
 {
 	fprintf(f, "  \"target\": {\"mode\": ");
@@ -56,6 +75,13 @@ static void write_target(FILE *f, const struct tt_meta *m)
 	fprintf(f, ", \"cgroup_id\": %llu, \"also_pids\": [", (unsigned long long)m->cgroup_id);
 	for (int i = 0; i < m->opts->nalso; i++)
 		fprintf(f, "%s%d", i ? ", " : "", m->opts->also_pids[i]);
+	fprintf(f, "], \"also_comms\": [");
+	for (int i = 0; i < m->opts->nalso; i++) {
+		char comm[32];
+
+		fputs(i ? ", " : "", f);
+		json_write_string(f, process_comm(m->opts->also_pids[i], comm, sizeof(comm)));
+	}
 	fprintf(f, "]},\n");
 }
 
@@ -132,6 +158,18 @@ static void write_options(FILE *f, const struct tt_meta *m)
 	fprintf(f, "]},\n");
 }
 
+/* How wait reasons and waker contexts were read (docs/probes.md, "Wait reasons"). */
+static void write_evidence(FILE *f)
+{
+	long rq, pc, co;
+
+	fprintf(f, "  \"evidence\": {\"wait_reason\": \"%s\", \"waker\": \"sched_waking\", "
+		"\"waker_ctx\": \"%s\"},\n",
+		features_task_regs() ? "task_pt_regs" : "none",
+		features_task_regs() && !features_percpu_layout(&rq, &pc, &co) ? "preempt_count"
+									   : "idle_task_only");
+}
+
 static void write_body(FILE *f, const struct tt_meta *m)
 {
 	struct utsname u;
@@ -153,6 +191,7 @@ static void write_body(FILE *f, const struct tt_meta *m)
 	write_streams(f, m, "lost_events", 2);
 	write_streams(f, m, "unmatched_events", 3);
 	write_uprobe_hits(f, m);
+	write_evidence(f);
 	fprintf(f, "  \"tool_versions\": {\"tailtrace\": \"%s\", \"libbpf\": \"%s\"},\n",
 		TT_VERSION, libbpf_version_string());
 	fprintf(f, "  \"wall_start\": \"%s\",\n  \"mono_start_ns\": %llu,\n  \"mono_end_ns\": %llu,\n",

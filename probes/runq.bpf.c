@@ -2,7 +2,8 @@
 /*
  * Run-queue latency of traced threads.
  *
- *   sched_wakeup / sched_wakeup_new (p traced)  start[p] = {now, waker}   (kept if already runnable)
+ *   sched_waking (p traced)      start[p].waking = {current, its context}    (the true waker)
+ *   sched_wakeup / sched_wakeup_new (p traced)  start[p] = {now, waking}   (kept if already runnable)
  *   sched_switch, prev traced    still runnable (preempted): start[prev] = {now, PREEMPT}
  *                                blocked: start[prev] deleted (a stale wakeup seen while running)
  *   sched_switch, next           start[next] -> one struct tt_runq, or a histogram slot (--aggregate)
@@ -21,6 +22,7 @@
 #include "aggregate.bpf.h"
 #include "runq.h"
 #include "switch_clock.bpf.h"
+#include "waker_ctx.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -73,25 +75,59 @@ static __always_inline struct runq_start *slot(__u32 tid)
 }
 
 static __always_inline void open_interval(struct runq_start *s, __u64 now, __u32 pid,
-					  __u32 waker, __u8 kind)
+					  __u32 waker, __u32 waker_pid, __u8 ctx, __u8 kind)
 {
 	s->pid = pid;
 	s->waker_tid = waker;
+	s->waker_pid = waker_pid;
+	s->waker_ctx = ctx;
 	s->kind = kind;
 	s->t_runnable_ns = now;
 }
 
-static __always_inline void on_runnable(__u32 tid, __u32 pid, __u8 kind)
+/* sched_waking: who is waking p (traced), in the waker's own context. Kept
+ * pending in p's slot until the sched_wakeup that opens the interval. */
+static __always_inline void on_waking(__u32 tid)
 {
 	struct runq_start *s = slot(tid);
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!s)
+		return; /* map full: counted when the wakeup finds no slot */
+	s->waking_tid = (__u32)id;
+	s->waking_pid = (__u32)(id >> 32);
+	s->waking_ctx = tt_waker_context();
+}
+
+/* A wakeup (sched_wakeup[_new]) of a traced thread. open: it was off CPU, so
+ * a runnable interval starts (a wakeup of a task still on its CPU takes the
+ * pending waker and opens nothing). wakeup_new runs in the parent, which is
+ * the waker; a wakeup without a sched_waking seen has an unknown waker. */
+static __always_inline void on_runnable(__u32 tid, __u32 pid, __u8 kind, bool open)
+{
+	struct runq_start *s = slot(tid);
+	__u32 waker = 0, waker_pid = 0;
+	__u8 ctx = TT_WAKER_UNKNOWN;
 
 	if (!s) {
 		__sync_fetch_and_add(&runq_lost, 1); /* map full */
 		return;
 	}
+	if (kind == TT_RUNQ_WAKEUP_NEW) {
+		__u64 id = bpf_get_current_pid_tgid();
+
+		waker = (__u32)id;
+		waker_pid = (__u32)(id >> 32);
+		ctx = TT_WAKER_TASK;
+	} else if (s->waking_ctx != TT_WAKER_NONE) {
+		waker = s->waking_tid;
+		waker_pid = s->waking_pid;
+		ctx = s->waking_ctx;
+	}
+	s->waking_ctx = TT_WAKER_NONE;
 	/* Already runnable (e.g. preempted, then woken): keep the earlier start. */
-	if (!s->t_runnable_ns)
-		open_interval(s, bpf_ktime_get_ns(), pid, (__u32)bpf_get_current_pid_tgid(), kind);
+	if (open && !s->t_runnable_ns)
+		open_interval(s, bpf_ktime_get_ns(), pid, waker, waker_pid, ctx, kind);
 }
 
 static __always_inline void emit(struct runq_start *s, __u32 tid, __u64 now)
@@ -113,7 +149,9 @@ static __always_inline void emit(struct runq_start *s, __u32 tid, __u64 now)
 	r->tid = tid;
 	r->cpu = bpf_get_smp_processor_id();
 	r->waker_tid = s->waker_tid;
+	r->waker_pid = s->waker_pid;
 	r->kind = s->kind;
+	r->waker_ctx = s->waker_ctx;
 	__builtin_memset(r->pad, 0, sizeof(r->pad));
 	bpf_ringbuf_submit(r, tt_rb_flags(&runq_rb, rb_wakeup_bytes));
 }
@@ -140,7 +178,7 @@ static __always_inline void on_switch(bool prev_traced, bool prev_runnable, bool
 		if (prev_dead)
 			bpf_map_delete_elem(&start, &prev_tid);
 		else if (s && prev_runnable)
-			open_interval(s, now, prev_pid, 0, TT_RUNQ_PREEMPT);
+			open_interval(s, now, prev_pid, 0, 0, TT_WAKER_NONE, TT_RUNQ_PREEMPT);
 		else if (s)
 			s->t_runnable_ns = 0;
 	}
@@ -160,8 +198,16 @@ static __always_inline void on_switch(bool prev_traced, bool prev_runnable, bool
  * that is a preemption, recorded then. */
 static __always_inline int wakeup_task(bool btf, struct task_struct *p, __u8 kind)
 {
-	if (tt_task_traced_v(btf, p) && !TT_TASK_FIELD(btf, p, on_cpu))
-		on_runnable(TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid), kind);
+	if (tt_task_traced_v(btf, p))
+		on_runnable(TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid), kind,
+			    !TT_TASK_FIELD(btf, p, on_cpu));
+	return 0;
+}
+
+static __always_inline int waking_task(bool btf, struct task_struct *p)
+{
+	if (tt_task_traced_v(btf, p))
+		on_waking(TT_TASK_FIELD(btf, p, pid));
 	return 0;
 }
 
@@ -175,6 +221,12 @@ static __always_inline int switch_task(bool btf, bool preempt, struct task_struc
 		  (__u32)id, (__u32)(id >> 32), tt_task_traced_v(btf, next),
 		  TT_TASK_FIELD(btf, next, pid), false);
 	return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(runq_waking_btf, struct task_struct *p)
+{
+	return waking_task(true, p);
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -194,6 +246,12 @@ int BPF_PROG(runq_switch_btf, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)
 {
 	return switch_task(true, preempt, prev, next, prev_state);
+}
+
+SEC("raw_tp/sched_waking")
+int BPF_PROG(runq_waking_raw, struct task_struct *p)
+{
+	return waking_task(false, p);
 }
 
 SEC("raw_tp/sched_wakeup")
@@ -222,9 +280,19 @@ static __always_inline int wakeup_pid(__u32 tid, __u8 kind)
 	__u32 *tgid = bpf_map_lookup_elem(&tracked, &tid);
 
 	if (tgid)
-		on_runnable(tid, *tgid, kind);
+		on_runnable(tid, *tgid, kind, true);
 	else if (!tt_filter && tid)
-		on_runnable(tid, 0, kind); /* system-wide: not seen yet, pid unknown */
+		on_runnable(tid, 0, kind, true); /* system-wide: not seen yet, pid unknown */
+	return 0;
+}
+
+SEC("tp/sched/sched_waking")
+int runq_waking_tp(struct trace_event_raw_sched_wakeup_template *ctx)
+{
+	__u32 tid = ctx->pid;
+
+	if (bpf_map_lookup_elem(&tracked, &tid) || (!tt_filter && tid))
+		on_waking(tid);
 	return 0;
 }
 

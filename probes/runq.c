@@ -35,6 +35,19 @@ static int runq_sample(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/* waker_ctx.bpf.h: user registers and the per-CPU layout, from the kernel's BTF. */
+static void waker_ctx_configure(struct runq_bpf *skel)
+{
+	long rq, pc, cur;
+
+	skel->rodata->have_task_regs = features_task_regs();
+	if (features_percpu_layout(&rq, &pc, &cur))
+		return;
+	skel->rodata->have_preempt_count = true;
+	skel->rodata->pcpu_pc_delta = pc - rq;
+	skel->rodata->pcpu_cur_delta = cur - rq;
+}
+
 static int runq_open(struct tt_ctx *ctx, struct runq_state *st)
 {
 	const struct tt_opts *o = ctx->opts;
@@ -47,6 +60,7 @@ static int runq_open(struct tt_ctx *ctx, struct runq_state *st)
 	}
 	FILTER_CONFIGURE(st->skel->rodata, ctx);
 	st->skel->rodata->aggregate = o->aggregate;
+	waker_ctx_configure(st->skel);
 	st->skel->rodata->rb_wakeup_bytes = probe_ringbuf_bytes(o) / 8;
 	err = probe_size_ringbuf(st->skel->maps.runq_rb, o);
 	if (o->aggregate) /* no records: the smallest ring buffer */

@@ -3,6 +3,9 @@
  * runq: run-queue latency. One struct tt_runq (records.h) per runnable
  * interval of a traced thread: from its wakeup (sched_wakeup / _new) or from
  * being switched out while still runnable (preemption) to its switch-in.
+ * The waker is taken at sched_waking, which runs in the waker's context
+ * (sched_wakeup may run on the target CPU from an IPI, where current is a
+ * bystander), with the context it ran in (task, hard IRQ, softirq).
  */
 #ifndef TT_RUNQ_H
 #define TT_RUNQ_H
@@ -15,9 +18,14 @@
 struct runq_start {
 	__u64 t_runnable_ns;   /* 0: no open runnable interval */
 	__u32 pid;
-	__u32 waker_tid;
+	__u32 waker_tid;       /* of the open interval */
+	__u32 waker_pid;
+	__u32 waking_tid;      /* pending: set at sched_waking, taken at sched_wakeup */
+	__u32 waking_pid;
 	__u8 kind;       /* enum tt_runq_kind */
-	__u8 pad[7];
+	__u8 waker_ctx;  /* enum tt_waker_ctx, of the open interval */
+	__u8 waking_ctx; /* pending; TT_WAKER_NONE: no sched_waking seen */
+	__u8 pad[5];
 };
 
 #endif

@@ -13,6 +13,11 @@
  * lasted at least min_offcpu_ns. Map slots are reused in place (t_off_ns = 0
  * marks a thread on CPU): one hash lookup per switch-out and per switch-in.
  *
+ * Wait reason: at a blocking switch-out the thread's user registers (saved at
+ * its kernel entry, bpf_task_pt_regs) say which syscall it sleeps in and with
+ * what arguments, as /proc/PID/syscall does: futex address, fd, pollfd array.
+ * No uprobe and no syscall tracepoint: two loads at a switch we already take.
+ *
  * voluntary = not preempted and prev_state != TASK_RUNNING: the 6.x
  * sched_switch passes `preempt` explicitly (tp_btf, raw_tp); the classic
  * tracepoint encodes it as TASK_REPORT_MAX (0x100) in prev_state.
@@ -24,6 +29,7 @@
 #include <tailtrace/records.h>
 #include "filter.bpf.h"
 #include "switch_clock.bpf.h"
+#include "user_regs.bpf.h"
 #include "aggregate.bpf.h"
 #include "sched.h"
 
@@ -41,6 +47,7 @@ const volatile bool want_stacks = true;  /* offcpu: stacks at blocking switch-ou
 const volatile __u64 min_offcpu_ns = 0;
 const volatile bool kstack_reuse = true; /* see struct sched_off */
 const volatile __u64 rb_wakeup_bytes = 1 << 20;
+const volatile bool want_reason = true;  /* wait reasons (bpf_task_pt_regs) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -111,9 +118,23 @@ static __always_inline struct sched_off *off_slot(__u32 tid)
 	return s;
 }
 
-static __always_inline void take_stacks(void *ctx, struct sched_off *s)
+static __always_inline void take_stacks(void *ctx, struct sched_off *s,
+					const struct tt_user_regs *u_at)
 {
-	__s32 u = stack_id(ctx, BPF_F_USER_STACK);
+	__s32 u;
+
+	if (kstack_reuse && u_at->ip && u_at->ip == s->last_uip && u_at->sp == s->last_usp &&
+	    u_at->bp == s->last_ubp && s->ustack_uses < SCHED_KSTACK_REUSE) {
+		s->ustack_id = s->last_ustack_id; /* same call path: same stacks */
+		s->kstack_id = s->last_kstack_id;
+		s->ustack_uses++;
+		return;
+	}
+	s->last_uip = u_at->ip;
+	s->last_usp = u_at->sp;
+	s->last_ubp = u_at->bp;
+	s->ustack_uses = 0;
+	u = stack_id(ctx, BPF_F_USER_STACK);
 
 	s->ustack_id = u;
 	if (kstack_reuse && u >= 0 && u == s->last_ustack_id && s->kstack_uses < SCHED_KSTACK_REUSE) {
@@ -127,40 +148,21 @@ static __always_inline void take_stacks(void *ctx, struct sched_off *s)
 	s->kstack_uses = 0;
 }
 
-static __always_inline void on_switch_out(void *ctx, __u64 now, __u32 tid, __u32 pid,
-					  __u32 state, bool voluntary, bool dead)
+/* The syscall the current (blocking) task sleeps in (user_regs.bpf.h): nr,
+ * first and second argument (futex: address and op; read: fd; poll: pollfd
+ * array and nfds; the pollfd's own fd would cost a user-memory read per
+ * switch); and its user IP, SP and frame pointer for the stack cache. */
+static __always_inline void take_wait_reason(struct sched_off *s, bool voluntary,
+					     struct tt_user_regs *r)
 {
-	struct sched_off *s = off_slot(tid);
-
-	if (!s) {
-		__sync_fetch_and_add(&counters[SCHED_CNT_LOST], 1); /* map full */
+	s->syscall = -1;
+	s->wait_addr = 0;
+	s->wait_aux = 0;
+	if (!want_reason || !voluntary || !tt_user_regs_read(r) || r->nr < 0)
 		return;
-	}
-	/* A thread running again without its switch-in having reached the
-	 * tracepoint (seen on 6.x under load): that interval is lost. Count it. */
-	if (s->t_off_ns)
-		__sync_fetch_and_add(&counters[SCHED_CNT_UNMATCHED], 1);
-	/* comm: taken when the thread is first seen and when it exits (a name
-	 * set later is picked up from /proc at the end if it still lives). */
-	if (!s->task_seen || dead) {
-		struct tt_task *t = task_get(tid, pid);
-
-		if (t)
-			bpf_get_current_comm(t->comm, sizeof(t->comm));
-		s->task_seen = 1;
-	}
-	if (dead) { /* its last switch-out: no interval will close */
-		bpf_map_delete_elem(&off, &tid);
-		return;
-	}
-	s->pid = pid;
-	s->cpu_off = bpf_get_smp_processor_id();
-	s->prev_state = state;
-	s->voluntary = voluntary;
-	s->kstack_id = s->ustack_id = -1;
-	if (want_stacks && voluntary && !aggregate)
-		take_stacks(ctx, s);
-	s->t_off_ns = now;
+	s->syscall = (__s32)r->nr;
+	s->wait_addr = r->arg0;
+	s->wait_aux = (__s32)r->arg1;
 }
 
 static __always_inline void emit(struct sched_off *s, __u32 tid, __u64 now)
@@ -184,17 +186,95 @@ static __always_inline void emit(struct sched_off *s, __u32 tid, __u64 now)
 	r->kstack_id = stacked ? s->kstack_id : -1;
 	r->ustack_id = stacked ? s->ustack_id : -1;
 	r->prev_state = s->prev_state;
+	r->wait_addr = s->wait_addr;
+	r->syscall = s->syscall;
+	r->wait_aux = s->wait_aux;
 	r->voluntary = s->voluntary;
-	r->pad[0] = r->pad[1] = r->pad[2] = 0;
+	r->unmatched = 0;
+	r->pad[0] = r->pad[1] = 0;
 	bpf_ringbuf_submit(r, tt_rb_flags(&switch_rb, rb_wakeup_bytes));
+}
+
+/* An edge the kernel never reported (docs/probes.md, "Unmatched intervals"):
+ * count it and, unless only histograms are kept, write [t_from, now] as a
+ * gap record so the analysis knows the thread's state there is unknown
+ * instead of taking it for time on CPU. */
+static __always_inline void unmatched(struct sched_off *s, __u32 tid, __u64 t_from, __u64 now)
+{
+	struct tt_switch *r;
+
+	__sync_fetch_and_add(&counters[SCHED_CNT_UNMATCHED], 1);
+	if (aggregate || !emit_switch)
+		return;
+	r = bpf_ringbuf_reserve(&switch_rb, sizeof(*r), 0);
+	if (!r) {
+		__sync_fetch_and_add(&counters[SCHED_CNT_LOST], 1);
+		return;
+	}
+	__builtin_memset(r, 0, sizeof(*r));
+	r->t_off_ns = t_from;
+	r->t_on_ns = now;
+	r->pid = s->pid;
+	r->tid = tid;
+	r->cpu_off = r->cpu_on = bpf_get_smp_processor_id();
+	r->kstack_id = r->ustack_id = -1;
+	r->syscall = -1;
+	r->unmatched = 1;
+	bpf_ringbuf_submit(r, tt_rb_flags(&switch_rb, rb_wakeup_bytes));
+}
+
+static __always_inline void on_switch_out(void *ctx, __u64 now, __u32 tid, __u32 pid,
+					  __u32 state, bool voluntary, bool dead)
+{
+	struct sched_off *s = off_slot(tid);
+	struct tt_user_regs u_at = {};
+
+	if (!s) {
+		__sync_fetch_and_add(&counters[SCHED_CNT_LOST], 1); /* map full */
+		return;
+	}
+	/* A thread running again without its switch-in having reached the
+	 * tracepoint (seen on 6.x under load): that interval is lost. Count it
+	 * and record the stretch as a gap: off CPU, then on, split unknown. */
+	if (s->t_off_ns)
+		unmatched(s, tid, s->t_off_ns, now);
+	/* comm: taken when the thread is first seen and when it exits (a name
+	 * set later is picked up from /proc at the end if it still lives). */
+	if (!s->task_seen || dead) {
+		struct tt_task *t = task_get(tid, pid);
+
+		if (t)
+			bpf_get_current_comm(t->comm, sizeof(t->comm));
+		s->task_seen = 1;
+	}
+	if (dead) { /* its last switch-out: no interval will close */
+		bpf_map_delete_elem(&off, &tid);
+		return;
+	}
+	s->pid = pid;
+	s->cpu_off = bpf_get_smp_processor_id();
+	s->prev_state = state;
+	s->voluntary = voluntary;
+	s->kstack_id = s->ustack_id = -1;
+	take_wait_reason(s, voluntary, &u_at);
+	if (want_stacks && voluntary && !aggregate)
+		take_stacks(ctx, s, &u_at);
+	s->t_off_ns = now;
 }
 
 static __always_inline void on_switch_in(__u32 tid, __u64 now)
 {
 	struct sched_off *s = bpf_map_lookup_elem(&off, &tid);
 
-	if (!s || !s->t_off_ns)
+	if (!s)
 		return;
+	if (!s->t_off_ns) { /* its switch-out never reached the tracepoint */
+		if (s->t_on_ns)
+			unmatched(s, tid, s->t_on_ns, now);
+		s->t_on_ns = now;
+		return;
+	}
+	s->t_on_ns = now;
 	if (!aggregate)
 		emit(s, tid, now);
 	else if (s->voluntary && (emit_switch || want_stacks))

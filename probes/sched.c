@@ -66,6 +66,7 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	s->rodata->want_stacks = (o->events & TT_EV_OFFCPU) != 0;
 	s->rodata->min_offcpu_ns = o->min_offcpu_us * 1000;
 	s->rodata->kstack_reuse = !getenv("TAILTRACE_EXACT_STACKS");
+	s->rodata->want_reason = features_task_regs();
 	s->rodata->rb_wakeup_bytes = probe_ringbuf_bytes(o) / 8;
 	err = probe_size_ringbuf(s->maps.switch_rb, o);
 	if (!err && (o->aggregate || !(o->events & (TT_EV_SWITCH | TT_EV_OFFCPU))))

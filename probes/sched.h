@@ -13,12 +13,19 @@
 #define SCHED_STACK_ENTRIES 16384 /* distinct stacks (stack map size) */
 
 /* Per traced thread (key: tid), kept while the thread lives: its open
- * off-CPU interval (t_off_ns != 0) from its switch-out, and the kernel stack
- * cache (a thread blocking again from the same user stack blocks through the
- * same kernel path: the kernel stack, the costly one to unwind, is reused up
- * to SCHED_KSTACK_REUSE times, then taken afresh). */
+ * off-CPU interval (t_off_ns != 0) from its switch-out, and the stack cache:
+ * a thread blocking again from the same user IP with the same user stack and
+ * frame pointers (its registers at kernel entry) is on the same call path, so both
+ * stack ids are reused, up to SCHED_KSTACK_REUSE times in a row; else a
+ * thread blocking from the same user stack blocks through the same kernel
+ * path: the kernel stack, the costly one to unwind, is reused up to
+ * SCHED_KSTACK_REUSE times, then taken afresh. */
 struct sched_off {
 	__u64 t_off_ns;          /* 0: on CPU, no open interval */
+	__u64 t_on_ns;           /* its last switch-in (0: none seen) */
+	__u64 wait_addr;         /* wait reason at the switch-out (struct tt_switch) */
+	__s32 syscall;
+	__s32 wait_aux;
 	__u32 pid;
 	__u32 cpu_off;
 	__u32 prev_state;
@@ -26,7 +33,11 @@ struct sched_off {
 	__s32 ustack_id;
 	__s32 last_ustack_id;
 	__s32 last_kstack_id;
+	__u64 last_uip;          /* user IP, SP and frame pointer of the last */
+	__u64 last_usp;          /* stacked switch-out (a fingerprint of the */
+	__u64 last_ubp;          /* call path) */
 	__u16 kstack_uses;
+	__u16 ustack_uses;
 	__u8 voluntary;
 	__u8 task_seen;          /* tasks map entry made */
 };
@@ -36,7 +47,9 @@ struct sched_off {
 enum sched_counter {
 	SCHED_CNT_LOST = 0,     /* ring buffer full: switch record dropped */
 	SCHED_CNT_STACK_ERR,    /* stack map full / collision: stack not kept */
-	SCHED_CNT_UNMATCHED,    /* switch-out whose switch-in never reached sched_switch */
+	SCHED_CNT_UNMATCHED,    /* an edge that never reached sched_switch: a switch-out
+				 * with its interval still open, or a switch-in without
+				 * one (each becomes a gap record) */
 	SCHED_CNT_NR,
 };
 

@@ -53,9 +53,12 @@
 	F(u32, pid)                                                          \
 	F(u32, tid)                                                          \
 	F(u32, cpu)           /* CPU it finally ran on */                    \
-	F(u32, waker_tid)     /* 0 for preemption */                         \
+	F(u32, waker_tid)     /* task that woke it (sched_waking); 0: none   \
+	                       * (preemption) or unknown (see waker_ctx) */  \
+	F(u32, waker_pid)     /* the waker's process (tgid) */               \
 	F(u8, kind)           /* enum tt_runq_kind */                        \
-	A(u8, pad, 7)
+	F(u8, waker_ctx)      /* enum tt_waker_ctx */                        \
+	A(u8, pad, 2)
 
 enum tt_runq_kind {
 	TT_RUNQ_WAKEUP = 0,     /* R: woken by another task */
@@ -63,10 +66,27 @@ enum tt_runq_kind {
 	TT_RUNQ_WAKEUP_NEW = 2, /* new task's first run */
 };
 
+/* In what context the wakeup ran (sched_waking fires in the waker's context).
+ * Only TT_WAKER_TASK and TT_WAKER_SOFTIRQ_TASK name a task that ended the
+ * wait; an interrupt is never blamed on the task it interrupted. */
+enum tt_waker_ctx {
+	TT_WAKER_NONE = 0,         /* preemption: nobody woke it */
+	TT_WAKER_TASK = 1,         /* a task, in process context */
+	TT_WAKER_HARDIRQ = 2,      /* hard IRQ or NMI (timers, device interrupts) */
+	TT_WAKER_SOFTIRQ = 3,      /* softirq at IRQ exit or in ksoftirqd */
+	TT_WAKER_SOFTIRQ_TASK = 4, /* softirq run inside the waker's own syscall
+				    * (e.g. a loopback send): the task caused it */
+	TT_WAKER_UNKNOWN = 5,      /* sched_waking not seen for this wakeup */
+	TT_WAKER_TASK_GUESS = 6,   /* a task, unless an interrupt borrowed it:
+				    * preempt_count could not be read */
+};
+
 /* switches.bin: one per off-CPU interval of a traced thread. */
 #define TT_SWITCH_FIELDS(F, A)                                               \
 	F(u64, t_off_ns)                                                     \
 	F(u64, t_on_ns)                                                      \
+	F(u64, wait_addr)     /* blocked in a syscall: its first argument    \
+	                       * (futex address, fd, pollfd array) */        \
 	F(u32, pid)                                                          \
 	F(u32, tid)                                                          \
 	F(u32, cpu_off)       /* CPU it left */                              \
@@ -74,8 +94,16 @@ enum tt_runq_kind {
 	F(s32, kstack_id)     /* -1: none / below threshold */               \
 	F(s32, ustack_id)                                                    \
 	F(u32, prev_state)    /* task state at switch-out (0 = runnable) */  \
+	F(s32, syscall)       /* syscall it blocked in (arch number); -1:    \
+	                       * not in a syscall / preempted / unknown */   \
+	F(s32, wait_aux)      /* its second argument (futex op, poll nfds)   \
+	                       */                                            \
 	F(u8, voluntary)      /* 1: blocked, 0: preempted */                 \
-	A(u8, pad, 3)
+	F(u8, unmatched)      /* 1: a gap, not an interval: the kernel never \
+	                       * reported one edge (switch-in or switch-out) \
+	                       * between t_off_ns and t_on_ns, so the        \
+	                       * thread's state there is unknown */          \
+	A(u8, pad, 2)
 
 /* locks.bin: one per pthread mutex acquisition (released or not). */
 #define TT_LOCK_FIELDS(F, A)                                                 \

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from analyze.load import (STREAM_FILE, STREAM_KIND, STREAMS, Run, frame_from_records,
-                          set_request_source)
+from analyze.load import (STREAM_FILE, STREAM_KIND, STREAMS, WAKER_CTXS, Run,
+                          frame_from_records, set_request_source, split_gaps)
 from analyze.schema import record_dtype
 
 T0 = 5_000_000_000_000  # 5000 s after boot
@@ -29,16 +29,29 @@ def req(id, tid, t_start, t_end, t_enqueue=None, conn=0, status=200, pid=100, by
                 t_start_ns=T0 + t_start, t_end_ns=T0 + t_end)
 
 
-def off(tid, t_off, t_on, voluntary=True, cpu_off=0, cpu_on=None, pid=100, kstack=-1, ustack=-1):
-    """An off-CPU interval (switches.bin record)."""
+def off(tid, t_off, t_on, voluntary=True, cpu_off=0, cpu_on=None, pid=100, kstack=-1, ustack=-1,
+        syscall=-1, addr=0, aux=0, unmatched=False):
+    """An off-CPU interval (switches.bin record); syscall -1: no wait reason recorded."""
     return dict(pid=pid, tid=tid, cpu_off=cpu_off, cpu_on=cpu_off if cpu_on is None else cpu_on,
                 t_off_ns=T0 + t_off, t_on_ns=T0 + t_on, voluntary=int(voluntary),
-                prev_state=1 if voluntary else 0, kstack_id=kstack, ustack_id=ustack)
+                prev_state=1 if voluntary else 0, kstack_id=kstack, ustack_id=ustack,
+                syscall=syscall, wait_addr=addr, wait_aux=aux, unmatched=int(unmatched))
 
 
-def rq(tid, t_runnable, t_run, kind="wakeup", cpu=0, waker=0, pid=100):
-    """A runnable interval (runq.bin record)."""
+def gap(tid, t_from, t_to, pid=100):
+    """A gap record: the kernel never reported one switch edge between t_from and t_to."""
+    return off(tid, t_from, t_to, voluntary=False, pid=pid, unmatched=True)
+
+
+def rq(tid, t_runnable, t_run, kind="wakeup", cpu=0, waker=0, pid=100, waker_pid=None,
+       ctx=None):
+    """A runnable interval (runq.bin record). ctx: a WAKER_CTXS name (default: "task" for a
+    wakeup by a waker, "unknown" without one, "none" for a preemption)."""
+    if ctx is None:
+        ctx = "none" if kind == "preempt" else "task" if waker else "unknown"
     return dict(pid=pid, tid=tid, cpu=cpu, waker_tid=waker, kind=RUNQ_KIND[kind],
+                waker_pid=pid if waker_pid is None else waker_pid,
+                waker_ctx=WAKER_CTXS.index(ctx),
                 t_runnable_ns=T0 + t_runnable, t_run_ns=T0 + t_run)
 
 
@@ -79,6 +92,7 @@ def make_run(requests=None, runq=None, switches=None, locks=None, spans=None, ta
         run.present.add(s)
         if rows:
             setattr(run, s, frame_from_records(s, _raw(rows)))
+    run.gaps = split_gaps(run)
     set_request_source(run)
     run.stacks = stacks or {}
     run.lost_events = {k: int(v) for k, v in (run.meta.get("lost_events") or {}).items()}

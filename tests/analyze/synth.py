@@ -149,7 +149,10 @@ def make_run(run_dir, n: int = 400, probes: bool = True, lost: int = 0,
         sw = pd.DataFrame(tr.switches, columns=["t_off_ns", "t_on_ns", "pid", "tid", "cpu_off",
                                                 "cpu_on", "kstack_id", "ustack_id",
                                                 "prev_state", "voluntary"])
-        write("switch", {c: sw[c].to_numpy() for c in sw})
+        # no wait reasons (syscall -1): lock waits come from the locks stream, as in runs
+        # recorded before wait reasons or on kernels without bpf_task_pt_regs
+        write("switch", {**{c: sw[c].to_numpy() for c in sw},
+                         "syscall": np.full(len(sw), -1, np.int32)})
         lk = pd.DataFrame(tr.locks, columns=["mutex", "t_request_ns", "t_acquired_ns",
                                              "t_released_ns", "pid", "tid", "ustack_id", "flags"])
         write("lock", {c: lk[c].to_numpy() for c in lk})

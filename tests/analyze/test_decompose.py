@@ -1,10 +1,13 @@
 """Decomposition on inline fixtures whose parts are known by construction."""
 import numpy as np
+import pandas as pd
 import pytest
 
-from fixtures import MS, T0, US, lk, make_run, off, req, rq, task
-from analyze.decompose import (Axis, df_decompose, iv_intersect, iv_union, thread_states,
-                               window_sum)
+from fixtures import MS, T0, US, gap, lk, make_run, off, req, rq, task
+from analyze.decompose import (Axis, df_decompose, iv_intersect, iv_union, overlaps_gap,
+                               thread_states, window_sum)
+from analyze.attribute import df_bands
+from analyze.summary import summary_dict
 
 
 def parts(d, i=0):
@@ -148,6 +151,43 @@ def test_untraced_thread_and_time_are_flagged():
     assert d["traced"].tolist() == [False, True, False]
     assert np.isnan(d.loc[0, "oncpu_ns"]) and np.isnan(d.loc[2, "oncpu_ns"])
     assert d.loc[1, "runq_wakeup_ns"] == 1 * MS and bool(d.loc[1, "closes"])
+
+
+def test_a_gap_makes_the_requests_it_overlaps_untraced_not_on_cpu():
+    # thread 7 slept [2, 6] ms, but the kernel never reported its switch-in: tailtrace wrote
+    # a gap [2, 9] (to its next switch-out) instead of an interval. Request 0 [0, 10] overlaps
+    # it: its parts are unknown (without the gap it would show 10 ms on CPU, a lie); request
+    # 1 [10, 20] on the same thread and request 2 [0, 10] on thread 8 are untouched.
+    run = make_run(requests=[req(0, 7, 0, 10 * MS), req(1, 7, 10 * MS, 20 * MS),
+                             req(2, 8, 0, 10 * MS)],
+                   switches=[gap(7, 2 * MS, 9 * MS), off(7, 9 * MS, 9 * MS + 10 * US, False),
+                             off(7, 12 * MS, 14 * MS, syscall=230)],
+                   runq=[rq(7, 9 * MS, 9 * MS + 10 * US, "preempt"), rq(7, 13 * MS, 14 * MS)],
+                   locks=[], tasks=[task(7, "w0"), task(8, "w1")])
+    assert len(run.gaps) == 1 and run.gaps.loc[0, "t_to_ns"] == T0 + 9 * MS
+    assert len(run.switches) == 2 and not run.switches["unmatched"].any()
+    d = df_decompose(run)
+    assert d["traced"].tolist() == [False, True, True]
+    assert np.isnan(d.loc[0, "oncpu_ns"]) and not d.loc[0, "closes"]
+    assert d.loc[1, "sleep_ns"] == 1 * MS and d.loc[1, "runq_wakeup_ns"] == 1 * MS
+    assert d.loc[2, "oncpu_ns"] == 10 * MS
+    w = summary_dict(run, d, df_bands(d))["warnings"]
+    assert any("never reported 1 context-switch edge" in x for x in w), w
+    assert any(x.startswith("1 requests ran on threads or at times") for x in w), w
+
+
+def test_overlaps_gap_matches_brute_force():
+    rng = np.random.default_rng(7)
+    g_tid = rng.integers(0, 4, 40)
+    g_from = rng.integers(0, 1000, 40)
+    g_to = g_from + rng.integers(1, 80, 40)
+    gaps = pd.DataFrame({"pid": 1, "tid": g_tid, "t_from_ns": g_from, "t_to_ns": g_to})
+    tid = rng.integers(0, 5, 500)
+    t0 = rng.integers(0, 1000, 500)
+    t1 = t0 + rng.integers(0, 60, 500)
+    want = [any(gt == t and a < e and b > s for gt, a, b in zip(g_tid, g_from, g_to))
+            for t, s, e in zip(tid, t0, t1)]
+    assert overlaps_gap(gaps, tid, t0, t1).tolist() == want
 
 
 # ---- the vectorised primitives against brute force ----------------------------

@@ -29,7 +29,7 @@ CALLS, SLEEP_US = 40, 2000
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loads BPF programs: needs root")
 
 
-def test_sleeping_calls_decompose_into_blocked_time(tmp_path):
+def test_sleeping_calls_decompose_into_sleep_time(tmp_path):
     for p in (TAILTRACE, TARGET):
         assert p.exists(), f"{p} missing: build first (cmake --build build)"
     out = tmp_path / "run"
@@ -41,18 +41,24 @@ def test_sleeping_calls_decompose_into_blocked_time(tmp_path):
     assert run.source == "spans" and len(run.requests) == CALLS
     assert run.has("switches") and run.has("runq")
     d = df_decompose(run)
-    assert d["traced"].all()
+    # A switch edge the kernel never reported (docs/probes.md, "Unmatched intervals": rare,
+    # seen under load) is a gap record, and the requests it overlaps are not traced:
+    # their parts are unknown, never passed off as time on CPU.
+    assert len(run.gaps) == run.meta["unmatched_events"]["switch"]
+    assert d["traced"].sum() >= CALLS - 2 * len(run.gaps)
+    assert d["traced"].mean() >= 0.9
     sleep_ns = SLEEP_US * 1000
     assert (d["latency_ns"] >= sleep_ns).all()
     # Streams agree: at least 90 % of requests close within 1 % (lost events would show here).
     assert d["closes"].mean() >= 0.9, d[~d["closes"]][["closure_err"]].describe()
     ok = d[d["closes"]]
-    # The sleep is blocked time: never less than the sleep minus the few µs before it
-    # starts, and at the median no more than the sleep plus a timer's latency.
-    assert (ok["blocked_ns"] >= sleep_ns - 200_000).all(), ok["blocked_ns"].min()
-    assert sleep_ns - 100_000 <= np.median(ok["blocked_ns"]) <= sleep_ns + 400_000
+    # The sleep is sleep time (the wait reason says clock_nanosleep): never less than the
+    # sleep minus the few µs before it starts, and at the median no more than the sleep
+    # plus a timer's latency; nothing is left in the other blocked parts.
+    assert (ok["sleep_ns"] >= sleep_ns - 200_000).all(), ok["sleep_ns"].min()
+    assert sleep_ns - 100_000 <= np.median(ok["sleep_ns"]) <= sleep_ns + 400_000
     assert np.median(ok["oncpu_ns"]) < 500_000
-    assert (ok["lock_wait_ns"].isna()).all()  # no locks stream recorded: unknown, not 0
+    assert (ok["blocked_ns"] + ok["io_wait_ns"] + ok["lock_wait_ns"] < 50_000).all()
     s = summary_dict(run, d, df_bands(d))
     assert s["requests"] == CALLS and s["source"] == "spans"
     assert s["lost_events_total"] == 0

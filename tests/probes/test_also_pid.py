@@ -23,6 +23,7 @@ def test_also_pid_adds_the_other_process_and_only_it(tmp_path):
             proc.wait(timeout=20)
     m = meta(tmp_path)
     assert m["target"]["also_pids"] == [other.pid]
+    assert m["target"]["also_comms"] == ["tt-sleeper"]   # its name when tailtrace ended
     sw = records(tmp_path, "switch")
     pids = set(np.unique(sw["pid"]).tolist())
     target = m["target"]["pid"]

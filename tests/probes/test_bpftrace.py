@@ -54,7 +54,12 @@ def run_script(name: str, pid: int, run_s: float = 1.5) -> str:
             time.sleep(run_s)
             bt.send_signal(signal.SIGINT)
             break
-    rest, _ = bt.communicate(timeout=30)
+    try:
+        rest, _ = bt.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        bt.kill()   # never leave it attached: its libc uprobes slow every process down
+        rest, _ = bt.communicate()
+        raise AssertionError("bpftrace did not exit 30 s after SIGINT:\n" + "".join(out) + rest)
     text = "".join(out) + rest
     assert bt.returncode == 0, text
     assert "Attaching" in text, text

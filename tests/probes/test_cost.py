@@ -16,7 +16,8 @@ from tt_run import helper, meta, needs_root, tailtrace
 pytestmark = needs_root
 N, USEC = 1000, 100
 LINE = re.compile(r"^tailtrace: cost: BPF ([\d.]+) ms \(([\d.]+) us/event\), loader ([\d.]+) ms CPU "
-                  r"over ([\d.]+) s traced on (\d+) CPUs? = ([\d.]+)% of the machine$", re.M)
+                  r"over ([\d.]+) s traced on (\d+) CPUs? = ([\d.]+)% of the machine"
+                  r"((?:; \w+ programs skipped \d+ times \(recursion\))*)$", re.M)
 
 
 def run_cost(tmp_path, *extra: str):
@@ -44,7 +45,11 @@ def check_totals(m: dict, stderr: str):
     # the final line says the same figures
     found = LINE.findall(stderr)
     assert len(found) == 1, stderr
-    bpf_ms, us_ev, loader_ms, wall_s, ncpus, pct = found[0]
+    bpf_ms, us_ev, loader_ms, wall_s, ncpus, pct, skipped = found[0]
+    # runs the kernel skipped (recursion_misses) are lost events: said when there are any
+    assert all(v["missed"] >= 0 for v in bpf.values())
+    assert skipped == "".join(f"; {k} programs skipped {v['missed']} times (recursion)"
+                              for k, v in bpf.items() if v["missed"])
     runs = sum(v["run_cnt"] for v in bpf.values())
     assert float(bpf_ms) == pytest.approx(cost["bpf_total_ns"] / 1e6, abs=0.06)
     assert float(us_ev) == pytest.approx(cost["bpf_total_ns"] / 1e3 / runs, abs=0.006)

@@ -35,13 +35,18 @@ def test_perf_side_adds_waits_after_preemption():
     assert total[12] == pytest.approx(0.25)  # comm with a space
 
 
+RUNQ_FIELDS = ("t_runnable_ns", "t_run_ns", "pid", "tid", "cpu", "waker_tid", "kind")
+SWITCH_FIELDS = ("t_off_ns", "t_on_ns", "pid", "tid", "cpu_off", "cpu_on", "kstack_id",
+                 "ustack_id", "prev_state", "voluntary")
+
+
 def write_run(d: Path, runq: list[tuple], switches: list[tuple]) -> None:
+    """Rows are tuples of RUNQ_FIELDS / SWITCH_FIELDS; other fields stay 0."""
     schema = load_schema()
     (d / "schema.json").write_text(__import__("json").dumps(schema))
-    for kind, rows in (("runq", runq), ("switch", switches)):
+    for kind, rows, names in (("runq", runq, RUNQ_FIELDS), ("switch", switches, SWITCH_FIELDS)):
         rec = schema["records"][kind]
         arr = np.zeros(len(rows), dtype=record_dtype(schema, kind))
-        names = [f["name"] for f in rec["fields"] if f["name"] != "pad"]
         for i, row in enumerate(rows):
             for name, value in zip(names, row):
                 arr[i][name] = value
@@ -52,11 +57,11 @@ def write_run(d: Path, runq: list[tuple], switches: list[tuple]) -> None:
 
 def test_tailtrace_side_and_the_verdict(tmp_path, capsys):
     ms = 1_000_000
-    # runq: t_runnable, t_run, pid, tid, cpu, waker, kind
+    # runq: RUNQ_FIELDS
     runq = [(0, 2 * ms, 10, 11, 1, 0, 0),          # 2 ms wakeup
             (10 * ms, 13 * ms, 10, 11, 1, 0, 1),   # 3 ms preemption
             (20 * ms, 29 * ms, 10, 11, 1, 0, 1)]   # after the last switch-out: dropped
-    # switch: t_off, t_on, pid, tid, cpu_off, cpu_on, kstack, ustack, prev_state, voluntary
+    # switch: SWITCH_FIELDS
     switches = [(10 * ms, 13 * ms, 10, 11, 1, 1, -1, -1, 0, 0),
                 (20 * ms, 29 * ms, 10, 11, 1, 1, -1, -1, 0, 0),
                 (15 * ms, 16 * ms, 10, 11, 1, 1, -1, -1, 0, 0)]

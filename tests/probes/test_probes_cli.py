@@ -63,7 +63,7 @@ def test_pid_mode_with_duration(tmp_path):
         stop(sl)
     m = meta(tmp_path)
     assert m["target"] == {"mode": "pid", "pid": tid, "comm": None, "cgroup": None, "cgroup_id": 0,
-                           "also_pids": []}
+                           "also_pids": [], "also_comms": []}
     assert 0.5 <= m["duration_s"] < 5 and elapsed < 10
     assert m["incomplete"] is False and m["exit_status"] is None
     sw = records(tmp_path, "switch")
@@ -237,4 +237,4 @@ def test_help_lists_every_option_with_defaults():
     for opt in ("--pid", "--comm", "--cgroup", "--all", "--duration", "--out", "--events",
                 "--span", "--ringbuf-mb", "--min-offcpu-us", "--aggregate", "-- CMD"):
         assert opt in out
-    assert "default: runq,switch,offcpu,locks" in out and "default: 32" in out
+    assert "default: runq,switch,offcpu;" in out and "default: 32" in out

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from tt_run import clipped_sum, helper, json_lines, meta, needs_root, records, tailtrace
+from tt_run import clipped_sum, helper, intervals, json_lines, meta, needs_root, records, tailtrace
 
 pytestmark = needs_root
 NTHREADS = 3
@@ -23,7 +23,7 @@ def busy_run(tmp_path, hook: str | None, seconds: float):
     p = tailtrace(tmp_path, "--events", "runq,switch", "--", helper("busy"), str(NTHREADS),
                   str(seconds), str(cpu), env=env)
     assert p.returncode == 0, p.stderr
-    return cpu, json_lines(p.stdout), records(tmp_path, "runq"), records(tmp_path, "switch")
+    return cpu, json_lines(p.stdout), records(tmp_path, "runq"), intervals(tmp_path)
 
 
 def per_thread(th: dict, rq: np.ndarray, sw: np.ndarray):

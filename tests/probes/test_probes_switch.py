@@ -8,9 +8,9 @@ run-queue interval; its stacks end in the kernel's schedule() and its user
 stack shows the libc sleep call.
 
 On the shared 6.18 VM a switch-in occasionally never reaches the programs
-(docs/probes.md, "Unmatched intervals"); tailtrace drops such an interval and
-counts it in meta.json unmatched_events, so records + unmatched = the
-kernel's count.
+(docs/probes.md, "Unmatched intervals"); tailtrace writes a gap record instead
+of such an interval and counts it in meta.json unmatched_events, so intervals +
+unmatched = the kernel's count.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import json
 import numpy as np
 import pytest
 
-from tt_run import helper, json_lines, meta, needs_root, records, tailtrace
+from tt_run import helper, intervals, json_lines, meta, needs_root, records, tailtrace
 
 pytestmark = needs_root
 N, USEC = 1000, 100
@@ -44,7 +44,7 @@ def in_loop(recs, t_field: str, loop: dict):
 
 def test_1000_voluntary_switches_of_100us(run):
     out, tid, _, loop = run
-    sw = records(out, "switch")
+    sw = intervals(out)
     mine = in_loop(sw[(sw["tid"] == tid) & (sw["voluntary"] == 1)], "t_off_ns", loop)
     unmatched = meta(out)["unmatched_events"]["switch"]
     # what the kernel counted, every one accounted for: recorded or reported unmatched

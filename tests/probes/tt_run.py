@@ -47,6 +47,13 @@ def records(run_dir: Path, kind: str) -> np.ndarray:
     return read_records(run_dir / schema["records"][kind]["file"], schema, kind)
 
 
+def intervals(run_dir: Path) -> np.ndarray:
+    """switches.bin without its gap records (unmatched: a switch edge the kernel never
+    reported, docs/probes.md): the off-CPU intervals proper."""
+    sw = records(run_dir, "switch")
+    return sw[sw["unmatched"] == 0]
+
+
 def clipped_sum(t0: np.ndarray, t1: np.ndarray, lo: int, hi: int) -> int:
     """Total length of the intervals [t0, t1) inside [lo, hi)."""
     a = np.clip(t0.astype(np.int64), lo, hi)

@@ -1,0 +1,389 @@
+"""Critical path: who ended each wait of a request, and what that thread was doing.
+
+A request on thread T is blocked during [t0, t1] (a blocked interval of
+waits.df_waits clipped to the request's window), and the wakeup at t1 names
+the waker H (runq.bin, taken at sched_waking in H's context). H's time in
+[t0, t1] is on CPU, runnable (waiting for a CPU) or itself blocked, measured
+with the same interval algebra as the decomposition (decompose.thread_brief).
+H's blocked part is followed in turn: H's own waits inside [t0, t1] and their
+wakers, up to MAX_DEPTH hops. Each ns of the request's blocked time ends in
+exactly one of:
+
+  cp_oncpu_ns     a waker was running (the wait was for its work)
+  cp_runnable_ns  a waker was runnable: scheduler delay one or more hops away
+                  (cp_runnable_hop1_ns: of it, the first hop's)
+  cp_blocked_ns   a waker was blocked and the chain ends there (depth limit, or its
+                  waits have no wakeup recorded)
+  cp_irq_ns       the wait was ended by a hard IRQ or a softirq not run by a task
+                  (timers, devices): nobody is blamed, least of all the interrupted task
+  cp_unknown_ns   no wakeup record, or the waker was not traced (another process: add
+                  it with --also-pid PID)
+
+so Σ cp = the request's blocked time (lock_wait + io_wait + sleep + blocked) up to
+the streams' agreement, and it says where that time went. Nothing here is a part
+of the closure; it explains the blocked parts.
+
+Every step is vectorised: the waits that overlap a set of windows are found with
+one searchsorted on a thread axis (overlaps), and each hop is one thread_brief
+call over all of that hop's segments (the run's interval sets are built once).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .decompose import Axis, thread_brief
+from .load import WAKER_BLAMES_TASK, fold_comm, thread_names
+from .peer import _process_name, also_comm
+from .waits import describe, df_waits
+
+MAX_DEPTH = 3
+MAX_REQUESTS = 50_000   # requests followed in full; above, the tail and a sample (_followed)
+CP_COLS = ["cp_oncpu_ns", "cp_runnable_ns", "cp_runnable_hop1_ns", "cp_blocked_ns",
+           "cp_irq_ns", "cp_unknown_ns"]
+IRQ_CTXS = ("hardirq", "softirq")
+SEG_COLS = ["request_row", "root", "depth", "tid", "t_start_ns", "t_end_ns", "reason", "call",
+            "wait_addr", "wait_aux", "ustack_id", "waker_tid", "waker_pid", "waker_ctx",
+            "w_oncpu_ns", "w_runnable_ns", "w_blocked_ns", "w_blocked_rest_ns", "verdict",
+            "blame"]
+VERDICTS = ["waker on CPU", "waker runnable", "waker blocked", "interrupt", "unknown waker"]
+
+
+def overlaps(w_tid, w_s, w_e, q_tid, q_s, q_e):
+    """(query index, wait index, start, end) of each wait [w_s, w_e) of thread q_tid[i]
+    that overlaps window [q_s[i], q_e[i]), clipped to the window."""
+    z = np.zeros(0, np.int64)
+    w_tid, q_tid = np.asarray(w_tid, np.int64), np.asarray(q_tid, np.int64)
+    if not len(w_tid) or not len(q_tid):
+        return z, z, z, z
+    w_s, w_e = np.asarray(w_s, np.int64), np.asarray(w_e, np.int64)
+    q_s, q_e = np.asarray(q_s, np.int64), np.asarray(q_e, np.int64)
+    axis = Axis(np.concatenate([w_tid, q_tid]), min(w_s.min(), q_s.min()),
+                max(w_e.max(), q_e.max()))
+    gw, _ = axis.index(w_tid)
+    gq, _ = axis.index(q_tid)
+    ks = axis.key(gw, w_s)
+    order = np.argsort(ks, kind="stable")
+    ks, reach = ks[order], np.maximum.accumulate(axis.key(gw, w_e)[order])
+    lo = np.searchsorted(reach, axis.key(gq, q_s), side="right")
+    hi = np.searchsorted(ks, axis.key(gq, q_e), side="left")
+    cnt = np.maximum(hi - lo, 0)
+    qi = np.repeat(np.arange(len(q_tid)), cnt)
+    wi = order[np.repeat(lo, cnt) + np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt)]
+    a, b = np.maximum(w_s[wi], q_s[qi]), np.minimum(w_e[wi], q_e[qi])
+    keep = b > a
+    return qi[keep], wi[keep], a[keep], b[keep]
+
+
+def _segments(waits: pd.DataFrame, qi, wi, a, b) -> pd.DataFrame:
+    seg = waits.iloc[wi][["tid", "reason", "call", "wait_addr", "wait_aux", "ustack_id",
+                          "waker_tid", "waker_pid", "waker_ctx"]].reset_index(drop=True)
+    seg["t_start_ns"], seg["t_end_ns"], seg["parent"] = a, b, qi
+    return seg
+
+
+def _resolve(run, seg: pd.DataFrame, traced: np.ndarray) -> pd.DataFrame:
+    """Measure each segment's waker in its window: w_oncpu/w_runnable/w_blocked (ns) and
+    the verdict. Segments whose waker is not blamed get zeros and an irq/unknown verdict."""
+    ctx = seg["waker_ctx"]
+    wk = seg["waker_tid"].to_numpy(np.int64)
+    blame = (ctx.isin(WAKER_BLAMES_TASK).to_numpy() & np.isin(wk, traced)
+             & (wk != seg["tid"].to_numpy(np.int64)))
+    irq = ctx.isin(IRQ_CTXS).to_numpy()
+    n = len(seg)
+    on, rn, bl = np.zeros(n), np.zeros(n), np.zeros(n)
+    if blame.any():
+        # windows sorted by (thread, start): the binary searches inside walk memory in order
+        b = np.flatnonzero(blame)
+        a0 = seg["t_start_ns"].to_numpy()[b]
+        b = b[np.lexsort((a0, wk[b]))]
+        st = thread_brief(run, wk[b], seg["t_start_ns"].to_numpy()[b],
+                          seg["t_end_ns"].to_numpy()[b])
+        on[b] = st["oncpu_ns"].fillna(0).to_numpy()
+        rn[b] = st["runnable_ns"].fillna(0).to_numpy()
+        bl[b] = st["blocked_all_ns"].fillna(0).to_numpy()
+    seg["w_oncpu_ns"], seg["w_runnable_ns"], seg["w_blocked_ns"] = on, rn, bl
+    v = np.argmax(np.stack([on, rn, bl]), axis=0)
+    seg["verdict"] = np.where(blame, np.array(VERDICTS)[v],
+                              np.where(irq, VERDICTS[3], VERDICTS[4]))
+    seg["blame"] = blame
+    return seg
+
+
+def _followed(decomp: pd.DataFrame, ok: np.ndarray, max_requests: int) -> np.ndarray:
+    """Rows of decomp whose critical path is followed: every traced one up to max_requests;
+    beyond, every ≥P90 request (the tail) and an evenly spaced sample of the others, so
+    each band's mean stays measured while the work stays bounded."""
+    rows = np.flatnonzero(ok)
+    if len(rows) <= max_requests or "latency_ns" not in decomp:
+        return rows
+    lat = decomp["latency_ns"].to_numpy(np.float64)[rows]
+    tail = lat >= np.percentile(lat, 90)
+    rest = rows[~tail]
+    k = max(max_requests - int(tail.sum()), 1)
+    if k < len(rest):
+        rest = rest[np.linspace(0, len(rest) - 1, k).astype(np.int64)]
+    return np.sort(np.concatenate([rows[tail], rest]))
+
+
+def df_critical_path(run, decomp: pd.DataFrame, max_depth: int = MAX_DEPTH,
+                     max_requests: int = MAX_REQUESTS):
+    """(per request, segments): per request (decomp's index) the CP_COLS; segments: one
+    row per wait followed (SEG_COLS), root = the index of the request's own wait (depth 0)
+    it explains. Empty / NaN without switches, runq or wait reasons' wakers. Above
+    max_requests requests, only _followed's are followed; the others' CP_COLS are NaN."""
+    per = pd.DataFrame(np.nan, index=decomp.index, columns=CP_COLS)
+    if not (run.has("switches") and run.has("runq")) or not len(decomp):
+        return per, pd.DataFrame(columns=SEG_COLS)
+    waits = df_waits(run)
+    waits = waits[waits["t_wake_ns"].to_numpy() > waits["t_off_ns"].to_numpy()]
+    traced = np.unique(run.switches["tid"].to_numpy(np.int64))
+    w_tid, w_s, w_e = (waits[c].to_numpy(np.int64) for c in ("tid", "t_off_ns", "t_wake_ns"))
+    ok = decomp["traced"].to_numpy(bool) if "traced" in decomp else np.ones(len(decomp), bool)
+    rows = _followed(decomp, ok, max_requests)
+    qi, wi, a, b = overlaps(w_tid, w_s, w_e, decomp["tid"].to_numpy(np.int64)[rows],
+                            decomp["t_start_ns"].to_numpy(np.int64)[rows],
+                            decomp["t_end_ns"].to_numpy(np.int64)[rows])
+    seg = _segments(waits, qi, wi, a, b)
+    seg["request_row"], seg["root"], seg["depth"] = rows[qi], np.arange(len(seg)), 0
+    done = []
+    for depth in range(max_depth):
+        if not len(seg):
+            break
+        seg = _resolve(run, seg, traced)
+        child = pd.DataFrame()
+        if depth + 1 < max_depth and seg["blame"].any():
+            p = np.flatnonzero(seg["blame"].to_numpy())
+            ci, wi, a, b = overlaps(w_tid, w_s, w_e, seg["waker_tid"].to_numpy(np.int64)[p],
+                                    seg["t_start_ns"].to_numpy(np.int64)[p],
+                                    seg["t_end_ns"].to_numpy(np.int64)[p])
+            child = _segments(waits, p[ci], wi, a, b)
+            child["request_row"] = seg["request_row"].to_numpy()[p[ci]]
+            child["root"] = seg["root"].to_numpy()[p[ci]]
+            child["depth"] = depth + 1
+            followed = np.bincount(p[ci], weights=(b - a), minlength=len(seg))
+            seg["w_blocked_rest_ns"] = np.maximum(seg["w_blocked_ns"].to_numpy() - followed, 0)
+        else:
+            seg["w_blocked_rest_ns"] = seg["w_blocked_ns"]
+        done.append(seg)
+        seg = child
+    segs = pd.concat(done, ignore_index=True) if done else pd.DataFrame(columns=SEG_COLS)
+    _accumulate(per, segs, decomp.index)
+    skipped = np.ones(len(decomp), bool)
+    skipped[rows] = False
+    per.loc[skipped] = np.nan
+    return per, segs
+
+
+def has_wakers(run) -> bool:
+    """Were wakers recorded (any wakeup with a context other than none / unknown)?"""
+    ctx = run.runq["waker_ctx"].astype(str)
+    return bool(len(ctx)) and bool((~ctx.isin(("none", "unknown"))).any())
+
+
+def _accumulate(per: pd.DataFrame, segs: pd.DataFrame, index) -> None:
+    """Sum the segments into the per-request CP_COLS (requests with no wait: zeros)."""
+    n = len(index)
+    row = segs["request_row"].to_numpy(np.int64)
+    dur = (segs["t_end_ns"] - segs["t_start_ns"]).to_numpy(np.float64)
+    verdict = segs["verdict"].to_numpy()
+    blame = segs["blame"].to_numpy(bool)
+
+    def total(w):
+        return np.bincount(row, weights=w, minlength=n)[:n]
+
+    hop1 = segs["depth"].to_numpy() == 0
+    per["cp_oncpu_ns"] = total(segs["w_oncpu_ns"].to_numpy())
+    per["cp_runnable_ns"] = total(segs["w_runnable_ns"].to_numpy())
+    per["cp_runnable_hop1_ns"] = total(np.where(hop1, segs["w_runnable_ns"], 0))
+    per["cp_blocked_ns"] = total(np.where(blame, segs["w_blocked_rest_ns"], 0))
+    per["cp_irq_ns"] = total(np.where(verdict == VERDICTS[3], dur, 0))
+    per["cp_unknown_ns"] = total(np.where(verdict == VERDICTS[4], dur, 0))
+
+
+# ---- the root cause of a band's blocked time, in numbers and in words -----------------
+
+REASON_OF_PART = {"lock_wait": "lock", "io_wait": "io", "sleep": "sleep", "blocked": "other"}
+
+
+def _dur(s: pd.DataFrame) -> np.ndarray:
+    return (s["t_end_ns"] - s["t_start_ns"]).to_numpy(np.float64)
+
+
+def _who(run, first: pd.DataFrame, own_pids) -> str:
+    """'orders-w0, orders-w1 of orders-server (pid 1234)': the threads that ended most of
+    the waits (by time), in the process that ended most of them."""
+    b = first[first["blame"].to_numpy(bool)]
+    if b.empty:
+        return ""
+    w = pd.Series(_dur(b), index=pd.MultiIndex.from_arrays(
+        [b["waker_pid"].to_numpy(np.int64), b["waker_tid"].to_numpy(np.int64)]))
+    by_pid = w.groupby(level=0).sum().sort_values(ascending=False)
+    pid = int(by_pid.index[0])
+    tids = w.loc[pid].groupby(level=0).sum().sort_values(ascending=False)
+    names = thread_names(run)
+    comms = [str(names.get(int(t), f"tid {int(t)}")) for t in tids.index[:2]]
+    more = f" and {len(tids) - 2} more" if len(tids) > 2 else ""
+    if pid in set(int(p) for p in own_pids):
+        return f"{', '.join(comms)}{more} (same process)"
+    t = run.tasks
+    main = t.loc[t["tid"].to_numpy(np.int64) == pid, "comm"] if len(t) else []
+    proc = _process_name(pid, list(t.loc[t["pid"].to_numpy(np.int64) == pid, "comm"])
+                         if len(t) else [], str(main.iloc[0]) if len(main) else
+                         also_comm(run, pid))
+    return f"{', '.join(comms)}{more} of {proc}"
+
+
+def root_cause(run, decomp: pd.DataFrame, segs: pd.DataFrame, mask, part: str) -> dict | None:
+    """Where the `part` (lock_wait, io_wait, sleep, blocked) time of the requests in mask
+    went: {wait_ms, waker_oncpu_ms, waker_runnable_ms, waker_runnable_hop1_ms,
+    waker_blocked_ms, irq_ms, unknown_ms (sums over the requests, ms), what (the object
+    waited on most), what_share, what_phrase (for a sentence: 'mostly … (N% of it)' or
+    'spread over N futexes (…)'), who (the threads that ended it), verdict, sentence}.
+    None when those requests have no such wait."""
+    if segs is None or segs.empty or part not in REASON_OF_PART:
+        return None
+    rows = np.flatnonzero(np.asarray(mask, bool))
+    first = segs[(segs["depth"].to_numpy() == 0) & np.isin(segs["request_row"], rows)
+                 & (segs["reason"].astype(str).to_numpy() == REASON_OF_PART[part])]
+    if first.empty:
+        return None
+    chain = segs[np.isin(segs["root"], first["root"])]
+    dur, blame = _dur(chain), chain["blame"].to_numpy(bool)
+    v = chain["verdict"].to_numpy()
+    ms = {"wait_ms": _dur(first).sum() / 1e6,
+          "waker_oncpu_ms": chain["w_oncpu_ns"].sum() / 1e6,
+          "waker_runnable_ms": chain["w_runnable_ns"].sum() / 1e6,
+          "waker_runnable_hop1_ms": first["w_runnable_ns"].sum() / 1e6,
+          "waker_blocked_ms": np.where(blame, chain["w_blocked_rest_ns"], 0).sum() / 1e6,
+          "irq_ms": dur[v == VERDICTS[3]].sum() / 1e6,
+          "unknown_ms": dur[v == VERDICTS[4]].sum() / 1e6}
+    obj = first.assign(_d=_dur(first)).groupby(["call", "wait_addr", "wait_aux"],
+                                               observed=True)["_d"].sum()
+    top = obj.idxmax()
+    row = first[(first["call"] == top[0]) & (first["wait_addr"] == top[1])
+                & (first["wait_aux"] == top[2])].iloc[0]
+    own = np.unique(decomp["pid"].to_numpy(np.int64)[rows]) if "pid" in decomp else []
+    what, share = describe(run, row), obj.max() / obj.sum()
+    phrase = f"mostly {what} ({share * 100:.0f}% of it)" if what else ""
+    if share < 0.5 and str(row["call"]) and "futex" not in str(row["call"]):
+        by_call = first.assign(_d=_dur(first)).groupby("call", observed=True)["_d"].sum()
+        n = first.loc[first["call"] == top[0], "tid"].nunique()
+        what, share = f"in {top[0]}() across {n} thread{'s' if n > 1 else ''}", \
+            by_call.max() / by_call.sum()
+        phrase = f"mostly {what} ({share * 100:.0f}% of it)"
+    elif share < 0.5 and what:
+        phrase = f"spread over {len(obj)} futexes (the largest: {what}, {share * 100:.0f}%)"
+    out = {**ms, "what": what, "what_share": share, "what_phrase": phrase,
+           "who": _who(run, first, own)}
+    out["verdict"], out["sentence"] = _verdict(out, part)
+    return out
+
+
+def _verdict(c: dict, part: str) -> tuple[str, str]:
+    """(largest component, the words for it) of a root_cause dict."""
+    comp = {"runnable": c["waker_runnable_ms"], "oncpu": c["waker_oncpu_ms"],
+            "blocked": c["waker_blocked_ms"], "irq": c["irq_ms"], "unknown": c["unknown_ms"]}
+    k = max(comp, key=comp.get)
+    pct = 100 * comp[k] / c["wait_ms"] if c["wait_ms"] else 0.0
+    who = f"the thread that ended it ({c['who']})" if c["who"] else "the thread that ended it"
+    if part == "lock_wait":
+        who = f"its holder ({c['who']})" if c["who"] else "its holder"
+    hop1 = c["waker_runnable_hop1_ms"] >= 0.5 * c["waker_runnable_ms"]
+    hop = "one hop away" if hop1 else "one or more hops away"
+    were = "was" if hop1 else "and the threads it waited for in turn were"
+    words = {
+        "runnable": f"{who} {were} runnable (waiting for a CPU) for {pct:.0f}% of that wait: "
+                    + ("lock-holder preemption" if part == "lock_wait"
+                       else f"scheduler delay {hop}"),
+        "oncpu": f"{who} was on CPU for {pct:.0f}% of that wait: the wait was for its work",
+        "blocked": f"{who} was itself blocked for {pct:.0f}% of that wait (followed "
+                   f"{MAX_DEPTH} hops)",
+        "irq": f"{pct:.0f}% of that wait was ended by interrupts (timers, devices), "
+               "not by a task",
+        "unknown": f"for {pct:.0f}% of that wait the thread that ended it was not traced "
+                   "(trace its process with --also-pid PID)"}
+    return k, words[k]
+
+
+# ---- what the traced threads waited on, over the whole run -----------------------------
+
+MIN_WAITS = 3
+SAMPLE_WAITS = 20_000   # waits per object followed for its shares (evenly spaced)
+OBJ_COLS = ["pid", "reason", "what", "threads", "waits", "total_ms", "mean_us", "ended_by",
+            "waker_oncpu_share", "waker_runnable_share", "waker_blocked_share", "irq_share",
+            "unknown_share"]
+
+
+def _object_keys(w: pd.DataFrame) -> np.ndarray:
+    """A futex is one object per address; other waits are grouped by syscall (fds of many
+    connections are one kind of wait). One integer per (pid, syscall, futex address)."""
+    lock = (w["reason"] == "lock").to_numpy()
+    addr = np.where(lock, w["wait_addr"].to_numpy(np.uint64), 0)
+    k = pd.DataFrame({"p": w["pid"].to_numpy(), "s": w["syscall"].to_numpy(), "a": addr})
+    return k.groupby(["p", "s", "a"], sort=False).ngroup().to_numpy()
+
+
+def df_wait_objects(run, top: int = 10, max_depth: int = 2,
+                    min_waits: int = MIN_WAITS) -> pd.DataFrame:
+    """The objects the traced threads spent most blocked time on, whole run (OBJ_COLS), each
+    waited on at least MIN_WAITS times: a
+    futex by address ('mutex 0x… in tp_submit'), else a syscall ('epoll_wait epoll fd 6'
+    as an example); threads ('pool-w*' patterns), count, total and mean wait, the threads that
+    ended most of it, and the shares of the wait during which they were on CPU, runnable,
+    blocked — each wait treated as a window of its own through df_critical_path, over at
+    most SAMPLE_WAITS evenly spaced waits per object (count and total: all of them)."""
+    if not (run.has("switches") and run.has("runq")) or not len(run.switches):
+        return pd.DataFrame(columns=OBJ_COLS)
+    w = df_waits(run)
+    w = w[w["t_wake_ns"].to_numpy() > w["t_off_ns"].to_numpy()].reset_index(drop=True)
+    if w.empty:
+        return pd.DataFrame(columns=OBJ_COLS)
+    w["key"], w["d"] = _object_keys(w), (w["t_wake_ns"] - w["t_off_ns"]).to_numpy(np.float64)
+    per_key = w.groupby("key")["d"].agg(["sum", "size"])
+    # a thread that waited once or twice for the whole run (main() joining its workers)
+    # says little: objects waited on at least MIN_WAITS times
+    keys = per_key[per_key["size"] >= min_waits]["sum"].nlargest(top).index
+    sel = w[w["key"].isin(keys)].reset_index(drop=True)
+    # the shares need a sample, not every wait: at most SAMPLE_WAITS per object, evenly spaced
+    rank = sel.groupby("key").cumcount().to_numpy()
+    size = sel.groupby("key")["key"].transform("size").to_numpy()
+    step = np.maximum(size // SAMPLE_WAITS, 1)
+    sample = sel[(rank % step == 0)].reset_index(drop=True)
+    pseudo = pd.DataFrame({"tid": sample["tid"], "pid": sample["pid"],
+                           "t_start_ns": sample["t_off_ns"], "t_end_ns": sample["t_wake_ns"],
+                           "traced": True})
+    per, segs = df_critical_path(run, pseudo, max_depth=max_depth)
+    sample = pd.concat([sample, per], axis=1)
+    names = thread_names(run)
+    rows = []
+    for key in keys:
+        g, gs = sel[sel["key"] == key], sample[sample["key"] == key]
+        tot, tot_s = g["d"].sum(), gs["d"].sum()
+        comms = sorted({fold_comm(str(names.get(int(t), t))) for t in g["tid"].unique()})
+        first = segs[np.isin(segs["request_row"], gs.index) & (segs["depth"] == 0)]
+        sh = {c: gs[f"cp_{c}_ns"].sum() / tot_s for c in ("oncpu", "runnable", "blocked",
+                                                            "irq", "unknown")}
+        rows.append({"pid": int(g["pid"].iloc[0]), "reason": str(g["reason"].iloc[0]),
+                     "what": describe(run, g.iloc[0]), "threads": ", ".join(comms[:4]),
+                     "waits": len(g), "total_ms": tot / 1e6, "mean_us": tot / len(g) / 1e3,
+                     "ended_by": _who(run, first, []) if len(first) else "",
+                     "waker_oncpu_share": sh["oncpu"], "waker_runnable_share": sh["runnable"],
+                     "waker_blocked_share": sh["blocked"], "irq_share": sh["irq"],
+                     "unknown_share": sh["unknown"]})
+    return pd.DataFrame(rows, columns=OBJ_COLS)
+
+
+
+
+def wait_object_line(o: dict) -> str:
+    """One wait object (a df_wait_objects row) in a sentence."""
+    sh = [(o.get(f"{k}_share") or 0.0, label) for k, label in
+          (("waker_runnable", "runnable"), ("waker_blocked", "blocked"),
+           ("waker_oncpu", "on CPU"), ("irq", "interrupts"), ("unknown", "not traced"))]
+    parts = ", ".join(f"{label} {v * 100:.0f}%" for v, label in sorted(sh, reverse=True)
+                      if v >= 0.05)
+    by = f"; the threads that ended them ({o['ended_by']}): {parts} of it" if o.get(
+        "ended_by") else (f"; {parts} of it" if parts else "")
+    return (f"{o['what'] or o['reason']}: {o['total_ms'] / 1e3:,.2f} s over {o['waits']:,} "
+            f"waits by {o['threads']} (mean {o['mean_us']:,.0f} µs){by}")

@@ -1,0 +1,205 @@
+"""Why a thread was blocked, and who ended the wait: one row per blocked interval.
+
+Every voluntary switch-out in switches.bin carries the syscall the thread slept
+in and its first argument (probes/sched.bpf.c reads them from the thread's user
+registers, as /proc/PID/syscall does), and the wakeup that ended the interval is
+in runq.bin with the waker taken at sched_waking (probes/runq.bpf.c). The two
+records of one wakeup share their switch-in timestamp (one clock per
+sched_switch: t_run_ns == t_on_ns), so they join exactly on (tid, time).
+
+Reasons (REASONS), from the syscall:
+  lock   futex() / futex_waitv(): a mutex, condition variable or other futex wait
+         (kind "mutex" when the futex op is FUTEX_WAIT, as glibc's lock slow path;
+         "condvar" for FUTEX_WAIT_BITSET, as pthread_cond_*wait and sem_*wait)
+  io     read/recv/poll/epoll/select/accept/connect/write/send...: socket, pipe, file
+  sleep  nanosleep, clock_nanosleep, pause
+  other  any other syscall, or not blocked in a syscall (page fault), or unknown
+The syscall numbers are x86_64's (meta.json evidence.arch; the probes read
+registers on x86 only).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+REASONS = ["lock", "io", "sleep", "other"]
+
+# x86_64 syscall numbers of the calls a thread commonly blocks in.
+SYSCALLS = {0: "read", 1: "write", 7: "poll", 9: "mmap", 10: "mprotect", 11: "munmap",
+            17: "pread64", 18: "pwrite64", 19: "readv",
+            20: "writev", 23: "select", 34: "pause", 35: "nanosleep", 40: "sendfile",
+            42: "connect", 43: "accept", 44: "sendto", 45: "recvfrom", 46: "sendmsg",
+            47: "recvmsg", 61: "wait4", 74: "fsync", 202: "futex", 230: "clock_nanosleep",
+            232: "epoll_wait", 247: "waitid", 270: "pselect6", 271: "ppoll", 281: "epoll_pwait",
+            288: "accept4", 295: "preadv", 299: "recvmmsg", 307: "sendmmsg", 441: "epoll_pwait2",
+            449: "futex_waitv"}
+_LOCK = {"futex", "futex_waitv"}
+_SLEEP = {"nanosleep", "clock_nanosleep", "pause"}
+_IO = {n for n in SYSCALLS.values()} - _LOCK - _SLEEP - {"wait4", "waitid"}
+_FD_ARG0 = {"read", "write", "pread64", "pwrite64", "readv", "writev", "connect", "accept",
+            "accept4", "sendto", "recvfrom", "sendmsg", "recvmsg", "recvmmsg", "sendmmsg",
+            "preadv", "fsync", "sendfile"}
+_EPOLL = {"epoll_wait", "epoll_pwait", "epoll_pwait2"}
+FUTEX_CMD_MASK = 0x7F   # without FUTEX_PRIVATE_FLAG (128) and FUTEX_CLOCK_REALTIME (256)
+FUTEX_WAIT, FUTEX_WAIT_BITSET = 0, 9
+
+WAIT_COLS = ["tid", "pid", "t_off_ns", "t_wake_ns", "t_on_ns", "syscall", "call", "reason",
+             "wait_addr", "wait_aux", "ustack_id", "waker_tid", "waker_pid", "waker_ctx"]
+
+
+def _reason_table() -> np.ndarray:
+    """reason index (into REASONS) of each syscall number 0..511."""
+    t = np.full(512, REASONS.index("other"), dtype=np.int8)
+    for nr, name in SYSCALLS.items():
+        t[nr] = REASONS.index("lock" if name in _LOCK else "sleep" if name in _SLEEP
+                              else "io" if name in _IO else "other")
+    return t
+
+
+_REASON_OF = _reason_table()
+
+
+def reason_codes(syscall: np.ndarray) -> np.ndarray:
+    """Index into REASONS of each syscall number (-1 / unknown numbers: "other")."""
+    nr = np.asarray(syscall, dtype=np.int64)
+    ok = (nr >= 0) & (nr < len(_REASON_OF))
+    return np.where(ok, _REASON_OF[np.clip(nr, 0, len(_REASON_OF) - 1)],
+                    REASONS.index("other")).astype(np.int8)
+
+
+def has_reasons(run) -> bool:
+    """Do the switches carry wait reasons (any blocked switch-out with a syscall)?"""
+    sw = run.switches
+    return "syscall" in sw and bool(len(sw)) and bool((sw["syscall"].to_numpy() >= 0).any())
+
+
+def df_waits(run) -> pd.DataFrame:
+    """One row per blocked (voluntary) off-CPU interval of switches.bin, columns WAIT_COLS.
+
+    t_wake_ns is the wakeup that ended it (runq.bin, joined on tid and switch-in time);
+    [t_off_ns, t_wake_ns] is the blocked part, [t_wake_ns, t_on_ns] the runnable part.
+    Without a matching wakeup record t_wake_ns = t_on_ns and the waker is unknown
+    (waker_tid 0, waker_ctx "unknown"). call is the syscall's name ("syscall N" when not
+    in SYSCALLS, "" when not in a syscall); reason one of REASONS. Cached on the run while
+    its switches and runq frames are the same objects."""
+    key = (id(run.switches), len(run.switches), id(run.runq), len(run.runq))
+    cached = getattr(run, "_waits", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    w = _waits(run)
+    try:
+        run._waits = (key, w)
+    except AttributeError:
+        pass
+    return w
+
+
+def _waits(run) -> pd.DataFrame:
+    sw = run.switches
+    sw = sw[sw["voluntary"].to_numpy(bool)]
+    w = pd.DataFrame({"tid": sw["tid"].to_numpy(np.int64), "pid": sw["pid"].to_numpy(np.int64),
+                      "t_off_ns": sw["t_off_ns"].to_numpy(), "t_on_ns": sw["t_on_ns"].to_numpy(),
+                      "syscall": sw["syscall"].to_numpy(), "wait_addr": sw["wait_addr"].to_numpy(),
+                      "wait_aux": sw["wait_aux"].to_numpy(),
+                      "ustack_id": sw["ustack_id"].to_numpy()})
+    rq = run.runq
+    wk = rq[(rq["kind"] != "preempt").to_numpy()]
+    wk = pd.DataFrame({"tid": wk["tid"].to_numpy(np.int64), "t_on_ns": wk["t_run_ns"].to_numpy(),
+                       "t_wake_ns": wk["t_runnable_ns"].to_numpy(),
+                       "waker_tid": wk["waker_tid"].to_numpy(np.int64),
+                       "waker_pid": wk["waker_pid"].to_numpy(np.int64),
+                       "waker_ctx": wk["waker_ctx"]})
+    wk = wk.drop_duplicates(["tid", "t_on_ns"], keep="last")
+    m = w.merge(wk, on=["tid", "t_on_ns"], how="left", sort=False)
+    found = m["t_wake_ns"].notna().to_numpy()
+    t_wake = m["t_wake_ns"].fillna(m["t_on_ns"]).to_numpy(np.int64)
+    m["t_wake_ns"] = np.clip(t_wake, m["t_off_ns"].to_numpy(), m["t_on_ns"].to_numpy())
+    m["waker_tid"] = np.where(found, m["waker_tid"].fillna(0), 0).astype(np.int64)
+    m["waker_pid"] = np.where(found, m["waker_pid"].fillna(0), 0).astype(np.int64)
+    m["waker_ctx"] = m["waker_ctx"].astype(object).where(found, "unknown").astype(
+        pd.CategoricalDtype(list(rq["waker_ctx"].cat.categories)))
+    nr = m["syscall"].to_numpy(np.int64)
+    m["reason"] = pd.Categorical.from_codes(reason_codes(nr), categories=REASONS)
+    m["call"] = _call_names(nr)
+    return m[WAIT_COLS].sort_values(["tid", "t_off_ns"], kind="stable").reset_index(drop=True)
+
+
+def call_name(nr: int) -> str:
+    """'futex', 'read', 'syscall 333'; '' when not in a syscall."""
+    return "" if nr < 0 else SYSCALLS.get(nr, f"syscall {nr}")
+
+
+def _call_names(nr: np.ndarray) -> list:
+    u, inv = np.unique(nr, return_inverse=True)
+    names = np.array([call_name(int(x)) for x in u], dtype=object)
+    return list(names[inv.reshape(-1)])
+
+
+# ---- naming what was waited for (report sentences) --------------------------
+
+_FRAME = re.compile(r"^([^+\s]+)")
+_LOCK_FN = re.compile(r"pthread_mutex_|__lll_lock|lll_lock|mutex_lock")
+_COND_FN = re.compile(r"pthread_cond_|sem_(timed)?wait|__new_sem_wait")
+
+
+def _frame_fn(frame: str) -> str:
+    m = _FRAME.match(frame)
+    return m.group(1) if m else frame
+
+
+def _is_lib(frame: str) -> bool:
+    return "[unknown]" in frame or "libc.so" in frame or "ld-linux" in frame or "vdso" in frame
+
+
+def futex_kind(op: int, frames: list | None) -> str:
+    """'mutex' or 'condvar' (or 'futex'): the stack's pthread function when it shows one,
+    else the futex op (FUTEX_WAIT: glibc's lock slow path; FUTEX_WAIT_BITSET: cond/sem)."""
+    for f in frames or []:
+        fn = _frame_fn(f)
+        if _COND_FN.search(fn):
+            return "condvar"
+        if _LOCK_FN.search(fn):
+            return "mutex"
+    cmd = int(op) & FUTEX_CMD_MASK
+    return "mutex" if cmd == FUTEX_WAIT else "condvar" if cmd == FUTEX_WAIT_BITSET else "futex"
+
+
+def caller_of(frames: list | None) -> str:
+    """The first frame outside libc (the program's function that waited), or ''. (libc has
+    no frame pointers: its callers are often lost; describe then names the libc function,
+    e.g. __lll_lock_wait_private, glibc's internal locks such as malloc's arenas.)"""
+    for f in frames or []:
+        if not _is_lib(f):
+            return _frame_fn(f)
+    return ""
+
+
+def wait_object(call: str, addr: int, aux: int) -> str:
+    """What the thread waited on, for a sentence: '0x7f12...', 'fd 5', 'epoll fd 4', '1 fd'."""
+    if call in _LOCK:
+        return f"0x{int(addr):x}"
+    if call in ("poll", "ppoll"):
+        return f"{int(aux)} fd{'' if int(aux) == 1 else 's'}"
+    if call in _EPOLL:
+        return f"epoll fd {int(addr)}"
+    if call in _FD_ARG0:
+        return f"fd {int(addr)}"
+    return ""
+
+
+def describe(run, row) -> str:
+    """One blocked interval in words: 'mutex 0x55d0... in tp_submit', 'read fd 5',
+    'clock_nanosleep'; '' when it was not blocked in a syscall or no reason was recorded."""
+    call = str(row["call"])
+    frames = run.stacks.get(("offcpu", int(row["ustack_id"]))) if row["ustack_id"] >= 0 else None
+    caller = caller_of(frames) or (_frame_fn(frames[0]) if frames else "")
+    where = f" in {caller}" if caller and caller != call and caller != "[unknown]" else ""
+    if call in _LOCK:
+        kind = futex_kind(int(row["wait_aux"]), frames)
+        return f"{kind} {wait_object(call, row['wait_addr'], row['wait_aux'])}{where}"
+    if not call:
+        return ""      # not in a syscall (a page fault), or no wait reason recorded
+    obj = wait_object(call, row["wait_addr"], row["wait_aux"])
+    return f"{call}{' ' + obj if obj else ''}{where}"

@@ -1,0 +1,83 @@
+"""Critical path on real BPF records, with the answer known by construction
+(tests/probes/waitchain.c): who ended each wait, and what that thread was doing.
+
+Each round's wait, as the waiting thread saw it, is treated as one request on that
+thread; analyze/critpath.py must find the thread that ended it and measure it.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tt_run import helper, json_lines, needs_root, tailtrace
+from analyze.critpath import df_critical_path
+from analyze.decompose import df_decompose
+from analyze.load import load_run
+
+pytestmark = needs_root
+ROUNDS, WORK_MS = 20, 10
+
+
+def traced_waits(tmp_path, mode: str, rounds: int, work_ms: int):
+    """Run tt-waitchain MODE under tailtrace; (run, its JSON lines, one request per wait)."""
+    out = tmp_path / mode
+    p = tailtrace(out, "--events", "runq,switch,offcpu", "--", helper("waitchain"), mode,
+                  str(rounds), str(work_ms), timeout=120)
+    assert p.returncode == 0, p.stderr
+    first, last = json_lines(p.stdout)[0], json_lines(p.stdout)[-1]
+    assert len(last["waits"]) == rounds
+    run = load_run(out)
+    waiter = {"pipe": "requester", "mutex": "waiter", "timer": "sleeper"}[mode]
+    w = np.asarray(last["waits"], dtype=np.int64)
+    run.requests = pd.DataFrame({
+        "id": np.arange(rounds), "conn": 0, "tid": first["tids"][waiter], "pid": first["pid"],
+        "status": 200, "bytes": 0, "t_enqueue_ns": w[:, 0], "t_start_ns": w[:, 0],
+        "t_end_ns": w[:, 1]})
+    run.present.add("requests")
+    return run, first, df_decompose(run)
+
+
+def test_answerer_behind_two_spinners_ends_the_requesters_wait(tmp_path):
+    run, first, d = traced_waits(tmp_path, "pipe", ROUNDS, WORK_MS)
+    assert d["closes"].mean() >= 0.95
+    blocked = d["blocked_all_ns"].sum()
+    assert d["io_wait_ns"].sum() >= 0.95 * blocked          # blocked in read() on a pipe
+    per, segs = df_critical_path(run, d)
+    first_hop = segs[segs["depth"] == 0]
+    by_answerer = first_hop[first_hop["waker_tid"] == first["tids"]["answerer"]]
+    dur = (by_answerer["t_end_ns"] - by_answerer["t_start_ns"]).sum()
+    assert dur >= 0.9 * blocked, (dur, blocked)
+    share = by_answerer["w_runnable_ns"].sum() / dur
+    assert share == pytest.approx(2 / 3, abs=0.1), share
+    assert per["cp_irq_ns"].sum() < 0.02 * blocked
+
+
+def test_preempted_mutex_holder_is_the_lock_wait(tmp_path):
+    run, first, d = traced_waits(tmp_path, "mutex", ROUNDS, WORK_MS)
+    lock = d["lock_wait_ns"].sum()
+    assert lock >= 0.9 * d["blocked_all_ns"].sum()
+    per, segs = df_critical_path(run, d)
+    hop = segs[(segs["depth"] == 0) & (segs["reason"] == "lock")]
+    assert (hop["call"] == "futex").all()
+    assert set(hop["wait_addr"].astype(np.uint64)) == {np.uint64(first["mutex_addr"])}
+    holder = hop["waker_tid"] == first["tids"]["holder"]
+    dur = (hop["t_end_ns"] - hop["t_start_ns"])
+    assert dur[holder].sum() >= 0.9 * lock
+    # the holder's runnable time over those waits, straight from runq.bin
+    rq = run.runq[run.runq["tid"] == first["tids"]["holder"]]
+    truth = sum(np.clip(np.minimum(rq["t_run_ns"], b) - np.maximum(rq["t_runnable_ns"], a),
+                        0, None).sum() for a, b in zip(hop["t_start_ns"], hop["t_end_ns"]))
+    got = hop.loc[holder, "w_runnable_ns"].sum()
+    assert got == pytest.approx(truth, rel=0.1) and got / lock == pytest.approx(2 / 3, abs=0.1)
+
+
+def test_timer_wakeups_are_not_blamed_on_the_interrupted_spinner(tmp_path):
+    run, first, d = traced_waits(tmp_path, "timer", 50, 2)
+    sleep = d["sleep_ns"].sum()
+    assert sleep >= 0.9 * d["blocked_all_ns"].sum()
+    per, segs = df_critical_path(run, d)
+    assert per["cp_irq_ns"].sum() >= 0.95 * sleep
+    spinner = segs["waker_tid"] == first["tids"]["spin0"]
+    assert not (segs.loc[spinner, "blame"]).any()       # recorded as current, never blamed
+    assert per[["cp_oncpu_ns", "cp_runnable_ns", "cp_blocked_ns"]].sum().sum() < 0.05 * sleep
