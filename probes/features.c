@@ -180,6 +180,18 @@ void features_select_progs(struct bpf_object *obj, enum tt_hook h)
 {
 	static const char *const suffix[] = { "_btf", "_raw", "_tp" };
 	struct bpf_program *p;
+	struct bpf_map *m;
+
+	/* per-thread state: task storage (maps named *_btf) under tp_btf, whose
+	 * task pointers are BTF-typed; tid-keyed hashes (*_ids) under the others */
+	bpf_object__for_each_map(m, obj) {
+		const char *name = bpf_map__name(m);
+
+		if (has_suffix(name, "_btf"))
+			bpf_map__set_autocreate(m, h == TT_HOOK_TP_BTF);
+		else if (has_suffix(name, "_ids"))
+			bpf_map__set_autocreate(m, h != TT_HOOK_TP_BTF);
+	}
 
 	bpf_object__for_each_program(p, obj) {
 		const char *name = bpf_program__name(p);

@@ -25,7 +25,9 @@ int features_probe(char *err, size_t len);
 enum tt_hook features_hook(void);
 const char *features_hook_name(enum tt_hook h);
 /* Autoload exactly the programs of the chosen hook: names end in _btf, _raw, _tp.
- * Programs without one of these suffixes are left alone. */
+ * Programs without one of these suffixes are left alone. Maps named *_btf (task
+ * storage) are created only for tp_btf, maps named *_ids (tid-keyed) only for
+ * the others; other maps always. */
 void features_select_progs(struct bpf_object *obj, enum tt_hook h);
 /* Offset of a per-CPU variable in the kernel's per-CPU area (BTF DATASEC
  * .data..percpu): 0 or -ENOENT. Differences of two such offsets are the same

@@ -5,13 +5,14 @@
  *   sched_waking (p traced)      start[p].waking = {current, its context}    (the true waker)
  *   sched_wakeup / sched_wakeup_new (p traced)  start[p] = {now, waking}   (kept if already runnable)
  *   sched_switch, prev traced    still runnable (preempted): start[prev] = {now, PREEMPT}
- *                                blocked: start[prev] deleted (a stale wakeup seen while running)
+ *                                blocked: start[prev] closed (a stale wakeup seen while running)
  *   sched_switch, next           start[next] -> one struct tt_runq, or a histogram slot (--aggregate)
  *
  * Three variants of each hook share one inline function; the loader
  * autoloads exactly one set: tp_btf, raw_tp, or classic tracepoints. Classic
  * tracepoints carry only pids for the woken task, so that variant learns the
  * traced threads (tracked map) from switch-outs and forks of traced tasks.
+ * start[] is task storage under tp_btf, a tid-keyed hash otherwise.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -40,12 +41,23 @@ struct {
 	__uint(max_entries, 32 << 20); /* resized by the loader (--ringbuf-mb) */
 } runq_rb SEC(".maps");
 
+/* Per traced thread: struct runq_start. Task storage under tp_btf (typed task
+ * pointers: no hashing, freed with the task); a tid-keyed hash under raw_tp
+ * and classic tracepoints. The loader creates only the one its hook uses
+ * (features_select_progs); btf is a compile-time constant in every program. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct runq_start);
+} start_btf SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, struct runq_start);
-} start SEC(".maps");
+} start_ids SEC(".maps");
 
 /* Classic-tracepoint variant only: tid -> tgid of threads known traced. */
 struct {
@@ -61,15 +73,27 @@ TT_HIST_MAP(runq_hist);
 __u64 runq_lost = 0;      /* ring buffer full: records dropped */
 __u64 runq_unmatched = 0; /* start entries whose switch-in was never seen */
 
-static __always_inline struct runq_start *slot(__u32 tid)
+/* The thread's slot, or NULL (none yet; or allocation failed / map full). */
+static __always_inline struct runq_start *slot_find(bool btf, struct task_struct *t, __u32 tid)
 {
-	struct runq_start *s = bpf_map_lookup_elem(&start, &tid);
+	if (btf)
+		return bpf_task_storage_get(&start_btf, t, 0, 0);
+	return bpf_map_lookup_elem(&start_ids, &tid);
+}
 
+/* The thread's slot, made (zeroed) if it has none. */
+static __always_inline struct runq_start *slot(bool btf, struct task_struct *t, __u32 tid)
+{
+	struct runq_start *s;
+
+	if (btf)
+		return bpf_task_storage_get(&start_btf, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	s = bpf_map_lookup_elem(&start_ids, &tid);
 	if (!s) {
 		static const struct runq_start zero;
 
-		bpf_map_update_elem(&start, &tid, &zero, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&start, &tid);
+		bpf_map_update_elem(&start_ids, &tid, &zero, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&start_ids, &tid);
 	}
 	return s;
 }
@@ -87,9 +111,9 @@ static __always_inline void open_interval(struct runq_start *s, __u64 now, __u32
 
 /* sched_waking: who is waking p (traced), in the waker's own context. Kept
  * pending in p's slot until the sched_wakeup that opens the interval. */
-static __always_inline void on_waking(__u32 tid)
+static __always_inline void on_waking(bool btf, struct task_struct *p, __u32 tid)
 {
-	struct runq_start *s = slot(tid);
+	struct runq_start *s = slot(btf, p, tid);
 	__u64 id = bpf_get_current_pid_tgid();
 
 	if (!s)
@@ -103,9 +127,10 @@ static __always_inline void on_waking(__u32 tid)
  * a runnable interval starts (a wakeup of a task still on its CPU takes the
  * pending waker and opens nothing). wakeup_new runs in the parent, which is
  * the waker; a wakeup without a sched_waking seen has an unknown waker. */
-static __always_inline void on_runnable(__u32 tid, __u32 pid, __u8 kind, bool open)
+static __always_inline void on_runnable(bool btf, struct task_struct *p, __u32 tid, __u32 pid,
+					__u8 kind, bool open)
 {
-	struct runq_start *s = slot(tid);
+	struct runq_start *s = slot(btf, p, tid);
 	__u32 waker = 0, waker_pid = 0;
 	__u8 ctx = TT_WAKER_UNKNOWN;
 
@@ -161,7 +186,8 @@ static __always_inline void emit(struct runq_start *s, __u32 tid, __u64 now)
  * any interval left open: classic (clear_blocked) wakeup hooks cannot tell a
  * running task apart, and a switch-in may never reach the tracepoint. Slots
  * are reused in place while the thread lives: one lookup per hook. */
-static __always_inline void on_switch(bool prev_traced, bool prev_runnable, bool prev_dead,
+static __always_inline void on_switch(bool btf, struct task_struct *prev, struct task_struct *next,
+				      bool prev_traced, bool prev_runnable, bool prev_dead,
 				      __u32 prev_tid, __u32 prev_pid, bool next_traced,
 				      __u32 next_tid, bool clear_blocked)
 {
@@ -169,14 +195,16 @@ static __always_inline void on_switch(bool prev_traced, bool prev_runnable, bool
 	__u64 now = tt_switch_now(prev_tid, next_tid);
 
 	if (prev_traced) {
-		s = prev_runnable ? slot(prev_tid) : bpf_map_lookup_elem(&start, &prev_tid);
+		s = prev_runnable ? slot(btf, prev, prev_tid) : slot_find(btf, prev, prev_tid);
 		/* Running, so an open interval is stale: its switch-in never reached
 		 * the tracepoint (seen on 6.x under load). Not knowable in the
 		 * classic variant, where wakeups of running tasks leave entries. */
 		if (s && s->t_runnable_ns && !clear_blocked)
 			__sync_fetch_and_add(&runq_unmatched, 1);
-		if (prev_dead)
-			bpf_map_delete_elem(&start, &prev_tid);
+		if (prev_dead) {
+			if (!btf) /* task storage goes with the task */
+				bpf_map_delete_elem(&start_ids, &prev_tid);
+		}
 		else if (s && prev_runnable)
 			open_interval(s, now, prev_pid, 0, 0, TT_WAKER_NONE, TT_RUNQ_PREEMPT);
 		else if (s)
@@ -184,7 +212,7 @@ static __always_inline void on_switch(bool prev_traced, bool prev_runnable, bool
 	}
 	if (!next_traced)
 		return;
-	s = bpf_map_lookup_elem(&start, &next_tid);
+	s = slot_find(btf, next, next_tid);
 	if (!s || !s->t_runnable_ns)
 		return;
 	emit(s, next_tid, now);
@@ -199,7 +227,7 @@ static __always_inline void on_switch(bool prev_traced, bool prev_runnable, bool
 static __always_inline int wakeup_task(bool btf, struct task_struct *p, __u8 kind)
 {
 	if (tt_task_traced_v(btf, p))
-		on_runnable(TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid), kind,
+		on_runnable(btf, p, TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid), kind,
 			    !TT_TASK_FIELD(btf, p, on_cpu));
 	return 0;
 }
@@ -207,7 +235,7 @@ static __always_inline int wakeup_task(bool btf, struct task_struct *p, __u8 kin
 static __always_inline int waking_task(bool btf, struct task_struct *p)
 {
 	if (tt_task_traced_v(btf, p))
-		on_waking(TT_TASK_FIELD(btf, p, pid));
+		on_waking(btf, p, TT_TASK_FIELD(btf, p, pid));
 	return 0;
 }
 
@@ -216,9 +244,12 @@ static __always_inline int switch_task(bool btf, bool preempt, struct task_struc
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	bool prev_traced = tt_task_traced_ids(prev, (__u32)(id >> 32), (__u32)id);
+	bool next_traced = tt_task_traced_v(btf, next);
 
-	on_switch(prev_traced, preempt || prev_state == TASK_RUNNING, prev_state == TASK_DEAD,
-		  (__u32)id, (__u32)(id >> 32), tt_task_traced_v(btf, next),
+	if (!prev_traced && !next_traced)
+		return 0; /* no clock either: switch_clock.bpf.h */
+	on_switch(btf, prev, next, prev_traced, preempt || prev_state == TASK_RUNNING,
+		  prev_state == TASK_DEAD, (__u32)id, (__u32)(id >> 32), next_traced,
 		  TT_TASK_FIELD(btf, next, pid), false);
 	return 0;
 }
@@ -280,9 +311,9 @@ static __always_inline int wakeup_pid(__u32 tid, __u8 kind)
 	__u32 *tgid = bpf_map_lookup_elem(&tracked, &tid);
 
 	if (tgid)
-		on_runnable(tid, *tgid, kind, true);
+		on_runnable(false, NULL, tid, *tgid, kind, true);
 	else if (!tt_filter && tid)
-		on_runnable(tid, 0, kind, true); /* system-wide: not seen yet, pid unknown */
+		on_runnable(false, NULL, tid, 0, kind, true); /* system-wide: not seen yet, pid unknown */
 	return 0;
 }
 
@@ -292,7 +323,7 @@ int runq_waking_tp(struct trace_event_raw_sched_wakeup_template *ctx)
 	__u32 tid = ctx->pid;
 
 	if (bpf_map_lookup_elem(&tracked, &tid) || (!tt_filter && tid))
-		on_waking(tid);
+		on_waking(false, NULL, tid);
 	return 0;
 }
 
@@ -335,7 +366,7 @@ int runq_switch_tp(struct trace_event_raw_sched_switch *ctx)
 		bpf_map_update_elem(&tracked, &tid, &tgid, BPF_ANY);
 	else if (known && (!traced || (state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE))))
 		bpf_map_delete_elem(&tracked, &tid); /* exited, or a forked child of another tgid */
-	on_switch(traced, runnable, state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE), tid, tgid,
-		  ctx->next_pid != 0, ctx->next_pid, true);
+	on_switch(false, NULL, NULL, traced, runnable, state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE),
+		  tid, tgid, ctx->next_pid != 0, ctx->next_pid, true);
 	return 0;
 }

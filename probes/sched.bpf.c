@@ -10,8 +10,9 @@
  * prev is the current task at sched_switch, so its kernel and user stacks are
  * taken there (blocked switch-outs only: a preempted thread's time is run-queue
  * time, see runq). The stack ids are kept in the record only when the interval
- * lasted at least min_offcpu_ns. Map slots are reused in place (t_off_ns = 0
- * marks a thread on CPU): one hash lookup per switch-out and per switch-in.
+ * lasted at least min_offcpu_ns. Per-thread slots are reused in place
+ * (t_off_ns = 0 marks a thread on CPU): one task-storage lookup (a tid hash
+ * outside tp_btf) per switch-out and per switch-in.
  *
  * Wait reason: at a blocking switch-out the thread's user registers (saved at
  * its kernel entry, bpf_task_pt_regs) say which syscall it sleeps in and with
@@ -54,13 +55,23 @@ struct {
 	__uint(max_entries, 32 << 20); /* resized by the loader (--ringbuf-mb) */
 } switch_rb SEC(".maps");
 
-/* One slot per live traced thread: deleted at its final (TASK_DEAD) switch-out. */
+/* One slot per live traced thread. Task storage under tp_btf (freed with the
+ * task); under raw_tp and classic tracepoints a tid-keyed hash, deleted at the
+ * thread's final (TASK_DEAD) switch-out. The loader creates only the one its
+ * hook uses (features_select_progs). */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sched_off);
+} off_btf SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, struct sched_off);
-} off SEC(".maps");
+} off_ids SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
@@ -105,17 +116,30 @@ static __always_inline __s32 stack_id(void *ctx, __u64 flags)
 	return (__s32)id;
 }
 
-static __always_inline struct sched_off *off_slot(__u32 tid)
+static const struct sched_off off_init = { .last_ustack_id = -1, .last_kstack_id = -1 };
+
+/* The thread's slot, made if it has none (NULL: allocation failed, map full). */
+static __always_inline struct sched_off *off_slot(bool btf, struct task_struct *t, __u32 tid)
 {
-	struct sched_off *s = bpf_map_lookup_elem(&off, &tid);
+	struct sched_off *s;
 
+	if (btf)
+		return bpf_task_storage_get(&off_btf, t, (void *)&off_init,
+					    BPF_LOCAL_STORAGE_GET_F_CREATE);
+	s = bpf_map_lookup_elem(&off_ids, &tid);
 	if (!s) {
-		static const struct sched_off zero = { .last_ustack_id = -1, .last_kstack_id = -1 };
-
-		bpf_map_update_elem(&off, &tid, &zero, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&off, &tid);
+		bpf_map_update_elem(&off_ids, &tid, &off_init, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&off_ids, &tid);
 	}
 	return s;
+}
+
+/* The thread's slot, or NULL when it has none. */
+static __always_inline struct sched_off *off_find(bool btf, struct task_struct *t, __u32 tid)
+{
+	if (btf)
+		return bpf_task_storage_get(&off_btf, t, 0, 0);
+	return bpf_map_lookup_elem(&off_ids, &tid);
 }
 
 static __always_inline void take_stacks(void *ctx, struct sched_off *s,
@@ -223,10 +247,10 @@ static __always_inline void unmatched(struct sched_off *s, __u32 tid, __u64 t_fr
 	bpf_ringbuf_submit(r, tt_rb_flags(&switch_rb, rb_wakeup_bytes));
 }
 
-static __always_inline void on_switch_out(void *ctx, __u64 now, __u32 tid, __u32 pid,
-					  __u32 state, bool voluntary, bool dead)
+static __always_inline void on_switch_out(void *ctx, bool btf, struct task_struct *t, __u64 now,
+					  __u32 tid, __u32 pid, __u32 state, bool voluntary, bool dead)
 {
-	struct sched_off *s = off_slot(tid);
+	struct sched_off *s = off_slot(btf, t, tid);
 	struct tt_user_regs u_at = {};
 
 	if (!s) {
@@ -248,7 +272,10 @@ static __always_inline void on_switch_out(void *ctx, __u64 now, __u32 tid, __u32
 		s->task_seen = 1;
 	}
 	if (dead) { /* its last switch-out: no interval will close */
-		bpf_map_delete_elem(&off, &tid);
+		if (btf) /* task storage goes with the task */
+			s->t_off_ns = 0;
+		else
+			bpf_map_delete_elem(&off_ids, &tid);
 		return;
 	}
 	s->pid = pid;
@@ -262,9 +289,9 @@ static __always_inline void on_switch_out(void *ctx, __u64 now, __u32 tid, __u32
 	s->t_off_ns = now;
 }
 
-static __always_inline void on_switch_in(__u32 tid, __u64 now)
+static __always_inline void on_switch_in(bool btf, struct task_struct *t, __u32 tid, __u64 now)
 {
-	struct sched_off *s = bpf_map_lookup_elem(&off, &tid);
+	struct sched_off *s = off_find(btf, t, tid);
 
 	if (!s)
 		return;
@@ -290,14 +317,19 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 next_tid = TT_TASK_FIELD(btf, next, pid);
-	__u64 now = tt_switch_now((__u32)id, next_tid);
 	bool blocked = !preempt && prev_state != TASK_RUNNING;
+	bool prev_traced = tt_task_traced_ids(prev, (__u32)(id >> 32), (__u32)id);
+	bool next_traced = tt_task_traced_v(btf, next);
+	__u64 now;
 
-	if (tt_task_traced_ids(prev, (__u32)(id >> 32), (__u32)id))
-		on_switch_out(ctx, now, (__u32)id, (__u32)(id >> 32), blocked ? prev_state : 0,
-			      blocked, prev_state == TASK_DEAD);
-	if (tt_task_traced_v(btf, next))
-		on_switch_in(next_tid, now);
+	if (!prev_traced && !next_traced)
+		return 0; /* no clock either: switch_clock.bpf.h */
+	now = tt_switch_now((__u32)id, next_tid);
+	if (prev_traced)
+		on_switch_out(ctx, btf, prev, now, (__u32)id, (__u32)(id >> 32),
+			      blocked ? prev_state : 0, blocked, prev_state == TASK_DEAD);
+	if (next_traced)
+		on_switch_in(btf, next, next_tid, now);
 	return 0;
 }
 
@@ -350,11 +382,11 @@ int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
 	bool blocked = !(state & TP_REPORT_MAX) && (state & 0xff) != TASK_RUNNING;
 
 	if (tt_current_traced())
-		on_switch_out(ctx, now, (__u32)id, (__u32)(id >> 32),
+		on_switch_out(ctx, false, NULL, now, (__u32)id, (__u32)(id >> 32),
 			      blocked ? (__u32)(state & 0xff) : 0, blocked,
 			      state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE));
 	if (ctx->next_pid)
-		on_switch_in(ctx->next_pid, now);
+		on_switch_in(false, NULL, ctx->next_pid, now);
 	return 0;
 }
 

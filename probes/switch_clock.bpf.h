@@ -13,7 +13,10 @@
  * prev is this one's next, and prev != next), so a stale slot never matches.
  * The loader makes the modules share the map (probe_share_switch_clock);
  * unshared, every program simply uses its own clock, as before.
- * Call it on every sched_switch, before any filtering.
+ * Every program calls it at the same switches: the typed variants (tp_btf,
+ * raw_tp) at every switch with a traced prev or next (all modules filter
+ * alike), the classic ones at every switch, before filtering. A switch of
+ * untraced tasks costs no clock read.
  */
 #ifndef TT_SWITCH_CLOCK_BPF_H
 #define TT_SWITCH_CLOCK_BPF_H
