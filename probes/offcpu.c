@@ -104,7 +104,7 @@ int offcpu_add(struct offcpu_acc *a, const struct tt_switch *r)
 /* ---- symbolization --------------------------------------------------------- */
 
 struct symctx {
-	int stacks_fd;
+	int stacks_fd, spill_fd; /* ids >= SCHED_STACK_ENTRIES: spill map (sched.h) */
 	struct tt_ksyms *ksyms;
 	struct tt_syms *target_syms;
 	int target_pid;
@@ -161,7 +161,10 @@ static int stack_frames(struct symctx *c, int32_t id, bool user, int pid,
 	struct tt_syms *s = user ? syms_for(c, pid) : NULL;
 	int n = 0;
 
-	if (id < 0 || bpf_map_lookup_elem(c->stacks_fd, &id, ips))
+	int fd = id < SCHED_STACK_ENTRIES ? c->stacks_fd : c->spill_fd;
+	int32_t key = id < SCHED_STACK_ENTRIES ? id : id - SCHED_STACK_ENTRIES;
+
+	if (id < 0 || id >= SCHED_STACK_IDS || bpf_map_lookup_elem(fd, &key, ips))
 		return 0;
 	for (; n < SCHED_STACK_DEPTH && n < max && ips[n]; n++) {
 		if (user && s)
@@ -216,7 +219,7 @@ static const char *comm_of(const struct tt_task *tasks, size_t n, uint32_t tid)
 }
 
 struct seen {
-	uint8_t k[SCHED_STACK_ENTRIES], u[SCHED_STACK_ENTRIES];
+	uint8_t k[SCHED_STACK_IDS], u[SCHED_STACK_IDS];
 };
 
 static void write_entry(struct symctx *c, struct seen *seen, FILE *js, FILE *fold,
@@ -226,9 +229,9 @@ static void write_entry(struct symctx *c, struct seen *seen, FILE *js, FILE *fol
 	int nk = stack_frames(c, e->kid, false, (int)e->pid, kf, SCHED_STACK_DEPTH);
 	int nu = stack_frames(c, e->uid, true, (int)e->pid, uf, SCHED_STACK_DEPTH);
 
-	if (e->kid >= 0 && e->kid < SCHED_STACK_ENTRIES && !seen->k[e->kid]++)
+	if (e->kid >= 0 && e->kid < SCHED_STACK_IDS && !seen->k[e->kid]++)
 		stack_json(js, e->kid, false, kf, nk);
-	if (e->uid >= 0 && e->uid < SCHED_STACK_ENTRIES && !seen->u[e->uid]++)
+	if (e->uid >= 0 && e->uid < SCHED_STACK_IDS && !seen->u[e->uid]++)
 		stack_json(js, e->uid, true, uf, nu);
 	if (e->sum_ns < 1000)
 		return;
@@ -249,11 +252,12 @@ static FILE *open_in(const char *dir, const char *name, const char *mode)
 	return fopen(path, mode);
 }
 
-int offcpu_write(struct offcpu_acc *a, const char *dir, int stacks_fd,
+int offcpu_write(struct offcpu_acc *a, const char *dir, int stacks_fd, int spill_fd,
 		 const struct tt_task *tasks, size_t ntasks,
 		 struct tt_syms *syms, int target_pid)
 {
-	struct symctx c = { .stacks_fd = stacks_fd, .target_syms = syms, .target_pid = target_pid };
+	struct symctx c = { .stacks_fd = stacks_fd, .spill_fd = spill_fd, .target_syms = syms,
+			    .target_pid = target_pid };
 	struct seen *seen = calloc(1, sizeof(*seen));
 	FILE *js = open_in(dir, "stacks.jsonl", "a"), *fold = open_in(dir, "offcpu.folded", "w");
 	int err = 0;

@@ -72,7 +72,8 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	if (!err && (o->aggregate || !(o->events & (TT_EV_SWITCH | TT_EV_OFFCPU))))
 		err = bpf_map__set_max_entries(s->maps.switch_rb, 4096);
 	if (!err && !(o->events & TT_EV_OFFCPU))
-		err = bpf_map__set_max_entries(s->maps.stacks, 1);
+		err = bpf_map__set_max_entries(s->maps.stacks, 1) ?:
+		      bpf_map__set_max_entries(s->maps.stacks_spill, 1);
 	features_select_progs(s->obj, features_hook());
 	err = err ?: probe_share_switch_clock_before_load(ctx, s->maps.switch_clock);
 	err = err ?: sched_bpf__load(s);
@@ -187,7 +188,8 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 					&st->hist_events);
 	if (!err && st->acc)
 		err = offcpu_write(st->acc, ctx->opts->out_dir, bpf_map__fd(st->skel->maps.stacks),
-				   tasks, ntasks, ctx->syms, ctx->target_pid);
+				   bpf_map__fd(st->skel->maps.stacks_spill), tasks, ntasks,
+				   ctx->syms, ctx->target_pid);
 	if (err)
 		snprintf(ctx->err, sizeof(ctx->err), "sched: writing tasks/stacks: %s", strerror(-err));
 	free(tasks);

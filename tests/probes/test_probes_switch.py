@@ -119,3 +119,27 @@ def test_offcpu_stacks_and_folded(run):
     assert total_us >= N * USEC
     assert total_us <= (stacked["t_on_ns"] - stacked["t_off_ns"]).sum() / 1000 + 1
     assert all(";__schedule_[k]" in l for l in lines if "nanosleep" in l)
+
+
+def test_no_stack_lost_to_stack_map_collisions(tmp_path):
+    """tt-deepstacks sleeps under PATHS distinct user stacks. A stack map keeps one stack per
+    bucket: with 400 stacks in 16384 buckets about 5 collide (expected 400^2 / 2^15), which
+    used to lose them (an offcpu lost event and ustack_id -1). They now go to the spill map
+    (probes/sched.h): every blocked switch-out keeps its stack and nothing is lost.
+    TAILTRACE_EXACT_STACKS=1: every switch-out unwinds (the stack cache would reuse the last
+    stack here, since every path blocks with the same user IP, stack and frame pointer)."""
+    paths = 400
+    p = tailtrace(tmp_path, "--events", "switch,offcpu", "--", helper("deepstacks"), str(paths),
+                  "50", env={"TAILTRACE_EXACT_STACKS": "1"})
+    assert p.returncode == 0, p.stderr
+    tid = json_lines(p.stdout)[0]["tid"]
+    assert meta(tmp_path)["lost_events"]["offcpu"] == 0
+    stacks = [json.loads(line) for line in (tmp_path / "stacks.jsonl").read_text().splitlines()]
+    user = {s["id"]: tuple(s["frames"]) for s in stacks if s["kind"] == "user"}
+    sw = intervals(tmp_path)
+    blocked = sw[(sw["tid"] == tid) & (sw["voluntary"] == 1)]
+    assert len(blocked) >= 0.97 * paths  # a sleep whose timer beat the block is no switch
+    assert (blocked["ustack_id"] >= 0).all() and set(blocked["ustack_id"].tolist()) <= set(user)
+    # one distinct stack per path (the sleeps of a path all block under the same stack)
+    assert len(set(user.values())) >= len(blocked) - 2
+    assert all(any("via_a" in f or "via_b" in f for f in fr) for fr in user.values())

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: MIT
+/*
+ * deepstacks PATHS USEC: sleeps USEC microseconds PATHS times, each time
+ * under a different user stack (path i: LEVELS calls through via_a or via_b
+ * as the bits of i say), so tailtrace's offcpu stream sees PATHS distinct
+ * user stacks: with a few hundred, some land in a bucket of the stack map
+ * that another one holds (the map does not chain), which
+ * tests/probes/test_probes_switch.py uses to check that no stack is lost to
+ * such collisions. Prints {"tid": N} first and {"paths": PATHS} at the end.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define LEVELS 10 /* up to 1024 distinct call paths, 12 frames deep at most */
+
+static long usec;
+static volatile long sink;
+
+static void walk(long i, int level);
+
+/* Two call sites per level: bit `level` of i picks one, so path i is a
+ * distinct chain of return addresses. The store after each call keeps
+ * the frame (no tail call). */
+__attribute__((noinline)) static void via_a(long i, int level)
+{
+	walk(i, level);
+	sink++;
+}
+
+__attribute__((noinline)) static void via_b(long i, int level)
+{
+	walk(i, level);
+	sink++;
+}
+
+__attribute__((noinline)) static void walk(long i, int level)
+{
+	if (level == LEVELS) {
+		usleep((useconds_t)usec);
+		return;
+	}
+	if ((i >> level) & 1)
+		via_b(i, level + 1);
+	else
+		via_a(i, level + 1);
+	sink++;
+}
+
+int main(int argc, char **argv)
+{
+	long paths;
+
+	if (argc != 3 || (paths = atol(argv[1])) < 1 || paths > (1L << LEVELS) ||
+	    (usec = atol(argv[2])) < 0) {
+		fprintf(stderr, "usage: deepstacks PATHS(1..%d) USEC\n", 1 << LEVELS);
+		return 2;
+	}
+	printf("{\"tid\": %d}\n", gettid());
+	fflush(stdout);
+	for (long i = 0; i < paths; i++)
+		walk(i, 0);
+	printf("{\"paths\": %ld}\n", paths);
+	return 0;
+}
