@@ -417,8 +417,8 @@ static void cleanup(struct loader *L)
 	for (int i = L->nmods - 1; i >= 0; i--)
 		L->mods[i]->destroy(L->states[i]);
 	cost_disable(&L->cost);
-	if (L->ctx.switch_clock_set)
-		close(L->ctx.switch_clock_fd);
+	for (int i = 0; i < L->ctx.nshared; i++)
+		close(L->ctx.shared[i].fd);
 	if (L->ctx.syms)
 		syms_free(L->ctx.syms);
 	if (L->have_child && !L->child.reaped)

@@ -17,6 +17,7 @@
 
 #define TT_MAX_SPANS 8
 #define TT_MAX_ALSO_PIDS 4 /* --also-pid: more processes traced beside the target */
+#define TT_SHARED_MAPS 8
 
 enum tt_event {
 	TT_EV_RUNQ = 1u << 0,
@@ -69,8 +70,11 @@ struct tt_ctx {
 	struct tt_syms *syms;    /* user-space symbolizer of the target; may be NULL */
 	char err[256];           /* one-line reason when a call fails */
 	uint64_t cgroup_id;      /* resolved --cgroup (cgroup v2 id), 0: none */
-	int switch_clock_fd;     /* the sched_switch clock map shared by modules */
-	bool switch_clock_set;   /* (switch_clock.bpf.h); false until one loaded */
+	/* BPF maps shared by the modules' objects (probe_share_maps_*): the
+	 * sched_switch clock, and runq's state when sched's switch program does
+	 * runq's work too (runq_switch.bpf.h) */
+	struct { const char *name; int fd; } shared[TT_SHARED_MAPS];
+	int nshared;
 };
 
 /* A probe module. setup() does open/configure/load/attach and adds its ring
@@ -93,11 +97,17 @@ struct tt_probe {
 int probe_add_ringbuf(struct tt_ctx *ctx, struct bpf_map *map, ring_buffer_sample_fn fn, void *state);
 /* Helper for modules: one __u64 counter of a PERCPU_ARRAY map, summed over
  * the CPUs; 0 if it cannot be read. */
-/* Share the per-CPU sched_switch clock (switch_clock.bpf.h) between modules so
- * their interval edges at one switch carry one timestamp: call _before_load
- * between open and load, _after_load after a successful load. */
-int probe_share_switch_clock_before_load(struct tt_ctx *ctx, struct bpf_map *map);
-void probe_share_switch_clock_after_load(struct tt_ctx *ctx, struct bpf_map *map);
+/* Maps that two modules' objects define alike and must share, by name: the
+ * per-CPU sched_switch clock (switch_clock.bpf.h: one timestamp per switch for
+ * every stream) and runq's state (runq_switch.bpf.h). The first module to
+ * load publishes them (_after_load, after a successful load); the others
+ * reuse them (_before_load, between open and load). */
+int probe_share_maps_before_load(struct tt_ctx *ctx, struct bpf_object *obj);
+void probe_share_maps_after_load(struct tt_ctx *ctx, struct bpf_object *obj);
+/* Does sched's switch program do runq's switch work (runq_switch.bpf.h)? With
+ * runq traced and a typed hook (tp_btf, raw_tp), unless TAILTRACE_SPLIT_SWITCH
+ * is set (one program per module, for comparisons). */
+bool probe_runq_in_sched(const struct tt_opts *opts);
 
 uint64_t probe_counter_sum(const struct bpf_map *map, __u32 idx);
 

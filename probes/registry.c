@@ -4,8 +4,11 @@
  * are weak: the loader builds and runs with or without them.
  */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "features.h"
 #include "registry.h"
 
 extern const struct tt_probe probe_sched;
@@ -65,22 +68,62 @@ int probe_add_ringbuf(struct tt_ctx *ctx, struct bpf_map *map, ring_buffer_sampl
 	return err < 0 ? err : 0;
 }
 
-int probe_share_switch_clock_before_load(struct tt_ctx *ctx, struct bpf_map *map)
+static const char *const shared_maps[] = { "switch_clock", "runq_rb", "start_btf", "start_ids",
+					    "runq_hist", "runq_counters" };
+
+/* The list's own copy of name (outlives every object), or NULL. */
+static const char *shareable(const char *name)
 {
-	return ctx->switch_clock_set ? bpf_map__reuse_fd(map, ctx->switch_clock_fd) : 0;
+	for (unsigned i = 0; i < sizeof(shared_maps) / sizeof(shared_maps[0]); i++)
+		if (!strcmp(name, shared_maps[i]))
+			return shared_maps[i];
+	return NULL;
 }
 
-void probe_share_switch_clock_after_load(struct tt_ctx *ctx, struct bpf_map *map)
+static int shared_fd(const struct tt_ctx *ctx, const char *name)
 {
-	int fd;
+	for (int i = 0; i < ctx->nshared; i++)
+		if (!strcmp(ctx->shared[i].name, name))
+			return ctx->shared[i].fd;
+	return -1;
+}
 
-	if (ctx->switch_clock_set)
-		return;
-	fd = dup(bpf_map__fd(map)); /* outlives the module's skeleton */
-	if (fd >= 0) {
-		ctx->switch_clock_fd = fd;
-		ctx->switch_clock_set = true;
+int probe_share_maps_before_load(struct tt_ctx *ctx, struct bpf_object *obj)
+{
+	struct bpf_map *m;
+
+	bpf_object__for_each_map(m, obj) {
+		int fd = shared_fd(ctx, bpf_map__name(m)), err;
+
+		if (fd >= 0 && bpf_map__autocreate(m) && (err = bpf_map__reuse_fd(m, fd)))
+			return err;
 	}
+	return 0;
+}
+
+void probe_share_maps_after_load(struct tt_ctx *ctx, struct bpf_object *obj)
+{
+	struct bpf_map *m;
+
+	bpf_object__for_each_map(m, obj) {
+		const char *name = shareable(bpf_map__name(m));
+		int fd;
+
+		if (!name || shared_fd(ctx, name) >= 0 || bpf_map__fd(m) < 0 ||
+		    ctx->nshared == TT_SHARED_MAPS)
+			continue;
+		fd = dup(bpf_map__fd(m)); /* outlives the module's skeleton */
+		if (fd >= 0) {
+			ctx->shared[ctx->nshared].name = name;
+			ctx->shared[ctx->nshared++].fd = fd;
+		}
+	}
+}
+
+bool probe_runq_in_sched(const struct tt_opts *opts)
+{
+	return (opts->events & TT_EV_RUNQ) && features_hook() != TT_HOOK_TRACEPOINT &&
+	       !getenv("TAILTRACE_SPLIT_SWITCH");
 }
 
 uint64_t probe_counter_sum(const struct bpf_map *map, __u32 idx)

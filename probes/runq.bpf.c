@@ -36,28 +36,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 const volatile bool aggregate = false;
 const volatile __u64 rb_wakeup_bytes = 1 << 20;
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 32 << 20); /* resized by the loader (--ringbuf-mb) */
-} runq_rb SEC(".maps");
-
-/* Per traced thread: struct runq_start. Task storage under tp_btf (typed task
- * pointers: no hashing, freed with the task); a tid-keyed hash under raw_tp
- * and classic tracepoints. The loader creates only the one its hook uses
- * (features_select_progs); btf is a compile-time constant in every program. */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct runq_start);
-} start_btf SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, struct runq_start);
-} start_ids SEC(".maps");
+#include "runq_switch.bpf.h"
 
 /* Classic-tracepoint variant only: tid -> tgid of threads known traced. */
 struct {
@@ -68,52 +47,11 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } tracked SEC(".maps");
 
-TT_HIST_MAP(runq_hist);
-
-__u64 runq_lost = 0;      /* ring buffer full: records dropped */
-__u64 runq_unmatched = 0; /* start entries whose switch-in was never seen */
-
-/* The thread's slot, or NULL (none yet; or allocation failed / map full). */
-static __always_inline struct runq_start *slot_find(bool btf, struct task_struct *t, __u32 tid)
-{
-	if (btf)
-		return bpf_task_storage_get(&start_btf, t, 0, 0);
-	return bpf_map_lookup_elem(&start_ids, &tid);
-}
-
-/* The thread's slot, made (zeroed) if it has none. */
-static __always_inline struct runq_start *slot(bool btf, struct task_struct *t, __u32 tid)
-{
-	struct runq_start *s;
-
-	if (btf)
-		return bpf_task_storage_get(&start_btf, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	s = bpf_map_lookup_elem(&start_ids, &tid);
-	if (!s) {
-		static const struct runq_start zero;
-
-		bpf_map_update_elem(&start_ids, &tid, &zero, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&start_ids, &tid);
-	}
-	return s;
-}
-
-static __always_inline void open_interval(struct runq_start *s, __u64 now, __u32 pid,
-					  __u32 waker, __u32 waker_pid, __u8 ctx, __u8 kind)
-{
-	s->pid = pid;
-	s->waker_tid = waker;
-	s->waker_pid = waker_pid;
-	s->waker_ctx = ctx;
-	s->kind = kind;
-	s->t_runnable_ns = now;
-}
-
 /* sched_waking: who is waking p (traced), in the waker's own context. Kept
  * pending in p's slot until the sched_wakeup that opens the interval. */
 static __always_inline void on_waking(bool btf, struct task_struct *p, __u32 tid)
 {
-	struct runq_start *s = slot(btf, p, tid);
+	struct runq_start *s = runq_slot(btf, p, tid);
 	__u64 id = bpf_get_current_pid_tgid();
 
 	if (!s)
@@ -130,12 +68,12 @@ static __always_inline void on_waking(bool btf, struct task_struct *p, __u32 tid
 static __always_inline void on_runnable(bool btf, struct task_struct *p, __u32 tid, __u32 pid,
 					__u8 kind, bool open)
 {
-	struct runq_start *s = slot(btf, p, tid);
+	struct runq_start *s = runq_slot(btf, p, tid);
 	__u32 waker = 0, waker_pid = 0;
 	__u8 ctx = TT_WAKER_UNKNOWN;
 
 	if (!s) {
-		__sync_fetch_and_add(&runq_lost, 1); /* map full */
+		tt_count(&runq_counters, RUNQ_CNT_LOST); /* map full */
 		return;
 	}
 	if (kind == TT_RUNQ_WAKEUP_NEW) {
@@ -152,71 +90,7 @@ static __always_inline void on_runnable(bool btf, struct task_struct *p, __u32 t
 	s->waking_ctx = TT_WAKER_NONE;
 	/* Already runnable (e.g. preempted, then woken): keep the earlier start. */
 	if (open && !s->t_runnable_ns)
-		open_interval(s, bpf_ktime_get_ns(), pid, waker, waker_pid, ctx, kind);
-}
-
-static __always_inline void emit(struct runq_start *s, __u32 tid, __u64 now)
-{
-	struct tt_runq *r;
-
-	if (aggregate) {
-		tt_hist_add(&runq_hist, tid, s->pid, now - s->t_runnable_ns);
-		return;
-	}
-	r = bpf_ringbuf_reserve(&runq_rb, sizeof(*r), 0);
-	if (!r) {
-		__sync_fetch_and_add(&runq_lost, 1);
-		return;
-	}
-	r->t_runnable_ns = s->t_runnable_ns;
-	r->t_run_ns = now;
-	r->pid = s->pid;
-	r->tid = tid;
-	r->cpu = bpf_get_smp_processor_id();
-	r->waker_tid = s->waker_tid;
-	r->waker_pid = s->waker_pid;
-	r->kind = s->kind;
-	r->waker_ctx = s->waker_ctx;
-	__builtin_memset(r->pad, 0, sizeof(r->pad));
-	bpf_ringbuf_submit(r, tt_rb_flags(&runq_rb, rb_wakeup_bytes));
-}
-
-/* prev is the current task. next_traced may be a guess (classic variant):
- * only traced threads ever have a start entry. A blocked switch-out closes
- * any interval left open: classic (clear_blocked) wakeup hooks cannot tell a
- * running task apart, and a switch-in may never reach the tracepoint. Slots
- * are reused in place while the thread lives: one lookup per hook. */
-static __always_inline void on_switch(bool btf, struct task_struct *prev, struct task_struct *next,
-				      bool prev_traced, bool prev_runnable, bool prev_dead,
-				      __u32 prev_tid, __u32 prev_pid, bool next_traced,
-				      __u32 next_tid, bool clear_blocked)
-{
-	struct runq_start *s;
-	__u64 now = tt_switch_now(prev_tid, next_tid);
-
-	if (prev_traced) {
-		s = prev_runnable ? slot(btf, prev, prev_tid) : slot_find(btf, prev, prev_tid);
-		/* Running, so an open interval is stale: its switch-in never reached
-		 * the tracepoint (seen on 6.x under load). Not knowable in the
-		 * classic variant, where wakeups of running tasks leave entries. */
-		if (s && s->t_runnable_ns && !clear_blocked)
-			__sync_fetch_and_add(&runq_unmatched, 1);
-		if (prev_dead) {
-			if (!btf) /* task storage goes with the task */
-				bpf_map_delete_elem(&start_ids, &prev_tid);
-		}
-		else if (s && prev_runnable)
-			open_interval(s, now, prev_pid, 0, 0, TT_WAKER_NONE, TT_RUNQ_PREEMPT);
-		else if (s)
-			s->t_runnable_ns = 0;
-	}
-	if (!next_traced)
-		return;
-	s = slot_find(btf, next, next_tid);
-	if (!s || !s->t_runnable_ns)
-		return;
-	emit(s, next_tid, now);
-	s->t_runnable_ns = 0;
+		runq_open_interval(s, bpf_ktime_get_ns(), pid, waker, waker_pid, ctx, kind);
 }
 
 /* ---- tp_btf and raw_tp: typed task pointers ---------------------------- */
@@ -245,12 +119,13 @@ static __always_inline int switch_task(bool btf, bool preempt, struct task_struc
 	__u64 id = bpf_get_current_pid_tgid();
 	bool prev_traced = tt_task_traced_ids(prev, (__u32)(id >> 32), (__u32)id);
 	bool next_traced = tt_task_traced_v(btf, next);
+	__u32 next_tid = TT_TASK_FIELD(btf, next, pid);
 
 	if (!prev_traced && !next_traced)
 		return 0; /* no clock either: switch_clock.bpf.h */
-	on_switch(btf, prev, next, prev_traced, preempt || prev_state == TASK_RUNNING,
-		  prev_state == TASK_DEAD, (__u32)id, (__u32)(id >> 32), next_traced,
-		  TT_TASK_FIELD(btf, next, pid), false);
+	runq_on_switch(btf, prev, next, tt_switch_now((__u32)id, next_tid), prev_traced,
+		       preempt || prev_state == TASK_RUNNING, prev_state == TASK_DEAD, (__u32)id,
+		       (__u32)(id >> 32), next_traced, next_tid, false);
 	return 0;
 }
 
@@ -366,7 +241,8 @@ int runq_switch_tp(struct trace_event_raw_sched_switch *ctx)
 		bpf_map_update_elem(&tracked, &tid, &tgid, BPF_ANY);
 	else if (known && (!traced || (state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE))))
 		bpf_map_delete_elem(&tracked, &tid); /* exited, or a forked child of another tgid */
-	on_switch(false, NULL, NULL, traced, runnable, state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE),
-		  tid, tgid, ctx->next_pid != 0, ctx->next_pid, true);
+	runq_on_switch(false, NULL, NULL, tt_switch_now(tid, ctx->next_pid), traced, runnable,
+		       state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE), tid, tgid, ctx->next_pid != 0,
+		       ctx->next_pid, true);
 	return 0;
 }

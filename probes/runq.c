@@ -66,10 +66,14 @@ static int runq_open(struct tt_ctx *ctx, struct runq_state *st)
 	if (o->aggregate) /* no records: the smallest ring buffer */
 		err = err ?: bpf_map__set_max_entries(st->skel->maps.runq_rb, 4096);
 	features_select_progs(st->skel->obj, features_hook());
-	err = err ?: probe_share_switch_clock_before_load(ctx, st->skel->maps.switch_clock);
+	if (probe_runq_in_sched(o)) { /* sched's switch program does this work */
+		bpf_program__set_autoload(st->skel->progs.runq_switch_btf, false);
+		bpf_program__set_autoload(st->skel->progs.runq_switch_raw, false);
+	}
+	err = err ?: probe_share_maps_before_load(ctx, st->skel->obj);
 	err = err ?: runq_bpf__load(st->skel);
 	if (!err)
-		probe_share_switch_clock_after_load(ctx, st->skel->maps.switch_clock);
+		probe_share_maps_after_load(ctx, st->skel->obj);
 	if (err) {
 		snprintf(ctx->err, sizeof(ctx->err), "runq: cannot load BPF programs (%s hook): %s",
 			 features_hook_name(features_hook()), strerror(-err));
@@ -137,8 +141,8 @@ static int runq_stats(void *state, struct tt_stream_stats *out, int max)
 		.stream = "runq",
 		.hook = features_hook_name(features_hook()),
 		.written = st->aggregate ? st->hist_events : recfile_count(st->out),
-		.lost = st->skel->bss->runq_lost,
-		.unmatched = st->skel->bss->runq_unmatched,
+		.lost = probe_counter_sum(st->skel->maps.runq_counters, RUNQ_CNT_LOST),
+		.unmatched = probe_counter_sum(st->skel->maps.runq_counters, RUNQ_CNT_UNMATCHED),
 	};
 	return 1;
 }

@@ -28,4 +28,11 @@ struct runq_start {
 	__u8 pad[5];
 };
 
+/* Per-CPU counters (runq_counters map, runq_switch.bpf.h). */
+enum runq_counter {
+	RUNQ_CNT_LOST = 0,      /* ring buffer full / map full: record dropped */
+	RUNQ_CNT_UNMATCHED,     /* start entries whose switch-in was never seen */
+	RUNQ_CNT_NR,
+};
+
 #endif

@@ -49,6 +49,9 @@ const volatile __u64 min_offcpu_ns = 0;
 const volatile bool kstack_reuse = true; /* see struct sched_off */
 const volatile __u64 rb_wakeup_bytes = 1 << 20;
 const volatile bool want_reason = true;  /* wait reasons (bpf_task_pt_regs) */
+const volatile bool with_runq = false;   /* do runq's switch work too (runq_switch.bpf.h) */
+
+#include "runq_switch.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -337,6 +340,9 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 	if (!prev_traced && !next_traced)
 		return 0; /* no clock either: switch_clock.bpf.h */
 	now = tt_switch_now((__u32)id, next_tid);
+	if (with_runq)
+		runq_on_switch(btf, prev, next, now, prev_traced, !blocked, prev_state == TASK_DEAD,
+			       (__u32)id, (__u32)(id >> 32), next_traced, next_tid, false);
 	if (prev_traced)
 		on_switch_out(ctx, btf, prev, now, (__u32)id, (__u32)(id >> 32),
 			      blocked ? prev_state : 0, blocked, prev_state == TASK_DEAD);

@@ -74,11 +74,21 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	if (!err && !(o->events & TT_EV_OFFCPU))
 		err = bpf_map__set_max_entries(s->maps.stacks, 1) ?:
 		      bpf_map__set_max_entries(s->maps.stacks_spill, 1);
+	s->rodata->with_runq = probe_runq_in_sched(o);
+	/* runq's state (runq_switch.bpf.h), made here when sched loads first:
+	 * sized for runq's records, or as small as can be without them */
+	if (!err && (o->aggregate || !(o->events & TT_EV_RUNQ)))
+		err = bpf_map__set_max_entries(s->maps.runq_rb, 4096);
+	else if (!err)
+		err = probe_size_ringbuf(s->maps.runq_rb, o);
+	if (!err && !(o->events & TT_EV_RUNQ))
+		err = bpf_map__set_max_entries(s->maps.start_ids, 1) ?:
+		      bpf_map__set_max_entries(s->maps.runq_hist, 1);
 	features_select_progs(s->obj, features_hook());
-	err = err ?: probe_share_switch_clock_before_load(ctx, s->maps.switch_clock);
+	err = err ?: probe_share_maps_before_load(ctx, s->obj);
 	err = err ?: sched_bpf__load(s);
 	if (!err)
-		probe_share_switch_clock_after_load(ctx, s->maps.switch_clock);
+		probe_share_maps_after_load(ctx, s->obj);
 	if (err)
 		snprintf(ctx->err, sizeof(ctx->err), "sched: cannot load BPF programs (%s hook): %s",
 			 features_hook_name(features_hook()), strerror(-err));

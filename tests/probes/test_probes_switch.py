@@ -140,6 +140,6 @@ def test_no_stack_lost_to_stack_map_collisions(tmp_path):
     blocked = sw[(sw["tid"] == tid) & (sw["voluntary"] == 1)]
     assert len(blocked) >= 0.97 * paths  # a sleep whose timer beat the block is no switch
     assert (blocked["ustack_id"] >= 0).all() and set(blocked["ustack_id"].tolist()) <= set(user)
-    # one distinct stack per path (the sleeps of a path all block under the same stack)
-    assert len(set(user.values())) >= len(blocked) - 2
-    assert all(any("via_a" in f or "via_b" in f for f in fr) for fr in user.values())
+    # one distinct stack per path (a few more switch-outs may block elsewhere: start, exit)
+    walks = {fr for fr in user.values() if any("via_a" in f or "via_b" in f for f in fr)}
+    assert len(walks) >= 0.97 * paths

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Run-queue intervals at sched_switch: the state runq.bpf.c keeps per thread
+ * and what a switch does to it, in one header so that one sched_switch
+ * program can do it. The sched module's switch program (sched.bpf.c) does
+ * this work too when runq is traced with a typed hook (with_runq): one
+ * program per switch instead of two; the two objects then share these maps
+ * (the loader's probe_share_*), and runq's own switch programs are not
+ * loaded. The includer defines `aggregate` and `rb_wakeup_bytes`.
+ */
+#ifndef TT_RUNQ_SWITCH_BPF_H
+#define TT_RUNQ_SWITCH_BPF_H
+#include <bpf/bpf_helpers.h>
+#include <tailtrace/records.h>
+#include "aggregate.bpf.h"
+#include "counter.bpf.h"
+#include "filter.bpf.h"
+#include "runq.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 32 << 20); /* resized by the loader (--ringbuf-mb) */
+} runq_rb SEC(".maps");
+
+/* Per traced thread: struct runq_start. Task storage under tp_btf (typed task
+ * pointers: no hashing, freed with the task); a tid-keyed hash under raw_tp
+ * and classic tracepoints. The loader creates only the one its hook uses
+ * (features_select_progs); btf is a compile-time constant in every program. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct runq_start);
+} start_btf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct runq_start);
+} start_ids SEC(".maps");
+
+TT_HIST_MAP(runq_hist);
+
+/* enum runq_counter (runq.h), summed by the loader */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RUNQ_CNT_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} runq_counters SEC(".maps");
+
+/* The thread's slot, or NULL (none yet; or allocation failed / map full). */
+static __always_inline struct runq_start *runq_slot_find(bool btf, struct task_struct *t,
+							 __u32 tid)
+{
+	if (btf)
+		return bpf_task_storage_get(&start_btf, t, 0, 0);
+	return bpf_map_lookup_elem(&start_ids, &tid);
+}
+
+/* The thread's slot, made (zeroed) if it has none. */
+static __always_inline struct runq_start *runq_slot(bool btf, struct task_struct *t, __u32 tid)
+{
+	struct runq_start *s;
+
+	if (btf)
+		return bpf_task_storage_get(&start_btf, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	s = bpf_map_lookup_elem(&start_ids, &tid);
+	if (!s) {
+		static const struct runq_start zero;
+
+		bpf_map_update_elem(&start_ids, &tid, &zero, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&start_ids, &tid);
+	}
+	return s;
+}
+
+static __always_inline void runq_open_interval(struct runq_start *s, __u64 now, __u32 pid,
+					       __u32 waker, __u32 waker_pid, __u8 ctx, __u8 kind)
+{
+	s->pid = pid;
+	s->waker_tid = waker;
+	s->waker_pid = waker_pid;
+	s->waker_ctx = ctx;
+	s->kind = kind;
+	s->t_runnable_ns = now;
+}
+
+static __always_inline void runq_emit(struct runq_start *s, __u32 tid, __u64 now)
+{
+	struct tt_runq *r;
+
+	if (aggregate) {
+		tt_hist_add(&runq_hist, tid, s->pid, now - s->t_runnable_ns);
+		return;
+	}
+	r = bpf_ringbuf_reserve(&runq_rb, sizeof(*r), 0);
+	if (!r) {
+		tt_count(&runq_counters, RUNQ_CNT_LOST);
+		return;
+	}
+	r->t_runnable_ns = s->t_runnable_ns;
+	r->t_run_ns = now;
+	r->pid = s->pid;
+	r->tid = tid;
+	r->cpu = bpf_get_smp_processor_id();
+	r->waker_tid = s->waker_tid;
+	r->waker_pid = s->waker_pid;
+	r->kind = s->kind;
+	r->waker_ctx = s->waker_ctx;
+	__builtin_memset(r->pad, 0, sizeof(r->pad));
+	bpf_ringbuf_submit(r, tt_rb_flags(&runq_rb, rb_wakeup_bytes));
+}
+
+/* prev is the current task. next_traced may be a guess (classic variant):
+ * only traced threads ever have a start entry. A blocked switch-out closes
+ * any interval left open: classic (clear_blocked) wakeup hooks cannot tell a
+ * running task apart, and a switch-in may never reach the tracepoint. Slots
+ * are reused in place while the thread lives: one lookup per hook. */
+static __always_inline void runq_on_switch(bool btf, struct task_struct *prev,
+					   struct task_struct *next, __u64 now, bool prev_traced,
+					   bool prev_runnable, bool prev_dead, __u32 prev_tid,
+					   __u32 prev_pid, bool next_traced, __u32 next_tid,
+					   bool clear_blocked)
+{
+	struct runq_start *s;
+
+	if (prev_traced) {
+		s = prev_runnable ? runq_slot(btf, prev, prev_tid) :
+				    runq_slot_find(btf, prev, prev_tid);
+		/* Running, so an open interval is stale: its switch-in never reached
+		 * the tracepoint (seen on 6.x under load). Not knowable in the
+		 * classic variant, where wakeups of running tasks leave entries. */
+		if (s && s->t_runnable_ns && !clear_blocked)
+			tt_count(&runq_counters, RUNQ_CNT_UNMATCHED);
+		if (prev_dead) {
+			if (!btf) /* task storage goes with the task */
+				bpf_map_delete_elem(&start_ids, &prev_tid);
+		} else if (s && prev_runnable)
+			runq_open_interval(s, now, prev_pid, 0, 0, TT_WAKER_NONE, TT_RUNQ_PREEMPT);
+		else if (s)
+			s->t_runnable_ns = 0;
+	}
+	if (!next_traced)
+		return;
+	s = runq_slot_find(btf, next, next_tid);
+	if (!s || !s->t_runnable_ns)
+		return;
+	runq_emit(s, next_tid, now);
+	s->t_runnable_ns = 0;
+}
+
+#endif
