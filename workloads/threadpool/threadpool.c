@@ -30,8 +30,13 @@ struct tp_pool {
 	pthread_mutex_t lock;
 	pthread_cond_t nonempty;
 	struct tp_task *ring; /* FIFO: ring[(head + i) & (cap - 1)] */
-	size_t cap, head, count;
+	size_t cap, head;
+	size_t count;         /* written under lock; spinners poll it without (atomics) */
 	unsigned idle;        /* workers waiting on nonempty: only they need a signal */
+	unsigned spinning;    /* idle workers polling count (0 or 1; atomics): they take
+			       * the next task, so a submit need not wake anyone */
+	unsigned signalled;   /* parked workers signalled, not yet back from the wait */
+	uint64_t spin_ns;     /* how long an idle worker polls before it parks */
 	bool stopping, joined, numa;
 	unsigned nworkers;
 	struct tp_worker *workers;
@@ -74,15 +79,17 @@ static int queue_reserve(struct tp_pool *p, size_t extra)
 static void queue_push(struct tp_pool *p, const struct tp_task *t)
 {
 	p->ring[(p->head + p->count) & (p->cap - 1)] = *t;
-	p->count++;
+	__atomic_store_n(&p->count, p->count + 1, __ATOMIC_RELEASE);
 }
 
+/* One task per take: a task may block (an HTTP request, a barrier), and a
+ * second one taken with it would wait behind it while other workers idle. */
 static struct tp_task queue_pop(struct tp_pool *p)
 {
 	struct tp_task t = p->ring[p->head];
 
 	p->head = (p->head + 1) & (p->cap - 1);
-	p->count--;
+	__atomic_store_n(&p->count, p->count - 1, __ATOMIC_RELEASE);
 	return t;
 }
 
@@ -97,29 +104,66 @@ static void worker_run_task(struct tp_worker *w, const struct tp_task *t)
 	__atomic_store_n(&w->tasks_run, w->tasks_run + 1, __ATOMIC_RELAXED);
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* Called without the lock: unless another worker is spinning already, poll
+ * the queue for spin_ns (a park and a wakeup cost ~7 us on a VM, a submit
+ * seen while spinning costs nothing). */
+static void worker_spin(struct tp_pool *p)
+{
+	unsigned none = 0;
+	uint64_t until;
+
+	if (!p->spin_ns || !__atomic_compare_exchange_n(&p->spinning, &none, 1, false,
+							  __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		return;
+	until = tt_now_ns() + p->spin_ns;
+	for (unsigned i = 0;; i++) {
+		if (__atomic_load_n(&p->count, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE))
+			break;
+		cpu_relax();
+		if ((i & 63) == 63 && tt_now_ns() >= until)
+			break;
+	}
+	/* Before taking the lock: a submit that still saw us spinning pushed
+	 * under the lock, so our check of the queue under it sees that task; a
+	 * submit after this store sees no spinner and signals if we park. */
+	__atomic_store_n(&p->spinning, 0, __ATOMIC_SEQ_CST);
+}
+
 static void *worker_main(void *arg)
 {
 	struct tp_worker *w = arg;
 	struct tp_pool *p = w->pool;
 
 	__atomic_store_n(&w->tid, gettid(), __ATOMIC_RELEASE);
-	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		struct tp_task t;
 
+		if (!__atomic_load_n(&p->count, __ATOMIC_ACQUIRE))
+			worker_spin(p);
+		pthread_mutex_lock(&p->lock);
 		while (p->count == 0 && !p->stopping) {
 			p->idle++;
 			pthread_cond_wait(&p->nonempty, &p->lock);
 			p->idle--;
+			if (p->signalled)
+				p->signalled--;
 		}
-		if (p->count == 0)
-			break; /* stopping and nothing left */
+		if (p->count == 0) { /* stopping and nothing left */
+			pthread_mutex_unlock(&p->lock);
+			break;
+		}
 		t = queue_pop(p);
 		pthread_mutex_unlock(&p->lock);
 		worker_run_task(w, &t);
-		pthread_mutex_lock(&p->lock);
 	}
-	pthread_mutex_unlock(&p->lock);
 	return NULL;
 }
 
@@ -216,6 +260,7 @@ static int pool_start_workers(struct tp_pool *p, const struct tp_config *cfg, ch
 int tp_create(struct tp_pool **out, const struct tp_config *cfg, char *eb, size_t el)
 {
 	struct tp_pool *p;
+	pthread_mutexattr_t ma;
 	int err;
 
 	*out = NULL;
@@ -227,6 +272,7 @@ int tp_create(struct tp_pool **out, const struct tp_config *cfg, char *eb, size_
 	if (!p)
 		return -ENOMEM;
 	p->cap = TP_QUEUE_INITIAL;
+	p->spin_ns = cfg->spin_us < 0 ? 0 : (uint64_t)(cfg->spin_us ? cfg->spin_us : TP_SPIN_US) * 1000;
 	p->ring = malloc(p->cap * sizeof(*p->ring));
 	p->nworkers = cfg->workers;
 	p->workers = aligned_alloc(64, cfg->workers * sizeof(*p->workers));
@@ -241,7 +287,10 @@ int tp_create(struct tp_pool **out, const struct tp_config *cfg, char *eb, size_
 		p->workers[i].pool = p;
 		p->workers[i].ctx.index = i;
 	}
-	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutexattr_init(&ma); /* adaptive: spins a little before it sleeps */
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+	pthread_mutex_init(&p->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 	pthread_cond_init(&p->nonempty, NULL);
 	err = pool_start_workers(p, cfg, eb, el);
 	if (err) {
@@ -259,9 +308,24 @@ int tp_submit(struct tp_pool *p, tp_task_fn fn, void *arg)
 	return tp_submit_batch(p, &t, 1);
 }
 
+/* Parked workers to wake (caller holds the lock, tasks pushed): one per
+ * queued task that no worker is already on its way to take — the spinner
+ * and the workers signalled before. Busy workers re-check the queue before
+ * they wait; they are not counted, since their task may run long. */
+static unsigned wakeups_for(struct tp_pool *p)
+{
+	size_t takers = __atomic_load_n(&p->spinning, __ATOMIC_SEQ_CST) + p->signalled;
+	size_t want = p->count > takers ? p->count - takers : 0;
+	unsigned parked = p->idle - p->signalled;
+
+	want = want < parked ? want : parked;
+	p->signalled += (unsigned)want;
+	return (unsigned)want;
+}
+
 int tp_submit_batch(struct tp_pool *p, const struct tp_task *tasks, size_t n)
 {
-	unsigned idle;
+	unsigned wake, idle;
 	int err;
 
 	if (n == 0)
@@ -270,14 +334,15 @@ int tp_submit_batch(struct tp_pool *p, const struct tp_task *tasks, size_t n)
 	err = p->stopping ? -ESHUTDOWN : queue_reserve(p, n);
 	for (size_t i = 0; !err && i < n; i++)
 		queue_push(p, &tasks[i]);
-	idle = p->idle; /* busy workers re-check the queue before they wait */
+	idle = p->idle;
+	wake = err ? 0 : wakeups_for(p);
 	pthread_mutex_unlock(&p->lock);
 	if (err)
 		return err;
-	if (n >= idle && idle > 1)
+	if (wake > 1 && wake == idle)
 		pthread_cond_broadcast(&p->nonempty);
 	else
-		for (size_t i = 0; i < n && i < idle; i++)
+		for (unsigned i = 0; i < wake; i++)
 			pthread_cond_signal(&p->nonempty);
 	return 0;
 }
@@ -293,9 +358,9 @@ long tp_shutdown(struct tp_pool *p, enum tp_stop how)
 	}
 	if (how == TP_CANCEL) {
 		dropped = (long)p->count;
-		p->count = 0;
+		__atomic_store_n(&p->count, 0, __ATOMIC_RELEASE);
 	}
-	p->stopping = true;
+	__atomic_store_n(&p->stopping, true, __ATOMIC_RELEASE);
 	p->joined = true;
 	pthread_cond_broadcast(&p->nonempty);
 	pthread_mutex_unlock(&p->lock);
