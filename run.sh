@@ -35,7 +35,7 @@ Workload (default mode):
   --workload naive|pool|async  client concurrency model              [pool]
   --conns N                    connections (a list with --sweep)     [20; sweep 10,50,100]
   --workers W                  pool worker threads (pool model only) [20, httpload's]
-  --requests N                 requests to send                      [2000]
+  --requests N                 requests to send                      [20000]
   --duration S                 run for S seconds instead of --requests
   --rate R                     open loop at R requests/s             [closed loop]
   --url URL                    target URL; no orders-server started  [own orders-server]
@@ -153,7 +153,7 @@ validate_args() {
 	elif [ "$MODE" = workload ]; then
 		need_uint --conns "$CONNS"
 	fi
-	if [ "$MODE" = workload ] && [ -z "$REQUESTS" ] && [ -z "$DURATION" ]; then REQUESTS=2000; fi
+	if [ "$MODE" = workload ] && [ -z "$REQUESTS" ] && [ -z "$DURATION" ]; then REQUESTS=20000; fi
 	[ "$MODE" != pid ] || [ -n "$DURATION" ] || DURATION=10
 }
 

@@ -9,6 +9,7 @@
 #include <bpf/libbpf.h>
 
 #include <json_out.h>
+#include <tt_clock.h>
 
 void cost_enable(struct tt_cost *c)
 {
@@ -28,7 +29,23 @@ static uint64_t loader_cpu_ns(void)
 
 void cost_start_clock(struct tt_cost *c)
 {
-	c->cpu_start_ns = loader_cpu_ns();
+	c->cpu_start_ns = c->cpu_loop_ns = c->cpu_end_ns = loader_cpu_ns();
+}
+
+void cost_loop_start(struct tt_cost *c)
+{
+	c->cpu_loop_ns = c->cpu_end_ns = loader_cpu_ns();
+}
+
+void cost_loop_end(struct tt_cost *c)
+{
+	c->cpu_end_ns = loader_cpu_ns();
+	c->t_end_ns = tt_now_ns();
+}
+
+static uint64_t diff(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
 }
 
 /* Sum run_cnt / run_time_ns over the loaded programs of one object. */
@@ -58,7 +75,9 @@ void cost_collect(struct tt_cost *c, const struct tt_probe *const *mods, void *c
 {
 	uint64_t now_cpu = loader_cpu_ns();
 
-	c->loader_cpu_ns = now_cpu > c->cpu_start_ns ? now_cpu - c->cpu_start_ns : 0;
+	c->startup_cpu_ns = diff(c->cpu_loop_ns, c->cpu_start_ns);
+	c->loader_cpu_ns = diff(c->cpu_end_ns, c->cpu_loop_ns);
+	c->finish_cpu_ns = diff(now_cpu, c->cpu_end_ns);
 	c->traced_wall_ns = traced_wall_ns;
 	c->ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	c->nmods = 0;
@@ -124,9 +143,10 @@ void cost_write_json(FILE *f, const struct tt_cost *c)
 		write_bpf(f, c);
 		fprintf(f, ", \"bpf_total_ns\": %llu", (unsigned long long)c->bpf_total_ns);
 	}
-	fprintf(f, ", \"loader_cpu_ns\": %llu, \"traced_wall_ns\": %llu, \"ncpus\": %ld, "
-		"\"cpu_share_of_machine\": ", (unsigned long long)c->loader_cpu_ns,
-		(unsigned long long)c->traced_wall_ns, c->ncpus);
+	fprintf(f, ", \"loader_cpu_ns\": %llu, \"startup_cpu_ns\": %llu, \"finish_cpu_ns\": %llu, "
+		"\"traced_wall_ns\": %llu, \"ncpus\": %ld, \"cpu_share_of_machine\": ",
+		(unsigned long long)c->loader_cpu_ns, (unsigned long long)c->startup_cpu_ns,
+		(unsigned long long)c->finish_cpu_ns, (unsigned long long)c->traced_wall_ns, c->ncpus);
 	if (share >= 0)
 		fprintf(f, "%.6f}", share);
 	else
@@ -149,6 +169,8 @@ void cost_print(FILE *f, const struct tt_cost *c)
 		c->traced_wall_ns / 1e9, c->ncpus, c->ncpus == 1 ? "" : "s");
 	if (share >= 0)
 		fprintf(f, " = %.1f%% of the machine", share * 100);
+	fprintf(f, " (not counted: start-up %.1f ms, finish %.1f ms CPU)", c->startup_cpu_ns / 1e6,
+		c->finish_cpu_ns / 1e6);
 	for (int i = 0; i < c->nmods; i++) /* runs the kernel skipped: events lost */
 		if (c->mods[i].misses)
 			fprintf(f, "; %s programs skipped %llu times (recursion)", c->mods[i].name,

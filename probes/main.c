@@ -392,8 +392,10 @@ static int run_finish(struct loader *L, int status)
 		print_aggregate(L);
 	stats_collect(L);
 	L->meta.mono_end_ns = tt_now_ns();
+	if (!L->cost.t_end_ns) /* ended before the poll loop */
+		cost_loop_end(&L->cost);
 	cost_collect(&L->cost, L->mods, L->states, L->nmods,
-		     L->meta.mono_end_ns - L->meta.mono_start_ns);
+		     L->cost.t_end_ns - L->meta.mono_start_ns);
 	L->meta.cost = &L->cost;
 	L->meta.stats = L->stats;
 	L->meta.nstats = L->nstats;
@@ -456,8 +458,10 @@ static int run(struct loader *L)
 	}
 	if (L->ctx.target_pid > 0)
 		L->ctx.syms = syms_new(L->ctx.target_pid);
+	cost_loop_start(&L->cost);
 	if (poll_loop(L))
 		status = 1;
+	cost_loop_end(&L->cost);
 	if (L->have_child && !target_child_exited(&L->child))
 		target_child_stop(&L->child, 2000); /* --duration or a signal ended the run */
 	status = run_finish(L, status);
