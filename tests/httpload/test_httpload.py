@@ -122,8 +122,12 @@ def test_closed_loop_exact_counts(model, tmp_path):
         assert len(tids) == 10
     elif model == "pool":
         assert 1 <= len(tids) <= 4
-    else:
-        assert len(tids) == 1
+    else:  # one event loop per usable CPU; connection c on loop c % loops
+        loops = min(10, len(os.sched_getaffinity(0)))
+        assert len(tids) == loops and summary["workers"] == loops
+        by_conn = {c: set(recs[recs["conn"] == c]["tid"].tolist()) for c in range(10)}
+        assert all(len(t) == 1 for t in by_conn.values())
+        assert len({next(iter(by_conn[c])) for c in range(0, 10, loops)}) == 1
     # closed loop: a connection has one request in flight at a time, and (pool) its next
     # request is enqueued only once the previous one completed
     for c in range(10):
@@ -135,7 +139,8 @@ def test_closed_loop_exact_counts(model, tmp_path):
     # keep-alive: one TCP connection per easy handle that ran, reused for all its requests
     conns_opened = {"naive": 10, "pool": len(tids), "async": 10}[model]
     assert f" {conns_opened} connections, 300 requests" in served, served
-    assert summary["workers"] == {"naive": 10, "pool": 4, "async": 1}[model]
+    assert summary["workers"] == {"naive": 10, "pool": 4,
+                                  "async": min(10, len(os.sched_getaffinity(0)))}[model]
 
 
 def test_json_consistent_with_records(server, tmp_path):
@@ -313,7 +318,10 @@ def test_sigterm_flushes_partial_results(server, model, tmp_path):
         names = {}
         deadline = time.monotonic() + 5
         want = {"naive": {"naive-c0", "naive-c1", "naive-c2"},
-                "pool": {"pool-w0", "pool-w1", "pool-w2"}, "async": {"async-loop"}}[model]
+                "pool": {"pool-w0", "pool-w1", "pool-w2"},
+                # one event loop per usable CPU, at most one per connection
+                "async": {f"async-loop{k}" for k in range(min(3, len(os.sched_getaffinity(0))))}
+                }[model]
         while time.monotonic() < deadline and not want <= set(names.values()):
             time.sleep(0.1)
             names = _thread_names(p.pid)

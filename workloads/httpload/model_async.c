@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * async: the libcurl multi interface on one event-loop thread ("async-loop"):
- * N transfer slots, each reusing its own easy handle (keep-alive). The loop
+ * async: the libcurl multi interface on L event-loop threads ("async-loopK",
+ * --loops, default one per usable CPU): connection c belongs to loop c % L,
+ * and each loop has its own multi handle, epoll set and records. Open loop:
+ * loop k serves the request ids k, k + L, k + 2L, ... of the schedule.
+ * Per loop: transfer slots, each reusing its own easy handle (keep-alive). The loop
  * is the multi "socket" API on epoll: only sockets that are ready are
  * serviced (curl_multi_perform would walk every transfer on each wakeup). Closed
  * loop: a slot starts its next request as soon as one completes. Open loop:
  * a timerfd (ns precision) wakes the loop when the next request is due; due
  * requests
  * wait in FIFO order (ids next_assign..next_due-1) for a free slot.
- * tid of every record is the loop thread.
+ * tid of every record is its loop's thread.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,15 +31,51 @@
 #define ASYNC_NO_DEADLINE UINT64_MAX
 #define ASYNC_EVENTS 64
 
+/* The loops set up their transfers, then wait until the main thread has
+ * started the run's clock (run_begin) once for all of them. */
+struct async_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned ready;
+	bool go;
+};
+
+static void gate_arrive_and_wait(struct async_gate *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->ready++;
+	pthread_cond_broadcast(&g->cond);
+	while (!g->go)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Main thread: once n loops are set up, fn(arg), then let them go. */
+static void gate_open(struct async_gate *g, unsigned n, void (*fn)(struct hl_run *), struct hl_run *arg)
+{
+	pthread_mutex_lock(&g->lock);
+	while (g->ready < n)
+		pthread_cond_wait(&g->cond, &g->lock);
+	fn(arg);
+	g->go = true;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
 struct async_slot {
 	struct hl_conn http;
-	uint32_t index;
+	uint32_t index;        /* its connection (records' conn) */
+	uint32_t local;        /* its place in this loop's slots[] */
 	uint64_t seq;          /* closed loop: requests claimed so far */
 	struct tt_request rec; /* the request in flight */
 };
 
 struct async_model {
 	struct hl_run *run;
+	unsigned loop, nloops;       /* this loop's index, and how many there are */
+	unsigned nslots;             /* connections loop, loop + nloops, ... */
+	struct async_gate *gate;     /* set up -> run_begin (main thread) -> go */
+	int cpu;                     /* --cpus: this loop's CPU, -1 unpinned */
 	CURLM *multi;
 	struct async_slot *slots;
 	unsigned *free_slots, nfree; /* stack of idle slot indices */
@@ -63,7 +103,7 @@ static void async_start(struct async_model *m, struct async_slot *s, uint64_t id
 		s->rec.status = -(int32_t)CURLE_FAILED_INIT;
 		recbuf_push(&m->rb, &s->rec);
 		run_count_done(m->run);
-		m->free_slots[m->nfree++] = s->index;
+		m->free_slots[m->nfree++] = s->local;
 		return;
 	}
 	m->busy++;
@@ -86,7 +126,7 @@ static void async_finish(struct async_model *m, CURLMsg *msg)
 	curl_multi_remove_handle(m->multi, msg->easy_handle);
 	recbuf_push(&m->rb, &s->rec);
 	run_count_done(m->run);
-	m->free_slots[m->nfree++] = s->index;
+	m->free_slots[m->nfree++] = s->local;
 	m->busy--;
 }
 
@@ -117,13 +157,13 @@ static uint64_t async_fill_open(struct async_model *m)
 		due = run_due_ns(m->run, m->next_due);
 		if (due > now)
 			break;
-		m->next_due++;
+		m->next_due += m->nloops;
 	}
 	if (run_stopped())
 		return 0;
 	while (m->nfree && m->next_assign < m->next_due) {
 		async_start(m, async_pop_free(m), m->next_assign, run_due_ns(m->run, m->next_assign));
-		m->next_assign++;
+		m->next_assign += m->nloops;
 	}
 	return m->sched_over || due <= now ? 0 : due;
 }
@@ -135,7 +175,13 @@ static int async_on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, 
 	struct epoll_event ev = { .data.fd = fd };
 
 	if (what == CURL_POLL_REMOVE) {
-		epoll_ctl(m->epfd, EPOLL_CTL_DEL, fd, NULL);
+		/* Keep it registered, parked: curl removes a kept-alive socket
+		 * after every transfer and adds it back for the next one, two
+		 * epoll_ctl calls a request. Edge-triggered with no events, a
+		 * parked socket still reports a hang-up once (curl then closes
+		 * it); a closed fd leaves the epoll set by itself. */
+		ev.events = EPOLLET;
+		epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev);
 		return 0;
 	}
 	ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
@@ -229,7 +275,7 @@ static void async_loop(struct async_model *m)
 {
 	bool open = m->run->o->rate > 0;
 
-	run_begin(m->run);
+	m->next_due = m->next_assign = m->loop;
 	for (;;) {
 		uint64_t due_ns = 0;
 
@@ -246,7 +292,7 @@ static void async_loop(struct async_model *m)
 
 static int async_setup(struct async_model *m)
 {
-	unsigned n = m->run->o->conns;
+	unsigned n = m->nslots;
 
 	m->tid = (uint32_t)gettid();
 	m->timer_fd = m->run->o->rate > 0 ? timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC) : -1;
@@ -256,7 +302,7 @@ static int async_setup(struct async_model *m)
 	m->slots = calloc(n, sizeof(*m->slots));
 	m->free_slots = calloc(n, sizeof(*m->free_slots));
 	if (m->epfd < 0 || !m->multi || !m->slots || !m->free_slots ||
-	    recbuf_init(&m->rb, run_initial_cap(m->run, 1)))
+	    recbuf_init(&m->rb, run_initial_cap(m->run, m->nloops)))
 		return -ENOMEM;
 	if (m->timer_fd >= 0) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.fd = m->timer_fd };
@@ -268,7 +314,8 @@ static int async_setup(struct async_model *m)
 	curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, async_on_timer);
 	curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
 	for (unsigned i = 0; i < n; i++) {
-		m->slots[i].index = i;
+		m->slots[i].index = m->loop + i * m->nloops; /* its connection */
+		m->slots[i].local = i;
 		if (http_conn_init(&m->slots[i].http, m->run->o))
 			return -ENOMEM;
 		m->slots[i].http.owner = &m->slots[i];
@@ -280,16 +327,19 @@ static int async_setup(struct async_model *m)
 static void *async_main(void *arg)
 {
 	struct async_model *m = arg;
+	char name[16];
 
-	pthread_setname_np(pthread_self(), "async-loop");
+	snprintf(name, sizeof(name), "async-loop%u", m->loop);
+	pthread_setname_np(pthread_self(), name);
 	if (async_setup(m)) {
 		fprintf(stderr, "httpload: async: cannot set up %u transfers (out of memory)\n",
-			m->run->o->conns);
+			m->nslots);
 		m->rc = 1;
-	} else {
-		async_loop(m);
 	}
-	for (unsigned i = 0; m->slots && i < m->run->o->conns; i++)
+	gate_arrive_and_wait(m->gate); /* all set up: the main thread starts the clock */
+	if (!m->rc)
+		async_loop(m);
+	for (unsigned i = 0; m->slots && i < m->nslots; i++)
 		http_conn_cleanup(&m->slots[i].http);
 	if (m->multi)
 		curl_multi_cleanup(m->multi);
@@ -300,57 +350,101 @@ static void *async_main(void *arg)
 	return NULL;
 }
 
-/* --cpus for the loop thread: every listed CPU must be usable. */
-static int async_affinity(const struct hl_opts *o, pthread_attr_t *attr)
+/* --cpus: every listed CPU must be usable; loop k runs on cpus[k % ncpus]. */
+static int async_check_cpus(const struct hl_opts *o)
 {
 	struct tp_system_topology *sys = calloc(1, sizeof(*sys));
-	cpu_set_t set;
 	int rc = 0;
 
 	if (!sys || tp_topology_read(sys))
 		rc = 1;
-	CPU_ZERO(&set);
-	for (size_t i = 0; !rc && i < o->ncpus; i++) {
+	for (size_t i = 0; !rc && i < o->ncpus; i++)
 		if (!tp_topology_usable(&sys->topo, o->cpus[i])) {
 			fprintf(stderr, "httpload: --cpus: CPU %d is offline or outside this process's "
 				"allowed CPUs: pick CPUs from `taskset -cp $$`\n", o->cpus[i]);
 			rc = 2;
 		}
-		CPU_SET(o->cpus[i], &set);
-	}
-	if (!rc)
-		rc = pthread_attr_setaffinity_np(attr, sizeof(set), &set) ? 1 : 0;
 	free(sys);
+	return rc;
+}
+
+/* --loops, or one loop per usable CPU; never more loops than connections. */
+static unsigned async_nloops(const struct hl_opts *o)
+{
+	cpu_set_t set;
+	unsigned n = o->loops;
+
+	if (!n)
+		n = sched_getaffinity(0, sizeof(set), &set) ? 1 : (unsigned)CPU_COUNT(&set);
+	return n < 1 ? 1 : n > o->conns ? o->conns : n;
+}
+
+static int async_start_loop(struct async_model *m, pthread_t *th)
+{
+	pthread_attr_t attr;
+	cpu_set_t set;
+	int rc;
+
+	pthread_attr_init(&attr);
+	if (m->cpu >= 0) {
+		CPU_ZERO(&set);
+		CPU_SET(m->cpu, &set);
+		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	}
+	rc = pthread_create(th, &attr, async_main, m);
+	pthread_attr_destroy(&attr);
+	if (rc)
+		fprintf(stderr, "httpload: cannot start event loop %u: %s\n", m->loop, strerror(rc));
 	return rc;
 }
 
 int model_async_run(struct hl_run *r)
 {
-	struct async_model m = { .run = r, .timer_fd = -1, .epfd = -1 };
-	struct hl_recbuf *rbp = &m.rb;
-	pthread_attr_t attr;
-	pthread_t th;
-	int rc = 0;
+	unsigned nloops = async_nloops(r->o), started = 0;
+	struct async_model *m = calloc(nloops, sizeof(*m));
+	pthread_t *th = calloc(nloops, sizeof(*th));
+	struct async_gate gate = { .lock = PTHREAD_MUTEX_INITIALIZER,
+				   .cond = PTHREAD_COND_INITIALIZER };
+	int rc = r->o->ncpus ? async_check_cpus(r->o) : 0;
 
-	pthread_attr_init(&attr);
-	if (r->o->ncpus)
-		rc = async_affinity(r->o, &attr);
-	if (!rc && (rc = pthread_create(&th, &attr, async_main, &m)) != 0) {
-		fprintf(stderr, "httpload: cannot start the async-loop thread: %s\n", strerror(rc));
+	if (!rc && (!m || !th))
+		rc = 1;
+	if (rc) {
+		free(m);
+		free(th);
+		return rc;
+	}
+	for (unsigned k = 0; k < nloops; k++) {
+		m[k] = (struct async_model){ .run = r, .loop = k, .nloops = nloops, .gate = &gate,
+					     .nslots = (r->o->conns - k + nloops - 1) / nloops,
+					     .cpu = r->o->ncpus ? r->o->cpus[k % r->o->ncpus] : -1,
+					     .timer_fd = -1, .epfd = -1 };
+		if (async_start_loop(&m[k], &th[k]))
+			break;
+		started++;
+	}
+	if (started < nloops) { /* the loops that did start send nothing */
+		hl_stop = 1;
 		rc = 1;
 	}
-	pthread_attr_destroy(&attr);
-	if (rc)
-		return rc;
-	pthread_join(th, NULL);
-	r->bufs = malloc(sizeof(*r->bufs));
+	gate_open(&gate, started, run_begin, r);
+	for (unsigned k = 0; k < started; k++)
+		pthread_join(th[k], NULL);
+	r->bufs = malloc(nloops * sizeof(*r->bufs));
 	if (r->bufs) {
-		r->bufs[0] = rbp;
-		r->nthreads = 1;
+		for (unsigned k = 0; k < nloops; k++)
+			r->bufs[k] = &m[k].rb;
+		r->nthreads = nloops;
 	}
+	for (unsigned k = 0; k < nloops; k++)
+		rc = rc ?: m[k].rc;
 	if (!r->bufs || run_collect(r))
-		m.rc = 1;
-	free(m.slots);
-	free(m.free_slots);
-	return m.rc;
+		rc = 1;
+	for (unsigned k = 0; k < nloops; k++) {
+		free(m[k].slots);
+		free(m[k].free_slots);
+	}
+	free(m);
+	free(th);
+	return rc;
 }

@@ -18,15 +18,17 @@ static void usage(FILE *f)
 		"                    (required)\n"
 		"  --conns N         connections (closed loop: each sends back to back) (required)\n"
 		"  --workers W       pool workers, model pool only (default %d)\n"
+		"  --loops L         async event loops, connections spread over them\n"
+		"                    (default: one per usable CPU, at most --conns)\n"
 		"  --requests N      total requests (default %d)\n"
 		"  --duration S      run S seconds instead of a request count (default: off)\n"
 		"  --rate R          open loop: request i is due at t0 + i/R, latency counts from\n"
 		"                    the due time (default: off = closed loop)\n"
 		"  --url URL         POST target (default %s)\n"
 		"  --cpus LIST       pool: pin workers round robin over LIST (e.g. 0-3,6);\n"
-		"                    async: run the loop on LIST (default: pool round robin over\n"
-		"                    the allowed CPUs, async unpinned; naive never pins and\n"
-		"                    ignores it with a note)\n"
+		"                    async: loop k runs on the k-th CPU of LIST, round robin\n"
+		"                    (default: pool round robin over the allowed CPUs, async\n"
+		"                    unpinned; naive never pins and ignores it with a note)\n"
 		"  --numa on|off     pool: spread workers over NUMA nodes (default off)\n"
 		"  --out DIR         write DIR/requests.bin, schema.json, workload.json (default: none)\n"
 		"  --json            print one JSON summary object on stdout (default: human summary)\n"
@@ -105,6 +107,7 @@ static int parse_one(int c, const char *arg, struct hl_opts *o, int *seen_model,
 	case 'm': *seen_model = 1; return parse_model(arg, &o->model);
 	case 'c': *seen_conns = 1; err = parse_u64("--conns", arg, 1, 10000, &v); o->conns = (unsigned)v; break;
 	case 'w': err = parse_u64("--workers", arg, 1, 4096, &v); o->workers = (unsigned)v; break;
+	case 'L': err = parse_u64("--loops", arg, 1, 256, &v); o->loops = (unsigned)v; break;
 	case 'n': err = parse_u64("--requests", arg, 1, 100000000, &o->requests); break;
 	case 'd': return parse_pos_double("--duration", arg, &o->duration_s);
 	case 'r': return parse_pos_double("--rate", arg, &o->rate);
@@ -140,6 +143,10 @@ static int opts_check(struct hl_opts *o, int seen_model, int seen_conns, int see
 		o->ncpus = 0;
 		o->cpus_arg = NULL;
 	}
+	if (o->loops && o->model != HL_ASYNC) {
+		fprintf(stderr, "httpload: note: --loops ignored: it applies to --model async only\n");
+		o->loops = 0;
+	}
 	if (o->numa && o->model != HL_POOL) {
 		fprintf(stderr, "httpload: note: --numa on ignored: it applies to --model pool only\n");
 		o->numa = false;
@@ -154,6 +161,7 @@ int opts_parse(int argc, char **argv, struct hl_opts *o)
 	static const struct option lo[] = {
 		{ "model", required_argument, 0, 'm' }, { "conns", required_argument, 0, 'c' },
 		{ "workers", required_argument, 0, 'w' }, { "requests", required_argument, 0, 'n' },
+		{ "loops", required_argument, 0, 'L' },
 		{ "duration", required_argument, 0, 'd' }, { "rate", required_argument, 0, 'r' },
 		{ "url", required_argument, 0, 'u' }, { "cpus", required_argument, 0, 'C' },
 		{ "numa", required_argument, 0, 'N' }, { "out", required_argument, 0, 'o' },

@@ -14,6 +14,7 @@ struct hl_opts {
 	enum hl_model model;
 	unsigned conns;
 	unsigned workers;        /* pool only */
+	unsigned loops;          /* async only: event loops; 0 = one per usable CPU */
 	uint64_t requests;       /* 0 with --duration */
 	double duration_s;       /* 0 with --requests */
 	double rate;             /* open loop when > 0 */

@@ -8,13 +8,14 @@
 
 #include <json_out.h>
 
-/* Threads that executed requests: naive one per connection, pool W, async 1. */
+/* Threads that executed requests: naive one per connection, pool W, async
+ * one per event loop. */
 static unsigned summary_workers(const struct hl_run *r)
 {
 	switch (r->o->model) {
 	case HL_NAIVE: return r->o->conns;
 	case HL_POOL: return r->o->workers;
-	default: return 1;
+	default: return r->nthreads ? r->nthreads : 1;
 	}
 }
 
