@@ -35,6 +35,8 @@ Workload (default mode):
   --workload naive|pool|async  client concurrency model              [pool]
   --conns N                    connections (a list with --sweep)     [20; sweep 10,50,100]
   --workers W                  pool worker threads (pool model only) [20, httpload's]
+                               with --sweep a list (2,4,8,20,50): one pool run per count,
+                               P99 and throughput vs workers in compare.html, knee named
   --requests N                 requests to send                      [20000]
   --duration S                 run for S seconds instead of --requests
   --rate R                     open loop at R requests/s             [closed loop]
@@ -43,7 +45,7 @@ Workload (default mode):
   --server-workers N           orders-server worker threads          [usable CPUs]
   --service-us U               orders-server CPU work per request µs [0]
   --sleep-us U                 orders-server sleep per request µs    [0]
-  --cpus LIST                  pin pool workers / async loop (0-1,3) [pool: round robin, async: none]
+  --cpus LIST                  pin pool workers / async loops (0-1,3) [pool: round robin, async: none]
   --numa on|off                spread pool workers over NUMA nodes   [off]
 
 Recording:
@@ -104,7 +106,7 @@ parse_args() {
 		case $1 in
 		--workload) need_arg "$@"; WORKLOAD=$2; shift ;;
 		--conns) need_arg "$@"; CONNS=$2; CONNS_SET=1; shift ;;
-		--workers) need_arg "$@"; need_uint "$1" "$2"; WORKERS=$2; shift ;;
+		--workers) need_arg "$@"; WORKERS=$2; shift ;;
 		--requests) need_arg "$@"; need_uint "$1" "$2"; REQUESTS=$2; shift ;;
 		--duration) need_arg "$@"; need_num "$1" "$2"; DURATION=$2; shift ;;
 		--rate) need_arg "$@"; need_num "$1" "$2"; RATE=$2; shift ;;
@@ -145,7 +147,11 @@ validate_args() {
 	[ -z "$REQUESTS" ] || [ -z "$DURATION" ] || [ "$MODE" != workload ] ||
 		die "--requests and --duration exclude each other; pass one"
 	[ -z "$TARGET_PID" ] || [ -z "$TARGET_COMM" ] || die "--pid and --comm exclude each other; pass one"
+	[ "$MODE" = sweep ] || [ -z "$WORKERS" ] || [[ $WORKERS =~ ^[1-9][0-9]*$ ]] ||
+		die "--workers wants a positive count, got '$WORKERS' (a list only with --sweep)"
 	if [ "$MODE" = sweep ]; then
+		[ -z "$WORKERS" ] || [[ $WORKERS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
+			die "--workers wants a count or, with --sweep, a list like 2,4,8,20,50; got '$WORKERS'"
 		[ "$CONNS_SET" = 1 ] && SWEEP_CONNS=$CONNS
 		[[ $SWEEP_CONNS =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--conns wants a list like 10,50,100, got '$SWEEP_CONNS'"
 		[[ $WORKLOADS =~ ^(naive|pool|async)(,(naive|pool|async))*$ ]] ||

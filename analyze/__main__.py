@@ -89,9 +89,15 @@ def _report(args) -> int:
 
 def _compare(args) -> int:
     from .compare import format_table, write_compare
+    from .sweep import df_knee, df_seed_table, knee_sentences, seed_table_markdown
 
     df, files = write_compare(args.run_dirs, args.out, plots=not args.no_plots)
     print(format_table(df))
+    md = seed_table_markdown(df_seed_table(df))
+    if md:
+        print("\nThe seed's comparison (end to end, ms):\n" + md, end="")
+    for line in knee_sentences(df_knee(df)):
+        print(line)
     print(f"wrote {', '.join(files)}")
     return 0
 

@@ -8,7 +8,10 @@ Columns of df_compare (one row per run, in the order given):
   NaN without probes), closure_ratio (share of requests whose parts close;
   NaN without probes), headline, p99_peer_runnable_ms and p99_peer_runnable_of_blocked
   (the ≥P99 band's mean time a traced peer process, tailtrace --also-pid, was runnable,
-  and its share of the band's mean blocked time; NaN without a peer; compare.html only).
+  and its share of the band's mean blocked time; NaN without a peer; compare.html only),
+  workload, conns, workers (from summary.json; None when unknown). A sweep's runs add the
+  seed's table (sweep.md) and, with pool runs at >= 3 worker counts, P99 and throughput vs
+  workers with the knee named (analyze/sweep.py).
 """
 from __future__ import annotations
 
@@ -24,10 +27,12 @@ from .errors import AnalysisError
 from .html import _CSS, esc, fmt_errors, fmt_int, fmt_ms, fmt_share, img_tag
 from .load import load_run
 from .report import analyse, run_label
+from .sweep import df_knee, df_seed_table, knee_sentences, seed_table_markdown
 
 COLUMNS = ["run", "requests", "errors", "throughput_rps", "avg_ms", "p99_ms", "max_ms",
            "p99_service_ms", "queue_p99_ms", "p99_runnable_share", "closure_ratio", "headline",
-           "p99_peer_runnable_ms", "p99_peer_runnable_of_blocked"]
+           "p99_peer_runnable_ms", "p99_peer_runnable_of_blocked", "workload", "conns",
+           "workers"]
 TAIL = BANDS[3]
 
 
@@ -58,7 +63,9 @@ def compare_row(label: str, summary: dict) -> dict:
             else summary["closure_ratio"],
             "headline": summary.get("headline", ""),
             "p99_peer_runnable_ms": _peer(summary, "runnable_ms"),
-            "p99_peer_runnable_of_blocked": _peer(summary, "runnable_of_blocked")}
+            "p99_peer_runnable_of_blocked": _peer(summary, "runnable_of_blocked"),
+            "workload": summary.get("workload"), "conns": summary.get("conns"),
+            "workers": summary.get("workers")}
 
 
 def _peer(summary: dict, key: str) -> float:
@@ -102,7 +109,15 @@ def format_table(df: pd.DataFrame) -> str:
     return "\n".join([line(heads), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
-def render_compare(df: pd.DataFrame, png: str | None) -> str:
+def _knee_section(knee: pd.DataFrame, png: str | None) -> str:
+    if knee.empty:
+        return ""
+    items = "".join(f"<li>{esc(s)}</li>" for s in knee_sentences(knee))
+    img = img_tag(png, "P99 and throughput vs pool workers") if png else ""
+    return f'<section><h2>Pool workers: the knee</h2><ul>{items}</ul>{img}</section>'
+
+
+def render_compare(df: pd.DataFrame, png: str | None, knee_png: str | None = None) -> str:
     """compare.html: the table, the percentile plot (embedded) and each run's headline."""
     heads = ["run", "requests", "errors", "throughput (req/s)", "avg ms", "P99 ms", "max ms",
              "P99 service ms", "queue wait P99 ms", "≥P99 share runnable", "requests closing"]
@@ -139,6 +154,7 @@ def render_compare(df: pd.DataFrame, png: str | None) -> str:
                else "") + "</p></header>"
             f'<section><h2>Runs</h2>{table}</section>'
             f'<section><h2>Latency by percentile</h2>{img}</section>'
+            + _knee_section(df_knee(df), knee_png) +
             f'<section><h2>Headlines</h2><ul>{heads_html}</ul></section>'
             "</main></body></html>\n")
 
@@ -154,9 +170,17 @@ def write_compare(run_dirs, out_dir, plots: bool = True) -> tuple[pd.DataFrame, 
         png = plot.plot_percentiles(decomps, out / "percentiles.png", column="e2e_ns",
                                     title="End-to-end latency by percentile, all runs")
         files.append(png)
+    knee, knee_png = df_knee(df), None
+    if plots and not knee.empty:
+        knee_png = plot.plot_workers(knee, out / "workers.png")
+        files.append(knee_png)
+    md = seed_table_markdown(df_seed_table(df))
+    if md:
+        (out / "sweep.md").write_text(md, encoding="utf-8")
+        files.append(str(out / "sweep.md"))
     html_path = out / "compare.html"
     tmp = html_path.with_name("compare.html.tmp")
-    tmp.write_text(render_compare(df, png), encoding="utf-8")
+    tmp.write_text(render_compare(df, png, knee_png), encoding="utf-8")
     os.replace(tmp, html_path)
     files.append(str(html_path))
     return df, files

@@ -300,6 +300,34 @@ def plot_cpu_placement(placement: pd.DataFrame, path, names: Mapping[int, str] |
     return _save(fig, path)
 
 
+def plot_workers(knee: pd.DataFrame, path) -> str:
+    """P99 (left axis) and throughput (right) vs pool workers, one line pair per
+    connection count (analyze/sweep.df_knee)."""
+    if knee.empty:
+        return _empty(path, "Pool workers", "no pool runs at 3 or more worker counts")
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    ax2 = ax.twinx()
+    for conns, g in knee.groupby("conns"):
+        ax.plot(g["workers"], g["p99_ms"], "o-", lw=1.8, label=f"P99, {int(conns)} conns")
+        ax2.plot(g["workers"], g["throughput_rps"], "s--", lw=1.2, alpha=0.7,
+                 label=f"throughput, {int(conns)} conns")
+    ax.set_xscale("log")
+    ax.set_xticks(sorted(knee["workers"].unique()))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.minorticks_off()
+    ax.set_xlabel("pool workers")
+    ax.set_ylabel("P99 end to end (ms)")
+    ax2.set_ylabel("throughput (req/s)")
+    ax.set_ylim(bottom=0)
+    ax2.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    lines = ax.get_legend_handles_labels()
+    lines2 = ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper left", fontsize=9)
+    ax.set_title("P99 and throughput vs pool workers")
+    return _save(fig, path)
+
+
 def plot_percentiles_runs(decomps: Sequence[tuple[str, pd.DataFrame]], path,
                           column: str = "e2e_ns", title: str | None = None) -> str:
     """Several runs on one percentile plot (compare); labels must be unique."""

@@ -115,26 +115,36 @@ record_plain() {
 	return "$rc"
 }
 
-# mode_sweep: one run per (workload, conns), each in its own directory under the sweep's.
+# mode_sweep: one run per (workload, conns), each in its own directory under the sweep's;
+# with a --workers list, one pool run per worker count (w<N> in its name).
 mode_sweep() {
-	local sweep_dir w c runs=() failed=() sub args rc
+	local sweep_dir w c k runs=() failed=() sub args rc name counts what
 	prepare
 	BUILD=0
 	[ -n "$OUT" ] || OUT=$(results_dir)/$(utc_stamp)-$(label_default sweep)
 	mkdir -p "$OUT"
 	sweep_dir=$(cd "$OUT" && pwd)
 	for w in ${WORKLOADS//,/ }; do
+		counts=-
+		[ "$w" != pool ] || [ -z "$WORKERS" ] || counts=${WORKERS//,/ }
 		for c in ${SWEEP_CONNS//,/ }; do
-			sub=$sweep_dir/$w-c$c
-			args=(--workload "$w" --conns "$c" --out "$sub" --no-build)
-			sweep_passthrough_args
-			phase "sweep run $((${#runs[@]} + ${#failed[@]} + 1)): $w, $c connections"
-			rc=0
-			TT_ME="run.sh[$w-c$c]" "$TT_SELF" "${args[@]}" "${PASS[@]}" &
-			SWEEP_CHILD=$!
-			pg_wait "$SWEEP_CHILD" || rc=$?
-			SWEEP_CHILD=""
-			if [ -f "$sub/summary.json" ]; then runs+=("$sub"); else failed+=("$w-c$c (exit $rc)"); fi
+			for k in $counts; do
+				name=$w-c$c
+				[ "$k" = - ] || [[ $WORKERS != *,* ]] || name=$w-c$c-w$k
+				sub=$sweep_dir/$name
+				args=(--workload "$w" --conns "$c" --out "$sub" --no-build --label "$name")
+				sweep_passthrough_args
+				[ "$k" = - ] || PASS+=(--workers "$k")
+				what="$w, $c connections"
+				[ "$k" = - ] || what+=", $k workers"
+				phase "sweep run $((${#runs[@]} + ${#failed[@]} + 1)): $what"
+				rc=0
+				TT_ME="run.sh[$name]" "$TT_SELF" "${args[@]}" "${PASS[@]}" &
+				SWEEP_CHILD=$!
+				pg_wait "$SWEEP_CHILD" || rc=$?
+				SWEEP_CHILD=""
+				if [ -f "$sub/summary.json" ]; then runs+=("$sub"); else failed+=("$name (exit $rc)"); fi
+			done
 		done
 	done
 	[ "${#runs[@]}" -gt 0 ] || die "every sweep run failed: ${failed[*]}"
@@ -148,8 +158,7 @@ mode_sweep() {
 
 # PASS: the options a sweep hands to each of its runs.
 sweep_passthrough_args() {
-	PASS=()
-	[ -z "$WORKERS" ] || PASS+=(--workers "$WORKERS")
+	PASS=() # --workers: per run, by mode_sweep
 	[ -z "$REQUESTS" ] || PASS+=(--requests "$REQUESTS")
 	[ -z "$DURATION" ] || PASS+=(--duration "$DURATION")
 	[ -z "$RATE" ] || PASS+=(--rate "$RATE")
