@@ -92,6 +92,10 @@ int target_release(struct tt_child *c, char **cmd, char *err, size_t len)
 	close(c->err_fd);
 	c->err_fd = -1;
 	if (n == (ssize_t)sizeof(e)) {
+		/* the child _exits(127) right after that write: reap it, so its
+		 * status is 127 and not a SIGTERM from target_child_stop racing it */
+		if (waitpid(c->pid, &c->status, 0) == c->pid)
+			c->reaped = true;
 		snprintf(err, len, "cannot run '%s': %s%s", cmd[0], strerror(e),
 			 e == ENOENT ? " (check the path or PATH)" : "");
 		return -e;

@@ -43,7 +43,7 @@ def test_help_lists_every_option_with_default():
                 "--cpus", "--numa", "--probes", "--no-flamegraph", "--out", "--sweep", "--workloads",
                 "--diff", "--pid", "--span", "--install"]:
         assert opt in p.stdout, f"--help does not mention {opt}"
-    assert "[pool]" in p.stdout and "[2000]" in p.stdout
+    assert "[pool]" in p.stdout and "[20000]" in p.stdout
 
 
 @needs_root
