@@ -13,7 +13,8 @@ Reasons (REASONS), from the syscall:
          "condvar" for FUTEX_WAIT_BITSET, as pthread_cond_*wait and sem_*wait)
   io     read/recv/poll/epoll/select/accept/connect/write/send...: socket, pipe, file
   sleep  nanosleep, clock_nanosleep, pause
-  other  any other syscall, or not blocked in a syscall (page fault), or unknown
+  other  any other syscall (mmap/mprotect/munmap: "address-space lock", the kernel's
+         mmap_lock), or not blocked in a syscall (page fault), or unknown
 The syscall numbers are x86_64's (meta.json evidence.arch; the probes read
 registers on x86 only).
 """
@@ -37,7 +38,10 @@ SYSCALLS = {0: "read", 1: "write", 7: "poll", 9: "mmap", 10: "mprotect", 11: "mu
             449: "futex_waitv"}
 _LOCK = {"futex", "futex_waitv"}
 _SLEEP = {"nanosleep", "clock_nanosleep", "pause"}
-_IO = {n for n in SYSCALLS.values()} - _LOCK - _SLEEP - {"wait4", "waitid"}
+# mmap/mprotect/munmap block on the process's address-space lock (mmap_lock), which
+# threads growing malloc arenas contend for: a kernel lock, not I/O and not a futex
+_VM = {"mmap", "mprotect", "munmap"}
+_IO = {n for n in SYSCALLS.values()} - _LOCK - _SLEEP - _VM - {"wait4", "waitid"}
 _FD_ARG0 = {"read", "write", "pread64", "pwrite64", "readv", "writev", "connect", "accept",
             "accept4", "sendto", "recvfrom", "sendmsg", "recvmsg", "recvmmsg", "sendmmsg",
             "preadv", "fsync", "sendfile"}
@@ -201,5 +205,7 @@ def describe(run, row) -> str:
         return f"{kind} {wait_object(call, row['wait_addr'], row['wait_aux'])}{where}"
     if not call:
         return ""      # not in a syscall (a page fault), or no wait reason recorded
+    if call in _VM:
+        return f"{call} (address-space lock){where}"
     obj = wait_object(call, row["wait_addr"], row["wait_aux"])
     return f"{call}{' ' + obj if obj else ''}{where}"

@@ -85,8 +85,8 @@ def test_overlaps_finds_each_wait_inside_each_window():
 
 
 def test_reasons_of_syscalls_and_words_for_a_wait():
-    assert [REASONS[c] for c in reason_codes([0, 7, 202, 230, 35, 61, -1, 999])] == \
-        ["io", "io", "lock", "sleep", "sleep", "other", "other", "other"]
+    assert [REASONS[c] for c in reason_codes([0, 7, 202, 230, 35, 61, -1, 999, 10, 9])] == \
+        ["io", "io", "lock", "sleep", "sleep", "other", "other", "other", "other", "other"]
     run = chain_run()
     run.stacks = {("offcpu", 3): ["__lll_lock_wait+0x30 (libc.so.6)",
                                   "[unknown] (libc.so.6+0x8a0)", "tp_submit+0x44 (httpload)"]}
@@ -95,6 +95,9 @@ def test_reasons_of_syscalls_and_words_for_a_wait():
     assert describe(run, {**row, "wait_aux": 137, "ustack_id": -1}) == "condvar 0x55aa"
     assert describe(run, {"call": "read", "wait_addr": 7, "wait_aux": 0,
                           "ustack_id": -1}) == "read fd 7"
+    # mprotect blocks on the address-space lock (malloc arenas growing), not on I/O
+    assert describe(run, {"call": "mprotect", "wait_addr": 0x7F00, "wait_aux": 0,
+                          "ustack_id": -1}) == "mprotect (address-space lock)"
 
 
 def test_without_wakers_nothing_is_invented():
