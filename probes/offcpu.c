@@ -104,7 +104,7 @@ int offcpu_add(struct offcpu_acc *a, const struct tt_switch *r)
 /* ---- symbolization --------------------------------------------------------- */
 
 struct symctx {
-	int stacks_fd, spill_fd; /* ids >= SCHED_STACK_ENTRIES: spill map (sched.h) */
+	int fds[SCHED_STACK_LEVELS]; /* the stack map, then its spill maps (sched.h) */
 	struct tt_ksyms *ksyms;
 	struct tt_syms *target_syms;
 	int target_pid;
@@ -161,10 +161,10 @@ static int stack_frames(struct symctx *c, int32_t id, bool user, int pid,
 	struct tt_syms *s = user ? syms_for(c, pid) : NULL;
 	int n = 0;
 
-	int fd = id < SCHED_STACK_ENTRIES ? c->stacks_fd : c->spill_fd;
-	int32_t key = id < SCHED_STACK_ENTRIES ? id : id - SCHED_STACK_ENTRIES;
+	int32_t key = id % SCHED_STACK_ENTRIES;
 
-	if (id < 0 || id >= SCHED_STACK_IDS || bpf_map_lookup_elem(fd, &key, ips))
+	if (id < 0 || id >= SCHED_STACK_IDS ||
+	    bpf_map_lookup_elem(c->fds[id / SCHED_STACK_ENTRIES], &key, ips))
 		return 0;
 	for (; n < SCHED_STACK_DEPTH && n < max && ips[n]; n++) {
 		if (user && s)
@@ -253,10 +253,10 @@ static FILE *open_in(const char *dir, const char *name, const char *mode)
 }
 
 int offcpu_write(struct offcpu_acc *a, const char *dir, int stacks_fd, int spill_fd,
-		 const struct tt_task *tasks, size_t ntasks,
+		 int spill2_fd, const struct tt_task *tasks, size_t ntasks,
 		 struct tt_syms *syms, int target_pid)
 {
-	struct symctx c = { .stacks_fd = stacks_fd, .spill_fd = spill_fd, .target_syms = syms,
+	struct symctx c = { .fds = { stacks_fd, spill_fd, spill2_fd }, .target_syms = syms,
 			    .target_pid = target_pid };
 	struct seen *seen = calloc(1, sizeof(*seen));
 	FILE *js = open_in(dir, "stacks.jsonl", "a"), *fold = open_in(dir, "offcpu.folded", "w");

@@ -19,9 +19,9 @@ int offcpu_add(struct offcpu_acc *a, const struct tt_switch *r);
 /* Write DIR/stacks.jsonl (appended: other streams add theirs) and
  * DIR/offcpu.folded. tasks (sorted by tid) give each thread's comm; syms
  * symbolizes target_pid (other pids get their own symbolizer). Stack ids
- * at or above SCHED_STACK_ENTRIES are read from spill_fd (sched.h). */
+ * at or above SCHED_STACK_ENTRIES are read from the spill maps (sched.h). */
 int offcpu_write(struct offcpu_acc *a, const char *dir, int stacks_fd, int spill_fd,
-		 const struct tt_task *tasks, size_t ntasks,
+		 int spill2_fd, const struct tt_task *tasks, size_t ntasks,
 		 struct tt_syms *syms, int target_pid);
 void offcpu_free(struct offcpu_acc *a);
 

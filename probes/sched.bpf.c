@@ -91,6 +91,13 @@ struct {
 } stacks_spill SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, SCHED_STACK_SPILL);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, SCHED_STACK_DEPTH * sizeof(__u64));
+} stacks_spill2 SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
@@ -122,6 +129,11 @@ static __always_inline __s32 stack_id(void *ctx, __u64 flags)
 		id = bpf_get_stackid(ctx, &stacks_spill, flags);
 		if (id >= 0)
 			id += SCHED_STACK_ENTRIES;
+	}
+	if (id == -17) {
+		id = bpf_get_stackid(ctx, &stacks_spill2, flags);
+		if (id >= 0)
+			id += 2 * SCHED_STACK_ENTRIES;
 	}
 	if (id < 0) {
 		if (id != -14 /* EFAULT: no user stack (kernel thread) */)

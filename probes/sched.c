@@ -73,7 +73,8 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 		err = bpf_map__set_max_entries(s->maps.switch_rb, 4096);
 	if (!err && !(o->events & TT_EV_OFFCPU))
 		err = bpf_map__set_max_entries(s->maps.stacks, 1) ?:
-		      bpf_map__set_max_entries(s->maps.stacks_spill, 1);
+		      bpf_map__set_max_entries(s->maps.stacks_spill, 1) ?:
+		      bpf_map__set_max_entries(s->maps.stacks_spill2, 1);
 	s->rodata->with_runq = probe_runq_in_sched(o);
 	/* runq's state (runq_switch.bpf.h), made here when sched loads first:
 	 * sized for runq's records, or as small as can be without them */
@@ -198,7 +199,8 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 					&st->hist_events);
 	if (!err && st->acc)
 		err = offcpu_write(st->acc, ctx->opts->out_dir, bpf_map__fd(st->skel->maps.stacks),
-				   bpf_map__fd(st->skel->maps.stacks_spill), tasks, ntasks,
+				   bpf_map__fd(st->skel->maps.stacks_spill),
+				   bpf_map__fd(st->skel->maps.stacks_spill2), tasks, ntasks,
 				   ctx->syms, ctx->target_pid);
 	if (err)
 		snprintf(ctx->err, sizeof(ctx->err), "sched: writing tasks/stacks: %s", strerror(-err));

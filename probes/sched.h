@@ -14,10 +14,13 @@
 /* A stack map has one stack per bucket (hash of the frames, no chaining): a
  * second stack hashing to a taken bucket is refused (-EEXIST), even with the
  * map nearly empty (33 distinct stacks collide in ~3% of pool/100 runs). Such
- * a stack goes to the spill map, whose buckets only collisions use; its ids
- * are offset by SCHED_STACK_ENTRIES. */
-#define SCHED_STACK_SPILL 16384
-#define SCHED_STACK_IDS (SCHED_STACK_ENTRIES + SCHED_STACK_SPILL)
+ * a stack goes to the first spill map, a third one of that bucket to the
+ * second (the same bucket index in maps of one size: each level holds one
+ * more stack per bucket); their ids are offset by SCHED_STACK_ENTRIES and
+ * 2 x SCHED_STACK_ENTRIES. */
+#define SCHED_STACK_SPILL SCHED_STACK_ENTRIES
+#define SCHED_STACK_LEVELS 3 /* the map and its two spill maps */
+#define SCHED_STACK_IDS (SCHED_STACK_LEVELS * SCHED_STACK_ENTRIES)
 
 /* Per traced thread (key: tid), kept while the thread lives: its open
  * off-CPU interval (t_off_ns != 0) from its switch-out, and the stack cache:
