@@ -101,6 +101,37 @@ need_num() {
 	[[ $2 =~ ^[0-9]+([.][0-9]+)?$ ]] || die "$1 wants a number, got '$2'; see ./run.sh --help"
 }
 
+need_pos_num() {
+	need_num "$1" "$2"
+	[[ $2 =~ [1-9] ]] || die "$1 wants a number above 0, got '$2'; see ./run.sh --help"
+}
+
+# need_cpus OPT LIST: LIST (0-3,6) names only CPUs this process may run on, so that
+# httpload does not refuse it after orders-server and tailtrace have started.
+need_cpus() {
+	local allowed part a b
+	[[ $2 =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]] ||
+		die "$1 wants a CPU list like 0-1,3, got '$2'"
+	allowed=",$(taskset -cp $$ 2>/dev/null | sed 's/.*: //'),"
+	[ "$allowed" != ",," ] || return 0
+	for part in ${2//,/ }; do
+		a=${part%-*} b=${part#*-}
+		for ((; a <= b; a++)); do
+			cpu_allowed "$a" "$allowed" ||
+				die "$1: CPU $a is offline or outside this process's allowed CPUs ($(taskset -cp $$ | sed 's/.*: //')): pick CPUs from \`taskset -cp \$\$\`"
+		done
+	done
+}
+
+cpu_allowed() { # CPU ,LIST, (ranges allowed): true if CPU is in LIST
+	local part
+	for part in ${2//,/ }; do
+		[ -n "$part" ] || continue
+		[ "$1" -ge "${part%-*}" ] && [ "$1" -le "${part#*-}" ] && return 0
+	done
+	return 1
+}
+
 parse_args() {
 	while [ "$#" -gt 0 ]; do
 		case $1 in
@@ -108,14 +139,14 @@ parse_args() {
 		--conns) need_arg "$@"; CONNS=$2; CONNS_SET=1; shift ;;
 		--workers) need_arg "$@"; WORKERS=$2; shift ;;
 		--requests) need_arg "$@"; need_uint "$1" "$2"; REQUESTS=$2; shift ;;
-		--duration) need_arg "$@"; need_num "$1" "$2"; DURATION=$2; shift ;;
-		--rate) need_arg "$@"; need_num "$1" "$2"; RATE=$2; shift ;;
+		--duration) need_arg "$@"; need_pos_num "$1" "$2"; DURATION=$2; shift ;;
+		--rate) need_arg "$@"; need_pos_num "$1" "$2"; RATE=$2; shift ;;
 		--url) need_arg "$@"; URL=$2; shift ;;
 		--port) need_arg "$@"; need_uint "$1" "$2"; PORT=$2; shift ;;
 		--server-workers) need_arg "$@"; need_uint "$1" "$2"; SERVER_WORKERS=$2; shift ;;
 		--service-us) need_arg "$@"; need_num "$1" "$2"; SERVICE_US=$2; shift ;;
 		--sleep-us) need_arg "$@"; need_num "$1" "$2"; SLEEP_US=$2; shift ;;
-		--cpus) need_arg "$@"; CPUS=$2; shift ;;
+		--cpus) need_arg "$@"; need_cpus "$1" "$2"; CPUS=$2; shift ;;
 		--numa) need_arg "$@"; NUMA=$2; shift ;;
 		--probes) need_arg "$@"; PROBES=$2; shift ;;
 		--span) need_arg "$@"; [[ $2 == *:* ]] || die "--span wants LIB:SYMBOL (e.g. libcurl.so.4:curl_easy_perform), got '$2'"

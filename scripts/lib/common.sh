@@ -90,7 +90,9 @@ build_if_stale() {
 			\( -name '*.c' -o -name '*.h' -o -name 'CMakeLists.txt' \) -print -quit 2>/dev/null)" ] || return 0
 	fi
 	phase "building in $TT_BUILD (sources changed)"
-	if [ ! -f "$TT_BUILD/build.ninja" ]; then
+	# configure only a new build directory: one made by `cmake -S . -B build` (Unix
+	# Makefiles) or any other generator is built as it is (-G Ninja would refuse it)
+	if [ ! -f "$TT_BUILD/CMakeCache.txt" ]; then
 		local log
 		log=$(mktemp)
 		cmake -S "$TT_TOP" -B "$TT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$log" 2>&1 ||

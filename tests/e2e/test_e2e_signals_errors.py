@@ -4,11 +4,15 @@ SIGINT mid-run: run.sh stops tailtrace (which stops httpload), perf and orders-s
 process behind, keeps what was recorded and marks meta.json incomplete. Bad input: one line that
 says what to do, non-zero exit.
 """
+import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -76,11 +80,73 @@ def test_not_root_is_reported():
     # setpriv drops to nobody; run.sh must refuse before touching anything.
     if subprocess.run(["which", "setpriv"], capture_output=True).returncode != 0:
         pytest.skip("setpriv (util-linux) not installed")
-    p = subprocess.run(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
-                        str(RUN_SH), "--requests", "10"], capture_output=True, text=True, timeout=60,
-                       cwd="/tmp")
+    as_nobody = ["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups"]
+    run_sh_path = RUN_SH
+    with tempfile.TemporaryDirectory() as tmp:
+        if subprocess.run([*as_nobody, "test", "-r", str(RUN_SH)]).returncode != 0:
+            # a checkout nobody may read (under root's home, mode 700): run.sh and its
+            # libraries from a world-readable copy, which is all that runs before the check
+            os.chmod(tmp, 0o755)
+            shutil.copy2(RUN_SH, tmp)
+            shutil.copytree(REPO / "scripts", Path(tmp) / "scripts")
+            run_sh_path = Path(tmp) / RUN_SH.name
+        p = subprocess.run([*as_nobody, str(run_sh_path), "--requests", "10"],
+                           capture_output=True, text=True, timeout=60, cwd="/tmp")
     assert p.returncode != 0
-    assert "must run as root" in p.stderr
+    assert "must run as root" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--duration", "0"], "--duration wants a number above 0, got '0'"),
+    (["--rate", "0.0"], "--rate wants a number above 0"),
+    (["--cpus", "99"], "--cpus: CPU 99 is offline or outside this process's allowed CPUs"),
+    (["--cpus", "0-"], "--cpus wants a CPU list like 0-1,3"),
+])
+def test_bad_values_are_refused_before_anything_starts(tmp_path, args, message):
+    """Values httpload would refuse are caught by run.sh itself: one line, non-zero exit, no
+    run directory and no orders-server left behind (they used to start first)."""
+    out = tmp_path / "run"
+    p = run_sh("--workload", "pool", "--conns", "10", *args, "--no-perf", "--out", out)
+    assert p.returncode != 0
+    errs = error_lines(p)
+    assert len(errs) == 1 and message in errs[0], p.stderr
+    assert not out.exists()
+    assert subprocess.run(["pgrep", "-f", str(out)], capture_output=True).returncode == 1
+
+
+def test_a_build_directory_of_another_generator_is_reused(tmp_path):
+    """After `cmake -S . -B build` (Unix Makefiles), run.sh builds in that directory as it is;
+    it configures (with Ninja) only a directory without a CMakeCache.txt. A stub cmake on PATH
+    records the calls and makes the binaries the build would."""
+    stub, log = tmp_path / "bin", tmp_path / "cmake.log"
+    stub.mkdir()
+    (stub / "cmake").write_text(
+        "#!/bin/sh\necho \"$*\" >> " + str(log) + "\n"
+        "if [ \"$1\" = --build ]; then for b in workloads/server/orders-server "
+        "workloads/httpload/httpload probes/tailtrace; do mkdir -p \"$2/$(dirname $b)\"; "
+        "printf '#!/bin/sh\\n' > \"$2/$b\"; chmod +x \"$2/$b\"; done; fi\n")
+    (stub / "cmake").chmod(0o755)
+
+    def build(build_dir):
+        script = (f'TT_TOP={REPO}; TT_BUILD={build_dir}; TT_SERVER=$TT_BUILD/workloads/server/'
+                  'orders-server; TT_HTTPLOAD=$TT_BUILD/workloads/httpload/httpload; '
+                  'TT_TAILTRACE=$TT_BUILD/probes/tailtrace; TT_ME=test; '
+                  f'. {REPO}/scripts/lib/common.sh; build_if_stale')
+        env = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}"}
+        return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+
+    made = tmp_path / "makefiles"
+    made.mkdir()
+    (made / "CMakeCache.txt").write_text("CMAKE_GENERATOR:INTERNAL=Unix Makefiles\n")
+    p = build(made)
+    assert p.returncode == 0, p.stderr
+    calls = log.read_text().splitlines()
+    assert calls and all(c.startswith("--build") for c in calls), calls
+    log.unlink()
+    p = build(tmp_path / "fresh")
+    assert p.returncode == 0, p.stderr
+    calls = log.read_text().splitlines()
+    assert "-G Ninja" in calls[0] and calls[1].startswith("--build"), calls
 
 
 @needs_root
