@@ -112,21 +112,20 @@ need_cpus() {
 	local allowed part a b
 	[[ $2 =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]] ||
 		die "$1 wants a CPU list like 0-1,3, got '$2'"
-	allowed=",$(taskset -cp $$ 2>/dev/null | sed 's/.*: //'),"
-	[ "$allowed" != ",," ] || return 0
+	allowed=$(taskset -cp $$ 2>/dev/null | sed 's/.*: //')
+	[ -n "$allowed" ] || return 0
 	for part in ${2//,/ }; do
 		a=${part%-*} b=${part#*-}
 		for ((; a <= b; a++)); do
 			cpu_allowed "$a" "$allowed" ||
-				die "$1: CPU $a is offline or outside this process's allowed CPUs ($(taskset -cp $$ | sed 's/.*: //')): pick CPUs from \`taskset -cp \$\$\`"
+				die "$1: CPU $a is offline or outside this process's allowed CPUs ($allowed): pick CPUs from \`taskset -cp \$\$\`"
 		done
 	done
 }
 
-cpu_allowed() { # CPU ,LIST, (ranges allowed): true if CPU is in LIST
+cpu_allowed() { # CPU LIST (0-3,6): true if CPU is in LIST
 	local part
 	for part in ${2//,/ }; do
-		[ -n "$part" ] || continue
 		[ "$1" -ge "${part%-*}" ] && [ "$1" -le "${part#*-}" ] && return 0
 	done
 	return 1

@@ -13,8 +13,9 @@ knee_sentences(knee) -> per connection count, the worker count with the lowest P
 """
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
+
+from .html import _num, fmt_int
 
 MODELS = ["naive", "pool", "async"]
 SEED_COLUMNS = ["model", "conns", "workers", "throughput_rps", "avg_ms", "p99_ms", "max_ms"]
@@ -31,11 +32,10 @@ def df_seed_table(df: pd.DataFrame) -> pd.DataFrame:
         .reset_index(drop=True)
 
 
-def _num(v, fmt: str) -> str:
-    if v is None or (isinstance(v, float) and np.isnan(v)):
-        return "–"
-    return format(int(round(float(v))), ",d" if fmt == ",.0f" else "d") \
-        if fmt in ("d", ",.0f") else format(float(v), fmt)
+def _cell(v, fmt: str) -> str:
+    """v formatted, "–" when missing (html's number test)."""
+    f = _num(v)
+    return "–" if f is None else format(f, fmt)
 
 
 def seed_table_markdown(table: pd.DataFrame) -> str:
@@ -45,9 +45,9 @@ def seed_table_markdown(table: pd.DataFrame) -> str:
     lines = ["| model | connections | workers | throughput (req/s) | avg ms | P99 ms | max ms |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for r in table.itertuples():
-        lines.append(f"| {r.model} | {_num(r.conns, 'd')} | {_num(r.workers, 'd')} | "
-                     f"{_num(r.throughput_rps, ',.0f')} | {_num(r.avg_ms, '.2f')} | "
-                     f"{_num(r.p99_ms, '.2f')} | {_num(r.max_ms, '.2f')} |")
+        lines.append(f"| {r.model} | {_cell(r.conns, '.0f')} | {_cell(r.workers, '.0f')} | "
+                     f"{fmt_int(r.throughput_rps)} | {_cell(r.avg_ms, '.2f')} | "
+                     f"{_cell(r.p99_ms, '.2f')} | {_cell(r.max_ms, '.2f')} |")
     return "\n".join(lines) + "\n"
 
 

@@ -252,12 +252,11 @@ static FILE *open_in(const char *dir, const char *name, const char *mode)
 	return fopen(path, mode);
 }
 
-int offcpu_write(struct offcpu_acc *a, const char *dir, int stacks_fd, int spill_fd,
-		 int spill2_fd, const struct tt_task *tasks, size_t ntasks,
+int offcpu_write(struct offcpu_acc *a, const char *dir, const int stack_fds[SCHED_STACK_LEVELS],
+		 const struct tt_task *tasks, size_t ntasks,
 		 struct tt_syms *syms, int target_pid)
 {
-	struct symctx c = { .fds = { stacks_fd, spill_fd, spill2_fd }, .target_syms = syms,
-			    .target_pid = target_pid };
+	struct symctx c = { .target_syms = syms, .target_pid = target_pid };
 	struct seen *seen = calloc(1, sizeof(*seen));
 	FILE *js = open_in(dir, "stacks.jsonl", "a"), *fold = open_in(dir, "offcpu.folded", "w");
 	int err = 0;
@@ -266,6 +265,7 @@ int offcpu_write(struct offcpu_acc *a, const char *dir, int stacks_fd, int spill
 		err = seen ? -errno : -ENOMEM;
 		goto out;
 	}
+	memcpy(c.fds, stack_fds, sizeof(c.fds));
 	c.ksyms = ksyms_load();
 	for (size_t i = 0; i < a->cap; i++)
 		if (a->tab[i].tid)

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <tailtrace/records.h>
+#include "sched.h"
 
 struct tt_syms;
 struct offcpu_acc;
@@ -18,10 +19,10 @@ struct offcpu_acc *offcpu_new(void);
 int offcpu_add(struct offcpu_acc *a, const struct tt_switch *r);
 /* Write DIR/stacks.jsonl (appended: other streams add theirs) and
  * DIR/offcpu.folded. tasks (sorted by tid) give each thread's comm; syms
- * symbolizes target_pid (other pids get their own symbolizer). Stack ids
- * at or above SCHED_STACK_ENTRIES are read from the spill maps (sched.h). */
-int offcpu_write(struct offcpu_acc *a, const char *dir, int stacks_fd, int spill_fd,
-		 int spill2_fd, const struct tt_task *tasks, size_t ntasks,
+ * symbolizes target_pid (other pids get their own symbolizer). stack_fds:
+ * the stack map, then its spill maps (stack id / SCHED_STACK_ENTRIES, sched.h). */
+int offcpu_write(struct offcpu_acc *a, const char *dir, const int stack_fds[SCHED_STACK_LEVELS],
+		 const struct tt_task *tasks, size_t ntasks,
 		 struct tt_syms *syms, int target_pid);
 void offcpu_free(struct offcpu_acc *a);
 

@@ -76,26 +76,18 @@ struct {
 	__type(value, struct sched_off);
 } off_ids SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, SCHED_STACK_ENTRIES);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, SCHED_STACK_DEPTH * sizeof(__u64));
-} stacks SEC(".maps");
+/* The stack map and its spill maps (sched.h): one size, so one bucket index. */
+#define SCHED_STACK_MAP(name)                                                \
+	struct {                                                             \
+		__uint(type, BPF_MAP_TYPE_STACK_TRACE);                      \
+		__uint(max_entries, SCHED_STACK_ENTRIES);                    \
+		__uint(key_size, sizeof(__u32));                             \
+		__uint(value_size, SCHED_STACK_DEPTH * sizeof(__u64));       \
+	} name SEC(".maps")
 
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, SCHED_STACK_SPILL);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, SCHED_STACK_DEPTH * sizeof(__u64));
-} stacks_spill SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, SCHED_STACK_SPILL);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, SCHED_STACK_DEPTH * sizeof(__u64));
-} stacks_spill2 SEC(".maps");
+SCHED_STACK_MAP(stacks);
+SCHED_STACK_MAP(stacks_spill);
+SCHED_STACK_MAP(stacks_spill2);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -121,20 +113,22 @@ static __always_inline struct tt_task *task_get(__u32 tid, __u32 pid)
 	return t;
 }
 
+/* id, unless the level before refused the stack (EEXIST: its bucket holds
+ * another stack, sched.h): then the stack's id in this level's map. */
+static __always_inline long stack_spill(void *ctx, void *map, __u64 flags, int level, long id)
+{
+	if (id != -17 /* EEXIST */)
+		return id;
+	id = bpf_get_stackid(ctx, map, flags);
+	return id >= 0 ? id + level * SCHED_STACK_ENTRIES : id;
+}
+
 static __always_inline __s32 stack_id(void *ctx, __u64 flags)
 {
 	long id = bpf_get_stackid(ctx, &stacks, flags);
 
-	if (id == -17 /* EEXIST: its bucket holds another stack (sched.h) */) {
-		id = bpf_get_stackid(ctx, &stacks_spill, flags);
-		if (id >= 0)
-			id += SCHED_STACK_ENTRIES;
-	}
-	if (id == -17) {
-		id = bpf_get_stackid(ctx, &stacks_spill2, flags);
-		if (id >= 0)
-			id += 2 * SCHED_STACK_ENTRIES;
-	}
+	id = stack_spill(ctx, &stacks_spill, flags, 1, id);
+	id = stack_spill(ctx, &stacks_spill2, flags, 2, id);
 	if (id < 0) {
 		if (id != -14 /* EFAULT: no user stack (kernel thread) */)
 			__sync_fetch_and_add(&counters[SCHED_CNT_STACK_ERR], 1);

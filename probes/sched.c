@@ -30,6 +30,14 @@ struct sched_state {
 	bool aggregate;
 };
 
+/* The stack map and its spill maps, in id order (sched.h). */
+static void stack_maps(struct sched_bpf *s, struct bpf_map *out[SCHED_STACK_LEVELS])
+{
+	out[0] = s->maps.stacks;
+	out[1] = s->maps.stacks_spill;
+	out[2] = s->maps.stacks_spill2;
+}
+
 static int sched_sample(void *ctx, void *data, size_t size)
 {
 	struct sched_state *st = ctx;
@@ -52,6 +60,7 @@ static int sched_sample(void *ctx, void *data, size_t size)
 static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 {
 	const struct tt_opts *o = ctx->opts;
+	struct bpf_map *stacks[SCHED_STACK_LEVELS];
 	struct sched_bpf *s;
 	int err;
 
@@ -71,10 +80,9 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	err = probe_size_ringbuf(s->maps.switch_rb, o);
 	if (!err && (o->aggregate || !(o->events & (TT_EV_SWITCH | TT_EV_OFFCPU))))
 		err = bpf_map__set_max_entries(s->maps.switch_rb, 4096);
-	if (!err && !(o->events & TT_EV_OFFCPU))
-		err = bpf_map__set_max_entries(s->maps.stacks, 1) ?:
-		      bpf_map__set_max_entries(s->maps.stacks_spill, 1) ?:
-		      bpf_map__set_max_entries(s->maps.stacks_spill2, 1);
+	stack_maps(s, stacks);
+	for (int i = 0; !err && !(o->events & TT_EV_OFFCPU) && i < SCHED_STACK_LEVELS; i++)
+		err = bpf_map__set_max_entries(stacks[i], 1);
 	s->rodata->with_runq = probe_runq_in_sched(o);
 	/* runq's state (runq_switch.bpf.h), made here when sched loads first:
 	 * sized for runq's records, or as small as can be without them */
@@ -178,6 +186,20 @@ static int tasks_write(struct tt_ctx *ctx, struct sched_state *st,
 	return recfile_close(f) ?: err;
 }
 
+/* stacks.jsonl and offcpu.folded from the accumulated records and the stack maps. */
+static int write_offcpu(struct tt_ctx *ctx, struct sched_state *st, const struct tt_task *tasks,
+			size_t ntasks)
+{
+	struct bpf_map *maps[SCHED_STACK_LEVELS];
+	int fds[SCHED_STACK_LEVELS];
+
+	stack_maps(st->skel, maps);
+	for (int i = 0; i < SCHED_STACK_LEVELS; i++)
+		fds[i] = bpf_map__fd(maps[i]);
+	return offcpu_write(st->acc, ctx->opts->out_dir, fds, tasks, ntasks, ctx->syms,
+			    ctx->target_pid);
+}
+
 static int sched_finish(struct tt_ctx *ctx, void *state)
 {
 	struct sched_state *st = state;
@@ -198,10 +220,7 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 		err = aggregate_add_map(st->skel->maps.offcpu_hist, "offcpu", "usecs",
 					&st->hist_events);
 	if (!err && st->acc)
-		err = offcpu_write(st->acc, ctx->opts->out_dir, bpf_map__fd(st->skel->maps.stacks),
-				   bpf_map__fd(st->skel->maps.stacks_spill),
-				   bpf_map__fd(st->skel->maps.stacks_spill2), tasks, ntasks,
-				   ctx->syms, ctx->target_pid);
+		err = write_offcpu(ctx, st, tasks, ntasks);
 	if (err)
 		snprintf(ctx->err, sizeof(ctx->err), "sched: writing tasks/stacks: %s", strerror(-err));
 	free(tasks);

@@ -18,7 +18,6 @@
  * second (the same bucket index in maps of one size: each level holds one
  * more stack per bucket); their ids are offset by SCHED_STACK_ENTRIES and
  * 2 x SCHED_STACK_ENTRIES. */
-#define SCHED_STACK_SPILL SCHED_STACK_ENTRIES
 #define SCHED_STACK_LEVELS 3 /* the map and its two spill maps */
 #define SCHED_STACK_IDS (SCHED_STACK_LEVELS * SCHED_STACK_ENTRIES)
 
