@@ -81,7 +81,9 @@ def test_lock_chain_of_a_sleeping_holder(tmp_path):
     d = df_decompose(run)
     assert len(d) == 1 and d.loc[0, "tid"] == int(ids["contender_tid"]) and d.loc[0, "closes"]
     c = df_lock_chains(run, d)
-    assert 0.8 * holds <= len(c) <= holds
+    # at most one wait per hold; rows without a holder (slow uncontended lock() calls,
+    # checked below) are not waits on a hold and may come on top (one did in a CI run)
+    assert 0.8 * holds <= (c["holder_tid"] >= 0).sum() <= holds
     assert c["mutex"].nunique() == 1
     # Every wait the probe saw contended (lock() took the futex path) was caused by the holder
     # thread and names it. A row without a holder is a slow but uncontended lock() (the
