@@ -191,9 +191,12 @@ pg_wait() {
 
 # child_exec_pid PARENT EXE_NOT: the child of PARENT once it exec'd something else.
 child_exec_pid() {
-	local parent=$1 not_exe=$2 c
+	local parent=$1 not_exe=$2 c exe
 	for c in $(pgrep -P "$parent" 2>/dev/null); do
-		[ "$(readlink "/proc/$c/exe" 2>/dev/null)" != "$not_exe" ] && { echo "$c"; return 0; }
+		# A child that exits before it exec'd (tailtrace refused to attach and killed it) is
+		# a zombie without an exe link: that is no exec.
+		exe=$(readlink "/proc/$c/exe" 2>/dev/null) || continue
+		[ -n "$exe" ] && [ "$exe" != "$not_exe" ] && { echo "$c"; return 0; }
 	done
 	return 1
 }
