@@ -23,12 +23,12 @@ class SchemaError(RuntimeError):
 
 
 def find_tt_schema() -> str | None:
-    """Path of the tt-schema binary: $TT_SCHEMA, the build tree, or PATH."""
+    """Path of the tt-schema binary: $TT_SCHEMA, the build tree ($TT_BUILD or build/), or PATH."""
     env = os.environ.get("TT_SCHEMA")
     if env:
         return env
     root = Path(__file__).resolve().parent.parent
-    cand = root / "build" / "common" / "tt-schema"
+    cand = Path(os.environ.get("TT_BUILD", root / "build")) / "common" / "tt-schema"
     if cand.exists():
         return str(cand)
     return shutil.which("tt-schema")

@@ -1,5 +1,6 @@
 """schema.json (from the C header) and the numpy reader agree with what the C writer wrote."""
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 from analyze.schema import SchemaError, find_tt_schema, load_schema, read_records, record_dtype
 
 ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))
 
 
 def _tt_schema():
@@ -26,7 +28,7 @@ def test_dtype_sizes_match_c_structs():
 
 def test_c_written_records_read_back(tmp_path):
     # test_recfile writes 100000 request records with id=i, t_start=1000*i, status 200 or -7
-    exe = ROOT / "build" / "tests" / "common" / "test_recfile"
+    exe = BUILD / "tests" / "common" / "test_recfile"
     assert exe.exists(), "build the tests first (cmake --build build)"
     subprocess.run([str(exe), str(tmp_path)], check=True, capture_output=True)
     subprocess.run([_tt_schema(), str(tmp_path)], check=True)
@@ -45,7 +47,7 @@ def test_c_written_records_read_back(tmp_path):
 
 
 def test_truncated_file_is_refused(tmp_path):
-    exe = ROOT / "build" / "tests" / "common" / "test_recfile"
+    exe = BUILD / "tests" / "common" / "test_recfile"
     subprocess.run([str(exe), str(tmp_path)], check=True, capture_output=True)
     schema = load_schema()
     with pytest.raises(SchemaError, match="not a whole number"):

@@ -299,6 +299,24 @@ def _thread_names(pid):
     return names
 
 
+def _connected_to(pid, url):
+    """True once process pid has an established TCP connection to url's port."""
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        f = line.split()
+        if f[3] == "01" and int(f[2].split(":")[1], 16) == port and f[9] in inodes:
+            return True
+    return False
+
+
 def _cpus_allowed(pid, tid):
     for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
         if line.startswith("Cpus_allowed_list:"):
@@ -330,6 +348,10 @@ def test_sigterm_flushes_partial_results(server, model, tmp_path):
             for tid, name in names.items():
                 if name.startswith("pool-w"):
                     assert _cpus_allowed(p.pid, tid) == "0"
+        # Requests flow once a connection to the server is up (a sanitizer build takes
+        # seconds to get there: it touches the record buffers through shadow memory).
+        while time.monotonic() < deadline + 20 and not _connected_to(p.pid, server.url):
+            time.sleep(0.05)
         time.sleep(0.3)
         t_sig = time.monotonic()
         p.send_signal(signal.SIGTERM)

@@ -57,12 +57,12 @@ int dueq_push(struct hl_dueq *q, uint64_t id)
 	return err;
 }
 
-bool dueq_pop(struct hl_dueq *q, uint64_t *id, volatile sig_atomic_t *abort_flag)
+bool dueq_pop(struct hl_dueq *q, uint64_t *id, atomic_int *abort_flag)
 {
 	bool got = false;
 
 	pthread_mutex_lock(&q->lock);
-	while (!q->count && !q->closed && !*abort_flag) {
+	while (!q->count && !q->closed && !atomic_load_explicit(abort_flag, memory_order_relaxed)) {
 		struct timespec ts;
 
 		/* wake now and then to notice the stop flag set by a signal */
@@ -74,7 +74,7 @@ bool dueq_pop(struct hl_dueq *q, uint64_t *id, volatile sig_atomic_t *abort_flag
 		}
 		pthread_cond_timedwait(&q->ready, &q->lock, &ts);
 	}
-	if (q->count && !*abort_flag) {
+	if (q->count && !atomic_load_explicit(abort_flag, memory_order_relaxed)) {
 		*id = q->ids[q->head];
 		q->head = (q->head + 1) % q->cap;
 		q->count--;

@@ -5,7 +5,7 @@
 #define HL_DUEQ_H
 #include <pthread.h>
 #include <stdbool.h>
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 struct hl_dueq {
@@ -21,7 +21,7 @@ void dueq_destroy(struct hl_dueq *q);
 int dueq_push(struct hl_dueq *q, uint64_t id);
 /* Blocks until an id is queued (true) or the queue is closed and empty,
  * or abort is set (false). */
-bool dueq_pop(struct hl_dueq *q, uint64_t *id, volatile sig_atomic_t *abort_flag);
+bool dueq_pop(struct hl_dueq *q, uint64_t *id, atomic_int *abort_flag);
 void dueq_close(struct hl_dueq *q);
 
 #endif

@@ -25,7 +25,7 @@
 
 static void on_signal(int sig)
 {
-	hl_stop = 1;
+	atomic_store_explicit(&hl_stop, 1, memory_order_relaxed);
 }
 
 static void signals_install(void)
@@ -155,6 +155,7 @@ int main(int argc, char **argv)
 	else if (r.recs && o.out_dir) /* start-up failed part-way: keep what ran */
 		out_write(&r, &(struct hl_stats){ 0 });
 	free(r.recs);
+	free(r.bufs); /* run_collect freed it; a model that failed at start-up did not */
 	http_global_cleanup();
 	return rc;
 }

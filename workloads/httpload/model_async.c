@@ -424,7 +424,7 @@ int model_async_run(struct hl_run *r)
 		started++;
 	}
 	if (started < nloops) { /* the loops that did start send nothing */
-		hl_stop = 1;
+		atomic_store(&hl_stop, 1);
 		rc = 1;
 	}
 	gate_open(&gate, started, run_begin, r);

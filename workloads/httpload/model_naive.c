@@ -93,7 +93,7 @@ int model_naive_run(struct hl_run *r)
 		if (err) {
 			fprintf(stderr, "httpload: cannot start connection thread %u: %s\n",
 				started, strerror(err));
-			hl_stop = 1; /* let the started ones finish, keep their records */
+			atomic_store(&hl_stop, 1); /* let the started ones finish, keep their records */
 			break;
 		}
 	}

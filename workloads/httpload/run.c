@@ -10,7 +10,7 @@
 
 #define DISPATCH_SLEEP_MAX_NS 50000000ull /* re-check the stop flag every 50 ms */
 
-volatile sig_atomic_t hl_stop;
+atomic_int hl_stop;
 
 void run_init(struct hl_run *r, const struct hl_opts *o)
 {
@@ -28,7 +28,7 @@ void run_begin(struct hl_run *r)
 
 bool run_stopped(void)
 {
-	return hl_stop != 0;
+	return atomic_load_explicit(&hl_stop, memory_order_relaxed) != 0;
 }
 
 bool run_claim(struct hl_run *r, uint32_t conn, uint64_t *seq, uint64_t *id)

@@ -10,6 +10,7 @@
 #ifndef HL_RUN_H
 #define HL_RUN_H
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -36,8 +37,9 @@ struct hl_run {
 	int rec_err;             /* a record was lost (out of memory) */
 };
 
-/* Set by SIGINT/SIGTERM: stop issuing, finish in-flight, write results. */
-extern volatile sig_atomic_t hl_stop;
+/* Set by SIGINT/SIGTERM: stop issuing, finish in-flight, write results.
+ * Atomic (lock-free, so signal-safe): every connection thread reads it. */
+extern atomic_int hl_stop;
 
 void run_init(struct hl_run *r, const struct hl_opts *o);
 /* Closed loop: the next request id of connection conn, whose *seq requests

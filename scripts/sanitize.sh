@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Sanitizer pass: the C code built under AddressSanitizer + UndefinedBehaviorSanitizer runs
+# every C test (ctest) and every Python test (which drive tailtrace, orders-server, httpload
+# and the test helpers); built under ThreadSanitizer it runs the thread pool, httpload and
+# orders-server tests. Each sanitizer writes its reports to build-<kind>/sanitizer-logs/;
+# any report, or any failing test, fails the pass.
+#
+# Usage: scripts/sanitize.sh [asan] [tsan]      (default: both; scripts/test.sh runs it)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+kinds=("$@")
+[ ${#kinds[@]} -gt 0 ] || kinds=(asan tsan)
+status=0
+for kind in "${kinds[@]}"; do
+	case $kind in
+	asan) flags=address,undefined tests=(tests) ;;
+	tsan) flags=thread tests=(tests/threadpool tests/httpload tests/server) ;;
+	*) echo "sanitize.sh: unknown sanitizer '$kind': use asan or tsan" >&2; exit 2 ;;
+	esac
+	build=$top/build-$kind
+	logs=$build/sanitizer-logs
+	echo "sanitize.sh: $kind ($flags) in $build" >&2
+	cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTT_SANITIZE="$flags" >/dev/null
+	cmake --build "$build" -j"$(nproc)"
+	rm -rf "$logs" && mkdir -p "$logs"
+	# exitcode 66: a report is never mistaken for a program's own error status.
+	common="exitcode=66:log_path=$logs/$kind"
+	(
+		export TT_SANITIZE=$flags TT_BUILD=$build
+		export ORDERS_SERVER=$build/workloads/server/orders-server
+		export ASAN_OPTIONS="$common:detect_leaks=1:abort_on_error=0"
+		export UBSAN_OPTIONS="$common:halt_on_error=1:print_stacktrace=1"
+		export TSAN_OPTIONS="$common:halt_on_error=1:second_deadlock_stack=1"
+		ctest --test-dir "$build" --output-on-failure
+		python3 -m pytest -q "${tests[@]}"
+	) || status=1
+	if compgen -G "$logs/*" >/dev/null; then
+		echo "sanitize.sh: $kind reports in $logs:" >&2
+		head -n 40 "$logs"/* >&2
+		status=1
+	else
+		echo "sanitize.sh: $kind: no reports" >&2
+	fi
+done
+exit $status
