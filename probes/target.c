@@ -31,15 +31,21 @@ static int pidfd_open_(pid_t pid)
 
 static void child_main(char **cmd, int go_fd, int err_fd)
 {
-	char b;
+	char b = 0;
+	ssize_t n;
 	int e;
 
-	/* Held: tracing starts before the first instruction of cmd. */
-	while (read(go_fd, &b, 1) < 0 && errno == EINTR)
-		;
-	close(go_fd);
-	signal(SIGINT, SIG_DFL);
+	/* Held: tracing starts before the first instruction of cmd. Only the
+	 * parent's "g" releases it: EOF means tailtrace gave up (it refused to
+	 * attach, or died), and cmd must not run untraced. */
+	signal(SIGINT, SIG_DFL); /* tailtrace's stop handlers: not for the held child */
 	signal(SIGTERM, SIG_DFL);
+	do
+		n = read(go_fd, &b, 1);
+	while (n < 0 && errno == EINTR);
+	if (n != 1 || b != 'g')
+		_exit(127);
+	close(go_fd);
 	execvp(cmd[0], cmd);
 	e = errno;
 	if (write(err_fd, &e, sizeof(e)) < 0)

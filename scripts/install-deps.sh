@@ -10,7 +10,7 @@ fi
 
 APT_PKGS=(
     build-essential cmake pkg-config git ca-certificates
-    clang llvm libelf-dev zlib1g-dev
+    clang llvm libclang-rt-14-dev libelf-dev zlib1g-dev
     libbpf-dev bpftool bpftrace linux-perf
     libcurl4-openssl-dev libnuma-dev libssl-dev
     nginx wrk curl jq procps psmisc

@@ -50,8 +50,8 @@ int main(int argc, char **argv)
 	t1 = tt_now_ns();
 	getrusage(RUSAGE_THREAD, &r1);
 	printf("{\"loop_t_start_ns\": %llu, \"loop_t_end_ns\": %llu, \"nvcsw\": %ld, "
-	       "\"nivcsw\": %ld, \"nvcsw_total\": %ld}\n", (unsigned long long)t0,
-	       (unsigned long long)t1, r1.ru_nvcsw - r0.ru_nvcsw, r1.ru_nivcsw - r0.ru_nivcsw,
-	       r1.ru_nvcsw);
+	       "\"nivcsw\": %ld, \"nvcsw_total\": %ld, \"nivcsw_total\": %ld}\n",
+	       (unsigned long long)t0, (unsigned long long)t1, r1.ru_nvcsw - r0.ru_nvcsw,
+	       r1.ru_nivcsw - r0.ru_nivcsw, r1.ru_nvcsw, r1.ru_nivcsw);
 	return argc > 3 ? atoi(argv[3]) : 0;
 }

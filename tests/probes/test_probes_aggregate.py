@@ -27,8 +27,10 @@ def test_aggregate_histograms_match_the_workload(tmp_path):
         assert len(th) == 1, metric
         h = th[0]
         # the whole thread: the sleeps, plus a switch or two around exec and exit;
-        # intervals whose switch-in never reached the tracepoint are not in it
-        assert nvcsw - 2 <= h["count"] + unmatched and h["count"] <= nvcsw + 3, metric
+        # intervals whose switch-in never reached the tracepoint are not in it.
+        # Run-queue waits also follow each preemption (a loaded machine has a few).
+        most = nvcsw + 3 + (end["nivcsw_total"] if metric == "runq" else 0)
+        assert nvcsw - 2 <= h["count"] + unmatched and h["count"] <= most, metric
         assert h["comm"] == "tt-sleeper" and h["pid"] == tid
         assert sum(b["count"] for b in h["buckets"]) == h["count"]
         assert agg[metric]["total"]["count"] >= h["count"]
