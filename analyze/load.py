@@ -300,8 +300,8 @@ def read_bin(path: Path, schema: dict, kind: str) -> np.ndarray:
         if magic != schema["magic"] or rtype != rec["type"] or rsize != rec["size"]:
             raise CorruptRecordsError(
                 f"{path}: not a {kind} record file (magic {magic!r}, type {rtype}, size {rsize}; "
-                f"expected {schema['magic']!r}, {rec['type']}, {rec['size']}): "
-                "the file is damaged or from another tailtrace version")
+                f"expected {schema['magic']!r}, {rec['type']}, {rec['size']} by schema.json): "
+                "the file or schema.json is damaged, or they are from different tailtrace versions")
         body = size - hsize
         if body % rsize:
             raise CorruptRecordsError(
@@ -326,7 +326,13 @@ def load_stream(run_dir: Path, stream: str, schema: dict, cache: bool = True) ->
             return _read_parquet(cfile)
         except Exception:  # unreadable cache: rebuild it below
             pass
-    df = frame_from_records(stream, read_bin(path, schema, STREAM_KIND[stream]))
+    recs = read_bin(path, schema, STREAM_KIND[stream])
+    try:
+        df = frame_from_records(stream, recs)
+    except (KeyError, ValueError) as e:  # schema.json lacks a field this loader needs
+        raise CorruptRecordsError(f"{run_dir / 'schema.json'}: {STREAM_KIND[stream]} records "
+                                  f"have no usable field {e}, so {path.name} cannot be read; "
+                                  "copy a good schema.json from `tt-schema`") from None
     if cache:
         _write_cache(df, cdir, cfile, kfile, key)
     return df
@@ -358,12 +364,27 @@ def _write_cache(df, cdir: Path, cfile: Path, kfile: Path, key: str) -> None:
 
 
 def _read_json(path: Path) -> dict:
+    """A JSON object file ({} if absent); CorruptRecordsError naming it otherwise."""
     if not path.exists():
         return {}
     try:
-        return json.loads(path.read_text())
+        o = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CorruptRecordsError(f"{path}: not valid JSON ({e}); re-run the capture") from None
+    if not isinstance(o, dict):
+        raise CorruptRecordsError(f"{path}: not a JSON object but {type(o).__name__}; "
+                                  "re-run the capture")
+    return o
+
+
+def _lost_events(meta: dict, path: Path) -> dict:
+    """meta.json's lost_events as {stream: int}; CorruptRecordsError naming the file."""
+    lost = meta.get("lost_events") or {}
+    try:
+        return {str(k): int(v) for k, v in lost.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise CorruptRecordsError(f"{path}: lost_events is not a map of counts "
+                                  f"({lost!r:.60}); re-run the capture") from None
 
 
 def load_stacks(path: Path, warnings: list) -> dict:
@@ -408,5 +429,5 @@ def load_run(run_dir, cache: bool = True) -> Run:
     run.gaps = split_gaps(run)
     set_request_source(run)
     run.stacks = load_stacks(run_dir / "stacks.jsonl", run.warnings)
-    run.lost_events = {k: int(v) for k, v in (run.meta.get("lost_events") or {}).items()}
+    run.lost_events = _lost_events(run.meta, run_dir / "meta.json")
     return run

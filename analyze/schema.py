@@ -35,16 +35,54 @@ def find_tt_schema() -> str | None:
 
 
 def load_schema(run_dir: str | os.PathLike | None = None) -> dict:
-    """The schema of run_dir (its schema.json), else the one tt-schema prints."""
+    """The schema of run_dir (its schema.json), else the one tt-schema prints.
+    SchemaError (naming schema.json) if it is not JSON or does not describe records."""
     if run_dir is not None:
         p = Path(run_dir) / "schema.json"
         if p.exists():
-            return json.loads(p.read_text())
+            try:
+                return check_schema(json.loads(p.read_text()))
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise SchemaError(f"{p}: not valid JSON ({e}); copy a good one from "
+                                  "`tt-schema` of the build that recorded the run") from None
+            except SchemaError as e:
+                raise SchemaError(f"{p}: {e}; copy a good one from `tt-schema` of the build "
+                                  "that recorded the run") from None
     exe = find_tt_schema()
     if not exe:
         raise SchemaError("no schema.json in the run directory and no tt-schema binary: "
                           "build the project (cmake --build build)")
     return json.loads(subprocess.run([exe], check=True, capture_output=True, text=True).stdout)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_schema(schema) -> dict:
+    """schema, if it describes record layouts numpy can read; SchemaError saying what is wrong."""
+    if not isinstance(schema, dict):
+        raise SchemaError("not a JSON object")
+    if not isinstance(schema.get("magic"), str) or schema.get("header_size") != 16:
+        raise SchemaError("no magic string or a header size other than 16")
+    recs = schema.get("records")
+    if not isinstance(recs, dict) or not recs:
+        raise SchemaError("no record kinds")
+    for kind, rec in recs.items():
+        if not isinstance(rec, dict) or not _is_int(rec.get("type")) or \
+                not _is_int(rec.get("size")) or rec["size"] <= 0 or \
+                not isinstance(rec.get("fields"), list):
+            raise SchemaError(f"record kind {kind!r} has no type, size or field list")
+        for f in rec["fields"]:
+            if not isinstance(f, dict) or not isinstance(f.get("name"), str) or \
+                    f.get("type") not in _NP_TYPES or not _is_int(f.get("offset")) or \
+                    not _is_int(f.get("count")) or f["offset"] < 0 or f["count"] < 1:
+                raise SchemaError(f"record kind {kind!r} has a malformed field {f!r}")
+            width = int(np.dtype(_NP_TYPES[f["type"]]).itemsize) * f["count"]
+            if f["offset"] + width > rec["size"]:
+                raise SchemaError(f"record kind {kind!r}: field {f['name']!r} ends past "
+                                  f"the {rec['size']}-byte record")
+    return schema
 
 
 def record_dtype(schema: dict, kind: str) -> np.dtype:
