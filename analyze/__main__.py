@@ -1,15 +1,18 @@
 """Command line: `python3 -m analyze report RUN_DIR` / `compare RUN_DIR...` (tailtrace-analyze).
 
-Exit status: 0 done, 2 bad input (one line `analyze: <message>` on stderr).
+Exit status: 0 done, 2 bad input, 1 a file could not be read or written (disk full,
+read-only directory); either way one line `analyze: <message>` on stderr.
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
 from .errors import AnalysisError
 
 EXIT_BAD_INPUT = 2
+EXIT_WRITE_FAILED = 1
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -111,6 +114,12 @@ def main(argv=None) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0
+    except OSError as e:  # mostly writing the outputs into a full or read-only directory
+        where = f"{e.filename}: " if e.filename else ""
+        fix = ("; free space or copy the run directory somewhere writable"
+               if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS) else "")
+        print(f"analyze: {where}{e.strerror or e}{fix}", file=sys.stderr)
+        return EXIT_WRITE_FAILED
 
 
 if __name__ == "__main__":

@@ -137,12 +137,16 @@ def _warnings(run, decomp) -> list:
     w += uprobe_warnings(run.meta or {})
     if run.source == "spans":
         w.append(SPAN_ERRORS_NOTE)
+    write_error = run.meta.get("write_error")
+    fix = (f"the run directory could not take them: {write_error}; free space or choose "
+           "another --out" if write_error else "use a bigger --ringbuf-mb")
     for s, n in run.lost_events.items():
         if n:
             w.append(f"{s}: {n} events lost: parts built from {s} may be short and "
-                     "requests may not close (use a bigger --ringbuf-mb)")
+                     f"requests may not close ({fix})")
     if run.meta.get("incomplete"):
-        w.append("the capture was stopped early (meta.json incomplete=true)")
+        w.append("the capture was stopped early (meta.json incomplete=true"
+                 + (f": {write_error})" if write_error else ")"))
     bad = int((~valid_requests(run.requests)).sum())
     if bad:
         w.append(f"{bad} request records have no valid start/end times (0 < t_enqueue ≤ t_start "

@@ -14,8 +14,11 @@
 
 struct recfile {
 	int fd;
+	int err;             /* first write error: sticky, later writes are dropped */
 	uint32_t rec_size;
-	uint64_t count;
+	uint64_t count;      /* records accepted (buffered or on disk) */
+	uint64_t dropped;    /* records lost to a write error */
+	uint64_t disk_bytes; /* record bytes the file holds after its header */
 	size_t used;
 	char buf[RECFILE_BUF_BYTES];
 };
@@ -34,7 +37,8 @@ const char *recfile_kind_file(enum tt_rec_type type)
 	return NULL;
 }
 
-static int write_full(int fd, const void *p, size_t len)
+/* Write all of p; *done (if given) counts the bytes that did reach the file. */
+static int write_full(int fd, const void *p, size_t len, uint64_t *done)
 {
 	const char *c = p;
 
@@ -48,6 +52,8 @@ static int write_full(int fd, const void *p, size_t len)
 		}
 		c += w;
 		len -= (size_t)w;
+		if (done)
+			*done += (uint64_t)w;
 	}
 	return 0;
 }
@@ -70,12 +76,19 @@ struct recfile *recfile_open(const char *path, uint32_t rec_type, uint32_t rec_s
 		free(f);
 		return NULL;
 	}
+	f->err = 0;
 	f->rec_size = rec_size;
 	f->count = 0;
+	f->dropped = 0;
+	f->disk_bytes = 0;
 	f->used = 0;
 	memcpy(hdr.magic, TT_FILE_MAGIC, sizeof(hdr.magic));
-	err = write_full(f->fd, &hdr, sizeof(hdr));
-	if (err) {
+	err = write_full(f->fd, &hdr, sizeof(hdr), NULL);
+	if (err) { /* no file rather than one without a whole header */
+		struct stat st;
+
+		if (!fstat(f->fd, &st) && S_ISREG(st.st_mode))
+			unlink(path);
 		close(f->fd);
 		free(f);
 		errno = -err;
@@ -100,15 +113,30 @@ struct recfile *recfile_open_kind(const char *dir, enum tt_rec_type type)
 	return recfile_open(path, type, recfile_kind_size(type));
 }
 
+/* A write failed (disk full, I/O error): cut the file back to its last whole
+ * record so what is there stays readable; count every record not on disk. */
+static int write_failed(struct recfile *f, int err)
+{
+	uint64_t whole = f->disk_bytes - f->disk_bytes % f->rec_size;
+
+	f->err = err;
+	if (ftruncate(f->fd, (off_t)(sizeof(struct tt_file_header) + whole)) == 0)
+		f->disk_bytes = whole;
+	f->dropped = f->count - f->disk_bytes / f->rec_size;
+	f->count = f->disk_bytes / f->rec_size;
+	f->used = 0;
+	return err;
+}
+
 int recfile_flush(struct recfile *f)
 {
 	int err;
 
-	if (!f || f->used == 0)
-		return 0;
-	err = write_full(f->fd, f->buf, f->used);
+	if (!f || f->err || f->used == 0)
+		return f ? f->err : 0;
+	err = write_full(f->fd, f->buf, f->used, &f->disk_bytes);
 	f->used = 0;
-	return err;
+	return err ? write_failed(f, err) : 0;
 }
 
 int recfile_write(struct recfile *f, const void *recs, size_t n)
@@ -117,6 +145,11 @@ int recfile_write(struct recfile *f, const void *recs, size_t n)
 	size_t left = n * f->rec_size;
 	int err;
 
+	if (f->err) {
+		f->dropped += n;
+		return f->err;
+	}
+	f->count += n;
 	while (left > 0) {
 		size_t room = sizeof(f->buf) - f->used;
 		size_t chunk = left < room ? left : room;
@@ -131,13 +164,17 @@ int recfile_write(struct recfile *f, const void *recs, size_t n)
 				return err;
 		}
 	}
-	f->count += n;
 	return 0;
 }
 
 uint64_t recfile_count(const struct recfile *f)
 {
 	return f ? f->count : 0;
+}
+
+uint64_t recfile_dropped(const struct recfile *f)
+{
+	return f ? f->dropped : 0;
 }
 
 int recfile_close(struct recfile *f)

@@ -2,7 +2,10 @@
 /*
  * Record files: a 16-byte struct tt_file_header, then fixed-size records.
  * Writes are buffered and go to disk in bulk; recfile_close() flushes.
- * All functions return 0 or a negative errno.
+ * All functions return 0 or a negative errno. The first write error (disk
+ * full...) is sticky: the file is cut back to its last whole record, so what
+ * it holds stays readable, and every record that did not make it is counted
+ * by recfile_dropped().
  */
 #ifndef TT_RECFILE_H
 #define TT_RECFILE_H
@@ -18,7 +21,10 @@ struct recfile *recfile_open(const char *path, uint32_t rec_type, uint32_t rec_s
 struct recfile *recfile_open_kind(const char *dir, enum tt_rec_type type);
 int recfile_write(struct recfile *f, const void *recs, size_t n);
 int recfile_flush(struct recfile *f);
+/* Records accepted and (after a write error: only those) on disk. */
 uint64_t recfile_count(const struct recfile *f);
+/* Records lost to a write error. */
+uint64_t recfile_dropped(const struct recfile *f);
 /* Flush, close, free. Safe on NULL. */
 int recfile_close(struct recfile *f);
 

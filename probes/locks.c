@@ -56,8 +56,7 @@ static int locks_on_event(void *arg, void *data, size_t size)
 		return 0;
 	if (r->ustack_id >= 0 && r->ustack_id < LOCKS_STACK_ENTRIES)
 		st->stack_pid[r->ustack_id] = r->pid;
-	if (!st->write_err)
-		st->write_err = recfile_write(st->out, r, 1);
+	probe_write(st->out, r, &st->write_err);
 	return 0;
 }
 
@@ -247,7 +246,7 @@ static int locks_stats(void *state, struct tt_stream_stats *out, int max)
 	out[0] = (struct tt_stream_stats){
 		.stream = "locks", .hook = "uprobe",
 		.written = st->out ? recfile_count(st->out) : 0,
-		.lost = locks_counter(st, LOCKS_CNT_LOST),
+		.lost = locks_counter(st, LOCKS_CNT_LOST) + recfile_dropped(st->out),
 		.uprobe_hits = locks_counter(st, LOCKS_CNT_HITS),
 	};
 	return 1;

@@ -154,6 +154,7 @@ static int out_prepare(struct loader *L)
 		unlink(path);
 	}
 	ret = ret ?: schema_write_dir(dir);
+	ret = ret ?: meta_reserve(dir);
 	if (ret) {
 		snprintf(err, sizeof(err), "cannot create run directory %s: %s (choose another --out)",
 			 dir, strerror(-ret));
@@ -280,6 +281,12 @@ static int poll_loop(struct loader *L)
 			L->target_gone = true;
 			break;
 		}
+		if (probe_write_error()) {
+			fprintf(stderr, "tailtrace: stopping: cannot write records to %s: %s (the "
+				"records written so far are kept; free space or choose another --out)\n",
+				L->cli.opts.out_dir, strerror(-probe_write_error()));
+			return probe_write_error();
+		}
 		if (deadline && now >= deadline)
 			break;
 		if (L->ctx.syms && now >= next_refresh) {
@@ -376,6 +383,7 @@ static void print_aggregate(struct loader *L)
 static int run_finish(struct loader *L, int status)
 {
 	char ev[128];
+	int err;
 
 	if (L->ctx.rb)
 		ring_buffer__consume(L->ctx.rb);
@@ -400,11 +408,13 @@ static int run_finish(struct loader *L, int status)
 	L->meta.stats = L->stats;
 	L->meta.nstats = L->nstats;
 	L->meta.events_str = options_events_str(L->events, ev, sizeof(ev));
-	L->meta.incomplete = got_signal && (L->have_child || L->cli.opts.pid > 0) && !L->target_gone;
+	L->meta.incomplete = (got_signal && (L->have_child || L->cli.opts.pid > 0) &&
+			      !L->target_gone) || probe_write_error();
+	L->meta.write_err = probe_write_error();
 	L->meta.exit_status = L->have_child ? target_exit_code(&L->child) : -1;
-	if (meta_write(L->cli.opts.out_dir, &L->meta)) {
+	if ((err = meta_write_reserved(L->cli.opts.out_dir, &L->meta))) {
 		fprintf(stderr, "tailtrace: cannot write %s/meta.json: %s\n", L->cli.opts.out_dir,
-			strerror(errno));
+			strerror(-err));
 		status = status ?: 1;
 	}
 	cost_print(stderr, &L->cost); /* the events line stays the last one */

@@ -3,6 +3,9 @@
 #include "features.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -204,7 +207,12 @@ static void write_body(FILE *f, const struct tt_meta *m)
 		cost_write_json(f, m->cost);
 		fputs(",\n", f);
 	}
-	fprintf(f, "  \"incomplete\": %s,\n  \"exit_status\": ", m->incomplete ? "true" : "false");
+	fputs("  \"write_error\": ", f);
+	if (m->write_err)
+		json_write_string(f, strerror(-m->write_err));
+	else
+		fputs("null", f);
+	fprintf(f, ",\n  \"incomplete\": %s,\n  \"exit_status\": ", m->incomplete ? "true" : "false");
 	if (m->exit_status >= 0)
 		fprintf(f, "%d\n}\n", m->exit_status);
 	else
@@ -220,4 +228,43 @@ static int meta_body(FILE *f, const void *arg)
 int meta_write(const char *dir, const struct tt_meta *m)
 {
 	return json_write_file(dir, "meta.json", meta_body, m);
+}
+
+static int reserve_path(const char *dir, char *path, size_t len)
+{
+	return snprintf(path, len, "%s/%s", dir, META_RESERVE_FILE) < (int)len ? 0 : -ENAMETOOLONG;
+}
+
+int meta_reserve(const char *dir)
+{
+	static const char zeros[4096];
+	char path[4096];
+	int fd, err = reserve_path(dir, path, sizeof(path));
+
+	if (err)
+		return err;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	/* real blocks (not a sparse file), so deleting it gives space back */
+	for (size_t done = 0; !err && done < META_RESERVE_BYTES; done += sizeof(zeros))
+		if (write(fd, zeros, sizeof(zeros)) != (ssize_t)sizeof(zeros))
+			err = -errno;
+	if (close(fd) && !err)
+		err = -errno;
+	if (err)
+		unlink(path);
+	return err;
+}
+
+int meta_write_reserved(const char *dir, const struct tt_meta *m)
+{
+	char path[4096];
+	int err = meta_write(dir, m);
+	bool reserved = reserve_path(dir, path, sizeof(path)) == 0 && unlink(path) == 0;
+
+	/* a full disk shows as ENOSPC, EDQUOT or (stdio) EIO: retry in the reserve's space */
+	if (err && reserved)
+		err = meta_write(dir, m);
+	return err;
 }

@@ -19,6 +19,7 @@ struct tt_meta {
 	const struct tt_stream_stats *stats;
 	int nstats;
 	bool incomplete;
+	int write_err;               /* -errno of the first failed record write, or 0 */
 	int exit_status;             /* CMD child's exit code, -1 if none */
 	uint64_t cgroup_id;
 	const struct tt_cost *cost;  /* tailtrace's own cost; NULL: not written */
@@ -34,5 +35,15 @@ double meta_uprobe_rate(const struct tt_meta *m, const struct tt_stream_stats *s
 void meta_start(struct tt_meta *m);
 /* Write DIR/meta.json atomically. 0 or -errno. */
 int meta_write(const char *dir, const struct tt_meta *m);
+
+/* Space kept for meta.json: a run that fills its disk still ends with one
+ * (its records are cut to whole ones and the loss is counted in it). */
+#define META_RESERVE_FILE ".meta.reserve"
+#define META_RESERVE_BYTES (64u << 10)
+/* Create DIR/.meta.reserve (META_RESERVE_BYTES). 0 or -errno. */
+int meta_reserve(const char *dir);
+/* meta_write; if that fails, frees the reserve and tries again. The
+ * reserve is removed either way. 0 or -errno. */
+int meta_write_reserved(const char *dir, const struct tt_meta *m);
 
 #endif

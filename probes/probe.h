@@ -51,6 +51,7 @@ struct tt_opts {
 };
 
 struct tt_syms;
+struct recfile;
 
 /* Per-stream figures for meta.json and the final line. */
 struct tt_stream_stats {
@@ -95,6 +96,11 @@ struct tt_probe {
 
 /* Helper for modules: add a ring buffer map to ctx->rb, creating it if needed. */
 int probe_add_ringbuf(struct tt_ctx *ctx, struct bpf_map *map, ring_buffer_sample_fn fn, void *state);
+/* Append one record from a ring-buffer callback. The first error is kept in
+ * *write_err and in probe_write_error(), which makes the loader stop the run
+ * (disk full: the records so far stay readable, the rest count as lost). */
+void probe_write(struct recfile *f, const void *rec, int *write_err);
+int probe_write_error(void);
 /* Helper for modules: one __u64 counter of a PERCPU_ARRAY map, summed over
  * the CPUs; 0 if it cannot be read. */
 /* Maps that two modules' objects define alike and must share, by name: the

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "features.h"
+#include "recfile.h"
 #include "registry.h"
 
 extern const struct tt_probe probe_sched;
@@ -66,6 +67,25 @@ int probe_add_ringbuf(struct tt_ctx *ctx, struct bpf_map *map, ring_buffer_sampl
 	}
 	err = ring_buffer__add(ctx->rb, fd, fn, state);
 	return err < 0 ? err : 0;
+}
+
+static int write_error; /* the first, of any module */
+
+void probe_write(struct recfile *f, const void *rec, int *write_err)
+{
+	int err;
+
+	if (*write_err)
+		err = recfile_write(f, rec, 1); /* counted as dropped */
+	else if ((err = recfile_write(f, rec, 1)))
+		*write_err = err;
+	if (err && !write_error)
+		write_error = err;
+}
+
+int probe_write_error(void)
+{
+	return write_error;
 }
 
 static const char *const shared_maps[] = { "switch_clock", "runq_rb", "start_btf", "start_ids",

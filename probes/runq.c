@@ -25,13 +25,10 @@ struct runq_state {
 static int runq_sample(void *ctx, void *data, size_t size)
 {
 	struct runq_state *st = ctx;
-	int err;
 
 	if (size < sizeof(struct tt_runq))
 		return 0;
-	err = recfile_write(st->out, data, 1);
-	if (err && !st->write_err)
-		st->write_err = err;
+	probe_write(st->out, data, &st->write_err);
 	return 0;
 }
 
@@ -141,7 +138,8 @@ static int runq_stats(void *state, struct tt_stream_stats *out, int max)
 		.stream = "runq",
 		.hook = features_hook_name(features_hook()),
 		.written = st->aggregate ? st->hist_events : recfile_count(st->out),
-		.lost = probe_counter_sum(st->skel->maps.runq_counters, RUNQ_CNT_LOST),
+		.lost = probe_counter_sum(st->skel->maps.runq_counters, RUNQ_CNT_LOST) +
+			recfile_dropped(st->out),
 		.unmatched = probe_counter_sum(st->skel->maps.runq_counters, RUNQ_CNT_UNMATCHED),
 	};
 	return 1;

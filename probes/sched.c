@@ -45,15 +45,15 @@ static int sched_sample(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(struct tt_switch))
 		return 0;
-	err = recfile_write(st->out, data, 1);
-	if (!err && st->acc) {
+	probe_write(st->out, data, &st->write_err);
+	if (!st->write_err && st->acc) {
 		const struct tt_switch *r = data;
 
 		st->stacked += r->kstack_id >= 0 || r->ustack_id >= 0;
 		err = offcpu_add(st->acc, r);
+		if (err)
+			st->write_err = err;
 	}
-	if (err && !st->write_err)
-		st->write_err = err;
 	return 0;
 }
 
@@ -205,12 +205,10 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 	struct sched_state *st = state;
 	struct tt_task *tasks = NULL;
 	size_t ntasks = 0;
-	int err = st->write_err ?: recfile_flush(st->out);
+	int rec_err = st->write_err ?: recfile_flush(st->out), err;
 
-	if (err) {
-		snprintf(ctx->err, sizeof(ctx->err), "sched: writing switches.bin: %s", strerror(-err));
-		return err;
-	}
+	/* switches.bin failed (disk full): still try the small side files below,
+	 * the thread names and stacks make what was recorded readable */
 	err = tasks_read(st, &tasks, &ntasks);
 	for (size_t i = 0; !err && i < ntasks; i++)
 		aggregate_note_task(tasks[i].tid, tasks[i].pid, tasks[i].comm);
@@ -221,10 +219,13 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 					&st->hist_events);
 	if (!err && st->acc)
 		err = write_offcpu(ctx, st, tasks, ntasks);
-	if (err)
+	if (rec_err)
+		snprintf(ctx->err, sizeof(ctx->err), "sched: writing switches.bin: %s%s",
+			 strerror(-rec_err), err ? " (and tasks/stacks)" : "");
+	else if (err)
 		snprintf(ctx->err, sizeof(ctx->err), "sched: writing tasks/stacks: %s", strerror(-err));
 	free(tasks);
-	return err;
+	return rec_err ?: err;
 }
 
 static int sched_stats(void *state, struct tt_stream_stats *out, int max)
@@ -239,7 +240,7 @@ static int sched_stats(void *state, struct tt_stream_stats *out, int max)
 		out[n++] = (struct tt_stream_stats){
 			.stream = "switch", .hook = hook,
 			.written = st->aggregate ? st->hist_events : recfile_count(st->out),
-			.lost = st->skel->bss->counters[SCHED_CNT_LOST],
+			.lost = st->skel->bss->counters[SCHED_CNT_LOST] + recfile_dropped(st->out),
 			.unmatched = st->skel->bss->counters[SCHED_CNT_UNMATCHED] };
 	if (st->acc && n < max)
 		out[n++] = (struct tt_stream_stats){

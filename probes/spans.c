@@ -45,8 +45,8 @@ static int spans_on_event(void *arg, void *data, size_t size)
 {
 	struct spans_state *st = arg;
 
-	if (size >= sizeof(struct tt_span) && !st->write_err)
-		st->write_err = recfile_write(st->out, data, 1);
+	if (size >= sizeof(struct tt_span))
+		probe_write(st->out, data, &st->write_err);
 	return 0;
 }
 
@@ -202,7 +202,7 @@ static int spans_stats(void *state, struct tt_stream_stats *out, int max)
 	out[0] = (struct tt_stream_stats){
 		.stream = "spans", .hook = "uprobe",
 		.written = recfile_count(st->out),
-		.lost = spans_counter(st, SPANS_CNT_LOST),
+		.lost = spans_counter(st, SPANS_CNT_LOST) + recfile_dropped(st->out),
 		/* calls seen at one end only: entry without return, return without entry */
 		.unmatched = spans_counter(st, SPANS_CNT_STALE) + spans_counter(st, SPANS_CNT_UNMATCHED),
 		.uprobe_hits = spans_counter(st, SPANS_CNT_HITS),

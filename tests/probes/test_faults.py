@@ -1,0 +1,126 @@
+"""tailtrace under faults (real BPF, root): the run directory fills up or cannot be
+created, tailtrace is SIGKILLed, the target execs mid-run. Nothing may be left attached,
+and what was recorded must stay readable with every lost record counted."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from analyze.load import load_run
+from tt_run import TAILTRACE, helper, intervals, json_lines, meta, needs_root, records, tailtrace
+
+pytestmark = needs_root
+
+
+@contextmanager
+def tmpfs(path: Path, size: str, *opts: str):
+    """A small tmpfs mounted at path for the duration of the block."""
+    path.mkdir(parents=True, exist_ok=True)
+    o = ",".join((f"size={size}", *opts))
+    subprocess.run(["mount", "-t", "tmpfs", "-o", o, "tailtrace-test", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_full_run_directory_keeps_what_was_written_and_counts_the_rest(tmp_path):
+    n = 30000  # 30k switches (1.9 MB) and 30k run-queue waits (1.2 MB) into 1 MiB
+    with tmpfs(tmp_path / "small", "1m") as small:
+        out = small / "run"
+        p = tailtrace(out, "--events", "runq,switch", "--", helper("sleeper"), str(n), "20",
+                      "0", "rt")
+        assert p.returncode == 1, p.stderr
+        assert "No space left on device" in p.stderr and str(out) in p.stderr, p.stderr
+        m = meta(out)  # written in the space kept for it
+        assert m["write_error"] == "No space left on device" and m["incomplete"] is True
+        sw = records(out, "switch")  # whole records only: readable as they are
+        assert len(sw) == m["events"]["switch"] > 0
+        assert (out / "switches.bin").stat().st_size == 16 + len(sw) * 64
+        assert len(records(out, "runq")) == m["events"]["runq"]
+        assert not (out / ".meta.reserve").exists()
+        # every switch of the thread is either written or counted as lost
+        nvcsw = json_lines(p.stdout)[-1]["nvcsw_total"]
+        tid = json_lines(p.stdout)[0]["tid"]
+        total = int((sw["tid"] == tid).sum()) + m["lost_events"]["switch"]
+        assert nvcsw - 2 <= total + m["unmatched_events"]["switch"] and total <= nvcsw + 3
+        run = load_run(out, cache=False)
+        assert len(run.switches) + len(run.gaps) == len(sw)
+
+
+def test_unwritable_run_directory_is_refused_before_attaching(tmp_path):
+    with tmpfs(tmp_path / "ro", "64k", "ro") as ro:
+        p = tailtrace(ro / "run", "--", "true")
+    assert p.returncode == 1
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "cannot create run directory" in lines[0], p.stderr
+    assert "Read-only file system" in lines[0] and "--out" in lines[0]
+
+
+def _bpftool(*args) -> list:
+    out = subprocess.run(["bpftool", "-j", *args], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout or "[]")
+
+
+def _prog_ids() -> set:
+    return {p["id"] for p in _bpftool("prog", "show")}
+
+
+def test_sigkill_leaves_no_bpf_program_or_link_attached(tmp_path):
+    before = _prog_ids()
+    target = subprocess.Popen([helper("sleeper"), "100000", "1000"], stdout=subprocess.DEVNULL)
+    tt = subprocess.Popen([str(TAILTRACE), "--out", str(tmp_path / "run"), "--events",
+                           "runq,switch,locks", "--pid", str(target.pid)],
+                          stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # attached: its programs are loaded
+            line = tt.stderr.readline()
+            if not line or "hook " in line:
+                break
+        ours = _prog_ids() - before
+        assert len(ours) >= 3, ours  # runq, sched and the locks uprobes
+        links = {l["id"] for l in _bpftool("link", "show") if l.get("prog_id") in ours}
+        tt.send_signal(signal.SIGKILL)
+        tt.wait(timeout=10)
+        deadline = time.monotonic() + 10  # programs are freed after an RCU grace period
+        while time.monotonic() < deadline and _prog_ids() & ours:
+            time.sleep(0.1)
+        assert not _prog_ids() & ours, "BPF programs left loaded after SIGKILL"
+        assert not {l["id"] for l in _bpftool("link", "show")} & links
+        events = Path("/sys/kernel/tracing/uprobe_events")
+        if events.exists():
+            assert f"_{tt.pid}_" not in events.read_text()  # no legacy uprobe of ours left
+        assert target.poll() is None  # the traced process is untouched
+    finally:
+        for p in (tt, target):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_target_that_execs_mid_run_stays_traced(tmp_path):
+    # python sleeps 300 ms, then execs the sleeper in the same process (same pid)
+    code = ("import os, sys, time; time.sleep(0.3); "
+            "os.execv(sys.argv[1], [sys.argv[1], '200', '1000'])")
+    p = tailtrace(tmp_path, "--", sys.executable, "-c", code, helper("sleeper"))
+    assert p.returncode == 0, p.stderr
+    start, end = json_lines(p.stdout)
+    pid = start["tid"]
+    tasks = records(tmp_path, "task")
+    assert tasks[tasks["tid"] == pid]["comm"][0].decode() == "tt-sleeper"  # the name after exec
+    sw = intervals(tmp_path)
+    mine = sw[sw["tid"] == pid]
+    before_exec = mine[mine["t_on_ns"] <= end["loop_t_start_ns"]]
+    assert ((before_exec["t_on_ns"] - before_exec["t_off_ns"]) >= 250_000_000).any()
+    after = mine[mine["t_off_ns"] >= end["loop_t_start_ns"]]
+    unmatched = meta(tmp_path)["unmatched_events"]["switch"]
+    assert end["nvcsw"] - 2 <= len(after) + unmatched and len(after) <= end["nvcsw"] + 2
