@@ -226,7 +226,7 @@ static int locks_finish(struct tt_ctx *ctx, void *state)
 		return err ? err : e;
 	}
 	err = locks_write_held(st);
-	e = recfile_flush(st->out);
+	e = probe_flush(st->out, &st->write_err);
 	err = err ? err : e;
 	e = locks_stacks_write(ctx->opts->out_dir, ctx->syms, ctx->target_pid,
 			       bpf_map__fd(st->skel->maps.stacks), st->stack_pid, LOCKS_STACK_ENTRIES);

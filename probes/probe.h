@@ -100,6 +100,8 @@ int probe_add_ringbuf(struct tt_ctx *ctx, struct bpf_map *map, ring_buffer_sampl
  * *write_err and in probe_write_error(), which makes the loader stop the run
  * (disk full: the records so far stay readable, the rest count as lost). */
 void probe_write(struct recfile *f, const void *rec, int *write_err);
+/* Flush at finish: *write_err, else the flush's error (noted the same way). */
+int probe_flush(struct recfile *f, int *write_err);
 int probe_write_error(void);
 /* Helper for modules: one __u64 counter of a PERCPU_ARRAY map, summed over
  * the CPUs; 0 if it cannot be read. */

@@ -83,6 +83,17 @@ void probe_write(struct recfile *f, const void *rec, int *write_err)
 		write_error = err;
 }
 
+int probe_flush(struct recfile *f, int *write_err)
+{
+	int err = recfile_flush(f);
+
+	if (err && !*write_err)
+		*write_err = err;
+	if (*write_err && !write_error)
+		write_error = *write_err;
+	return *write_err;
+}
+
 int probe_write_error(void)
 {
 	return write_error;

@@ -119,11 +119,10 @@ static int runq_finish(struct tt_ctx *ctx, void *state)
 	if (st->aggregate)
 		return aggregate_add_map(st->skel->maps.runq_hist, "runq", "usecs",
 					 &st->hist_events);
-	err = recfile_flush(st->out);
-	if (st->write_err || err) {
-		snprintf(ctx->err, sizeof(ctx->err), "runq: writing runq.bin: %s",
-			 strerror(-(st->write_err ?: err)));
-		return st->write_err ?: err;
+	err = probe_flush(st->out, &st->write_err);
+	if (err) {
+		snprintf(ctx->err, sizeof(ctx->err), "runq: writing runq.bin: %s", strerror(-err));
+		return err;
 	}
 	return 0;
 }

@@ -205,7 +205,7 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 	struct sched_state *st = state;
 	struct tt_task *tasks = NULL;
 	size_t ntasks = 0;
-	int rec_err = st->write_err ?: recfile_flush(st->out), err;
+	int rec_err = probe_flush(st->out, &st->write_err), err;
 
 	/* switches.bin failed (disk full): still try the small side files below,
 	 * the thread names and stacks make what was recorded readable */

@@ -177,7 +177,7 @@ static uint64_t spans_counter(struct spans_state *st, __u32 idx)
 static int spans_finish(struct tt_ctx *ctx, void *state)
 {
 	struct spans_state *st = state;
-	int err = st->write_err ? st->write_err : recfile_flush(st->out);
+	int err = probe_flush(st->out, &st->write_err);
 
 	if (ctx->opts->verbose)
 		fprintf(stderr, "tailtrace: spans: %llu calls nested deeper than %d, %llu returns "
