@@ -126,6 +126,36 @@ static void test_keep_alive_rules(void)
 	CHECK(path_eq(&r, "/health") && r.total_len == 4 + 33);
 }
 
+/* No line end yet: a request line that cannot become valid is rejected at
+ * once; every prefix of a valid one waits for more. */
+static void test_garbage_before_line_end(void)
+{
+#define BYTES(lit) { lit, sizeof(lit) - 1 }
+	static const struct { const char *s; size_t n; } bad[] = {
+		BYTES("\x16\x03\x01\x02\x00\x01"), /* TLS ClientHello on the plain port */
+		BYTES("\x00"), BYTES("GET\x00"), BYTES("GET /x\x01"), BYTES("GET  "), BYTES(" GET"),
+		BYTES("GET /x  "), BYTES("GET /x HTP"), BYTES("GET /x HTTP/1.1X"),
+		BYTES("GET /x HTTP/a"), BYTES("GET /x http/1.1"), BYTES("GET /x HTTP/1.1\rHost"),
+		BYTES("\r\r"), BYTES("GET /x\x7f"),
+	};
+#undef BYTES
+	static const char *good[] = {
+		"GET http://h:1/x?y=1 HTTP/1.1\r", "PRI * HTTP/2.0\r", "\r\n\r",
+	};
+	struct http_request r;
+	size_t i, k;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (http_parse_request(bad[i].s, bad[i].n, MAX_BODY, &r) != HTTP_PARSE_BAD) {
+			fprintf(stderr, "garbage not rejected: case %zu\n", i);
+			failures++;
+		}
+	}
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		for (k = 0; k <= strlen(good[i]); k++)
+			CHECK(http_parse_request(good[i], k, MAX_BODY, &r) == HTTP_PARSE_INCOMPLETE);
+}
+
 static void test_malformed(void)
 {
 	static const char *bad[] = {
@@ -160,6 +190,7 @@ static void test_malformed(void)
 	CHECK(parse(bad[n - 1], &r) == HTTP_PARSE_INCOMPLETE);
 	/* A bad request line is rejected before the head is complete. */
 	CHECK(parse("HELLO\r\n", &r) == HTTP_PARSE_BAD);
+	test_garbage_before_line_end();
 	/* Equal duplicate lengths are fine. */
 	CHECK(parse("POST /o HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
 		    "Content-Length: 2\r\n\r\n{}", &r) == HTTP_PARSE_OK);
@@ -219,6 +250,7 @@ static void test_status_codes(void)
 	CHECK(http_parse_status_code(HTTP_PARSE_BAD_VERSION) == 505);
 	CHECK(http_parse_status_code(HTTP_PARSE_OK) == 0);
 	CHECK(strcmp(http_reason(431), "Request Header Fields Too Large") == 0);
+	CHECK(strcmp(http_reason(408), "Request Timeout") == 0);
 }
 
 static void test_reply(void)

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "http_parse.h"
-#include "tt_clock.h"
 
 #define LINGER_MAX_BYTES (1u << 20)
 
@@ -18,42 +17,27 @@ struct conn *conn_new(void)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 
-	if (!c)
-		return NULL;
-	c->in = malloc(CONN_IN_BYTES);
-	c->out.data = malloc(CONN_OUT_BYTES);
-	if (!c->in || !c->out.data) {
-		conn_free(c);
-		return NULL;
-	}
-	c->in_cap = CONN_IN_BYTES;
-	c->out.cap = CONN_OUT_BYTES;
-	c->fd = -1;
+	if (c)
+		c->fd = -1;
 	return c;
 }
 
 void conn_reset(struct conn *c, int fd)
 {
-	char *in = c->in;
-	size_t in_cap = c->in_cap;
-
 	/* A buffer grown for a large body goes back to the default size. */
-	if (in_cap > CONN_IN_BYTES) {
-		char *small = realloc(in, CONN_IN_BYTES);
+	if (c->in_cap > CONN_IN_BYTES) {
+		char *small = realloc(c->in, CONN_IN_BYTES);
 
 		if (small) {
-			in = small;
-			in_cap = CONN_IN_BYTES;
+			c->in = small;
+			c->in_cap = CONN_IN_BYTES;
 		}
 	}
 	c->fd = fd;
 	c->readable = c->eof = c->closing = c->lingering = c->sent_continue = c->queued = 0;
-	c->rdhup = 0;
-	c->in = in;
-	c->in_cap = in_cap;
+	c->rdhup = c->served = 0;
 	c->in_len = 0;
 	c->lingered_bytes = 0;
-	c->t_linger_end_ns = 0;
 	c->out.len = c->out.off = 0;
 }
 
@@ -66,24 +50,43 @@ void conn_free(struct conn *c)
 	free(c);
 }
 
-int conn_linger_expired(const struct conn *c, uint64_t now_ns)
+unsigned conn_phase(const struct conn *c)
 {
-	return c->lingering && now_ns >= c->t_linger_end_ns;
+	if (c->lingering)
+		return TMO_LINGER;
+	if (!c->served || c->in_len || c->out.off < c->out.len || c->closing)
+		return TMO_REQUEST;
+	return TMO_IDLE;
+}
+
+/* Grow (or first allocate) the input buffer to cap bytes. 0 or -ENOMEM. */
+static int in_grow(struct conn *c, size_t cap)
+{
+	char *p = realloc(c->in, cap);
+
+	if (!p)
+		return -ENOMEM;
+	c->in = p;
+	c->in_cap = cap;
+	return 0;
+}
+
+/* The output buffer, allocated with the first reply. 0 or -ENOMEM. */
+static int out_ready(struct conn *c)
+{
+	if (c->out.data)
+		return 0;
+	c->out.data = malloc(CONN_OUT_BYTES);
+	if (!c->out.data)
+		return -ENOMEM;
+	c->out.cap = CONN_OUT_BYTES;
+	return 0;
 }
 
 /* The buffer must hold a request of total_len bytes starting at offset 0. */
 static int in_reserve(struct conn *c, size_t total_len)
 {
-	char *p;
-
-	if (total_len <= c->in_cap)
-		return 0;
-	p = realloc(c->in, total_len);
-	if (!p)
-		return -ENOMEM;
-	c->in = p;
-	c->in_cap = total_len;
-	return 0;
+	return total_len <= c->in_cap ? 0 : in_grow(c, total_len);
 }
 
 static void reply_error(struct conn *c, int status, struct conn_stats *st)
@@ -115,10 +118,14 @@ static void conn_process(struct conn *c, const struct orders_config *cfg, struct
 	int keep, status, retry = 0;
 
 	while (!c->closing && pos < c->in_len &&
-	       c->out.cap - c->out.len >= HTTP_REPLY_MAX_BYTES) {
+	       (!c->out.data || c->out.cap - c->out.len >= HTTP_REPLY_MAX_BYTES)) {
 		ps = http_parse_request(c->in + pos, c->in_len - pos, cfg->max_body_bytes, &req);
 		if (ps == HTTP_PARSE_INCOMPLETE)
 			break;
+		if (out_ready(c) != 0) {
+			c->closing = 1; /* no memory for a reply: just close */
+			break;
+		}
 		if (ps == HTTP_PARSE_NEED_BODY) {
 			if (pos) { /* the body must fit at offset 0: compact first */
 				retry = 1;
@@ -134,6 +141,7 @@ static void conn_process(struct conn *c, const struct orders_config *cfg, struct
 		status = orders_handle(cfg, &req, &c->out, &keep);
 		pos += req.total_len;
 		c->sent_continue = 0;
+		c->served = 1;
 		st->requests++;
 		st->errors += status >= 400;
 		if (!keep)
@@ -169,17 +177,19 @@ static int conn_flush(struct conn *c)
 /* Discard input until the peer closes, so it reads our reply, not a reset. */
 static enum conn_result conn_linger(struct conn *c)
 {
-	char sink[4096];
+	char small[4096], *sink = c->in ? c->in : small;
+	size_t sink_len = c->in ? c->in_cap : sizeof(small);
 	ssize_t n;
 
 	if (!c->lingering) {
 		if (shutdown(c->fd, SHUT_WR) != 0 || c->eof)
 			return CONN_CLOSE;
-		c->lingering = 1;
-		c->t_linger_end_ns = tt_now_ns() + CONN_LINGER_MS * 1000000ull;
+		c->lingering = 1; /* the owner closes it after CONN_LINGER_MS */
 	}
 	for (;;) {
-		n = recv(c->fd, sink, sizeof(sink), 0);
+		/* TCP discards MSG_TRUNC data without copying it; the input
+		 * buffer (not needed any more) only bounds the bytes per call. */
+		n = recv(c->fd, sink, sink_len, MSG_TRUNC);
 		if (n > 0) {
 			c->lingered_bytes += (size_t)n;
 			if (c->lingered_bytes > LINGER_MAX_BYTES)
@@ -195,14 +205,21 @@ static enum conn_result conn_linger(struct conn *c)
 /* Read what is there. 1: got bytes or EOF, 0: nothing (wait), -1: fatal. */
 static int conn_read(struct conn *c)
 {
-	size_t space = c->in_cap - c->in_len;
+	size_t space;
 	ssize_t n;
 
+	if (!c->in && in_grow(c, CONN_IN_START_BYTES) != 0)
+		return -1;
+	space = c->in_cap - c->in_len;
 	if (space == 0)
 		return -1; /* cannot happen: parser bounds heads, bodies get room */
 	n = recv(c->fd, c->in + c->in_len, space, 0);
 	if (n > 0) {
 		c->in_len += (size_t)n;
+		/* A full small buffer: a long head or pipelining. Grow now,
+		 * so the head fits and batches are read 16 KiB at a time. */
+		if ((size_t)n == space && c->in_cap < CONN_IN_BYTES && in_grow(c, CONN_IN_BYTES) != 0)
+			return -1;
 		/* A short read drained the socket: the next arrival raises a
 		 * new edge. After RDHUP, read on to see the EOF itself. */
 		if ((size_t)n < space && !c->rdhup)
@@ -219,6 +236,16 @@ static int conn_read(struct conn *c)
 		return 0;
 	}
 	return -1;
+}
+
+enum conn_result conn_expire(struct conn *c, const struct orders_config *cfg,
+			     struct conn_stats *st)
+{
+	if (!c->in_len || c->closing || c->lingering || c->out.off < c->out.len ||
+	    out_ready(c) != 0)
+		return CONN_CLOSE;
+	reply_error(c, 408, st);
+	return conn_drive(c, 0, cfg, st);
 }
 
 enum conn_result conn_drive(struct conn *c, uint32_t events,

@@ -238,6 +238,38 @@ static enum http_parse_status incomplete(size_t len)
 	return len > HTTP_MAX_HEAD_BYTES ? HTTP_PARSE_HEAD_TOO_LARGE : HTTP_PARSE_INCOMPLETE;
 }
 
+/* The start of a request line, no LF yet: can it still become one? Garbage
+ * (binary, a TLS handshake on the plain port) is rejected at once instead
+ * of waiting for a line end that may never come. */
+static int request_line_prefix_ok(const char *s, size_t n)
+{
+	static const char version[] = "HTTP/d.d\r"; /* d: any digit */
+	size_t i = 0, t0, k;
+
+	if (n == 1 && s[0] == '\r')
+		return 1; /* an empty line before the request, cut short */
+	while (i < n && is_tchar((unsigned char)s[i]))
+		i++;
+	if (i == n)
+		return 1;
+	if (i == 0 || s[i] != ' ')
+		return 0;
+	t0 = ++i;
+	while (i < n && (unsigned char)s[i] > 0x20 && s[i] != 0x7f)
+		i++;
+	if (i == n)
+		return 1;
+	if (i == t0 || s[i] != ' ')
+		return 0;
+	for (i++, k = 0; i < n; i++, k++) {
+		if (k >= sizeof(version) - 1)
+			return 0;
+		if (version[k] == 'd' ? (s[i] < '0' || s[i] > '9') : s[i] != version[k])
+			return 0;
+	}
+	return 1;
+}
+
 enum http_parse_status http_parse_request(const char *buf, size_t len,
 					  uint64_t max_body_bytes,
 					  struct http_request *req)
@@ -253,7 +285,7 @@ enum http_parse_status http_parse_request(const char *buf, size_t len,
 		p += 2;
 	n = line_len(p, end);
 	if (n == -1)
-		return incomplete(len);
+		return request_line_prefix_ok(p, (size_t)(end - p)) ? incomplete(len) : HTTP_PARSE_BAD;
 	if (n == -2)
 		return HTTP_PARSE_BAD;
 	st = parse_request_line(p, (size_t)n, req);
@@ -298,6 +330,7 @@ const char *http_reason(int status)
 	case 400: return "Bad Request";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
 	case 413: return "Content Too Large";
 	case 431: return "Request Header Fields Too Large";
 	case 500: return "Internal Server Error";

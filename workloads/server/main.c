@@ -21,7 +21,13 @@
 #define DEFAULT_PORT 8080
 #define DEFAULT_BACKLOG 1024
 #define DEFAULT_MAX_BODY_BYTES 65536
+#define DEFAULT_MAX_CONNS 4096
+#define DEFAULT_REQUEST_TIMEOUT_MS 10000
+#define DEFAULT_IDLE_TIMEOUT_MS 60000
+#define MAX_TIMEOUT_MS 86400000 /* a day */
 #define MAX_WORKERS 1024
+#define FDS_PER_WORKER 2 /* its listener and epoll */
+#define FDS_SPARE 16     /* stdio, the eventfd, whatever a library opens */
 
 static void usage(FILE *f)
 {
@@ -34,9 +40,16 @@ static void usage(FILE *f)
 		"  --sleep-us N        blocking wait per POST /orders, microseconds (default 0)\n"
 		"  --backlog N         listen backlog per worker (default %d)\n"
 		"  --max-body-bytes N  larger request bodies get 413 (default %d)\n"
+		"  --max-conns N       open connections in all; more are reset (default %d;\n"
+		"                      lower if the open-file limit leaves less room)\n"
+		"  --request-timeout-ms N  a request must arrive in N ms (default %d; 0 = off),\n"
+		"                      counted from its first byte (the first one: from connect);\n"
+		"                      late: 408 and close, or just close if nothing came\n"
+		"  --idle-timeout-ms N close keep-alive connections idle N ms (default %d; 0 = off)\n"
 		"  -h, --help          this help\n"
 		"Routes: POST /orders (JSON object body), GET /health.\n",
-		DEFAULT_PORT, MAX_WORKERS, DEFAULT_BACKLOG, DEFAULT_MAX_BODY_BYTES);
+		DEFAULT_PORT, MAX_WORKERS, DEFAULT_BACKLOG, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNS,
+		DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_MS);
 }
 
 /* Bad command line: one line naming the fix, exit 2. */
@@ -94,6 +107,9 @@ static void parse_args(int argc, char **argv, struct server_config *cfg)
 		{ "sleep-us", required_argument, NULL, 'S' },
 		{ "backlog", required_argument, NULL, 'B' },
 		{ "max-body-bytes", required_argument, NULL, 'M' },
+		{ "max-conns", required_argument, NULL, 'C' },
+		{ "request-timeout-ms", required_argument, NULL, 'R' },
+		{ "idle-timeout-ms", required_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -109,6 +125,9 @@ static void parse_args(int argc, char **argv, struct server_config *cfg)
 		case 'S': cfg->orders.sleep_us = (uint32_t)parse_num("--sleep-us", optarg, 0, 60000000); break;
 		case 'B': cfg->backlog = (int)parse_num("--backlog", optarg, 1, INT_MAX); break;
 		case 'M': cfg->orders.max_body_bytes = (uint64_t)parse_num("--max-body-bytes", optarg, 0, 1 << 30); break;
+		case 'C': cfg->max_conns = (int)parse_num("--max-conns", optarg, 1, 1 << 24); break;
+		case 'R': cfg->request_timeout_ms = (uint32_t)parse_num("--request-timeout-ms", optarg, 0, MAX_TIMEOUT_MS); break;
+		case 'I': cfg->idle_timeout_ms = (uint32_t)parse_num("--idle-timeout-ms", optarg, 0, MAX_TIMEOUT_MS); break;
 		case 'h': usage(stdout); exit(0);
 		case ':': die_usage("%s needs a value%s", argv[optind - 1], "");
 		/* fallthrough */
@@ -119,15 +138,42 @@ static void parse_args(int argc, char **argv, struct server_config *cfg)
 		die_usage("unexpected argument '%s'%s", argv[optind], "");
 }
 
-/* Let the process hold as many sockets as the hard limit allows. */
-static void raise_fd_limit(void)
+/* Let the process hold as many sockets as the hard limit allows; returns
+ * how many connections that leaves room for. */
+static long long raise_fd_limit(int workers)
 {
 	struct rlimit rl;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return INT_MAX;
+	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
 	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > INT_MAX)
+		return INT_MAX;
+	return (long long)rl.rlim_cur - (long long)workers * FDS_PER_WORKER - FDS_SPARE;
+}
+
+/* --max-conns must fit the open-file limit: an accept that fails with
+ * EMFILE leaves the client hanging in the backlog. The default shrinks to
+ * fit; an explicit value that does not fit is an error. */
+static void fit_max_conns(struct server_config *cfg, int explicit_max)
+{
+	long long room = raise_fd_limit(cfg->workers);
+	char got[24], fits[24];
+
+	if (cfg->max_conns <= room)
+		return;
+	if (!explicit_max) {
+		cfg->max_conns = room < 1 ? 1 : (int)room;
+		return;
+	}
+	snprintf(got, sizeof(got), "%d", cfg->max_conns);
+	snprintf(fits, sizeof(fits), "%lld", room);
+	die_usage("--max-conns: %s is more than the open-file limit leaves room for (%s; "
+		  "raise ulimit -n or lower it)", got, fits);
 }
 
 int main(int argc, char **argv)
@@ -137,16 +183,22 @@ int main(int argc, char **argv)
 		.port = DEFAULT_PORT,
 		.workers = cpus_allowed(),
 		.backlog = DEFAULT_BACKLOG,
+		.max_conns = -1,
+		.request_timeout_ms = DEFAULT_REQUEST_TIMEOUT_MS,
+		.idle_timeout_ms = DEFAULT_IDLE_TIMEOUT_MS,
 		.orders = { .max_body_bytes = DEFAULT_MAX_BODY_BYTES, .stop_fd = -1, .stopping = NULL },
 	};
 	struct server_stats stats;
 	struct server *srv;
 	const char *what = "";
 	sigset_t stop_sigs;
-	int rc, sig;
+	int rc, sig, explicit_max;
 
 	parse_args(argc, argv, &cfg);
-	raise_fd_limit();
+	explicit_max = cfg.max_conns > 0;
+	if (!explicit_max)
+		cfg.max_conns = DEFAULT_MAX_CONNS;
+	fit_max_conns(&cfg, explicit_max);
 	signal(SIGPIPE, SIG_IGN);
 	/* A shell starts background jobs with SIGINT ignored; POSIX allows an
 	 * ignored signal to be discarded even while blocked (Linux queues it
@@ -177,9 +229,11 @@ int main(int argc, char **argv)
 	while (sig < 0 && errno == EINTR);
 
 	rc = server_stop(srv, &stats);
-	fprintf(stderr, "orders-server: stopped on %s: %llu connections, %llu requests (%llu errors)\n",
+	fprintf(stderr, "orders-server: stopped on %s: %llu connections, %llu requests (%llu errors), "
+		"%llu refused, %llu timed out\n",
 		sig > 0 ? strsignal(sig) : "error", (unsigned long long)stats.connections,
-		(unsigned long long)stats.requests, (unsigned long long)stats.errors);
+		(unsigned long long)stats.requests, (unsigned long long)stats.errors,
+		(unsigned long long)stats.refused, (unsigned long long)stats.timed_out);
 	if (rc) {
 		fprintf(stderr, "orders-server: a worker failed: %s\n", strerror(-rc));
 		return 1;

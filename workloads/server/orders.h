@@ -29,8 +29,8 @@ struct orders_config {
 int orders_handle(const struct orders_config *cfg, const struct http_request *req,
 		  struct obuf *out, int *keep_alive);
 
-/* Reply to a request that failed to parse (400, 413, 431, 501, 505), with
- * "Connection: close". 0 or -ENOSPC. */
+/* Reply to a request that failed to parse (400, 413, 431, 501, 505) or did
+ * not arrive in time (408), with "Connection: close". 0 or -ENOSPC. */
 int orders_reply_error(struct obuf *out, int status);
 
 /* Orders accepted so far, all workers. */

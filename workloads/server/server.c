@@ -4,8 +4,9 @@
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,20 +22,25 @@
 
 #define EVENTS_PER_WAIT 256
 #define ACCEPTS_PER_EVENT 64
-#define LINGER_SCAN_MS 250
+#define TIMEOUT_SCAN_MS 250 /* timeouts are checked this often, at most */
+#define SPARES_MAX 128      /* closed conns kept for reuse, per worker */
 
 struct worker {
 	struct server *srv;
 	int index;
 	int listen_fd;
 	int epoll_fd;
-	int lingering;          /* connections half-closed after an error */
 	int err;                /* negative errno if the loop failed */
-	struct conn *open;      /* open connections (doubly linked) */
-	struct conn *spare;     /* closed ones, reused (singly linked via next) */
+	struct tmo_lists open;  /* open connections, by timeout phase */
+	struct conn *spare;     /* closed ones, reused (via spare_next) */
+	int nspare;
 	struct conn *again;     /* to drive again without an event (fairness) */
 	struct conn_stats stats;
 	uint64_t connections;
+	uint64_t refused;       /* accepted and reset: --max-conns reached */
+	uint64_t timed_out;     /* closed by the request or idle timeout */
+	uint64_t now_ns;        /* CLOCK_MONOTONIC, read once per epoll_wait */
+	uint64_t t_next_scan_ns;
 	pthread_t thread;
 	int started;
 	char listen_tag, stop_tag; /* epoll data.ptr of the two special fds */
@@ -45,17 +51,14 @@ struct server {
 	uint16_t port;
 	int stop_fd;
 	atomic_bool stopping;
+	atomic_int nconns;      /* open connections, all workers */
 	int nworkers;
 	struct worker *workers;
 };
 
-static void open_link(struct worker *w, struct conn *c)
+static struct conn *conn_of(struct tmo_node *n)
 {
-	c->prev = NULL;
-	c->next = w->open;
-	if (w->open)
-		w->open->prev = c;
-	w->open = c;
+	return (struct conn *)((char *)n - offsetof(struct conn, tmo));
 }
 
 static void again_remove(struct worker *w, struct conn *c)
@@ -71,21 +74,27 @@ static void again_remove(struct worker *w, struct conn *c)
 	c->queued = 0;
 }
 
+/* Recycle c, or free it when enough are kept already. */
+static void conn_put(struct worker *w, struct conn *c)
+{
+	if (w->nspare >= SPARES_MAX) {
+		conn_free(c);
+		return;
+	}
+	c->spare_next = w->spare;
+	w->spare = c;
+	w->nspare++;
+}
+
 static void conn_close(struct worker *w, struct conn *c)
 {
 	if (c->queued)
 		again_remove(w, c);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		w->open = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	w->lingering -= c->lingering;
+	tmo_remove(&w->open, &c->tmo);
 	close(c->fd); /* also removes it from the epoll set */
 	c->fd = -1;
-	c->next = w->spare;
-	w->spare = c;
+	atomic_fetch_sub_explicit(&w->srv->nconns, 1, memory_order_relaxed);
+	conn_put(w, c);
 }
 
 static struct conn *conn_get(struct worker *w)
@@ -93,34 +102,60 @@ static struct conn *conn_get(struct worker *w)
 	struct conn *c = w->spare;
 
 	if (c) {
-		w->spare = c->next;
+		w->spare = c->spare_next;
+		w->nspare--;
 		return c;
 	}
 	return conn_new();
 }
 
+/* Count a new connection against --max-conns. 1: admitted, 0: over. */
+static int worker_admit(struct worker *w)
+{
+	atomic_int *n = &w->srv->nconns;
+
+	if (atomic_fetch_add_explicit(n, 1, memory_order_relaxed) < w->srv->cfg.max_conns)
+		return 1;
+	atomic_fetch_sub_explicit(n, 1, memory_order_relaxed);
+	return 0;
+}
+
+/* Over --max-conns: reset at once (no TIME_WAIT kept, the client sees
+ * ECONNRESET instead of waiting in the backlog). */
+static void worker_refuse(struct worker *w, int fd)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(fd);
+	w->refused++;
+}
+
 static void worker_add_conn(struct worker *w, int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET };
-	struct conn *c = conn_get(w);
-	int one = 1;
+	struct conn *c;
 
-	if (!c) {
-		close(fd);
+	if (!worker_admit(w)) {
+		worker_refuse(w, fd);
 		return;
 	}
-	conn_reset(c, fd);
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c = conn_get(w);
+	if (!c)
+		goto fail;
+	conn_reset(c, fd); /* TCP_NODELAY: inherited from the listener */
 	ev.data.ptr = c;
 	if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-		close(fd);
 		c->fd = -1;
-		c->next = w->spare;
-		w->spare = c;
-		return;
+		conn_put(w, c);
+		goto fail;
 	}
-	open_link(w, c);
+	tmo_insert(&w->open, &c->tmo, TMO_REQUEST, w->now_ns); /* its first request */
 	w->connections++;
+	return;
+fail:
+	close(fd);
+	atomic_fetch_sub_explicit(&w->srv->nconns, 1, memory_order_relaxed);
 }
 
 static void worker_accept(struct worker *w)
@@ -142,21 +177,37 @@ static void worker_accept(struct worker *w)
 	}
 }
 
+/* After a drive: a changed phase, or a request answered, restarts the
+ * connection's timeout clock. */
+static void worker_mark(struct worker *w, struct conn *c, int answered)
+{
+	unsigned phase = conn_phase(c);
+
+	if (answered || phase != c->tmo.phase)
+		tmo_mark(&w->open, &c->tmo, phase, w->now_ns);
+}
+
+static void worker_queue_again(struct worker *w, struct conn *c)
+{
+	if (c->queued)
+		return;
+	c->queued = 1;
+	c->again_next = w->again;
+	w->again = c;
+}
+
 static void worker_drive(struct worker *w, struct conn *c, uint32_t events)
 {
-	int was_lingering = c->lingering;
+	uint64_t requests = w->stats.requests;
 	enum conn_result res = conn_drive(c, events, &w->srv->cfg.orders, &w->stats);
 
 	if (res == CONN_CLOSE) {
 		conn_close(w, c);
 		return;
 	}
-	w->lingering += c->lingering - was_lingering;
-	if (res == CONN_AGAIN && !c->queued) {
-		c->queued = 1;
-		c->again_next = w->again;
-		w->again = c;
-	}
+	worker_mark(w, c, w->stats.requests != requests);
+	if (res == CONN_AGAIN)
+		worker_queue_again(w, c);
 }
 
 /* Connections that used up their read budget: one more turn each. */
@@ -172,17 +223,35 @@ static void worker_drive_again(struct worker *w)
 	}
 }
 
-/* Close connections that lingered too long (clients that never close). */
-static void worker_reap_lingering(struct worker *w)
+/* One connection whose phase timed out: 408 for a partial request, else close. */
+static void worker_expire_one(struct worker *w, struct conn *c)
 {
-	uint64_t now_ns = tt_now_ns();
-	struct conn *c = w->open, *next;
+	unsigned phase = c->tmo.phase;
+	enum conn_result res;
 
-	for (; c; c = next) {
-		next = c->next;
-		if (conn_linger_expired(c, now_ns))
-			conn_close(w, c);
+	if (phase == TMO_LINGER) { /* a client that never closes */
+		conn_close(w, c);
+		return;
 	}
+	w->timed_out++;
+	res = phase == TMO_REQUEST ? conn_expire(c, &w->srv->cfg.orders, &w->stats) : CONN_CLOSE;
+	if (res == CONN_CLOSE) {
+		conn_close(w, c);
+		return;
+	}
+	tmo_mark(&w->open, &c->tmo, conn_phase(c), w->now_ns); /* lingering after the 408 */
+	if (res == CONN_AGAIN)
+		worker_queue_again(w, c);
+}
+
+/* At most every TIMEOUT_SCAN_MS: the expired run at each list's tail. */
+static void worker_expire(struct worker *w)
+{
+	struct tmo_node *n;
+
+	w->t_next_scan_ns = w->now_ns + TIMEOUT_SCAN_MS * 1000000ull;
+	while ((n = tmo_expired(&w->open, w->now_ns)))
+		worker_expire_one(w, conn_of(n));
 }
 
 static int worker_add_fd(struct worker *w, int fd, void *tag)
@@ -195,39 +264,45 @@ static int worker_add_fd(struct worker *w, int fd, void *tag)
 static int worker_loop(struct worker *w)
 {
 	struct epoll_event evs[EVENTS_PER_WAIT];
-	int i, n, timeout_ms;
+	int i, n, timeout_ms, accept_ready;
 
 	for (;;) {
-		timeout_ms = w->again ? 0 : w->lingering ? LINGER_SCAN_MS : -1;
+		timeout_ms = w->again ? 0 : tmo_armed(&w->open) ? TIMEOUT_SCAN_MS : -1;
 		n = epoll_wait(w->epoll_fd, evs, EVENTS_PER_WAIT, timeout_ms);
 		if (n < 0 && errno != EINTR)
 			return -errno;
+		w->now_ns = tt_now_ns();
+		accept_ready = 0;
 		for (i = 0; i < n; i++) {
 			void *p = evs[i].data.ptr;
 
 			if (p == &w->stop_tag)
 				return 0;
 			if (p == &w->listen_tag)
-				worker_accept(w);
+				accept_ready = 1;
 			else
 				worker_drive(w, p, evs[i].events);
 		}
+		if (accept_ready) /* requests in hand before new connections */
+			worker_accept(w);
 		worker_drive_again(w);
-		if (w->lingering)
-			worker_reap_lingering(w);
+		if (w->now_ns >= w->t_next_scan_ns)
+			worker_expire(w);
 	}
 }
 
 static void worker_cleanup(struct worker *w)
 {
+	struct tmo_node *n;
 	struct conn *c;
 
-	while (w->open)
-		conn_close(w, w->open);
+	while ((n = tmo_any(&w->open)))
+		conn_close(w, conn_of(n));
 	while ((c = w->spare)) {
-		w->spare = c->next;
+		w->spare = c->spare_next;
 		conn_free(c);
 	}
+	w->nspare = 0;
 	if (w->epoll_fd >= 0)
 		close(w->epoll_fd);
 	w->epoll_fd = -1;
@@ -244,11 +319,19 @@ static void *worker_main(void *arg)
 
 static int worker_prepare(struct server *s, struct worker *w, int index, int listen_fd)
 {
+	const struct server_config *cfg = &s->cfg;
+	const uint32_t timeout_ms[TMO_PHASES] = {
+		[TMO_REQUEST] = cfg->request_timeout_ms,
+		[TMO_IDLE] = cfg->idle_timeout_ms,
+		[TMO_LINGER] = CONN_LINGER_MS,
+	};
 	int rc;
 
 	w->srv = s;
 	w->index = index;
 	w->listen_fd = listen_fd;
+	tmo_init(&w->open, timeout_ms);
+	w->now_ns = tt_now_ns();
 	w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	if (w->epoll_fd < 0)
 		return -errno;
@@ -366,6 +449,8 @@ int server_stop(struct server *s, struct server_stats *stats)
 		stats->connections += w->connections;
 		stats->requests += w->stats.requests;
 		stats->errors += w->stats.errors;
+		stats->refused += w->refused;
+		stats->timed_out += w->timed_out;
 		if (w->err && !rc)
 			rc = w->err;
 	}
