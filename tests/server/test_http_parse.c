@@ -121,6 +121,10 @@ static void test_keep_alive_rules(void)
 	CHECK(path_eq(&r, "/health"));
 	CHECK(parse("GET http://example.com HTTP/1.1\r\nHost: x\r\n\r\n", &r) == HTTP_PARSE_OK);
 	CHECK(path_eq(&r, "/"));
+	/* the authority ends at '?': a '/' in the query is not the path */
+	CHECK(parse("GET http://example.com?next=/health HTTP/1.1\r\nHost: x\r\n\r\n", &r) ==
+	      HTTP_PARSE_OK);
+	CHECK(path_eq(&r, "/"));
 	/* Empty lines before a request line are ignored (RFC 9112 2.2). */
 	CHECK(parse("\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n", &r) == HTTP_PARSE_OK);
 	CHECK(path_eq(&r, "/health") && r.total_len == 4 + 33);

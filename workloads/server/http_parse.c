@@ -59,7 +59,8 @@ static enum http_method method_of(const char *s, size_t n)
 }
 
 /* absolute-form target "http://host[:port]/path": the path starts at the
- * first '/' after the authority (RFC 9112 3.2.2). Other forms: unchanged. */
+ * first '/' after the authority, which ends at '/', '?' or '#' (RFC 3986 3.2).
+ * Other forms: unchanged. */
 static size_t skip_authority(const char *s, size_t t0, size_t t1)
 {
 	size_t i = t0;
@@ -70,7 +71,7 @@ static size_t skip_authority(const char *s, size_t t0, size_t t1)
 		i = t0 + 8;
 	else
 		return t0;
-	while (i < t1 && s[i] != '/')
+	while (i < t1 && s[i] != '/' && s[i] != '?' && s[i] != '#')
 		i++;
 	return i;
 }
