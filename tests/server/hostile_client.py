@@ -128,15 +128,15 @@ class Reader:
             raise EOFError("closed by the server")
         self.buf += chunk
 
-    def response(self):
-        """(status, {lower-case header: value}, body)."""
+    def response(self, head_only=False):
+        """(status, {lower-case header: value}, body); head_only: a HEAD reply, no body."""
         while b"\r\n\r\n" not in self.buf:
             self._fill()
         head, _, self.buf = self.buf.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         status = int(lines[0].split(" ")[1])
         headers = {k.lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:])}
-        n = int(headers.get("content-length", "0"))
+        n = 0 if head_only else int(headers.get("content-length", "0"))
         while len(self.buf) < n:
             self._fill()
         body, self.buf = self.buf[:n], self.buf[n:]

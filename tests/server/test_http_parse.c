@@ -9,16 +9,7 @@
 #include "http_parse.h"
 #include "http_reply.h"
 
-static int failures;
-
-#define CHECK(cond)                                                           \
-	do {                                                                  \
-		if (!(cond)) {                                                \
-			fprintf(stderr, "%s:%d: %s: CHECK(%s) failed\n",      \
-				__FILE__, __LINE__, __func__, #cond);         \
-			failures++;                                           \
-		}                                                             \
-	} while (0)
+#include "check.h"
 
 #define MAX_BODY 65536
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from hostile_client import Reader, request  # response reader, request builder
+
 ROOT = Path(__file__).resolve().parents[2]
 # ORDERS_SERVER=path tests another build of the binary.
 BINARY = Path(os.environ.get("ORDERS_SERVER", ROOT / "build" / "workloads" / "server" / "orders-server"))
@@ -101,50 +103,6 @@ def server():
     yield srv
     if srv.proc.poll() is None:
         srv.stop()
-
-
-def request(method, path, body=b"", headers=None, version="HTTP/1.1"):
-    hdrs = {"Host": "t"}
-    if body or method == "POST":
-        hdrs["Content-Length"] = str(len(body))
-    hdrs.update(headers or {})
-    head = f"{method} {path} {version}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
-    return head.encode() + b"\r\n" + body
-
-
-class Reader:
-    """Reads HTTP responses (Content-Length framed) off one socket."""
-
-    def __init__(self, sock):
-        self.sock, self.buf = sock, b""
-
-    def _fill(self):
-        chunk = self.sock.recv(65536)
-        if not chunk:
-            raise EOFError("connection closed by the server")
-        self.buf += chunk
-
-    def response(self, head_only=False):
-        while b"\r\n\r\n" not in self.buf:
-            self._fill()
-        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
-        lines = head.decode().split("\r\n")
-        status = int(lines[0].split(" ")[1])
-        headers = {k.lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:])}
-        n = 0 if head_only else int(headers.get("content-length", "0"))
-        while len(self.buf) < n:
-            self._fill()
-        body, self.buf = self.buf[:n], self.buf[n:]
-        return status, headers, body
-
-    def closed(self):
-        """True if the server closes the connection with nothing more sent."""
-        if self.buf:
-            return False
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
 
 
 def exchange(srv, raw, check_close=False):

@@ -8,16 +8,7 @@
 
 #include "timeouts.h"
 
-static int failures;
-
-#define CHECK(cond)                                                           \
-	do {                                                                  \
-		if (!(cond)) {                                                \
-			fprintf(stderr, "%s:%d: %s: CHECK(%s) failed\n",      \
-				__FILE__, __LINE__, __func__, #cond);         \
-			failures++;                                           \
-		}                                                             \
-	} while (0)
+#include "check.h"
 
 #define MS 1000000ull
 
