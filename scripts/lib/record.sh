@@ -97,7 +97,9 @@ perf_stop() {
 # wait_attached_child TIMEOUT_S: the pid of tailtrace's child once it exec'd the command.
 wait_attached_child() {
 	local timeout_s=$1 i self child
-	self=$(readlink "/proc/$TT_PID/exe" 2>/dev/null || echo "$TT_TAILTRACE")
+	# tailtrace's binary, not /proc/$TT_PID/exe: right after pg_start that can still be
+	# bash or setsid, and tailtrace's held (not yet exec'd) child would look exec'd.
+	self=$(readlink -f "$TT_TAILTRACE")
 	for ((i = 0; i < timeout_s * 20; i++)); do
 		child=$(child_exec_pid "$TT_PID" "$self") && { echo "$child"; return 0; }
 		kill -0 "$TT_PID" 2>/dev/null || return 1
