@@ -43,11 +43,11 @@ def load_schema(run_dir: str | os.PathLike | None = None) -> dict:
             try:
                 return check_schema(json.loads(p.read_text()))
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise SchemaError(f"{p}: not valid JSON ({e}); copy a good one from "
-                                  "`tt-schema` of the build that recorded the run") from None
+                why = f"not valid JSON ({e})"
             except SchemaError as e:
-                raise SchemaError(f"{p}: {e}; copy a good one from `tt-schema` of the build "
-                                  "that recorded the run") from None
+                why = str(e)
+            raise SchemaError(f"{p}: {why}; copy a good one from `tt-schema` of the build that "
+                              "recorded the run")
     exe = find_tt_schema()
     if not exe:
         raise SchemaError("no schema.json in the run directory and no tt-schema binary: "

@@ -124,7 +124,6 @@ static int write_failed(struct recfile *f, int err)
 		f->disk_bytes = whole;
 	f->dropped = f->count - f->disk_bytes / f->rec_size;
 	f->count = f->disk_bytes / f->rec_size;
-	f->used = 0;
 	return err;
 }
 

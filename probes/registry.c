@@ -71,25 +71,25 @@ int probe_add_ringbuf(struct tt_ctx *ctx, struct bpf_map *map, ring_buffer_sampl
 
 static int write_error; /* the first, of any module */
 
-void probe_write(struct recfile *f, const void *rec, int *write_err)
+/* err, if any, becomes the module's first error and the run's. */
+static void keep_first_error(int *write_err, int err)
 {
-	int err;
-
-	if (*write_err)
-		err = recfile_write(f, rec, 1); /* counted as dropped */
-	else if ((err = recfile_write(f, rec, 1)))
+	if (err && !*write_err)
 		*write_err = err;
 	if (err && !write_error)
 		write_error = err;
 }
 
+void probe_write(struct recfile *f, const void *rec, int *write_err)
+{
+	/* after an error recfile_write only counts the record as dropped */
+	keep_first_error(write_err, recfile_write(f, rec, 1));
+}
+
 int probe_flush(struct recfile *f, int *write_err)
 {
-	int err = recfile_flush(f);
-
-	if (err && !*write_err)
-		*write_err = err;
-	if (*write_err && !write_error)
+	keep_first_error(write_err, recfile_flush(f));
+	if (*write_err && !write_error) /* also an earlier error that was not a write */
 		write_error = *write_err;
 	return *write_err;
 }
