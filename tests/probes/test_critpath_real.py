@@ -12,7 +12,7 @@ import pytest
 
 from tt_run import helper, json_lines, needs_root, tailtrace
 from analyze.critpath import df_critical_path
-from analyze.decompose import df_decompose
+from analyze.decompose import df_decompose, overlaps_gap
 from analyze.load import load_run
 
 pytestmark = needs_root
@@ -40,7 +40,13 @@ def traced_waits(tmp_path, mode: str, rounds: int, work_ms: int):
 
 def test_answerer_behind_two_spinners_ends_the_requesters_wait(tmp_path):
     run, first, d = traced_waits(tmp_path, "pipe", ROUNDS, WORK_MS)
-    assert d["closes"].mean() >= 0.95
+    # A switch-in the kernel never reported (docs/probes.md, "Unmatched intervals";
+    # bpftrace misses the same ones) leaves a gap: the rounds it overlaps, and only
+    # those, are not traced. Traced rounds must close.
+    untraced = ~d["traced"].to_numpy()
+    assert np.array_equal(untraced, overlaps_gap(run.gaps, d["tid"], d["t_start_ns"], d["t_end_ns"]))
+    assert untraced.sum() <= ROUNDS // 5, run.gaps
+    assert d.loc[~untraced, "closes"].mean() >= 0.95, d.loc[~d["closes"], "closure_err"]
     blocked = d["blocked_all_ns"].sum()
     assert d["io_wait_ns"].sum() >= 0.95 * blocked          # blocked in read() on a pipe
     per, segs = df_critical_path(run, d)
