@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* BPF side of --aggregate: add one duration to a thread's log2 histogram. */
+/* BPF side of --aggregate: add one duration to a thread's (or, with
+ * hist_by_process, its process's) log2 histogram of one sub-kind. */
 #ifndef TT_AGGREGATE_BPF_H
 #define TT_AGGREGATE_BPF_H
 #include <bpf/bpf_helpers.h>
@@ -9,7 +10,7 @@
 	struct {                                                                 \
 		__uint(type, BPF_MAP_TYPE_HASH);                                 \
 		__uint(max_entries, 16384);                                      \
-		__type(key, __u32);                                              \
+		__type(key, struct tt_hist_key);                                 \
 		__type(value, struct tt_hist);                                   \
 	} name SEC(".maps")
 
@@ -26,15 +27,21 @@ static __always_inline __u32 tt_log2_u64(__u64 v)
 	return r;
 }
 
-static __always_inline void tt_hist_add(void *map, __u32 tid, __u32 pid, __u64 delta_ns)
+/* Set by the loader (--listen): one histogram per process, not per thread,
+ * so a busy host's thread churn does not fill the map. */
+const volatile bool hist_by_process = false;
+
+static __always_inline void tt_hist_add(void *map, __u32 tid, __u32 pid, __u32 sub,
+					__u64 delta_ns)
 {
 	static const struct tt_hist zero;
-	struct tt_hist *h = bpf_map_lookup_elem(map, &tid);
+	struct tt_hist_key key = { .id = hist_by_process ? pid : tid, .sub = sub };
+	struct tt_hist *h = bpf_map_lookup_elem(map, &key);
 	__u32 slot;
 
 	if (!h) {
-		bpf_map_update_elem(map, &tid, &zero, BPF_NOEXIST);
-		h = bpf_map_lookup_elem(map, &tid);
+		bpf_map_update_elem(map, &key, &zero, BPF_NOEXIST);
+		h = bpf_map_lookup_elem(map, &key);
 		if (!h)
 			return;
 		h->pid = pid;

@@ -64,6 +64,16 @@ static struct metric *metric_get(const char *name, const char *unit)
 	return &metrics[nmetrics++];
 }
 
+void aggregate_hist_merge(struct tt_hist *dst, const struct tt_hist *src)
+{
+	for (int i = 0; i < TT_HIST_SLOTS; i++)
+		dst->slots[i] += src->slots[i];
+	dst->count += src->count;
+	dst->sum_ns += src->sum_ns;
+	if (src->max_ns > dst->max_ns)
+		dst->max_ns = src->max_ns;
+}
+
 int aggregate_add(const char *metric, const char *unit, uint32_t tid, const struct tt_hist *h)
 {
 	struct metric *m = metric_get(metric, unit);
@@ -80,31 +90,63 @@ int aggregate_add(const char *metric, const char *unit, uint32_t tid, const stru
 		m->cap = cap;
 	}
 	m->threads[m->n++] = (struct thread_hist){ tid, *h };
-	for (int i = 0; i < TT_HIST_SLOTS; i++)
-		m->total.slots[i] += h->slots[i];
-	m->total.count += h->count;
-	m->total.sum_ns += h->sum_ns;
-	if (h->max_ns > m->total.max_ns)
-		m->total.max_ns = h->max_ns;
+	aggregate_hist_merge(&m->total, h);
+	return 0;
+}
+
+static int by_tid(const void *a, const void *b)
+{
+	uint32_t x = ((const struct thread_hist *)a)->tid, y = ((const struct thread_hist *)b)->tid;
+
+	return (x > y) - (x < y);
+}
+
+/* Every entry of the map, sorted by thread. */
+static int map_read_all(struct bpf_map *map, struct thread_hist **out, size_t *n)
+{
+	struct tt_hist_key key, next, *prev = NULL;
+	struct thread_hist *v = NULL;
+	size_t cap = 0;
+
+	*n = 0;
+	while (!bpf_map__get_next_key(map, prev, &next, sizeof(next))) {
+		key = next;
+		prev = &key;
+		if (*n == cap) {
+			void *p = realloc(v, (cap = cap ? cap * 2 : 256) * sizeof(*v));
+
+			if (!p) {
+				free(v);
+				return -ENOMEM;
+			}
+			v = p;
+		}
+		if (!bpf_map__lookup_elem(map, &key, sizeof(key), &v[*n].h, sizeof(v[*n].h), 0))
+			v[(*n)++].tid = key.id;
+	}
+	if (*n)
+		qsort(v, *n, sizeof(*v), by_tid);
+	*out = v;
 	return 0;
 }
 
 int aggregate_add_map(struct bpf_map *map, const char *metric, const char *unit,
 		      uint64_t *events)
 {
-	__u32 key, next, *prev = NULL;
-	struct tt_hist h;
-	int err = 0;
+	struct thread_hist *v = NULL;
+	size_t n, i = 0;
+	int err = map_read_all(map, &v, &n);
 
-	while (!err && !bpf_map__get_next_key(map, prev, &next, sizeof(next))) {
-		key = next;
-		prev = &key;
-		if (bpf_map__lookup_elem(map, &key, sizeof(key), &h, sizeof(h), 0))
-			continue;
-		err = aggregate_add(metric, unit, key, &h);
+	while (!err && i < n) {
+		struct thread_hist t = v[i++];
+
+		for (; i < n && v[i].tid == t.tid; i++) /* the thread's other sub-kinds */
+			aggregate_hist_merge(&t.h, &v[i].h);
+		err = aggregate_add(metric, unit, t.tid, &t.h);
 		if (events)
-			*events += h.count;
+			*events += t.h.count;
 	}
+	free(v);
 	return err;
 }
 

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * --aggregate: in-kernel log2 histograms instead of per-event records.
- * struct tt_hist is shared by the BPF side (aggregate.bpf.h, one per thread
- * in a hash map keyed by tid) and the loader (aggregate.c prints them like
- * runqlat and writes aggregate.json).
+ * struct tt_hist is shared by the BPF side (aggregate.bpf.h, one per thread,
+ * or per process with --listen, and per sub-kind in a hash map keyed by
+ * struct tt_hist_key) and the loader (aggregate.c prints them like runqlat
+ * and writes aggregate.json; exporter.c serves them to Prometheus).
  */
 #ifndef TT_AGGREGATE_H
 #define TT_AGGREGATE_H
@@ -12,6 +13,15 @@
 #endif
 
 #define TT_HIST_SLOTS 32 /* slot k: [2^k, 2^(k+1)) microseconds; slot 0: [0, 2) */
+
+/* sub: what a metric is split by. runq: enum tt_runq_sub; offcpu: enum
+ * tt_wait_reason (wait_reason.h); others 0. */
+struct tt_hist_key {
+	__u32 id;  /* tid; tgid when the BPF side's hist_by_process is set */
+	__u32 sub;
+};
+
+enum tt_runq_sub { TT_RUNQ_SUB_WAKEUP, TT_RUNQ_SUB_PREEMPT, TT_RUNQ_SUB_NR };
 
 struct tt_hist {
 	__u64 slots[TT_HIST_SLOTS];
@@ -30,8 +40,9 @@ struct tt_hist {
 int aggregate_add(const char *metric, const char *unit, uint32_t tid,
 		  const struct tt_hist *h);
 struct bpf_map;
-/* aggregate_add() every thread's histogram of a BPF hash map (tid -> struct
- * tt_hist). *events, if not NULL, gets the sum of their counts. 0 or -errno. */
+/* aggregate_add() every thread's histogram of a BPF hash map (struct
+ * tt_hist_key -> struct tt_hist), a thread's sub-kinds summed into one.
+ * *events, if not NULL, gets the sum of their counts. 0 or -errno. */
 int aggregate_add_map(struct bpf_map *map, const char *metric, const char *unit,
 		      uint64_t *events);
 /* Remember a thread's comm for the per-thread output. */
@@ -41,6 +52,8 @@ void aggregate_note_task(uint32_t tid, uint32_t pid, const char *comm);
 int aggregate_write(const char *dir, FILE *out, int verbose);
 /* Histogram text for one set of slots, runqlat style. */
 void aggregate_print_hist(FILE *out, const char *unit, const __u64 *slots, int n);
+/* Add src's counts into dst (slots, count, sum; max of the maxima). */
+void aggregate_hist_merge(struct tt_hist *dst, const struct tt_hist *src);
 void aggregate_reset(void);
 #endif
 

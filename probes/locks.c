@@ -122,6 +122,7 @@ static int locks_open(struct tt_ctx *ctx, struct locks_state *st)
 		return -errno ? -errno : -EINVAL;
 	}
 	st->skel->rodata->aggregate = o->aggregate;
+	st->skel->rodata->hist_by_process = o->listen != NULL;
 	FILTER_CONFIGURE(st->skel->rodata, ctx);
 	probe_size_ringbuf(st->skel->maps.events, o);
 	err = locks_bpf__load(st->skel);

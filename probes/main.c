@@ -19,6 +19,7 @@
 #include <tt_clock.h>
 #include "aggregate.h"
 #include "cost.h"
+#include "exporter.h"
 #include "features.h"
 #include "meta.h"
 #include "options.h"
@@ -53,6 +54,7 @@ struct loader {
 	int nstats;
 	unsigned events;          /* events actually traced */
 	bool target_gone;
+	struct exporter *ex;      /* --listen */
 };
 
 static void on_signal(int sig)
@@ -229,6 +231,70 @@ static int modules_setup(struct loader *L)
 	return 0;
 }
 
+/* --listen: bind first, so a taken port fails before anything is loaded. */
+static int exporter_prepare(struct loader *L)
+{
+	const struct tt_opts *o = &L->cli.opts;
+	char err[512];
+	int ret;
+
+	if (!o->listen)
+		return 0;
+	ret = exporter_open(&L->ex, o->listen, o->top_n, err, sizeof(err));
+	if (ret)
+		die_line(err);
+	return ret;
+}
+
+static struct bpf_map *module_map(struct loader *L, const char *name)
+{
+	for (int i = 0; i < L->nmods; i++) {
+		struct bpf_object *obj = L->mods[i]->object ? L->mods[i]->object(L->states[i]) : NULL;
+		struct bpf_map *m = obj ? bpf_object__find_map_by_name(obj, name) : NULL;
+
+		if (m && bpf_map__max_entries(m) > 1) /* 1: sized down, not in use */
+			return m;
+	}
+	return NULL;
+}
+
+static void stats_collect(struct loader *L);
+
+static int exporter_stats(void *arg, struct tt_stream_stats *out, int max)
+{
+	struct loader *L = arg;
+
+	stats_collect(L);
+	max = L->nstats < max ? L->nstats : max;
+	memcpy(out, L->stats, (size_t)max * sizeof(*out));
+	return max;
+}
+
+static void exporter_self_cpu(void *arg, double *bpf_s, double *loader_s)
+{
+	struct loader *L = arg;
+	struct tt_cost c = L->cost;
+
+	cost_loop_end(&c);
+	cost_collect(&c, L->mods, L->states, L->nmods, c.t_end_ns - L->meta.mono_start_ns);
+	*bpf_s = c.bpf_total_ns / 1e9;
+	*loader_s = (c.startup_cpu_ns + c.loader_cpu_ns) / 1e9;
+}
+
+static void exporter_connect(struct loader *L)
+{
+	struct exporter_source src = {
+		.runq = module_map(L, "runq_hist"), .offcpu = module_map(L, "offcpu_hist"),
+		.migrate = module_map(L, "migrate_hist"), .tasks = module_map(L, "tasks"),
+		.stats = exporter_stats,
+		.self_cpu = exporter_self_cpu, .arg = L };
+
+	if (!L->ex)
+		return;
+	exporter_set_source(L->ex, &src);
+	fprintf(stderr, "tailtrace: serving metrics on http://%s/metrics\n", exporter_address(L->ex));
+}
+
 static void print_ready(struct loader *L)
 {
 	const struct tt_opts *o = &L->cli.opts;
@@ -270,7 +336,13 @@ static int poll_loop(struct loader *L)
 
 		if (L->ctx.syms && next_refresh > now && (next_refresh - now) / 1000000 < POLL_MS)
 			timeout_ms = (int)((next_refresh - now) / 1000000) + 1;
-		err = L->ctx.rb ? ring_buffer__poll(L->ctx.rb, timeout_ms) : usleep(timeout_ms * 1000);
+		if (L->ex) {
+			err = L->ctx.rb ? ring_buffer__poll(L->ctx.rb, 0) : 0;
+			exporter_poll(L->ex, timeout_ms);
+		} else {
+			err = L->ctx.rb ? ring_buffer__poll(L->ctx.rb, timeout_ms) :
+					  usleep(timeout_ms * 1000);
+		}
 		now = tt_now_ns();
 
 		if (err < 0 && err != -EINTR && errno != EINTR) {
@@ -437,6 +509,7 @@ static void cleanup(struct loader *L)
 		target_child_stop(&L->child, 2000);
 	if (L->pidfd >= 0)
 		close(L->pidfd);
+	exporter_free(L->ex);
 	aggregate_reset();
 }
 
@@ -457,6 +530,7 @@ static int run(struct loader *L)
 	int status = 0;
 
 	print_ready(L);
+	exporter_connect(L);
 	meta_start(&L->meta);
 	cost_start_clock(&L->cost);
 	if (L->have_child && target_release(&L->child, L->cli.cmd, err, sizeof(err))) {
@@ -502,8 +576,10 @@ int main(int argc, char **argv)
 		die_line(err);
 		return 1;
 	}
-	if (target_prepare(&L))
+	if (exporter_prepare(&L) || target_prepare(&L)) {
+		exporter_free(L.ex);
 		return 1;
+	}
 	L.meta.target_pid = L.ctx.target_pid;
 	L.meta.cgroup_id = L.ctx.cgroup_id;
 	/* Stats on before the first attach (setup loads and attaches). */

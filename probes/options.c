@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exporter.h"
 #include "options.h"
 
 static const struct {
@@ -46,10 +47,16 @@ void options_usage(FILE *out)
 "  -m, --min-offcpu-us N  keep off-CPU stacks only for intervals >= N us\n"
 "                      (default: 0 for a filtered target, %d with --all)\n"
 "  -A, --aggregate     in-kernel histograms only (aggregate.json), no per-event records\n"
+"  -l, --listen ADDR:PORT  serve them as Prometheus metrics at http://ADDR:PORT/metrics\n"
+"                      (implies --aggregate; e.g. 127.0.0.1:9431, :9431 for every interface;\n"
+"                      runs until SIGINT/SIGTERM unless --duration or the target ends it)\n"
+"  -t, --top N         with --listen: the N most active processes get their own series,\n"
+"                      the rest are counted in comm=\"other\" (default %d, max %d)\n"
 "  -v, --verbose       more messages (repeat for libbpf debug output)\n"
 "  -h, --help          this help\n"
 "Environment: TAILTRACE_HOOK=raw_tp|tracepoint forces a fallback hook type.\n",
-		TT_MAX_ALSO_PIDS, TT_MAX_SPANS, TT_DEFAULT_RINGBUF_MB, TT_DEFAULT_MIN_OFFCPU_ALL_US);
+		TT_MAX_ALSO_PIDS, TT_MAX_SPANS, TT_DEFAULT_RINGBUF_MB, TT_DEFAULT_MIN_OFFCPU_ALL_US,
+		EXPORTER_DEFAULT_TOP, EXPORTER_MAX_TOP);
 }
 
 const char *options_events_str(unsigned events, char *buf, size_t len)
@@ -148,6 +155,8 @@ static const struct option long_opts[] = {
 	{ "ringbuf-mb", required_argument, NULL, 'r' },
 	{ "min-offcpu-us", required_argument, NULL, 'm' },
 	{ "aggregate", no_argument, NULL, 'A' },
+	{ "listen", required_argument, NULL, 'l' },
+	{ "top", required_argument, NULL, 't' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
@@ -202,6 +211,16 @@ static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len
 		cli->min_offcpu_given = true;
 		return 0;
 	case 'A': o->aggregate = true; return 0;
+	case 'l':
+		o->listen = arg;
+		o->aggregate = true;
+		return 0;
+	case 't':
+		if (parse_num("--top", arg, 1, EXPORTER_MAX_TOP, &v, err, len))
+			return -EINVAL;
+		o->top_n = (int)v;
+		cli->top_given = true;
+		return 0;
 	case 'v': o->verbose++; return 0;
 	default:
 		snprintf(err, len, "bad option: see tailtrace --help");
@@ -240,7 +259,7 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 	o->events = TT_DEFAULT_EVENTS;
 	o->ringbuf_mb = TT_DEFAULT_RINGBUF_MB;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+p:P:c:g:ad:o:e:s:r:m:Avh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:P:c:g:ad:o:e:s:r:m:Al:t:vh", long_opts, NULL)) != -1) {
 		if (c == 'h') {
 			options_usage(stdout);
 			return 1;
@@ -264,6 +283,12 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 		snprintf(err, len, "event 'spans' needs at least one --span BIN:SYMBOL");
 		return -EINVAL;
 	}
+	if (cli->top_given && !o->listen) {
+		snprintf(err, len, "--top goes with --listen (it caps the exporter's series)");
+		return -EINVAL;
+	}
+	if (!cli->top_given)
+		o->top_n = EXPORTER_DEFAULT_TOP;
 	if (!cli->min_offcpu_given && o->all)
 		o->min_offcpu_us = TT_DEFAULT_MIN_OFFCPU_ALL_US;
 	if (!o->out_dir)

@@ -16,6 +16,7 @@ struct tt_cli {
 	char **cmd;            /* -- CMD ARGS (NULL-terminated), or NULL */
 	bool events_given;     /* --events used (else defaults) */
 	bool min_offcpu_given;
+	bool top_given;
 	char out_buf[256];     /* default run directory */
 	int argc;
 	char **argv;           /* whole command line, for meta.json */

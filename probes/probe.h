@@ -41,6 +41,8 @@ struct tt_opts {
 	unsigned events;      /* TT_EV_* mask */
 	unsigned ringbuf_mb;  /* per-stream ring buffer size */
 	bool aggregate;       /* in-kernel histograms only, no records */
+	const char *listen;   /* --listen ADDR:PORT: serve them to Prometheus (implies aggregate) */
+	int top_n;            /* --top: processes with their own series */
 	int verbose;
 	uint64_t min_offcpu_us;
 	double duration_s;    /* 0: until the target exits / SIGINT */

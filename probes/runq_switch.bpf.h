@@ -92,7 +92,9 @@ static __always_inline void runq_emit(struct runq_start *s, __u32 tid, __u64 now
 	struct tt_runq *r;
 
 	if (aggregate) {
-		tt_hist_add(&runq_hist, tid, s->pid, now - s->t_runnable_ns);
+		tt_hist_add(&runq_hist, tid, s->pid,
+			    s->kind == TT_RUNQ_PREEMPT ? TT_RUNQ_SUB_PREEMPT : TT_RUNQ_SUB_WAKEUP,
+			    now - s->t_runnable_ns);
 		return;
 	}
 	r = bpf_ringbuf_reserve(&runq_rb, sizeof(*r), 0);

@@ -5,7 +5,7 @@
  *   sched_switch, prev traced   off[prev] = {now, cpu, state, voluntary, stacks};
  *                               tasks[prev] created / comm refreshed
  *   sched_switch, next          off[next] -> one struct tt_switch (or a histogram slot)
- *   sched_migrate_task          tasks[p].migrations++
+ *   sched_migrate_task          tasks[p].migrations++ (--aggregate: migrate_hist)
  *
  * prev is the current task at sched_switch, so its kernel and user stacks are
  * taken there (blocked switch-outs only: a preempted thread's time is run-queue
@@ -32,6 +32,7 @@
 #include "switch_clock.bpf.h"
 #include "user_regs.bpf.h"
 #include "aggregate.bpf.h"
+#include "wait_reason.h"
 #include "sched.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -97,6 +98,7 @@ struct {
 } tasks SEC(".maps");
 
 TT_HIST_MAP(offcpu_hist);
+TT_HIST_MAP(migrate_hist); /* --aggregate: migrations, as the count of slot 0 */
 
 __u64 counters[SCHED_CNT_NR] = {};
 
@@ -284,8 +286,10 @@ static __always_inline void on_switch_out(void *ctx, bool btf, struct task_struc
 	if (s->t_off_ns)
 		unmatched(s, tid, s->t_off_ns, now);
 	/* comm: taken when the thread is first seen and when it exits (a name
-	 * set later is picked up from /proc at the end if it still lives). */
-	if (!s->task_seen || dead) {
+	 * set later is picked up from /proc at the end if it still lives).
+	 * --listen names processes only: their leaders (the exporter deletes
+	 * them once exited, so the map holds live processes). */
+	if ((!s->task_seen || dead) && (!hist_by_process || tid == pid)) {
 		struct tt_task *t = task_get(tid, pid);
 
 		if (t)
@@ -326,7 +330,8 @@ static __always_inline void on_switch_in(bool btf, struct task_struct *t, __u32 
 	if (!aggregate)
 		emit(s, tid, now);
 	else if (s->voluntary && (emit_switch || want_stacks))
-		tt_hist_add(&offcpu_hist, tid, s->pid, now - s->t_off_ns);
+		tt_hist_add(&offcpu_hist, tid, s->pid, tt_wait_reason(s->syscall),
+			    now - s->t_off_ns);
 	s->t_off_ns = 0;
 }
 
@@ -363,6 +368,10 @@ static __always_inline int on_migrate(bool btf, struct task_struct *p)
 
 	if (!tt_task_traced_v(btf, p))
 		return 0;
+	if (aggregate) {
+		tt_hist_add(&migrate_hist, TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid), 0, 0);
+		return 0;
+	}
 	t = task_get(TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid));
 	if (t)
 		__sync_fetch_and_add(&t->migrations, 1);
@@ -420,7 +429,9 @@ int sched_migrate_tp(struct trace_event_raw_sched_migrate_task *ctx)
 	__u32 tid = ctx->pid;
 	struct tt_task *t = bpf_map_lookup_elem(&tasks, &tid);
 
-	if (t)
+	if (t && aggregate)
+		tt_hist_add(&migrate_hist, tid, t->pid, 0, 0);
+	else if (t)
 		__sync_fetch_and_add(&t->migrations, 1);
 	return 0;
 }

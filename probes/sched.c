@@ -71,6 +71,7 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	}
 	FILTER_CONFIGURE(s->rodata, ctx);
 	s->rodata->aggregate = o->aggregate;
+	s->rodata->hist_by_process = o->listen != NULL;
 	s->rodata->emit_switch = (o->events & TT_EV_SWITCH) != 0;
 	s->rodata->want_stacks = (o->events & TT_EV_OFFCPU) != 0;
 	s->rodata->min_offcpu_ns = o->min_offcpu_us * 1000;
@@ -83,6 +84,9 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	stack_maps(s, stacks);
 	for (int i = 0; !err && !(o->events & TT_EV_OFFCPU) && i < SCHED_STACK_LEVELS; i++)
 		err = bpf_map__set_max_entries(stacks[i], 1);
+	if (!err && !o->aggregate) /* histograms: --aggregate only */
+		err = bpf_map__set_max_entries(s->maps.offcpu_hist, 1) ?:
+		      bpf_map__set_max_entries(s->maps.migrate_hist, 1);
 	s->rodata->with_runq = probe_runq_in_sched(o);
 	/* runq's state (runq_switch.bpf.h), made here when sched loads first:
 	 * sized for runq's records, or as small as can be without them */

@@ -14,6 +14,7 @@ APT_PKGS=(
     libbpf-dev bpftool bpftrace linux-perf
     libcurl4-openssl-dev libnuma-dev libssl-dev
     nginx wrk curl jq procps psmisc
+    prometheus
     python3 python3-pip python3-venv
     chromium
 )
@@ -29,9 +30,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Debian's nginx package starts a system service on port 80; tailtrace starts its own.
-if command -v systemctl >/dev/null 2>&1; then systemctl disable --now nginx >/dev/null 2>&1 || true; fi
+# Debian's nginx and prometheus packages start system services (ports 80, 9090); tailtrace's
+# tests start their own.
+if command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now nginx prometheus >/dev/null 2>&1 || true
+fi
 pkill -x nginx 2>/dev/null || true
+pkill -x prometheus 2>/dev/null || true
 
 # Python side: the analysis package and its test runner.
 here=$(cd "$(dirname "$0")/.." && pwd)

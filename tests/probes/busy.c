@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * busy NTHREADS SECONDS CPU: NTHREADS threads pinned to CPU spin together
+ * busy NTHREADS SECONDS CPU [LINGER_S]: NTHREADS threads pinned to CPU spin together
  * for SECONDS under SCHED_RR (equal priority: round robin, and ordinary load
  * on a shared machine cannot take the CPU from them; nice -20 if RR is not
  * permitted). Ground truth for run-queue tests: each thread is runnable or
  * running the whole window, running about 1/NTHREADS of it.
  * Prints one JSON line per thread: tid, its spin window, its own CPU time,
- * the policy it got.
+ * the policy it got, its voluntary/involuntary context switches (the
+ * kernel's RUSAGE_THREAD counts). Then the process sleeps LINGER_S seconds
+ * (default 0) before exiting, so a tracer can read its final counts.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -24,6 +26,7 @@ struct worker {
 	pthread_t th;
 	int tid;
 	uint64_t t_start_ns, t_end_ns, cpu_ns;
+	long nvcsw, nivcsw;
 	const char *policy;
 };
 
@@ -62,6 +65,11 @@ static void *worker_main(void *arg)
 		;
 	w->t_end_ns = tt_now_ns();
 	w->cpu_ns = thread_cpu_ns() - c0;
+	struct rusage ru;
+
+	getrusage(RUSAGE_THREAD, &ru);
+	w->nvcsw = ru.ru_nvcsw;
+	w->nivcsw = ru.ru_nivcsw;
 	return NULL;
 }
 
@@ -70,8 +78,8 @@ int main(int argc, char **argv)
 	struct worker w[MAX_THREADS];
 	int n;
 
-	if (argc != 4 || (n = atoi(argv[1])) < 1 || n > MAX_THREADS) {
-		fprintf(stderr, "usage: busy NTHREADS(1-%d) SECONDS CPU\n", MAX_THREADS);
+	if (argc < 4 || argc > 5 || (n = atoi(argv[1])) < 1 || n > MAX_THREADS) {
+		fprintf(stderr, "usage: busy NTHREADS(1-%d) SECONDS CPU [LINGER_S]\n", MAX_THREADS);
 		return 2;
 	}
 	spin_ns = (uint64_t)(atof(argv[2]) * 1e9);
@@ -83,7 +91,11 @@ int main(int argc, char **argv)
 		pthread_join(w[i].th, NULL);
 	for (int i = 0; i < n; i++)
 		printf("{\"tid\": %d, \"policy\": \"%s\", \"t_start_ns\": %llu, \"t_end_ns\": %llu, "
-		       "\"cpu_ns\": %llu}\n", w[i].tid, w[i].policy, (unsigned long long)w[i].t_start_ns,
-		       (unsigned long long)w[i].t_end_ns, (unsigned long long)w[i].cpu_ns);
+		       "\"cpu_ns\": %llu, \"nvcsw\": %ld, \"nivcsw\": %ld}\n", w[i].tid, w[i].policy,
+		       (unsigned long long)w[i].t_start_ns, (unsigned long long)w[i].t_end_ns,
+		       (unsigned long long)w[i].cpu_ns, w[i].nvcsw, w[i].nivcsw);
+	fflush(stdout);
+	if (argc == 5)
+		usleep((useconds_t)(atof(argv[4]) * 1e6));
 	return 0;
 }

@@ -1,0 +1,637 @@
+// SPDX-License-Identifier: MIT
+/*
+ * --listen (exporter.h): per-process series from the in-kernel histograms,
+ * served as Prometheus text.
+ */
+#include "exporter.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/libbpf.h>
+
+#include <tailtrace/records.h>
+#include <tt_clock.h>
+#include "aggregate.h"
+#include "http_serve.h"
+#include "wait_reason.h"
+
+#define NHIST (TT_RUNQ_SUB_NR + TT_WAIT_NR) /* runq by kind, then offcpu by reason */
+#define IDX_MIGRATE NHIST
+#define LE_SLOTS 25  /* buckets le = 2^1 .. 2^25 us (33.6 s), then +Inf */
+#define MAX_STREAMS 16
+
+struct counts {
+	struct tt_hist h[NHIST];
+	__u64 migrations;
+};
+
+struct proc {
+	uint32_t pid;
+	int series;       /* index into ex->series; -1: folded into "other" */
+	int dead;         /* 1: exit seen at the last collection; its entries go at the next */
+	uint64_t tick;    /* scheduler events at this collection */
+	uint64_t window;  /* ... since the last ranking */
+	struct counts last; /* the map values at the last collection */
+};
+
+struct series {
+	bool used;
+	uint32_t pid;     /* 0: the "other" series */
+	uint64_t gone_ns; /* when its process exited; 0: alive */
+	char comm[16];
+	char cgroup[256];
+	struct counts acc;
+};
+
+struct entry {        /* one map entry read at a collection */
+	uint32_t pid;
+	int idx;          /* 0..NHIST-1, IDX_MIGRATE */
+	struct tt_hist h;
+};
+
+struct exporter {
+	struct http_server http;
+	struct exporter_source src;
+	int top_n;
+	struct series *series;  /* top_n own series, then "other" at [top_n] */
+	struct proc *procs;
+	size_t nprocs, capprocs;
+	int32_t *index;         /* open addressing pid -> procs[i]; -1 empty */
+	size_t index_cap;
+	struct entry *ents;
+	size_t nents, capents;
+	uint64_t next_collect_ns, next_rank_ns;
+	uint64_t collections;
+	double collect_s;       /* duration of the last collection */
+};
+
+static const char *const runq_kind[TT_RUNQ_SUB_NR] = { "wakeup", "preempt" };
+static const char *const wait_reason[TT_WAIT_NR] = { "lock", "io", "sleep", "other" };
+
+/* ---- the pid index ------------------------------------------------------- */
+
+static size_t slot_of(const struct exporter *ex, uint32_t pid)
+{
+	return (pid * 2654435761u) & (ex->index_cap - 1);
+}
+
+/* Index procs[0..nprocs), sized for room processes. */
+static int index_rebuild(struct exporter *ex, size_t room)
+{
+	size_t cap = 1024;
+
+	while (cap < 2 * room + 2)
+		cap *= 2;
+	if (cap != ex->index_cap) {
+		int32_t *p = realloc(ex->index, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		ex->index = p;
+		ex->index_cap = cap;
+	}
+	memset(ex->index, 0xff, cap * sizeof(*ex->index));
+	for (size_t i = 0; i < ex->nprocs; i++) {
+		size_t s = slot_of(ex, ex->procs[i].pid);
+
+		while (ex->index[s] >= 0)
+			s = (s + 1) & (cap - 1);
+		ex->index[s] = (int32_t)i;
+	}
+	return 0;
+}
+
+static struct proc *proc_find(struct exporter *ex, uint32_t pid)
+{
+	for (size_t s = slot_of(ex, pid); ex->index[s] >= 0; s = (s + 1) & (ex->index_cap - 1))
+		if (ex->procs[ex->index[s]].pid == pid)
+			return &ex->procs[ex->index[s]];
+	return NULL;
+}
+
+static struct proc *proc_get(struct exporter *ex, uint32_t pid)
+{
+	struct proc *p = proc_find(ex, pid);
+
+	if (p)
+		return p;
+	if (ex->nprocs == ex->capprocs) {
+		size_t cap = ex->capprocs ? ex->capprocs * 2 : 256;
+		void *n = realloc(ex->procs, cap * sizeof(*ex->procs));
+
+		if (!n)
+			return NULL;
+		ex->procs = n;
+		ex->capprocs = cap;
+	}
+	if (2 * (ex->nprocs + 1) + 2 > ex->index_cap && index_rebuild(ex, 2 * ex->nprocs + 2))
+		return NULL;
+	p = &ex->procs[ex->nprocs];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	p->series = -1;
+	size_t s = slot_of(ex, pid);
+
+	while (ex->index[s] >= 0)
+		s = (s + 1) & (ex->index_cap - 1);
+	ex->index[s] = (int32_t)ex->nprocs++;
+	return p;
+}
+
+/* ---- reading the maps ---------------------------------------------------- */
+
+static int ents_push(struct exporter *ex, uint32_t pid, int idx, const struct tt_hist *h)
+{
+	if (ex->nents == ex->capents) {
+		size_t cap = ex->capents ? ex->capents * 2 : 512;
+		void *p = realloc(ex->ents, cap * sizeof(*ex->ents));
+
+		if (!p)
+			return -ENOMEM;
+		ex->ents = p;
+		ex->capents = cap;
+	}
+	ex->ents[ex->nents++] = (struct entry){ .pid = pid, .idx = idx, .h = *h };
+	return 0;
+}
+
+/* Every entry of map; sub-kinds from base (runq 0.., offcpu TT_RUNQ_SUB_NR..). */
+static void read_map(struct exporter *ex, struct bpf_map *map, int base, int nsub)
+{
+	struct tt_hist_key key, next, *prev = NULL;
+	struct tt_hist h;
+
+	if (!map)
+		return;
+	while (!bpf_map__get_next_key(map, prev, &next, sizeof(next))) {
+		key = next;
+		prev = &key;
+		if (key.sub >= (uint32_t)nsub ||
+		    bpf_map__lookup_elem(map, &key, sizeof(key), &h, sizeof(h), 0))
+			continue;
+		if (ents_push(ex, key.id, base + (int)key.sub, &h))
+			return;
+	}
+}
+
+static __u64 *last_count(struct proc *p, int idx)
+{
+	return idx == IDX_MIGRATE ? &p->last.migrations : &p->last.h[idx].count;
+}
+
+/* What the entry adds since the last read. A count below the last one
+ * means the entry was made anew (its pid reused): all of it is new. */
+static void hist_delta(struct tt_hist *d, const struct tt_hist *now, const struct tt_hist *last)
+{
+	bool fresh = now->count < last->count;
+
+	*d = *now;
+	if (fresh)
+		return;
+	for (int i = 0; i < TT_HIST_SLOTS; i++)
+		d->slots[i] = now->slots[i] >= last->slots[i] ? now->slots[i] - last->slots[i] : 0;
+	d->count = now->count - last->count;
+	d->sum_ns = now->sum_ns >= last->sum_ns ? now->sum_ns - last->sum_ns : 0;
+}
+
+static int by_tick(const void *a, const void *b)
+{
+	const struct proc *x = *(struct proc *const *)a, *y = *(struct proc *const *)b;
+
+	return (x->tick < y->tick) - (x->tick > y->tick);
+}
+
+/* The first line of /proc/PID/NAME starting with prefix, without it ("" if none). */
+static void read_proc_line(uint32_t pid, const char *name, const char *prefix, char *buf,
+			   size_t len)
+{
+	char path[64], line[512];
+	size_t n = strlen(prefix);
+	FILE *f;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%u/%s", pid, name);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, prefix, n)) {
+			line[strcspn(line, "\n")] = '\0';
+			snprintf(buf, len, "%s", line + n);
+			break;
+		}
+	fclose(f);
+}
+
+/* Its name from /proc, or, when it is gone already, from the BPF side's
+ * tasks map (the group leader's comm at its first switch). */
+static void series_init(struct exporter *ex, struct series *s, uint32_t pid)
+{
+	struct tt_task t;
+
+	memset(s, 0, sizeof(*s));
+	s->used = true;
+	s->pid = pid;
+	read_proc_line(pid, "comm", "", s->comm, sizeof(s->comm));
+	read_proc_line(pid, "cgroup", "0::", s->cgroup, sizeof(s->cgroup)); /* cgroup v2 */
+	if (!s->comm[0] && ex->src.tasks &&
+	    !bpf_map__lookup_elem(ex->src.tasks, &pid, sizeof(pid), &t, sizeof(t), 0))
+		snprintf(s->comm, sizeof(s->comm), "%s", t.comm);
+	if (!s->comm[0])
+		snprintf(s->comm, sizeof(s->comm), "?");
+}
+
+static int free_series(const struct exporter *ex)
+{
+	for (int i = 0; i < ex->top_n; i++)
+		if (!ex->series[i].used)
+			return i;
+	return -1;
+}
+
+/* Give free slots to the processes with the most events (by key). */
+static void admit(struct exporter *ex, bool by_window)
+{
+	struct proc **c = malloc(ex->nprocs * sizeof(*c) + 1);
+	size_t n = 0;
+	int slot;
+
+	if (!c)
+		return;
+	for (size_t i = 0; i < ex->nprocs; i++) {
+		struct proc *p = &ex->procs[i];
+
+		if (p->series < 0 && !p->dead && (by_window ? p->window : p->tick)) {
+			if (by_window)
+				p->tick = p->window; /* sort key */
+			c[n++] = p;
+		}
+	}
+	qsort(c, n, sizeof(*c), by_tick);
+	for (size_t i = 0; i < n && (slot = free_series(ex)) >= 0; i++) {
+		series_init(ex, &ex->series[slot], c[i]->pid);
+		c[i]->series = slot;
+	}
+	free(c);
+}
+
+static void add_counts(struct series *s, int idx, const struct tt_hist *d)
+{
+	if (idx == IDX_MIGRATE)
+		s->acc.migrations += d->count;
+	else
+		aggregate_hist_merge(&s->acc.h[idx], d);
+}
+
+static void distribute(struct exporter *ex)
+{
+	for (size_t i = 0; i < ex->nents; i++) {
+		struct entry *e = &ex->ents[i];
+		struct proc *p = proc_find(ex, e->pid);
+		struct tt_hist d, last = { 0 };
+
+		if (!p)
+			continue;
+		if (e->idx == IDX_MIGRATE)
+			last.count = p->last.migrations;
+		else
+			last = p->last.h[e->idx];
+		hist_delta(&d, &e->h, &last);
+		add_counts(&ex->series[p->series >= 0 ? p->series : ex->top_n], e->idx, &d);
+		if (e->idx == IDX_MIGRATE)
+			p->last.migrations = e->h.count;
+		else
+			p->last.h[e->idx] = e->h;
+	}
+}
+
+static void delete_entries(struct exporter *ex, uint32_t pid)
+{
+	struct bpf_map *maps[] = { ex->src.runq, ex->src.offcpu, ex->src.migrate };
+
+	for (int m = 0; m < 3; m++)
+		for (uint32_t sub = 0; maps[m] && sub < TT_WAIT_NR; sub++) {
+			struct tt_hist_key k = { .id = pid, .sub = sub };
+
+			bpf_map__delete_elem(maps[m], &k, sizeof(k), 0);
+		}
+	if (ex->src.tasks)
+		bpf_map__delete_elem(ex->src.tasks, &pid, sizeof(pid), 0);
+}
+
+/* Processes that exited: mark now, forget once their last counts were read. */
+static void prune(struct exporter *ex, uint64_t now)
+{
+	size_t out = 0;
+
+	for (size_t i = 0; i < ex->nprocs; i++) {
+		struct proc *p = &ex->procs[i];
+
+		if (p->dead) {
+			delete_entries(ex, p->pid);
+			if (p->series >= 0)
+				ex->series[p->series].gone_ns = now;
+			continue;
+		}
+		if (kill((pid_t)p->pid, 0) && errno == ESRCH)
+			p->dead = 1;
+		ex->procs[out++] = *p;
+	}
+	ex->nprocs = out;
+	index_rebuild(ex, ex->nprocs);
+}
+
+/* Every EXPORTER_RANK_S: slots of processes gone a whole period, or idle
+ * while others were active, go to the most active others. */
+static void rank(struct exporter *ex, uint64_t now)
+{
+	bool others_active = false;
+
+	for (size_t i = 0; i < ex->nprocs; i++)
+		others_active |= ex->procs[i].series < 0 && ex->procs[i].window;
+	for (int i = 0; i < ex->top_n; i++) {
+		struct series *s = &ex->series[i];
+		struct proc *p = s->used ? proc_find(ex, s->pid) : NULL;
+		bool gone = s->gone_ns && now - s->gone_ns >= EXPORTER_RANK_S * 1000000000ull;
+
+		if (!s->used || !(gone || (p && !p->window && others_active)))
+			continue;
+		if (p)
+			p->series = -1;
+		s->used = false;
+	}
+	admit(ex, true);
+	for (size_t i = 0; i < ex->nprocs; i++)
+		ex->procs[i].window = ex->procs[i].tick = 0;
+}
+
+void exporter_collect(struct exporter *ex)
+{
+	uint64_t t0 = tt_now_ns();
+
+	ex->nents = 0;
+	read_map(ex, ex->src.runq, 0, TT_RUNQ_SUB_NR);
+	read_map(ex, ex->src.offcpu, TT_RUNQ_SUB_NR, TT_WAIT_NR);
+	read_map(ex, ex->src.migrate, IDX_MIGRATE, 1);
+	for (size_t i = 0; i < ex->nents; i++) {
+		struct entry *e = &ex->ents[i];
+		struct proc *p = proc_get(ex, e->pid);
+		uint64_t last;
+
+		if (!p)
+			continue;
+		last = *last_count(p, e->idx);
+		if (e->idx != IDX_MIGRATE)
+			p->tick += e->h.count >= last ? e->h.count - last : e->h.count;
+	}
+	admit(ex, false);
+	distribute(ex);
+	for (size_t i = 0; i < ex->nprocs; i++) {
+		ex->procs[i].window += ex->procs[i].tick;
+		ex->procs[i].tick = 0;
+	}
+	prune(ex, t0);
+	if (t0 >= ex->next_rank_ns) {
+		rank(ex, t0);
+		ex->next_rank_ns = t0 + EXPORTER_RANK_S * 1000000000ull;
+	}
+	ex->collections++;
+	ex->next_collect_ns = tt_now_ns() + EXPORTER_COLLECT_MS * 1000000ull;
+	ex->collect_s = (tt_now_ns() - t0) / 1e9;
+}
+
+/* ---- the exposition ------------------------------------------------------ */
+
+static void put_label_value(FILE *f, const char *v)
+{
+	for (; *v; v++)
+		if (*v == '\\' || *v == '"')
+			fprintf(f, "\\%c", *v);
+		else if (*v == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*v, f);
+}
+
+static void put_labels(FILE *f, const struct series *s, const char *key, const char *val)
+{
+	fputs("{comm=\"", f);
+	if (s->pid) {
+		put_label_value(f, s->comm);
+		fprintf(f, "\",pid=\"%u\",cgroup=\"", s->pid);
+		put_label_value(f, s->cgroup);
+	} else {
+		fputs("other\",pid=\"\",cgroup=\"", f);
+	}
+	fputc('"', f);
+	if (key)
+		fprintf(f, ",%s=\"%s\"", key, val);
+}
+
+static void put_hist(FILE *f, const char *name, const struct series *s, const char *key,
+		     const char *val, const struct tt_hist *h)
+{
+	uint64_t cum = 0;
+
+	for (int k = 0; k < LE_SLOTS; k++) {
+		cum += h->slots[k];
+		fprintf(f, "%s_bucket", name);
+		put_labels(f, s, key, val);
+		fprintf(f, ",le=\"%.9g\"} %llu\n", (double)(2ull << k) * 1e-6, (unsigned long long)cum);
+	}
+	fprintf(f, "%s_bucket", name);
+	put_labels(f, s, key, val);
+	fprintf(f, ",le=\"+Inf\"} %llu\n%s_sum", (unsigned long long)h->count, name);
+	put_labels(f, s, key, val);
+	fprintf(f, "} %.9f\n%s_count", h->sum_ns / 1e9, name);
+	put_labels(f, s, key, val);
+	fprintf(f, "} %llu\n", (unsigned long long)h->count);
+}
+
+static void header(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render_hists(struct exporter *ex, FILE *f, const char *name, int base, int n,
+			 const char *key, const char *const *vals)
+{
+	for (int i = 0; i <= ex->top_n; i++)
+		for (int k = 0; ex->series[i].used && k < n; k++)
+			if (ex->series[i].acc.h[base + k].count)
+				put_hist(f, name, &ex->series[i], key, vals[k], &ex->series[i].acc.h[base + k]);
+}
+
+static void render_switches(struct exporter *ex, FILE *f)
+{
+	header(f, "tailtrace_context_switches_total", "counter",
+	       "Context switches out of the process's threads: voluntary (blocked) and "
+	       "involuntary (preempted while runnable).");
+	for (int i = 0; i <= ex->top_n; i++) {
+		const struct series *s = &ex->series[i];
+		uint64_t vol = 0;
+
+		if (!s->used)
+			continue;
+		for (int k = 0; k < TT_WAIT_NR; k++)
+			vol += s->acc.h[TT_RUNQ_SUB_NR + k].count;
+		fputs("tailtrace_context_switches_total", f);
+		put_labels(f, s, "kind", "voluntary");
+		fprintf(f, "} %llu\ntailtrace_context_switches_total", (unsigned long long)vol);
+		put_labels(f, s, "kind", "involuntary");
+		fprintf(f, "} %llu\n", (unsigned long long)s->acc.h[TT_RUNQ_SUB_PREEMPT].count);
+	}
+	header(f, "tailtrace_migrations_total", "counter",
+	       "Migrations of the process's threads to another CPU.");
+	for (int i = 0; i <= ex->top_n; i++)
+		if (ex->series[i].used) {
+			fputs("tailtrace_migrations_total", f);
+			put_labels(f, &ex->series[i], NULL, NULL);
+			fprintf(f, "} %llu\n", (unsigned long long)ex->series[i].acc.migrations);
+		}
+}
+
+static void render_self(struct exporter *ex, FILE *f)
+{
+	struct tt_stream_stats st[MAX_STREAMS];
+	int n = ex->src.stats ? ex->src.stats(ex->src.arg, st, MAX_STREAMS) : 0;
+	double bpf_s = 0, loader_s = 0;
+	size_t labelled = 0, folded = 0;
+
+	header(f, "tailtrace_lost_events_total", "counter",
+	       "Kernel events tailtrace could not count (full map or buffer, skipped program runs).");
+	for (int i = 0; i < n; i++)
+		fprintf(f, "tailtrace_lost_events_total{stream=\"%s\"} %llu\n", st[i].stream,
+			(unsigned long long)st[i].lost);
+	header(f, "tailtrace_unmatched_events_total", "counter",
+	       "Intervals dropped because the kernel never reported their end (docs/probes.md).");
+	for (int i = 0; i < n; i++)
+		fprintf(f, "tailtrace_unmatched_events_total{stream=\"%s\"} %llu\n", st[i].stream,
+			(unsigned long long)st[i].unmatched);
+	if (ex->src.self_cpu)
+		ex->src.self_cpu(ex->src.arg, &bpf_s, &loader_s);
+	header(f, "tailtrace_cpu_seconds_total", "counter",
+	       "tailtrace's own CPU time: its BPF programs (kernel run-time statistics) and its loader.");
+	fprintf(f, "tailtrace_cpu_seconds_total{part=\"bpf\"} %.6f\n", bpf_s);
+	fprintf(f, "tailtrace_cpu_seconds_total{part=\"loader\"} %.6f\n", loader_s);
+	for (int i = 0; i < ex->top_n; i++)
+		labelled += ex->series[i].used;
+	for (size_t i = 0; i < ex->nprocs; i++)
+		folded += ex->procs[i].series < 0;
+	header(f, "tailtrace_processes", "gauge",
+	       "Processes with their own series (labelled, exited ones until their slot is "
+	       "reused) and live ones counted in comm=\"other\" (folded).");
+	fprintf(f, "tailtrace_processes{state=\"labelled\"} %zu\n", labelled);
+	fprintf(f, "tailtrace_processes{state=\"folded\"} %zu\n", folded);
+	header(f, "tailtrace_collect_duration_seconds", "gauge",
+	       "Time the last read of the BPF maps took.");
+	fprintf(f, "tailtrace_collect_duration_seconds %.6f\n", ex->collect_s);
+	header(f, "tailtrace_build_info", "gauge", "tailtrace's version.");
+	fprintf(f, "tailtrace_build_info{version=\"%s\"} 1\n", TT_VERSION);
+}
+
+int exporter_render(struct exporter *ex, char **text, size_t *len)
+{
+	FILE *f = open_memstream(text, len);
+
+	if (!f)
+		return -errno;
+	header(f, "tailtrace_runqueue_latency_seconds", "histogram",
+	       "Time threads spent runnable before running: after a wakeup, or after a preemption.");
+	render_hists(ex, f, "tailtrace_runqueue_latency_seconds", 0, TT_RUNQ_SUB_NR, "kind",
+		     runq_kind);
+	header(f, "tailtrace_offcpu_seconds", "histogram",
+	       "Off-CPU intervals of blocked threads (switch-out to switch-in, the run-queue wait "
+	       "after the wakeup included), by the syscall they blocked in: lock (futex), io, "
+	       "sleep, other.");
+	render_hists(ex, f, "tailtrace_offcpu_seconds", TT_RUNQ_SUB_NR, TT_WAIT_NR, "reason",
+		     wait_reason);
+	render_switches(ex, f);
+	render_self(ex, f);
+	if (fclose(f))
+		return -errno;
+	return 0;
+}
+
+/* ---- serving ------------------------------------------------------------- */
+
+static int handle(void *arg, const char *path, char **body, size_t *len, const char **type)
+{
+	struct exporter *ex = arg;
+
+	if (!strcmp(path, "/")) {
+		static const char page[] = "tailtrace exporter: metrics at /metrics\n";
+
+		*body = strdup(page);
+		*len = *body ? strlen(page) : 0;
+		return *body ? 200 : 500;
+	}
+	if (strcmp(path, "/metrics"))
+		return 404;
+	exporter_collect(ex);
+	*type = "text/plain; version=0.0.4; charset=utf-8";
+	return exporter_render(ex, body, len) ? 500 : 200;
+}
+
+int exporter_open(struct exporter **out, const char *addr, int top_n, char *err, size_t len)
+{
+	struct exporter *ex = calloc(1, sizeof(*ex));
+	int ret;
+
+	*out = NULL;
+	if (ex)
+		ex->http.fd = -1;
+	if (!ex || !(ex->series = calloc((size_t)top_n + 1, sizeof(*ex->series))) ||
+	    index_rebuild(ex, 0)) {
+		exporter_free(ex);
+		snprintf(err, len, "--listen: out of memory");
+		return -ENOMEM;
+	}
+	ex->top_n = top_n;
+	ex->series[top_n].used = true; /* "other" */
+	ex->http.handler = handle;
+	ex->http.arg = ex;
+	ret = http_listen(&ex->http, addr, err, len);
+	if (ret) {
+		exporter_free(ex);
+		return ret;
+	}
+	*out = ex;
+	return 0;
+}
+
+void exporter_set_source(struct exporter *ex, const struct exporter_source *src)
+{
+	ex->src = *src;
+}
+
+const char *exporter_address(const struct exporter *ex)
+{
+	return ex->http.bound;
+}
+
+void exporter_poll(struct exporter *ex, int timeout_ms)
+{
+	struct pollfd p = { .fd = ex->http.fd, .events = POLLIN };
+
+	if (poll(&p, 1, timeout_ms) > 0 && (p.revents & POLLIN))
+		http_serve_pending(&ex->http);
+	if (tt_now_ns() >= ex->next_collect_ns)
+		exporter_collect(ex);
+}
+
+void exporter_free(struct exporter *ex)
+{
+	if (!ex)
+		return;
+	http_close(&ex->http);
+	free(ex->series);
+	free(ex->procs);
+	free(ex->index);
+	free(ex->ents);
+	free(ex);
+}

@@ -1,0 +1,275 @@
+"""tailtrace --listen: the --aggregate histograms served to Prometheus.
+
+Ground truth by construction (tests/probes/busy.c): 3 SCHED_RR threads pinned to
+one CPU take turns in 100 ms slices, so each preemption is followed by ~200 ms
+runnable (the two others' slices), and the kernel's own RUSAGE_THREAD counts say
+how many involuntary switches there were. Then the process sleeps, so the counts
+stop moving and the last scrape must equal what the run directory records.
+The Prometheus test scrapes with Debian's `prometheus` itself, every second.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyze.waits import reason_codes
+from tt_run import HELPERS, TAILTRACE, helper, json_lines, needs_root
+
+pytestmark = needs_root
+THREADS, SPIN_S = 3, 2.5
+LINE = re.compile(r'^([a-z_]+)(?:\{(.*)\})? (\S+)$')
+
+
+def parse(text: str) -> list[tuple[str, dict, float]]:
+    """(name, labels, value) of every sample of a Prometheus text exposition."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = LINE.match(line)
+        assert m, f"unparsable line: {line!r}"
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        out.append((m.group(1), labels, float(m.group(3))))
+    return out
+
+
+def pick(samples, name: str, **want) -> list[tuple[dict, float]]:
+    return [(l, v) for n, l, v in samples if n == name and all(l.get(k) == x for k, x in want.items())]
+
+
+def read_line(stream, pattern: str, timeout: float) -> str:
+    """The first line of stream (an unbuffered pipe: bufsize=0, so select sees every byte
+    not read yet) that matches pattern, within timeout seconds."""
+    end, seen = time.monotonic() + timeout, []
+    while time.monotonic() < end:
+        if select.select([stream], [], [], 0.1)[0]:
+            line = stream.readline().decode()
+            if not line:
+                break
+            seen.append(line)
+            if re.search(pattern, line):
+                return line
+    raise AssertionError(f"no line matching {pattern!r} in {timeout} s: {seen}")
+
+
+@contextmanager
+def exporter(out: Path, *args: str):
+    """tailtrace --listen 127.0.0.1:0 ARGS running; yields (its metrics URL, process)."""
+    p = subprocess.Popen([str(TAILTRACE), "--out", str(out), "--listen", "127.0.0.1:0", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    try:
+        line = read_line(p.stderr, r"serving metrics on http://", 30)
+        yield re.search(r"(http://\S+)", line).group(1), p
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+        p.wait(timeout=30)
+
+
+@contextmanager
+def spinners(linger_s: float = 60):
+    """tt-busy: THREADS SCHED_RR spinners on CPU 0 for SPIN_S, then asleep for linger_s."""
+    p = subprocess.Popen([helper("busy"), str(THREADS), str(SPIN_S), "0", str(linger_s)],
+                         stdout=subprocess.PIPE, bufsize=0)
+    try:
+        yield p
+    finally:
+        p.kill()
+        p.wait()
+
+
+def spin_result(busy) -> list[dict]:
+    """The spinners' JSON lines, once they are done (the process then sleeps)."""
+    return [json.loads(read_line(busy.stdout, r"^\{", 30)) for _ in range(THREADS)]
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        return r.read().decode()
+
+
+def test_wait_reasons_are_the_analysis_classes():
+    """The BPF side's syscall -> reason table (probes/wait_reason.h) is analyze/waits.py's."""
+    dump = HELPERS / "wait_reason_dump"
+    assert dump.exists(), f"{dump} missing: build first"
+    rows = np.array([line.split() for line in subprocess.run(
+        [str(dump)], capture_output=True, text=True, check=True).stdout.splitlines()], dtype=int)
+    assert np.array_equal(rows[:, 1], reason_codes(rows[:, 0]))
+    assert set(rows[:, 1]) == {0, 1, 2, 3}
+
+
+def test_exposition_counts_the_spinners(tmp_path):
+    with spinners() as busy, exporter(tmp_path, "--pid", str(busy.pid)) as (url, _):
+        threads = spin_result(busy)
+        time.sleep(0.3)  # the last switches of the spinners' exit
+        text = scrape(url)
+    if shutil.which("promtool"):
+        check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                               text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+    s = parse(text)
+    pid = str(busy.pid)
+    (labels, invol), = pick(s, "tailtrace_context_switches_total", pid=pid, kind="involuntary")
+    assert labels["comm"] == "tt-busy"
+    # every involuntary switch the kernel counted is a preemption with a run-queue wait
+    nivcsw = sum(t["nivcsw"] for t in threads)
+    assert nivcsw >= 10, "the spinners were hardly preempted: nothing to check"
+    unmatched = sum(v for _, v in pick(s, "tailtrace_unmatched_events_total"))
+    assert nivcsw - unmatched <= invol <= nivcsw + 3, (invol, nivcsw, unmatched)
+    # ... and it lasts two other threads' 100 ms RR slices: the median in (131, 262] ms
+    buckets = sorted((float(l["le"]), v) for l, v in pick(
+        s, "tailtrace_runqueue_latency_seconds_bucket", pid=pid, kind="preempt"))
+    (_, count), = pick(s, "tailtrace_runqueue_latency_seconds_count", pid=pid, kind="preempt")
+    assert count == invol
+    median_le = next(le for le, c in buckets if c >= count / 2)
+    assert median_le == pytest.approx(0.262144), buckets
+    (_, total), = pick(s, "tailtrace_runqueue_latency_seconds_sum", pid=pid, kind="preempt")
+    assert 0.1 * count <= total <= 0.3 * count
+    # tailtrace's own series
+    assert pick(s, "tailtrace_cpu_seconds_total", part="bpf")[0][1] > 0
+    assert pick(s, "tailtrace_build_info")
+
+
+def test_top_n_folds_the_rest_into_other(tmp_path):
+    with spinners() as busy, exporter(tmp_path, "--all", "--top", "2") as (url, _):
+        spin_result(busy)
+        s = parse(scrape(url))
+    own = {l["pid"] for l, _ in pick(s, "tailtrace_context_switches_total") if l["comm"] != "other"}
+    assert 1 <= len(own) <= 2, own
+    other = pick(s, "tailtrace_context_switches_total", comm="other", kind="voluntary")
+    assert other and other[0][1] > 0
+    assert pick(s, "tailtrace_processes", state="folded")[0][1] > 0
+    assert pick(s, "tailtrace_processes", state="labelled")[0][1] == len(own)
+
+
+def free_port() -> int:
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return sk.getsockname()[1]
+
+
+@contextmanager
+def prometheus(tmp_path: Path, target: str):
+    """Debian's prometheus on loopback, scraping target every second."""
+    exe = shutil.which("prometheus")
+    if not exe:
+        pytest.skip("prometheus not installed (scripts/install-deps.sh installs it)")
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                   "scrape_configs:\n  - job_name: tailtrace\n    static_configs:\n"
+                   f"      - targets: ['{target}']\n")
+    port = free_port()
+    p = subprocess.Popen([exe, f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                          f"--web.listen-address=127.0.0.1:{port}"],
+                         stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "w"))
+    api = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{api}/-/ready", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError((tmp_path / "prometheus.log").read_text()[-2000:])
+        yield api
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+
+
+def query(api: str, promql: str) -> list[dict]:
+    url = f"{api}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(url, timeout=10) as r:
+        body = json.load(r)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def scalar(api: str, promql: str) -> float:
+    res = query(api, promql)
+    assert len(res) == 1, (promql, res)
+    return float(res[0]["value"][1])
+
+
+def quantile_from_buckets(q: float, les: list[float], cum: list[float]) -> float:
+    """Prometheus' histogram_quantile: linear inside the bucket holding rank q * count."""
+    rank, lo = q * cum[-1], 0.0
+    for i, (le, c) in enumerate(zip(les, cum)):
+        if c >= rank:
+            below = cum[i - 1] if i else 0.0
+            return lo + (le - lo) * (rank - below) / (c - below)
+        lo = le
+    return les[-1]
+
+
+def test_prometheus_agrees_with_the_run_directory(tmp_path):
+    with spinners() as busy, exporter(tmp_path / "run", "--pid", str(busy.pid)) as (url, tt):
+        target = urllib.parse.urlparse(url).netloc
+        with prometheus(tmp_path, target) as api:
+            spin_result(busy)
+            # a scrape 1.5 s after the counts stopped moving (Prometheus starts scraping
+            # only once its discovery has run, a few seconds after it is ready)
+            settled = time.time() + 1.5
+            for _ in range(120):
+                res = query(api, 'timestamp(up{job="tailtrace"})')
+                if res and float(res[0]["value"][1]) >= settled:
+                    break
+                time.sleep(0.25)
+            else:
+                raise AssertionError("Prometheus did not scrape tailtrace within 30 s")
+            assert scalar(api, 'up{job="tailtrace"}') == 1
+            sel = f'pid="{busy.pid}"'
+            p99 = scalar(api, "histogram_quantile(0.99, sum by (le) "
+                              f"(tailtrace_runqueue_latency_seconds_bucket{{{sel}}}))")
+            vol = scalar(api, f'tailtrace_context_switches_total{{{sel},kind="voluntary"}}')
+            runq = scalar(api, f"sum(tailtrace_runqueue_latency_seconds_count{{{sel}}})")
+            scrapes = scalar(api, 'count_over_time(up{job="tailtrace"}[1m])')
+        tt.send_signal(signal.SIGINT)
+        assert tt.wait(timeout=30) == 0, tt.stderr.read().decode()
+    agg = json.loads((tmp_path / "run" / "aggregate.json").read_text())["metrics"]
+    # --listen keeps one histogram per process: its entry has tid = pid
+    mine = {m: [t for t in agg[m]["threads"] if t["tid"] == busy.pid] for m in ("runq", "offcpu")}
+    assert len(mine["runq"]) == 1 and len(mine["offcpu"]) == 1
+    assert runq == mine["runq"][0]["count"] and vol == mine["offcpu"][0]["count"]
+    # the run directory's p99, computed as Prometheus does on the same buckets (le = 2^k us)
+    b = {x["hi"] + 1: x["count"] for x in mine["runq"][0]["buckets"]}
+    les = [2.0 ** k * 1e-6 for k in range(1, 26)]
+    cum = list(np.cumsum([b.get(int(round(le * 1e6)), 0) for le in les]))
+    truth = quantile_from_buckets(0.99, les, cum)
+    assert 0.5 <= p99 / truth <= 2, (p99, truth)  # within one (log2) bucket
+    assert 0.131 <= p99 <= 0.262 * 1.01, p99      # the 200 ms RR waits
+
+
+def test_listen_errors_are_one_line(tmp_path):
+    p = subprocess.run([str(TAILTRACE), "--top", "5", "--all"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--top goes with --listen" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    p = subprocess.run([str(TAILTRACE), "--out", str(tmp_path), "--listen", "nowhere", "--all"],
+                       capture_output=True, text=True)
+    assert p.returncode == 1 and "expected HOST:PORT" in p.stderr, p.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        p = subprocess.run([str(TAILTRACE), "--out", str(tmp_path), "--listen",
+                            f"127.0.0.1:{port}", "--all"], capture_output=True, text=True)
+    assert p.returncode == 1 and "choose another port" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
