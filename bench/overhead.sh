@@ -6,12 +6,13 @@
 #   none       httpload alone
 #   default    tailtrace with its default events (runq,switch,offcpu) -- httpload
 #   aggregate  tailtrace --aggregate -- httpload
+#   listen     tailtrace --listen (the Prometheus exporter) -- httpload, scraped every second
 #   perf       perf sched record -- httpload
 #   events=A+B tailtrace --events A,B -- httpload (e.g. events=runq+switch+offcpu+locks)
 #   alt        $TAILTRACE_ALT (another tailtrace binary, e.g. an older build) -- httpload
 # Prints median throughput per mode, its ratio to `none`, the per-round ratio
 # (each mode against the `none` run of the same round) and the events
-# tailtrace lost. Targets: default >= 0.95, aggregate >= 0.97.
+# tailtrace lost. Targets: default >= 0.95, aggregate and listen >= 0.97.
 #
 #   bench/overhead.sh [--requests N] [--conns C] [--model M] [--repeats R] [--modes LIST] [--out DIR]
 #   bench/overhead.sh --requests 2000 --conns 10 --repeats 1    # smoke test, a few seconds
@@ -40,7 +41,7 @@ usage: bench/overhead.sh [options]
   --conns C      httpload connections (default $CONNS)
   --model M      httpload model: naive, pool or async (default $MODEL)
   --repeats R    rounds; each round runs every mode once (default $REPEATS)
-  --modes LIST   of none,default,aggregate,perf,events=A+B,alt (default $MODES)
+  --modes LIST   of none,default,aggregate,listen,perf,events=A+B,alt (default $MODES)
   --out DIR      raw results (default results/<UTC time>-bench-overhead)
   -h, --help     this help
 EOF
@@ -60,9 +61,9 @@ while [ "$#" -gt 0 ]; do
 	shift
 done
 check_model "$MODEL"
-mode_re='(none|default|aggregate|perf|alt|events=[a-z+]+)'
+mode_re='(none|default|aggregate|listen|perf|alt|events=[a-z+]+)'
 [[ $MODES =~ ^$mode_re(,$mode_re)*$ ]] ||
-	die "--modes expects a list of none,default,aggregate,perf,events=A+B,alt, got '$MODES'"
+	die "--modes expects a list of none,default,aggregate,listen,perf,events=A+B,alt, got '$MODES'"
 [[ ,$MODES, != *,alt,* ]] || [ -x "${TAILTRACE_ALT:-}" ] ||
 	die "mode alt needs TAILTRACE_ALT=/path/to/another/tailtrace"
 [[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline of every ratio)"
@@ -77,6 +78,16 @@ RESULTS=$OUT/results.jsonl
 
 trap cleanup EXIT INT TERM
 
+LISTEN_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+with_scraper() { # CMD...: run CMD while scraping http://127.0.0.1:$LISTEN_PORT/metrics every second
+	local scraper rc=0
+	(while sleep 1; do curl -s -o /dev/null "http://127.0.0.1:$LISTEN_PORT/metrics" || true; done) &
+	scraper=$!
+	"$@" || rc=$?
+	kill "$scraper" 2>/dev/null; wait "$scraper" 2>/dev/null || true
+	return "$rc"
+}
+
 measure() { # mode round: one httpload run under that mode; appends a JSON line
 	local mode=$1 round=$2 run="$TMP/tt" lost="null" line
 	local load=("$HTTPLOAD" --model "$MODEL" --conns "$CONNS" --requests "$REQUESTS"
@@ -86,6 +97,8 @@ measure() { # mode round: one httpload run under that mode; appends a JSON line
 	none) "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	default) "$TAILTRACE" --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	aggregate) "$TAILTRACE" --aggregate --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
+	listen) with_scraper "$TAILTRACE" --listen "127.0.0.1:$LISTEN_PORT" --out "$run" -- "${load[@]}" \
+		>"$TMP/out" 2>"$TMP/err" ;;
 	events=*) "$TAILTRACE" --events "$(tr + , <<<"${mode#events=}")" --out "$run" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" ;;
 	alt) "$TAILTRACE_ALT" --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
@@ -125,7 +138,7 @@ med = {m: statistics.median(r["rps"] for r in rows if r["mode"] == m) for m in m
 base = {r["round"]: r["rps"] for r in rows if r["mode"] == "none"}
 per_round = {m: statistics.median(r["rps"] / base[r["round"]] for r in rows
                                   if r["mode"] == m and base.get(r["round"])) for m in modes}
-target = {"default": 0.95, "aggregate": 0.97}
+target = {"default": 0.95, "aggregate": 0.97, "listen": 0.97}
 print(f"\n{'mode':24} {'median req/s':>13} {'ratio':>7} {'per-round':>9} {'target':>7}  "
       "lost events (sum over runs)")
 for m in modes:

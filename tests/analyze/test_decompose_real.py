@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from analyze.attribute import df_bands
-from analyze.decompose import df_decompose
+from analyze.decompose import df_decompose, overlaps_gap
 from analyze.load import load_run
 from analyze.lockchain import df_lock_chains
 from analyze.summary import summary_dict
@@ -71,15 +71,23 @@ def test_lock_chain_of_a_sleeping_holder(tmp_path):
     target = BUILD / "tests" / "probes" / "lock_holder"
     for p in (TAILTRACE, target):
         assert p.exists(), f"{p} missing: build first (cmake --build build)"
-    holds, out = 30, tmp_path / "run"
-    p = subprocess.run([str(TAILTRACE), "--out", str(out), "--events", "runq,switch,locks",
-                        "--span", f"{target}:contender_main", "--", str(target), str(holds), "2"],
-                       capture_output=True, text=True, timeout=90)
-    assert p.returncode == 0, p.stderr
-    ids = dict(re.findall(r"(holder_tid|contender_tid)=(\d+)", p.stdout))
-    run = load_run(out)
-    d = df_decompose(run)
-    assert len(d) == 1 and d.loc[0, "tid"] == int(ids["contender_tid"]) and d.loc[0, "closes"]
+    holds = 30
+    # A switch-in the kernel never reported (docs/probes.md, "Unmatched intervals") leaves
+    # a gap, and a request overlapping one is not traced: then, and only then, run again.
+    for attempt in range(3):
+        out = tmp_path / f"run{attempt}"
+        p = subprocess.run([str(TAILTRACE), "--out", str(out), "--events", "runq,switch,locks",
+                            "--span", f"{target}:contender_main", "--", str(target), str(holds),
+                            "2"], capture_output=True, text=True, timeout=90)
+        assert p.returncode == 0, p.stderr
+        ids = dict(re.findall(r"(holder_tid|contender_tid)=(\d+)", p.stdout))
+        run = load_run(out)
+        d = df_decompose(run)
+        assert len(d) == 1 and d.loc[0, "tid"] == int(ids["contender_tid"])
+        if d.loc[0, "traced"]:
+            break
+        assert overlaps_gap(run.gaps, d["tid"], d["t_start_ns"], d["t_end_ns"])[0]
+    assert d.loc[0, "closes"]
     c = df_lock_chains(run, d)
     # at most one wait per hold; rows without a holder (slow uncontended lock() calls,
     # checked below) are not waits on a hold and may come on top (one did in a CI run)

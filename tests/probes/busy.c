@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * busy NTHREADS SECONDS CPU [LINGER_S]: NTHREADS threads pinned to CPU spin together
+ * busy NTHREADS SECONDS CPU [LINGER_S [gate]]: NTHREADS threads pinned to CPU spin together
  * for SECONDS under SCHED_RR (equal priority: round robin, and ordinary load
  * on a shared machine cannot take the CPU from them; nice -20 if RR is not
  * permitted). Ground truth for run-queue tests: each thread is runnable or
@@ -8,7 +8,9 @@
  * Prints one JSON line per thread: tid, its spin window, its own CPU time,
  * the policy it got, its voluntary/involuntary context switches (the
  * kernel's RUSAGE_THREAD counts). Then the process sleeps LINGER_S seconds
- * (default 0) before exiting, so a tracer can read its final counts.
+ * (default 0) before exiting, so a tracer can read its final counts. With
+ * "gate" it waits for a line on stdin before it starts (a tracer attached
+ * with --pid sees every switch of the spinners).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -78,9 +80,15 @@ int main(int argc, char **argv)
 	struct worker w[MAX_THREADS];
 	int n;
 
-	if (argc < 4 || argc > 5 || (n = atoi(argv[1])) < 1 || n > MAX_THREADS) {
-		fprintf(stderr, "usage: busy NTHREADS(1-%d) SECONDS CPU [LINGER_S]\n", MAX_THREADS);
+	if (argc < 4 || argc > 6 || (n = atoi(argv[1])) < 1 || n > MAX_THREADS) {
+		fprintf(stderr, "usage: busy NTHREADS(1-%d) SECONDS CPU [LINGER_S [gate]]\n", MAX_THREADS);
 		return 2;
+	}
+	if (argc == 6) { /* gate: start on a line from stdin */
+		char line[16];
+
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
 	}
 	spin_ns = (uint64_t)(atof(argv[2]) * 1e9);
 	cpu = atoi(argv[3]);
@@ -95,7 +103,7 @@ int main(int argc, char **argv)
 		       (unsigned long long)w[i].t_start_ns, (unsigned long long)w[i].t_end_ns,
 		       (unsigned long long)w[i].cpu_ns, w[i].nvcsw, w[i].nivcsw);
 	fflush(stdout);
-	if (argc == 5)
+	if (argc >= 5)
 		usleep((useconds_t)(atof(argv[4]) * 1e6));
 	return 0;
 }

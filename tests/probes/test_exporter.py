@@ -69,12 +69,17 @@ def read_line(stream, pattern: str, timeout: float) -> str:
 
 @contextmanager
 def exporter(out: Path, *args: str):
-    """tailtrace --listen 127.0.0.1:0 ARGS running; yields (its metrics URL, process)."""
+    """tailtrace --listen 127.0.0.1:0 ARGS running; yields (its metrics URL, the process,
+    the target's pid or None). Its stdout is the -- CMD's (unbuffered pipe)."""
     p = subprocess.Popen([str(TAILTRACE), "--out", str(out), "--listen", "127.0.0.1:0", *args],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
     try:
-        line = read_line(p.stderr, r"serving metrics on http://", 30)
-        yield re.search(r"(http://\S+)", line).group(1), p
+        pid, line = None, read_line(p.stderr, r"attached |serving metrics on http://", 30)
+        if "attached to PID" in line:
+            pid = int(re.search(r"PID (\d+)", line).group(1))
+        if "serving" not in line:
+            line = read_line(p.stderr, r"serving metrics on http://", 30)
+        yield re.search(r"(http://\S+)", line).group(1), p, pid
     finally:
         if p.poll() is None:
             p.send_signal(signal.SIGINT)
@@ -83,9 +88,11 @@ def exporter(out: Path, *args: str):
 
 @contextmanager
 def spinners(linger_s: float = 60):
-    """tt-busy: THREADS SCHED_RR spinners on CPU 0 for SPIN_S, then asleep for linger_s."""
-    p = subprocess.Popen([helper("busy"), str(THREADS), str(SPIN_S), "0", str(linger_s)],
-                         stdout=subprocess.PIPE, bufsize=0)
+    """tt-busy: THREADS SCHED_RR spinners on CPU 0 for SPIN_S, then asleep for linger_s.
+    They start when go() is called (a tracer attached first sees all their switches)."""
+    p = subprocess.Popen([helper("busy"), str(THREADS), str(SPIN_S), "0", str(linger_s), "gate"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    p.go = lambda: (p.stdin.write(b"go\n"), p.stdin.close())
     try:
         yield p
     finally:
@@ -93,9 +100,9 @@ def spinners(linger_s: float = 60):
         p.wait()
 
 
-def spin_result(busy) -> list[dict]:
-    """The spinners' JSON lines, once they are done (the process then sleeps)."""
-    return [json.loads(read_line(busy.stdout, r"^\{", 30)) for _ in range(THREADS)]
+def spin_result(stdout) -> list[dict]:
+    """The spinners' JSON lines from their stdout, once they are done (then they sleep)."""
+    return [json.loads(read_line(stdout, r"^\{", 30)) for _ in range(THREADS)]
 
 
 def scrape(url: str) -> str:
@@ -116,8 +123,9 @@ def test_wait_reasons_are_the_analysis_classes():
 
 
 def test_exposition_counts_the_spinners(tmp_path):
-    with spinners() as busy, exporter(tmp_path, "--pid", str(busy.pid)) as (url, _):
-        threads = spin_result(busy)
+    with spinners() as busy, exporter(tmp_path, "--pid", str(busy.pid)) as (url, _, _):
+        busy.go()
+        threads = spin_result(busy.stdout)
         time.sleep(0.3)  # the last switches of the spinners' exit
         text = scrape(url)
     if shutil.which("promtool"):
@@ -148,8 +156,9 @@ def test_exposition_counts_the_spinners(tmp_path):
 
 
 def test_top_n_folds_the_rest_into_other(tmp_path):
-    with spinners() as busy, exporter(tmp_path, "--all", "--top", "2") as (url, _):
-        spin_result(busy)
+    with spinners() as busy, exporter(tmp_path, "--all", "--top", "2") as (url, _, _):
+        busy.go()
+        spin_result(busy.stdout)
         s = parse(scrape(url))
     own = {l["pid"] for l, _ in pick(s, "tailtrace_context_switches_total") if l["comm"] != "other"}
     assert 1 <= len(own) <= 2, own
@@ -221,10 +230,11 @@ def quantile_from_buckets(q: float, les: list[float], cum: list[float]) -> float
 
 
 def test_prometheus_agrees_with_the_run_directory(tmp_path):
-    with spinners() as busy, exporter(tmp_path / "run", "--pid", str(busy.pid)) as (url, tt):
+    with spinners() as busy, exporter(tmp_path / "run", "--pid", str(busy.pid)) as (url, tt, _):
         target = urllib.parse.urlparse(url).netloc
         with prometheus(tmp_path, target) as api:
-            spin_result(busy)
+            busy.go()
+            spin_result(busy.stdout)
             # a scrape 1.5 s after the counts stopped moving (Prometheus starts scraping
             # only once its discovery has run, a few seconds after it is ready)
             settled = time.time() + 1.5
@@ -273,3 +283,14 @@ def test_listen_errors_are_one_line(tmp_path):
                             f"127.0.0.1:{port}", "--all"], capture_output=True, text=True)
     assert p.returncode == 1 and "choose another port" in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_deploy_examples_are_valid():
+    """deploy/prometheus: the scrape config and the recording rules docs/fleet.md gives."""
+    if not shutil.which("promtool"):
+        pytest.skip("promtool not installed (package prometheus; scripts/install-deps.sh)")
+    deploy = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
+    for args in (["check", "rules", str(deploy / "tailtrace.rules.yml")],
+                 ["check", "config", str(deploy / "prometheus.yml")]):
+        p = subprocess.run(["promtool", *args], capture_output=True, text=True)
+        assert p.returncode == 0, p.stdout + p.stderr
