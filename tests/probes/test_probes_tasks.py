@@ -29,8 +29,12 @@ def test_migrations_counted_per_thread(tmp_path):
     assert HOPS - 1 <= int(row["migrations"][0]) <= 3 * HOPS
     sw = records(tmp_path, "switch")
     mine = sw[sw["tid"] == info["tid"]]
-    crossed = mine[mine["cpu_off"] != mine["cpu_on"]]
-    assert len(crossed) >= HOPS - 2
+    # a gap record stands for a switch-in the kernel never reported (docs/probes.md,
+    # "Unmatched intervals"): that hop's arrival CPU is unknown
+    gaps = int(mine["unmatched"].sum())
+    crossed = mine[(mine["cpu_off"] != mine["cpu_on"]) & (mine["unmatched"] == 0)]
+    assert len(crossed) + gaps >= HOPS - 2, (len(crossed), gaps)
+    assert gaps <= HOPS // 5
     assert set(crossed["cpu_on"].tolist()) <= set(info["cpus"])
 
 
