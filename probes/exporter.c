@@ -17,6 +17,7 @@
 #include <tt_clock.h>
 #include "aggregate.h"
 #include "http_serve.h"
+#include "target.h"
 #include "wait_reason.h"
 
 #define NHIST (TT_RUNQ_SUB_NR + TT_WAIT_NR) /* runq by kind, then offcpu by reason */
@@ -205,28 +206,6 @@ static int by_tick(const void *a, const void *b)
 	return (x->tick < y->tick) - (x->tick > y->tick);
 }
 
-/* The first line of /proc/PID/NAME starting with prefix, without it ("" if none). */
-static void read_proc_line(uint32_t pid, const char *name, const char *prefix, char *buf,
-			   size_t len)
-{
-	char path[64], line[512];
-	size_t n = strlen(prefix);
-	FILE *f;
-
-	buf[0] = '\0';
-	snprintf(path, sizeof(path), "/proc/%u/%s", pid, name);
-	f = fopen(path, "re");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, prefix, n)) {
-			line[strcspn(line, "\n")] = '\0';
-			snprintf(buf, len, "%s", line + n);
-			break;
-		}
-	fclose(f);
-}
-
 /* Its name from /proc, or, when it is gone already, from the BPF side's
  * tasks map (the group leader's comm at its first switch). */
 static void series_init(struct exporter *ex, struct series *s, uint32_t pid)
@@ -236,8 +215,8 @@ static void series_init(struct exporter *ex, struct series *s, uint32_t pid)
 	memset(s, 0, sizeof(*s));
 	s->used = true;
 	s->pid = pid;
-	read_proc_line(pid, "comm", "", s->comm, sizeof(s->comm));
-	read_proc_line(pid, "cgroup", "0::", s->cgroup, sizeof(s->cgroup)); /* cgroup v2 */
+	target_proc_line((int)pid, "comm", "", s->comm, sizeof(s->comm));
+	target_proc_line((int)pid, "cgroup", "0::", s->cgroup, sizeof(s->cgroup)); /* cgroup v2 */
 	if (!s->comm[0] && ex->src.tasks &&
 	    !bpf_map__lookup_elem(ex->src.tasks, &pid, sizeof(pid), &t, sizeof(t), 0))
 		snprintf(s->comm, sizeof(s->comm), "%s", t.comm);

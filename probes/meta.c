@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "meta.h"
+#include "target.h"
 #include "features.h"
 
 #include <dirent.h>
@@ -53,17 +54,7 @@ static int numa_nodes(void)
  * never have switched while traced, so tasks.bin need not have it. */
 static const char *process_comm(int pid, char *buf, size_t len)
 {
-	char fn[64];
-	FILE *f;
-
-	buf[0] = 0;
-	snprintf(fn, sizeof(fn), "/proc/%d/comm", pid);
-	f = fopen(fn, "re");
-	if (f) {
-		if (fgets(buf, (int)len, f))
-			buf[strcspn(buf, "\n")] = 0;
-		fclose(f);
-	}
+	target_proc_line(pid, "comm", "", buf, len);
 	return buf;
 }
 

@@ -158,25 +158,41 @@ int target_check_pid(int pid, int *pidfd, char *err, size_t len)
 	return 0;
 }
 
+int target_proc_line(int pid, const char *name, const char *prefix, char *buf, size_t len)
+{
+	char path[64], line[512];
+	size_t n = strlen(prefix);
+	int ret = -ENOENT;
+	FILE *f;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (ret && fgets(line, sizeof(line), f))
+		if (!strncmp(line, prefix, n)) {
+			line[strcspn(line, "\n")] = '\0';
+			snprintf(buf, len, "%s", line + n);
+			ret = 0;
+		}
+	fclose(f);
+	return ret;
+}
+
 bool target_pid_exited(int pid, int pidfd)
 {
-	char path[64], buf[512], *p;
-	FILE *f;
-	bool gone;
+	char buf[512], *p;
 
 	if (pidfd >= 0) {
 		struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
 
 		return poll(&pfd, 1, 0) > 0; /* readable once the process exited */
 	}
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "r");
-	if (!f)
+	if (target_proc_line(pid, "stat", "", buf, sizeof(buf)))
 		return true;
-	gone = !fgets(buf, sizeof(buf), f);
-	fclose(f);
 	p = strrchr(buf, ')');
-	return gone || !p || p[2] == 'Z' || p[2] == 'X';
+	return !p || p[2] == 'Z' || p[2] == 'X';
 }
 
 static int cgroup2_mount(char *out, size_t len)

@@ -34,6 +34,9 @@ int target_exit_code(const struct tt_child *c);
 /* A running process: check it exists; pidfd to watch it (-1 if unsupported). */
 int target_check_pid(int pid, int *pidfd, char *err, size_t len);
 bool target_pid_exited(int pid, int pidfd);
+/* The first line of /proc/PID/NAME that starts with prefix ("" for the first
+ * line), without it and its newline, into buf. 0, or -errno ("" in buf). */
+int target_proc_line(int pid, const char *name, const char *prefix, char *buf, size_t len);
 
 /* cgroup v2 path (absolute, or relative to the cgroup2 mount) -> id. */
 int target_cgroup_id(const char *path, uint64_t *id, char *err, size_t len);
