@@ -101,33 +101,54 @@ static int by_tid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+int aggregate_map_each(struct bpf_map *map,
+		       int (*fn)(void *arg, const struct tt_hist_key *key, const struct tt_hist *h),
+		       void *arg)
+{
+	struct tt_hist_key key, next, *prev = NULL;
+	struct tt_hist h;
+	int err = 0;
+
+	while (!err && !bpf_map__get_next_key(map, prev, &next, sizeof(next))) {
+		key = next;
+		prev = &key;
+		if (!bpf_map__lookup_elem(map, &key, sizeof(key), &h, sizeof(h), 0))
+			err = fn(arg, &key, &h);
+	}
+	return err;
+}
+
+struct thread_list {
+	struct thread_hist *v;
+	size_t n, cap;
+};
+
+static int thread_list_push(void *arg, const struct tt_hist_key *key, const struct tt_hist *h)
+{
+	struct thread_list *l = arg;
+
+	if (l->n == l->cap) {
+		void *p = realloc(l->v, (l->cap = l->cap ? l->cap * 2 : 256) * sizeof(*l->v));
+
+		if (!p)
+			return -ENOMEM;
+		l->v = p;
+	}
+	l->v[l->n++] = (struct thread_hist){ key->id, *h };
+	return 0;
+}
+
 /* Every entry of the map, sorted by thread. */
 static int map_read_all(struct bpf_map *map, struct thread_hist **out, size_t *n)
 {
-	struct tt_hist_key key, next, *prev = NULL;
-	struct thread_hist *v = NULL;
-	size_t cap = 0;
+	struct thread_list l = { 0 };
+	int err = aggregate_map_each(map, thread_list_push, &l);
 
-	*n = 0;
-	while (!bpf_map__get_next_key(map, prev, &next, sizeof(next))) {
-		key = next;
-		prev = &key;
-		if (*n == cap) {
-			void *p = realloc(v, (cap = cap ? cap * 2 : 256) * sizeof(*v));
-
-			if (!p) {
-				free(v);
-				return -ENOMEM;
-			}
-			v = p;
-		}
-		if (!bpf_map__lookup_elem(map, &key, sizeof(key), &v[*n].h, sizeof(v[*n].h), 0))
-			v[(*n)++].tid = key.id;
-	}
-	if (*n)
-		qsort(v, *n, sizeof(*v), by_tid);
-	*out = v;
-	return 0;
+	if (!err && l.n)
+		qsort(l.v, l.n, sizeof(*l.v), by_tid);
+	*out = l.v;
+	*n = l.n;
+	return err;
 }
 
 int aggregate_add_map(struct bpf_map *map, const char *metric, const char *unit,

@@ -52,6 +52,11 @@ void aggregate_note_task(uint32_t tid, uint32_t pid, const char *comm);
 int aggregate_write(const char *dir, FILE *out, int verbose);
 /* Histogram text for one set of slots, runqlat style. */
 void aggregate_print_hist(FILE *out, const char *unit, const __u64 *slots, int n);
+/* Call fn for every entry of a histogram map (struct tt_hist_key -> struct
+ * tt_hist) until it returns non-zero; that value, or 0. */
+int aggregate_map_each(struct bpf_map *map,
+		       int (*fn)(void *arg, const struct tt_hist_key *key, const struct tt_hist *h),
+		       void *arg);
 /* Add src's counts into dst (slots, count, sum; max of the maxima). */
 void aggregate_hist_merge(struct tt_hist *dst, const struct tt_hist *src);
 void aggregate_reset(void);

@@ -20,14 +20,14 @@
 #include "target.h"
 #include "wait_reason.h"
 
-#define NHIST (TT_RUNQ_SUB_NR + TT_WAIT_NR) /* runq by kind, then offcpu by reason */
-#define IDX_MIGRATE NHIST
+/* runq by kind, then offcpu by reason, then migrations (as a count) */
+#define IDX_MIGRATE (TT_RUNQ_SUB_NR + TT_WAIT_NR)
+#define NHIST (IDX_MIGRATE + 1)
 #define LE_SLOTS 25  /* buckets le = 2^1 .. 2^25 us (33.6 s), then +Inf */
 #define MAX_STREAMS 16
 
 struct counts {
 	struct tt_hist h[NHIST];
-	__u64 migrations;
 };
 
 struct proc {
@@ -50,7 +50,7 @@ struct series {
 
 struct entry {        /* one map entry read at a collection */
 	uint32_t pid;
-	int idx;          /* 0..NHIST-1, IDX_MIGRATE */
+	int idx;          /* index into struct counts */
 	struct tt_hist h;
 };
 
@@ -66,7 +66,6 @@ struct exporter {
 	struct entry *ents;
 	size_t nents, capents;
 	uint64_t next_collect_ns, next_rank_ns;
-	uint64_t collections;
 	double collect_s;       /* duration of the last collection */
 };
 
@@ -78,6 +77,15 @@ static const char *const wait_reason[TT_WAIT_NR] = { "lock", "io", "sleep", "oth
 static size_t slot_of(const struct exporter *ex, uint32_t pid)
 {
 	return (pid * 2654435761u) & (ex->index_cap - 1);
+}
+
+static void index_put(struct exporter *ex, size_t i)
+{
+	size_t s = slot_of(ex, ex->procs[i].pid);
+
+	while (ex->index[s] >= 0)
+		s = (s + 1) & (ex->index_cap - 1);
+	ex->index[s] = (int32_t)i;
 }
 
 /* Index procs[0..nprocs), sized for room processes. */
@@ -96,13 +104,8 @@ static int index_rebuild(struct exporter *ex, size_t room)
 		ex->index_cap = cap;
 	}
 	memset(ex->index, 0xff, cap * sizeof(*ex->index));
-	for (size_t i = 0; i < ex->nprocs; i++) {
-		size_t s = slot_of(ex, ex->procs[i].pid);
-
-		while (ex->index[s] >= 0)
-			s = (s + 1) & (cap - 1);
-		ex->index[s] = (int32_t)i;
-	}
+	for (size_t i = 0; i < ex->nprocs; i++)
+		index_put(ex, i);
 	return 0;
 }
 
@@ -135,11 +138,7 @@ static struct proc *proc_get(struct exporter *ex, uint32_t pid)
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
 	p->series = -1;
-	size_t s = slot_of(ex, pid);
-
-	while (ex->index[s] >= 0)
-		s = (s + 1) & (ex->index_cap - 1);
-	ex->index[s] = (int32_t)ex->nprocs++;
+	index_put(ex, ex->nprocs++);
 	return p;
 }
 
@@ -160,38 +159,40 @@ static int ents_push(struct exporter *ex, uint32_t pid, int idx, const struct tt
 	return 0;
 }
 
-/* Every entry of map; sub-kinds from base (runq 0.., offcpu TT_RUNQ_SUB_NR..). */
+struct map_read {
+	struct exporter *ex;
+	int base, nsub; /* sub-kinds go to counts base.. base+nsub-1 */
+};
+
+static int map_read_push(void *arg, const struct tt_hist_key *key, const struct tt_hist *h)
+{
+	const struct map_read *r = arg;
+
+	if (key->sub >= (uint32_t)r->nsub)
+		return 0;
+	return ents_push(r->ex, key->id, r->base + (int)key->sub, h);
+}
+
 static void read_map(struct exporter *ex, struct bpf_map *map, int base, int nsub)
 {
-	struct tt_hist_key key, next, *prev = NULL;
-	struct tt_hist h;
+	struct map_read r = { ex, base, nsub };
 
-	if (!map)
-		return;
-	while (!bpf_map__get_next_key(map, prev, &next, sizeof(next))) {
-		key = next;
-		prev = &key;
-		if (key.sub >= (uint32_t)nsub ||
-		    bpf_map__lookup_elem(map, &key, sizeof(key), &h, sizeof(h), 0))
-			continue;
-		if (ents_push(ex, key.id, base + (int)key.sub, &h))
-			return;
-	}
+	if (map)
+		aggregate_map_each(map, map_read_push, &r);
 }
 
-static __u64 *last_count(struct proc *p, int idx)
-{
-	return idx == IDX_MIGRATE ? &p->last.migrations : &p->last.h[idx].count;
-}
-
-/* What the entry adds since the last read. A count below the last one
+/* How much a count grew since the last read. A count below the last one
  * means the entry was made anew (its pid reused): all of it is new. */
+static uint64_t count_increase(uint64_t now, uint64_t last)
+{
+	return now >= last ? now - last : now;
+}
+
+/* What the entry adds since the last read (count_increase, slot by slot). */
 static void hist_delta(struct tt_hist *d, const struct tt_hist *now, const struct tt_hist *last)
 {
-	bool fresh = now->count < last->count;
-
 	*d = *now;
-	if (fresh)
+	if (now->count < last->count)
 		return;
 	for (int i = 0; i < TT_HIST_SLOTS; i++)
 		d->slots[i] = now->slots[i] >= last->slots[i] ? now->slots[i] - last->slots[i] : 0;
@@ -199,11 +200,16 @@ static void hist_delta(struct tt_hist *d, const struct tt_hist *now, const struc
 	d->sum_ns = now->sum_ns >= last->sum_ns ? now->sum_ns - last->sum_ns : 0;
 }
 
-static int by_tick(const void *a, const void *b)
-{
-	const struct proc *x = *(struct proc *const *)a, *y = *(struct proc *const *)b;
+struct candidate {
+	struct proc *p;
+	uint64_t events;
+};
 
-	return (x->tick < y->tick) - (x->tick > y->tick);
+static int by_events(const void *a, const void *b)
+{
+	uint64_t x = ((const struct candidate *)a)->events, y = ((const struct candidate *)b)->events;
+
+	return (x < y) - (x > y);
 }
 
 /* Its name from /proc, or, when it is gone already, from the BPF side's
@@ -232,10 +238,11 @@ static int free_series(const struct exporter *ex)
 	return -1;
 }
 
-/* Give free slots to the processes with the most events (by key). */
+/* Give free slots to the live processes with the most events: at this
+ * collection (tick), or since the last ranking (window). */
 static void admit(struct exporter *ex, bool by_window)
 {
-	struct proc **c = malloc(ex->nprocs * sizeof(*c) + 1);
+	struct candidate *c = malloc(ex->nprocs * sizeof(*c) + 1);
 	size_t n = 0;
 	int slot;
 
@@ -243,27 +250,17 @@ static void admit(struct exporter *ex, bool by_window)
 		return;
 	for (size_t i = 0; i < ex->nprocs; i++) {
 		struct proc *p = &ex->procs[i];
+		uint64_t events = by_window ? p->window : p->tick;
 
-		if (p->series < 0 && !p->dead && (by_window ? p->window : p->tick)) {
-			if (by_window)
-				p->tick = p->window; /* sort key */
-			c[n++] = p;
-		}
+		if (p->series < 0 && !p->dead && events)
+			c[n++] = (struct candidate){ p, events };
 	}
-	qsort(c, n, sizeof(*c), by_tick);
+	qsort(c, n, sizeof(*c), by_events);
 	for (size_t i = 0; i < n && (slot = free_series(ex)) >= 0; i++) {
-		series_init(ex, &ex->series[slot], c[i]->pid);
-		c[i]->series = slot;
+		series_init(ex, &ex->series[slot], c[i].p->pid);
+		c[i].p->series = slot;
 	}
 	free(c);
-}
-
-static void add_counts(struct series *s, int idx, const struct tt_hist *d)
-{
-	if (idx == IDX_MIGRATE)
-		s->acc.migrations += d->count;
-	else
-		aggregate_hist_merge(&s->acc.h[idx], d);
 }
 
 static void distribute(struct exporter *ex)
@@ -271,20 +268,13 @@ static void distribute(struct exporter *ex)
 	for (size_t i = 0; i < ex->nents; i++) {
 		struct entry *e = &ex->ents[i];
 		struct proc *p = proc_find(ex, e->pid);
-		struct tt_hist d, last = { 0 };
+		struct tt_hist d;
 
 		if (!p)
 			continue;
-		if (e->idx == IDX_MIGRATE)
-			last.count = p->last.migrations;
-		else
-			last = p->last.h[e->idx];
-		hist_delta(&d, &e->h, &last);
-		add_counts(&ex->series[p->series >= 0 ? p->series : ex->top_n], e->idx, &d);
-		if (e->idx == IDX_MIGRATE)
-			p->last.migrations = e->h.count;
-		else
-			p->last.h[e->idx] = e->h;
+		hist_delta(&d, &e->h, &p->last.h[e->idx]);
+		aggregate_hist_merge(&ex->series[p->series >= 0 ? p->series : ex->top_n].acc.h[e->idx], &d);
+		p->last.h[e->idx] = e->h;
 	}
 }
 
@@ -345,7 +335,7 @@ static void rank(struct exporter *ex, uint64_t now)
 	}
 	admit(ex, true);
 	for (size_t i = 0; i < ex->nprocs; i++)
-		ex->procs[i].window = ex->procs[i].tick = 0;
+		ex->procs[i].window = 0;
 }
 
 void exporter_collect(struct exporter *ex)
@@ -359,13 +349,9 @@ void exporter_collect(struct exporter *ex)
 	for (size_t i = 0; i < ex->nents; i++) {
 		struct entry *e = &ex->ents[i];
 		struct proc *p = proc_get(ex, e->pid);
-		uint64_t last;
 
-		if (!p)
-			continue;
-		last = *last_count(p, e->idx);
-		if (e->idx != IDX_MIGRATE)
-			p->tick += e->h.count >= last ? e->h.count - last : e->h.count;
+		if (p && e->idx != IDX_MIGRATE)
+			p->tick += count_increase(e->h.count, p->last.h[e->idx].count);
 	}
 	admit(ex, false);
 	distribute(ex);
@@ -378,7 +364,6 @@ void exporter_collect(struct exporter *ex)
 		rank(ex, t0);
 		ex->next_rank_ns = t0 + EXPORTER_RANK_S * 1000000000ull;
 	}
-	ex->collections++;
 	ex->next_collect_ns = tt_now_ns() + EXPORTER_COLLECT_MS * 1000000ull;
 	ex->collect_s = (tt_now_ns() - t0) / 1e9;
 }
@@ -470,7 +455,7 @@ static void render_switches(struct exporter *ex, FILE *f)
 		if (ex->series[i].used) {
 			fputs("tailtrace_migrations_total", f);
 			put_labels(f, &ex->series[i], NULL, NULL);
-			fprintf(f, "} %llu\n", (unsigned long long)ex->series[i].acc.migrations);
+			fprintf(f, "} %llu\n", (unsigned long long)ex->series[i].acc.h[IDX_MIGRATE].count);
 		}
 }
 

@@ -10,8 +10,6 @@ The Prometheus test scrapes with Debian's `prometheus` itself, every second.
 from __future__ import annotations
 
 import json
-import math
-import os
 import re
 import select
 import shutil
