@@ -174,15 +174,32 @@ static int write_all(int fd, const char *p, size_t n, uint64_t deadline_ns)
 	return 0;
 }
 
-static int respond(int fd, int status, const char *type, const char *body, size_t len,
-		   bool head_only, uint64_t deadline_ns)
+static const struct status {
+	int code;
+	const char *reason, *body; /* body: of an error response */
+} statuses[] = {
+	{ 200, "OK", "" },
+	{ 400, "Bad Request", "bad request\n" },
+	{ 404, "Not Found", "not found: try /metrics\n" },
+	{ 405, "Method Not Allowed", "only GET and HEAD\n" },
+	{ 500, "Internal Server Error", "internal error (out of memory)\n" },
+};
+
+static const struct status *status_of(int code)
 {
-	const char *reason = status == 200 ? "OK" : status == 404 ? "Not Found" :
-			     status == 405 ? "Method Not Allowed" : "Bad Request";
+	for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++)
+		if (statuses[i].code == code)
+			return &statuses[i];
+	return &statuses[sizeof(statuses) / sizeof(statuses[0]) - 1]; /* 500 */
+}
+
+static int respond(int fd, const struct status *st, const char *type, const char *body,
+		   size_t len, bool head_only, uint64_t deadline_ns)
+{
 	char hdr[256];
 	int n = snprintf(hdr, sizeof(hdr), "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
-			 "Content-Length: %zu\r\nConnection: close\r\n%s\r\n", status, reason, type,
-			 len, status == 405 ? "Allow: GET, HEAD\r\n" : "");
+			 "Content-Length: %zu\r\nConnection: close\r\n%s\r\n", st->code, st->reason,
+			 type, len, st->code == 405 ? "Allow: GET, HEAD\r\n" : "");
 
 	return write_all(fd, hdr, (size_t)n, deadline_ns) ?:
 	       (head_only ? 0 : write_all(fd, body, len, deadline_ns));
@@ -192,30 +209,28 @@ static int serve_one(struct http_server *s, int fd)
 {
 	uint64_t deadline = tt_now_ns() + HTTP_CLIENT_TIMEOUT_MS * 1000000ull;
 	char req[REQUEST_MAX], path[1024];
-	const char *text = "text/plain; charset=utf-8", *type = text;
+	const char *type = "text/plain; charset=utf-8";
+	const struct status *st;
 	char *body = NULL;
 	size_t len = 0;
 	bool head;
-	int err = read_head(fd, req, sizeof(req), deadline), status;
+	int err = read_head(fd, req, sizeof(req), deadline), code;
 
 	if (err < 0)
 		return err;
 	head = !strncmp(req, "HEAD ", 5);
 	if (sscanf(req, "%*[A-Z] %1023[^ ?\r\n]", path) != 1)
-		status = 400;
+		code = 400;
 	else if (strncmp(req, "GET ", 4) && !head)
-		status = 405;
+		code = 405;
 	else
-		status = s->handler(s->arg, path, &body, &len, &type);
-	if (status != 200) {
-		static const char *const msg[] = { "bad request\n", "not found: try /metrics\n",
-						   "only GET and HEAD\n" };
-		const char *m = msg[status == 404 ? 1 : status == 405 ? 2 : 0];
-
-		err = respond(fd, status, text, m, strlen(m), head, deadline);
-	} else {
-		err = respond(fd, 200, type, body, len, head, deadline);
-	}
+		code = s->handler(s->arg, path, &body, &len, &type);
+	st = status_of(code);
+	if (st->code == 200)
+		err = respond(fd, st, type, body, len, head, deadline);
+	else
+		err = respond(fd, st, "text/plain; charset=utf-8", st->body, strlen(st->body), head,
+			      deadline);
 	free(body);
 	return err;
 }
