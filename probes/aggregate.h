@@ -36,6 +36,14 @@ struct tt_hist {
 #include <stdint.h>
 #include <stdio.h>
 
+/* Loader side: the settings every object with histograms (aggregate.bpf.h)
+ * takes before load, from struct tt_opts. */
+#define AGGREGATE_CONFIGURE(rodata, o)                                           \
+	do {                                                                     \
+		(rodata)->aggregate = (o)->aggregate;                            \
+		(rodata)->hist_by_process = (o)->listen != NULL;                 \
+	} while (0)
+
 /* Record one thread's histogram of a metric ("runq", "offcpu", ...). */
 int aggregate_add(const char *metric, const char *unit, uint32_t tid,
 		  const struct tt_hist *h);

@@ -121,8 +121,7 @@ static int locks_open(struct tt_ctx *ctx, struct locks_state *st)
 		locks_err(ctx, "locks: cannot open BPF object");
 		return -errno ? -errno : -EINVAL;
 	}
-	st->skel->rodata->aggregate = o->aggregate;
-	st->skel->rodata->hist_by_process = o->listen != NULL;
+	AGGREGATE_CONFIGURE(st->skel->rodata, o);
 	FILTER_CONFIGURE(st->skel->rodata, ctx);
 	probe_size_ringbuf(st->skel->maps.events, o);
 	err = locks_bpf__load(st->skel);

@@ -56,8 +56,7 @@ static int runq_open(struct tt_ctx *ctx, struct runq_state *st)
 		return -errno;
 	}
 	FILTER_CONFIGURE(st->skel->rodata, ctx);
-	st->skel->rodata->aggregate = o->aggregate;
-	st->skel->rodata->hist_by_process = o->listen != NULL;
+	AGGREGATE_CONFIGURE(st->skel->rodata, o);
 	waker_ctx_configure(st->skel);
 	st->skel->rodata->rb_wakeup_bytes = probe_ringbuf_bytes(o) / 8;
 	err = probe_size_ringbuf(st->skel->maps.runq_rb, o);

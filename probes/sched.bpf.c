@@ -427,11 +427,17 @@ SEC("tp/sched/sched_migrate_task")
 int sched_migrate_tp(struct trace_event_raw_sched_migrate_task *ctx)
 {
 	__u32 tid = ctx->pid;
-	struct tt_task *t = bpf_map_lookup_elem(&tasks, &tid);
+	struct tt_task *t;
 
-	if (t && aggregate)
-		tt_hist_add(&migrate_hist, tid, t->pid, 0, 0);
-	else if (t)
+	if (aggregate) { /* any traced thread that switched out (tasks may hold leaders only) */
+		struct sched_off *s = bpf_map_lookup_elem(&off_ids, &tid);
+
+		if (s && s->pid)
+			tt_hist_add(&migrate_hist, tid, s->pid, 0, 0);
+		return 0;
+	}
+	t = bpf_map_lookup_elem(&tasks, &tid);
+	if (t)
 		__sync_fetch_and_add(&t->migrations, 1);
 	return 0;
 }

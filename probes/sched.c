@@ -70,8 +70,7 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 		return -errno;
 	}
 	FILTER_CONFIGURE(s->rodata, ctx);
-	s->rodata->aggregate = o->aggregate;
-	s->rodata->hist_by_process = o->listen != NULL;
+	AGGREGATE_CONFIGURE(s->rodata, o);
 	s->rodata->emit_switch = (o->events & TT_EV_SWITCH) != 0;
 	s->rodata->want_stacks = (o->events & TT_EV_OFFCPU) != 0;
 	s->rodata->min_offcpu_ns = o->min_offcpu_us * 1000;
