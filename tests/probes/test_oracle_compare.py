@@ -1,9 +1,13 @@
-"""bench/oracle_compare.py on small inline fixtures with known sums: the perf
-side adds "sch delay" plus the wait that follows a preemption (state R), the
-tailtrace side drops a final interval whose run never ended in a switch-out."""
+"""bench/oracle_compare.py on small inline fixtures with known intervals: the
+perf side rebuilt from raw events (preemptions, wakeups, a second wakeup that
+keeps the first, a wakeup perf never saw, a CPU whose switch chain broke,
+wakeup_new, a wakeup of a running thread), matched one by one to tailtrace's
+intervals by switch-in."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,25 +18,50 @@ from analyze.schema import load_schema, record_dtype
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("oracle_compare", ROOT / "bench" / "oracle_compare.py")
 oc = importlib.util.module_from_spec(spec)
+sys.modules["oracle_compare"] = oc  # dataclasses look their module up
 spec.loader.exec_module(oc)
 
-TIMEHIST = """\
-           time    cpu  task name                       wait time  sch delay   run time  state
-                        [tid/pid]                          (msec)     (msec)     (msec)
---------------- ------  ------------------------------  ---------  ---------  ---------  -----
-     100.000000 [0001]  busy[11/10]                         0.000      0.500      2.000      R
-     100.010000 [0001]  busy[11/10]                         3.000      0.000      1.000      S
-     100.020000 [0000]  my worker[12/10]                    5.000      0.250      1.000      S
-     100.030000 [0001]  busy[11/10]                         4.000      1.500      1.000      R
-"""
+def sw(cpu: int, t: str, prev: int, state: str, nxt: int, prev_comm: str = "busy") -> str:
+    return (f"[{cpu:03d}] {t}:       sched:sched_switch: prev_comm={prev_comm} prev_pid={prev} "
+            f"prev_prio=120 prev_state={state} ==> next_comm=x next_pid={nxt} next_prio=120")
 
 
-def test_perf_side_adds_waits_after_preemption():
-    total, wakeup = oc.perf_sched_delay(TIMEHIST)
-    # tid 11: sch 0.5 + (R ->) wait 3.0 + sch 0 + sch 1.5 (after S: wait not runnable)
-    assert total[11] == pytest.approx(0.5 + 3.0 + 1.5)
-    assert wakeup[11] == pytest.approx(0.5 + 1.5)
-    assert total[12] == pytest.approx(0.25)  # comm with a space
+def wk(cpu: int, t: str, pid: int, new: bool = False) -> str:
+    ev = "sched_wakeup_new" if new else "sched_wakeup"
+    return f"[{cpu:03d}] {t}:       sched:{ev}: comm=w pid={pid} prio=120 target_cpu=001"
+
+
+SCRIPT = [
+    sw(1, "1.000000000", 0, "R", 11),            # 11 first seen: no interval
+    sw(1, "1.002000000", 11, "R+", 12, "busy"),  # 11 preempted; 12 first seen
+    sw(1, "1.005000000", 12, "S", 11, "my worker"),  # 11: 3 ms preemption
+    wk(0, "1.006000000", 12),
+    sw(1, "1.006500000", 11, "S", 12),           # 12: 0.5 ms wakeup
+    wk(0, "1.010000000", 11),
+    wk(0, "1.011000000", 11),                    # already runnable: keeps 1.010
+    sw(1, "1.012000000", 12, "S", 11),           # 11: 2 ms wakeup
+    sw(1, "1.020000000", 11, "S", 12),           # 12 asleep, its wakeup lost: incomplete
+    sw(1, "1.040000000", 15, "S", 11),           # chain broken (cpu 1 ran 12); 11 asleep: incomplete
+    wk(0, "1.041000000", 12),                    # 12 unknown since the break: nothing opens
+    sw(1, "1.042000000", 11, "S", 12),
+    wk(0, "1.050000000", 16, new=True),
+    sw(0, "1.050100000", 0, "R", 16),            # 16: 0.1 ms wakeup_new
+    wk(1, "1.051000000", 16),                    # woken while running: nothing
+    sw(0, "1.052000000", 16, "S", 0),
+    "garbage line",
+]
+
+
+def test_perf_side_rebuilds_only_what_perf_saw_whole():
+    p = oc.perf_intervals(SCRIPT)
+    ms = 1_000_000
+    base = 1_000_000_000
+    assert p.complete[11] == [(base + 2 * ms, base + 5 * ms, oc.PREEMPT),
+                              (base + 10 * ms, base + 12 * ms, oc.WAKEUP)]
+    assert p.complete[12] == [(base + 6 * ms, base + 6 * ms + ms // 2, oc.WAKEUP)]
+    assert p.complete[16] == [(base + 50 * ms, base + 50 * ms + ms // 10, oc.WAKEUP_NEW)]
+    assert dict(p.incomplete) == {12: 1, 11: 1}
+    assert p.cpu_breaks == 1
 
 
 RUNQ_FIELDS = ("t_runnable_ns", "t_run_ns", "pid", "tid", "cpu", "waker_tid", "kind")
@@ -43,7 +72,7 @@ SWITCH_FIELDS = ("t_off_ns", "t_on_ns", "pid", "tid", "cpu_off", "cpu_on", "ksta
 def write_run(d: Path, runq: list[tuple], switches: list[tuple]) -> None:
     """Rows are tuples of RUNQ_FIELDS / SWITCH_FIELDS; other fields stay 0."""
     schema = load_schema()
-    (d / "schema.json").write_text(__import__("json").dumps(schema))
+    (d / "schema.json").write_text(json.dumps(schema))
     for kind, rows, names in (("runq", runq, RUNQ_FIELDS), ("switch", switches, SWITCH_FIELDS)):
         rec = schema["records"][kind]
         arr = np.zeros(len(rows), dtype=record_dtype(schema, kind))
@@ -55,28 +84,41 @@ def write_run(d: Path, runq: list[tuple], switches: list[tuple]) -> None:
         (d / rec["file"]).write_bytes(header + arr.tobytes())
 
 
-def test_tailtrace_side_and_the_verdict(tmp_path, capsys):
+def test_matching_and_the_verdict(tmp_path, capsys):
     ms = 1_000_000
-    # runq: RUNQ_FIELDS
-    runq = [(0, 2 * ms, 10, 11, 1, 0, 0),          # 2 ms wakeup
-            (10 * ms, 13 * ms, 10, 11, 1, 0, 1),   # 3 ms preemption
-            (20 * ms, 29 * ms, 10, 11, 1, 0, 1)]   # after the last switch-out: dropped
-    # switch: SWITCH_FIELDS
-    switches = [(10 * ms, 13 * ms, 10, 11, 1, 1, -1, -1, 0, 0),
-                (20 * ms, 29 * ms, 10, 11, 1, 1, -1, -1, 0, 0),
-                (15 * ms, 16 * ms, 10, 11, 1, 1, -1, -1, 0, 0)]
-    write_run(tmp_path, runq, switches)
-    total, wakeup, count, _ = oc.tailtrace_runq(tmp_path)
-    assert total[11] == pytest.approx(5.0) and wakeup[11] == pytest.approx(2.0) and count[11] == 2
-    th = tmp_path / "timehist.txt"
-    th.write_text("  1.000000 [0001]  busy[11/10]  0.000  5.200  1.000  S\n")
-    assert oc.main(["--run", str(tmp_path), "--timehist", str(th)]) == 0  # 4 % apart
-    th.write_text("  1.000000 [0001]  busy[11/10]  0.000  6.000  1.000  S\n")
-    assert oc.main(["--run", str(tmp_path), "--timehist", str(th)]) == 1  # 17 % apart
-    assert "FAIL" in capsys.readouterr().out
+    base = 1_000_000_000
+    # tailtrace saw 11's two intervals (switch-ins 1 µs after perf's) and 12's one; one more
+    # 12 interval perf could not vouch for
+    runq = [(base + 2 * ms, base + 5 * ms + 1000, 10, 11, 1, 0, 1),
+            (base + 10 * ms, base + 12 * ms + 1000, 10, 11, 1, 0, 0),
+            (base + 6 * ms, base + 6 * ms + ms // 2, 10, 12, 1, 0, 0),
+            (base + 19 * ms, base + 20 * ms, 10, 12, 1, 0, 0)]
+    write_run(tmp_path, runq, [])
+    (tmp_path / "meta.json").write_text(json.dumps({"mono_start_ns": base,
+                                                    "mono_end_ns": base + 100 * ms}))
+    tt, _, window = oc.tailtrace_intervals(tmp_path)
+    perf = oc.perf_intervals(SCRIPT)
+    ag = oc.agree_thread(tt[11], perf.complete[11], window)
+    assert (ag.matched, ag.tt_missing) == (2, 0)
+    assert ag.tt_ms == pytest.approx(5.002) and ag.perf_ms == pytest.approx(5.0)
+    # an interval tailtrace lacks counts 0 on its side
+    ag = oc.agree_thread(tt[11][:1], perf.complete[11], window)
+    assert (ag.matched, ag.tt_missing) == (1, 1) and ag.rel_diff() == pytest.approx(2.0 / 5.0, 1e-3)
+    # outside tailtrace's window: not compared
+    assert oc.agree_thread(tt[11], perf.complete[11], (base + 3 * ms, base + 100 * ms)).matched == 1
+
+    script = tmp_path / "script.txt"
+    script.write_text("\n".join(SCRIPT) + "\n")
+    args = ["--run", str(tmp_path), "--perf-script", str(script)]
+    # 11: 0.04 % apart, coverage 2/2; 12: coverage 1/2
+    assert oc.main(args + ["--min-coverage", "0.5"]) == 0
+    assert oc.main(args + ["--min-coverage", "0.6"]) == 1
+    assert oc.main(args + ["--min-coverage", "0.5", "--tol", "0.0001"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out.splitlines()[-1] and "2 incomplete" in out and "1 broken" in out
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
-    assert oc.main(["--run", str(tmp_path / "missing"), "--timehist", str(tmp_path / "x")]) == 2
+    assert oc.main(["--run", str(tmp_path / "missing"), "--perf-script", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("oracle_compare: ")
