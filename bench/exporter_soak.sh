@@ -25,27 +25,25 @@ CHURN=20
 TOPN=40
 SLEEP_US=1000
 OUT=""
+. "$TOP/bench/tt_bench_lib.sh"
 
-die() { echo "$ME: $*" >&2; exit 1; }
 usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
 	case $1 in
-	--duration) DURATION=${2-}; shift ;;
-	--procs) PROCS=${2-}; shift ;;
-	--churn) CHURN=${2-}; shift ;;
-	--top) TOPN=${2-}; shift ;;
-	--sleep-us) SLEEP_US=${2-}; shift ;;
+	--duration) DURATION=$(num_arg "$1" "${2-}"); shift ;;
+	--procs) PROCS=$(num_arg "$1" "${2-}"); shift ;;
+	--churn) CHURN=$(num_arg "$1" "${2-}"); shift ;;
+	--top) TOPN=$(num_arg "$1" "${2-}"); shift ;;
+	--sleep-us) SLEEP_US=$(num_arg "$1" "${2-}"); shift ;;
 	--out) OUT=${2-}; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) die "unknown option '$1' (see --help)" ;;
 	esac
 	shift
 done
-for v in DURATION PROCS CHURN TOPN SLEEP_US; do
-	[[ ${!v} =~ ^[0-9]+$ ]] || die "--$(tr A-Z_ a-z- <<<"$v") expects a whole number, got '${!v}'"
-done
 [ "$(id -u)" -eq 0 ] || die "loads BPF programs: run it as root"
-[ -x "$TAILTRACE" ] && [ -x "$SLEEPER" ] || die "build first: cmake --build build"
+need_bin "$TAILTRACE"
+need_bin "$SLEEPER"
 OUT=${OUT:-$TOP/results/exporter-soak-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

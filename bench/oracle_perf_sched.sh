@@ -66,14 +66,14 @@ trap cleanup EXIT INT TERM
 
 start_server "$SERVER_WORKERS"
 echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS --requests $REQUESTS"
-# perf sched record is system-wide; tailtrace follows only httpload's threads. Not `perf sched
-# record` itself: it adds sched_waking, and perf sched timehist counts a wait from the waking
-# (the first of the two events), a few µs before the sched_wakeup where tailtrace (like
-# runqlat) starts it. -k mono: perf's default
-# clock is the per-CPU sched_clock, and a wakeup and its switch-in are often on different vCPUs;
-# tailtrace's CLOCK_MONOTONIC is one clock (without it some threads differed by 14-19 %).
+# perf record is system-wide; tailtrace follows only httpload's threads. The events are
+# perf sched record's without sched_waking: oracle_compare.py opens a wait at sched_wakeup,
+# where tailtrace (like runqlat) does, not at the waking a few µs earlier. -k mono: perf's
+# default clock is the per-CPU sched_clock, and a wakeup and its switch-in are often on
+# different vCPUs; tailtrace's CLOCK_MONOTONIC is one clock (without it some threads
+# differed by 14-19 %).
 perf record -a -R -c 1 -m 64M -k mono -e sched:sched_switch -e sched:sched_wakeup \
-	-e sched:sched_wakeup_new -e sched:sched_migrate_task -o "$OUT/perf.data" -- \
+	-e sched:sched_wakeup_new -o "$OUT/perf.data" -- \
 	"$TAILTRACE" --events runq,switch --out "$OUT/tailtrace" -- \
 	"$HTTPLOAD" --model "$MODEL" --conns "$CONNS" --requests "$REQUESTS" \
 	--url "http://127.0.0.1:$SERVER_PORT/orders" --out "$OUT/httpload" \

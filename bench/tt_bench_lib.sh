@@ -1,6 +1,7 @@
-# Shared by bench/oracle_perf_sched.sh, bench/overhead.sh and bench/workloads.sh
-# (sourced, not run). Needs: ME (script name), BUILD, TMP. Sets SERVER_PID,
-# SERVER_PORT; need_load_bins sets TAILTRACE and HTTPLOAD.
+# Shared by bench/oracle_perf_sched.sh, bench/overhead.sh, bench/workloads.sh and
+# bench/exporter_soak.sh (sourced, not run). Needs: ME (script name), BUILD, TMP (for
+# cleanup and start_server). Sets SERVER_PID, SERVER_PORT; need_load_bins sets
+# TAILTRACE and HTTPLOAD.
 
 die() { echo "$ME: $*" >&2; exit 2; }
 
