@@ -10,11 +10,15 @@
 #   perf       perf sched record -- httpload
 #   events=A+B tailtrace --events A,B -- httpload (e.g. events=runq+switch+offcpu+locks)
 #   alt        $TAILTRACE_ALT (another tailtrace binary, e.g. an older build) -- httpload
-# Prints median throughput per mode, its ratio to `none`, the per-round ratio
-# (each mode against the `none` run of the same round) and the events
-# tailtrace lost. Targets: default >= 0.95, aggregate and listen >= 0.97.
+# Prints per mode (bench/ab_stats.py): median throughput, its ratio to `none`,
+# the per-round ratios (each mode against the `none` run of the same round):
+# their median and geometric mean with a 95 % confidence interval, and a
+# verdict against the target (met / not met / unresolved: more rounds),
+# tailtrace's own CPU share and the events it lost.
+# Targets: default >= 0.95, aggregate and listen >= 0.97.
 #
-#   bench/overhead.sh [--requests N] [--conns C] [--model M] [--repeats R] [--modes LIST] [--out DIR]
+#   bench/overhead.sh [--requests N | --duration S] [--conns C] [--model M] [--repeats R]
+#                     [--modes LIST] [--out DIR]
 #   bench/overhead.sh --requests 2000 --conns 10 --repeats 1    # smoke test, a few seconds
 #
 # Run as root. Raw results: OUT/results.jsonl. The orders-server it starts is
@@ -24,6 +28,7 @@ ME=overhead.sh
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$TOP/build}
 REQUESTS=200000
+DURATION=""
 CONNS=100
 MODEL=naive
 REPEATS=5
@@ -38,6 +43,8 @@ usage() {
 	cat <<EOF
 usage: bench/overhead.sh [options]
   --requests N   httpload requests per measurement (default $REQUESTS)
+  --duration S   httpload runs S seconds per measurement instead (many short
+                 rounds resolve a few per cent better than few long ones)
   --conns C      httpload connections (default $CONNS)
   --model M      httpload model: naive, pool or async (default $MODEL)
   --repeats R    rounds; each round runs every mode once (default $REPEATS)
@@ -50,6 +57,7 @@ EOF
 while [ "$#" -gt 0 ]; do
 	case $1 in
 	--requests) REQUESTS=$(num_arg "$1" "${2-}"); shift ;;
+	--duration) DURATION=$(num_arg "$1" "${2-}"); shift ;;
 	--conns) CONNS=$(num_arg "$1" "${2-}"); shift ;;
 	--model) MODEL=${2-}; shift ;;
 	--repeats) REPEATS=$(num_arg "$1" "${2-}"); shift ;;
@@ -68,6 +76,7 @@ mode_re='(none|default|aggregate|listen|perf|alt|events=[a-z+]+)'
 	die "mode alt needs TAILTRACE_ALT=/path/to/another/tailtrace"
 [[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline of every ratio)"
 [ "$REPEATS" -ge 1 ] || die "--repeats must be at least 1"
+[ "${DURATION:-1}" -ge 1 ] || die "--duration must be at least 1 second"
 [ "$(id -u)" -eq 0 ] || die "needs root (BPF, perf): run it as root"
 need_load_bins
 [[ ,$MODES, != *,perf,* ]] || command -v perf >/dev/null || die "perf not found: apt-get install linux-perf"
@@ -89,8 +98,8 @@ with_scraper() { # CMD...: run CMD while scraping http://127.0.0.1:$LISTEN_PORT/
 }
 
 measure() { # mode round: one httpload run under that mode; appends a JSON line
-	local mode=$1 round=$2 run="$TMP/tt" lost="null" line
-	local load=("$HTTPLOAD" --model "$MODEL" --conns "$CONNS" --requests "$REQUESTS"
+	local mode=$1 round=$2 run="$TMP/tt" lost="null" share="null" line
+	local load=("$HTTPLOAD" --model "$MODEL" --conns "$CONNS" "${AMOUNT[@]}"
 		--url "http://127.0.0.1:$SERVER_PORT/orders" --json)
 	rm -rf "$run"
 	case $mode in
@@ -106,20 +115,26 @@ measure() { # mode round: one httpload run under that mode; appends a JSON line
 	esac || die "$mode run $round failed: $(grep -v '^\[' "$TMP/err" | tail -2)"
 	line=$(grep '^{' "$TMP/out" | tail -1)
 	[ -n "$line" ] || die "$mode run $round: httpload printed no JSON summary"
-	[ ! -f "$run/meta.json" ] || lost=$(json_get "$run/meta.json" 'json.dumps(d["lost_events"])')
+	if [ -f "$run/meta.json" ]; then
+		lost=$(json_get "$run/meta.json" 'json.dumps(d["lost_events"])')
+		share=$(json_get "$run/meta.json" 'json.dumps(d.get("cost", {}).get("cpu_share_of_machine"))')
+	fi
 	python3 -c 'import json,sys
 s = json.loads(sys.argv[3])
 print(json.dumps({"mode": sys.argv[1], "round": int(sys.argv[2]), "rps": s["throughput_rps"],
-                  "errors": s["errors"], "requests": s["requests"], "lost": json.loads(sys.argv[4])}))' \
-		"$mode" "$round" "$line" "$lost" >>"$RESULTS"
+                  "errors": s["errors"], "requests": s["requests"], "lost": json.loads(sys.argv[4]),
+                  "cpu_share": json.loads(sys.argv[5])}))' \
+		"$mode" "$round" "$line" "$lost" "$share" >>"$RESULTS"
 	rm -f "$TMP/perf.data"
 	printf '%s: round %d %-9s %10.1f req/s  lost %s\n' "$ME" "$round" "$mode" \
 		"$(json_get <(echo "$line") 'd["throughput_rps"]')" "$lost"
 }
 
+AMOUNT=(--requests "$REQUESTS")
+[ -z "$DURATION" ] || AMOUNT=(--duration "$DURATION")
 start_server "$SERVER_WORKERS"
 echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS" \
-	"--requests $REQUESTS; $REPEATS rounds of $MODES"
+	"${AMOUNT[*]}; $REPEATS rounds of $MODES"
 IFS=, read -r -a modes <<<"$MODES"
 for round in $(seq "$REPEATS"); do
 	order=("${modes[@]}")
@@ -130,31 +145,6 @@ for round in $(seq "$REPEATS"); do
 	for mode in "${order[@]}"; do measure "$mode" "$round"; done
 done
 
-python3 - "$RESULTS" <<'PY'
-import json, statistics, sys
-rows = [json.loads(line) for line in open(sys.argv[1])]
-modes = list(dict.fromkeys(r["mode"] for r in rows))
-med = {m: statistics.median(r["rps"] for r in rows if r["mode"] == m) for m in modes}
-base = {r["round"]: r["rps"] for r in rows if r["mode"] == "none"}
-per_round = {m: statistics.median(r["rps"] / base[r["round"]] for r in rows
-                                  if r["mode"] == m and base.get(r["round"])) for m in modes}
-target = {"default": 0.95, "aggregate": 0.97, "listen": 0.97}
-print(f"\n{'mode':24} {'median req/s':>13} {'ratio':>7} {'per-round':>9} {'target':>7}  "
-      "lost events (sum over runs)")
-for m in modes:
-    lost = {}
-    for r in rows:
-        if r["mode"] == m and r["lost"]:
-            for k, v in r["lost"].items():
-                lost[k] = lost.get(k, 0) + v
-    ratio = med[m] / med["none"] if med["none"] else float("nan")
-    t = target.get(m)
-    verdict = "" if t is None else (" ok" if ratio >= t else " BELOW")
-    print(f"{m:24} {med[m]:>13.1f} {ratio:>7.3f} {per_round[m]:>9.3f} "
-          f"{('>= %.2f' % t) if t else '':>7}{verdict}  "
-          f"{json.dumps(lost) if lost else '-'}")
-errors = sum(r["errors"] for r in rows)
-if errors:
-    print(f"warning: {errors} request errors in total (see results.jsonl)")
-PY
+echo
+python3 "$TOP/bench/ab_stats.py" "$RESULTS"
 echo "$ME: raw results in $RESULTS"
