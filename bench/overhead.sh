@@ -8,6 +8,8 @@
 #   aggregate  tailtrace --aggregate -- httpload
 #   listen     tailtrace --listen (the Prometheus exporter) -- httpload, scraped every second
 #   perf       perf sched record -- httpload
+#   runqlat    libbpf-tools' runqlat (system-wide run-queue latency histogram,
+#              the leanest tracer of the same events) running during httpload
 #   events=A+B tailtrace --events A,B -- httpload (e.g. events=runq+switch+offcpu+locks)
 #   alt        $TAILTRACE_ALT (another tailtrace binary, e.g. an older build) -- httpload
 # Prints per mode (bench/ab_stats.py): median throughput, its ratio to `none`,
@@ -48,7 +50,7 @@ usage: bench/overhead.sh [options]
   --conns C      httpload connections (default $CONNS)
   --model M      httpload model: naive, pool or async (default $MODEL)
   --repeats R    rounds; each round runs every mode once (default $REPEATS)
-  --modes LIST   of none,default,aggregate,listen,perf,events=A+B,alt (default $MODES)
+  --modes LIST   of none,default,aggregate,listen,perf,runqlat,events=A+B,alt (default $MODES)
   --out DIR      raw results (default results/<UTC time>-bench-overhead)
   -h, --help     this help
 EOF
@@ -69,9 +71,9 @@ while [ "$#" -gt 0 ]; do
 	shift
 done
 check_model "$MODEL"
-mode_re='(none|default|aggregate|listen|perf|alt|events=[a-z+]+)'
+mode_re='(none|default|aggregate|listen|perf|runqlat|alt|events=[a-z+]+)'
 [[ $MODES =~ ^$mode_re(,$mode_re)*$ ]] ||
-	die "--modes expects a list of none,default,aggregate,listen,perf,events=A+B,alt, got '$MODES'"
+	die "--modes expects a list of none,default,aggregate,listen,perf,runqlat,events=A+B,alt, got '$MODES'"
 [[ ,$MODES, != *,alt,* ]] || [ -x "${TAILTRACE_ALT:-}" ] ||
 	die "mode alt needs TAILTRACE_ALT=/path/to/another/tailtrace"
 [[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline of every ratio)"
@@ -80,6 +82,9 @@ mode_re='(none|default|aggregate|listen|perf|alt|events=[a-z+]+)'
 [ "$(id -u)" -eq 0 ] || die "needs root (BPF, perf): run it as root"
 need_load_bins
 [[ ,$MODES, != *,perf,* ]] || command -v perf >/dev/null || die "perf not found: apt-get install linux-perf"
+RUNQLAT=${RUNQLAT:-/usr/sbin/runqlat}
+[[ ,$MODES, != *,runqlat,* ]] || [ -x "$RUNQLAT" ] ||
+	die "mode runqlat needs $RUNQLAT: apt-get install libbpf-tools (or RUNQLAT=/path/to/runqlat)"
 OUT=${OUT:-results/$(date -u +%Y%m%dT%H%M%SZ)-bench-overhead}
 mkdir -p "$OUT"
 RESULTS=$OUT/results.jsonl
@@ -94,6 +99,22 @@ with_scraper() { # CMD...: run CMD while scraping http://127.0.0.1:$LISTEN_PORT/
 	scraper=$!
 	"$@" || rc=$?
 	kill "$scraper" 2>/dev/null; wait "$scraper" 2>/dev/null || true
+	return "$rc"
+}
+
+with_runqlat() { # CMD...: run CMD while libbpf-tools' runqlat traces the machine
+	local tracer rc=0 i
+	stdbuf -oL "$RUNQLAT" >"$TMP/runqlat.out" 2>&1 &
+	tracer=$!
+	for i in $(seq 100); do # attached once it says so
+		grep -q '^Tracing' "$TMP/runqlat.out" 2>/dev/null && break
+		kill -0 "$tracer" 2>/dev/null || die "runqlat failed: $(tail -2 "$TMP/runqlat.out")"
+		sleep 0.05
+	done
+	grep -q '^Tracing' "$TMP/runqlat.out" || die "runqlat did not attach within 5 s"
+	"$@" || rc=$?
+	kill -INT "$tracer" 2>/dev/null; wait "$tracer" 2>/dev/null || true
+	grep -q 'usecs' "$TMP/runqlat.out" || die "runqlat printed no histogram: $(tail -2 "$TMP/runqlat.out")"
 	return "$rc"
 }
 
@@ -112,6 +133,7 @@ measure() { # mode round: one httpload run under that mode; appends a JSON line
 		>"$TMP/out" 2>"$TMP/err" ;;
 	alt) "$TAILTRACE_ALT" --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	perf) perf sched record -o "$TMP/perf.data" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
+	runqlat) with_runqlat "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	esac || die "$mode run $round failed: $(grep -v '^\[' "$TMP/err" | tail -2)"
 	line=$(grep '^{' "$TMP/out" | tail -1)
 	[ -n "$line" ] || die "$mode run $round: httpload printed no JSON summary"
