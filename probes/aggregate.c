@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/libbpf.h>
+#include <grow.h>
 
 #define MAX_METRICS 8
 
@@ -80,15 +81,8 @@ int aggregate_add(const char *metric, const char *unit, uint32_t tid, const stru
 
 	if (!m)
 		return -ENOSPC;
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 64;
-		void *p = realloc(m->threads, cap * sizeof(*m->threads));
-
-		if (!p)
-			return -ENOMEM;
-		m->threads = p;
-		m->cap = cap;
-	}
+	if (TT_GROW(m->threads, m->n, m->cap, 64))
+		return -ENOMEM;
 	m->threads[m->n++] = (struct thread_hist){ tid, *h };
 	aggregate_hist_merge(&m->total, h);
 	return 0;
@@ -127,13 +121,8 @@ static int thread_list_push(void *arg, const struct tt_hist_key *key, const stru
 {
 	struct thread_list *l = arg;
 
-	if (l->n == l->cap) {
-		void *p = realloc(l->v, (l->cap = l->cap ? l->cap * 2 : 256) * sizeof(*l->v));
-
-		if (!p)
-			return -ENOMEM;
-		l->v = p;
-	}
+	if (TT_GROW(l->v, l->n, l->cap, 256))
+		return -ENOMEM;
 	l->v[l->n++] = (struct thread_hist){ key->id, *h };
 	return 0;
 }
@@ -173,15 +162,8 @@ int aggregate_add_map(struct bpf_map *map, const char *metric, const char *unit,
 
 void aggregate_note_task(uint32_t tid, uint32_t pid, const char *comm)
 {
-	if (nnames == capnames) {
-		size_t cap = capnames ? capnames * 2 : 256;
-		void *p = realloc(names, cap * sizeof(*names));
-
-		if (!p)
-			return;
-		names = p;
-		capnames = cap;
-	}
+	if (TT_GROW(names, nnames, capnames, 256))
+		return;
 	names[nnames] = (struct task_name){ .tid = tid, .pid = pid };
 	snprintf(names[nnames++].comm, sizeof(names[0].comm), "%s", comm);
 }

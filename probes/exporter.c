@@ -19,6 +19,7 @@
 #include "http_serve.h"
 #include "target.h"
 #include "wait_reason.h"
+#include <grow.h>
 
 /* runq by kind, then offcpu by reason, then migrations (as a count) */
 #define IDX_MIGRATE (TT_RUNQ_SUB_NR + TT_WAIT_NR)
@@ -123,15 +124,8 @@ static struct proc *proc_get(struct exporter *ex, uint32_t pid)
 
 	if (p)
 		return p;
-	if (ex->nprocs == ex->capprocs) {
-		size_t cap = ex->capprocs ? ex->capprocs * 2 : 256;
-		void *n = realloc(ex->procs, cap * sizeof(*ex->procs));
-
-		if (!n)
-			return NULL;
-		ex->procs = n;
-		ex->capprocs = cap;
-	}
+	if (TT_GROW(ex->procs, ex->nprocs, ex->capprocs, 256))
+		return NULL;
 	if (2 * (ex->nprocs + 1) + 2 > ex->index_cap && index_rebuild(ex, 2 * ex->nprocs + 2))
 		return NULL;
 	p = &ex->procs[ex->nprocs];
@@ -146,15 +140,8 @@ static struct proc *proc_get(struct exporter *ex, uint32_t pid)
 
 static int ents_push(struct exporter *ex, uint32_t pid, int idx, const struct tt_hist *h)
 {
-	if (ex->nents == ex->capents) {
-		size_t cap = ex->capents ? ex->capents * 2 : 512;
-		void *p = realloc(ex->ents, cap * sizeof(*ex->ents));
-
-		if (!p)
-			return -ENOMEM;
-		ex->ents = p;
-		ex->capents = cap;
-	}
+	if (TT_GROW(ex->ents, ex->nents, ex->capents, 512))
+		return -ENOMEM;
 	ex->ents[ex->nents++] = (struct entry){ .pid = pid, .idx = idx, .h = *h };
 	return 0;
 }

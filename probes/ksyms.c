@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grow.h>
 
 struct ksym {
 	uint64_t addr;
@@ -27,14 +28,8 @@ static int ksyms_add(struct tt_ksyms *k, uint64_t addr, const char *name, const 
 {
 	char buf[512];
 
-	if (k->n == k->cap) {
-		size_t cap = k->cap ? k->cap * 2 : 65536;
-		struct ksym *p = realloc(k->syms, cap * sizeof(*p));
-
-		if (!p)
-			return -1;
-		k->syms = p, k->cap = cap;
-	}
+	if (TT_GROW(k->syms, k->n, k->cap, 65536))
+		return -1;
 	if (mod[0])
 		snprintf(buf, sizeof(buf), "%s %s", name, mod);
 	else

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <grow.h>
 
 struct sym {
 	uint64_t addr;
@@ -182,14 +183,8 @@ static int collect_sym(const char *name, const GElf_Sym *s, bool hidden, void *a
 	struct collect *c = arg;
 	size_t len = strlen(name) + 1;
 
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 1024;
-		struct sym *p = realloc(c->syms, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		c->syms = p, c->cap = cap;
-	}
+	if (TT_GROW(c->syms, c->n, c->cap, 1024))
+		return -ENOMEM;
 	if (c->slen + len > c->scap) {
 		size_t cap = c->scap ? c->scap * 2 : 65536;
 		char *p;
@@ -311,14 +306,8 @@ static int maps_insert(struct tt_syms *s, const struct mapping *m)
 		return 0; /* unchanged */
 	for (j = i; j < s->nmaps && s->maps[j].start < m->end; j++)
 		;
-	if (j == i && s->nmaps == s->cap) { /* pure insertion needs room */
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct mapping *p = realloc(s->maps, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		s->maps = p, s->cap = cap;
-	}
+	if (j == i && TT_GROW(s->maps, s->nmaps, s->cap, 64)) /* pure insertion needs room */
+		return -ENOMEM;
 	/* replace [i, j) by m */
 	memmove(&s->maps[i + 1], &s->maps[j], (s->nmaps - j) * sizeof(*m));
 	s->maps[i] = *m;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "recfile.h"
+#include <grow.h>
 
 int recbuf_init(struct hl_recbuf *b, size_t cap)
 {
@@ -24,16 +25,9 @@ int recbuf_init(struct hl_recbuf *b, size_t cap)
 
 void recbuf_push(struct hl_recbuf *b, const struct tt_request *r)
 {
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? 2 * b->cap : 64;
-		struct tt_request *p = realloc(b->recs, cap * sizeof(*p));
-
-		if (!p) {
-			b->err = -ENOMEM;
-			return;
-		}
-		b->recs = p;
-		b->cap = cap;
+	if (TT_GROW(b->recs, b->n, b->cap, 64)) {
+		b->err = -ENOMEM;
+		return;
 	}
 	b->recs[b->n++] = *r;
 }
