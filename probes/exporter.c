@@ -35,6 +35,7 @@ struct proc {
 	uint32_t pid;
 	int series;       /* index into ex->series; -1: folded into "other" */
 	int dead;         /* 1: exit seen at the last collection; its entries go at the next */
+	uint64_t start;   /* with a series: the process's start time (target_start_time) */
 	uint64_t tick;    /* scheduler events at this collection */
 	uint64_t window;  /* ... since the last ranking */
 	struct counts last; /* the map values at the last collection */
@@ -68,6 +69,7 @@ struct exporter {
 	size_t nents, capents;
 	uint64_t next_collect_ns, next_rank_ns;
 	double collect_s;       /* duration of the last collection */
+	uint64_t pid_reuses;    /* labelled pids found naming another process */
 };
 
 static const char *const runq_kind[TT_RUNQ_SUB_NR] = { "wakeup", "preempt" };
@@ -246,8 +248,32 @@ static void admit(struct exporter *ex, bool by_window)
 	for (size_t i = 0; i < n && (slot = free_series(ex)) >= 0; i++) {
 		series_init(ex, &ex->series[slot], c[i].p->pid);
 		c[i].p->series = slot;
+		c[i].p->start = target_start_time((int)c[i].p->pid);
 	}
 	free(c);
+}
+
+/* A labelled process whose pid now names another process: it exited and the
+ * pid was reused between two collections, so the map entries (keyed by pid)
+ * carry on for the new one. Its series starts anew under the new name (a
+ * counter reset to Prometheus); the counts of that one interval, the old
+ * process's last and the new one's first, go to the new series. */
+static void check_reuse(struct exporter *ex)
+{
+	for (size_t i = 0; i < ex->nprocs; i++) {
+		struct proc *p = &ex->procs[i];
+		uint64_t start;
+
+		if (p->series < 0 || !p->start)
+			continue;
+		start = target_start_time((int)p->pid);
+		if (!start || start == p->start)
+			continue; /* the same process, or gone (prune sees it) */
+		series_init(ex, &ex->series[p->series], p->pid);
+		p->start = start;
+		p->dead = 0;
+		ex->pid_reuses++;
+	}
 }
 
 static void distribute(struct exporter *ex)
@@ -341,6 +367,7 @@ void exporter_collect(struct exporter *ex)
 			p->tick += count_increase(e->h.count, p->last.h[e->idx].count);
 	}
 	admit(ex, false);
+	check_reuse(ex);
 	distribute(ex);
 	for (size_t i = 0; i < ex->nprocs; i++) {
 		ex->procs[i].window += ex->procs[i].tick;
@@ -478,6 +505,10 @@ static void render_self(struct exporter *ex, FILE *f)
 	       "reused) and live ones counted in comm=\"other\" (folded).");
 	fprintf(f, "tailtrace_processes{state=\"labelled\"} %zu\n", labelled);
 	fprintf(f, "tailtrace_processes{state=\"folded\"} %zu\n", folded);
+	header(f, "tailtrace_pid_reuses_total", "counter",
+	       "Labelled processes whose pid was taken by a new process between two reads; "
+	       "each such series restarted under the new process.");
+	fprintf(f, "tailtrace_pid_reuses_total %llu\n", (unsigned long long)ex->pid_reuses);
 	header(f, "tailtrace_collect_duration_seconds", "gauge",
 	       "Time the last read of the BPF maps took.");
 	fprintf(f, "tailtrace_collect_duration_seconds %.6f\n", ex->collect_s);

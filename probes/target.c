@@ -195,6 +195,21 @@ bool target_pid_exited(int pid, int pidfd)
 	return !p || p[2] == 'Z' || p[2] == 'X';
 }
 
+uint64_t target_start_time(int pid)
+{
+	char buf[512], *p;
+	unsigned long long start;
+
+	if (target_proc_line(pid, "stat", "", buf, sizeof(buf)))
+		return 0;
+	p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+	/* after the comm: state (field 3) ... starttime (field 22) */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*d %*d %*d %llu", &start) != 1)
+		return 0;
+	return start;
+}
+
 static int cgroup2_mount(char *out, size_t len)
 {
 	FILE *f = setmntent("/proc/self/mounts", "r");

@@ -37,6 +37,10 @@ bool target_pid_exited(int pid, int pidfd);
 /* The first line of /proc/PID/NAME that starts with prefix ("" for the first
  * line), without it and its newline, into buf. 0, or -errno ("" in buf). */
 int target_proc_line(int pid, const char *name, const char *prefix, char *buf, size_t len);
+/* When process pid started (clock ticks since boot, /proc/PID/stat field 22):
+ * with the pid it names one process, so a reused pid shows a new value.
+ * 0 when it cannot be read (the process is gone). */
+uint64_t target_start_time(int pid);
 
 /* cgroup v2 path (absolute, or relative to the cgroup2 mount) -> id. */
 int target_cgroup_id(const char *path, uint64_t *id, char *err, size_t len);

@@ -166,6 +166,63 @@ def test_top_n_folds_the_rest_into_other(tmp_path):
     assert pick(s, "tailtrace_processes", state="labelled")[0][1] == len(own)
 
 
+def spawn_with_pid(pid: int, cmd: list[str], tries: int = 20) -> subprocess.Popen:
+    """cmd started as process `pid` (free): the kernel's last-pid counter set just below it.
+    Another fork on the machine may take it first: then try again."""
+    for _ in range(tries):
+        Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid - 1))
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    pytest.skip(f"could not get pid {pid} back in {tries} tries (a busy machine forks too much)")
+
+
+def series_of(url: str, pid: int, comm: str, timeout: float = 20) -> list:
+    """Scrape until pid's voluntary-switch series carries comm; all samples of the last scrape."""
+    end = time.monotonic() + timeout
+    while True:
+        s = parse(scrape(url))
+        if pick(s, "tailtrace_context_switches_total", pid=str(pid), comm=comm,
+                kind="voluntary"):
+            return s
+        assert time.monotonic() < end, (
+            f"no series for pid {pid} comm {comm}: "
+            f"{[l for l, _ in pick(s, 'tailtrace_context_switches_total', pid=str(pid))]}")
+        time.sleep(0.5)
+
+
+def test_reused_pid_gets_a_new_series(tmp_path):
+    """A labelled process exits and a new one takes its pid before the next read: the
+    maps (keyed by pid) carry on, but the series must restart under the new name, not
+    count the new process as the old one."""
+    if not Path("/proc/sys/kernel/ns_last_pid").exists():
+        pytest.skip("no /proc/sys/kernel/ns_last_pid (CONFIG_CHECKPOINT_RESTORE off)")
+    renamed = tmp_path / "tt-reuse-b"  # comm = the executable's name
+    shutil.copy(helper("sleeper"), renamed)
+    sleeps = ["200000", "1000"]  # 1 ms sleeps for up to 200 s: a steady stream of switches
+    with exporter(tmp_path / "run", "--all", "--top", "500") as (url, _, _):
+        a = subprocess.Popen([helper("sleeper"), *sleeps], stdout=subprocess.DEVNULL)
+        try:
+            series_of(url, a.pid, "tt-sleeper")
+        finally:
+            a.kill()
+            a.wait()
+        b = spawn_with_pid(a.pid, [str(renamed), *sleeps])  # before the exporter reads again
+        try:
+            time.sleep(1)
+            s = series_of(url, b.pid, "tt-reuse-b")
+        finally:
+            b.kill()
+            b.wait()
+    assert not pick(s, "tailtrace_context_switches_total", pid=str(b.pid), comm="tt-sleeper")
+    assert pick(s, "tailtrace_pid_reuses_total")[0][1] >= 1
+    (_, vol), = pick(s, "tailtrace_context_switches_total", pid=str(b.pid), comm="tt-reuse-b",
+                     kind="voluntary")
+    assert vol >= 100  # ~1000 1-ms sleeps a second, counted under the new name
+
+
 def free_port() -> int:
     with socket.socket() as sk:
         sk.bind(("127.0.0.1", 0))
