@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <bpf/libbpf.h>
 
 #include <tailtrace/records.h>
@@ -70,6 +71,7 @@ struct exporter {
 	uint64_t next_collect_ns, next_rank_ns;
 	double collect_s;       /* duration of the last collection */
 	uint64_t pid_reuses;    /* labelled pids found naming another process */
+	enum exporter_format fmt; /* of the exposition being rendered */
 };
 
 static const char *const runq_kind[TT_RUNQ_SUB_NR] = { "wakeup", "preempt" };
@@ -430,9 +432,25 @@ static void put_hist(FILE *f, const char *name, const struct series *s, const ch
 	fprintf(f, "} %llu\n", (unsigned long long)h->count);
 }
 
-static void header(FILE *f, const char *name, const char *type, const char *help)
+/* HELP and TYPE of a metric family. OpenMetrics names a counter's family
+ * without the _total its samples carry, and escapes quotes in HELP too. */
+static void header(const struct exporter *ex, FILE *f, const char *name, const char *type,
+		   const char *help)
 {
-	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	bool om = ex->fmt == EXPORTER_OPENMETRICS;
+	size_t n = strlen(name);
+
+	if (om && !strcmp(type, "counter") && n > 6 && !strcmp(name + n - 6, "_total"))
+		n -= 6;
+	fprintf(f, "# HELP %.*s ", (int)n, name);
+	for (const char *c = help; *c; c++)
+		if (*c == '\\' || (om && *c == '"'))
+			fprintf(f, "\\%c", *c);
+		else if (*c == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*c, f);
+	fprintf(f, "\n# TYPE %.*s %s\n", (int)n, name, type);
 }
 
 static void render_hists(struct exporter *ex, FILE *f, const char *name, int base, int n,
@@ -446,7 +464,7 @@ static void render_hists(struct exporter *ex, FILE *f, const char *name, int bas
 
 static void render_switches(struct exporter *ex, FILE *f)
 {
-	header(f, "tailtrace_context_switches_total", "counter",
+	header(ex, f, "tailtrace_context_switches_total", "counter",
 	       "Context switches out of the process's threads: voluntary (blocked) and "
 	       "involuntary (preempted while runnable).");
 	for (int i = 0; i <= ex->top_n; i++) {
@@ -463,7 +481,7 @@ static void render_switches(struct exporter *ex, FILE *f)
 		put_labels(f, s, "kind", "involuntary");
 		fprintf(f, "} %llu\n", (unsigned long long)s->acc.h[TT_RUNQ_SUB_PREEMPT].count);
 	}
-	header(f, "tailtrace_migrations_total", "counter",
+	header(ex, f, "tailtrace_migrations_total", "counter",
 	       "Migrations of the process's threads to another CPU.");
 	for (int i = 0; i <= ex->top_n; i++)
 		if (ex->series[i].used) {
@@ -480,19 +498,19 @@ static void render_self(struct exporter *ex, FILE *f)
 	double bpf_s = 0, loader_s = 0;
 	size_t labelled = 0, folded = 0;
 
-	header(f, "tailtrace_lost_events_total", "counter",
+	header(ex, f, "tailtrace_lost_events_total", "counter",
 	       "Kernel events tailtrace could not count (full map or buffer, skipped program runs).");
 	for (int i = 0; i < n; i++)
 		fprintf(f, "tailtrace_lost_events_total{stream=\"%s\"} %llu\n", st[i].stream,
 			(unsigned long long)st[i].lost);
-	header(f, "tailtrace_unmatched_events_total", "counter",
+	header(ex, f, "tailtrace_unmatched_events_total", "counter",
 	       "Intervals dropped because the kernel never reported their end (docs/probes.md).");
 	for (int i = 0; i < n; i++)
 		fprintf(f, "tailtrace_unmatched_events_total{stream=\"%s\"} %llu\n", st[i].stream,
 			(unsigned long long)st[i].unmatched);
 	if (ex->src.self_cpu)
 		ex->src.self_cpu(ex->src.arg, &bpf_s, &loader_s);
-	header(f, "tailtrace_cpu_seconds_total", "counter",
+	header(ex, f, "tailtrace_cpu_seconds_total", "counter",
 	       "tailtrace's own CPU time: its BPF programs (kernel run-time statistics) and its loader.");
 	fprintf(f, "tailtrace_cpu_seconds_total{part=\"bpf\"} %.6f\n", bpf_s);
 	fprintf(f, "tailtrace_cpu_seconds_total{part=\"loader\"} %.6f\n", loader_s);
@@ -500,33 +518,80 @@ static void render_self(struct exporter *ex, FILE *f)
 		labelled += ex->series[i].used;
 	for (size_t i = 0; i < ex->nprocs; i++)
 		folded += ex->procs[i].series < 0;
-	header(f, "tailtrace_processes", "gauge",
+	header(ex, f, "tailtrace_processes", "gauge",
 	       "Processes with their own series (labelled, exited ones until their slot is "
 	       "reused) and live ones counted in comm=\"other\" (folded).");
 	fprintf(f, "tailtrace_processes{state=\"labelled\"} %zu\n", labelled);
 	fprintf(f, "tailtrace_processes{state=\"folded\"} %zu\n", folded);
-	header(f, "tailtrace_pid_reuses_total", "counter",
+	header(ex, f, "tailtrace_pid_reuses_total", "counter",
 	       "Labelled processes whose pid was taken by a new process between two reads; "
 	       "each such series restarted under the new process.");
 	fprintf(f, "tailtrace_pid_reuses_total %llu\n", (unsigned long long)ex->pid_reuses);
-	header(f, "tailtrace_collect_duration_seconds", "gauge",
+	header(ex, f, "tailtrace_collect_duration_seconds", "gauge",
 	       "Time the last read of the BPF maps took.");
 	fprintf(f, "tailtrace_collect_duration_seconds %.6f\n", ex->collect_s);
-	header(f, "tailtrace_build_info", "gauge", "tailtrace's version.");
+	header(ex, f, "tailtrace_build_info", "gauge", "tailtrace's version.");
 	fprintf(f, "tailtrace_build_info{version=\"%s\"} 1\n", TT_VERSION);
 }
 
-int exporter_render(struct exporter *ex, char **text, size_t *len)
+/* One media range of an Accept header ("type/sub; version=V; q=Q"), split:
+ * its type, and its version ("" if none) and q (1 if none). */
+struct media_range {
+	char type[64], version[16];
+	double q;
+};
+
+static void media_parse(const char *r, size_t n, struct media_range *m)
+{
+	char buf[256], *save = NULL, *tok;
+
+	snprintf(buf, sizeof(buf), "%.*s", (int)n, r);
+	m->type[0] = m->version[0] = '\0';
+	m->q = 1.0;
+	for (tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
+		tok += strspn(tok, " \t");
+		tok[strcspn(tok, " \t")] = '\0';
+		if (!m->type[0])
+			snprintf(m->type, sizeof(m->type), "%s", tok);
+		else if (!strncasecmp(tok, "version=", 8))
+			snprintf(m->version, sizeof(m->version), "%s", tok + 8);
+		else if (!strncasecmp(tok, "q=", 2))
+			m->q = strtod(tok + 2, NULL);
+	}
+}
+
+enum exporter_format exporter_negotiate(const char *accept)
+{
+	double q_om = 0, q_text = 0;
+
+	for (const char *r = accept; *r;) {
+		size_t n = strcspn(r, ",");
+		struct media_range m;
+
+		media_parse(r, n, &m);
+		if (!strcasecmp(m.type, "application/openmetrics-text") &&
+		    (!m.version[0] || !strcmp(m.version, "1.0.0")) && m.q > q_om)
+			q_om = m.q;
+		else if (!strcasecmp(m.type, "text/plain") &&
+			 (!m.version[0] || !strcmp(m.version, "0.0.4")) && m.q > q_text)
+			q_text = m.q;
+		r += n + (r[n] == ',');
+	}
+	return q_om > 0 && q_om > q_text ? EXPORTER_OPENMETRICS : EXPORTER_TEXT;
+}
+
+int exporter_render(struct exporter *ex, enum exporter_format fmt, char **text, size_t *len)
 {
 	FILE *f = open_memstream(text, len);
 
 	if (!f)
 		return -errno;
-	header(f, "tailtrace_runqueue_latency_seconds", "histogram",
+	ex->fmt = fmt;
+	header(ex, f, "tailtrace_runqueue_latency_seconds", "histogram",
 	       "Time threads spent runnable before running: after a wakeup, or after a preemption.");
 	render_hists(ex, f, "tailtrace_runqueue_latency_seconds", 0, TT_RUNQ_SUB_NR, "kind",
 		     runq_kind);
-	header(f, "tailtrace_offcpu_seconds", "histogram",
+	header(ex, f, "tailtrace_offcpu_seconds", "histogram",
 	       "Off-CPU intervals of blocked threads (switch-out to switch-in, the run-queue wait "
 	       "after the wakeup included), by the syscall they blocked in: lock (futex), io, "
 	       "sleep, other.");
@@ -534,6 +599,8 @@ int exporter_render(struct exporter *ex, char **text, size_t *len)
 		     wait_reason);
 	render_switches(ex, f);
 	render_self(ex, f);
+	if (fmt == EXPORTER_OPENMETRICS)
+		fputs("# EOF\n", f);
 	if (fclose(f))
 		return -errno;
 	return 0;
@@ -541,9 +608,11 @@ int exporter_render(struct exporter *ex, char **text, size_t *len)
 
 /* ---- serving ------------------------------------------------------------- */
 
-static int handle(void *arg, const char *path, char **body, size_t *len, const char **type)
+static int handle(void *arg, const char *path, const char *accept, char **body, size_t *len,
+		  const char **type)
 {
 	struct exporter *ex = arg;
+	enum exporter_format fmt;
 
 	if (!strcmp(path, "/")) {
 		static const char page[] = "tailtrace exporter: metrics at /metrics\n";
@@ -555,8 +624,11 @@ static int handle(void *arg, const char *path, char **body, size_t *len, const c
 	if (strcmp(path, "/metrics"))
 		return 404;
 	exporter_collect(ex);
-	*type = "text/plain; version=0.0.4; charset=utf-8";
-	return exporter_render(ex, body, len) ? 500 : 200;
+	fmt = exporter_negotiate(accept);
+	*type = fmt == EXPORTER_OPENMETRICS ?
+			"application/openmetrics-text; version=1.0.0; charset=utf-8" :
+			"text/plain; version=0.0.4; charset=utf-8";
+	return exporter_render(ex, fmt, body, len) ? 500 : 200;
 }
 
 int exporter_open(struct exporter **out, const char *addr, int top_n, char *err, size_t len)

@@ -52,8 +52,16 @@ const char *exporter_address(const struct exporter *ex);
 void exporter_poll(struct exporter *ex, int timeout_ms);
 /* Read the maps now (the final collection before the run ends). */
 void exporter_collect(struct exporter *ex);
-/* The exposition text (malloc'd) after a collection. 0 or -errno. */
-int exporter_render(struct exporter *ex, char **text, size_t *len);
+enum exporter_format {
+	EXPORTER_TEXT,        /* Prometheus text 0.0.4 */
+	EXPORTER_OPENMETRICS, /* OpenMetrics 1.0.0 */
+};
+/* The format an HTTP Accept header asks for: OpenMetrics when it ranks
+ * application/openmetrics-text (version 1.0.0 or unversioned) above
+ * text/plain (0.0.4 or unversioned) by q; the text format otherwise. */
+enum exporter_format exporter_negotiate(const char *accept);
+/* The exposition (malloc'd) in that format, after a collection. 0 or -errno. */
+int exporter_render(struct exporter *ex, enum exporter_format fmt, char **text, size_t *len);
 void exporter_free(struct exporter *ex);
 
 #endif

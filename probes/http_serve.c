@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -205,10 +206,30 @@ static int respond(int fd, const struct status *st, const char *type, const char
 	       (head_only ? 0 : write_all(fd, body, len, deadline_ns));
 }
 
+/* The value of header name (e.g. "accept") in the request head, copied into
+ * out ("" when absent). Names compare without case, as HTTP says. */
+static void header_value(const char *req, const char *name, char *out, size_t len)
+{
+	size_t n = strlen(name);
+	const char *line = strchr(req, '\n');
+
+	out[0] = '\0';
+	for (; line; line = strchr(line + 1, '\n')) {
+		const char *v = line + 1;
+
+		if (strncasecmp(v, name, n) || v[n] != ':')
+			continue;
+		v += n + 1;
+		v += strspn(v, " \t");
+		snprintf(out, len, "%.*s", (int)strcspn(v, "\r\n"), v);
+		return;
+	}
+}
+
 static int serve_one(struct http_server *s, int fd)
 {
 	uint64_t deadline = tt_now_ns() + HTTP_CLIENT_TIMEOUT_MS * 1000000ull;
-	char req[REQUEST_MAX], path[1024];
+	char req[REQUEST_MAX], path[1024], accept[512];
 	const char *type = "text/plain; charset=utf-8";
 	const struct status *st;
 	char *body = NULL;
@@ -223,8 +244,10 @@ static int serve_one(struct http_server *s, int fd)
 		code = 400;
 	else if (strncmp(req, "GET ", 4) && !head)
 		code = 405;
-	else
-		code = s->handler(s->arg, path, &body, &len, &type);
+	else {
+		header_value(req, "accept", accept, sizeof(accept));
+		code = s->handler(s->arg, path, accept, &body, &len, &type);
+	}
 	st = status_of(code);
 	if (st->code == 200)
 		err = respond(fd, st, type, body, len, head, deadline);

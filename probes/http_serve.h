@@ -12,10 +12,11 @@
 
 #define HTTP_CLIENT_TIMEOUT_MS 2000
 
-/* The response to one GET/HEAD of path: status 200 with a body in *body
- * (malloc'd, freed by the server) and its content type; or 404. */
-typedef int (*http_handler_fn)(void *arg, const char *path, char **body, size_t *len,
-			       const char **content_type);
+/* The response to one GET/HEAD of path (accept: the request's Accept header
+ * value, "" without one): status 200 with a body in *body (malloc'd, freed by
+ * the server) and its content type; or 404. */
+typedef int (*http_handler_fn)(void *arg, const char *path, const char *accept, char **body,
+			       size_t *len, const char **content_type);
 
 struct http_server {
 	int fd;              /* listening socket, non-blocking; -1: closed */

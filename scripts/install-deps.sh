@@ -42,7 +42,8 @@ pkill -x prometheus 2>/dev/null || true
 here=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
 "$PY" -m pip install -q --disable-pip-version-check \
-    'pandas>=1.5' 'pyarrow>=10' 'numpy>=1.23' 'matplotlib>=3.6' 'pytest>=7'
+    'pandas>=1.5' 'pyarrow>=10' 'numpy>=1.23' 'matplotlib>=3.6' 'pytest>=7' \
+    'prometheus-client>=0.16'  # its strict OpenMetrics parser checks the exporter
 if [ -f "$here/analyze/pyproject.toml" ] || [ -f "$here/pyproject.toml" ]; then
     "$PY" -m pip install -q --disable-pip-version-check -e "$here" 2>/dev/null || true
 fi

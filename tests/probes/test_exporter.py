@@ -103,10 +103,17 @@ def spin_result(stdout) -> list[dict]:
     return [json.loads(read_line(stdout, r"^\{", 30)) for _ in range(THREADS)]
 
 
-def scrape(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as r:
+# what Prometheus 2.42 sends when it scrapes
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                     "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+OPENMETRICS = "application/openmetrics-text; version=1.0.0"
+
+
+def scrape(url: str, accept: str | None = None, want: str = "text/plain; version=0.0.4") -> str:
+    req = urllib.request.Request(url, headers={"Accept": accept} if accept is not None else {})
+    with urllib.request.urlopen(req, timeout=10) as r:
         assert r.status == 200
-        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        assert r.headers["Content-Type"].startswith(want), r.headers["Content-Type"]
         return r.read().decode()
 
 
@@ -151,6 +158,34 @@ def test_exposition_counts_the_spinners(tmp_path):
     # tailtrace's own series
     assert pick(s, "tailtrace_cpu_seconds_total", part="bpf")[0][1] > 0
     assert pick(s, "tailtrace_build_info")
+
+
+def test_openmetrics_is_negotiated_and_strictly_valid(tmp_path):
+    """Prometheus asks for OpenMetrics first: the exporter answers in it when the Accept
+    header ranks it above the text format, and prometheus_client's strict OpenMetrics
+    parser (an implementation of the spec that is not ours) reads the very samples the
+    text format has."""
+    om_parser = pytest.importorskip("prometheus_client.openmetrics.parser",
+                                    reason="pip install prometheus-client (install-deps does)")
+    with spinners() as busy, exporter(tmp_path, "--pid", str(busy.pid)) as (url, _, _):
+        busy.go()
+        spin_result(busy.stdout)
+        time.sleep(0.3)
+        text = scrape(url)
+        om = scrape(url, PROMETHEUS_ACCEPT, want=OPENMETRICS)
+        for accept in ("", "text/plain", "*/*", "application/openmetrics-text;version=0.0.1",
+                       "text/plain;q=0.9,application/openmetrics-text;q=0.5"):
+            assert not scrape(url, accept).endswith("# EOF\n"), accept
+        assert scrape(url, "application/openmetrics-text", want=OPENMETRICS).endswith("# EOF\n")
+    assert om.endswith("\n# EOF\n")
+    families = {f.name: f for f in om_parser.text_string_to_metric_families(om)}
+    assert families["tailtrace_context_switches"].type == "counter"
+    assert families["tailtrace_runqueue_latency_seconds"].type == "histogram"
+    pid = str(busy.pid)
+    om_samples = {(x.name, tuple(sorted(x.labels.items()))): x.value
+                  for f in families.values() for x in f.samples if x.labels.get("pid") == pid}
+    text_samples = {(n, tuple(sorted(l.items()))): v for n, l, v in parse(text) if l.get("pid") == pid}
+    assert len(text_samples) > 50 and om_samples == text_samples
 
 
 def test_top_n_folds_the_rest_into_other(tmp_path):
@@ -206,6 +241,7 @@ def test_reused_pid_gets_a_new_series(tmp_path):
         a = subprocess.Popen([helper("sleeper"), *sleeps], stdout=subprocess.DEVNULL)
         try:
             series_of(url, a.pid, "tt-sleeper")
+            time.sleep(0.5)  # start times tick at 10 ms: B must not start in A's tick
         finally:
             a.kill()
             a.wait()
