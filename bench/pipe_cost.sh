@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Per-event cost of a tracer, from the scheduler's own hot path: `perf bench
+# sched pipe` pinned to one CPU (each op: two context switches, two wakeups),
+# with nothing attached, with libbpf-tools' runqlat, and with tailtrace in the
+# given modes, all system-wide and alternating in every round. Prints the
+# median usecs/op of each and what each tracer adds to an op. Much steadier
+# than a throughput A/B (overhead.sh): no network stack, no 100-thread
+# scheduling lottery; what it leaves out is cache pressure from a large
+# working set.
+#
+#   bench/pipe_cost.sh [--rounds R] [--loops N] [--modes LIST]
+#     LIST of none,runqlat,aggregate,default (default: all four)
+#
+# Run as root.
+set -euo pipefail
+ME=pipe_cost.sh
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$TOP/build}
+ROUNDS=8
+LOOPS=200000
+MODES=none,runqlat,aggregate,default
+TMP=$(mktemp -d)
+TRACER=""
+. "$TOP/bench/tt_bench_lib.sh"
+
+usage() {
+	sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+while [ "$#" -gt 0 ]; do
+	case $1 in
+	--rounds) ROUNDS=$(num_arg "$1" "${2-}"); shift ;;
+	--loops) LOOPS=$(num_arg "$1" "${2-}"); shift ;;
+	--modes) MODES=${2-}; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) die "unknown option '$1' (see --help)" ;;
+	esac
+	shift
+done
+mode_re='(none|runqlat|aggregate|default)'
+[[ $MODES =~ ^$mode_re(,$mode_re)*$ ]] || die "--modes expects a list of none,runqlat,aggregate,default, got '$MODES'"
+[[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline)"
+[ "$ROUNDS" -ge 1 ] || die "--rounds must be at least 1"
+[ "$(id -u)" -eq 0 ] || die "needs root (BPF): run it as root"
+command -v perf >/dev/null || die "perf not found: apt-get install linux-perf"
+RUNQLAT=${RUNQLAT:-/usr/sbin/runqlat}
+[[ ,$MODES, != *,runqlat,* ]] || [ -x "$RUNQLAT" ] ||
+	die "mode runqlat needs $RUNQLAT: apt-get install libbpf-tools (or RUNQLAT=/path/to/runqlat)"
+TAILTRACE=$BUILD/probes/tailtrace
+need_bin "$TAILTRACE"
+
+stop_tracer() {
+	[ -n "$TRACER" ] || return 0
+	kill -INT "$TRACER" 2>/dev/null || true
+	wait "$TRACER" 2>/dev/null || true
+	TRACER=""
+}
+trap 'stop_tracer; cleanup' EXIT INT TERM
+
+start_tracer() { # log pattern CMD...: run CMD in the background until it logs pattern
+	local log=$1 pattern=$2 i
+	shift 2
+	"$@" >"$log" 2>&1 &
+	TRACER=$!
+	for i in $(seq 200); do
+		grep -q "$pattern" "$log" 2>/dev/null && return 0
+		kill -0 "$TRACER" 2>/dev/null || die "$1 failed: $(tail -2 "$log")"
+		sleep 0.05
+	done
+	die "$1 did not attach within 10 s: $(tail -2 "$log")"
+}
+
+pipe_op_us() {
+	taskset -c 1 perf bench sched pipe -T -l "$LOOPS" 2>&1 | awk '/usecs\/op/ {print $1}'
+}
+
+measure() { # mode: one pipe run under it; prints usecs/op
+	case $1 in
+	none) ;;
+	runqlat) start_tracer "$TMP/log" '^Tracing' stdbuf -oL "$RUNQLAT" ;;
+	aggregate) start_tracer "$TMP/log" 'attached' "$TAILTRACE" --aggregate --all --out "$TMP/tt" ;;
+	default) start_tracer "$TMP/log" 'attached' "$TAILTRACE" --all --out "$TMP/tt" ;;
+	esac
+	local us
+	us=$(pipe_op_us)
+	stop_tracer
+	rm -rf "$TMP/tt"
+	[ -n "$us" ] || die "perf bench sched pipe printed no usecs/op under $1"
+	echo "$us"
+}
+
+IFS=, read -r -a modes <<<"$MODES"
+: >"$TMP/results"
+echo "$ME: taskset -c 1 perf bench sched pipe -T -l $LOOPS; $ROUNDS rounds of $MODES"
+for round in $(seq "$ROUNDS"); do
+	order=("${modes[@]}")
+	if [ $((round % 2)) -eq 0 ]; then
+		order=()
+		for ((i = ${#modes[@]} - 1; i >= 0; i--)); do order+=("${modes[i]}"); done
+	fi
+	for mode in "${order[@]}"; do
+		us=$(measure "$mode")
+		echo "$mode $us" >>"$TMP/results"
+		printf '%s: round %d %-9s %8.3f usecs/op\n' "$ME" "$round" "$mode" "$us"
+	done
+done
+python3 - "$TMP/results" <<'PY'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    mode, us = line.split()
+    runs.setdefault(mode, []).append(float(us))
+base = statistics.median(runs["none"])
+print(f"\n{'mode':10} {'usecs/op':>9} {'added':>7}  (median of {len(runs['none'])} runs)")
+for mode, v in runs.items():
+    m = statistics.median(v)
+    print(f"{mode:10} {m:9.3f} {m - base:+7.3f}")
+PY
