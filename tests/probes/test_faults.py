@@ -144,8 +144,13 @@ def test_target_that_execs_mid_run_stays_traced(tmp_path):
     assert tasks[tasks["tid"] == pid]["comm"][0].decode() == "tt-sleeper"  # the name after exec
     sw = intervals(tmp_path)
     mine = sw[sw["tid"] == pid]
-    before_exec = mine[mine["t_on_ns"] <= end["loop_t_start_ns"]]
-    assert ((before_exec["t_on_ns"] - before_exec["t_off_ns"]) >= 250_000_000).any()
+    # python's 300 ms sleep before the exec: one blocked interval, or, when the kernel
+    # never reported one of its two edges (docs/probes.md), a gap record over it; either
+    # is written only for a traced thread (a CI run once had the gap)
+    everything = records(tmp_path, "switch")
+    before = everything[(everything["tid"] == pid) &
+                        (everything["t_on_ns"] <= end["loop_t_start_ns"])]
+    assert ((before["t_on_ns"] - before["t_off_ns"]) >= 250_000_000).any()
     after = mine[(mine["t_off_ns"] >= end["loop_t_start_ns"]) &
                  (mine["t_off_ns"] <= end["loop_t_end_ns"])]  # the sleeps getrusage counted
     unmatched = meta(tmp_path)["unmatched_events"]["switch"]
