@@ -82,6 +82,8 @@ def exporter(out: Path, *args: str):
         if p.poll() is None:
             p.send_signal(signal.SIGINT)
         p.wait(timeout=30)
+        p.stdout.close()
+        p.stderr.close()
 
 
 @contextmanager
@@ -96,6 +98,9 @@ def spinners(linger_s: float = 60):
     finally:
         p.kill()
         p.wait()
+        p.stdout.close()
+        if not p.stdin.closed:
+            p.stdin.close()
 
 
 def spin_result(stdout) -> list[dict]:

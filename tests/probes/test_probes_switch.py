@@ -48,8 +48,9 @@ def test_1000_voluntary_switches_of_100us(run):
     mine = in_loop(sw[(sw["tid"] == tid) & (sw["voluntary"] == 1)], "t_off_ns", loop)
     unmatched = meta(out)["unmatched_events"]["switch"]
     # what the kernel counted, every one accounted for: recorded or reported unmatched
+    # (the unmatched count covers the whole run: exec and exit too, not only the loop)
     assert run_ok(loop)
-    assert len(mine) + unmatched == loop["nvcsw"]
+    assert len(mine) <= loop["nvcsw"] <= len(mine) + unmatched
     sleeps = mine[(mine["prev_state"] & 0x3) == TASK_INTERRUPTIBLE]  # + TASK_FREEZABLE etc.
     assert len(sleeps) == len(mine)
     # usleep(100) sleeps >= 100 us; the thread may block a little after arming its timer

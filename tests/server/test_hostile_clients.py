@@ -208,8 +208,9 @@ class Attack:
                 "--rate", str(rate), "--hold", str(hold), "--count", str(count), "--seconds", "30"]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True,
                                      preexec_fn=background)
-        ready = select.select([self.proc.stdout], [], [], 20)[0]
-        line = self.proc.stdout.readline().split() if ready else []
+        started = select.poll()  # not select(): the slowloris sockets push fds past 1024
+        started.register(self.proc.stdout, select.POLLIN)
+        line = self.proc.stdout.readline().split() if started.poll(20_000) else []
         if len(line) != 4:
             self.proc.kill()
             pytest.fail(f"hostile_client did not start: {line}")
