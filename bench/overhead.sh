@@ -103,17 +103,10 @@ with_scraper() { # CMD...: run CMD while scraping http://127.0.0.1:$LISTEN_PORT/
 }
 
 with_runqlat() { # CMD...: run CMD while libbpf-tools' runqlat traces the machine
-	local tracer rc=0 i
-	stdbuf -oL "$RUNQLAT" >"$TMP/runqlat.out" 2>&1 &
-	tracer=$!
-	for i in $(seq 100); do # attached once it says so
-		grep -q '^Tracing' "$TMP/runqlat.out" 2>/dev/null && break
-		kill -0 "$tracer" 2>/dev/null || die "runqlat failed: $(tail -2 "$TMP/runqlat.out")"
-		sleep 0.05
-	done
-	grep -q '^Tracing' "$TMP/runqlat.out" || die "runqlat did not attach within 5 s"
+	local rc=0
+	start_tracer 5 "$TMP/runqlat.out" '^Tracing' stdbuf -oL "$RUNQLAT" # attached once it says so
 	"$@" || rc=$?
-	kill -INT "$tracer" 2>/dev/null; wait "$tracer" 2>/dev/null || true
+	stop_tracer
 	grep -q 'usecs' "$TMP/runqlat.out" || die "runqlat printed no histogram: $(tail -2 "$TMP/runqlat.out")"
 	return "$rc"
 }
@@ -159,11 +152,7 @@ echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $
 	"${AMOUNT[*]}; $REPEATS rounds of $MODES"
 IFS=, read -r -a modes <<<"$MODES"
 for round in $(seq "$REPEATS"); do
-	order=("${modes[@]}")
-	if [ $((round % 2)) -eq 0 ]; then # ABCD, DCBA, ...
-		order=()
-		for ((i = ${#modes[@]} - 1; i >= 0; i--)); do order+=("${modes[i]}"); done
-	fi
+	mapfile -t order < <(round_order "$round" "${modes[@]}")
 	for mode in "${order[@]}"; do measure "$mode" "$round"; done
 done
 

@@ -20,7 +20,6 @@ ROUNDS=8
 LOOPS=200000
 MODES=none,runqlat,aggregate,default
 TMP=$(mktemp -d)
-TRACER=""
 . "$TOP/bench/tt_bench_lib.sh"
 
 usage() {
@@ -49,26 +48,7 @@ RUNQLAT=${RUNQLAT:-/usr/sbin/runqlat}
 TAILTRACE=$BUILD/probes/tailtrace
 need_bin "$TAILTRACE"
 
-stop_tracer() {
-	[ -n "$TRACER" ] || return 0
-	kill -INT "$TRACER" 2>/dev/null || true
-	wait "$TRACER" 2>/dev/null || true
-	TRACER=""
-}
-trap 'stop_tracer; cleanup' EXIT INT TERM
-
-start_tracer() { # log pattern CMD...: run CMD in the background until it logs pattern
-	local log=$1 pattern=$2 i
-	shift 2
-	"$@" >"$log" 2>&1 &
-	TRACER=$!
-	for i in $(seq 200); do
-		grep -q "$pattern" "$log" 2>/dev/null && return 0
-		kill -0 "$TRACER" 2>/dev/null || die "$1 failed: $(tail -2 "$log")"
-		sleep 0.05
-	done
-	die "$1 did not attach within 10 s: $(tail -2 "$log")"
-}
+trap cleanup EXIT INT TERM
 
 pipe_op_us() {
 	taskset -c 1 perf bench sched pipe -T -l "$LOOPS" 2>&1 | awk '/usecs\/op/ {print $1}'
@@ -77,9 +57,9 @@ pipe_op_us() {
 measure() { # mode: one pipe run under it; prints usecs/op
 	case $1 in
 	none) ;;
-	runqlat) start_tracer "$TMP/log" '^Tracing' stdbuf -oL "$RUNQLAT" ;;
-	aggregate) start_tracer "$TMP/log" 'attached' "$TAILTRACE" --aggregate --all --out "$TMP/tt" ;;
-	default) start_tracer "$TMP/log" 'attached' "$TAILTRACE" --all --out "$TMP/tt" ;;
+	runqlat) start_tracer 10 "$TMP/log" '^Tracing' stdbuf -oL "$RUNQLAT" ;;
+	aggregate) start_tracer 10 "$TMP/log" 'attached' "$TAILTRACE" --aggregate --all --out "$TMP/tt" ;;
+	default) start_tracer 10 "$TMP/log" 'attached' "$TAILTRACE" --all --out "$TMP/tt" ;;
 	esac
 	local us
 	us=$(pipe_op_us)
@@ -93,11 +73,7 @@ IFS=, read -r -a modes <<<"$MODES"
 : >"$TMP/results"
 echo "$ME: taskset -c 1 perf bench sched pipe -T -l $LOOPS; $ROUNDS rounds of $MODES"
 for round in $(seq "$ROUNDS"); do
-	order=("${modes[@]}")
-	if [ $((round % 2)) -eq 0 ]; then
-		order=()
-		for ((i = ${#modes[@]} - 1; i >= 0; i--)); do order+=("${modes[i]}"); done
-	fi
+	mapfile -t order < <(round_order "$round" "${modes[@]}")
 	for mode in "${order[@]}"; do
 		us=$(measure "$mode")
 		echo "$mode $us" >>"$TMP/results"

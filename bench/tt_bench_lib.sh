@@ -1,7 +1,7 @@
-# Shared by bench/oracle_perf_sched.sh, bench/overhead.sh, bench/workloads.sh and
-# bench/exporter_soak.sh (sourced, not run). Needs: ME (script name), BUILD, TMP (for
-# cleanup and start_server). Sets SERVER_PID, SERVER_PORT; need_load_bins sets
-# TAILTRACE and HTTPLOAD.
+# Shared by bench/oracle_perf_sched.sh, bench/overhead.sh, bench/workloads.sh,
+# bench/exporter_soak.sh and bench/pipe_cost.sh (sourced, not run). Needs: ME
+# (script name), BUILD, TMP (for cleanup and start_server). Sets SERVER_PID,
+# SERVER_PORT; start_tracer sets TRACER; need_load_bins sets TAILTRACE and HTTPLOAD.
 
 die() { echo "$ME: $*" >&2; exit 2; }
 
@@ -23,6 +23,36 @@ stop_pid() { # pid: TERM, then KILL after 5 s; reaps it
 	wait "$pid" 2>/dev/null || true
 }
 
+start_tracer() { # timeout_s log pattern CMD...: CMD in the background (TRACER) until log has pattern
+	local timeout_s=$1 log=$2 pattern=$3 i
+	shift 3
+	"$@" >"$log" 2>&1 &
+	TRACER=$!
+	for i in $(seq $((timeout_s * 20))); do
+		grep -q "$pattern" "$log" 2>/dev/null && return 0
+		kill -0 "$TRACER" 2>/dev/null || die "$* failed: $(tail -2 "$log")"
+		sleep 0.05
+	done
+	die "$* did not attach within $timeout_s s: $(tail -2 "$log")"
+}
+
+stop_tracer() { # SIGINT to the tracer start_tracer started (it prints its summary), then reap it
+	[ -n "${TRACER-}" ] || return 0
+	kill -INT "$TRACER" 2>/dev/null || true
+	wait "$TRACER" 2>/dev/null || true
+	TRACER=""
+}
+
+round_order() { # round mode...: the modes in order in odd rounds, reversed in even ones (ABCD, DCBA, ...)
+	local round=$1 i
+	shift
+	if ((round % 2)); then
+		printf '%s\n' "$@"
+	else
+		for ((i = $#; i >= 1; i--)); do printf '%s\n' "${!i}"; done
+	fi
+}
+
 need_load_bins() { # tailtrace, httpload and orders-server, all built
 	TAILTRACE=$BUILD/probes/tailtrace
 	HTTPLOAD=$BUILD/workloads/httpload/httpload
@@ -38,6 +68,7 @@ check_model() { # httpload --model value
 cleanup() { # trap handler: stop the servers we started, remove TMP, keep the exit status
 	local rc=$?
 	trap - EXIT INT TERM
+	stop_tracer
 	stop_pid "${SERVER_PID-}"
 	stop_pid "${NGINX_PID-}"
 	rm -rf "$TMP"
