@@ -180,31 +180,40 @@ int target_proc_line(int pid, const char *name, const char *prefix, char *buf, s
 	return ret;
 }
 
+/* /proc/PID/stat from field 3 (state) on, past the comm, which may hold
+ * spaces and parentheses; NULL when the process is gone. */
+static const char *proc_stat_after_comm(int pid, char *buf, size_t len)
+{
+	const char *p;
+
+	if (target_proc_line(pid, "stat", "", buf, len))
+		return NULL;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p + 2 : NULL;
+}
+
 bool target_pid_exited(int pid, int pidfd)
 {
-	char buf[512], *p;
+	char buf[512];
+	const char *f;
 
 	if (pidfd >= 0) {
 		struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
 
 		return poll(&pfd, 1, 0) > 0; /* readable once the process exited */
 	}
-	if (target_proc_line(pid, "stat", "", buf, sizeof(buf)))
-		return true;
-	p = strrchr(buf, ')');
-	return !p || p[2] == 'Z' || p[2] == 'X';
+	f = proc_stat_after_comm(pid, buf, sizeof(buf));
+	return !f || f[0] == 'Z' || f[0] == 'X';
 }
 
 uint64_t target_start_time(int pid)
 {
-	char buf[512], *p;
+	char buf[512];
+	const char *f = proc_stat_after_comm(pid, buf, sizeof(buf));
 	unsigned long long start;
 
-	if (target_proc_line(pid, "stat", "", buf, sizeof(buf)))
-		return 0;
-	p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
-	/* after the comm: state (field 3) ... starttime (field 22) */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+	/* state (field 3) ... starttime (field 22) */
+	if (!f || sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
 			 "%*d %*d %*d %llu", &start) != 1)
 		return 0;
 	return start;
