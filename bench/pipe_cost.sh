@@ -9,7 +9,8 @@
 # working set.
 #
 #   bench/pipe_cost.sh [--rounds R] [--loops N] [--modes LIST]
-#     LIST of none,runqlat,aggregate,default (default: all four)
+#     LIST of none,runqlat,aggregate,default,alt (default: the first four);
+#     alt: $TAILTRACE_ALT --all (another tailtrace build, e.g. before a change)
 #
 # Run as root.
 set -euo pipefail
@@ -23,7 +24,7 @@ TMP=$(mktemp -d)
 . "$TOP/bench/tt_bench_lib.sh"
 
 usage() {
-	sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ "$#" -gt 0 ]; do
@@ -36,9 +37,11 @@ while [ "$#" -gt 0 ]; do
 	esac
 	shift
 done
-mode_re='(none|runqlat|aggregate|default)'
-[[ $MODES =~ ^$mode_re(,$mode_re)*$ ]] || die "--modes expects a list of none,runqlat,aggregate,default, got '$MODES'"
+mode_re='(none|runqlat|aggregate|default|alt)'
+[[ $MODES =~ ^$mode_re(,$mode_re)*$ ]] || die "--modes expects a list of none,runqlat,aggregate,default,alt, got '$MODES'"
 [[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline)"
+[[ ,$MODES, != *,alt,* ]] || [ -x "${TAILTRACE_ALT:-}" ] ||
+	die "mode alt needs TAILTRACE_ALT=/path/to/another/tailtrace"
 [ "$ROUNDS" -ge 1 ] || die "--rounds must be at least 1"
 [ "$(id -u)" -eq 0 ] || die "needs root (BPF): run it as root"
 command -v perf >/dev/null || die "perf not found: apt-get install linux-perf"
@@ -60,6 +63,7 @@ measure() { # mode: one pipe run under it; prints usecs/op
 	runqlat) start_tracer 10 "$TMP/log" '^Tracing' stdbuf -oL "$RUNQLAT" ;;
 	aggregate) start_tracer 10 "$TMP/log" 'attached' "$TAILTRACE" --aggregate --all --out "$TMP/tt" ;;
 	default) start_tracer 10 "$TMP/log" 'attached' "$TAILTRACE" --all --out "$TMP/tt" ;;
+	alt) start_tracer 10 "$TMP/log" 'attached' "$TAILTRACE_ALT" --all --out "$TMP/tt" ;;
 	esac
 	local us
 	us=$(pipe_op_us)

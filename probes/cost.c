@@ -2,6 +2,7 @@
 #include "cost.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -11,10 +12,98 @@
 #include <json_out.h>
 #include <tt_clock.h>
 
-void cost_enable(struct tt_cost *c)
+static const char *const mode_names[] = {
+	[TT_BPF_STATS_SAMPLED] = "sampled",
+	[TT_BPF_STATS_ALWAYS] = "always",
+	[TT_BPF_STATS_OFF] = "off",
+};
+
+const char *cost_mode_name(enum tt_bpf_stats mode)
 {
+	return mode_names[mode];
+}
+
+int cost_mode_parse(const char *s)
+{
+	for (int i = 0; i < (int)(sizeof(mode_names) / sizeof(mode_names[0])); i++)
+		if (!strcmp(s, mode_names[i]))
+			return i;
+	return -1;
+}
+
+void cost_enable(struct tt_cost *c, enum tt_bpf_stats mode)
+{
+	c->mode = mode;
+	c->stats_fd = -1;
+	c->stats_errno = 0;
+	if (mode == TT_BPF_STATS_OFF)
+		return;
 	c->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	c->stats_errno = c->stats_fd < 0 ? (errno ? errno : EINVAL) : 0;
+}
+
+/* The kernel's switch (kernel.bpf_stats_enabled) reads 1 while anyone holds
+ * the statistics on: after closing our fd, 1 means another holder. */
+static bool stats_held_elsewhere(void)
+{
+	char v = '0';
+	int fd = open("/proc/sys/kernel/bpf_stats_enabled", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	if (read(fd, &v, 1) != 1)
+		v = '0';
+	close(fd);
+	return v == '1';
+}
+
+static int ms_until(uint64_t now_ns, uint64_t t_ns)
+{
+	return t_ns > now_ns ? (int)((t_ns - now_ns + 999999) / 1000000) : 0;
+}
+
+static void window_close(struct tt_cost *c, uint64_t now_ns)
+{
+	if (c->stats_fd < 0)
+		return;
+	close(c->stats_fd);
+	c->stats_fd = -1;
+	c->sampled_ns += now_ns > c->on_since_ns ? now_ns - c->on_since_ns : 0;
+}
+
+int cost_tick(struct tt_cost *c, uint64_t now_ns)
+{
+	if (c->mode != TT_BPF_STATS_SAMPLED || c->stats_errno || c->others_on)
+		return -1;
+	if (c->stats_fd >= 0) {
+		uint64_t due = c->on_since_ns + COST_SAMPLE_ON_MS * 1000000ull;
+
+		if (now_ns < due)
+			return ms_until(now_ns, due);
+		window_close(c, now_ns);
+		if (stats_held_elsewhere()) {
+			/* Counted continuously anyway: keep them on, scale nothing. */
+			c->others_on = true;
+			c->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+			return -1;
+		}
+		c->next_on_ns = c->on_since_ns + COST_SAMPLE_PERIOD_MS * 1000000ull;
+		if (c->next_on_ns <= now_ns)
+			c->next_on_ns = now_ns + (COST_SAMPLE_PERIOD_MS - COST_SAMPLE_ON_MS) * 1000000ull;
+		return ms_until(now_ns, c->next_on_ns);
+	}
+	if (now_ns < c->next_on_ns)
+		return ms_until(now_ns, c->next_on_ns);
+	c->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (c->stats_fd < 0) /* worked before: keep the windows measured so far */
+		return -1;
+	c->on_since_ns = now_ns;
+	return COST_SAMPLE_ON_MS;
+}
+
+void cost_stats_stop(struct tt_cost *c, uint64_t now_ns)
+{
+	window_close(c, now_ns);
 }
 
 static uint64_t loader_cpu_ns(void)
@@ -27,9 +116,11 @@ static uint64_t loader_cpu_ns(void)
 	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
 }
 
-void cost_start_clock(struct tt_cost *c)
+void cost_start_clock(struct tt_cost *c, uint64_t now_ns)
 {
 	c->cpu_start_ns = c->cpu_loop_ns = c->cpu_end_ns = loader_cpu_ns();
+	c->on_since_ns = now_ns;
+	c->sampled_ns = 0;
 }
 
 void cost_loop_start(struct tt_cost *c)
@@ -81,7 +172,10 @@ void cost_collect(struct tt_cost *c, const struct tt_probe *const *mods, void *c
 	c->traced_wall_ns = traced_wall_ns;
 	c->ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	c->nmods = 0;
-	c->bpf_total_ns = c->bpf_total_runs = 0;
+	c->bpf_measured_ns = c->bpf_total_runs = 0;
+	c->bpf_sampled_ns = c->sampled_ns;
+	if (c->stats_fd >= 0 && c->t_end_ns > c->on_since_ns) /* a window still open */
+		c->bpf_sampled_ns += c->t_end_ns - c->on_since_ns;
 	for (int i = 0; i < nmods && c->nmods < TT_COST_MAX_MODS; i++) {
 		struct bpf_object *obj = mods[i]->object ? mods[i]->object(states[i]) : NULL;
 		struct tt_cost_mod *m = &c->mods[c->nmods];
@@ -91,10 +185,20 @@ void cost_collect(struct tt_cost *c, const struct tt_probe *const *mods, void *c
 		memset(m, 0, sizeof(*m));
 		m->name = mods[i]->name;
 		cost_read_object(m, obj);
-		c->bpf_total_ns += m->run_time_ns;
+		c->bpf_measured_ns += m->run_time_ns;
 		c->bpf_total_runs += m->run_cnt;
 		c->nmods++;
 	}
+	c->bpf_total_ns = c->bpf_measured_ns;
+	if (cost_scaled(c))
+		c->bpf_total_ns = (uint64_t)((double)c->bpf_measured_ns * (double)traced_wall_ns /
+					     (double)c->bpf_sampled_ns);
+}
+
+bool cost_scaled(const struct tt_cost *c)
+{
+	return c->mode == TT_BPF_STATS_SAMPLED && !c->others_on && c->bpf_sampled_ns &&
+	       c->bpf_sampled_ns < c->traced_wall_ns;
 }
 
 void cost_disable(struct tt_cost *c)
@@ -106,7 +210,7 @@ void cost_disable(struct tt_cost *c)
 
 double cost_cpu_share(const struct tt_cost *c)
 {
-	if (c->stats_errno || !c->traced_wall_ns || c->ncpus <= 0)
+	if (c->stats_errno || c->mode == TT_BPF_STATS_OFF || !c->traced_wall_ns || c->ncpus <= 0)
 		return -1;
 	return (double)(c->bpf_total_ns + c->loader_cpu_ns) /
 	       ((double)c->traced_wall_ns * (double)c->ncpus);
@@ -135,13 +239,20 @@ void cost_write_json(FILE *f, const struct tt_cost *c)
 {
 	double share = cost_cpu_share(c);
 
-	fputs("{\"bpf\": ", f);
+	fputs("{\"bpf_stats\": ", f);
+	json_write_string(f, cost_mode_name(c->mode));
+	fputs(", \"bpf\": ", f);
 	if (c->stats_errno) {
 		fputs("null, \"bpf_total_ns\": null, \"bpf_stats_error\": ", f);
 		json_write_string(f, strerror(c->stats_errno));
+	} else if (c->mode == TT_BPF_STATS_OFF) {
+		fputs("null, \"bpf_total_ns\": null", f);
 	} else {
 		write_bpf(f, c);
-		fprintf(f, ", \"bpf_total_ns\": %llu", (unsigned long long)c->bpf_total_ns);
+		fprintf(f, ", \"bpf_total_ns\": %llu, \"bpf_measured_ns\": %llu, "
+			"\"bpf_sampled_ns\": %llu, \"bpf_stats_shared\": %s",
+			(unsigned long long)c->bpf_total_ns, (unsigned long long)c->bpf_measured_ns,
+			(unsigned long long)c->bpf_sampled_ns, c->others_on ? "true" : "false");
 	}
 	fprintf(f, ", \"loader_cpu_ns\": %llu, \"startup_cpu_ns\": %llu, \"finish_cpu_ns\": %llu, "
 		"\"traced_wall_ns\": %llu, \"ncpus\": %ld, \"cpu_share_of_machine\": ",
@@ -160,6 +271,12 @@ void cost_print(FILE *f, const struct tt_cost *c)
 	fputs("tailtrace: cost: ", f);
 	if (c->stats_errno)
 		fprintf(f, "BPF unknown (run-time stats unavailable: %s)", strerror(c->stats_errno));
+	else if (c->mode == TT_BPF_STATS_OFF)
+		fputs("BPF unknown (--bpf-stats off)", f);
+	else if (c->bpf_total_runs && cost_scaled(c))
+		fprintf(f, "BPF %.1f ms (%.2f us/event; sampled %.0f%% of the time)",
+			c->bpf_total_ns / 1e6, c->bpf_measured_ns / 1e3 / (double)c->bpf_total_runs,
+			100.0 * (double)c->bpf_sampled_ns / (double)c->traced_wall_ns);
 	else if (c->bpf_total_runs)
 		fprintf(f, "BPF %.1f ms (%.2f us/event)", c->bpf_total_ns / 1e6,
 			c->bpf_total_ns / 1e3 / (double)c->bpf_total_runs);

@@ -332,10 +332,12 @@ static int poll_loop(struct loader *L)
 
 	while (!exiting) {
 		uint64_t now = tt_now_ns();
-		int timeout_ms = POLL_MS, err;
+		int timeout_ms = POLL_MS, err, stats_ms = cost_tick(&L->cost, now);
 
 		if (L->ctx.syms && next_refresh > now && (next_refresh - now) / 1000000 < POLL_MS)
 			timeout_ms = (int)((next_refresh - now) / 1000000) + 1;
+		if (stats_ms >= 0 && stats_ms < timeout_ms)
+			timeout_ms = stats_ms;
 		if (L->ex) {
 			err = L->ctx.rb ? ring_buffer__poll(L->ctx.rb, 0) : 0;
 			exporter_poll(L->ex, timeout_ms);
@@ -474,6 +476,7 @@ static int run_finish(struct loader *L, int status)
 	L->meta.mono_end_ns = tt_now_ns();
 	if (!L->cost.t_end_ns) /* ended before the poll loop */
 		cost_loop_end(&L->cost);
+	cost_stats_stop(&L->cost, L->cost.t_end_ns);
 	cost_collect(&L->cost, L->mods, L->states, L->nmods,
 		     L->cost.t_end_ns - L->meta.mono_start_ns);
 	L->meta.cost = &L->cost;
@@ -532,7 +535,7 @@ static int run(struct loader *L)
 	print_ready(L);
 	exporter_connect(L);
 	meta_start(&L->meta);
-	cost_start_clock(&L->cost);
+	cost_start_clock(&L->cost, L->meta.mono_start_ns);
 	if (L->have_child && target_release(&L->child, L->cli.cmd, err, sizeof(err))) {
 		die_line(err);
 		target_child_stop(&L->child, 1000);
@@ -546,6 +549,7 @@ static int run(struct loader *L)
 	if (poll_loop(L))
 		status = 1;
 	cost_loop_end(&L->cost);
+	cost_stats_stop(&L->cost, L->cost.t_end_ns);
 	if (L->have_child && !target_child_exited(&L->child))
 		target_child_stop(&L->child, 2000); /* --duration or a signal ended the run */
 	status = run_finish(L, status);
@@ -585,7 +589,7 @@ int main(int argc, char **argv)
 	/* Stats on before the first attach (setup loads and attaches). */
 	ret = out_prepare(&L);
 	if (!ret)
-		cost_enable(&L.cost);
+		cost_enable(&L.cost, L.cli.opts.bpf_stats);
 	ret = ret ?: modules_setup(&L);
 	ret = ret ? 1 : run(&L);
 	cleanup(&L);

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cost.h"
 #include "exporter.h"
 #include "options.h"
 
@@ -52,11 +53,14 @@ void options_usage(FILE *out)
 "                      runs until SIGINT/SIGTERM unless --duration or the target ends it)\n"
 "  -t, --top N         with --listen: the N most active processes get their own series,\n"
 "                      the rest are counted in comm=\"other\" (default %d, max %d)\n"
+"  -B, --bpf-stats MODE  the kernel's BPF run-time statistics behind the cost line: sampled\n"
+"                      (default: on %d ms of every %d ms, scaled; while on, every BPF program on\n"
+"                      the machine pays ~50 ns a run), always (exact counts) or off\n"
 "  -v, --verbose       more messages (repeat for libbpf debug output)\n"
 "  -h, --help          this help\n"
 "Environment: TAILTRACE_HOOK=raw_tp|tracepoint forces a fallback hook type.\n",
 		TT_MAX_ALSO_PIDS, TT_MAX_SPANS, TT_DEFAULT_RINGBUF_MB, TT_DEFAULT_MIN_OFFCPU_ALL_US,
-		EXPORTER_DEFAULT_TOP, EXPORTER_MAX_TOP);
+		EXPORTER_DEFAULT_TOP, EXPORTER_MAX_TOP, COST_SAMPLE_ON_MS, COST_SAMPLE_PERIOD_MS);
 }
 
 const char *options_events_str(unsigned events, char *buf, size_t len)
@@ -157,6 +161,7 @@ static const struct option long_opts[] = {
 	{ "aggregate", no_argument, NULL, 'A' },
 	{ "listen", required_argument, NULL, 'l' },
 	{ "top", required_argument, NULL, 't' },
+	{ "bpf-stats", required_argument, NULL, 'B' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
@@ -221,6 +226,12 @@ static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len
 		o->top_n = (int)v;
 		cli->top_given = true;
 		return 0;
+	case 'B':
+		if ((o->bpf_stats = cost_mode_parse(arg)) < 0) {
+			snprintf(err, len, "--bpf-stats '%s': give sampled, always or off", arg);
+			return -EINVAL;
+		}
+		return 0;
 	case 'v': o->verbose++; return 0;
 	default:
 		snprintf(err, len, "bad option: see tailtrace --help");
@@ -259,7 +270,7 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 	o->events = TT_DEFAULT_EVENTS;
 	o->ringbuf_mb = TT_DEFAULT_RINGBUF_MB;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+p:P:c:g:ad:o:e:s:r:m:Al:t:vh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:P:c:g:ad:o:e:s:r:m:Al:t:B:vh", long_opts, NULL)) != -1) {
 		if (c == 'h') {
 			options_usage(stdout);
 			return 1;

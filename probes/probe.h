@@ -44,6 +44,7 @@ struct tt_opts {
 	const char *listen;   /* --listen ADDR:PORT: serve them to Prometheus (implies aggregate) */
 	int top_n;            /* --top: processes with their own series */
 	int verbose;
+	int bpf_stats;        /* enum tt_bpf_stats (cost.h): sampled (0), always, off */
 	uint64_t min_offcpu_us;
 	double duration_s;    /* 0: until the target exits / SIGINT */
 	struct tt_span_spec spans[TT_MAX_SPANS];

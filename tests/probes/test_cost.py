@@ -1,13 +1,16 @@
 """tailtrace's own cost (docs/probes.md, "Cost"): with BPF run-time statistics
-on, meta.json cost.bpf holds every module's program runs and time. Oracle by
-construction: every record a stream writes was produced by at least one run
-of that module's programs, so run_cnt >= records written (the programs also
-run for every other task on the machine and drop them in the filter); the
-sleeper's 1000 x usleep(100) alone are >= 1000 switches and 1000 wakeups.
+on (--bpf-stats always), meta.json cost.bpf holds every module's program runs
+and time. Oracle by construction: every record a stream writes was produced by
+at least one run of that module's programs, so run_cnt >= records written (the
+programs also run for every other task on the machine and drop them in the
+filter); the sleeper's 1000 x usleep(100) alone are >= 1000 switches and 1000
+wakeups. Sampled (the default), the programs are counted inside the windows
+only (~10 % of a 3 s run) and the total is scaled to the traced time.
 """
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -15,15 +18,15 @@ from tt_run import helper, meta, needs_root, tailtrace
 
 pytestmark = needs_root
 N, USEC = 1000, 100
-LINE = re.compile(r"^tailtrace: cost: BPF ([\d.]+) ms \(([\d.]+) us/event\), loader ([\d.]+) ms CPU "
+LINE = re.compile(r"^tailtrace: cost: BPF ([\d.]+) ms \(([\d.]+) us/event(?:; sampled \d+% of the time)?\), loader ([\d.]+) ms CPU "
                   r"over ([\d.]+) s traced on (\d+) CPUs? = ([\d.]+)% of the machine"
                   r" \(not counted: start-up ([\d.]+) ms, finish ([\d.]+) ms CPU\)"
                   r"((?:; \w+ programs skipped \d+ times \(recursion\))*)$", re.M)
 
 
-def run_cost(tmp_path, *extra: str):
-    p = tailtrace(tmp_path, "--events", "runq,switch", *extra, "--", helper("sleeper"), str(N),
-                  str(USEC))
+def run_cost(tmp_path, *extra: str, n: int = N, usec: int = USEC):
+    p = tailtrace(tmp_path, "--events", "runq,switch", *extra, "--", helper("sleeper"), str(n),
+                  str(usec))
     assert p.returncode == 0, p.stderr
     m = meta(tmp_path)
     if m["cost"]["bpf"] is None:
@@ -34,7 +37,13 @@ def run_cost(tmp_path, *extra: str):
 def check_totals(m: dict, stderr: str):
     cost = m["cost"]
     bpf = cost["bpf"]
-    assert cost["bpf_total_ns"] == sum(v["run_time_ns"] for v in bpf.values())
+    assert cost["bpf_measured_ns"] == sum(v["run_time_ns"] for v in bpf.values())
+    if cost["bpf_stats"] == "always":
+        assert cost["bpf_total_ns"] == cost["bpf_measured_ns"]
+        assert cost["bpf_sampled_ns"] == cost["traced_wall_ns"]
+    else:  # scaled from the windows to the traced time
+        assert cost["bpf_total_ns"] == pytest.approx(
+            cost["bpf_measured_ns"] * cost["traced_wall_ns"] / cost["bpf_sampled_ns"], rel=1e-6)
     for name, v in bpf.items():
         assert v["ns_per_run"] == pytest.approx(v["run_time_ns"] / v["run_cnt"], rel=1e-3), name
     # traced = while the target ran (the poll loop); the files written after are not
@@ -58,7 +67,7 @@ def check_totals(m: dict, stderr: str):
                               for k, v in bpf.items() if v["missed"])
     runs = sum(v["run_cnt"] for v in bpf.values())
     assert float(bpf_ms) == pytest.approx(cost["bpf_total_ns"] / 1e6, abs=0.06)
-    assert float(us_ev) == pytest.approx(cost["bpf_total_ns"] / 1e3 / runs, abs=0.006)
+    assert float(us_ev) == pytest.approx(cost["bpf_measured_ns"] / 1e3 / runs, abs=0.006)
     assert float(loader_ms) == pytest.approx(cost["loader_cpu_ns"] / 1e6, abs=0.06)
     assert float(wall_s) == pytest.approx(cost["traced_wall_ns"] / 1e9, abs=0.06)
     assert int(ncpus) == cost["ncpus"]
@@ -66,7 +75,7 @@ def check_totals(m: dict, stderr: str):
 
 
 def test_cost_records(tmp_path):
-    m, stderr = run_cost(tmp_path)
+    m, stderr = run_cost(tmp_path, "--bpf-stats", "always")
     bpf = m["cost"]["bpf"]
     assert set(bpf) == {"sched", "runq"}, bpf  # the switch stream is the sched module's
     assert bpf["sched"]["run_cnt"] >= max(m["events"]["switch"], N)
@@ -77,9 +86,55 @@ def test_cost_records(tmp_path):
 
 def test_cost_aggregate(tmp_path):
     """No records in aggregate mode, but the programs still ran once per event."""
-    m, stderr = run_cost(tmp_path, "--aggregate")
+    m, stderr = run_cost(tmp_path, "--aggregate", "--bpf-stats", "always")
     bpf = m["cost"]["bpf"]
     assert bpf["sched"]["run_cnt"] >= max(m["events"]["switch"], N)
     assert bpf["runq"]["run_cnt"] >= max(m["events"]["runq"], N)
     assert bpf["sched"]["run_time_ns"] > 0 and bpf["runq"]["run_time_ns"] > 0
     check_totals(m, stderr)
+
+
+def test_cost_sampled(tmp_path):
+    """Default: statistics on 100 ms of every second. A 3 s sleeper: ~10 % of the
+    time measured, and the scaled runs still cover every record written."""
+    m, stderr = run_cost(tmp_path, n=6000, usec=400)
+    cost = m["cost"]
+    assert cost["bpf_stats"] == "sampled" and cost["bpf_stats_shared"] is False
+    frac = cost["bpf_sampled_ns"] / cost["traced_wall_ns"]
+    assert cost["traced_wall_ns"] > 2e9
+    assert 0.05 < frac < 0.3, cost
+    assert "% of the time)" in stderr
+    for name, stream in (("sched", "switch"), ("runq", "runq")):
+        runs = cost["bpf"][name]["run_cnt"]  # counted inside the windows only
+        assert runs < 0.5 * m["events"][stream], (name, runs, m["events"])
+        assert runs / frac >= 0.7 * m["events"][stream], (name, runs / frac, m["events"])
+    check_totals(m, stderr)
+
+
+def test_cost_stats_off(tmp_path):
+    p = tailtrace(tmp_path, "--bpf-stats", "off", "--", "true")
+    assert p.returncode == 0, p.stderr
+    cost = meta(tmp_path)["cost"]
+    assert cost["bpf_stats"] == "off"
+    assert cost["bpf"] is None and cost["cpu_share_of_machine"] is None
+    assert "tailtrace: cost: BPF unknown (--bpf-stats off), loader" in p.stderr
+
+
+SWITCH = Path("/proc/sys/kernel/bpf_stats_enabled")
+
+
+def test_cost_sampled_with_stats_held_on(tmp_path):
+    """kernel.bpf_stats_enabled=1 (another user's): the counters run all the time,
+    so nothing is scaled and the runs cover every record, as with always."""
+    if SWITCH.read_text().strip() != "0":
+        pytest.skip("kernel.bpf_stats_enabled is already 1")
+    SWITCH.write_text("1")
+    try:
+        m, stderr = run_cost(tmp_path, n=3000, usec=400)
+    finally:
+        SWITCH.write_text("0")
+    cost = m["cost"]
+    assert cost["bpf_stats"] == "sampled" and cost["bpf_stats_shared"] is True
+    assert cost["bpf_total_ns"] == cost["bpf_measured_ns"]
+    assert cost["bpf"]["sched"]["run_cnt"] >= m["events"]["switch"]
+    assert "% of the time)" not in stderr

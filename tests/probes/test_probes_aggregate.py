@@ -54,7 +54,8 @@ def test_aggregate_leaves_sched_waking_unattached(tmp_path):
     """Histograms have no waker, so --aggregate hooks sched_wakeup only: each
     sleep is two switches (sleeper out, sleeper in) and one wakeup, so runq's
     programs run about half as often as sched's (with sched_waking: as often)."""
-    p = tailtrace(tmp_path, "--aggregate", "--", helper("sleeper"), str(N), str(USEC), "0", "rt")
+    p = tailtrace(tmp_path, "--aggregate", "--bpf-stats", "always", "--", helper("sleeper"), str(N),
+                  str(USEC), "0", "rt")
     assert p.returncode == 0, p.stderr
     bpf = meta(tmp_path)["cost"]["bpf"]
     assert bpf["sched"]["run_cnt"] >= 2 * N * 0.9
