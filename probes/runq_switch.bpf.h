@@ -7,6 +7,12 @@
  * program per switch instead of two; the two objects then share these maps
  * (the loader's probe_share_*), and runq's own switch programs are not
  * loaded. The includer defines `aggregate` and `rb_wakeup_bytes`.
+ *
+ * Under tp_btf a thread's runq and sched state share one task-storage slot
+ * (struct tt_thread): the switch program finds prev's and next's with one
+ * lookup each instead of two. A slot lookup is cheap when warm, but with a
+ * hundred threads on two CPUs next's slot is cold: each separate slot costs
+ * its own cache misses.
  */
 #ifndef TT_RUNQ_SWITCH_BPF_H
 #define TT_RUNQ_SWITCH_BPF_H
@@ -16,21 +22,34 @@
 #include "counter.bpf.h"
 #include "filter.bpf.h"
 #include "runq.h"
+#include "sched.h"
+
+/* One thread's state under tp_btf (the sched part unused without sched). */
+struct tt_thread {
+	struct runq_start rq;
+	struct sched_off off;
+};
+
+/* A new slot: stack ids -1 (none), as struct sched_off wants; runq zeroed. */
+static const struct tt_thread tt_thread_init = {
+	.off = { .last_ustack_id = -1, .last_kstack_id = -1 },
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 32 << 20); /* resized by the loader (--ringbuf-mb) */
 } runq_rb SEC(".maps");
 
-/* Per traced thread: struct runq_start. Task storage under tp_btf (typed task
- * pointers: no hashing, freed with the task); a tid-keyed hash under raw_tp
- * and classic tracepoints. The loader creates only the one its hook uses
- * (features_select_progs); btf is a compile-time constant in every program. */
+/* Per traced thread: struct tt_thread in task storage under tp_btf (typed task
+ * pointers: no hashing, freed with the task); struct runq_start in a
+ * tid-keyed hash under raw_tp and classic tracepoints. The loader creates
+ * only the one its hook uses (features_select_progs); btf is a compile-time
+ * constant in every program. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct runq_start);
+	__type(value, struct tt_thread);
 } start_btf SEC(".maps");
 
 struct {
@@ -50,12 +69,23 @@ struct {
 	__type(value, __u64);
 } runq_counters SEC(".maps");
 
+/* tp_btf: the thread's slot; made if create and it has none. NULL: none, or
+ * allocation failed. */
+static __always_inline struct tt_thread *tt_thread_get(struct task_struct *t, bool create)
+{
+	return bpf_task_storage_get(&start_btf, t, create ? (void *)&tt_thread_init : 0,
+				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
 /* The thread's slot, or NULL (none yet; or allocation failed / map full). */
 static __always_inline struct runq_start *runq_slot_find(bool btf, struct task_struct *t,
 							 __u32 tid)
 {
-	if (btf)
-		return bpf_task_storage_get(&start_btf, t, 0, 0);
+	if (btf) {
+		struct tt_thread *th = tt_thread_get(t, false);
+
+		return th ? &th->rq : NULL;
+	}
 	return bpf_map_lookup_elem(&start_ids, &tid);
 }
 
@@ -64,8 +94,11 @@ static __always_inline struct runq_start *runq_slot(bool btf, struct task_struct
 {
 	struct runq_start *s;
 
-	if (btf)
-		return bpf_task_storage_get(&start_btf, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (btf) {
+		struct tt_thread *th = tt_thread_get(t, true);
+
+		return th ? &th->rq : NULL;
+	}
 	s = bpf_map_lookup_elem(&start_ids, &tid);
 	if (!s) {
 		static const struct runq_start zero;
@@ -115,42 +148,52 @@ static __always_inline void runq_emit(struct runq_start *s, __u32 tid, __u64 now
 	bpf_ringbuf_submit(r, tt_rb_flags(&runq_rb, rb_wakeup_bytes));
 }
 
-/* prev is the current task. next_traced may be a guess (classic variant):
- * only traced threads ever have a start entry. A blocked switch-out closes
- * any interval left open: classic (clear_blocked) wakeup hooks cannot tell a
- * running task apart, and a switch-in may never reach the tracepoint. Slots
- * are reused in place while the thread lives: one lookup per hook. */
+/* prev (the current task, traced) switched out; s: its slot, NULL if it has
+ * none. A blocked switch-out closes any interval left open: classic
+ * (clear_blocked) wakeup hooks cannot tell a running task apart, and a
+ * switch-in may never reach the tracepoint. Slots are reused in place while
+ * the thread lives. */
+static __always_inline void runq_switch_out(bool btf, struct runq_start *s, __u64 now,
+					    bool prev_runnable, bool prev_dead, __u32 prev_tid,
+					    __u32 prev_pid, bool clear_blocked)
+{
+	/* Running, so an open interval is stale: its switch-in never reached
+	 * the tracepoint (seen on 6.x under load). Not knowable in the classic
+	 * variant, where wakeups of running tasks leave entries. */
+	if (s && s->t_runnable_ns && !clear_blocked)
+		tt_count(&runq_counters, RUNQ_CNT_UNMATCHED);
+	if (prev_dead) {
+		if (!btf) /* task storage goes with the task */
+			bpf_map_delete_elem(&start_ids, &prev_tid);
+	} else if (s && prev_runnable)
+		runq_open_interval(s, now, prev_pid, 0, 0, TT_WAKER_NONE, TT_RUNQ_PREEMPT);
+	else if (s)
+		s->t_runnable_ns = 0;
+}
+
+/* next (traced; a guess in the classic variant: only traced threads ever
+ * have an open interval) switched in; s: its slot or NULL. */
+static __always_inline void runq_switch_in(struct runq_start *s, __u32 next_tid, __u64 now)
+{
+	if (!s || !s->t_runnable_ns)
+		return;
+	runq_emit(s, next_tid, now);
+	s->t_runnable_ns = 0;
+}
+
+/* Both, finding the slots (runq's own switch programs). */
 static __always_inline void runq_on_switch(bool btf, struct task_struct *prev,
 					   struct task_struct *next, __u64 now, bool prev_traced,
 					   bool prev_runnable, bool prev_dead, __u32 prev_tid,
 					   __u32 prev_pid, bool next_traced, __u32 next_tid,
 					   bool clear_blocked)
 {
-	struct runq_start *s;
-
-	if (prev_traced) {
-		s = prev_runnable ? runq_slot(btf, prev, prev_tid) :
-				    runq_slot_find(btf, prev, prev_tid);
-		/* Running, so an open interval is stale: its switch-in never reached
-		 * the tracepoint (seen on 6.x under load). Not knowable in the
-		 * classic variant, where wakeups of running tasks leave entries. */
-		if (s && s->t_runnable_ns && !clear_blocked)
-			tt_count(&runq_counters, RUNQ_CNT_UNMATCHED);
-		if (prev_dead) {
-			if (!btf) /* task storage goes with the task */
-				bpf_map_delete_elem(&start_ids, &prev_tid);
-		} else if (s && prev_runnable)
-			runq_open_interval(s, now, prev_pid, 0, 0, TT_WAKER_NONE, TT_RUNQ_PREEMPT);
-		else if (s)
-			s->t_runnable_ns = 0;
-	}
-	if (!next_traced)
-		return;
-	s = runq_slot_find(btf, next, next_tid);
-	if (!s || !s->t_runnable_ns)
-		return;
-	runq_emit(s, next_tid, now);
-	s->t_runnable_ns = 0;
+	if (prev_traced)
+		runq_switch_out(btf, prev_runnable ? runq_slot(btf, prev, prev_tid) :
+						     runq_slot_find(btf, prev, prev_tid),
+				now, prev_runnable, prev_dead, prev_tid, prev_pid, clear_blocked);
+	if (next_traced)
+		runq_switch_in(runq_slot_find(btf, next, next_tid), next_tid, now);
 }
 
 #endif

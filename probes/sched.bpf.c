@@ -11,8 +11,8 @@
  * taken there (blocked switch-outs only: a preempted thread's time is run-queue
  * time, see runq). The stack ids are kept in the record only when the interval
  * lasted at least min_offcpu_ns. Per-thread slots are reused in place
- * (t_off_ns = 0 marks a thread on CPU): one task-storage lookup (a tid hash
- * outside tp_btf) per switch-out and per switch-in.
+ * (t_off_ns = 0 marks a thread on CPU): one task-storage lookup, shared with
+ * runq (a tid hash outside tp_btf), per switch-out and per switch-in.
  *
  * Wait reason: at a blocking switch-out the thread's user registers (saved at
  * its kernel entry, bpf_task_pt_regs) say which syscall it sleeps in and with
@@ -59,17 +59,11 @@ struct {
 	__uint(max_entries, 32 << 20); /* resized by the loader (--ringbuf-mb) */
 } switch_rb SEC(".maps");
 
-/* One slot per live traced thread. Task storage under tp_btf (freed with the
- * task); under raw_tp and classic tracepoints a tid-keyed hash, deleted at the
- * thread's final (TASK_DEAD) switch-out. The loader creates only the one its
- * hook uses (features_select_progs). */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct sched_off);
-} off_btf SEC(".maps");
-
+/* One slot per live traced thread. Under tp_btf the off part of the thread's
+ * task-storage slot, shared with runq (runq_switch.bpf.h: struct tt_thread,
+ * freed with the task); under raw_tp and classic tracepoints a tid-keyed
+ * hash, deleted at the thread's final (TASK_DEAD) switch-out. The loader
+ * creates only the one its hook uses (features_select_progs). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -139,30 +133,17 @@ static __always_inline __s32 stack_id(void *ctx, __u64 flags)
 	return (__s32)id;
 }
 
-static const struct sched_off off_init = { .last_ustack_id = -1, .last_kstack_id = -1 };
-
-/* The thread's slot, made if it has none (NULL: allocation failed, map full). */
-static __always_inline struct sched_off *off_slot(bool btf, struct task_struct *t, __u32 tid)
+/* raw_tp and classic tracepoints: the thread's slot, made if it has none
+ * (NULL: map full). */
+static __always_inline struct sched_off *off_slot(__u32 tid)
 {
-	struct sched_off *s;
+	struct sched_off *s = bpf_map_lookup_elem(&off_ids, &tid);
 
-	if (btf)
-		return bpf_task_storage_get(&off_btf, t, (void *)&off_init,
-					    BPF_LOCAL_STORAGE_GET_F_CREATE);
-	s = bpf_map_lookup_elem(&off_ids, &tid);
 	if (!s) {
-		bpf_map_update_elem(&off_ids, &tid, &off_init, BPF_NOEXIST);
+		bpf_map_update_elem(&off_ids, &tid, &tt_thread_init.off, BPF_NOEXIST);
 		s = bpf_map_lookup_elem(&off_ids, &tid);
 	}
 	return s;
-}
-
-/* The thread's slot, or NULL when it has none. */
-static __always_inline struct sched_off *off_find(bool btf, struct task_struct *t, __u32 tid)
-{
-	if (btf)
-		return bpf_task_storage_get(&off_btf, t, 0, 0);
-	return bpf_map_lookup_elem(&off_ids, &tid);
 }
 
 static __always_inline void take_stacks(void *ctx, struct sched_off *s,
@@ -270,10 +251,11 @@ static __always_inline void unmatched(struct sched_off *s, __u32 tid, __u64 t_fr
 	bpf_ringbuf_submit(r, tt_rb_flags(&switch_rb, rb_wakeup_bytes));
 }
 
-static __always_inline void on_switch_out(void *ctx, bool btf, struct task_struct *t, __u64 now,
+/* prev (the current task, traced) switched out; s: its slot (NULL: none
+ * could be made). */
+static __always_inline void on_switch_out(void *ctx, bool btf, struct sched_off *s, __u64 now,
 					  __u32 tid, __u32 pid, __u32 state, bool voluntary, bool dead)
 {
-	struct sched_off *s = off_slot(btf, t, tid);
 	struct tt_user_regs u_at = {};
 
 	if (!s) {
@@ -314,10 +296,9 @@ static __always_inline void on_switch_out(void *ctx, bool btf, struct task_struc
 	s->t_off_ns = now;
 }
 
-static __always_inline void on_switch_in(bool btf, struct task_struct *t, __u32 tid, __u64 now)
+/* next (traced) switched in; s: its slot, NULL when it has none. */
+static __always_inline void on_switch_in(struct sched_off *s, __u32 tid, __u64 now)
 {
-	struct sched_off *s = off_find(btf, t, tid);
-
 	if (!s)
 		return;
 	if (!s->t_off_ns) { /* its switch-out never reached the tracepoint */
@@ -351,14 +332,31 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 	if (!prev_traced && !next_traced)
 		return 0; /* no clock either: switch_clock.bpf.h */
 	now = tt_switch_now((__u32)id, next_tid);
+	if (btf) { /* one slot per thread for both parts */
+		struct tt_thread *tp = prev_traced ? tt_thread_get(prev, true) : NULL;
+		struct tt_thread *tn = next_traced ? tt_thread_get(next, false) : NULL;
+
+		if (with_runq && prev_traced)
+			runq_switch_out(btf, tp ? &tp->rq : NULL, now, !blocked,
+					prev_state == TASK_DEAD, (__u32)id, (__u32)(id >> 32), false);
+		if (with_runq && next_traced)
+			runq_switch_in(tn ? &tn->rq : NULL, next_tid, now);
+		if (prev_traced)
+			on_switch_out(ctx, btf, tp ? &tp->off : NULL, now, (__u32)id,
+				      (__u32)(id >> 32), blocked ? prev_state : 0, blocked,
+				      prev_state == TASK_DEAD);
+		if (next_traced)
+			on_switch_in(tn ? &tn->off : NULL, next_tid, now);
+		return 0;
+	}
 	if (with_runq)
 		runq_on_switch(btf, prev, next, now, prev_traced, !blocked, prev_state == TASK_DEAD,
 			       (__u32)id, (__u32)(id >> 32), next_traced, next_tid, false);
 	if (prev_traced)
-		on_switch_out(ctx, btf, prev, now, (__u32)id, (__u32)(id >> 32),
+		on_switch_out(ctx, btf, off_slot((__u32)id), now, (__u32)id, (__u32)(id >> 32),
 			      blocked ? prev_state : 0, blocked, prev_state == TASK_DEAD);
 	if (next_traced)
-		on_switch_in(btf, next, next_tid, now);
+		on_switch_in(bpf_map_lookup_elem(&off_ids, &next_tid), next_tid, now);
 	return 0;
 }
 
@@ -414,12 +412,14 @@ int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
 	long state = ctx->prev_state;
 	bool blocked = !(state & TP_REPORT_MAX) && (state & 0xff) != TASK_RUNNING;
 
+	__u32 next_tid = ctx->next_pid;
+
 	if (tt_current_traced())
-		on_switch_out(ctx, false, NULL, now, (__u32)id, (__u32)(id >> 32),
+		on_switch_out(ctx, false, off_slot((__u32)id), now, (__u32)id, (__u32)(id >> 32),
 			      blocked ? (__u32)(state & 0xff) : 0, blocked,
 			      state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE));
-	if (ctx->next_pid)
-		on_switch_in(false, NULL, ctx->next_pid, now);
+	if (next_tid)
+		on_switch_in(bpf_map_lookup_elem(&off_ids, &next_tid), next_tid, now);
 	return 0;
 }
 
