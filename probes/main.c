@@ -55,6 +55,7 @@ struct loader {
 	unsigned events;          /* events actually traced */
 	bool target_gone;
 	struct exporter *ex;      /* --listen */
+	double bpf_s_served;      /* the last BPF seconds served: the counter never goes back */
 };
 
 static void on_signal(int sig)
@@ -277,7 +278,10 @@ static void exporter_self_cpu(void *arg, double *bpf_s, double *loader_s)
 
 	cost_loop_end(&c);
 	cost_collect(&c, L->mods, L->states, L->nmods, c.t_end_ns - L->meta.mono_start_ns);
-	*bpf_s = c.bpf_total_ns / 1e9;
+	/* Sampled, the scaled total can dip inside a window where the programs
+	 * run less than on average; a Prometheus counter must not. */
+	*bpf_s = c.bpf_total_ns / 1e9 > L->bpf_s_served ? c.bpf_total_ns / 1e9 : L->bpf_s_served;
+	L->bpf_s_served = *bpf_s;
 	*loader_s = (c.startup_cpu_ns + c.loader_cpu_ns) / 1e9;
 }
 
