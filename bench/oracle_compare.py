@@ -6,16 +6,20 @@
 
 RUN_DIR is a tailtrace run directory (runq.bin, meta.json, schema.json);
 SCRIPT.txt is `perf script --ns -F cpu,time,event,trace` of a `perf record`
-of sched_switch, sched_wakeup and sched_wakeup_new taken during the same run
-(with `-k mono`, tailtrace's clock).
+of sched_switch, sched_waking and sched_wakeup_new taken during the same run
+(with `-k mono`, tailtrace's clock; sched_wakeup in place of sched_waking is
+read alike).
 
 The perf side is rebuilt from the raw events, independently of tailtrace's
-code: a thread is runnable from the sched_wakeup that follows its sleep, or
-from a switch-out in state R (preempted), until its next switch-in. perf on
+code: a thread is runnable from the sched_waking that follows its sleep (as
+perf sched measures it), or from a switch-out in state R (preempted), until
+its next switch-in. A waking perf saw before the thread's own switch-out (it
+was woken while still switching out on another CPU) leaves that wait
+incomplete. perf on
 this VM silently drops events now and then (no PERF_RECORD_LOST: a switch-in
 whose wakeup perf never saw, a CPU whose next switch-out names a thread perf
 never switched in), so an interval counts only when perf saw all of it:
-  complete: sleep -> wakeup -> switch-in, or R switch-out -> switch-in, on a
+  complete: sleep -> waking -> switch-in, or R switch-out -> switch-in, on a
             CPU whose switch chain is unbroken;
   incomplete: anything else (counted, never compared).
 Every complete perf interval inside tailtrace's trace window is matched to
@@ -84,7 +88,7 @@ def perf_intervals(lines) -> PerfIntervals:
             if s:
                 switch_event(out, state, on_cpu, cpu, t, int(s.group(1)), s.group(2),
                              int(s.group(3)))
-        elif event in ("sched_wakeup", "sched_wakeup_new"):
+        elif event in ("sched_waking", "sched_wakeup", "sched_wakeup_new"):
             w = WAKEUP_ARGS.search(args)
             if w:
                 wakeup_event(state, t, int(w.group(1)), event == "sched_wakeup_new")

@@ -67,12 +67,11 @@ trap cleanup EXIT INT TERM
 start_server "$SERVER_WORKERS"
 echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS --requests $REQUESTS"
 # perf record is system-wide; tailtrace follows only httpload's threads. The events are
-# perf sched record's without sched_waking: oracle_compare.py opens a wait at sched_wakeup,
-# where tailtrace (like runqlat) does, not at the waking a few µs earlier. -k mono: perf's
-# default clock is the per-CPU sched_clock, and a wakeup and its switch-in are often on
-# different vCPUs; tailtrace's CLOCK_MONOTONIC is one clock (without it some threads
-# differed by 14-19 %).
-perf record -a -R -c 1 -m 64M -k mono -e sched:sched_switch -e sched:sched_wakeup \
+# perf sched record's: a wait opens at sched_waking, as in tailtrace and perf sched.
+# -k mono: perf's default clock is the per-CPU sched_clock, and a wakeup and its switch-in
+# are often on different vCPUs; tailtrace's CLOCK_MONOTONIC is one clock (without it some
+# threads differed by 14-19 %).
+perf record -a -R -c 1 -m 64M -k mono -e sched:sched_switch -e sched:sched_waking \
 	-e sched:sched_wakeup_new -o "$OUT/perf.data" -- \
 	"$TAILTRACE" --events runq,switch --out "$OUT/tailtrace" -- \
 	"$HTTPLOAD" --model "$MODEL" --conns "$CONNS" --requests "$REQUESTS" \

@@ -5,13 +5,15 @@
 
 RUN_DIR is a tailtrace run directory (runq.bin); PERF.txt is the output of
 `perf script --ns --show-lost-events -F comm,tid,pid,cpu,time,event,trace` of
-a `perf record -a -k mono -e sched:sched_waking -e sched:sched_wakeup` of the
-same run. sched_waking fires in the waker's context, so the task perf prints
-as current at that event is the waker (or, in an interrupt, the task it
-interrupted). Each tailtrace wakeup record that blames a task (kind wakeup,
-waker_ctx task, softirq_task or task_guess) is matched to the latest perf
-sched_waking of the same woken tid at or before its t_runnable_ns (the
-sched_wakeup time), at most --window-us earlier; its waker_tid is compared with
+a `perf record -a -k mono -e sched:sched_waking` of the same run.
+sched_waking fires in the waker's context, so the task perf prints as current
+at that event is the waker (or, in an interrupt, the task it interrupted).
+Each tailtrace wakeup record that blames a task (kind wakeup, waker_ctx task,
+softirq_task or task_guess) is matched to the latest perf sched_waking of the
+same woken tid at or before its t_runnable_ns (the waking itself, so up to
+SLACK_NS after it: perf's handler and tailtrace's program read the clock one
+after the other; or the thread's switch-out when it was woken while still
+switching out), at most --window-us earlier; its waker_tid is compared with
 perf's current tid. Records with no such event (perf lost it, or the clocks
 differ) are counted as unmatched, not as disagreements. Records in interrupt
 context (hardirq, softirq) are shown apart: tailtrace blames nobody for them.
@@ -40,13 +42,14 @@ IRQ_CTXS = ("hardirq", "softirq")
 PERF_LINE = re.compile(r"^\s*(.*?)\s+(\d+)/(\d+)\s+\[\d+\]\s+(\d+)\.(\d+):\s+"
                        r"sched:(sched_waking|sched_wakeup):\s+comm=(.*) pid=(\d+) prio=")
 PERF_LOST = re.compile(r"PERF_RECORD_LOST lost (\d+)")
+SLACK_NS = 2_000  # perf's and tailtrace's clock reads at the same sched_waking
 
 
 class PerfEvents:
-    """perf's sched_waking (time, current tid) and sched_wakeup times, per woken tid."""
+    """perf's sched_waking (time, current tid) per woken tid (sched_wakeup lines are skipped)."""
 
     def __init__(self, path: Path):
-        waking, wakeup = defaultdict(list), defaultdict(list)
+        waking = defaultdict(list)
         self.comms: dict[int, str] = {0: "swapper(idle)"}
         self.lost = self.lines = 0
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -56,21 +59,19 @@ class PerfEvents:
                     lost = PERF_LOST.search(line)
                     self.lost += int(lost.group(1)) if lost else 0
                     continue
-                self.lines += 1
                 comm, _pid, tid, sec, frac, ev, woken_comm, woken = m.groups()
+                if ev != "sched_waking":
+                    continue
+                self.lines += 1
                 t = int(sec) * 10**9 + int(frac.ljust(9, "0")[:9])
                 tid, woken = int(tid), int(woken)
                 if tid:
                     self.comms[tid] = comm
                 self.comms.setdefault(woken, woken_comm)
-                if ev == "sched_waking":
-                    waking[woken].append((t, tid))
-                else:
-                    wakeup[woken].append(t)
+                waking[woken].append((t, tid))
         self.n_waking = sum(map(len, waking.values()))
         self.waking = {k: np.array(sorted(v), dtype=np.int64).reshape(-1, 2)
                        for k, v in waking.items()}
-        self.wakeup = {k: np.sort(np.array(v, dtype=np.int64)) for k, v in wakeup.items()}
 
 
 def match_waking(rq, perf: PerfEvents, window_ns: int):
@@ -82,7 +83,7 @@ def match_waking(rq, perf: PerfEvents, window_ns: int):
         if ev is None:
             continue
         t = rq["t_runnable_ns"].to_numpy()[idx]
-        i = np.searchsorted(ev[:, 0], t, side="right") - 1
+        i = np.searchsorted(ev[:, 0], t + SLACK_NS, side="right") - 1
         d = t - ev[np.maximum(i, 0), 0]
         ok = (i >= 0) & (d <= window_ns)
         cur[idx[ok]] = ev[i[ok], 1]
@@ -91,12 +92,13 @@ def match_waking(rq, perf: PerfEvents, window_ns: int):
 
 
 def clock_gap_ns(rq, perf: PerfEvents) -> float:
-    """Median |t_runnable_ns - nearest perf sched_wakeup of the same tid|: ~0 if clocks agree."""
+    """Median |t_runnable_ns - nearest perf sched_waking of the same tid|: ~0 if clocks agree."""
     gaps = []
     for tid, idx in rq.groupby("tid", observed=True).indices.items():
-        ev = perf.wakeup.get(int(tid))
+        ev = perf.waking.get(int(tid))
         if ev is None:
             continue
+        ev = ev[:, 0]
         t = rq["t_runnable_ns"].to_numpy()[idx]
         i = np.searchsorted(ev, t)
         lo, hi = ev[np.clip(i - 1, 0, len(ev) - 1)], ev[np.clip(i, 0, len(ev) - 1)]
@@ -156,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-agree", type=float, default=0.99,
                     help="agreeing share of matched records needed (default 0.99)")
     ap.add_argument("--window-us", type=float, default=1000.0,
-                    help="longest sched_waking -> sched_wakeup gap matched (default 1000)")
+                    help="longest sched_waking -> t_runnable gap matched (default 1000)")
     a = ap.parse_args(argv)
     try:
         run = load_run(a.run)
@@ -181,9 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     ctx = ", ".join(f"{c} {n}" for c, n in rq["waker_ctx"].value_counts().items() if n)
     print(f"tailtrace wakeup records: {len(rq)} ({ctx}); runq lost: "
           f"{run.lost_events.get('runq', 0)}")
-    print(f"perf: {perf.n_waking} sched_waking events, {perf.lines - perf.n_waking} "
-          f"sched_wakeup, {perf.lost} lost; clock check: median |t_runnable - perf "
-          f"sched_wakeup| = {clock_gap_ns(rq, perf):.0f} ns")
+    print(f"perf: {perf.n_waking} sched_waking events, {perf.lost} lost; clock check: "
+          f"median |t_runnable - perf sched_waking| = {clock_gap_ns(rq, perf):.0f} ns")
     share = report_blamed(rq[rq["waker_ctx"].isin(WAKER_BLAMES_TASK)], perf, comms, a.window_us)
     report_irq(rq[rq["waker_ctx"].isin(IRQ_CTXS)], perf, comms)
     ok = share >= a.min_agree

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Oracle for tailtrace's wakers: one httpload run (default naive model, 100
 # connections, against orders-server) recorded at the same time by tailtrace
-# (runq + switch) and by `perf record` of sched_waking and sched_wakeup,
+# (runq + switch) and by `perf record` of sched_waking,
 # system-wide, on CLOCK_MONOTONIC (tailtrace's clock, so times line up). Every
 # tailtrace wakeup that blames a task is matched to perf's sched_waking of the
 # same thread; the task current at that event is the waker by perf's account.
@@ -65,7 +65,7 @@ trap cleanup EXIT INT TERM
 start_server "$SERVER_WORKERS"
 echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS --requests $REQUESTS"
 # perf records system-wide; tailtrace follows only httpload's threads.
-perf record -a -k mono -m 64M -e sched:sched_waking -e sched:sched_wakeup -o "$OUT/perf.data" -- \
+perf record -a -k mono -m 64M -e sched:sched_waking -o "$OUT/perf.data" -- \
 	"$TAILTRACE" --events runq,switch --out "$OUT/tailtrace" -- \
 	"$HTTPLOAD" --model "$MODEL" --conns "$CONNS" --requests "$REQUESTS" \
 	--url "http://127.0.0.1:$SERVER_PORT/orders" --out "$OUT/httpload" \

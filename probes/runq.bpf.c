@@ -2,11 +2,17 @@
 /*
  * Run-queue latency of traced threads.
  *
- *   sched_waking (p traced)      start[p].waking = {current, its context}    (the true waker)
- *   sched_wakeup / sched_wakeup_new (p traced)  start[p] = {now, waking}   (kept if already runnable)
+ *   sched_waking (p traced)      start[p].waking = {now, current, its context, p on CPU?}
+ *   sched_wakeup_new (p traced)  start[p] = {now, NEW, the parent}
  *   sched_switch, prev traced    still runnable (preempted): start[prev] = {now, PREEMPT}
- *                                blocked: start[prev] closed (a stale wakeup seen while running)
- *   sched_switch, next           start[next] -> one struct tt_runq, or a histogram slot (--aggregate)
+ *                                blocked: start[prev].blocked = now (waits for its waking)
+ *   sched_switch, next           [waking (or the switch-out, if woken while switching
+ *                                out) or preemption, now] -> one struct tt_runq, or a
+ *                                histogram slot (--aggregate)
+ *
+ * The wait starts at sched_waking, as `perf sched record` measures it (it
+ * records sched_waking, not sched_wakeup, where the kernel has it), so no
+ * sched_wakeup program runs: one program per wakeup.
  *
  * Three variants of each hook share one inline function; the loader
  * autoloads exactly one set: tp_btf, raw_tp, or classic tracepoints. Classic
@@ -47,69 +53,59 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } tracked SEC(".maps");
 
-/* sched_waking: who is waking p (traced), in the waker's own context. Kept
- * pending in p's slot until the sched_wakeup that opens the interval. */
-static __always_inline void on_waking(bool btf, struct task_struct *p, __u32 tid)
+/* sched_waking of p (traced), in the waker's own context: when, by whom, in
+ * what context, and whether p was still on a CPU (on_cpu; unknown in the
+ * classic variant: true). Only the waking fields are written: the switch
+ * program may be switching p out on another CPU at the same time. */
+static __always_inline void on_waking(bool btf, struct task_struct *p, __u32 tid, __u32 pid,
+				      bool on_cpu)
 {
 	struct runq_start *s = runq_slot(btf, p, tid);
 	__u64 id = bpf_get_current_pid_tgid();
-
-	if (!s)
-		return; /* map full: counted when the wakeup finds no slot */
-	s->waking_tid = (__u32)id;
-	s->waking_pid = (__u32)(id >> 32);
-	s->waking_ctx = tt_waker_context();
-}
-
-/* A wakeup (sched_wakeup[_new]) of a traced thread. open: it was off CPU, so
- * a runnable interval starts (a wakeup of a task still on its CPU takes the
- * pending waker and opens nothing). wakeup_new runs in the parent, which is
- * the waker; a wakeup without a sched_waking seen has an unknown waker. */
-static __always_inline void on_runnable(bool btf, struct task_struct *p, __u32 tid, __u32 pid,
-					__u8 kind, bool open)
-{
-	struct runq_start *s = runq_slot(btf, p, tid);
-	__u32 waker = 0, waker_pid = 0;
-	__u8 ctx = TT_WAKER_UNKNOWN;
 
 	if (!s) {
 		tt_count(&runq_counters, RUNQ_CNT_LOST); /* map full */
 		return;
 	}
-	if (kind == TT_RUNQ_WAKEUP_NEW) {
-		__u64 id = bpf_get_current_pid_tgid();
+	s->waking_tid = (__u32)id;
+	s->waking_pid = (__u32)(id >> 32);
+	s->waking_ctx = aggregate ? TT_WAKER_UNKNOWN : tt_waker_context();
+	s->waking_on_cpu = on_cpu;
+	if (pid && !s->pid)
+		s->pid = pid;
+	s->t_waking_ns = bpf_ktime_get_ns();
+}
 
-		waker = (__u32)id;
-		waker_pid = (__u32)(id >> 32);
-		ctx = TT_WAKER_TASK;
-	} else if (s->waking_ctx != TT_WAKER_NONE) {
-		waker = s->waking_tid;
-		waker_pid = s->waking_pid;
-		ctx = s->waking_ctx;
+/* sched_wakeup_new: a new traced thread is runnable from now; it runs in the
+ * parent, which is the waker. */
+static __always_inline void on_wakeup_new(bool btf, struct task_struct *p, __u32 tid, __u32 pid)
+{
+	struct runq_start *s = runq_slot(btf, p, tid);
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!s) {
+		tt_count(&runq_counters, RUNQ_CNT_LOST); /* map full */
+		return;
 	}
-	s->waking_ctx = TT_WAKER_NONE;
-	/* Already runnable (e.g. preempted, then woken): keep the earlier start. */
-	if (open && !s->t_runnable_ns)
-		runq_open_interval(s, bpf_ktime_get_ns(), pid, waker, waker_pid, ctx, kind);
+	if (!s->t_runnable_ns)
+		runq_open_interval(s, bpf_ktime_get_ns(), pid, (__u32)id, (__u32)(id >> 32),
+				   TT_WAKER_TASK, TT_RUNQ_WAKEUP_NEW);
 }
 
 /* ---- tp_btf and raw_tp: typed task pointers ---------------------------- */
 
-/* A wakeup of a task still on its CPU (woken before it got to sleep) starts
- * no runnable interval: it never left. If it is switched out still runnable,
- * that is a preemption, recorded then. */
-static __always_inline int wakeup_task(bool btf, struct task_struct *p, __u8 kind)
+static __always_inline int wakeup_new_task(bool btf, struct task_struct *p)
 {
 	if (tt_task_traced_v(btf, p))
-		on_runnable(btf, p, TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid), kind,
-			    !TT_TASK_FIELD(btf, p, on_cpu));
+		on_wakeup_new(btf, p, TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid));
 	return 0;
 }
 
 static __always_inline int waking_task(bool btf, struct task_struct *p)
 {
 	if (tt_task_traced_v(btf, p))
-		on_waking(btf, p, TT_TASK_FIELD(btf, p, pid));
+		on_waking(btf, p, TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid),
+			  TT_TASK_FIELD(btf, p, on_cpu));
 	return 0;
 }
 
@@ -135,16 +131,10 @@ int BPF_PROG(runq_waking_btf, struct task_struct *p)
 	return waking_task(true, p);
 }
 
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(runq_wakeup_btf, struct task_struct *p)
-{
-	return wakeup_task(true, p, TT_RUNQ_WAKEUP);
-}
-
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(runq_wakeup_new_btf, struct task_struct *p)
 {
-	return wakeup_task(true, p, TT_RUNQ_WAKEUP_NEW);
+	return wakeup_new_task(true, p);
 }
 
 SEC("tp_btf/sched_switch")
@@ -160,16 +150,10 @@ int BPF_PROG(runq_waking_raw, struct task_struct *p)
 	return waking_task(false, p);
 }
 
-SEC("raw_tp/sched_wakeup")
-int BPF_PROG(runq_wakeup_raw, struct task_struct *p)
-{
-	return wakeup_task(false, p, TT_RUNQ_WAKEUP);
-}
-
 SEC("raw_tp/sched_wakeup_new")
 int BPF_PROG(runq_wakeup_new_raw, struct task_struct *p)
 {
-	return wakeup_task(false, p, TT_RUNQ_WAKEUP_NEW);
+	return wakeup_new_task(false, p);
 }
 
 SEC("raw_tp/sched_switch")
@@ -181,37 +165,34 @@ int BPF_PROG(runq_switch_raw, bool preempt, struct task_struct *prev,
 
 /* ---- classic tracepoints: pids and comms only -------------------------- */
 
-static __always_inline int wakeup_pid(__u32 tid, __u8 kind)
+/* The classic variant's slot owner: a thread known traced (its tgid), or any
+ * thread when tracing system-wide (tgid unknown until it switches out). */
+static __always_inline bool traced_pid(__u32 tid, __u32 *tgid)
 {
-	__u32 *tgid = bpf_map_lookup_elem(&tracked, &tid);
+	__u32 *known = bpf_map_lookup_elem(&tracked, &tid);
 
-	if (tgid)
-		on_runnable(false, NULL, tid, *tgid, kind, true);
-	else if (!tt_filter && tid)
-		on_runnable(false, NULL, tid, 0, kind, true); /* system-wide: not seen yet, pid unknown */
-	return 0;
+	*tgid = known ? *known : 0;
+	return known || (!tt_filter && tid);
 }
 
 SEC("tp/sched/sched_waking")
 int runq_waking_tp(struct trace_event_raw_sched_wakeup_template *ctx)
 {
-	__u32 tid = ctx->pid;
+	__u32 tid = ctx->pid, tgid;
 
-	if (bpf_map_lookup_elem(&tracked, &tid) || (!tt_filter && tid))
-		on_waking(false, NULL, tid);
+	if (traced_pid(tid, &tgid))
+		on_waking(false, NULL, tid, tgid, true);
 	return 0;
-}
-
-SEC("tp/sched/sched_wakeup")
-int runq_wakeup_tp(struct trace_event_raw_sched_wakeup_template *ctx)
-{
-	return wakeup_pid(ctx->pid, TT_RUNQ_WAKEUP);
 }
 
 SEC("tp/sched/sched_wakeup_new")
 int runq_wakeup_new_tp(struct trace_event_raw_sched_wakeup_template *ctx)
 {
-	return wakeup_pid(ctx->pid, TT_RUNQ_WAKEUP_NEW);
+	__u32 tid = ctx->pid, tgid;
+
+	if (traced_pid(tid, &tgid))
+		on_wakeup_new(false, NULL, tid, tgid);
+	return 0;
 }
 
 /* Forks run in the parent: a traced parent's new thread is traced (assumed a

@@ -63,11 +63,6 @@ static int runq_open(struct tt_ctx *ctx, struct runq_state *st)
 	if (o->aggregate) /* no records: the smallest ring buffer */
 		err = err ?: bpf_map__set_max_entries(st->skel->maps.runq_rb, 4096);
 	features_select_progs(st->skel->obj, features_hook());
-	if (o->aggregate) { /* histograms have no waker: sched_waking only costs */
-		bpf_program__set_autoload(st->skel->progs.runq_waking_btf, false);
-		bpf_program__set_autoload(st->skel->progs.runq_waking_raw, false);
-		bpf_program__set_autoload(st->skel->progs.runq_waking_tp, false);
-	}
 	if (probe_runq_in_sched(o)) { /* sched's switch program does this work */
 		bpf_program__set_autoload(st->skel->progs.runq_switch_btf, false);
 		bpf_program__set_autoload(st->skel->progs.runq_switch_raw, false);

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * runq: run-queue latency. One struct tt_runq (records.h) per runnable
- * interval of a traced thread: from its wakeup (sched_wakeup / _new) or from
- * being switched out while still runnable (preemption) to its switch-in.
- * The waker is taken at sched_waking, which runs in the waker's context
- * (sched_wakeup may run on the target CPU from an IPI, where current is a
- * bystander), with the context it ran in (task, hard IRQ, softirq).
+ * interval of a traced thread: from the sched_waking that ended its sleep
+ * (as `perf sched record` measures it: the waking, not the later
+ * sched_wakeup), from its creation (sched_wakeup_new), or from being switched
+ * out while still runnable (preemption), to its switch-in. sched_waking runs
+ * in the waker's context (sched_wakeup may run on the target CPU from an IPI,
+ * where current is a bystander), so it also names the waker and the context
+ * it ran in (task, hard IRQ, softirq). One program per wakeup: no
+ * sched_wakeup program.
  */
 #ifndef TT_RUNQ_H
 #define TT_RUNQ_H
@@ -13,25 +16,31 @@
 #include <linux/types.h>
 #endif
 
-/* Per traced thread (key: tid), kept while it lives: when it became runnable
- * and has not run yet (t_runnable_ns != 0), how, and who woke it. */
+/* Per traced thread (key: tid), kept while it lives. The sched_waking program
+ * writes only the waking_* fields and t_waking_ns; the switch program the
+ * rest, and it consumes the waking at the switch-in. A waking can run on
+ * another CPU while the thread is still switching out (it found the thread
+ * on its CPU, waking_on_cpu): that wait starts at the switch-out. */
 struct runq_start {
-	__u64 t_runnable_ns;   /* 0: no open runnable interval */
+	__u64 t_runnable_ns;   /* open interval (preempted, new task); 0: none */
+	__u64 t_blocked_ns;    /* blocked switch-out waiting for its wake; 0: none */
+	__u64 t_waking_ns;     /* last sched_waking since the last switch-in; 0: none */
 	__u32 pid;
-	__u32 waker_tid;       /* of the open interval */
+	__u32 waker_tid;       /* of the open interval (wakeup_new: the parent) */
 	__u32 waker_pid;
-	__u32 waking_tid;      /* pending: set at sched_waking, taken at sched_wakeup */
+	__u32 waking_tid;      /* of t_waking_ns: the waker */
 	__u32 waking_pid;
-	__u8 kind;       /* enum tt_runq_kind */
-	__u8 waker_ctx;  /* enum tt_waker_ctx, of the open interval */
-	__u8 waking_ctx; /* pending; TT_WAKER_NONE: no sched_waking seen */
-	__u8 pad[5];
+	__u8 kind;          /* enum tt_runq_kind, of the open interval */
+	__u8 waker_ctx;     /* enum tt_waker_ctx, of the open interval */
+	__u8 waking_ctx;    /* enum tt_waker_ctx, of t_waking_ns */
+	__u8 waking_on_cpu; /* the waking found the thread still on a CPU */
 };
 
 /* Per-CPU counters (runq_counters map, runq_switch.bpf.h). */
 enum runq_counter {
 	RUNQ_CNT_LOST = 0,      /* ring buffer full / map full: record dropped */
-	RUNQ_CNT_UNMATCHED,     /* start entries whose switch-in was never seen */
+	RUNQ_CNT_UNMATCHED,     /* intervals with an edge never seen: a switch-in,
+				 * or the waking of a blocked thread */
 	RUNQ_CNT_NR,
 };
 

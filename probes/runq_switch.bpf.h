@@ -120,14 +120,16 @@ static __always_inline void runq_open_interval(struct runq_start *s, __u64 now, 
 	s->t_runnable_ns = now;
 }
 
-static __always_inline void runq_emit(struct runq_start *s, __u32 tid, __u64 now)
+/* One runnable interval [t0, now] of tid: a record, or a histogram slot. */
+static __always_inline void runq_emit(__u32 tid, __u32 pid, __u64 t0, __u64 now, __u8 kind,
+				      __u32 waker, __u32 waker_pid, __u8 ctx)
 {
 	struct tt_runq *r;
 
 	if (aggregate) {
-		tt_hist_add(&runq_hist, tid, s->pid,
-			    s->kind == TT_RUNQ_PREEMPT ? TT_RUNQ_SUB_PREEMPT : TT_RUNQ_SUB_WAKEUP,
-			    now - s->t_runnable_ns);
+		tt_hist_add(&runq_hist, tid, pid,
+			    kind == TT_RUNQ_PREEMPT ? TT_RUNQ_SUB_PREEMPT : TT_RUNQ_SUB_WAKEUP,
+			    now - t0);
 		return;
 	}
 	r = bpf_ringbuf_reserve(&runq_rb, sizeof(*r), 0);
@@ -135,50 +137,83 @@ static __always_inline void runq_emit(struct runq_start *s, __u32 tid, __u64 now
 		tt_count(&runq_counters, RUNQ_CNT_LOST);
 		return;
 	}
-	r->t_runnable_ns = s->t_runnable_ns;
+	r->t_runnable_ns = t0;
 	r->t_run_ns = now;
-	r->pid = s->pid;
+	r->pid = pid;
 	r->tid = tid;
 	r->cpu = bpf_get_smp_processor_id();
-	r->waker_tid = s->waker_tid;
-	r->waker_pid = s->waker_pid;
-	r->kind = s->kind;
-	r->waker_ctx = s->waker_ctx;
+	r->waker_tid = waker;
+	r->waker_pid = waker_pid;
+	r->kind = kind;
+	r->waker_ctx = ctx;
 	__builtin_memset(r->pad, 0, sizeof(r->pad));
 	bpf_ringbuf_submit(r, tt_rb_flags(&runq_rb, rb_wakeup_bytes));
 }
 
 /* prev (the current task, traced) switched out; s: its slot, NULL if it has
- * none. A blocked switch-out closes any interval left open: classic
- * (clear_blocked) wakeup hooks cannot tell a running task apart, and a
- * switch-in may never reach the tracepoint. Slots are reused in place while
- * the thread lives. */
+ * none. Preempted: a runnable interval opens now. Blocked: the thread waits
+ * for its sched_waking, which may already have run on another CPU while it
+ * was switching out (runq.h); the waking is kept. Slots are reused in place
+ * while the thread lives. */
 static __always_inline void runq_switch_out(bool btf, struct runq_start *s, __u64 now,
 					    bool prev_runnable, bool prev_dead, __u32 prev_tid,
 					    __u32 prev_pid, bool clear_blocked)
 {
-	/* Running, so an open interval is stale: its switch-in never reached
-	 * the tracepoint (seen on 6.x under load). Not knowable in the classic
-	 * variant, where wakeups of running tasks leave entries. */
-	if (s && s->t_runnable_ns && !clear_blocked)
+	/* Running, so an open interval or a pending wait is stale: its
+	 * switch-in never reached the tracepoint (seen on 6.x under load). */
+	if (s && (s->t_runnable_ns || s->t_blocked_ns) && !clear_blocked)
 		tt_count(&runq_counters, RUNQ_CNT_UNMATCHED);
 	if (prev_dead) {
 		if (!btf) /* task storage goes with the task */
 			bpf_map_delete_elem(&start_ids, &prev_tid);
-	} else if (s && prev_runnable)
+		return;
+	}
+	if (!s)
+		return;
+	if (prev_runnable) {
 		runq_open_interval(s, now, prev_pid, 0, 0, TT_WAKER_NONE, TT_RUNQ_PREEMPT);
-	else if (s)
-		s->t_runnable_ns = 0;
+		s->t_blocked_ns = 0;
+		return;
+	}
+	s->pid = prev_pid;
+	s->t_runnable_ns = 0;
+	s->t_blocked_ns = now;
+}
+
+/* Was the pending waking the one that ended this wait? After the blocked
+ * switch-out, or before it while the thread was still on its CPU; with no
+ * switch-out seen (the first after attaching), a waking of a thread off CPU. */
+static __always_inline bool runq_waking_ends_wait(const struct runq_start *s, __u64 w)
+{
+	if (!w)
+		return false;
+	if (s->t_blocked_ns)
+		return w >= s->t_blocked_ns || s->waking_on_cpu;
+	return !s->waking_on_cpu;
 }
 
 /* next (traced; a guess in the classic variant: only traced threads ever
- * have an open interval) switched in; s: its slot or NULL. */
+ * have a pending interval) switched in; s: its slot or NULL. */
 static __always_inline void runq_switch_in(struct runq_start *s, __u32 next_tid, __u64 now)
 {
-	if (!s || !s->t_runnable_ns)
+	__u64 w, t0;
+
+	if (!s)
 		return;
-	runq_emit(s, next_tid, now);
+	w = s->t_waking_ns;
+	if (s->t_runnable_ns) { /* preempted, or a new task */
+		runq_emit(next_tid, s->pid, s->t_runnable_ns, now, s->kind, s->waker_tid,
+			  s->waker_pid, s->waker_ctx);
+	} else if (runq_waking_ends_wait(s, w)) {
+		t0 = w > s->t_blocked_ns ? w : s->t_blocked_ns; /* woken while switching out */
+		runq_emit(next_tid, s->pid, t0, now, TT_RUNQ_WAKEUP, s->waking_tid, s->waking_pid,
+			  s->waking_ctx);
+	} else if (s->t_blocked_ns) {
+		tt_count(&runq_counters, RUNQ_CNT_UNMATCHED); /* its waking was never seen */
+	}
 	s->t_runnable_ns = 0;
+	s->t_blocked_ns = 0;
+	s->t_waking_ns = 0;
 }
 
 /* Both, finding the slots (runq's own switch programs). */

@@ -1,5 +1,5 @@
 """bench/oracle_compare.py on small inline fixtures with known intervals: the
-perf side rebuilt from raw events (preemptions, wakeups, a second wakeup that
+perf side rebuilt from raw events (preemptions, wakings, a second wakeup that
 keeps the first, a wakeup perf never saw, a CPU whose switch chain broke,
 wakeup_new, a wakeup of a running thread), matched one by one to tailtrace's
 intervals by switch-in."""
@@ -26,8 +26,8 @@ def sw(cpu: int, t: str, prev: int, state: str, nxt: int, prev_comm: str = "busy
             f"prev_prio=120 prev_state={state} ==> next_comm=x next_pid={nxt} next_prio=120")
 
 
-def wk(cpu: int, t: str, pid: int, new: bool = False) -> str:
-    ev = "sched_wakeup_new" if new else "sched_wakeup"
+def wk(cpu: int, t: str, pid: int, new: bool = False, ev: str = "sched_waking") -> str:
+    ev = "sched_wakeup_new" if new else ev
     return f"[{cpu:03d}] {t}:       sched:{ev}: comm=w pid={pid} prio=120 target_cpu=001"
 
 
@@ -38,7 +38,7 @@ SCRIPT = [
     wk(0, "1.006000000", 12),
     sw(1, "1.006500000", 11, "S", 12),           # 12: 0.5 ms wakeup
     wk(0, "1.010000000", 11),
-    wk(0, "1.011000000", 11),                    # already runnable: keeps 1.010
+    wk(0, "1.011000000", 11, ev="sched_wakeup"),  # already runnable: keeps 1.010
     sw(1, "1.012000000", 12, "S", 11),           # 11: 2 ms wakeup
     sw(1, "1.020000000", 11, "S", 12),           # 12 asleep, its wakeup lost: incomplete
     sw(1, "1.040000000", 15, "S", 11),           # chain broken (cpu 1 ran 12); 11 asleep: incomplete
@@ -62,6 +62,23 @@ def test_perf_side_rebuilds_only_what_perf_saw_whole():
     assert p.complete[16] == [(base + 50 * ms, base + 50 * ms + ms // 10, oc.WAKEUP_NEW)]
     assert dict(p.incomplete) == {12: 1, 11: 1}
     assert p.cpu_breaks == 1
+
+
+def test_woken_while_switching_out_is_incomplete():
+    """A waking perf saw before the thread's own blocking switch-out (the waker
+    ran on another CPU while it was still switching out): perf cannot say when
+    the wait began, so the interval is not compared."""
+    p = oc.perf_intervals([
+        sw(1, "1.000000000", 0, "R", 21),
+        wk(0, "1.000500000", 21),            # woken while still on CPU 1
+        sw(1, "1.000500200", 21, "S", 0),
+        sw(0, "1.001000000", 0, "R", 21),    # switched in: incomplete
+        sw(0, "1.002000000", 21, "S", 0),
+        wk(1, "1.003000000", 21),
+        sw(1, "1.003400000", 0, "R", 21),    # 0.4 ms, complete
+    ])
+    assert p.complete[21] == [(1_003_000_000, 1_003_400_000, oc.WAKEUP)]
+    assert dict(p.incomplete) == {21: 1}
 
 
 RUNQ_FIELDS = ("t_runnable_ns", "t_run_ns", "pid", "tid", "cpu", "waker_tid", "kind")

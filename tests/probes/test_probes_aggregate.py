@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tt_run import helper, json_lines, meta, needs_root, tailtrace
 
 pytestmark = needs_root
@@ -50,11 +52,13 @@ def test_aggregate_histograms_match_the_workload(tmp_path):
     assert p.stderr.splitlines()[-1].startswith("tailtrace: events counted ")
 
 
-def test_aggregate_leaves_sched_waking_unattached(tmp_path):
-    """Histograms have no waker, so --aggregate hooks sched_wakeup only: each
+@pytest.mark.parametrize("mode", [["--aggregate"], []], ids=["aggregate", "records"])
+def test_one_runq_program_per_wakeup(tmp_path, mode):
+    """A wait starts at sched_waking and no sched_wakeup program runs: each
     sleep is two switches (sleeper out, sleeper in) and one wakeup, so runq's
-    programs run about half as often as sched's (with sched_waking: as often)."""
-    p = tailtrace(tmp_path, "--aggregate", "--bpf-stats", "always", "--", helper("sleeper"), str(N),
+    programs run about half as often as sched's (with both wakeup hooks: as
+    often)."""
+    p = tailtrace(tmp_path, *mode, "--bpf-stats", "always", "--", helper("sleeper"), str(N),
                   str(USEC), "0", "rt")
     assert p.returncode == 0, p.stderr
     bpf = meta(tmp_path)["cost"]["bpf"]
