@@ -51,6 +51,7 @@ const volatile bool kstack_reuse = true; /* see struct sched_off */
 const volatile __u64 rb_wakeup_bytes = 1 << 20;
 const volatile bool want_reason = true;  /* wait reasons (bpf_task_pt_regs) */
 const volatile bool with_runq = false;   /* do runq's switch work too (runq_switch.bpf.h) */
+const volatile bool shared_clock = true; /* runq's own switch program runs too: one time for both */
 
 #include "runq_switch.bpf.h"
 
@@ -331,7 +332,7 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 
 	if (!prev_traced && !next_traced)
 		return 0; /* no clock either: switch_clock.bpf.h */
-	now = tt_switch_now((__u32)id, next_tid);
+	now = shared_clock ? tt_switch_now((__u32)id, next_tid) : bpf_ktime_get_ns();
 	if (btf) { /* one slot per thread for both parts */
 		struct tt_thread *tp = prev_traced ? tt_thread_get(prev, true) : NULL;
 		struct tt_thread *tn = next_traced ? tt_thread_get(next, false) : NULL;

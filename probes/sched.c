@@ -87,6 +87,8 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 		err = bpf_map__set_max_entries(s->maps.offcpu_hist, 1) ?:
 		      bpf_map__set_max_entries(s->maps.migrate_hist, 1);
 	s->rodata->with_runq = probe_runq_in_sched(o);
+	/* the only sched_switch program unless runq's own runs beside it */
+	s->rodata->shared_clock = (o->events & TT_EV_RUNQ) && !s->rodata->with_runq;
 	/* runq's state (runq_switch.bpf.h), made here when sched loads first:
 	 * sized for runq's records, or as small as can be without them */
 	if (!err && (o->aggregate || !(o->events & TT_EV_RUNQ)))

@@ -11,8 +11,11 @@
  * at the same switch finds the pair pending and uses that time. Two
  * consecutive switches on one CPU never have the same pair (the next one's
  * prev is this one's next, and prev != next), so a stale slot never matches.
- * The loader makes the modules share the map (probe_share_switch_clock);
- * unshared, every program simply uses its own clock, as before.
+ * The loader makes the modules share the map (probe_share_maps_*);
+ * unshared, every program simply uses its own clock, as before. When one
+ * program does both modules' switch work (the default with a typed hook,
+ * runq_switch.bpf.h), it is the only one at a switch and reads the clock
+ * directly (sched.bpf.c shared_clock).
  * Every program calls it at the same switches: the typed variants (tp_btf,
  * raw_tp) at every switch with a traced prev or next (all modules filter
  * alike), the classic ones at every switch, before filtering. A switch of
