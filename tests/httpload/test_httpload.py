@@ -9,6 +9,7 @@ small: the whole file takes a few seconds.
 """
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -285,6 +286,29 @@ def test_open_loop_keeps_schedule_when_server_is_fast(server, tmp_path):
     recs, wl = load_run(out)
     assert len(recs) == 100
     assert wl["duration_s"] == 0.5 and wl["requests_planned"] is None
+
+
+def test_async_kept_alive_sockets_the_server_closes(tmp_path):
+    """async keeps a kept-alive socket registered between transfers; when the server closes
+    it while idle, the hang-up must park it (not report it again and again: a busy loop)
+    and curl must reconnect. The server closes connections idle for 20 ms (it looks every
+    250 ms); requests on a loop's connection come 400 ms apart."""
+    srv = Server("--workers", "1", "--idle-timeout-ms", "20")
+    try:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        r = httpload("--model", "async", "--conns", 4, "--duration", 2, "--rate", 5,
+                     "--url", srv.url, "--out", tmp_path / "run", "--json")
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    finally:
+        last = srv.stop()
+    assert r.returncode == 0, r.stderr
+    recs, _ = load_run(tmp_path / "run")
+    assert len(recs) == 10 and (recs["status"] == 200).all(), recs["status"]
+    closed_idle = int(last.split(" timed out")[0].split()[-1])
+    conns = int(last.split(" connections")[0].split()[-1])
+    assert closed_idle >= 2 and conns >= 2 + closed_idle, last  # reconnected after each
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert cpu_s < 0.3, cpu_s  # idle most of the two seconds, not polling a dead socket
 
 
 # ---- threads, affinity, SIGTERM: partial results flushed ------------------------------

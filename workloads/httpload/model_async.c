@@ -6,7 +6,10 @@
  * loop k serves the request ids k, k + L, k + 2L, ... of the schedule.
  * Per loop: transfer slots, each reusing its own easy handle (keep-alive). The loop
  * is the multi "socket" API on epoll: only sockets that are ready are
- * serviced (curl_multi_perform would walk every transfer on each wakeup). Closed
+ * serviced (curl_multi_perform would walk every transfer on each wakeup).
+ * epoll_ctl only when a socket's registration must change (struct
+ * async_fd): curl drops a kept-alive socket after every transfer and asks
+ * for it again for the next one; it stays registered in between. Closed
  * loop: a slot starts its next request as soon as one completes. Open loop:
  * a timerfd (ns precision) wakes the loop when the next request is due; due
  * requests
@@ -20,9 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "http.h"
 #include "models.h"
 #include "tt_clock.h"
@@ -70,6 +75,12 @@ struct async_slot {
 	struct tt_request rec; /* the request in flight */
 };
 
+/* What this loop's epoll set holds for one fd, and what curl asks for. */
+struct async_fd {
+	uint32_t reg;  /* registered events; 0: not in the epoll set */
+	uint32_t want; /* curl's (EPOLLIN / EPOLLOUT); 0: curl is not watching it */
+};
+
 struct async_model {
 	struct hl_run *run;
 	unsigned loop, nloops;       /* this loop's index, and how many there are */
@@ -87,6 +98,8 @@ struct async_model {
 	int timer_fd;                /* open loop: fires at the next due time */
 	int epfd;                    /* curl's sockets + timer_fd */
 	uint64_t curl_deadline_ns;   /* curl's timer (CURLMOPT_TIMERFUNCTION) */
+	struct async_fd *fds;        /* by fd number */
+	size_t nfds;
 	int rc;
 };
 
@@ -168,26 +181,87 @@ static uint64_t async_fill_open(struct async_model *m)
 	return m->sched_over || due <= now ? 0 : due;
 }
 
-/* CURLMOPT_SOCKETFUNCTION: watch what curl asks for on socket fd. */
+/* fd's entry (zeroed when new), or NULL when out of memory. */
+static struct async_fd *async_fd_of(struct async_model *m, int fd)
+{
+	while ((size_t)fd >= m->nfds) {
+		size_t old = m->nfds;
+
+		if (TT_GROW(m->fds, m->nfds, m->nfds, 64))
+			return NULL;
+		memset(m->fds + old, 0, (m->nfds - old) * sizeof(*m->fds));
+	}
+	return &m->fds[fd];
+}
+
+/* Register fd for events (level-triggered), or for none (edge-triggered:
+ * a hang-up is still reported once), unless it already is. */
+static void async_fd_register(struct async_model *m, int fd, struct async_fd *f, uint32_t events)
+{
+	struct epoll_event ev = { .events = events ? events : EPOLLET, .data.fd = fd };
+
+	if (f->reg == ev.events)
+		return;
+	if (epoll_ctl(m->epfd, f->reg ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) && errno == ENOENT)
+		epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev);
+	f->reg = ev.events;
+}
+
+/* CURLMOPT_SOCKETFUNCTION: watch what curl asks for on socket fd. When curl
+ * lets go of a kept-alive socket (CURL_POLL_REMOVE after every transfer)
+ * its registration stays: an idle socket reports nothing, and it is parked
+ * (async_fd_unwanted) only if it does. */
 static int async_on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 {
 	struct async_model *m = userp;
-	struct epoll_event ev = { .data.fd = fd };
+	struct async_fd *f = async_fd_of(m, fd);
 
-	if (what == CURL_POLL_REMOVE) {
-		/* Keep it registered, parked: curl removes a kept-alive socket
-		 * after every transfer and adds it back for the next one, two
-		 * epoll_ctl calls a request. Edge-triggered with no events, a
-		 * parked socket still reports a hang-up once (curl then closes
-		 * it); a closed fd leaves the epoll set by itself. */
-		ev.events = EPOLLET;
-		epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev);
+	if (!f) { /* out of memory: register it anyway, every time */
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.fd = fd };
+
+		if (epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev) && errno == ENOENT)
+			epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev);
 		return 0;
 	}
-	ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
-	if (epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev) && errno == ENOENT)
-		epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev);
+	f->want = what == CURL_POLL_REMOVE ? 0 :
+		  (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
+	if (f->want)
+		async_fd_register(m, fd, f, f->want);
 	return 0;
+}
+
+/* An event on a socket curl is not watching (a kept-alive one the server
+ * closed): park it, edge-triggered with no events, so it does not report
+ * again and again; curl finds it dead when it next takes the connection. */
+static void async_fd_unwanted(struct async_model *m, int fd)
+{
+	struct async_fd *f = (size_t)fd < m->nfds ? &m->fds[fd] : NULL;
+
+	if (f && !f->want)
+		async_fd_register(m, fd, f, 0);
+}
+
+/* CURLOPT_OPENSOCKETFUNCTION: a new socket starts unregistered, whatever an
+ * earlier fd of that number left behind. */
+static curl_socket_t async_on_open(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	struct async_model *m = clientp;
+	curl_socket_t fd = socket(a->family, a->socktype, a->protocol);
+
+	if (fd >= 0 && (size_t)fd < m->nfds)
+		m->fds[fd] = (struct async_fd){ 0 };
+	return fd;
+}
+
+/* CURLOPT_CLOSESOCKETFUNCTION: the fd leaves the epoll set as it closes; a
+ * later socket may get its number. */
+static int async_on_close(void *clientp, curl_socket_t fd)
+{
+	struct async_model *m = clientp;
+
+	if ((size_t)fd < m->nfds)
+		m->fds[fd] = (struct async_fd){ 0 };
+	return close(fd);
 }
 
 /* CURLMOPT_TIMERFUNCTION: curl wants a call after timeout_ms (-1: none). */
@@ -241,6 +315,7 @@ static void async_wait(struct async_model *m, uint64_t due_ns)
 				expirations = 0;
 			continue;
 		}
+		async_fd_unwanted(m, evs[i].data.fd);
 		curl_multi_socket_action(m->multi, evs[i].data.fd,
 					 (e & EPOLLIN ? CURL_CSELECT_IN : 0) |
 					 (e & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
@@ -319,6 +394,10 @@ static int async_setup(struct async_model *m)
 		if (http_conn_init(&m->slots[i].http, m->run->o))
 			return -ENOMEM;
 		m->slots[i].http.owner = &m->slots[i];
+		curl_easy_setopt(m->slots[i].http.easy, CURLOPT_OPENSOCKETFUNCTION, async_on_open);
+		curl_easy_setopt(m->slots[i].http.easy, CURLOPT_OPENSOCKETDATA, m);
+		curl_easy_setopt(m->slots[i].http.easy, CURLOPT_CLOSESOCKETFUNCTION, async_on_close);
+		curl_easy_setopt(m->slots[i].http.easy, CURLOPT_CLOSESOCKETDATA, m);
 		m->free_slots[m->nfree++] = n - 1 - i; /* slot 0 is used first */
 	}
 	return 0;
@@ -347,6 +426,7 @@ static void *async_main(void *arg)
 		close(m->timer_fd);
 	if (m->epfd >= 0)
 		close(m->epfd);
+	free(m->fds);
 	return NULL;
 }
 
