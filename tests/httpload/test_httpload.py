@@ -288,6 +288,26 @@ def test_open_loop_keeps_schedule_when_server_is_fast(server, tmp_path):
     assert wl["duration_s"] == 0.5 and wl["requests_planned"] is None
 
 
+@pytest.mark.parametrize("model", MODELS)
+def test_request_timeout_fires(model, tmp_path):
+    """A server that answers after 1 s, --timeout-ms 100: every request ends at ~100 ms with
+    curl's timeout (status -28), on libcurl's timer as the loops drive it."""
+    srv = Server("--workers", "1", "--sleep-us", "1000000")
+    try:
+        t0 = time.monotonic()
+        r = httpload("--model", model, "--conns", 2, "--requests", 4, "--workers", 2,
+                     "--timeout-ms", 100, "--url", srv.url, "--out", tmp_path / "run", "--json")
+        elapsed = time.monotonic() - t0
+    finally:
+        srv.stop()
+    recs, _ = load_run(tmp_path / "run")
+    assert len(recs) == 4 and (recs["status"] == -28).all(), recs["status"]
+    lat_ms = (recs["t_end_ns"] - recs["t_start_ns"]) / 1e6
+    assert ((lat_ms >= 95) & (lat_ms < 600)).all(), lat_ms
+    assert elapsed < 5, elapsed
+    assert r.returncode == 1 and "every request failed (Timeout was reached)" in r.stderr
+
+
 def test_async_kept_alive_sockets_the_server_closes(tmp_path):
     """async keeps a kept-alive socket registered between transfers; when the server closes
     it while idle, the hang-up must park it (not report it again and again: a busy loop)

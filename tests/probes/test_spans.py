@@ -1,6 +1,7 @@
 """spans probe (--span BIN:SYMBOL) against tests/probes/span_target.c, which
-times its own calls; libcurl.so.4:curl_easy_perform on the curl CLI; and the
-errors for unknown symbols and libraries. Real BPF: run as root."""
+times its own calls; libcurl.so.4:curl_easy_perform on the curl CLI; httpload's
+transfers; and the errors for unknown symbols and libraries. Real BPF: run as
+root."""
 from __future__ import annotations
 
 import json
@@ -122,9 +123,11 @@ def test_libcurl_by_library_name_before_it_is_mapped(tmp_path):
     assert s["ret"].tolist() == [0, 0, 37]  # CURLE_OK x2, CURLE_FILE_COULDNT_READ_FILE
 
 
-def test_httpload_requests_become_curl_spans(tmp_path):
-    """The libcurl span brackets every request httpload records: each request
-    [t_start, t_end] on its thread holds exactly one curl_easy_perform span."""
+def test_httpload_requests_become_spans(tmp_path):
+    """A span on httpload's own transfer function (httpload:http_perform, the
+    job curl_easy_perform does in other libcurl clients) brackets every request
+    httpload records: each request [t_start, t_end] on its thread holds exactly
+    one span, returning CURLE_OK."""
     server = BUILD / "workloads" / "server" / "orders-server"
     httpload = BUILD / "workloads" / "httpload" / "httpload"
     assert server.exists() and httpload.exists(), "build the workloads first"
@@ -133,7 +136,7 @@ def test_httpload_requests_become_curl_spans(tmp_path):
     try:
         m = re.search(r"listening on 127\.0\.0\.1:(\d+)", srv.stdout.readline())
         assert m, "orders-server did not start"
-        p = tailtrace(tmp_path, "--events", "spans", "--span", "libcurl.so.4:curl_easy_perform",
+        p = tailtrace(tmp_path, "--events", "spans", "--span", f"{httpload}:http_perform",
                       "--", str(httpload), "--model", "pool", "--conns", "4", "--workers", "4",
                       "--requests", "200", "--url", f"http://127.0.0.1:{m[1]}/orders",
                       "--out", str(tmp_path))
