@@ -20,8 +20,11 @@
 #include "probe.h"
 
 #define TT_COST_MAX_MODS 8
-#define COST_SAMPLE_ON_MS 100
-#define COST_SAMPLE_PERIOD_MS 1000
+/* Short windows, often: a run's phases (a start-up burst, then steady work)
+ * are sampled alike. One 100 ms window a second put a whole short run's
+ * estimate on its start-up: 1.75x the exact count on a 2 s naive/100 run. */
+#define COST_SAMPLE_ON_MS 10
+#define COST_SAMPLE_PERIOD_MS 100
 
 enum tt_bpf_stats {
 	TT_BPF_STATS_SAMPLED = 0,

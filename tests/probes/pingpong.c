@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * pingpong ROUNDS [PAIRS]: PAIRS pairs of threads (default 1) each pass a
- * byte back and forth over two pipes ROUNDS times: a context-switch storm
- * (each round blocks both threads of a pair).
+ * pingpong ROUNDS [PAIRS [QUIET_MS]]: PAIRS pairs of threads (default 1) each
+ * pass a byte back and forth over two pipes ROUNDS times: a context-switch
+ * storm (each round blocks both threads of a pair); then the process sleeps
+ * QUIET_MS (default 0) before it exits: a burst, then quiet.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -44,10 +45,11 @@ int main(int argc, char **argv)
 {
 	struct pair pairs[MAX_PAIRS];
 	int n = argc > 2 ? atoi(argv[2]) : 1;
+	long quiet_ms = argc > 3 ? atol(argv[3]) : 0;
 
 	rounds = argc > 1 ? atol(argv[1]) : 10000;
-	if (n < 1 || n > MAX_PAIRS || rounds < 1) {
-		fprintf(stderr, "usage: pingpong ROUNDS [PAIRS 1-%d]\n", MAX_PAIRS);
+	if (n < 1 || n > MAX_PAIRS || rounds < 1 || quiet_ms < 0) {
+		fprintf(stderr, "usage: pingpong ROUNDS [PAIRS 1-%d [QUIET_MS]]\n", MAX_PAIRS);
 		return 2;
 	}
 	for (int i = 0; i < n; i++) {
@@ -61,5 +63,8 @@ int main(int argc, char **argv)
 		pthread_join(pairs[i].pong, NULL);
 	}
 	printf("{\"rounds\": %ld, \"pairs\": %d}\n", rounds, n);
+	fflush(stdout);
+	if (quiet_ms)
+		usleep((useconds_t)quiet_ms * 1000);
 	return 0;
 }

@@ -95,7 +95,7 @@ def test_cost_aggregate(tmp_path):
 
 
 def test_cost_sampled(tmp_path):
-    """Default: statistics on 100 ms of every second. A 3 s sleeper: ~10 % of the
+    """Default: statistics on 10 ms of every 100 ms. A 3 s sleeper: ~10 % of the
     time measured, and the scaled runs still cover every record written."""
     m, stderr = run_cost(tmp_path, n=6000, usec=400)
     cost = m["cost"]
@@ -109,6 +109,26 @@ def test_cost_sampled(tmp_path):
         assert runs < 0.5 * m["events"][stream], (name, runs, m["events"])
         assert runs / frac >= 0.7 * m["events"][stream], (name, runs / frac, m["events"])
     check_totals(m, stderr)
+
+
+def test_cost_sampled_burst_then_quiet(tmp_path):
+    """A burst of context switches (pipe ping-pong, ~0.3-0.6 s), then 2.5 s of quiet. The
+    sampled windows must be spread finely enough that the burst is sampled like the
+    rest: the switch program's runs scaled from the windows agree with the exact count of
+    the same run under --bpf-stats always. (With one 100 ms window a second, the first
+    window fell in the burst and the scaled count read 1.66x the exact one; now 1.1-1.2x.)"""
+    runs = {}
+    for mode in ("always", "sampled"):
+        out = tmp_path / mode
+        p = tailtrace(out, "--events", "runq,switch", "--bpf-stats", mode, "--",
+                      helper("pingpong"), "30000", "1", "2500")
+        assert p.returncode == 0, p.stderr
+        cost = meta(out)["cost"]
+        assert cost["bpf_stats"] == mode and cost["traced_wall_ns"] > 2.5e9
+        frac = cost["bpf_sampled_ns"] / cost["traced_wall_ns"]
+        runs[mode] = cost["bpf"]["sched"]["run_cnt"] / frac
+        assert meta(out)["events"]["switch"] >= 30000  # the burst happened
+    assert 0.6 * runs["always"] <= runs["sampled"] <= 1.5 * runs["always"], runs
 
 
 def test_cost_stats_off(tmp_path):
