@@ -51,7 +51,7 @@ class PerfEvents:
     def __init__(self, path: Path):
         waking = defaultdict(list)
         self.comms: dict[int, str] = {0: "swapper(idle)"}
-        self.lost = self.lines = 0
+        self.lost = 0
         with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 m = PERF_LINE.match(line)
@@ -62,7 +62,6 @@ class PerfEvents:
                 comm, _pid, tid, sec, frac, ev, woken_comm, woken = m.groups()
                 if ev != "sched_waking":
                     continue
-                self.lines += 1
                 t = int(sec) * 10**9 + int(frac.ljust(9, "0")[:9])
                 tid, woken = int(tid), int(woken)
                 if tid:

@@ -214,18 +214,13 @@ static void async_fd_register(struct async_model *m, int fd, struct async_fd *f,
 static int async_on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 {
 	struct async_model *m = userp;
-	struct async_fd *f = async_fd_of(m, fd);
+	struct async_fd unknown = { .reg = ~0u }, *f = async_fd_of(m, fd);
 
-	if (!f) { /* out of memory: register it anyway, every time */
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.fd = fd };
-
-		if (epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev) && errno == ENOENT)
-			epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev);
-		return 0;
-	}
+	if (!f) /* out of memory: registered afresh at every call, parked at once when let go */
+		f = &unknown;
 	f->want = what == CURL_POLL_REMOVE ? 0 :
 		  (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
-	if (f->want)
+	if (f->want || f == &unknown)
 		async_fd_register(m, fd, f, f->want);
 	return 0;
 }
