@@ -15,8 +15,14 @@
  * Wakeups: a submit wakes a parked worker only for a task that no worker is
  * already about to take: an idle worker polls the queue for spin_us before it
  * parks (one at a time, so the machine pays at most one spinning CPU), and a
- * task it sees costs no wakeup; workers signalled before count too. Workers
- * take one task at a time (a task may block; one taken with it would wait).
+ * task it sees costs no wakeup; workers signalled before count too, and so do
+ * awake workers whose tasks are short (one running tasks of avg ns counts as
+ * the TP_WAKE_NS / (avg + ~250 ns) tasks it takes while a wakeup is under
+ * way) while one parked worker keeps watch: its wait times out every
+ * TP_WATCH_US, and a queue that did not move meanwhile is taken over. So a
+ * stream of tiny tasks costs no wakeups, and a task waits at most about
+ * TP_WATCH_US behind a short-task worker that blocked. Workers take one task
+ * at a time (a task may block; one taken with it would wait).
  *
  * Workers are named "<prefix>-w<N>". Affinity (tp_topology.h): round robin
  * over the CPUs this process may use (default), an explicit CPU list, or
@@ -70,6 +76,8 @@ struct tp_config {
 };
 
 #define TP_SPIN_US 20  /* default idle spin (a park + wakeup costs ~7 us on a VM) */
+#define TP_WAKE_NS 5000  /* what waking a parked worker takes until it runs (~5-7 us on a VM) */
+#define TP_WATCH_US 1000      /* the watcher's timeout: longest wait behind a blocked short task */
 
 enum tp_stop {
 	TP_DRAIN,  /* run every queued task, then stop */
