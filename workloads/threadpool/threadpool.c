@@ -53,6 +53,8 @@ struct tp_pool {
 	unsigned idle;        /* workers waiting on nonempty: only they need a signal */
 	unsigned signalled;   /* parked workers signalled, not yet back from the wait */
 	bool watcher;         /* a parked worker waits with a timeout (under lock) */
+	uint64_t wakeups;     /* parked workers signalled (under lock) */
+	uint64_t takeovers;   /* stalled queues a watcher took over (under lock) */
 	bool stopping, joined, numa;
 	uint64_t spin_ns;     /* how long an idle worker polls before it parks */
 	unsigned nworkers;
@@ -169,7 +171,10 @@ static void worker_run_task(struct tp_worker *w, const struct tp_task *t)
 	__atomic_store_n(&w->busy_ns, w->busy_ns + d, __ATOMIC_RELAXED);
 	__atomic_store_n(&w->tasks_run, w->tasks_run + 1, __ATOMIC_RELAXED);
 	w->avg_task_ns = w->avg_task_ns - w->avg_task_ns / 8 + d / 8;
-	if (w->tasks_run & 15) /* takes moves slowly: every 16th task (batch: +5 %) */
+	/* takes moves slowly: every 16th task (batch: +5 %), and at once after a
+	 * task as long as a wakeup, so a worker turning to long tasks stops
+	 * counting before the next one. */
+	if ((w->tasks_run & 15) && d < TP_WAKE_NS)
 		return;
 	takes = takes_for(w->avg_task_ns);
 	if (takes != w->takes) {
@@ -213,11 +218,14 @@ static void worker_spin(struct tp_worker *w)
 		if (__atomic_load_n(&p->count, __ATOMIC_ACQUIRE) ||
 		    __atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE))
 			break;
-		if (i < TP_SPIN_PAUSES || !w->takes)
+		if (i < TP_SPIN_PAUSES || !w->takes) {
 			cpu_relax();
-		else
-			sched_yield();
-		if ((i & 63) == 63 && tt_now_ns() >= until)
+			if ((i & 63) != 63)
+				continue; /* the clock every 64 pauses */
+		} else {
+			sched_yield(); /* may cost a time slice: the clock after each */
+		}
+		if (tt_now_ns() >= until)
 			break;
 	}
 	/* Before taking the lock: a submit that still saw us spinning pushed
@@ -237,6 +245,7 @@ static unsigned wakeups_for(struct tp_pool *p)
 
 	want = want < parked ? want : parked;
 	p->signalled += (unsigned)want;
+	p->wakeups += want;
 	return (unsigned)want;
 }
 
@@ -268,7 +277,11 @@ static enum park_end worker_park(struct tp_worker *w)
 	int rc;
 
 	worker_count(w, false); /* parked: not a taker, nor a reason to watch */
-	watch = pool_may_watch(p);
+	/* A worker that parks with tasks queued (a watcher watching on) always
+	 * times out: whether awake workers still count may have changed since
+	 * worker_wait looked, and a plain wait here could leave counted tasks
+	 * with nobody to take them. */
+	watch = !p->watcher && (p->count || __atomic_load_n(&p->awake_takes, __ATOMIC_SEQ_CST));
 	p->idle++;
 	if (watch) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -304,6 +317,8 @@ static bool worker_wait(struct tp_worker *w)
 	uint64_t taken = 0;
 
 	while (!p->stopping) {
+		if (p->count && end == PARK_WATCH_TIMEOUT && p->head == taken)
+			p->takeovers++;
 		if (p->count && (end != PARK_WATCH_TIMEOUT || p->head == taken ||
 				 !pool_may_watch(p)))
 			break;
@@ -568,6 +583,14 @@ size_t tp_queue_len(struct tp_pool *p)
 	n = p->count;
 	pthread_mutex_unlock(&p->lock);
 	return n;
+}
+
+void tp_pool_stats(struct tp_pool *p, struct tp_pool_stats *st)
+{
+	pthread_mutex_lock(&p->lock);
+	st->wakeups = p->wakeups;
+	st->takeovers = p->takeovers;
+	pthread_mutex_unlock(&p->lock);
 }
 
 int tp_worker_stats(const struct tp_pool *p, unsigned i, struct tp_worker_stats *st)

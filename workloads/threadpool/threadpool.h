@@ -10,6 +10,7 @@
  *   tp_submit(pool, fn, arg);              // fn(arg, worker_ctx) runs on a worker
  *   tp_shutdown(pool, TP_DRAIN);            // or TP_CANCEL: returns tasks dropped
  *   tp_worker_stats(pool, i, &st);          // tasks run, busy ns, tid, cpu, node
+ *   tp_pool_stats(pool, &ps);               // wakeups, watcher takeovers
  *   tp_destroy(pool);
  *
  * Wakeups: a submit wakes a parked worker only for a task that no worker is
@@ -84,6 +85,12 @@ enum tp_stop {
 	TP_CANCEL, /* drop queued tasks (running ones finish), then stop */
 };
 
+struct tp_pool_stats {
+	uint64_t wakeups;   /* parked workers a submit (or a returning watcher) signalled */
+	uint64_t takeovers; /* times the watcher found tasks queued and none taken for
+			     * TP_WATCH_US, and took one (a short-task worker blocked) */
+};
+
 struct tp_worker_stats {
 	uint64_t tasks_run;
 	uint64_t busy_ns;  /* time inside task functions */
@@ -112,6 +119,8 @@ bool tp_numa_active(const struct tp_pool *pool);
 size_t tp_queue_len(struct tp_pool *pool);
 /* Counters of worker i (exact once the pool is shut down). */
 int tp_worker_stats(const struct tp_pool *pool, unsigned i, struct tp_worker_stats *st);
+/* The pool's wakeup counters so far (under the lock: exact at any time). */
+void tp_pool_stats(struct tp_pool *pool, struct tp_pool_stats *st);
 /* Per-worker memory of worker i (e.g. to clean it up after shutdown). */
 void *tp_worker_mem(const struct tp_pool *pool, unsigned i);
 
