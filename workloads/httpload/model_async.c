@@ -275,8 +275,7 @@ static void async_arm_due(struct async_model *m, uint64_t due_ns)
 
 	if (!due_ns || m->timer_fd < 0)
 		return;
-	its.it_value.tv_sec = (time_t)(due_ns / 1000000000ull);
-	its.it_value.tv_nsec = (long)(due_ns % 1000000000ull);
+	its.it_value = tt_timespec_of_ns(due_ns);
 	timerfd_settime(m->timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 

@@ -41,9 +41,7 @@ static void *progress_main(void *arg)
 	pthread_setname_np(pthread_self(), "progress");
 	pthread_mutex_lock(&p->lock);
 	while (!p->stop) {
-		uint64_t at = tt_now_ns() + period_ns;
-		struct timespec ts = { .tv_sec = (time_t)(at / 1000000000ull),
-				       .tv_nsec = (long)(at % 1000000000ull) };
+		struct timespec ts = tt_timespec_of_ns(tt_now_ns() + period_ns);
 
 		while (!p->stop && pthread_cond_timedwait(&p->wake, &p->lock, &ts) == 0)
 			;

@@ -272,7 +272,6 @@ enum park_end { PARK_WOKEN, PARK_WATCH_WOKEN, PARK_WATCH_TIMEOUT };
 static enum park_end worker_park(struct tp_worker *w)
 {
 	struct tp_pool *p = w->pool;
-	struct timespec ts;
 	bool watch;
 	int rc;
 
@@ -281,13 +280,11 @@ static enum park_end worker_park(struct tp_worker *w)
 	 * times out: whether awake workers still count may have changed since
 	 * worker_wait looked, and a plain wait here could leave counted tasks
 	 * with nobody to take them. */
-	watch = !p->watcher && (p->count || __atomic_load_n(&p->awake_takes, __ATOMIC_SEQ_CST));
+	watch = pool_may_watch(p) || (!p->watcher && p->count);
 	p->idle++;
 	if (watch) {
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += TP_WATCH_US * 1000L;
-		ts.tv_sec += ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
+		struct timespec ts = tt_timespec_of_ns(tt_now_ns() + TP_WATCH_US * 1000ull);
+
 		p->watcher = true;
 		rc = pthread_cond_timedwait(&p->nonempty, &p->lock, &ts);
 		p->watcher = false;
@@ -317,11 +314,13 @@ static bool worker_wait(struct tp_worker *w)
 	uint64_t taken = 0;
 
 	while (!p->stopping) {
-		if (p->count && end == PARK_WATCH_TIMEOUT && p->head == taken)
-			p->takeovers++;
-		if (p->count && (end != PARK_WATCH_TIMEOUT || p->head == taken ||
-				 !pool_may_watch(p)))
-			break;
+		if (p->count) {
+			bool stalled = end == PARK_WATCH_TIMEOUT && p->head == taken;
+
+			p->takeovers += stalled;
+			if (end != PARK_WATCH_TIMEOUT || stalled || !pool_may_watch(p))
+				break;
+		}
 		taken = p->head;
 		end = worker_park(w);
 	}
