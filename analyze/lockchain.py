@@ -6,7 +6,12 @@ the flag: under uprobes even an uncontended lock() takes ~10 µs). For each one
 made by a request's thread inside the request's window, the holder is the
 last acquisition of the same mutex before the waiter got it, by another
 thread, whose hold overlaps the wait (the thread the waiter was waiting for
-at the end; in a convoy, earlier holders are not examined). Over the
+at the end; in a convoy, earlier holders are not examined). Both calls are
+stamped at their probe's entry, before their own atomic operation on the
+mutex, so a hold released up to RELEASE_SKEW_NS before the waiter's lock()
+entry still overlaps it: the holder's release can land after the waiter
+found the mutex held (one uprobe handler each, ~5 µs here, longer under
+interrupts); its window inside the wait is then empty. Over the
 holder's part of the wait, [max(t_request, holder's t_acquired),
 min(waiter's t_acquired, holder's t_released)], the holder thread's state is
 measured with the same interval algebra as the decomposition: running,
@@ -27,6 +32,7 @@ COLUMNS = ["request_id", "waiter_tid", "mutex", "t_request_ns", "t_acquired_ns",
            "holder_tid", "holder_window_ns", "holder_running_ns", "holder_runnable_ns",
            "holder_blocked_ns", "holder_lock_wait_ns", "verdict"]
 MIN_WAIT_NS = 100_000
+RELEASE_SKEW_NS = 50_000
 
 
 def _waits_in_requests(locks: pd.DataFrame, decomp: pd.DataFrame, min_wait_ns: int) -> pd.DataFrame:
@@ -44,7 +50,8 @@ def _waits_in_requests(locks: pd.DataFrame, decomp: pd.DataFrame, min_wait_ns: i
 
 def _holders(waits: pd.DataFrame, locks: pd.DataFrame) -> pd.DataFrame:
     """Each wait's holder: the last acquisition of the mutex before the waiter got it, by
-    another thread, whose hold overlaps the wait; its window [h_start, h_end] inside the wait."""
+    another thread, whose hold overlaps the wait (RELEASE_SKEW_NS); its window [h_start, h_end]
+    inside the wait."""
     h = locks[["mutex", "tid", "t_acquired_ns", "t_released_ns"]].rename(
         columns={"tid": "holder_tid", "t_acquired_ns": "h_acq", "t_released_ns": "h_rel"})
     h = h.sort_values("h_acq", kind="stable")
@@ -52,7 +59,7 @@ def _holders(waits: pd.DataFrame, locks: pd.DataFrame) -> pd.DataFrame:
     m = pd.merge_asof(w, h, left_on="t_acquired_ns", right_on="h_acq", by="mutex",
                       direction="backward", allow_exact_matches=False)
     ok = (m["holder_tid"].notna() & (m["holder_tid"] != m["tid"])
-          & ((m["h_rel"] == 0) | (m["h_rel"] > m["t_request_ns"])))
+          & ((m["h_rel"] == 0) | (m["h_rel"] > m["t_request_ns"] - RELEASE_SKEW_NS)))
     m["holder_tid"] = np.where(ok, m["holder_tid"].fillna(-1), -1).astype(np.int64)
     req, acq = m["t_request_ns"].to_numpy(), m["t_acquired_ns"].to_numpy()
     rel = m["h_rel"].fillna(0).to_numpy(dtype=np.int64)

@@ -17,7 +17,7 @@ import pytest
 from analyze.attribute import df_bands
 from analyze.decompose import df_decompose, overlaps_gap
 from analyze.load import load_run
-from analyze.lockchain import df_lock_chains
+from analyze.lockchain import RELEASE_SKEW_NS, df_lock_chains
 from analyze.summary import summary_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,20 +93,17 @@ def test_lock_chain_of_a_sleeping_holder(tmp_path):
     # checked below) are not waits on a hold and may come on top (one did in a CI run)
     assert 0.8 * holds <= (c["holder_tid"] >= 0).sum() <= holds
     assert c["mutex"].nunique() == 1
-    # Every wait the probe saw contended (lock() took the futex path) was caused by the holder
-    # thread and names it. A row without a holder is a slow but uncontended lock() (the
-    # contender preempted inside the call on a loaded machine, >= 100 us): it must not be
-    # flagged contended, and no other thread may have held the mutex during it.
-    flags = run.locks.set_index(["tid", "t_request_ns"])["contended"]
-    contended = flags.reindex(list(zip(c["waiter_tid"], c["t_request_ns"]))).to_numpy(bool)
+    # Every wait that had a holder names the holder thread. A row without one is a slow lock()
+    # with nobody holding the mutex (the contender preempted inside the call on a loaded
+    # machine; the probe flags waits >= 100 us contended): no other thread's hold may overlap
+    # it, even allowing for the probes' stamps preceding the atomic operations (RELEASE_SKEW_NS).
     known = c["holder_tid"].to_numpy() >= 0
     assert (c.loc[known, "holder_tid"] == int(ids["holder_tid"])).all()
-    assert not (contended & ~known).any()
     assert known.mean() >= 0.8
     holds = run.locks[run.locks["tid"] == int(ids["holder_tid"])]
     for _, w in c[~known].iterrows():
         assert not ((holds["t_acquired_ns"] < w["t_acquired_ns"])
-                    & (holds["t_released_ns"] > w["t_request_ns"])).any()
+                    & (holds["t_released_ns"] > w["t_request_ns"] - RELEASE_SKEW_NS)).any()
     c = c[known]
     assert (c["verdict"] == "holder blocked").mean() >= 2 / 3, c["verdict"].value_counts()
     parts = c["holder_running_ns"] + c["holder_runnable_ns"] + c["holder_blocked_ns"]

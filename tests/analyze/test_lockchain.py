@@ -84,6 +84,19 @@ def test_unknown_holder_and_filters():
     assert c.loc[0, "holder_tid"] == -1 and c.loc[0, "verdict"] == "holder unknown"
 
 
+def test_holder_released_just_before_the_stamped_request_is_still_the_holder():
+    # H's unlock() entered at 5.000 ms, W's lock() at 5.003 ms, yet W took the futex path: H's
+    # release landed after W's attempt (each stamp precedes its own atomic operation). Within
+    # RELEASE_SKEW_NS (50 us) H is the holder, with an empty window; 200 us earlier it is not.
+    def one(t_req):
+        run = make_run(requests=[req(0, W, 0, 10 * MS)], switches=[], runq=[],
+                       locks=[lk(H, M, 0, 1 * MS, 5 * MS), lk(W, M, t_req, t_req + 20 * US, 6 * MS)])
+        return df_lock_chains(run, df_decompose(run)).iloc[0]
+    r = one(5003 * US)
+    assert r["holder_tid"] == H and r["holder_window_ns"] == 0
+    assert one(5200 * US)["holder_tid"] == -1
+
+
 def test_no_locks_stream_gives_empty_frame_with_columns():
     run = make_run(requests=[req(0, W, 0, 10 * MS)])
     c = df_lock_chains(run, df_decompose(run))
