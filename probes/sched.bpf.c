@@ -383,14 +383,12 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 	bool next_traced;
 	__u64 now;
 
-	if (btf && by_sched_info) { /* the switching-out task only */
-		struct tt_thread *tp;
+	if (btf && by_sched_info) {
+		struct tt_thread *tp = prev_traced ? tt_thread_get(prev, true) : NULL;
 
-		if (!prev_traced)
-			return 0;
-		tp = tt_thread_get(prev, true);
-		info_switch_out(prev, tp ? &tp->off : NULL, (__u32)id, (__u32)(id >> 32), blocked,
-				prev_state == TASK_DEAD);
+		if (prev_traced)
+			info_switch_out(prev, tp ? &tp->off : NULL, (__u32)id, (__u32)(id >> 32),
+					blocked, prev_state == TASK_DEAD);
 		return 0;
 	}
 	next_tid = TT_TASK_FIELD(btf, next, pid);

@@ -30,8 +30,7 @@
  * path: the kernel stack, the costly one to unwind, is reused up to
  * SCHED_KSTACK_REUSE times, then taken afresh. */
 struct sched_off {
-	__u64 t_off_ns;          /* 0: on CPU, no open interval (by_sched_info: the
-				  * rq clock at the last switch-out, 0 before one) */
+	__u64 t_off_ns;          /* 0: on CPU, no open interval */
 	__u64 t_on_ns;           /* its last switch-in (0: none seen) */
 	__u64 wait_addr;         /* wait reason at the switch-out (struct tt_switch) */
 	__s32 syscall;

@@ -5,7 +5,6 @@ thread, printed runqlat-style and written to aggregate.json."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -75,6 +74,7 @@ def test_pinned_spinners_wait_two_thirds_in_the_histogram(tmp_path, env):
     for its window minus its own CPU time (the thread's clock: an independent oracle), and
     every such wait follows a preemption. The run-queue histogram's sum must say so, both
     from the kernel's sched_info (the default) and from the sched_waking programs."""
+    import os
     p = tailtrace(tmp_path, "--aggregate", "--events", "runq,switch", "--", helper("busy"), "3",
                   "1.5", str(max(os.sched_getaffinity(0))), env=env)
     assert p.returncode == 0, p.stderr
