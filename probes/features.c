@@ -251,31 +251,3 @@ bool features_task_regs(void)
 			 libbpf_probe_bpf_helper(t, BPF_FUNC_get_current_task_btf, NULL) > 0;
 	return cached;
 }
-
-/* Has struct `type` (by name) a member `member`? */
-static bool btf_has_member(const struct btf *btf, const char *type, const char *member)
-{
-	int id = btf ? btf__find_by_name_kind(btf, type, BTF_KIND_STRUCT) : -1;
-	const struct btf_type *t = id > 0 ? btf__type_by_id(btf, id) : NULL;
-	const struct btf_member *m = t ? btf_members(t) : NULL;
-
-	for (int i = 0; t && i < btf_vlen(t); i++, m++)
-		if (!strcmp(btf__name_by_offset(btf, m->name_off), member))
-			return true;
-	return false;
-}
-
-bool features_sched_info(void)
-{
-	static int cached = -1;
-	const struct btf *btf = vmlinux_btf();
-
-	if (cached < 0)
-		cached = btf_has_member(btf, "task_struct", "sched_info") &&
-			 btf_has_member(btf, "sched_info", "run_delay") &&
-			 btf_has_member(btf, "sched_info", "last_arrival") &&
-			 btf_has_member(btf, "sched_info", "pcount") &&
-			 btf_has_member(btf, "sched_entity", "cfs_rq") &&
-			 btf_has_member(btf, "cfs_rq", "rq") && btf_has_member(btf, "rq", "clock");
-	return cached;
-}

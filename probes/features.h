@@ -39,9 +39,5 @@ int features_percpu_layout(long *runqueues, long *preempt_count, long *current_t
 /* Can the chosen hook's programs read a task's user registers
  * (bpf_get_current_task_btf + bpf_task_pt_regs)? Wait reasons need them. */
 bool features_task_regs(void);
-/* Does the kernel keep sched_info (CONFIG_SCHED_INFO: task_struct.sched_info
- * with run_delay, last_arrival, pcount) and reach a task's run queue clock
- * through se.cfs_rq->rq->clock? From BTF. */
-bool features_sched_info(void);
 
 #endif

@@ -313,7 +313,8 @@ static void print_ready(struct loader *L)
 		fprintf(stderr, "tailtrace: attached to cgroup %s (events: %s)\n", o->cgroup, ev);
 	else
 		fprintf(stderr, "tailtrace: attached system-wide (events: %s)\n", ev);
-	fprintf(stderr, "tailtrace: hook %s, output %s\n", probe_hook_name(o), o->out_dir);
+	fprintf(stderr, "tailtrace: hook %s, output %s\n", features_hook_name(features_hook()),
+		o->out_dir);
 }
 
 static bool target_finished(struct loader *L)

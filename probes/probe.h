@@ -119,14 +119,6 @@ void probe_share_maps_after_load(struct tt_ctx *ctx, struct bpf_object *obj);
  * runq traced and a typed hook (tp_btf, raw_tp), unless TAILTRACE_SPLIT_SWITCH
  * is set (one program per module, for comparisons). */
 bool probe_runq_in_sched(const struct tt_opts *opts);
-/* Does --aggregate take its intervals from the kernel's sched_info at
- * switch-outs only (sched.bpf.c by_sched_info: no wakeup program)? With
- * tp_btf and sched_info in the BTF, unless TAILTRACE_AGGREGATE_WAKING is set
- * (the sched_waking programs, as records use; for comparisons). */
-bool probe_aggregate_by_sched_info(const struct tt_opts *opts);
-/* The scheduler streams' hook for meta.json: the hook type, "+sched_info" when
- * probe_aggregate_by_sched_info. */
-const char *probe_hook_name(const struct tt_opts *opts);
 
 uint64_t probe_counter_sum(const struct bpf_map *map, __u32 idx);
 

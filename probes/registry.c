@@ -157,19 +157,6 @@ bool probe_runq_in_sched(const struct tt_opts *opts)
 	       !getenv("TAILTRACE_SPLIT_SWITCH");
 }
 
-bool probe_aggregate_by_sched_info(const struct tt_opts *opts)
-{
-	return opts->aggregate && features_hook() == TT_HOOK_TP_BTF && features_sched_info() &&
-	       !getenv("TAILTRACE_AGGREGATE_WAKING") &&
-	       (!(opts->events & TT_EV_RUNQ) || probe_runq_in_sched(opts));
-}
-
-const char *probe_hook_name(const struct tt_opts *opts)
-{
-	return probe_aggregate_by_sched_info(opts) ? "tp_btf+sched_info" :
-						      features_hook_name(features_hook());
-}
-
 uint64_t probe_counter_sum(const struct bpf_map *map, __u32 idx)
 {
 	int ncpu = libbpf_num_possible_cpus();

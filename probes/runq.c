@@ -20,7 +20,6 @@ struct runq_state {
 	int write_err;
 	bool aggregate;
 	uint64_t hist_events;     /* --aggregate: intervals counted in histograms */
-	const char *hook;         /* probe_hook_name */
 };
 
 static int runq_sample(void *ctx, void *data, size_t size)
@@ -68,10 +67,6 @@ static int runq_open(struct tt_ctx *ctx, struct runq_state *st)
 		bpf_program__set_autoload(st->skel->progs.runq_switch_btf, false);
 		bpf_program__set_autoload(st->skel->progs.runq_switch_raw, false);
 	}
-	if (probe_aggregate_by_sched_info(o)) { /* ... and all of it: no wakeup program */
-		bpf_program__set_autoload(st->skel->progs.runq_waking_btf, false);
-		bpf_program__set_autoload(st->skel->progs.runq_wakeup_new_btf, false);
-	}
 	err = err ?: probe_share_maps_before_load(ctx, st->skel->obj);
 	err = err ?: runq_bpf__load(st->skel);
 	if (!err)
@@ -93,7 +88,6 @@ static int runq_setup(struct tt_ctx *ctx, void **state)
 		return -ENOMEM;
 	*state = st;
 	st->aggregate = ctx->opts->aggregate;
-	st->hook = probe_hook_name(ctx->opts);
 	err = runq_open(ctx, st);
 	if (err)
 		return err;
@@ -141,7 +135,7 @@ static int runq_stats(void *state, struct tt_stream_stats *out, int max)
 		return 0;
 	out[0] = (struct tt_stream_stats){
 		.stream = "runq",
-		.hook = st->hook,
+		.hook = features_hook_name(features_hook()),
 		.written = st->aggregate ? st->hist_events : recfile_count(st->out),
 		.lost = probe_counter_sum(st->skel->maps.runq_counters, RUNQ_CNT_LOST) +
 			recfile_dropped(st->out),

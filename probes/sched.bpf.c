@@ -52,7 +52,6 @@ const volatile __u64 rb_wakeup_bytes = 1 << 20;
 const volatile bool want_reason = true;  /* wait reasons (bpf_task_pt_regs) */
 const volatile bool with_runq = false;   /* do runq's switch work too (runq_switch.bpf.h) */
 const volatile bool shared_clock = true; /* runq's own switch program runs too: one time for both */
-const volatile bool by_sched_info = false; /* --aggregate from the kernel's sched_info (below) */
 
 #include "runq_switch.bpf.h"
 
@@ -109,18 +108,6 @@ static __always_inline struct tt_task *task_get(__u32 tid, __u32 pid)
 		t = bpf_map_lookup_elem(&tasks, &tid);
 	}
 	return t;
-}
-
-/* Comm of a thread first seen or exiting (see on_switch_out). */
-static __always_inline void note_task(struct sched_off *s, __u32 tid, __u32 pid, bool dead)
-{
-	if ((!s->task_seen || dead) && (!hist_by_process || tid == pid)) {
-		struct tt_task *t = task_get(tid, pid);
-
-		if (t)
-			bpf_get_current_comm(t->comm, sizeof(t->comm));
-		s->task_seen = 1;
-	}
 }
 
 /* id, unless the level before refused the stack (EEXIST: its bucket holds
@@ -285,7 +272,13 @@ static __always_inline void on_switch_out(void *ctx, bool btf, struct sched_off 
 	 * set later is picked up from /proc at the end if it still lives).
 	 * --listen names processes only: their leaders (the exporter deletes
 	 * them once exited, so the map holds live processes). */
-	note_task(s, tid, pid, dead);
+	if ((!s->task_seen || dead) && (!hist_by_process || tid == pid)) {
+		struct tt_task *t = task_get(tid, pid);
+
+		if (t)
+			bpf_get_current_comm(t->comm, sizeof(t->comm));
+		s->task_seen = 1;
+	}
 	if (dead) { /* its last switch-out: no interval will close */
 		if (btf) /* task storage goes with the task */
 			s->t_off_ns = 0;
@@ -324,52 +317,6 @@ static __always_inline void on_switch_in(struct sched_off *s, __u32 tid, __u64 n
 	s->t_off_ns = 0;
 }
 
-/*
- * --aggregate under tp_btf when the kernel keeps sched_info (CONFIG_SCHED_INFO,
- * the loader checks its BTF): the scheduler already measures what the
- * histograms want, so only the current task is touched (its slot and
- * task_struct are hot), nothing at switch-in, and no wakeup program runs.
- * Each interval closes at the thread's next switch-out:
- *   run-queue wait  growth of sched_info.run_delay since the last switch-out
- *                   (enqueue to arrival on a CPU, migrations included: the
- *                   wait runqlat measures; records and perf sched start it at
- *                   sched_waking, before the enqueue)
- *   off-CPU time    sched_info.last_arrival - the run queue's clock at the
- *                   last switch-out (the clock sched_info is kept in)
- * A thread's first wait after fork counts at its first switch-out (pcount 1);
- * its last interval before tracing stops is not counted, nor one it is in
- * when tracing starts.
- */
-static __always_inline void info_switch_out(struct task_struct *prev, struct sched_off *s,
-					    __u32 tid, __u32 pid, bool blocked, bool dead)
-{
-	__u64 delay = prev->sched_info.run_delay;
-	struct tt_user_regs u_at = {};
-
-	if (!s) {
-		__sync_fetch_and_add(&counters[SCHED_CNT_LOST], 1); /* map full */
-		return;
-	}
-	if (s->t_off_ns) {
-		if (with_runq)
-			tt_hist_add(&runq_hist, tid, pid, s->voluntary ? TT_RUNQ_SUB_WAKEUP :
-					TT_RUNQ_SUB_PREEMPT, delay - s->run_delay0);
-		if (s->voluntary && (emit_switch || want_stacks))
-			tt_hist_add(&offcpu_hist, tid, pid, tt_wait_reason(s->syscall),
-				    prev->sched_info.last_arrival - s->t_off_ns);
-	} else if (with_runq && !s->task_seen && prev->sched_info.pcount == 1) {
-		tt_hist_add(&runq_hist, tid, pid, TT_RUNQ_SUB_WAKEUP, delay); /* new thread */
-	}
-	note_task(s, tid, pid, dead);
-	if (dead)
-		return; /* task storage goes with the task */
-	s->pid = pid;
-	s->voluntary = blocked;
-	take_wait_reason(s, blocked, &u_at);
-	s->run_delay0 = delay;
-	s->t_off_ns = prev->se.cfs_rq->rq->clock; /* this CPU's rq: updated by __schedule */
-}
-
 /* ---- tp_btf and raw_tp ---------------------------------------------------- */
 
 static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
@@ -377,22 +324,11 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 				       unsigned int prev_state)
 {
 	__u64 id = bpf_get_current_pid_tgid();
+	__u32 next_tid = TT_TASK_FIELD(btf, next, pid);
 	bool blocked = !preempt && prev_state != TASK_RUNNING;
 	bool prev_traced = tt_task_traced_ids(prev, (__u32)(id >> 32), (__u32)id);
-	__u32 next_tid;
-	bool next_traced;
+	bool next_traced = tt_task_traced_v(btf, next);
 	__u64 now;
-
-	if (btf && by_sched_info) {
-		struct tt_thread *tp = prev_traced ? tt_thread_get(prev, true) : NULL;
-
-		if (prev_traced)
-			info_switch_out(prev, tp ? &tp->off : NULL, (__u32)id, (__u32)(id >> 32),
-					blocked, prev_state == TASK_DEAD);
-		return 0;
-	}
-	next_tid = TT_TASK_FIELD(btf, next, pid);
-	next_traced = tt_task_traced_v(btf, next);
 
 	if (!prev_traced && !next_traced)
 		return 0; /* no clock either: switch_clock.bpf.h */

@@ -28,7 +28,6 @@ struct sched_state {
 	uint64_t hist_events;     /* --aggregate: intervals counted in histograms */
 	int write_err;
 	bool aggregate;
-	const char *hook;         /* probe_hook_name */
 };
 
 /* The stack map and its spill maps, in id order (sched.h). */
@@ -88,7 +87,6 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 		err = bpf_map__set_max_entries(s->maps.offcpu_hist, 1) ?:
 		      bpf_map__set_max_entries(s->maps.migrate_hist, 1);
 	s->rodata->with_runq = probe_runq_in_sched(o);
-	s->rodata->by_sched_info = probe_aggregate_by_sched_info(o);
 	/* the only sched_switch program unless runq's own runs beside it */
 	s->rodata->shared_clock = (o->events & TT_EV_RUNQ) && !s->rodata->with_runq;
 	/* runq's state (runq_switch.bpf.h), made here when sched loads first:
@@ -126,7 +124,6 @@ static int sched_setup(struct tt_ctx *ctx, void **state)
 		return -ENOMEM;
 	*state = st;
 	st->aggregate = o->aggregate;
-	st->hook = probe_hook_name(o);
 	err = sched_open(ctx, st);
 	if (err)
 		return err;
@@ -239,7 +236,7 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 static int sched_stats(void *state, struct tt_stream_stats *out, int max)
 {
 	struct sched_state *st = state;
-	const char *hook = st->hook;
+	const char *hook = features_hook_name(features_hook());
 	int n = 0;
 
 	if (!st->skel)

@@ -49,7 +49,6 @@ struct sched_off {
 	__u16 ustack_uses;
 	__u8 voluntary;
 	__u8 task_seen;          /* tasks map entry made */
-	__u64 run_delay0;        /* by_sched_info: sched_info.run_delay at the switch-out */
 };
 
 #define SCHED_KSTACK_REUSE 32

@@ -57,36 +57,10 @@ def test_one_runq_program_per_wakeup(tmp_path, mode):
     """A wait starts at sched_waking and no sched_wakeup program runs: each
     sleep is two switches (sleeper out, sleeper in) and one wakeup, so runq's
     programs run about half as often as sched's (with both wakeup hooks: as
-    often). --aggregate with the sched_waking programs (not by sched_info:
-    test_cost.py)."""
+    often)."""
     p = tailtrace(tmp_path, *mode, "--bpf-stats", "always", "--", helper("sleeper"), str(N),
-                  str(USEC), "0", "rt", env={"TAILTRACE_AGGREGATE_WAKING": "1"})
+                  str(USEC), "0", "rt")
     assert p.returncode == 0, p.stderr
     bpf = meta(tmp_path)["cost"]["bpf"]
     assert bpf["sched"]["run_cnt"] >= 2 * N * 0.9
     assert bpf["runq"]["run_cnt"] < 0.75 * bpf["sched"]["run_cnt"], bpf
-
-
-@pytest.mark.parametrize("env", [{}, {"TAILTRACE_AGGREGATE_WAKING": "1"}],
-                         ids=["sched_info", "waking"])
-def test_pinned_spinners_wait_two_thirds_in_the_histogram(tmp_path, env):
-    """Three SCHED_RR spinners pinned to one CPU for 1.5 s: each is runnable, not running,
-    for its window minus its own CPU time (the thread's clock: an independent oracle), and
-    every such wait follows a preemption. The run-queue histogram's sum must say so, both
-    from the kernel's sched_info (the default) and from the sched_waking programs."""
-    import os
-    p = tailtrace(tmp_path, "--aggregate", "--events", "runq,switch", "--", helper("busy"), "3",
-                  "1.5", str(max(os.sched_getaffinity(0))), env=env)
-    assert p.returncode == 0, p.stderr
-    by_info = meta(tmp_path)["hooks"]["runq"] == "tp_btf+sched_info"
-    if not env and not by_info:
-        pytest.skip("aggregate by sched_info unavailable here")
-    assert by_info == (not env)
-    agg = json.loads((tmp_path / "aggregate.json").read_text())["metrics"]["runq"]
-    for th in json_lines(p.stdout):
-        waited = th["t_end_ns"] - th["t_start_ns"] - th["cpu_ns"]
-        h, = [t for t in agg["threads"] if t["tid"] == th["tid"]]
-        # the histogram also holds the waits before and after the spin window: at most the two
-        # other threads' 100 ms RR slices before it starts
-        assert waited * 0.95 <= h["sum_ns"] <= waited * 1.05 + 200e6, (h["sum_ns"], waited)
-        assert h["count"] >= th["nivcsw"] - 1
