@@ -5,6 +5,7 @@ thread, printed runqlat-style and written to aggregate.json."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -64,3 +65,20 @@ def test_one_runq_program_per_wakeup(tmp_path, mode):
     bpf = meta(tmp_path)["cost"]["bpf"]
     assert bpf["sched"]["run_cnt"] >= 2 * N * 0.9
     assert bpf["runq"]["run_cnt"] < 0.75 * bpf["sched"]["run_cnt"], bpf
+
+
+def test_pinned_spinners_wait_two_thirds_in_the_histogram(tmp_path):
+    """Three SCHED_RR spinners pinned to one CPU for 1.5 s: each is runnable, not running,
+    for its window minus its own CPU time (the thread's clock: an independent oracle), and
+    every such wait follows a preemption. The run-queue histogram's sum must say so."""
+    p = tailtrace(tmp_path, "--aggregate", "--events", "runq,switch", "--", helper("busy"), "3",
+                  "1.5", str(max(os.sched_getaffinity(0))))
+    assert p.returncode == 0, p.stderr
+    agg = json.loads((tmp_path / "aggregate.json").read_text())["metrics"]["runq"]
+    for th in json_lines(p.stdout):
+        waited = th["t_end_ns"] - th["t_start_ns"] - th["cpu_ns"]
+        h, = [t for t in agg["threads"] if t["tid"] == th["tid"]]
+        # the histogram also holds the waits before and after the spin window: at most the two
+        # other threads' 100 ms RR slices before it starts
+        assert waited * 0.95 <= h["sum_ns"] <= waited * 1.05 + 200e6, (h["sum_ns"], waited)
+        assert h["count"] >= th["nivcsw"] - 1
