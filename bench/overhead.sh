@@ -11,6 +11,9 @@
 #   runqlat    libbpf-tools' runqlat (system-wide run-queue latency histogram,
 #              the leanest tracer of the same events) running during httpload
 #   events=A+B tailtrace --events A,B -- httpload (e.g. events=runq+switch+offcpu+locks)
+#   hooks      build/bench/hook_floor -- httpload: empty programs on the hooks
+#              --aggregate uses (tp_btf sched_switch, sched_waking): the floor
+#              that no tracer of these events goes below
 #   alt        $TAILTRACE_ALT (another tailtrace binary, e.g. an older build) -- httpload
 # Prints per mode (bench/ab_stats.py): median throughput, its ratio to `none`,
 # the per-round ratios (each mode against the `none` run of the same round):
@@ -50,7 +53,7 @@ usage: bench/overhead.sh [options]
   --conns C      httpload connections (default $CONNS)
   --model M      httpload model: naive, pool or async (default $MODEL)
   --repeats R    rounds; each round runs every mode once (default $REPEATS)
-  --modes LIST   of none,default,aggregate,listen,perf,runqlat,events=A+B,alt (default $MODES)
+  --modes LIST   of none,default,aggregate,listen,perf,runqlat,hooks,events=A+B,alt (default $MODES)
   --out DIR      raw results (default results/<UTC time>-bench-overhead)
   -h, --help     this help
 EOF
@@ -71,9 +74,9 @@ while [ "$#" -gt 0 ]; do
 	shift
 done
 check_model "$MODEL"
-mode_re='(none|default|aggregate|listen|perf|runqlat|alt|events=[a-z+]+)'
+mode_re='(none|default|aggregate|listen|perf|runqlat|hooks|alt|events=[a-z+]+)'
 [[ $MODES =~ ^$mode_re(,$mode_re)*$ ]] ||
-	die "--modes expects a list of none,default,aggregate,listen,perf,runqlat,events=A+B,alt, got '$MODES'"
+	die "--modes expects a list of none,default,aggregate,listen,perf,runqlat,hooks,events=A+B,alt, got '$MODES'"
 [[ ,$MODES, != *,alt,* ]] || [ -x "${TAILTRACE_ALT:-}" ] ||
 	die "mode alt needs TAILTRACE_ALT=/path/to/another/tailtrace"
 [[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline of every ratio)"
@@ -85,6 +88,8 @@ need_load_bins
 RUNQLAT=${RUNQLAT:-/usr/sbin/runqlat}
 [[ ,$MODES, != *,runqlat,* ]] || [ -x "$RUNQLAT" ] ||
 	die "mode runqlat needs $RUNQLAT: apt-get install libbpf-tools (or RUNQLAT=/path/to/runqlat)"
+HOOK_FLOOR=$BUILD/bench/hook_floor
+[[ ,$MODES, != *,hooks,* ]] || need_bin "$HOOK_FLOOR"
 OUT=${OUT:-results/$(date -u +%Y%m%dT%H%M%SZ)-bench-overhead}
 mkdir -p "$OUT"
 RESULTS=$OUT/results.jsonl
@@ -124,6 +129,7 @@ measure() { # mode round: one httpload run under that mode; appends a JSON line
 		>"$TMP/out" 2>"$TMP/err" ;;
 	events=*) "$TAILTRACE" --events "$(tr + , <<<"${mode#events=}")" --out "$run" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" ;;
+	hooks) "$HOOK_FLOOR" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	alt) "$TAILTRACE_ALT" --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	perf) perf sched record -o "$TMP/perf.data" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	runqlat) with_runqlat "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 from tt_run import BUILD, ROOT, needs_root
 
@@ -43,3 +44,23 @@ def test_overhead_bench_measures_every_mode(tmp_path):
     table = p.stdout[p.stdout.index("mode "):]
     for mode in ("none", "default", "aggregate", "perf"):
         assert f"\n{mode}" in "\n" + table
+
+
+def test_hook_floor_attaches_only_while_its_command_runs():
+    """overhead.sh's `hooks` mode: the empty programs are attached while the command runs,
+    gone after it, and the command's exit status is hook_floor's."""
+    floor = BUILD / "bench" / "hook_floor"
+    assert floor.exists(), f"{floor} missing: build first"
+    show = ["bpftool", "-j", "prog", "show"]
+    p = subprocess.run([str(floor), "--out", "ignored", "--", *show], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    names = {(q.get("name"), q.get("type")) for q in json.loads(p.stdout)}
+    assert {("floor_switch", "tracing"), ("floor_waking", "tracing")} <= names
+    deadline = time.monotonic() + 20  # the kernel frees programs after an RCU grace period
+    while {"floor_switch", "floor_waking"} & {q.get("name") for q in json.loads(subprocess.run(
+            show, capture_output=True, text=True, check=True).stdout)}:
+        assert time.monotonic() < deadline, "hook_floor's programs outlived it"
+        time.sleep(0.1)
+    assert subprocess.run([str(floor), "--", "sh", "-c", "exit 7"], timeout=60).returncode == 7
+    assert subprocess.run([str(floor), "sh"], capture_output=True, timeout=60).returncode == 2
