@@ -7,8 +7,9 @@
 # (runq.bin) by switch-in, and sums both per thread for the 10 busiest
 # threads, over the intervals perf saw whole (perf drops events silently on
 # this VM). Acceptance: every thread within 2%, and perf saw at least 70% of
-# each thread's intervals whole (oracle_compare.py prints PASS/FAIL and sets
-# the exit status).
+# each thread's intervals whole (oracle_compare.py prints PASS, FAIL or
+# INCONCLUSIVE and sets the exit status: 0, 1, or 3 when every thread agrees
+# but perf dropped too much of one to vouch for it).
 #
 #   bench/oracle_perf_sched.sh [--requests N] [--conns C] [--model M] [--top K] [--tol F] [--out DIR]
 #   bench/oracle_perf_sched.sh --requests 2000 --conns 10     # smoke test, a few seconds

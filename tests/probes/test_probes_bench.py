@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -23,7 +24,15 @@ def test_oracle_agrees_with_perf_sched(tmp_path):
     # 10,000 requests: with 3,000 a thread's total was ~20 ms, and one interval whose
     # switch-in never reached the tracepoint (counted as unmatched, ~0.1-0.5 % on this VM)
     # could alone put it 10 % off perf (1 run in 10-15)
+    # perf drops events silently on these VMs; when it dropped so many that it saw less than
+    # 70 % of a thread's intervals whole, the oracle says inconclusive (exit 3) rather than
+    # vouching: one more run then (a CI run once had a thread at 59 %, all within 0.9 %)
     p = run("oracle_perf_sched.sh", "--requests", "10000", "--conns", "10", "--out", str(tmp_path))
+    if p.returncode == 3:
+        print(p.stdout)
+        shutil.rmtree(tmp_path)
+        p = run("oracle_perf_sched.sh", "--requests", "10000", "--conns", "10", "--out",
+                str(tmp_path))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "PASS" in p.stdout.splitlines()[-1]
     rows = [l for l in p.stdout.splitlines() if l.strip().split(" ")[0].isdigit()]
