@@ -38,8 +38,8 @@ static int run_cmd(char **argv)
 
 int main(int argc, char **argv)
 {
-	struct hook_floor_bpf *skel;
-	int i = 1, rc;
+	struct hook_floor_bpf *skel = NULL;
+	int i = 1, rc = 1;
 
 	if (i + 1 < argc && !strcmp(argv[i], "--out"))
 		i += 2;
@@ -48,16 +48,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	skel = hook_floor_bpf__open_and_load();
-	if (!skel) {
+	if (!skel)
 		fprintf(stderr, "hook_floor: cannot load the BPF programs (run as root, kernel with BTF)\n");
-		return 1;
-	}
-	if (hook_floor_bpf__attach(skel)) {
+	else if (hook_floor_bpf__attach(skel))
 		fprintf(stderr, "hook_floor: cannot attach to tp_btf/sched_switch and sched_waking\n");
-		hook_floor_bpf__destroy(skel);
-		return 1;
-	}
-	rc = run_cmd(argv + i + 1);
-	hook_floor_bpf__destroy(skel);
+	else
+		rc = run_cmd(argv + i + 1);
+	hook_floor_bpf__destroy(skel); /* NULL-safe; detaches both */
 	return rc;
 }
