@@ -57,6 +57,7 @@ from analyze.schema import SchemaError, load_schema, read_records  # noqa: E402
 
 WAKEUP, PREEMPT, WAKEUP_NEW = 0, 1, 2  # enum tt_runq_kind
 MATCH_NS = 20_000
+VERDICTS = {0: "PASS", 1: "FAIL", 3: "INCONCLUSIVE (perf dropped too many events: run again)"}
 
 # "[001] 22267.187622123:   sched:sched_switch: prev_comm=a b prev_pid=1 ... prev_state=S ==> ..."
 EVENT_LINE = re.compile(r"^\s*\[(\d+)\]\s+(\d+)\.(\d{9}):\s+sched:(\w+):\s(.*)$")
@@ -222,14 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         worst, low = max(worst, rel), min(low, cov)
         print(f"{tid:>8} {comms.get(tid, '?'):16} {len(tt[tid]):>9} {cov * 100:>7.1f}% "
               f"{ag.tt_missing:>10} {ag.tt_ms:>13.3f} {ag.perf_ms:>10.3f} {rel * 100:>6.1f}%")
-    agree, covered = worst <= a.tol, low >= a.min_coverage
-    verdict = ("PASS" if covered else "INCONCLUSIVE (perf dropped too many events: run again)") \
-        if agree else "FAIL"
+    status = 1 if worst > a.tol else 3 if low < a.min_coverage else 0
     print(f"agreement (run-queue delay per thread, intervals perf saw whole): worst {worst * 100:.1f}% "
           f"(tolerance {a.tol * 100:.0f}%), lowest coverage {low * 100:.0f}% "
           f"(minimum {a.min_coverage * 100:.0f}%) over the {len(busiest)} busiest threads: "
-          f"{verdict}")
-    return 1 if not agree else 0 if covered else 3
+          f"{VERDICTS[status]}")
+    return status
 
 
 if __name__ == "__main__":

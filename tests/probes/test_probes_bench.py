@@ -27,12 +27,12 @@ def test_oracle_agrees_with_perf_sched(tmp_path):
     # perf drops events silently on these VMs; when it dropped so many that it saw less than
     # 70 % of a thread's intervals whole, the oracle says inconclusive (exit 3) rather than
     # vouching: one more run then (a CI run once had a thread at 59 %, all within 0.9 %)
-    p = run("oracle_perf_sched.sh", "--requests", "10000", "--conns", "10", "--out", str(tmp_path))
+    oracle = ["oracle_perf_sched.sh", "--requests", "10000", "--conns", "10", "--out", str(tmp_path)]
+    p = run(*oracle)
     if p.returncode == 3:
         print(p.stdout)
         shutil.rmtree(tmp_path)
-        p = run("oracle_perf_sched.sh", "--requests", "10000", "--conns", "10", "--out",
-                str(tmp_path))
+        p = run(*oracle)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "PASS" in p.stdout.splitlines()[-1]
     rows = [l for l in p.stdout.splitlines() if l.strip().split(" ")[0].isdigit()]
