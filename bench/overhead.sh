@@ -41,6 +41,7 @@ MODES=none,default,aggregate,perf
 SERVER_WORKERS=$(nproc)
 OUT=""
 SERVER_PID=""
+MODE_NAMES=none,default,aggregate,listen,perf,runqlat,hooks,alt # and events=A+B
 TMP=$(mktemp -d)
 . "$TOP/bench/tt_bench_lib.sh"
 
@@ -53,7 +54,7 @@ usage: bench/overhead.sh [options]
   --conns C      httpload connections (default $CONNS)
   --model M      httpload model: naive, pool or async (default $MODEL)
   --repeats R    rounds; each round runs every mode once (default $REPEATS)
-  --modes LIST   of none,default,aggregate,listen,perf,runqlat,hooks,events=A+B,alt (default $MODES)
+  --modes LIST   of $MODE_NAMES,events=A+B (default $MODES)
   --out DIR      raw results (default results/<UTC time>-bench-overhead)
   -h, --help     this help
 EOF
@@ -74,9 +75,9 @@ while [ "$#" -gt 0 ]; do
 	shift
 done
 check_model "$MODEL"
-mode_re='(none|default|aggregate|listen|perf|runqlat|hooks|alt|events=[a-z+]+)'
+mode_re="(${MODE_NAMES//,/|}|events=[a-z+]+)"
 [[ $MODES =~ ^$mode_re(,$mode_re)*$ ]] ||
-	die "--modes expects a list of none,default,aggregate,listen,perf,runqlat,hooks,events=A+B,alt, got '$MODES'"
+	die "--modes expects a list of $MODE_NAMES,events=A+B, got '$MODES'"
 [[ ,$MODES, != *,alt,* ]] || [ -x "${TAILTRACE_ALT:-}" ] ||
 	die "mode alt needs TAILTRACE_ALT=/path/to/another/tailtrace"
 [[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline of every ratio)"
