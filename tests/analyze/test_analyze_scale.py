@@ -12,5 +12,5 @@ def test_scale_bench_smoke(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "10000 switches, 10000 runq, 1000 requests" in p.stdout
-    assert p.stdout.count("closure 1.0000") == 2 and "MET" in p.stdout
+    assert p.stdout.count("closure 1.0000") == 2 and "every request closes: MET" in p.stdout
     assert (tmp_path / "run" / ".cache" / "switches.parquet").exists()

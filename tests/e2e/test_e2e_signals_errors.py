@@ -149,11 +149,10 @@ def test_a_build_directory_of_another_generator_is_reused(tmp_path):
     assert "-G Ninja" in calls[0] and calls[1].startswith("--build"), calls
 
 
-@needs_root
-def test_sigint_mid_run_leaves_nothing_and_marks_incomplete(tmp_path):
-    out = tmp_path / "interrupted"
-    proc = subprocess.Popen([str(RUN_SH), "--workload", "pool", "--conns", "10", "--duration", "120",
-                             "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE,
+def start_until_attached(*args):
+    """./run.sh ARGS in the background, returned once tailtrace says it attached: the process,
+    the stderr lines so far (a thread keeps appending) and that thread. Fails if it never does."""
+    proc = subprocess.Popen([str(RUN_SH), *map(str, args)], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     stderr_lines, attached = [], threading.Event()
 
@@ -164,8 +163,18 @@ def test_sigint_mid_run_leaves_nothing_and_marks_incomplete(tmp_path):
                 attached.set()
     t = threading.Thread(target=pump, daemon=True)
     t.start()
+    if not attached.wait(300):
+        proc.kill()
+        pytest.fail("tailtrace never attached:\n" + "".join(stderr_lines)[-3000:])
+    return proc, stderr_lines, t
+
+
+@needs_root
+def test_sigint_mid_run_leaves_nothing_and_marks_incomplete(tmp_path):
+    out = tmp_path / "interrupted"
+    proc, stderr_lines, t = start_until_attached("--workload", "pool", "--conns", "10",
+                                                 "--duration", "120", "--out", out)
     try:
-        assert attached.wait(300), "tailtrace never attached:\n" + "".join(stderr_lines)[-3000:]
         time.sleep(3)  # recording under way
         t_sig = time.monotonic()
         proc.send_signal(signal.SIGINT)
@@ -190,13 +199,24 @@ def test_sigint_mid_run_leaves_nothing_and_marks_incomplete(tmp_path):
 
 @needs_root
 def test_target_exiting_early_is_reported_and_run_marked_incomplete(tmp_path):
-    # A detached sleep (reparented, so it is reaped when it exits) that dies 2 s into a 30 s trace.
-    pid = int(subprocess.run(["sh", "-c", "sleep 2 >/dev/null 2>&1 & echo $!"], capture_output=True,
-                             text=True, check=True).stdout)
+    # A detached sleep (reparented, so it is reaped when it exits), killed once tailtrace has
+    # attached to it: the target dies early in a 30 s trace however slowly run.sh started.
+    pid = int(subprocess.run(["sh", "-c", "sleep 600 >/dev/null 2>&1 & echo $!"],
+                             capture_output=True, text=True, check=True).stdout)
     out = tmp_path / "early"
-    p = run_sh("--pid", pid, "--duration", 30, "--out", out)
-    assert p.returncode != 0
-    assert f"target {pid} exited during the 30s" in p.stderr and "./run.sh -- CMD" in p.stderr
+    try:
+        proc, stderr_lines, t = start_until_attached("--pid", pid, "--duration", 30, "--out", out)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    t.join(5)
+    err = "".join(stderr_lines)
+    assert proc.returncode != 0, err[-3000:]
+    assert f"target {pid} exited during the 30s" in err and "./run.sh -- CMD" in err, err[-3000:]
     meta = load_json(out / "meta.json")
     assert meta["incomplete"] is True and meta["duration_s"] < 30
 

@@ -10,9 +10,12 @@ pytestmark = needs_root
 
 
 def test_also_pid_adds_the_other_process_and_only_it(tmp_path):
-    # the "server": a sleeper blocking 300 x 1 ms; the target: a sleeper blocking 200 x 1 ms
-    other = subprocess.Popen([helper("sleeper"), "300", "1000"], stdout=subprocess.PIPE, text=True)
-    bystander = subprocess.Popen([helper("sleeper"), "300", "1000"], stdout=subprocess.PIPE, text=True)
+    # the "server" and a bystander: sleepers blocking 1 ms at a time until killed, so they
+    # outlive tailtrace's start however slow; the target: a sleeper blocking 200 x 1 ms
+    other = subprocess.Popen([helper("sleeper"), "1000000", "1000"], stdout=subprocess.PIPE,
+                             text=True)
+    bystander = subprocess.Popen([helper("sleeper"), "1000000", "1000"], stdout=subprocess.PIPE,
+                                 text=True)
     try:
         time.sleep(0.05)
         p = tailtrace(tmp_path, "--events", "runq,switch", "--also-pid", str(other.pid),
@@ -20,6 +23,7 @@ def test_also_pid_adds_the_other_process_and_only_it(tmp_path):
         assert p.returncode == 0, p.stderr
     finally:
         for proc in (other, bystander):
+            proc.kill()
             proc.wait(timeout=20)
     m = meta(tmp_path)
     assert m["target"]["also_pids"] == [other.pid]

@@ -116,19 +116,27 @@ def test_cost_sampled_burst_then_quiet(tmp_path):
     sampled windows must be spread finely enough that the burst is sampled like the
     rest: the switch program's runs scaled from the windows agree with the exact count of
     the same run under --bpf-stats always. (With one 100 ms window a second, the first
-    window fell in the burst and the scaled count read 1.66x the exact one; now 1.1-1.2x.)"""
-    runs = {}
-    for mode in ("always", "sampled"):
-        out = tmp_path / mode
-        p = tailtrace(out, "--events", "runq,switch", "--bpf-stats", mode, "--",
-                      helper("pingpong"), "30000", "1", "2500")
-        assert p.returncode == 0, p.stderr
-        cost = meta(out)["cost"]
-        assert cost["bpf_stats"] == mode and cost["traced_wall_ns"] > 2.5e9
-        frac = cost["bpf_sampled_ns"] / cost["traced_wall_ns"]
-        runs[mode] = cost["bpf"]["sched"]["run_cnt"] / frac
-        assert meta(out)["events"]["switch"] >= 30000  # the burst happened
-    assert 0.6 * runs["always"] <= runs["sampled"] <= 1.5 * runs["always"], runs
+    window fell in the burst and the scaled count read 1.66x the exact one; now 1.1-1.2x.)
+    run_cnt also counts every other task's switches, and the two runs are separate: a pair
+    outside the bounds is run once more (a bias of the windows, like the 1.66x, is there
+    every time; another tenant's burst is not)."""
+    tries = []
+    for attempt in range(2):
+        runs = {}
+        for mode in ("always", "sampled"):
+            out = tmp_path / f"{mode}{attempt}"
+            p = tailtrace(out, "--events", "runq,switch", "--bpf-stats", mode, "--",
+                          helper("pingpong"), "30000", "1", "2500")
+            assert p.returncode == 0, p.stderr
+            cost = meta(out)["cost"]
+            assert cost["bpf_stats"] == mode and cost["traced_wall_ns"] > 2.5e9
+            frac = cost["bpf_sampled_ns"] / cost["traced_wall_ns"]
+            runs[mode] = cost["bpf"]["sched"]["run_cnt"] / frac
+            assert meta(out)["events"]["switch"] >= 30000  # the burst happened
+        tries.append(runs)
+        if 0.6 * runs["always"] <= runs["sampled"] <= 1.5 * runs["always"]:
+            return
+    pytest.fail(f"sampled/always run counts out of [0.6, 1.5] twice: {tries}")
 
 
 def test_cost_stats_off(tmp_path):

@@ -38,6 +38,18 @@ def traced_waits(tmp_path, mode: str, rounds: int, work_ms: int):
     return run, first, df_decompose(run)
 
 
+def runnable_within(run, tid: int, segs: pd.DataFrame) -> int:
+    """tid's runnable time inside the segments, straight from runq.bin."""
+    rq = run.runq[run.runq["tid"] == tid]
+    return sum(np.clip(np.minimum(rq["t_run_ns"], b) - np.maximum(rq["t_runnable_ns"], a),
+                       0, None).sum() for a, b in zip(segs["t_start_ns"], segs["t_end_ns"]))
+
+
+# The waker shares its CPU with two SCHED_OTHER spinners: runnable ~2/3 of the wait, and
+# 3/4 or 4/5 when one or two other tasks (the tracer's consumer, a kworker) compete there
+# too; what critpath reports is checked against runq.bin's own intervals.
+
+
 def test_answerer_behind_two_spinners_ends_the_requesters_wait(tmp_path):
     run, first, d = traced_waits(tmp_path, "pipe", ROUNDS, WORK_MS)
     # A switch-in the kernel never reported (docs/probes.md, "Unmatched intervals";
@@ -54,8 +66,10 @@ def test_answerer_behind_two_spinners_ends_the_requesters_wait(tmp_path):
     by_answerer = first_hop[first_hop["waker_tid"] == first["tids"]["answerer"]]
     dur = (by_answerer["t_end_ns"] - by_answerer["t_start_ns"]).sum()
     assert dur >= 0.9 * blocked, (dur, blocked)
-    share = by_answerer["w_runnable_ns"].sum() / dur
-    assert share == pytest.approx(2 / 3, abs=0.1), share
+    got = by_answerer["w_runnable_ns"].sum()
+    truth = runnable_within(run, first["tids"]["answerer"], by_answerer)
+    assert got == pytest.approx(truth, rel=0.1), (got, truth)
+    assert 0.5 <= got / dur <= 0.85, got / dur   # CPU shared with the two spinners
     assert per["cp_irq_ns"].sum() < 0.02 * blocked
 
 
@@ -70,12 +84,9 @@ def test_preempted_mutex_holder_is_the_lock_wait(tmp_path):
     holder = hop["waker_tid"] == first["tids"]["holder"]
     dur = (hop["t_end_ns"] - hop["t_start_ns"])
     assert dur[holder].sum() >= 0.9 * lock
-    # the holder's runnable time over those waits, straight from runq.bin
-    rq = run.runq[run.runq["tid"] == first["tids"]["holder"]]
-    truth = sum(np.clip(np.minimum(rq["t_run_ns"], b) - np.maximum(rq["t_runnable_ns"], a),
-                        0, None).sum() for a, b in zip(hop["t_start_ns"], hop["t_end_ns"]))
     got = hop.loc[holder, "w_runnable_ns"].sum()
-    assert got == pytest.approx(truth, rel=0.1) and got / lock == pytest.approx(2 / 3, abs=0.1)
+    truth = runnable_within(run, first["tids"]["holder"], hop)
+    assert got == pytest.approx(truth, rel=0.1) and 0.5 <= got / lock <= 0.85, (got, truth, lock)
 
 
 def test_timer_wakeups_are_not_blamed_on_the_interrupted_spinner(tmp_path):

@@ -343,8 +343,9 @@ def test_prometheus_agrees_with_the_run_directory(tmp_path):
                 raise AssertionError("Prometheus did not scrape tailtrace within 30 s")
             assert scalar(api, 'up{job="tailtrace"}') == 1
             sel = f'pid="{busy.pid}"'
-            p99 = scalar(api, "histogram_quantile(0.99, sum by (le) "
-                              f"(tailtrace_runqueue_latency_seconds_bucket{{{sel}}}))")
+            p50, p99 = (scalar(api, f"histogram_quantile({q}, sum by (le) "
+                                    f"(tailtrace_runqueue_latency_seconds_bucket{{{sel}}}))")
+                        for q in (0.5, 0.99))
             vol = scalar(api, f'tailtrace_context_switches_total{{{sel},kind="voluntary"}}')
             runq = scalar(api, f"sum(tailtrace_runqueue_latency_seconds_count{{{sel}}})")
             scrapes = scalar(api, 'count_over_time(up{job="tailtrace"}[1m])')
@@ -361,7 +362,10 @@ def test_prometheus_agrees_with_the_run_directory(tmp_path):
     cum = list(np.cumsum([b.get(int(round(le * 1e6)), 0) for le in les]))
     truth = quantile_from_buckets(0.99, les, cum)
     assert 0.5 <= p99 / truth <= 2, (p99, truth)  # within one (log2) bucket
-    assert 0.131 <= p99 <= 0.262 * 1.01, p99      # the 200 ms RR waits
+    # the 200 ms RR waits: most in (131, 262] ms; with ~25 waits the p99 is the longest one,
+    # which host steal or the fair server's 50 ms for CPU 0's other tasks can push one bucket up
+    assert 0.131 <= p50 <= 0.262 * 1.01, p50
+    assert 0.131 <= p99 <= 0.524 * 1.01, p99
 
 
 def test_listen_errors_are_one_line(tmp_path):

@@ -75,14 +75,22 @@ def test_pid_mode_with_duration(tmp_path):
 
 
 def test_pid_mode_stops_when_the_process_exits_and_keeps_its_records(tmp_path):
-    sl, tid = start_sleeper(300, 1000)  # ~0.4 s
+    sl, tid = start_sleeper(1000000, 1000)
+    tt = subprocess.Popen([str(TAILTRACE), "--out", str(tmp_path), "--pid", str(tid),
+                           "--duration", "30", "--events", "switch"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        first = tt.stderr.readline()
+        assert first.startswith("tailtrace: attached to PID"), first + tt.stderr.read()
+        time.sleep(0.3)  # ~270 sleeps traced
+        stop(sl)         # it exits 0.3 s into a 30 s trace, whenever tailtrace got attached
         t0 = time.monotonic()
-        p = tailtrace(tmp_path, "--pid", str(tid), "--duration", "30", "--events", "switch")
+        _, err = tt.communicate(timeout=20)
         elapsed = time.monotonic() - t0
     finally:
         stop(sl)
-    assert p.returncode == 0, p.stderr
+        stop(tt)
+    assert tt.returncode == 0, err
     assert elapsed < 10
     assert len(records(tmp_path, "switch")) > 10 and meta(tmp_path)["incomplete"] is False
 

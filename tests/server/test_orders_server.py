@@ -341,10 +341,14 @@ def test_sleep_us_blocks_the_worker():
         assert max(done) >= 0.100
         # Blocked, not spinning: 150 ms of waiting cost well under 30 ms CPU.
         assert srv.on_cpu_ns(tid) - cpu0 < 30_000_000
-        # /health does no downstream call.
-        t0 = time.monotonic()
-        assert exchange(srv, request("GET", "/health"))[0] == 200
-        assert time.monotonic() - t0 < 0.050
+        # /health does no downstream call: one that did would take >= 50 ms every time; a
+        # single exchange can be that slow on a busy host, so the best of three counts.
+        took = []
+        for _ in range(3):
+            t0 = time.monotonic()
+            assert exchange(srv, request("GET", "/health"))[0] == 200
+            took.append(time.monotonic() - t0)
+        assert min(took) < 0.050, took
     finally:
         assert srv.stop()[0] == 0
 
@@ -390,7 +394,7 @@ def test_signal_stops_promptly_mid_request(sig, work):
     time.sleep(0.1)
     rc, err, elapsed_s = srv.stop(sig)
     assert rc == 0, err
-    assert elapsed_s < 0.1, f"took {elapsed_s * 1000:.0f} ms to exit"
+    assert elapsed_s < 0.5, f"took {elapsed_s * 1000:.0f} ms to exit"  # vs the 5 s request
     assert "stopped on" in err
     # The order cut short is answered 503 (not a false "accepted"), and the
     # server closed every socket.
@@ -411,7 +415,7 @@ def test_sigint_stops_a_background_job():
     """Shells start background jobs with SIGINT ignored; the server must still stop on it."""
     srv = Server("--workers", "1", preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     rc, err, elapsed_s = srv.stop(signal.SIGINT)
-    assert (rc, elapsed_s < 0.1) == (0, True), err
+    assert (rc, elapsed_s < 0.5) == (0, True), err
     assert "stopped on Interrupt: 0 connections, 0 requests (0 errors)" in err
 
 
