@@ -131,7 +131,7 @@ def run_script(name: str, pid: int, run_s: float = 1.5) -> str:
 # Polls in epoll_wait like bpftrace 0.17 and, like it after a SIGINT that missed the poll,
 # keeps polling after the first SIGINT; exits on the second.
 DEAF_TO_ONE_SIGINT = """
-import select, signal, sys
+import select, signal
 n = 0
 def on_int(sig, frame):
     global n
