@@ -14,6 +14,8 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <grow.h>
 
@@ -93,6 +95,54 @@ static int by_tid(const void *a, const void *b)
 	uint32_t x = ((const struct thread_hist *)a)->tid, y = ((const struct thread_hist *)b)->tid;
 
 	return (x > y) - (x < y);
+}
+
+void aggregate_drain_configure(struct bpf_object *obj, bool aggregate)
+{
+	struct bpf_program *p;
+
+	bpf_object__for_each_program(p, obj)
+		if (bpf_program__expected_attach_type(p) == BPF_TRACE_ITER) {
+			bpf_program__set_autoattach(p, false); /* a link per drain */
+			if (!aggregate)
+				bpf_program__set_autoload(p, false);
+		}
+}
+
+/* One pass of an iterator program: the work is in the program; it writes
+ * nothing, so the first read ends it. */
+static int drain_run(struct bpf_program *p)
+{
+	struct bpf_link *link = bpf_program__attach_iter(p, NULL);
+	char buf[64];
+	int fd, err = 0;
+	ssize_t n;
+
+	if (!link)
+		return -errno;
+	fd = bpf_iter_create(bpf_link__fd(link));
+	if (fd < 0) {
+		err = -errno;
+	} else {
+		while ((n = read(fd, buf, sizeof(buf))) > 0)
+			;
+		err = n < 0 ? -errno : 0;
+		close(fd);
+	}
+	bpf_link__destroy(link);
+	return err;
+}
+
+int aggregate_drain(struct bpf_object *obj)
+{
+	struct bpf_program *p;
+	int err = 0, e;
+
+	bpf_object__for_each_program(p, obj)
+		if (bpf_program__expected_attach_type(p) == BPF_TRACE_ITER &&
+		    bpf_program__fd(p) >= 0 && (e = drain_run(p)))
+			err = err ?: e;
+	return err;
 }
 
 int aggregate_map_each(struct bpf_map *map,

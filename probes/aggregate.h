@@ -33,6 +33,7 @@ struct tt_hist {
 };
 
 #ifndef __VMLINUX_H__
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -43,6 +44,17 @@ struct tt_hist {
 		(rodata)->aggregate = (o)->aggregate;                            \
 		(rodata)->hist_by_process = (o)->listen != NULL;                 \
 	} while (0)
+
+struct bpf_object;
+/* Before load: obj's drain iterators (SEC("iter/task"), the tp_btf variant
+ * only) load with --aggregate and are never attached by the skeleton. */
+void aggregate_drain_configure(struct bpf_object *obj, bool aggregate);
+/* Run obj's loaded drain iterators: under tp_btf every thread's own
+ * histograms (aggregate.bpf.h, struct tt_lhists) move into the maps; call it before reading
+ * them. Outside tp_btf nothing is loaded and this does nothing. 0 or -errno. */
+int aggregate_drain(struct bpf_object *obj);
+/* How often the loader drains in a long --aggregate run (u32 slots). */
+#define AGGREGATE_DRAIN_MS 10000
 
 /* Record one thread's histogram of a metric ("runq", "offcpu", ...). */
 int aggregate_add(const char *metric, const char *unit, uint32_t tid,

@@ -358,6 +358,8 @@ void exporter_collect(struct exporter *ex)
 	uint64_t t0 = tt_now_ns();
 
 	ex->nents = 0;
+	if (ex->src.drain)
+		ex->src.drain(ex->src.arg);
 	read_map(ex, ex->src.runq, 0, TT_RUNQ_SUB_NR);
 	read_map(ex, ex->src.offcpu, TT_RUNQ_SUB_NR, TT_WAIT_NR);
 	read_map(ex, ex->src.migrate, IDX_MIGRATE, 1);

@@ -37,6 +37,9 @@ struct exporter_source {
 	 * own CPU time so far (BPF programs, loader) in seconds */
 	int (*stats)(void *arg, struct tt_stream_stats *out, int max);
 	void (*self_cpu)(void *arg, double *bpf_s, double *loader_s);
+	/* called before the maps are read: the threads' own histograms into
+	 * them (aggregate_drain); NULL: nothing to do */
+	void (*drain)(void *arg);
 	void *arg;
 };
 

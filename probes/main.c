@@ -56,6 +56,7 @@ struct loader {
 	bool target_gone;
 	struct exporter *ex;      /* --listen */
 	double bpf_s_served;      /* the last BPF seconds served: the counter never goes back */
+	bool drain_warned;
 };
 
 static void on_signal(int sig)
@@ -261,6 +262,25 @@ static struct bpf_map *module_map(struct loader *L, const char *name)
 
 static void stats_collect(struct loader *L);
 
+/* --aggregate: the threads' own histograms (tp_btf) moved into the maps,
+ * before they are read and every AGGREGATE_DRAIN_MS in a long run. */
+static void drain_all(void *arg)
+{
+	struct loader *L = arg;
+
+	for (int i = 0; i < L->nmods; i++) {
+		struct bpf_object *obj = L->mods[i]->object ? L->mods[i]->object(L->states[i]) : NULL;
+		int err = obj ? aggregate_drain(obj) : 0;
+
+		if (err && !L->drain_warned) {
+			fprintf(stderr, "tailtrace: warning: %s: cannot collect the threads' "
+				"histograms (%s); the counts since the last collection stay in "
+				"the kernel\n", L->mods[i]->name, strerror(-err));
+			L->drain_warned = true;
+		}
+	}
+}
+
 static int exporter_stats(void *arg, struct tt_stream_stats *out, int max)
 {
 	struct loader *L = arg;
@@ -290,7 +310,7 @@ static void exporter_connect(struct loader *L)
 	struct exporter_source src = {
 		.runq = module_map(L, "runq_hist"), .offcpu = module_map(L, "offcpu_hist"),
 		.migrate = module_map(L, "migrate_hist"), .tasks = module_map(L, "tasks"),
-		.stats = exporter_stats,
+		.stats = exporter_stats, .drain = drain_all,
 		.self_cpu = exporter_self_cpu, .arg = L };
 
 	if (!L->ex)
@@ -333,6 +353,7 @@ static int poll_loop(struct loader *L)
 	/* Symbols: the target maps its libraries just after exec, and may live
 	 * only briefly: refresh soon, then less and less often. */
 	uint64_t refresh_every = SYMS_FIRST_REFRESH_NS, next_refresh = tt_now_ns() + refresh_every;
+	uint64_t next_drain = tt_now_ns() + AGGREGATE_DRAIN_MS * 1000000ull;
 
 	while (!exiting) {
 		uint64_t now = tt_now_ns();
@@ -367,6 +388,10 @@ static int poll_loop(struct loader *L)
 		}
 		if (deadline && now >= deadline)
 			break;
+		if (L->cli.opts.aggregate && !L->ex && now >= next_drain) {
+			drain_all(L); /* the exporter drains at each collection */
+			next_drain = now + AGGREGATE_DRAIN_MS * 1000000ull;
+		}
 		if (L->ctx.syms && now >= next_refresh) {
 			syms_refresh(L->ctx.syms);
 			if (refresh_every < SYMS_REFRESH_NS)

@@ -163,6 +163,10 @@ int BPF_PROG(runq_switch_raw, bool preempt, struct task_struct *prev,
 	return switch_task(false, preempt, prev, next, prev_state);
 }
 
+/* --aggregate under tp_btf: every thread's run-queue histograms moved into
+ * runq_hist (aggregate_drain runs it before the map is read). */
+TT_THREAD_DRAIN_ITER(runq_drain_btf, runq_lhist_drain)
+
 /* ---- classic tracepoints: pids and comms only -------------------------- */
 
 /* The classic variant's slot owner: a thread known traced (its tgid), or any

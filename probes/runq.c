@@ -63,6 +63,7 @@ static int runq_open(struct tt_ctx *ctx, struct runq_state *st)
 	if (o->aggregate) /* no records: the smallest ring buffer */
 		err = err ?: bpf_map__set_max_entries(st->skel->maps.runq_rb, 4096);
 	features_select_progs(st->skel->obj, features_hook());
+	aggregate_drain_configure(st->skel->obj, o->aggregate);
 	if (probe_runq_in_sched(o)) { /* sched's switch program does this work */
 		bpf_program__set_autoload(st->skel->progs.runq_switch_btf, false);
 		bpf_program__set_autoload(st->skel->progs.runq_switch_raw, false);
@@ -116,9 +117,16 @@ static int runq_finish(struct tt_ctx *ctx, void *state)
 	struct runq_state *st = state;
 	int err;
 
-	if (st->aggregate)
+	if (st->aggregate) {
+		err = aggregate_drain(st->skel->obj);
+		if (err) {
+			snprintf(ctx->err, sizeof(ctx->err),
+				 "runq: cannot collect the threads' histograms: %s", strerror(-err));
+			return err;
+		}
 		return aggregate_add_map(st->skel->maps.runq_hist, "runq", "usecs",
 					 &st->hist_events);
+	}
 	err = probe_flush(st->out, &st->write_err);
 	if (err) {
 		snprintf(ctx->err, sizeof(ctx->err), "runq: writing runq.bin: %s", strerror(-err));

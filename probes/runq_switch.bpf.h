@@ -24,10 +24,13 @@
 #include "runq.h"
 #include "sched.h"
 
-/* One thread's state under tp_btf (the sched part unused without sched). */
+/* One thread's state under tp_btf (the sched part unused without sched),
+ * and with --aggregate its own histograms (aggregate.bpf.h). rq comes
+ * first: runq_thread_of() relies on it. */
 struct tt_thread {
 	struct runq_start rq;
 	struct sched_off off;
+	struct tt_lhists h;
 };
 
 /* A new slot: stack ids -1 (none), as struct sched_off wants; runq zeroed. */
@@ -120,16 +123,28 @@ static __always_inline void runq_open_interval(struct runq_start *s, __u64 now, 
 	s->t_runnable_ns = now;
 }
 
-/* One runnable interval [t0, now] of tid: a record, or a histogram slot. */
-static __always_inline void runq_emit(__u32 tid, __u32 pid, __u64 t0, __u64 now, __u8 kind,
-				      __u32 waker, __u32 waker_pid, __u8 ctx)
+/* The tp_btf slot a runq slot is part of (rq is its first member); NULL
+ * outside tp_btf, where runq slots stand alone in start_ids. */
+static __always_inline struct tt_thread *runq_thread_of(bool btf, struct runq_start *s)
 {
+	_Static_assert(__builtin_offsetof(struct tt_thread, rq) == 0, "rq first");
+	return btf ? (struct tt_thread *)s : NULL;
+}
+
+/* One runnable interval [t0, now] of tid: a record, or a histogram slot (in
+ * th, the thread's tp_btf slot, if it has one; else in runq_hist). */
+static __always_inline void runq_emit(struct tt_thread *th, __u32 tid, __u32 pid, __u64 t0,
+				      __u64 now, __u8 kind, __u32 waker, __u32 waker_pid, __u8 ctx)
+{
+	__u32 sub = kind == TT_RUNQ_PREEMPT ? TT_RUNQ_SUB_PREEMPT : TT_RUNQ_SUB_WAKEUP;
 	struct tt_runq *r;
 
+	if (aggregate && th) {
+		tt_lhist_add(&th->h, sub, now - t0);
+		return;
+	}
 	if (aggregate) {
-		tt_hist_add(&runq_hist, tid, pid,
-			    kind == TT_RUNQ_PREEMPT ? TT_RUNQ_SUB_PREEMPT : TT_RUNQ_SUB_WAKEUP,
-			    now - t0);
+		tt_hist_add(&runq_hist, tid, pid, sub, now - t0);
 		return;
 	}
 	r = bpf_ringbuf_reserve(&runq_rb, sizeof(*r), 0);
@@ -150,6 +165,30 @@ static __always_inline void runq_emit(__u32 tid, __u32 pid, __u64 t0, __u64 now,
 	bpf_ringbuf_submit(r, tt_rb_flags(&runq_rb, rb_wakeup_bytes));
 }
 
+/* Move a thread's run-queue histograms into runq_hist: at its exit, and from
+ * runq.bpf.c's drain iterator. */
+static __always_inline void runq_lhist_drain(struct tt_thread *th, __u32 tid, __u32 pid)
+{
+	__u32 id = hist_by_process ? pid : tid;
+
+	tt_lhist_drain(&th->h, TT_RUNQ_SUB_WAKEUP, &runq_hist, id, pid, TT_RUNQ_SUB_WAKEUP);
+	tt_lhist_drain(&th->h, TT_RUNQ_SUB_PREEMPT, &runq_hist, id, pid, TT_RUNQ_SUB_PREEMPT);
+}
+
+/* A task iterator (SEC "iter/task") named name that calls drain(th, tid,
+ * tgid) on every thread with a slot; it writes nothing (aggregate_drain). */
+#define TT_THREAD_DRAIN_ITER(name, drain)                                        \
+	SEC("iter/task")                                                         \
+	int name(struct bpf_iter__task *ctx)                                     \
+	{                                                                        \
+		struct task_struct *t = ctx->task;                               \
+		struct tt_thread *th = t ? tt_thread_get(t, false) : NULL;       \
+									         \
+		if (th)                                                          \
+			drain(th, t->pid, t->tgid);                              \
+		return 0;                                                        \
+	}
+
 /* prev (the current task, traced) switched out; s: its slot, NULL if it has
  * none. Preempted: a runnable interval opens now. Blocked: the thread waits
  * for its sched_waking, which may already have run on another CPU while it
@@ -166,6 +205,8 @@ static __always_inline void runq_switch_out(bool btf, struct runq_start *s, __u6
 	if (prev_dead) {
 		if (!btf) /* task storage goes with the task */
 			bpf_map_delete_elem(&start_ids, &prev_tid);
+		else if (aggregate && s) /* ... and its histograms with it: move them now */
+			runq_lhist_drain(runq_thread_of(btf, s), prev_tid, prev_pid);
 		return;
 	}
 	if (!s)
@@ -194,7 +235,8 @@ static __always_inline bool runq_waking_ends_wait(const struct runq_start *s, __
 
 /* next (traced; a guess in the classic variant: only traced threads ever
  * have a pending interval) switched in; s: its slot or NULL. */
-static __always_inline void runq_switch_in(struct runq_start *s, __u32 next_tid, __u64 now)
+static __always_inline void runq_switch_in(bool btf, struct runq_start *s, __u32 next_tid,
+					   __u64 now)
 {
 	__u64 w, t0;
 
@@ -202,11 +244,11 @@ static __always_inline void runq_switch_in(struct runq_start *s, __u32 next_tid,
 		return;
 	w = s->t_waking_ns;
 	if (s->t_runnable_ns) { /* preempted, or a new task */
-		runq_emit(next_tid, s->pid, s->t_runnable_ns, now, s->kind, s->waker_tid,
+		runq_emit(runq_thread_of(btf, s), next_tid, s->pid, s->t_runnable_ns, now, s->kind, s->waker_tid,
 			  s->waker_pid, s->waker_ctx);
 	} else if (runq_waking_ends_wait(s, w)) {
 		t0 = w > s->t_blocked_ns ? w : s->t_blocked_ns; /* woken while switching out */
-		runq_emit(next_tid, s->pid, t0, now, TT_RUNQ_WAKEUP, s->waking_tid, s->waking_pid,
+		runq_emit(runq_thread_of(btf, s), next_tid, s->pid, t0, now, TT_RUNQ_WAKEUP, s->waking_tid, s->waking_pid,
 			  s->waking_ctx);
 	} else if (s->t_blocked_ns) {
 		tt_count(&runq_counters, RUNQ_CNT_UNMATCHED); /* its waking was never seen */
@@ -228,7 +270,7 @@ static __always_inline void runq_on_switch(bool btf, struct task_struct *prev,
 						     runq_slot_find(btf, prev, prev_tid),
 				now, prev_runnable, prev_dead, prev_tid, prev_pid, clear_blocked);
 	if (next_traced)
-		runq_switch_in(runq_slot_find(btf, next, next_tid), next_tid, now);
+		runq_switch_in(btf, runq_slot_find(btf, next, next_tid), next_tid, now);
 }
 
 #endif

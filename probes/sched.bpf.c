@@ -297,9 +297,13 @@ static __always_inline void on_switch_out(void *ctx, bool btf, struct sched_off 
 	s->t_off_ns = now;
 }
 
-/* next (traced) switched in; s: its slot, NULL when it has none. */
-static __always_inline void on_switch_in(struct sched_off *s, __u32 tid, __u64 now)
+/* next (traced) switched in; s: its slot, NULL when it has none; th: the
+ * tp_btf slot s is part of (NULL outside tp_btf). */
+static __always_inline void on_switch_in(struct tt_thread *th, struct sched_off *s, __u32 tid,
+					 __u64 now)
 {
+	__u32 reason;
+
 	if (!s)
 		return;
 	if (!s->t_off_ns) { /* its switch-out never reached the tracepoint */
@@ -311,10 +315,33 @@ static __always_inline void on_switch_in(struct sched_off *s, __u32 tid, __u64 n
 	s->t_on_ns = now;
 	if (!aggregate)
 		emit(s, tid, now);
-	else if (s->voluntary && (emit_switch || want_stacks))
-		tt_hist_add(&offcpu_hist, tid, s->pid, tt_wait_reason(s->syscall),
-			    now - s->t_off_ns);
+	else if (s->voluntary && (emit_switch || want_stacks)) {
+		reason = tt_wait_reason(s->syscall);
+		if (th) {
+			tt_lhist_add(&th->h, TT_LHIST_OFFCPU + reason, now - s->t_off_ns);
+		} else {
+			tt_hist_add(&offcpu_hist, tid, s->pid, reason, now - s->t_off_ns);
+		}
+	}
 	s->t_off_ns = 0;
+}
+
+/* Move a thread's off-CPU histograms and migrations into offcpu_hist and
+ * migrate_hist: at its exit, and from the drain iterator below. */
+static __always_inline void sched_lhist_drain(struct tt_thread *th, __u32 tid, __u32 pid)
+{
+	__u32 id = hist_by_process ? pid : tid;
+	struct tt_hist *h;
+	__u64 n;
+
+	for (int r = 0; r < TT_WAIT_NR; r++)
+		tt_lhist_drain(&th->h, TT_LHIST_OFFCPU + r, &offcpu_hist, id, pid, r);
+	n = th->h.migrations;
+	if (!n || !(h = tt_hist_get(&migrate_hist, id, pid, 0)))
+		return;
+	__sync_fetch_and_add(&th->h.migrations, -n);
+	__sync_fetch_and_add(&h->slots[0], n);
+	__sync_fetch_and_add(&h->count, n);
 }
 
 /* ---- tp_btf and raw_tp ---------------------------------------------------- */
@@ -341,13 +368,15 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 			runq_switch_out(btf, tp ? &tp->rq : NULL, now, !blocked,
 					prev_state == TASK_DEAD, (__u32)id, (__u32)(id >> 32), false);
 		if (with_runq && next_traced)
-			runq_switch_in(tn ? &tn->rq : NULL, next_tid, now);
+			runq_switch_in(btf, tn ? &tn->rq : NULL, next_tid, now);
 		if (prev_traced)
 			on_switch_out(ctx, btf, tp ? &tp->off : NULL, now, (__u32)id,
 				      (__u32)(id >> 32), blocked ? prev_state : 0, blocked,
 				      prev_state == TASK_DEAD);
-		if (next_traced)
-			on_switch_in(tn ? &tn->off : NULL, next_tid, now);
+		if (aggregate && prev_state == TASK_DEAD && tp) /* task storage goes with it */
+			sched_lhist_drain(tp, (__u32)id, (__u32)(id >> 32));
+		if (next_traced && tn)
+			on_switch_in(tn, &tn->off, next_tid, now);
 		return 0;
 	}
 	if (with_runq)
@@ -357,16 +386,21 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 		on_switch_out(ctx, btf, off_slot((__u32)id), now, (__u32)id, (__u32)(id >> 32),
 			      blocked ? prev_state : 0, blocked, prev_state == TASK_DEAD);
 	if (next_traced)
-		on_switch_in(bpf_map_lookup_elem(&off_ids, &next_tid), next_tid, now);
+		on_switch_in(NULL, bpf_map_lookup_elem(&off_ids, &next_tid), next_tid, now);
 	return 0;
 }
 
 static __always_inline int on_migrate(bool btf, struct task_struct *p)
 {
+	struct tt_thread *th;
 	struct tt_task *t;
 
 	if (!tt_task_traced_v(btf, p))
 		return 0;
+	if (aggregate && btf && (th = tt_thread_get(p, false))) {
+		__sync_fetch_and_add(&th->h.migrations, 1);
+		return 0;
+	}
 	if (aggregate) {
 		tt_hist_add(&migrate_hist, TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid), 0, 0);
 		return 0;
@@ -389,6 +423,10 @@ int BPF_PROG(sched_migrate_btf, struct task_struct *p, int dest_cpu)
 {
 	return on_migrate(true, p);
 }
+
+/* --aggregate under tp_btf: every thread's off-CPU histograms and migrations
+ * moved into the maps (aggregate_drain runs it before they are read). */
+TT_THREAD_DRAIN_ITER(sched_drain_btf, sched_lhist_drain)
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev,
@@ -420,7 +458,7 @@ int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
 			      blocked ? (__u32)(state & 0xff) : 0, blocked,
 			      state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE));
 	if (next_tid)
-		on_switch_in(bpf_map_lookup_elem(&off_ids, &next_tid), next_tid, now);
+		on_switch_in(NULL, bpf_map_lookup_elem(&off_ids, &next_tid), next_tid, now);
 	return 0;
 }
 

@@ -99,6 +99,7 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 		err = bpf_map__set_max_entries(s->maps.start_ids, 1) ?:
 		      bpf_map__set_max_entries(s->maps.runq_hist, 1);
 	features_select_progs(s->obj, features_hook());
+	aggregate_drain_configure(s->obj, o->aggregate);
 	err = err ?: probe_share_maps_before_load(ctx, s->obj);
 	err = err ?: sched_bpf__load(s);
 	if (!err)
@@ -219,6 +220,12 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 		aggregate_note_task(tasks[i].tid, tasks[i].pid, tasks[i].comm);
 	if (!err && !st->aggregate)
 		err = tasks_write(ctx, st, tasks, ntasks);
+	if (!err && st->aggregate && (err = aggregate_drain(st->skel->obj))) {
+		snprintf(ctx->err, sizeof(ctx->err),
+			 "sched: cannot collect the threads' histograms: %s", strerror(-err));
+		free(tasks);
+		return rec_err ?: err;
+	}
 	if (!err && st->aggregate && (ctx->opts->events & (TT_EV_SWITCH | TT_EV_OFFCPU)))
 		err = aggregate_add_map(st->skel->maps.offcpu_hist, "offcpu", "usecs",
 					&st->hist_events);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * hopper N: the main thread moves itself between two CPUs N times
- * (sched_setaffinity to one CPU, then the other): at least N migrations
- * (sched_migrate_task) by construction. Prints its tid and the CPUs used.
+ * hopper N [LINGER_S]: the main thread moves itself between two CPUs N
+ * times (sched_setaffinity to one CPU, then the other): at least N
+ * migrations (sched_migrate_task) by construction. Prints its tid and the
+ * CPUs used, then sleeps LINGER_S seconds (default 0) before it exits.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -38,5 +39,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	printf("{\"tid\": %d, \"cpus\": [%d, %d], \"hops\": %ld}\n", gettid(), cpus[0], cpus[1], n);
+	fflush(stdout);
+	if (argc > 2)
+		sleep((unsigned)atoi(argv[2]));
 	return 0;
 }

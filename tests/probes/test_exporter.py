@@ -10,6 +10,7 @@ The Prometheus test scrapes with Debian's `prometheus` itself, every second.
 from __future__ import annotations
 
 import json
+import os
 import re
 import select
 import shutil
@@ -204,6 +205,42 @@ def test_top_n_folds_the_rest_into_other(tmp_path):
     assert other and other[0][1] > 0
     assert pick(s, "tailtrace_processes", state="folded")[0][1] > 0
     assert pick(s, "tailtrace_processes", state="labelled")[0][1] == len(own)
+
+
+HOPS = 100
+
+
+def hopper_migrations(url: str, linger_s: int) -> tuple[float, float]:
+    """tt-hopper moves itself between two CPUs HOPS times (>= HOPS - 1 migrations by
+    construction, tests/probes/hopper.c), then lingers linger_s seconds. Its migration count
+    in a scrape made while it lingers (None without one) and in one made after it exited."""
+    hop = subprocess.Popen([helper("hopper"), str(HOPS), str(linger_s)], stdout=subprocess.PIPE,
+                           bufsize=0)
+    try:
+        read_line(hop.stdout, r"^\{", 30)
+        live = parse(scrape(url)) if linger_s else None
+        hop.wait(timeout=30)
+        time.sleep(0.3)  # its last switch
+        gone = parse(scrape(url))
+    finally:
+        hop.kill()
+        hop.wait()
+        hop.stdout.close()
+    count = lambda s: sum(v for _, v in pick(s, "tailtrace_migrations_total", pid=str(hop.pid)))
+    return (count(live) if live else None), count(gone)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_migrations_reach_the_exposition_live_and_after_exit(tmp_path):
+    """Under tp_btf a thread counts in its own task storage; the counts must reach the
+    maps both while it lives (each collection drains the threads) and when it exits
+    (its storage goes with it: moved at its last switch)."""
+    with exporter(tmp_path, "--comm", "tt-hopper") as (url, _, _):
+        live, after = hopper_migrations(url, 2)
+        _, exited_only = hopper_migrations(url, 0)  # never read while alive
+    assert HOPS - 1 <= live <= 3 * HOPS, live
+    assert live <= after <= 3 * HOPS, (live, after)
+    assert HOPS - 1 <= exited_only <= 3 * HOPS, exited_only
 
 
 def spawn_with_pid(pid: int, cmd: list[str], tries: int = 20) -> subprocess.Popen:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +85,34 @@ def test_pinned_spinners_wait_two_thirds_in_the_histogram(tmp_path):
         # other threads' 100 ms RR slices before it starts
         assert waited * 0.95 <= h["sum_ns"] <= waited * 1.05 + 200e6, (h["sum_ns"], waited)
         assert h["count"] >= th["nivcsw"] - 1
+
+
+def vcsw(tid: int) -> int:
+    status = Path(f"/proc/{tid}/status").read_text()
+    return int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
+
+
+def test_live_threads_are_counted_at_the_end(tmp_path):
+    """Under tp_btf a thread counts into its own task storage and the loader collects
+    it at the end: a sleeper still running when a 1 s --pid run ends must have its
+    sleeps of that second in aggregate.json, as many as the kernel's own count of its
+    voluntary switches over the run (read before tailtrace attached and after it
+    stopped: a little wider than the run)."""
+    s = subprocess.Popen([helper("sleeper"), "200000", str(USEC), "0", "rt"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        tid = json.loads(s.stdout.readline())["tid"]
+        before = vcsw(tid)
+        p = tailtrace(tmp_path, "--aggregate", "--events", "runq,switch", "--pid", str(tid),
+                      "--duration", "1")
+        after = vcsw(tid)
+        assert s.poll() is None, "the sleeper ended before tailtrace did"
+    finally:
+        s.kill()
+        s.wait()
+    assert p.returncode == 0, p.stderr
+    agg = json.loads((tmp_path / "aggregate.json").read_text())["metrics"]
+    (off,) = [t for t in agg["offcpu"]["threads"] if t["tid"] == tid]
+    assert after - before >= 1000, "the sleeper hardly slept: nothing to check"
+    # attach and detach take part of the window the kernel's count spans
+    assert 0.5 * (after - before) <= off["count"] <= after - before, (off["count"], after - before)

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The BPF programs' own cost, two tailtrace builds side by side: each round
+# runs build A, then B (B then A in even rounds), as `tailtrace --listen
+# --bpf-stats always -- httpload ...` against one orders-server, and reads the
+# kernel's exact run-time statistics from meta.json: ns per run of the
+# switch (sched) and wakeup (runq) programs, and BPF ns per request. These
+# move with the machine's state far less than throughput ratios do, so a
+# change to the programs shows in a few rounds.
+#
+#   bench/bpf_cost_ab.sh --a OLD_TAILTRACE [--b NEW_TAILTRACE] [--rounds R]
+#                        [--model M] [--conns C] [--duration S] [--mode MODE]
+#
+# MODE: listen (default) or aggregate. Prints one line per run, then the
+# medians and the median of the per-round differences B - A. Run as root.
+set -euo pipefail
+ME=bpf_cost_ab.sh
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$TOP/build}
+A="" B="" ROUNDS=8 MODEL=naive CONNS=100 DURATION=3 MODE=listen
+TMP=$(mktemp -d)
+. "$TOP/bench/tt_bench_lib.sh"
+
+usage() {
+	cat <<EOF
+usage: bench/bpf_cost_ab.sh --a TAILTRACE [options]
+  --a PATH       build A's tailtrace binary (e.g. an older build's)
+  --b PATH       build B's (default $BUILD/probes/tailtrace)
+  --rounds R     rounds, each runs A and B once (default $ROUNDS)
+  --model M      httpload model (default $MODEL)
+  --conns C      httpload connections (default $CONNS)
+  --duration S   httpload seconds per run (default $DURATION)
+  --mode MODE    listen or aggregate (default $MODE)
+  -h, --help     this help
+EOF
+}
+
+while [ "$#" -gt 0 ]; do
+	case $1 in
+	--a) A=${2-}; shift ;;
+	--b) B=${2-}; shift ;;
+	--rounds) ROUNDS=$(num_arg "$1" "${2-}"); shift ;;
+	--model) MODEL=${2-}; shift ;;
+	--conns) CONNS=$(num_arg "$1" "${2-}"); shift ;;
+	--duration) DURATION=$(num_arg "$1" "${2-}"); shift ;;
+	--mode) MODE=${2-}; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) die "unknown option '$1' (see --help)" ;;
+	esac
+	shift
+done
+need_load_bins
+B=${B:-$TAILTRACE}
+[ -n "$A" ] || die "--a TAILTRACE is required: the build to compare with (see --help)"
+need_bin "$A"
+need_bin "$B"
+check_model "$MODEL"
+[[ $MODE =~ ^(listen|aggregate)$ ]] || die "--mode expects listen or aggregate, got '$MODE'"
+[ "$(id -u)" = 0 ] || die "run as root (BPF)"
+trap cleanup EXIT INT TERM
+start_server "$(nproc)"
+
+run_one() { # label binary: one traced run, one JSON line appended to TMP/runs.jsonl
+	local label=$1 bin=$2 out=$TMP/run-$1-$RANDOM mode_args=(--aggregate)
+	[ "$MODE" = listen ] && mode_args=(--listen 127.0.0.1:0)
+	"$bin" "${mode_args[@]}" --bpf-stats always -o "$out" -- "$HTTPLOAD" --model "$MODEL" \
+		--conns "$CONNS" --duration "$DURATION" --json \
+		--url "http://127.0.0.1:$SERVER_PORT/orders" >"$out.stdout" 2>"$out.stderr" ||
+		die "$label: tailtrace failed: $(tail -1 "$out.stderr")"
+	python3 - "$label" "$out" >>"$TMP/runs.jsonl" <<'PY'
+import json, sys
+label, out = sys.argv[1:3]
+bpf = json.load(open(out + "/meta.json"))["cost"]["bpf"]
+load = next(json.loads(l) for l in open(out + ".stdout") if l.startswith("{"))
+req = load["requests"]
+ns = lambda m: bpf[m]["run_time_ns"] / max(bpf[m]["run_cnt"], 1)
+total = sum(v["run_time_ns"] for v in bpf.values() if isinstance(v, dict) and "run_time_ns" in v)
+row = {"label": label, "rps": load["throughput_rps"], "switch_ns": ns("sched"),
+       "waking_ns": ns("runq"), "bpf_ns_per_req": total / req}
+print(json.dumps(row))
+print(f"{label}: {row['rps']:.0f} req/s, switch {row['switch_ns']:.0f} ns/run, waking "
+      f"{row['waking_ns']:.0f} ns/run, BPF {row['bpf_ns_per_req']:.0f} ns/request", file=sys.stderr)
+PY
+	rm -rf "$out" "$out.stdout" "$out.stderr"
+}
+
+for r in $(seq "$ROUNDS"); do
+	for m in $(round_order "$r" A B); do
+		if [ "$m" = A ]; then run_one A "$A"; else run_one B "$B"; fi
+	done
+done
+python3 - "$TMP/runs.jsonl" <<'PY'
+import json, statistics as st, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+a = [r for r in rows if r["label"] == "A"]
+b = [r for r in rows if r["label"] == "B"]
+for k in ("switch_ns", "waking_ns", "bpf_ns_per_req", "rps"):
+    ma, mb = st.median(r[k] for r in a), st.median(r[k] for r in b)
+    d = st.median(y[k] - x[k] for x, y in zip(a, b))
+    lower = sum(y[k] < x[k] for x, y in zip(a, b))
+    print(f"{k:15s} A {ma:9.0f}  B {mb:9.0f}  B/A {mb / ma:.3f}  per-round B-A median {d:+.0f}"
+          f"  (B lower in {lower} of {len(a)})")
+PY
