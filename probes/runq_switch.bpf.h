@@ -238,18 +238,19 @@ static __always_inline bool runq_waking_ends_wait(const struct runq_start *s, __
 static __always_inline void runq_switch_in(bool btf, struct runq_start *s, __u32 next_tid,
 					   __u64 now)
 {
+	struct tt_thread *th = runq_thread_of(btf, s);
 	__u64 w, t0;
 
 	if (!s)
 		return;
 	w = s->t_waking_ns;
 	if (s->t_runnable_ns) { /* preempted, or a new task */
-		runq_emit(runq_thread_of(btf, s), next_tid, s->pid, s->t_runnable_ns, now, s->kind, s->waker_tid,
+		runq_emit(th, next_tid, s->pid, s->t_runnable_ns, now, s->kind, s->waker_tid,
 			  s->waker_pid, s->waker_ctx);
 	} else if (runq_waking_ends_wait(s, w)) {
 		t0 = w > s->t_blocked_ns ? w : s->t_blocked_ns; /* woken while switching out */
-		runq_emit(runq_thread_of(btf, s), next_tid, s->pid, t0, now, TT_RUNQ_WAKEUP, s->waking_tid, s->waking_pid,
-			  s->waking_ctx);
+		runq_emit(th, next_tid, s->pid, t0, now, TT_RUNQ_WAKEUP, s->waking_tid,
+			  s->waking_pid, s->waking_ctx);
 	} else if (s->t_blocked_ns) {
 		tt_count(&runq_counters, RUNQ_CNT_UNMATCHED); /* its waking was never seen */
 	}

@@ -317,11 +317,10 @@ static __always_inline void on_switch_in(struct tt_thread *th, struct sched_off 
 		emit(s, tid, now);
 	else if (s->voluntary && (emit_switch || want_stacks)) {
 		reason = tt_wait_reason(s->syscall);
-		if (th) {
+		if (th)
 			tt_lhist_add(&th->h, TT_LHIST_OFFCPU + reason, now - s->t_off_ns);
-		} else {
+		else
 			tt_hist_add(&offcpu_hist, tid, s->pid, reason, now - s->t_off_ns);
-		}
 	}
 	s->t_off_ns = 0;
 }
