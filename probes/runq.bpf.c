@@ -56,17 +56,25 @@ struct {
 /* sched_waking of p (traced), in the waker's own context: when, by whom, in
  * what context, and whether p was still on a CPU (on_cpu; unknown in the
  * classic variant: true). Only the waking fields are written: the switch
- * program may be switching p out on another CPU at the same time. */
+ * program may be switching p out on another CPU at the same time. The
+ * thread's own histograms (--aggregate under tp_btf) need only when and
+ * on_cpu: the waker is not kept and the slot knows its pid. */
 static __always_inline void on_waking(bool btf, struct task_struct *p, __u32 tid, __u32 pid,
 				      bool on_cpu)
 {
 	struct runq_start *s = runq_slot(btf, p, tid);
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id;
 
 	if (!s) {
 		tt_count(&runq_counters, RUNQ_CNT_LOST); /* map full */
 		return;
 	}
+	if (aggregate && btf) {
+		s->waking_on_cpu = on_cpu;
+		s->t_waking_ns = bpf_ktime_get_ns();
+		return;
+	}
+	id = bpf_get_current_pid_tgid();
 	s->waking_tid = (__u32)id;
 	s->waking_pid = (__u32)(id >> 32);
 	s->waking_ctx = aggregate ? TT_WAKER_UNKNOWN : tt_waker_context();
