@@ -31,9 +31,10 @@ int cost_mode_parse(const char *s)
 	return -1;
 }
 
-void cost_enable(struct tt_cost *c, enum tt_bpf_stats mode)
+void cost_enable(struct tt_cost *c, enum tt_bpf_stats mode, bool service)
 {
 	c->mode = mode;
+	c->dense_ns = service ? 0 : COST_SAMPLE_DENSE_S * 1000000000ull;
 	c->stats_fd = -1;
 	c->stats_errno = 0;
 	if (mode == TT_BPF_STATS_OFF)
@@ -76,7 +77,7 @@ int cost_tick(struct tt_cost *c, uint64_t now_ns)
 	if (c->mode != TT_BPF_STATS_SAMPLED || c->stats_errno || c->others_on)
 		return -1;
 	if (c->stats_fd >= 0) {
-		uint64_t due = c->on_since_ns + COST_SAMPLE_ON_MS * 1000000ull;
+		uint64_t due = c->on_since_ns + COST_SAMPLE_ON_MS * 1000000ull, period_ms;
 
 		if (now_ns < due)
 			return ms_until(now_ns, due);
@@ -87,9 +88,11 @@ int cost_tick(struct tt_cost *c, uint64_t now_ns)
 			c->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 			return -1;
 		}
-		c->next_on_ns = c->on_since_ns + COST_SAMPLE_PERIOD_MS * 1000000ull;
+		period_ms = now_ns - c->t_start_ns < c->dense_ns ? COST_SAMPLE_PERIOD_MS
+								 : COST_SAMPLE_SPARSE_MS;
+		c->next_on_ns = c->on_since_ns + period_ms * 1000000ull;
 		if (c->next_on_ns <= now_ns)
-			c->next_on_ns = now_ns + (COST_SAMPLE_PERIOD_MS - COST_SAMPLE_ON_MS) * 1000000ull;
+			c->next_on_ns = now_ns + (period_ms - COST_SAMPLE_ON_MS) * 1000000ull;
 		return ms_until(now_ns, c->next_on_ns);
 	}
 	if (now_ns < c->next_on_ns)
@@ -119,7 +122,7 @@ static uint64_t loader_cpu_ns(void)
 void cost_start_clock(struct tt_cost *c, uint64_t now_ns)
 {
 	c->cpu_start_ns = c->cpu_loop_ns = c->cpu_end_ns = loader_cpu_ns();
-	c->on_since_ns = now_ns;
+	c->on_since_ns = c->t_start_ns = now_ns;
 	c->sampled_ns = 0;
 }
 

@@ -8,9 +8,10 @@
  * BPF program run on the machine pays two clock reads and a per-CPU update
  * (~50 ns here, ~20 % of what tailtrace adds to a context switch), and so do
  * other tools' programs. By default (--bpf-stats sampled) they are on for the
- * first COST_SAMPLE_ON_MS of every COST_SAMPLE_PERIOD_MS and the total is
- * scaled from the sampled time; `always` keeps them on (exact counts), `off`
- * never turns them on.
+ * first COST_SAMPLE_ON_MS of every COST_SAMPLE_PERIOD_MS during the first
+ * COST_SAMPLE_DENSE_S of tracing, then of every COST_SAMPLE_SPARSE_MS, and
+ * the total is scaled from the sampled time; `always` keeps them on (exact
+ * counts), `off` never turns them on.
  */
 #ifndef TT_COST_H
 #define TT_COST_H
@@ -25,6 +26,14 @@
  * estimate on its start-up: 1.75x the exact count on a 2 s naive/100 run. */
 #define COST_SAMPLE_ON_MS 10
 #define COST_SAMPLE_PERIOD_MS 100
+/* ... but each window turns a kernel static key on and off: text patching,
+ * IPIs to every CPU, and a loader wake-up (~5 ms of CPU a second here at 20
+ * toggles a second). A long run's phases are long, so after the first
+ * COST_SAMPLE_DENSE_S the windows come once every COST_SAMPLE_SPARSE_MS;
+ * the exporter (--listen), a service that runs for hours, samples sparsely
+ * from its start. */
+#define COST_SAMPLE_DENSE_S 10
+#define COST_SAMPLE_SPARSE_MS 1000
 
 enum tt_bpf_stats {
 	TT_BPF_STATS_SAMPLED = 0,
@@ -47,6 +56,8 @@ struct tt_cost {
 	int stats_errno;       /* why enabling failed (0: enabled); EPERM-like or ENODATA (off) */
 	uint64_t on_since_ns;  /* CLOCK_MONOTONIC: the open window's start */
 	uint64_t next_on_ns;   /* sampled, stats off: when the next window opens */
+	uint64_t t_start_ns;   /* CLOCK_MONOTONIC: tracing started (cost_start_clock) */
+	uint64_t dense_ns;     /* windows every COST_SAMPLE_PERIOD_MS this long, then sparse */
 	uint64_t sampled_ns;   /* closed windows, within the traced time */
 	uint64_t cpu_start_ns; /* loader user+system CPU at cost_start_clock */
 	uint64_t cpu_loop_ns;  /* ... when the poll loop started (cost_loop_start) */
@@ -67,8 +78,9 @@ struct tt_cost {
 
 /* Turn BPF run-time statistics on (after load, before attach) unless mode is
  * off. Never fails: without them (old kernel, EPERM) the BPF figures are
- * reported as null. */
-void cost_enable(struct tt_cost *c, enum tt_bpf_stats mode);
+ * reported as null. service: a long-running exporter, sampled sparsely from
+ * the start. */
+void cost_enable(struct tt_cost *c, enum tt_bpf_stats mode, bool service);
 /* Start of tracing (now: its CLOCK_MONOTONIC time): note the loader's CPU
  * time so far (loading excluded); the first window starts here. */
 void cost_start_clock(struct tt_cost *c, uint64_t now_ns);

@@ -572,7 +572,9 @@ static int run(struct loader *L)
 		run_finish(L, 127);
 		return 127;
 	}
-	if (L->ctx.target_pid > 0)
+	/* Only the lock stacks read it (locks_stacks_write): not kept with
+	 * --aggregate, whose refreshes would reread /proc/PID/maps for nothing. */
+	if (L->ctx.target_pid > 0 && (L->events & TT_EV_LOCKS) && !L->cli.opts.aggregate)
 		L->ctx.syms = syms_new(L->ctx.target_pid);
 	cost_loop_start(&L->cost);
 	if (poll_loop(L))
@@ -618,7 +620,7 @@ int main(int argc, char **argv)
 	/* Stats on before the first attach (setup loads and attaches). */
 	ret = out_prepare(&L);
 	if (!ret)
-		cost_enable(&L.cost, L.cli.opts.bpf_stats);
+		cost_enable(&L.cost, L.cli.opts.bpf_stats, L.cli.opts.listen != NULL);
 	ret = ret ?: modules_setup(&L);
 	ret = ret ? 1 : run(&L);
 	cleanup(&L);

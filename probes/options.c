@@ -54,13 +54,15 @@ void options_usage(FILE *out)
 "  -t, --top N         with --listen: the N most active processes get their own series,\n"
 "                      the rest are counted in comm=\"other\" (default %d, max %d)\n"
 "  -B, --bpf-stats MODE  the kernel's BPF run-time statistics behind the cost line: sampled\n"
-"                      (default: on %d ms of every %d ms, scaled; while on, every BPF program on\n"
-"                      the machine pays ~50 ns a run), always (exact counts) or off\n"
+"                      (default: on %d ms of every %d ms for %d s, then of every %d ms (--listen:\n"
+"                      from the start), scaled; while on, every BPF program on the machine pays\n"
+"                      ~50 ns a run), always (exact counts) or off\n"
 "  -v, --verbose       more messages (repeat for libbpf debug output)\n"
 "  -h, --help          this help\n"
 "Environment: TAILTRACE_HOOK=raw_tp|tracepoint forces a fallback hook type.\n",
 		TT_MAX_ALSO_PIDS, TT_MAX_SPANS, TT_DEFAULT_RINGBUF_MB, TT_DEFAULT_MIN_OFFCPU_ALL_US,
-		EXPORTER_DEFAULT_TOP, EXPORTER_MAX_TOP, COST_SAMPLE_ON_MS, COST_SAMPLE_PERIOD_MS);
+		EXPORTER_DEFAULT_TOP, EXPORTER_MAX_TOP, COST_SAMPLE_ON_MS, COST_SAMPLE_PERIOD_MS,
+		COST_SAMPLE_DENSE_S, COST_SAMPLE_SPARSE_MS);
 }
 
 const char *options_events_str(unsigned events, char *buf, size_t len)

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from analyze.waits import reason_codes
-from tt_run import HELPERS, TAILTRACE, helper, json_lines, needs_root
+from tt_run import HELPERS, TAILTRACE, free_port, helper, json_lines, needs_root
 
 pytestmark = needs_root
 THREADS, SPIN_S = 3, 2.5
@@ -299,12 +299,6 @@ def test_reused_pid_gets_a_new_series(tmp_path):
     (_, vol), = pick(s, "tailtrace_context_switches_total", pid=str(b.pid), comm="tt-reuse-b",
                      kind="voluntary")
     assert vol >= 100  # ~1000 1-ms sleeps a second, counted under the new name
-
-
-def free_port() -> int:
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        return sk.getsockname()[1]
 
 
 @contextmanager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -24,6 +25,13 @@ def helper(name: str) -> str:
     p = HELPERS / f"tt-{name}"
     assert p.exists(), f"{p} missing: build first (cmake --build build)"
     return str(p)
+
+
+def free_port() -> int:
+    """A loopback TCP port free now (for --listen)."""
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return sk.getsockname()[1]
 
 
 def tailtrace(out: Path, *args: str, env: dict | None = None, timeout: float = 60,
