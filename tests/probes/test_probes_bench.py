@@ -55,6 +55,27 @@ def test_overhead_bench_measures_every_mode(tmp_path):
         assert f"\n{mode}" in "\n" + table
 
 
+def scrapers() -> list[str]:
+    """overhead.sh's scraper processes (start_scraper) alive now."""
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    return [l for l in out.splitlines() if "GET /metrics HTTP/1.0" in l]
+
+
+def test_overhead_bench_scrapes_listen_rounds_and_stops_its_scraper(tmp_path):
+    """listen rounds run the exporter while one scraper process, started once for the
+    whole bench, GETs /metrics every second; it is gone when the bench ends."""
+    assert not scrapers()
+    p = run("overhead.sh", "--duration", "3", "--conns", "10", "--repeats", "1", "--modes",
+            "none,listen", "--out", str(tmp_path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [json.loads(l) for l in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [r["mode"] for r in rows] == ["none", "listen"]
+    assert rows[1]["lost"] and set(rows[1]["lost"].values()) == {0}
+    assert not scrapers()
+    sizes = [int(l.split()[1]) for l in (tmp_path / "scrapes.txt").read_text().splitlines()]
+    assert 1 <= len(sizes) <= 4 and min(sizes) > 1000, sizes  # the exposition, in 3 s
+
+
 def test_hook_floor_attaches_only_while_its_command_runs():
     """overhead.sh's `hooks` mode: the empty programs are attached while the command runs,
     gone after it, and the command's exit status is hook_floor's."""
