@@ -16,6 +16,7 @@
 #              --aggregate uses (tp_btf sched_switch, sched_waking): the floor
 #              that no tracer of these events goes below
 #   alt        $TAILTRACE_ALT (another tailtrace binary, e.g. an older build) -- httpload
+#   altlisten  $TAILTRACE_ALT --listen -- httpload, scraped like listen
 # Prints per mode (bench/ab_stats.py): median throughput, its ratio to `none`,
 # the per-round ratios (each mode against the `none` run of the same round):
 # their median and geometric mean with a 95 % confidence interval, and a
@@ -42,7 +43,7 @@ MODES=none,default,aggregate,perf
 SERVER_WORKERS=$(nproc)
 OUT=""
 SERVER_PID=""
-MODE_NAMES=none,default,aggregate,listen,perf,runqlat,hooks,alt # and events=A+B
+MODE_NAMES=none,default,aggregate,listen,perf,runqlat,hooks,alt,altlisten # and events=A+B
 TMP=$(mktemp -d)
 . "$TOP/bench/tt_bench_lib.sh"
 
@@ -79,8 +80,8 @@ check_model "$MODEL"
 mode_re="(${MODE_NAMES//,/|}|events=[a-z+]+)"
 [[ $MODES =~ ^$mode_re(,$mode_re)*$ ]] ||
 	die "--modes expects a list of $MODE_NAMES,events=A+B, got '$MODES'"
-[[ ,$MODES, != *,alt,* ]] || [ -x "${TAILTRACE_ALT:-}" ] ||
-	die "mode alt needs TAILTRACE_ALT=/path/to/another/tailtrace"
+[[ ,$MODES, != *,alt,* && ,$MODES, != *,altlisten,* ]] || [ -x "${TAILTRACE_ALT:-}" ] ||
+	die "modes alt and altlisten need TAILTRACE_ALT=/path/to/another/tailtrace"
 [[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline of every ratio)"
 [ "$REPEATS" -ge 1 ] || die "--repeats must be at least 1"
 [ "${DURATION:-1}" -ge 1 ] || die "--duration must be at least 1 second"
@@ -148,6 +149,8 @@ measure() { # mode round: one httpload run under that mode; appends a JSON line
 		>"$TMP/out" 2>"$TMP/err" ;;
 	hooks) "$HOOK_FLOOR" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	alt) "$TAILTRACE_ALT" --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
+	altlisten) "$TAILTRACE_ALT" --listen "127.0.0.1:$LISTEN_PORT" --out "$run" -- "${load[@]}" \
+		>"$TMP/out" 2>"$TMP/err" ;;
 	perf) perf sched record -o "$TMP/perf.data" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	runqlat) with_runqlat "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	esac || die "$mode run $round failed: $(grep -v '^\[' "$TMP/err" | tail -2)"
@@ -171,7 +174,7 @@ print(json.dumps({"mode": sys.argv[1], "round": int(sys.argv[2]), "rps": s["thro
 AMOUNT=(--requests "$REQUESTS")
 [ -z "$DURATION" ] || AMOUNT=(--duration "$DURATION")
 start_server "$SERVER_WORKERS"
-[[ ,$MODES, != *,listen,* ]] || start_scraper
+[[ ,$MODES, != *,listen,* && ,$MODES, != *,altlisten,* ]] || start_scraper
 echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS" \
 	"${AMOUNT[*]}; $REPEATS rounds of $MODES"
 IFS=, read -r -a modes <<<"$MODES"
