@@ -572,9 +572,9 @@ static int run(struct loader *L)
 		run_finish(L, 127);
 		return 127;
 	}
-	/* Only the lock stacks read it (locks_stacks_write): not kept with
-	 * --aggregate, whose refreshes would reread /proc/PID/maps for nothing. */
-	if (L->ctx.target_pid > 0 && (L->events & TT_EV_LOCKS) && !L->cli.opts.aggregate)
+	/* Only the off-CPU and lock stacks read it, and --aggregate takes no
+	 * stacks: its refreshes would reread /proc/PID/maps for nothing. */
+	if (L->ctx.target_pid > 0 && !L->cli.opts.aggregate)
 		L->ctx.syms = syms_new(L->ctx.target_pid);
 	cost_loop_start(&L->cost);
 	if (poll_loop(L))
