@@ -98,32 +98,9 @@ mkdir -p "$OUT"
 RESULTS=$OUT/results.jsonl
 : >"$RESULTS"
 
-trap bench_cleanup EXIT INT TERM
+trap cleanup EXIT INT TERM
 
 LISTEN_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-# The listen rounds' Prometheus: one process for the whole bench that GETs
-# http://127.0.0.1:$LISTEN_PORT/metrics every second (refused while no
-# exporter runs; OUT/scrapes.txt: time and size of each one answered), as a Prometheus scraping from elsewhere costs the host only
-# the exporter's own work. A `curl` started per scrape cost ~7 ms of CPU each
-# (0.35 % of this machine), charged to the listen rounds, not to tailtrace.
-SCRAPER_PID=""
-start_scraper() {
-	python3 -c 'import socket, sys, time
-addr, log = ("127.0.0.1", int(sys.argv[1])), open(sys.argv[2], "a", buffering=1)
-while True:
-    time.sleep(1)
-    try:
-        n = 0
-        with socket.create_connection(addr, timeout=5) as s:
-            s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
-            while b := s.recv(65536):
-                n += len(b)
-        log.write(f"{time.monotonic():.3f} {n}\n")
-    except OSError:
-        pass' "$LISTEN_PORT" "$OUT/scrapes.txt" &
-	SCRAPER_PID=$!
-}
-bench_cleanup() { local rc=$?; stop_pid "$SCRAPER_PID"; (exit "$rc"); cleanup; }
 
 with_runqlat() { # CMD...: run CMD while libbpf-tools' runqlat traces the machine
 	local rc=0

@@ -1,5 +1,5 @@
-# Shared by bench/oracle_perf_sched.sh, bench/overhead.sh, bench/workloads.sh,
-# bench/exporter_soak.sh and bench/pipe_cost.sh (sourced, not run). Needs: ME
+# Shared by bench/oracle_perf_sched.sh, bench/overhead.sh, bench/overhead_interleave.sh,
+# bench/workloads.sh, bench/exporter_soak.sh and bench/pipe_cost.sh (sourced, not run). Needs: ME
 # (script name), BUILD, TMP (for cleanup and start_server). Sets SERVER_PID,
 # SERVER_PORT; start_tracer sets TRACER; need_load_bins sets TAILTRACE and HTTPLOAD.
 
@@ -69,6 +69,7 @@ cleanup() { # trap handler: stop the servers we started, remove TMP, keep the ex
 	local rc=$?
 	trap - EXIT INT TERM
 	stop_tracer
+	stop_pid "${SCRAPER_PID-}"
 	stop_pid "${SERVER_PID-}"
 	stop_pid "${NGINX_PID-}"
 	rm -rf "$TMP"
@@ -91,4 +92,27 @@ start_server() { # workers: orders-server on an ephemeral port
 
 json_get() { # file python-expression-on-d
 	python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+# A Prometheus for --listen runs: one process for the whole bench that GETs
+# http://127.0.0.1:$LISTEN_PORT/metrics every second (refused while no
+# exporter runs; OUT/scrapes.txt: time and size of each one answered), as a
+# Prometheus scraping from elsewhere costs the host only the exporter's own work. A `curl` started per scrape cost ~7 ms of CPU each
+# (0.35 % of this machine), charged to the listen runs, not to tailtrace.
+# Needs LISTEN_PORT and OUT; cleanup stops it.
+start_scraper() {
+	python3 -c 'import socket, sys, time
+addr, log = ("127.0.0.1", int(sys.argv[1])), open(sys.argv[2], "a", buffering=1)
+while True:
+    time.sleep(1)
+    try:
+        n = 0
+        with socket.create_connection(addr, timeout=5) as s:
+            s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            while b := s.recv(65536):
+                n += len(b)
+        log.write(f"{time.monotonic():.3f} {n}\n")
+    except OSError:
+        pass' "$LISTEN_PORT" "$OUT/scrapes.txt" &
+	SCRAPER_PID=$!
 }

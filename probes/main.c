@@ -26,6 +26,7 @@
 #include "registry.h"
 #include "syms.h"
 #include "target.h"
+#include "toggle.h"
 
 #define MAX_MODS 8
 #define MAX_STATS 32
@@ -57,6 +58,7 @@ struct loader {
 	struct exporter *ex;      /* --listen */
 	double bpf_s_served;      /* the last BPF seconds served: the counter never goes back */
 	bool drain_warned;
+	struct tt_toggle toggle;  /* --toggle-ms */
 };
 
 static void on_signal(int sig)
@@ -358,6 +360,15 @@ static int poll_loop(struct loader *L)
 	while (!exiting) {
 		uint64_t now = tt_now_ns();
 		int timeout_ms = POLL_MS, err, stats_ms = cost_tick(&L->cost, now);
+		int toggle_ms = toggle_tick(&L->toggle, L->mods, L->states, L->nmods, now,
+					    L->ctx.err, sizeof(L->ctx.err));
+
+		if (toggle_ms < -1) {
+			die_line(L->ctx.err);
+			return toggle_ms;
+		}
+		if (toggle_ms >= 0 && toggle_ms < timeout_ms)
+			timeout_ms = toggle_ms;
 
 		if (L->ctx.syms && next_refresh > now && (next_refresh - now) / 1000000 < POLL_MS)
 			timeout_ms = (int)((next_refresh - now) / 1000000) + 1;
@@ -577,8 +588,14 @@ static int run(struct loader *L)
 	if (L->ctx.target_pid > 0 && !L->cli.opts.aggregate)
 		L->ctx.syms = syms_new(L->ctx.target_pid);
 	cost_loop_start(&L->cost);
-	if (poll_loop(L))
+	if (toggle_start(&L->toggle, L->cli.opts.toggle_ms, L->cli.opts.out_dir, tt_now_ns())) {
+		fprintf(stderr, "tailtrace: --toggle-ms: cannot write %s/toggles.txt: %s\n",
+			L->cli.opts.out_dir, strerror(errno));
 		status = 1;
+	} else if (poll_loop(L)) {
+		status = 1;
+	}
+	toggle_stop(&L->toggle, L->mods, L->states, L->nmods);
 	cost_loop_end(&L->cost);
 	cost_stats_stop(&L->cost, L->cost.t_end_ns);
 	if (L->have_child && !target_child_exited(&L->child))

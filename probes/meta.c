@@ -138,8 +138,8 @@ static void write_options(FILE *f, const struct tt_meta *m)
 	fprintf(f, "  \"options\": {\"events\": ");
 	json_write_string(f, m->events_str);
 	fprintf(f, ", \"duration_s\": %g, \"ringbuf_mb\": %u, \"min_offcpu_us\": %llu, "
-		"\"aggregate\": %s, \"out\": ", o->duration_s, o->ringbuf_mb,
-		(unsigned long long)o->min_offcpu_us, o->aggregate ? "true" : "false");
+		"\"aggregate\": %s, \"toggle_ms\": %u, \"out\": ", o->duration_s, o->ringbuf_mb,
+		(unsigned long long)o->min_offcpu_us, o->aggregate ? "true" : "false", o->toggle_ms);
 	json_write_string(f, o->out_dir);
 	fprintf(f, ", \"spans\": [");
 	for (int i = 0; i < o->nspans; i++) {

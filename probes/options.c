@@ -57,6 +57,9 @@ void options_usage(FILE *out)
 "                      (default: on %d ms of every %d ms for %d s, then of every %d ms (--listen:\n"
 "                      from the start), scaled; while on, every BPF program on the machine pays\n"
 "                      ~50 ns a run), always (exact counts) or off\n"
+"  -T, --toggle-ms MS  for overhead benchmarks (bench/overhead_interleave.sh): detach every\n"
+"                      program after MS ms, attach them again MS ms later, and so on (times in\n"
+"                      OUT/toggles.txt); the run's records and histograms then have holes\n"
 "  -v, --verbose       more messages (repeat for libbpf debug output)\n"
 "  -h, --help          this help\n"
 "Environment: TAILTRACE_HOOK=raw_tp|tracepoint forces a fallback hook type.\n",
@@ -164,6 +167,7 @@ static const struct option long_opts[] = {
 	{ "listen", required_argument, NULL, 'l' },
 	{ "top", required_argument, NULL, 't' },
 	{ "bpf-stats", required_argument, NULL, 'B' },
+	{ "toggle-ms", required_argument, NULL, 'T' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
@@ -234,6 +238,11 @@ static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len
 			return -EINVAL;
 		}
 		return 0;
+	case 'T':
+		if (parse_num("--toggle-ms", arg, 50, 60000, &v, err, len))
+			return -EINVAL;
+		o->toggle_ms = (unsigned)v;
+		return 0;
 	case 'v': o->verbose++; return 0;
 	default:
 		snprintf(err, len, "bad option: see tailtrace --help");
@@ -272,7 +281,7 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 	o->events = TT_DEFAULT_EVENTS;
 	o->ringbuf_mb = TT_DEFAULT_RINGBUF_MB;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+p:P:c:g:ad:o:e:s:r:m:Al:t:B:vh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:P:c:g:ad:o:e:s:r:m:Al:t:B:T:vh", long_opts, NULL)) != -1) {
 		if (c == 'h') {
 			options_usage(stdout);
 			return 1;
@@ -298,6 +307,11 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 	}
 	if (cli->top_given && !o->listen) {
 		snprintf(err, len, "--top goes with --listen (it caps the exporter's series)");
+		return -EINVAL;
+	}
+	if (o->toggle_ms && (o->events & ~(TT_EV_RUNQ | TT_EV_SWITCH | TT_EV_OFFCPU))) {
+		snprintf(err, len, "--toggle-ms detaches the scheduler events only: use --events "
+			 "within runq,switch,offcpu");
 		return -EINVAL;
 	}
 	if (!cli->top_given)

@@ -47,6 +47,7 @@ struct tt_opts {
 	int bpf_stats;        /* enum tt_bpf_stats (cost.h): sampled (0), always, off */
 	uint64_t min_offcpu_us;
 	double duration_s;    /* 0: until the target exits / SIGINT */
+	unsigned toggle_ms;   /* --toggle-ms: programs attached and detached in turn (bench) */
 	struct tt_span_spec spans[TT_MAX_SPANS];
 	int nspans;
 	int also_pids[TT_MAX_ALSO_PIDS]; /* scheduler events of these tgids too */
@@ -95,6 +96,9 @@ struct tt_probe {
 	/* Optional: the module's loaded BPF object (its programs' run-time
 	 * statistics go into meta.json cost); NULL hook or return: none. */
 	struct bpf_object *(*object)(void *state);
+	/* Optional: detach (on false) or attach again (on true) every program
+	 * setup() attached (--toggle-ms); 0 or a negative errno. */
+	int (*toggle)(void *state, bool on);
 };
 
 /* Helper for modules: add a ring buffer map to ctx->rb, creating it if needed. */

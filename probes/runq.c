@@ -170,6 +170,17 @@ static struct bpf_object *runq_object(void *state)
 	return st && st->skel ? st->skel->obj : NULL;
 }
 
+/* --toggle-ms: the skeleton's links destroyed, or made again. */
+static int runq_toggle(void *state, bool on)
+{
+	struct runq_state *st = state;
+
+	if (on)
+		return runq_bpf__attach(st->skel);
+	runq_bpf__detach(st->skel);
+	return 0;
+}
+
 const struct tt_probe probe_runq = {
 	.name = "runq",
 	.events = TT_EV_RUNQ,
@@ -178,4 +189,5 @@ const struct tt_probe probe_runq = {
 	.stats = runq_stats,
 	.destroy = runq_destroy,
 	.object = runq_object,
+	.toggle = runq_toggle,
 };

@@ -283,6 +283,17 @@ static struct bpf_object *sched_object(void *state)
 	return st && st->skel ? st->skel->obj : NULL;
 }
 
+/* --toggle-ms: the skeleton's links destroyed, or made again. */
+static int sched_toggle(void *state, bool on)
+{
+	struct sched_state *st = state;
+
+	if (on)
+		return sched_bpf__attach(st->skel);
+	sched_bpf__detach(st->skel);
+	return 0;
+}
+
 const struct tt_probe probe_sched = {
 	.name = "sched",
 	.events = TT_EV_RUNQ | TT_EV_SWITCH | TT_EV_OFFCPU,
@@ -291,4 +302,5 @@ const struct tt_probe probe_sched = {
 	.stats = sched_stats,
 	.destroy = sched_destroy,
 	.object = sched_object,
+	.toggle = sched_toggle,
 };
