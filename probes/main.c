@@ -570,7 +570,7 @@ static void signals_install(void)
 static int run(struct loader *L)
 {
 	char err[512];
-	int status = 0;
+	int status = 0, toggle_err;
 
 	print_ready(L);
 	exporter_connect(L);
@@ -588,9 +588,11 @@ static int run(struct loader *L)
 	if (L->ctx.target_pid > 0 && !L->cli.opts.aggregate)
 		L->ctx.syms = syms_new(L->ctx.target_pid);
 	cost_loop_start(&L->cost);
-	if (toggle_start(&L->toggle, L->cli.opts.toggle_ms, L->cli.opts.out_dir, tt_now_ns())) {
+	toggle_err = toggle_start(&L->toggle, L->cli.opts.toggle_ms, L->cli.opts.out_dir,
+				  tt_now_ns());
+	if (toggle_err) {
 		fprintf(stderr, "tailtrace: --toggle-ms: cannot write %s/toggles.txt: %s\n",
-			L->cli.opts.out_dir, strerror(errno));
+			L->cli.opts.out_dir, strerror(-toggle_err));
 		status = 1;
 	} else if (poll_loop(L)) {
 		status = 1;

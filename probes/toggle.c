@@ -16,8 +16,12 @@ int toggle_start(struct tt_toggle *t, unsigned period_ms, const char *out_dir, u
 		return 0;
 	snprintf(path, sizeof(path), "%s/toggles.txt", out_dir);
 	t->log = fopen(path, "w");
-	if (!t->log)
-		return -errno;
+	if (!t->log) {
+		int e = errno;
+
+		t->period_ms = 0; /* not toggling: toggle_stop has nothing to do */
+		return -e;
+	}
 	fprintf(t->log, "%llu %llu on\n", (unsigned long long)now_ns, (unsigned long long)now_ns);
 	t->next_ns = now_ns + period_ms * 1000000ull;
 	return 0;
