@@ -87,7 +87,7 @@ def run_pair(run_dir: Path, hl_dir: Path, guard_ns: int) -> dict:
     toggles = read_toggles(run_dir / "toggles.txt")
     schema = load_schema(hl_dir)
     req = read_records(hl_dir / "requests.bin", schema, "request")
-    ok = req[req["status"] == 200] if "status" in req.dtype.names else req
+    ok = req[req["status"] == 200]
     rates = window_rates(toggles, ok["t_start_ns"].astype(np.int64),
                          ok["t_end_ns"].astype(np.int64), guard_ns)
     ratios = triplet_ratios(rates)

@@ -100,7 +100,7 @@ RESULTS=$OUT/results.jsonl
 
 trap cleanup EXIT INT TERM
 
-LISTEN_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+LISTEN_PORT=$(free_port)
 
 with_runqlat() { # CMD...: run CMD while libbpf-tools' runqlat traces the machine
 	local rc=0

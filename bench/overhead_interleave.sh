@@ -67,7 +67,7 @@ OUT=${OUT:-results/$(date -u +%Y%m%dT%H%M%SZ)-bench-overhead-interleave}
 mkdir -p "$OUT"
 trap cleanup EXIT INT TERM
 start_server "$(nproc)"
-LISTEN_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+LISTEN_PORT=$(free_port)
 case $MODE in
 listen) mode_args=(--listen "127.0.0.1:$LISTEN_PORT"); start_scraper ;;
 aggregate) mode_args=(--aggregate) ;;

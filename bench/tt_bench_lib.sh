@@ -10,6 +10,10 @@ num_arg() { # option value: a non-negative integer
 	echo "$2"
 }
 
+free_port() { # a loopback TCP port free now
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
 need_bin() { # path what-builds-it
 	[ -x "$1" ] || die "$1 missing: build first (cmake -S . -B build -G Ninja && cmake --build build)"
 }

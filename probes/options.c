@@ -11,6 +11,7 @@
 #include "cost.h"
 #include "exporter.h"
 #include "options.h"
+#include "registry.h"
 
 static const struct {
 	const char *name;
@@ -309,9 +310,13 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 		snprintf(err, len, "--top goes with --listen (it caps the exporter's series)");
 		return -EINVAL;
 	}
-	if (o->toggle_ms && (o->events & ~(TT_EV_RUNQ | TT_EV_SWITCH | TT_EV_OFFCPU))) {
-		snprintf(err, len, "--toggle-ms detaches the scheduler events only: use --events "
-			 "within runq,switch,offcpu");
+	if (o->toggle_ms && (o->events & registry_untoggled_events())) {
+		unsigned all = (TT_EV_SPANS << 1) - 1;
+		char fixed[128], ok[128];
+
+		options_events_str(o->events & registry_untoggled_events(), fixed, sizeof(fixed));
+		options_events_str(all & ~registry_untoggled_events(), ok, sizeof(ok));
+		snprintf(err, len, "--toggle-ms cannot detach %s: use --events within %s", fixed, ok);
 		return -EINVAL;
 	}
 	if (!cli->top_given)

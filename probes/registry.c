@@ -40,6 +40,18 @@ bool registry_has_event(unsigned event)
 	return false;
 }
 
+unsigned registry_untoggled_events(void)
+{
+	const struct tt_probe *mods[8];
+	int n = registry_modules(mods, 8);
+	unsigned events = 0;
+
+	for (int i = 0; i < n; i++)
+		if (!mods[i]->toggle)
+			events |= mods[i]->events;
+	return events;
+}
+
 unsigned long probe_ringbuf_bytes(const struct tt_opts *opts)
 {
 	unsigned long page = (unsigned long)sysconf(_SC_PAGESIZE);
