@@ -251,3 +251,34 @@ bool features_task_regs(void)
 			 libbpf_probe_bpf_helper(t, BPF_FUNC_get_current_task_btf, NULL) > 0;
 	return cached;
 }
+
+/* Does struct sched_info have every field runq_kacct_in() reads? */
+static bool sched_info_fields(const struct btf *btf)
+{
+	static const char *const want[] = { "pcount", "run_delay", "last_queued" };
+	const struct btf_member *m;
+	const struct btf_type *t;
+	int id = btf__find_by_name_kind(btf, "sched_info", BTF_KIND_STRUCT);
+	size_t found = 0;
+
+	if (id <= 0)
+		return false;
+	t = btf__type_by_id(btf, id);
+	m = btf_members(t);
+	for (int i = 0; i < btf_vlen(t); i++, m++)
+		for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++)
+			found += !strcmp(btf__name_by_offset(btf, m->name_off), want[k]);
+	return found == sizeof(want) / sizeof(want[0]);
+}
+
+bool features_sched_info(void)
+{
+	static int cached = -1;
+	const struct btf *btf;
+
+	if (cached < 0) {
+		btf = vmlinux_btf();
+		cached = btf && sched_info_fields(btf);
+	}
+	return cached;
+}

@@ -39,5 +39,9 @@ int features_percpu_layout(long *runqueues, long *preempt_count, long *current_t
 /* Can the chosen hook's programs read a task's user registers
  * (bpf_get_current_task_btf + bpf_task_pt_regs)? Wait reasons need them. */
 bool features_task_regs(void);
+/* Does the kernel keep its own run-queue wait accounting per task
+ * (CONFIG_SCHED_INFO: task->sched_info.run_delay, last_queued, pcount, the
+ * figures of /proc/PID/schedstat)? --aggregate reads its waits there. */
+bool features_sched_info(void);
 
 #endif

@@ -2,6 +2,7 @@
 #include "meta.h"
 #include "target.h"
 #include "features.h"
+#include "probe.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -152,14 +153,17 @@ static void write_options(FILE *f, const struct tt_meta *m)
 	fprintf(f, "]},\n");
 }
 
-/* How wait reasons and waker contexts were read (docs/probes.md, "Wait reasons"). */
-static void write_evidence(FILE *f)
+/* How wait reasons, run-queue waits and waker contexts were read
+ * (docs/probes.md, "Wait reasons", "Run-queue waits under --aggregate"). */
+static void write_evidence(FILE *f, const struct tt_meta *m)
 {
+	bool kacct = probe_runq_kacct(m->opts);
 	long rq, pc, co;
 
-	fprintf(f, "  \"evidence\": {\"wait_reason\": \"%s\", \"waker\": \"sched_waking\", "
-		"\"waker_ctx\": \"%s\"},\n",
+	fprintf(f, "  \"evidence\": {\"wait_reason\": \"%s\", \"runq_wait\": \"%s\", "
+		"\"waker\": \"%s\", \"waker_ctx\": \"%s\"},\n",
 		features_task_regs() ? "task_pt_regs" : "none",
+		kacct ? "sched_info" : "sched_waking", kacct ? "none" : "sched_waking",
 		features_task_regs() && !features_percpu_layout(&rq, &pc, &co) ? "preempt_count"
 									   : "idle_task_only");
 }
@@ -185,7 +189,7 @@ static void write_body(FILE *f, const struct tt_meta *m)
 	write_streams(f, m, "lost_events", 2);
 	write_streams(f, m, "unmatched_events", 3);
 	write_uprobe_hits(f, m);
-	write_evidence(f);
+	write_evidence(f, m);
 	fprintf(f, "  \"tool_versions\": {\"tailtrace\": \"%s\", \"libbpf\": \"%s\"},\n",
 		TT_VERSION, libbpf_version_string());
 	fprintf(f, "  \"wall_start\": \"%s\",\n  \"mono_start_ns\": %llu,\n  \"mono_end_ns\": %llu,\n",

@@ -123,6 +123,11 @@ void probe_share_maps_after_load(struct tt_ctx *ctx, struct bpf_object *obj);
  * runq traced and a typed hook (tp_btf, raw_tp), unless TAILTRACE_SPLIT_SWITCH
  * is set (one program per module, for comparisons). */
 bool probe_runq_in_sched(const struct tt_opts *opts);
+/* Are run-queue waits read from the kernel's own accounting
+ * (runq_switch.bpf.h, runq_kacct)? With --aggregate under tp_btf on a kernel
+ * with sched_info (features_sched_info), unless TAILTRACE_RUNQ_WAKING is set
+ * (waits from sched_waking, as the records measure them). */
+bool probe_runq_kacct(const struct tt_opts *opts);
 
 uint64_t probe_counter_sum(const struct bpf_map *map, __u32 idx);
 

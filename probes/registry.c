@@ -169,6 +169,12 @@ bool probe_runq_in_sched(const struct tt_opts *opts)
 	       !getenv("TAILTRACE_SPLIT_SWITCH");
 }
 
+bool probe_runq_kacct(const struct tt_opts *opts)
+{
+	return opts->aggregate && (opts->events & TT_EV_RUNQ) && features_hook() == TT_HOOK_TP_BTF &&
+	       features_sched_info() && !getenv("TAILTRACE_RUNQ_WAKING");
+}
+
 uint64_t probe_counter_sum(const struct bpf_map *map, __u32 idx)
 {
 	int ncpu = libbpf_num_possible_cpus();

@@ -127,6 +127,14 @@ static __always_inline int switch_task(bool btf, bool preempt, struct task_struc
 
 	if (!prev_traced && !next_traced)
 		return 0; /* no clock either: switch_clock.bpf.h */
+	if (btf && runq_kacct) { /* no clock at all: the kernel's (runq_switch.bpf.h) */
+		if (prev_traced)
+			runq_kacct_out(tt_thread_get(prev, true), prev, preempt || prev_state == TASK_RUNNING,
+				       prev_state == TASK_DEAD, (__u32)id, (__u32)(id >> 32));
+		if (next_traced)
+			runq_kacct_in(runq_kacct_slot(next), next);
+		return 0;
+	}
 	runq_on_switch(btf, prev, next, tt_switch_now((__u32)id, next_tid), prev_traced,
 		       preempt || prev_state == TASK_RUNNING, prev_state == TASK_DEAD, (__u32)id,
 		       (__u32)(id >> 32), next_traced, next_tid, false);

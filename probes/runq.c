@@ -68,6 +68,11 @@ static int runq_open(struct tt_ctx *ctx, struct runq_state *st)
 		bpf_program__set_autoload(st->skel->progs.runq_switch_btf, false);
 		bpf_program__set_autoload(st->skel->progs.runq_switch_raw, false);
 	}
+	st->skel->rodata->runq_kacct = probe_runq_kacct(o);
+	if (st->skel->rodata->runq_kacct) { /* the waits are the kernel's: no wakeup program */
+		bpf_program__set_autoload(st->skel->progs.runq_waking_btf, false);
+		bpf_program__set_autoload(st->skel->progs.runq_wakeup_new_btf, false);
+	}
 	err = err ?: probe_share_maps_before_load(ctx, st->skel->obj);
 	err = err ?: runq_bpf__load(st->skel);
 	if (!err)
@@ -175,8 +180,10 @@ static int runq_toggle(void *state, bool on)
 {
 	struct runq_state *st = state;
 
-	if (on)
+	if (on) {
+		st->skel->bss->runq_attach_gen++; /* runq_switch.bpf.h */
 		return runq_bpf__attach(st->skel);
+	}
 	runq_bpf__detach(st->skel);
 	return 0;
 }

@@ -34,6 +34,14 @@ struct runq_start {
 	__u8 waker_ctx;     /* enum tt_waker_ctx, of the open interval */
 	__u8 waking_ctx;    /* enum tt_waker_ctx, of t_waking_ns */
 	__u8 waking_on_cpu; /* the waking found the thread still on a CPU */
+	/* kernel accounting (--aggregate, runq_switch.bpf.h), at the last switch-out: */
+	__u8 switched_out;     /* seen, kind set; the switch-in not yet */
+	__u8 out_delayed;      /* it blocked, left queued (EEVDF delayed dequeue) */
+	__u8 pad[2];
+	__u32 out_migrations;  /* se.nr_migrations */
+	__u32 out_attach;      /* runq_attach_gen: attached since? */
+	__u32 pad2;
+	__u64 run_delay_ns;    /* sched_info.run_delay */
 };
 
 /* Per-CPU counters (runq_counters map, runq_switch.bpf.h). */

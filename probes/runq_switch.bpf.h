@@ -175,6 +175,125 @@ static __always_inline void runq_lhist_drain(struct tt_thread *th, __u32 tid, __
 	tt_lhist_drain(&th->h, TT_RUNQ_SUB_PREEMPT, &runq_hist, id, pid, TT_RUNQ_SUB_PREEMPT);
 }
 
+/* ---- --aggregate under tp_btf: the kernel's own accounting -------------
+ *
+ * With CONFIG_SCHED_INFO the scheduler keeps each task's run-queue wait
+ * itself (the figures of /proc/PID/schedstat): sched_info.last_queued is
+ * the rq clock at its enqueue (wakeup, creation, or a preemption's
+ * requeue), and each wait is added to sched_info.run_delay at the task's
+ * switch-in (sched_info_arrive), or at a dequeue while queued (migration).
+ * The sched_switch tracepoint fires before that switch-in is accounted, so
+ * next's wait is run_delay's growth since its last switch-out (the parts
+ * before a migration) plus rq clock - last_queued: what the kernel is about
+ * to add. No sched_waking or sched_wakeup_new program runs. The wait starts
+ * at the enqueue, as bcc's runqlat measures it (sched_wakeup), not at
+ * sched_waking as the records do (`perf sched`): a remote wakeup's IPI is
+ * not in it. */
+const volatile bool runq_kacct = false;
+/* Bumped by the loader before each attach after the first (--toggle-ms): a
+ * switch-out from before a detached stretch is not this thread's last. */
+__u32 runq_attach_gen = 0;
+
+/* sched_entity.sched_delayed (EEVDF's delayed dequeue, 6.12+), where the
+ * kernel has it: a task that blocked and is still queued. */
+struct sched_entity___delayed {
+	unsigned char sched_delayed;
+} __attribute__((preserve_access_index));
+
+static __always_inline bool runq_se_delayed(struct task_struct *t)
+{
+	struct sched_entity___delayed *se = (void *)&t->se;
+
+	return bpf_core_field_exists(se->sched_delayed) && se->sched_delayed;
+}
+
+/* May the kernel's total hold part of the thread's sleep? A thread that
+ * blocked but stayed queued (delayed dequeue) and was then migrated got its
+ * last_queued set by that migration while it slept (sched_info_enqueue):
+ * the kernel then counts the rest of the sleep as run-queue wait (seen here:
+ * a 2.6 s "wait" of a thread asleep in pthread_join). Such a wait is not
+ * counted (unmatched). */
+static __always_inline bool runq_kacct_tainted(const struct tt_thread *th,
+					       struct task_struct *t)
+{
+	return th->rq.kind == TT_RUNQ_WAKEUP && th->rq.out_delayed &&
+	       (__u32)t->se.nr_migrations != th->rq.out_migrations;
+}
+
+/* The histogram of the wait that follows the thread's last switch-out. */
+static __always_inline __u32 runq_kacct_sub(const struct tt_thread *th)
+{
+	return th->rq.kind == TT_RUNQ_PREEMPT ? TT_RUNQ_SUB_PREEMPT : TT_RUNQ_SUB_WAKEUP;
+}
+
+/* prev (traced) switched out: what its next wait is measured from. th: its
+ * slot (NULL: none could be made). */
+static __always_inline void runq_kacct_out(struct tt_thread *th, struct task_struct *prev,
+					   bool prev_runnable, bool prev_dead, __u32 tid,
+					   __u32 pid)
+{
+	if (!th) {
+		tt_count(&runq_counters, RUNQ_CNT_LOST); /* map full */
+		return;
+	}
+	if (th->rq.switched_out && th->rq.out_attach != runq_attach_gen)
+		th->rq.switched_out = 0; /* detached since: not a lost edge */
+	if (th->rq.switched_out) {
+		/* Its switch-in never reached the tracepoint (mostly an idle
+		 * CPU's: docs/probes.md, "Unmatched intervals"). The kernel
+		 * still added that wait to run_delay: counted all the same. */
+		tt_count(&runq_counters, RUNQ_CNT_UNMATCHED);
+		if (!runq_kacct_tainted(th, prev))
+			tt_lhist_add(&th->h, runq_kacct_sub(th),
+				     prev->sched_info.run_delay - th->rq.run_delay_ns);
+	}
+	th->rq.switched_out = !prev_dead;
+	if (prev_dead) { /* task storage goes with the task: move its histograms now */
+		runq_lhist_drain(th, tid, pid);
+		return;
+	}
+	th->rq.kind = prev_runnable ? TT_RUNQ_PREEMPT : TT_RUNQ_WAKEUP;
+	th->rq.out_delayed = !prev_runnable && runq_se_delayed(prev);
+	th->rq.out_migrations = (__u32)prev->se.nr_migrations;
+	th->rq.out_attach = runq_attach_gen;
+	th->rq.run_delay_ns = prev->sched_info.run_delay;
+}
+
+/* next's slot: made for a new thread (it never ran: its first wait is from
+ * its creation), else only found. */
+static __always_inline struct tt_thread *runq_kacct_slot(struct task_struct *next)
+{
+	return tt_thread_get(next, next->sched_info.pcount == 0);
+}
+
+/* next (traced) switched in: its wait since its switch-out, or since its
+ * creation. A thread whose switch-out came before tailtrace attached is
+ * skipped: its wait's kind is unknown. */
+static __always_inline void runq_kacct_in(struct tt_thread *th, struct task_struct *next)
+{
+	__u64 queued = next->sched_info.last_queued, wait = 0, clock;
+	bool new_task = next->sched_info.pcount == 0;
+
+	if (th && th->rq.switched_out && th->rq.out_attach != runq_attach_gen)
+		th->rq.switched_out = 0; /* out before a detached stretch: unknown since */
+	if (!th || (!th->rq.switched_out && !new_task))
+		return;
+	if (th->rq.switched_out && runq_kacct_tainted(th, next)) {
+		tt_count(&runq_counters, RUNQ_CNT_UNMATCHED);
+		th->rq.switched_out = 0;
+		return;
+	}
+	if (th->rq.switched_out)
+		wait = next->sched_info.run_delay - th->rq.run_delay_ns;
+	if (queued) {
+		clock = next->se.cfs_rq->rq->clock; /* this CPU's: next is on it */
+		if (clock > queued)
+			wait += clock - queued;
+	}
+	tt_lhist_add(&th->h, th->rq.switched_out ? runq_kacct_sub(th) : TT_RUNQ_SUB_WAKEUP, wait);
+	th->rq.switched_out = 0;
+}
+
 /* A task iterator (SEC "iter/task") named name that calls drain(th, tid,
  * tgid) on every thread with a slot; it writes nothing (aggregate_drain). */
 #define TT_THREAD_DRAIN_ITER(name, drain)                                        \

@@ -360,13 +360,21 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 		return 0; /* no clock either: switch_clock.bpf.h */
 	now = shared_clock ? tt_switch_now((__u32)id, next_tid) : bpf_ktime_get_ns();
 	if (btf) { /* one slot per thread for both parts */
+		bool kacct = with_runq && runq_kacct;
 		struct tt_thread *tp = prev_traced ? tt_thread_get(prev, true) : NULL;
-		struct tt_thread *tn = next_traced ? tt_thread_get(next, false) : NULL;
+		struct tt_thread *tn = !next_traced ? NULL :
+				       kacct	    ? runq_kacct_slot(next) :
+							tt_thread_get(next, false);
 
-		if (with_runq && prev_traced)
+		if (kacct && prev_traced)
+			runq_kacct_out(tp, prev, !blocked, prev_state == TASK_DEAD, (__u32)id,
+				       (__u32)(id >> 32));
+		if (kacct && next_traced)
+			runq_kacct_in(tn, next);
+		if (with_runq && !kacct && prev_traced)
 			runq_switch_out(btf, tp ? &tp->rq : NULL, now, !blocked,
 					prev_state == TASK_DEAD, (__u32)id, (__u32)(id >> 32), false);
-		if (with_runq && next_traced)
+		if (with_runq && !kacct && next_traced)
 			runq_switch_in(btf, tn ? &tn->rq : NULL, next_tid, now);
 		if (prev_traced)
 			on_switch_out(ctx, btf, tp ? &tp->off : NULL, now, (__u32)id,

@@ -87,6 +87,7 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 		err = bpf_map__set_max_entries(s->maps.offcpu_hist, 1) ?:
 		      bpf_map__set_max_entries(s->maps.migrate_hist, 1);
 	s->rodata->with_runq = probe_runq_in_sched(o);
+	s->rodata->runq_kacct = probe_runq_kacct(o);
 	/* the only sched_switch program unless runq's own runs beside it */
 	s->rodata->shared_clock = (o->events & TT_EV_RUNQ) && !s->rodata->with_runq;
 	/* runq's state (runq_switch.bpf.h), made here when sched loads first:
@@ -288,8 +289,10 @@ static int sched_toggle(void *state, bool on)
 {
 	struct sched_state *st = state;
 
-	if (on)
+	if (on) {
+		st->skel->bss->runq_attach_gen++; /* runq_switch.bpf.h */
 		return sched_bpf__attach(st->skel);
+	}
 	sched_bpf__detach(st->skel);
 	return 0;
 }

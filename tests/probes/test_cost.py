@@ -24,9 +24,9 @@ LINE = re.compile(r"^tailtrace: cost: BPF ([\d.]+) ms \(([\d.]+) us/event(?:; sa
                   r"((?:; \w+ programs skipped \d+ times \(recursion\))*)$", re.M)
 
 
-def run_cost(tmp_path, *extra: str, n: int = N, usec: int = USEC):
+def run_cost(tmp_path, *extra: str, n: int = N, usec: int = USEC, env: dict | None = None):
     p = tailtrace(tmp_path, "--events", "runq,switch", *extra, "--", helper("sleeper"), str(n),
-                  str(usec))
+                  str(usec), env=env)
     assert p.returncode == 0, p.stderr
     m = meta(tmp_path)
     if m["cost"]["bpf"] is None:
@@ -45,6 +45,9 @@ def check_totals(m: dict, stderr: str):
         assert cost["bpf_total_ns"] == pytest.approx(
             cost["bpf_measured_ns"] * cost["traced_wall_ns"] / cost["bpf_sampled_ns"], rel=1e-6)
     for name, v in bpf.items():
+        if not v["run_cnt"]:  # a module whose programs never ran
+            assert v["run_time_ns"] == 0 and v["ns_per_run"] is None, name
+            continue
         assert v["ns_per_run"] == pytest.approx(v["run_time_ns"] / v["run_cnt"], rel=1e-3), name
     # traced = while the target ran (the poll loop); the files written after are not
     assert 0 < cost["traced_wall_ns"] <= m["mono_end_ns"] - m["mono_start_ns"]
@@ -85,8 +88,25 @@ def test_cost_records(tmp_path):
 
 
 def test_cost_aggregate(tmp_path):
-    """No records in aggregate mode, but the programs still ran once per event."""
+    """No records in aggregate mode, and no wakeup program: the run-queue waits come from
+    the kernel's own accounting, read by the switch program (sched's), which runs once
+    per switch; runq's programs never run."""
     m, stderr = run_cost(tmp_path, "--aggregate", "--bpf-stats", "always")
+    if m["evidence"]["runq_wait"] != "sched_info":
+        pytest.skip("no tp_btf or no sched_info here: test_cost_aggregate_waking covers it")
+    bpf = m["cost"]["bpf"]
+    assert bpf["sched"]["run_cnt"] >= max(m["events"]["switch"], m["events"]["runq"], N)
+    assert bpf["sched"]["run_time_ns"] > 0
+    assert bpf["runq"]["run_cnt"] == 0, bpf
+    check_totals(m, stderr)
+
+
+def test_cost_aggregate_waking(tmp_path):
+    """The same with waits from sched_waking (TAILTRACE_RUNQ_WAKING): the programs still
+    ran once per event."""
+    m, stderr = run_cost(tmp_path, "--aggregate", "--bpf-stats", "always",
+                         env={"TAILTRACE_RUNQ_WAKING": "1"})
+    assert m["evidence"]["runq_wait"] == "sched_waking"
     bpf = m["cost"]["bpf"]
     assert bpf["sched"]["run_cnt"] >= max(m["events"]["switch"], N)
     assert bpf["runq"]["run_cnt"] >= max(m["events"]["runq"], N)

@@ -8,11 +8,12 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from tt_run import helper, json_lines, meta, needs_root, tailtrace
+from tt_run import TAILTRACE, helper, json_lines, meta, needs_root, tailtrace
 
 pytestmark = needs_root
 N, USEC = 1000, 100
@@ -61,9 +62,10 @@ def test_one_runq_program_per_wakeup(tmp_path, mode):
     """A wait starts at sched_waking and no sched_wakeup program runs: each
     sleep is two switches (sleeper out, sleeper in) and one wakeup, so runq's
     programs run about half as often as sched's (with both wakeup hooks: as
-    often)."""
+    often). --aggregate measures from sched_waking too with TAILTRACE_RUNQ_WAKING
+    (without it, under tp_btf, no runq program runs at all: test_cost_aggregate)."""
     p = tailtrace(tmp_path, *mode, "--bpf-stats", "always", "--", helper("sleeper"), str(N),
-                  str(USEC), "0", "rt")
+                  str(USEC), "0", "rt", env={"TAILTRACE_RUNQ_WAKING": "1"})
     assert p.returncode == 0, p.stderr
     bpf = meta(tmp_path)["cost"]["bpf"]
     assert bpf["sched"]["run_cnt"] >= 2 * N * 0.9
@@ -85,6 +87,51 @@ def test_pinned_spinners_wait_two_thirds_in_the_histogram(tmp_path):
         # other threads' 100 ms RR slices before it starts
         assert waited * 0.95 <= h["sum_ns"] <= waited * 1.05 + 200e6, (h["sum_ns"], waited)
         assert h["count"] >= th["nivcsw"] - 1
+
+
+def children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_runq_sums_are_the_kernels_run_delay_across_migrations(tmp_path):
+    """Three SCHED_RR spinners on one CPU; 0.7 s in, two of them are moved to the other CPU,
+    so at least one moves while queued (only one runs at a time): the kernel splits that
+    wait at the migration. Each thread's histogram sum must still be its whole run-queue
+    wait as the kernel accounts it (/proc/thread-self/schedstat run_delay, read by the
+    thread at the end of its window: an oracle independent of tailtrace), plus at most the
+    waits between that read and its exit (two RR slices). This holds to 0.1 % even when
+    switch-ins never reach the tracepoint (an idle CPU's often do not here: the
+    moved threads' first runs): the kernel's own total still has those waits."""
+    cpu = max(os.sched_getaffinity(0))
+    other = min(os.sched_getaffinity(0))
+    if cpu == other:
+        pytest.skip("needs two CPUs")
+    p = subprocess.Popen([str(TAILTRACE), "--out", str(tmp_path), "--aggregate", "--events",
+                          "runq,switch", "--", helper("busy"), "3", "1.5", str(cpu)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.7)
+        busy, = children(p.pid)
+        workers = sorted(int(t) for t in os.listdir(f"/proc/{busy}/task") if int(t) != busy)
+        assert len(workers) == 3, workers
+        for tid in workers[:2]:
+            os.sched_setaffinity(tid, {other})
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    threads = json_lines(out)
+    if any(t["run_delay_ns"] < 0 for t in threads):
+        pytest.skip("the kernel has no sched_info (CONFIG_SCHED_INFO)")
+    assert meta(tmp_path)["hooks"]["runq"] == "tp_btf"
+    agg = json.loads((tmp_path / "aggregate.json").read_text())["metrics"]["runq"]
+    for t in threads:
+        h, = [x for x in agg["threads"] if x["tid"] == t["tid"]]
+        rd = t["run_delay_ns"]
+        assert rd > 0.2e9, "the spinners hardly waited: nothing to check"
+        assert rd * 0.999 - 1e5 <= h["sum_ns"] <= rd + 250e6, (t["tid"], h["sum_ns"], rd)
 
 
 def vcsw(tid: int) -> int:
