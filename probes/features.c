@@ -252,13 +252,13 @@ bool features_task_regs(void)
 	return cached;
 }
 
-/* Does struct sched_info have every field runq_kacct_in() reads? */
-static bool sched_info_fields(const struct btf *btf)
+/* Does struct `name` have every member in want[n]? */
+static bool btf_has_members(const struct btf *btf, const char *name, const char *const *want,
+			    size_t n)
 {
-	static const char *const want[] = { "pcount", "run_delay", "last_queued" };
 	const struct btf_member *m;
 	const struct btf_type *t;
-	int id = btf__find_by_name_kind(btf, "sched_info", BTF_KIND_STRUCT);
+	int id = btf__find_by_name_kind(btf, name, BTF_KIND_STRUCT);
 	size_t found = 0;
 
 	if (id <= 0)
@@ -266,9 +266,23 @@ static bool sched_info_fields(const struct btf *btf)
 	t = btf__type_by_id(btf, id);
 	m = btf_members(t);
 	for (int i = 0; i < btf_vlen(t); i++, m++)
-		for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++)
+		for (size_t k = 0; k < n; k++)
 			found += !strcmp(btf__name_by_offset(btf, m->name_off), want[k]);
-	return found == sizeof(want) / sizeof(want[0]);
+	return found == n;
+}
+
+/* Every field runq_kacct_*() reads (runq_switch.bpf.h); se.cfs_rq only
+ * exists with CONFIG_FAIR_GROUP_SCHED. */
+static bool sched_info_fields(const struct btf *btf)
+{
+	static const char *const info[] = { "pcount", "run_delay", "last_queued" };
+	static const char *const se[] = { "cfs_rq", "nr_migrations" };
+	static const char *const cfs_rq[] = { "rq" };
+	static const char *const rq[] = { "clock" };
+
+	return btf_has_members(btf, "sched_info", info, 3) &&
+	       btf_has_members(btf, "sched_entity", se, 2) &&
+	       btf_has_members(btf, "cfs_rq", cfs_rq, 1) && btf_has_members(btf, "rq", rq, 1);
 }
 
 bool features_sched_info(void)

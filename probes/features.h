@@ -41,7 +41,9 @@ int features_percpu_layout(long *runqueues, long *preempt_count, long *current_t
 bool features_task_regs(void);
 /* Does the kernel keep its own run-queue wait accounting per task
  * (CONFIG_SCHED_INFO: task->sched_info.run_delay, last_queued, pcount, the
- * figures of /proc/PID/schedstat)? --aggregate reads its waits there. */
+ * figures of /proc/PID/schedstat), with the run-queue clock reachable from a
+ * task (se.cfs_rq->rq->clock: CONFIG_FAIR_GROUP_SCHED)? --aggregate reads its
+ * waits there. */
 bool features_sched_info(void);
 
 #endif
