@@ -80,8 +80,10 @@ cleanup() { # trap handler: stop the servers we started, remove TMP, keep the ex
 	exit "$rc"
 }
 
-start_server() { # workers: orders-server on an ephemeral port
-	"$BUILD/workloads/server/orders-server" --port 0 --workers "$1" \
+start_server() { # workers [orders-server options...]: orders-server on an ephemeral port
+	local workers=$1
+	shift
+	"$BUILD/workloads/server/orders-server" --port 0 --workers "$workers" "$@" \
 		>"$TMP/server.out" 2>"$TMP/server.err" &
 	SERVER_PID=$!
 	local i

@@ -24,6 +24,7 @@ MODELS=naive,pool,async
 REQUESTS=0            # 0: httpload runs --duration like wrk
 POOL_WORKERS=20
 SERVER_WORKERS=$(nproc)
+SERVER_SPIN_US=0
 WRK_THREADS=2
 WARMUP_S=1
 NGINX=1
@@ -41,6 +42,8 @@ usage: bench/workloads.sh [options]
   --requests R        httpload runs R requests instead of --duration (default: off)
   --pool-workers W    httpload --workers for the pool model (default $POOL_WORKERS)
   --server-workers N  orders-server --workers, and nginx worker_processes (default $SERVER_WORKERS)
+  --server-spin-us U  orders-server --spin-us: its workers poll U us before sleeping
+                      (default $SERVER_SPIN_US)
   --wrk-threads T     wrk -t (default $WRK_THREADS)
   --warmup S          wrk warm-up of each server before measuring, 0 = none (default $WARMUP_S)
   --no-nginx          skip the orders-server vs nginx comparison
@@ -60,6 +63,7 @@ while [ "$#" -gt 0 ]; do
 	--requests) REQUESTS=$(num_arg "$1" "${2-}"); shift ;;
 	--pool-workers) POOL_WORKERS=$(num_arg "$1" "${2-}"); shift ;;
 	--server-workers) SERVER_WORKERS=$(num_arg "$1" "${2-}"); shift ;;
+	--server-spin-us) SERVER_SPIN_US=$(num_arg "$1" "${2-}"); shift ;;
 	--wrk-threads) WRK_THREADS=$(num_arg "$1" "${2-}"); shift ;;
 	--warmup) WARMUP_S=$(num_arg "$1" "${2-}"); shift ;;
 	--no-nginx) NGINX=0 ;;
@@ -191,13 +195,13 @@ warm_up() { # port
 }
 
 # ---- the run ---------------------------------------------------------------
-start_server "$SERVER_WORKERS"
+start_server "$SERVER_WORKERS" --spin-us "$SERVER_SPIN_US"
 [ "$NGINX" = 0 ] || start_nginx
 {
 	echo "bench/workloads.sh $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "  $(uname -sr), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "  duration ${DURATION_S}s x $REPEATS rounds, conns $CONNS, models $MODELS, pool workers $POOL_WORKERS"
-	echo "  orders-server workers=$SERVER_WORKERS port $SERVER_PORT; wrk -t$WRK_THREADS; nginx: $([ "$NGINX" = 1 ] && echo "port $NGINX_PORT" || echo skipped)"
+	echo "  orders-server workers=$SERVER_WORKERS spin-us=$SERVER_SPIN_US port $SERVER_PORT; wrk -t$WRK_THREADS; nginx: $([ "$NGINX" = 1 ] && echo "port $NGINX_PORT" || echo skipped)"
 	echo "  raw results: $RESULTS"
 } | tee "$OUT/run.txt"
 warm_up "$SERVER_PORT"

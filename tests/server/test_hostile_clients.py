@@ -539,7 +539,8 @@ def test_max_conns_flag_and_timeout_flags_in_help():
                        (["--max-conns", "99999999"], "--max-conns"),
                        (["--request-timeout-ms", "-1"], "--request-timeout-ms"),
                        (["--idle-timeout-ms", "1e3"], "--idle-timeout-ms"),
-                       (["--idle-timeout-ms"], "--idle-timeout-ms")]:
+                       (["--idle-timeout-ms"], "--idle-timeout-ms"),
+                       (["--spin-us", "1001"], "--spin-us"), (["--spin-us", "-5"], "--spin-us")]:
         p = subprocess.run([exe, *args], capture_output=True, text=True, timeout=IO_TIMEOUT_S)
         assert p.returncode == 2, args
         assert p.stderr.count("\n") == 1 and word in p.stderr, p.stderr

@@ -384,6 +384,38 @@ def test_service_us_burns_worker_cpu():
         assert srv.stop()[0] == 0
 
 
+def voluntary_switches(tid: int) -> int:
+    status = Path(f"/proc/{tid}/status").read_text()
+    return int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
+
+
+@pytest.mark.parametrize("spin_us", [0, 1000])
+def test_spin_us_keeps_the_worker_awake_between_requests(spin_us):
+    """One worker, one keep-alive client sending its next request as soon as the reply is
+    in (well within 1 ms): without --spin-us the worker sleeps in epoll_wait after every
+    reply and is woken for the next request, one voluntary switch a request (the kernel's
+    own count); with --spin-us 1000 it is still polling when the request comes."""
+    n = 300
+    srv = Server("--workers", "1", "--spin-us", str(spin_us))
+    try:
+        tid = srv.worker_tids()["orders-w0"]
+        with srv.connect() as s:
+            r = Reader(s)
+            s.sendall(request("GET", "/health"))  # connected and served: counts start here
+            assert r.response()[0] == 200
+            before = voluntary_switches(tid)
+            for _ in range(n):
+                s.sendall(request("POST", "/orders", ORDER))
+                assert r.response()[0] == 200
+            slept = voluntary_switches(tid) - before
+    finally:
+        assert srv.stop()[0] == 0
+    if spin_us:
+        assert slept <= n // 10, slept
+    else:
+        assert slept >= n // 2, slept
+
+
 @pytest.mark.parametrize("sig, work", [(signal.SIGTERM, "--sleep-us"), (signal.SIGINT, "--sleep-us"),
                                        (signal.SIGTERM, "--service-us")])
 def test_signal_stops_promptly_mid_request(sig, work):

@@ -25,6 +25,7 @@
 #define DEFAULT_REQUEST_TIMEOUT_MS 10000
 #define DEFAULT_IDLE_TIMEOUT_MS 60000
 #define MAX_TIMEOUT_MS 86400000 /* a day */
+#define MAX_SPIN_US 1000
 #define MAX_WORKERS 1024
 #define FDS_PER_WORKER 2 /* its listener and epoll */
 #define FDS_SPARE 16     /* stdio, the eventfd, whatever a library opens */
@@ -46,10 +47,14 @@ static void usage(FILE *f)
 		"                      counted from its first byte (the first one: from connect);\n"
 		"                      late: 408 and close, or just close if nothing came\n"
 		"  --idle-timeout-ms N close keep-alive connections idle N ms (default %d; 0 = off)\n"
+		"  --spin-us N         after handling events, poll N us more (yielding the CPU\n"
+		"                      between polls) before sleeping, so a client's next request\n"
+		"                      does not have to wake a worker (default 0: sleep at once;\n"
+		"                      max %d)\n"
 		"  -h, --help          this help\n"
 		"Routes: POST /orders (JSON object body), GET /health.\n",
 		DEFAULT_PORT, MAX_WORKERS, DEFAULT_BACKLOG, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNS,
-		DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_MS);
+		DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_MS, MAX_SPIN_US);
 }
 
 /* Bad command line: one line naming the fix, exit 2. */
@@ -110,6 +115,7 @@ static void parse_args(int argc, char **argv, struct server_config *cfg)
 		{ "max-conns", required_argument, NULL, 'C' },
 		{ "request-timeout-ms", required_argument, NULL, 'R' },
 		{ "idle-timeout-ms", required_argument, NULL, 'I' },
+		{ "spin-us", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -128,6 +134,7 @@ static void parse_args(int argc, char **argv, struct server_config *cfg)
 		case 'C': cfg->max_conns = (int)parse_num("--max-conns", optarg, 1, 1 << 24); break;
 		case 'R': cfg->request_timeout_ms = (uint32_t)parse_num("--request-timeout-ms", optarg, 0, MAX_TIMEOUT_MS); break;
 		case 'I': cfg->idle_timeout_ms = (uint32_t)parse_num("--idle-timeout-ms", optarg, 0, MAX_TIMEOUT_MS); break;
+		case 'P': cfg->spin_us = (uint32_t)parse_num("--spin-us", optarg, 0, MAX_SPIN_US); break;
 		case 'h': usage(stdout); exit(0);
 		case ':': die_usage("%s needs a value%s", argv[optind - 1], "");
 		/* fallthrough */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -261,6 +262,27 @@ static int worker_add_fd(struct worker *w, int fd, void *tag)
 	return epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
+/* The next events: with --spin-us, polled (the CPU yielded between polls,
+ * so a runnable client on this CPU goes first) for up to spin_us before the
+ * worker sleeps. A request that arrives meanwhile costs its client no wakeup
+ * of a sleeping worker, and the worker no switch back in (docs/workloads.md). */
+static int worker_wait(struct worker *w, struct epoll_event *evs, int timeout_ms)
+{
+	uint64_t spin_ns = (uint64_t)w->srv->cfg.spin_us * 1000, t0;
+	int n;
+
+	if (timeout_ms && spin_ns) {
+		t0 = tt_now_ns();
+		do {
+			n = epoll_wait(w->epoll_fd, evs, EVENTS_PER_WAIT, 0);
+			if (n)
+				return n;
+			sched_yield();
+		} while (tt_now_ns() - t0 < spin_ns);
+	}
+	return epoll_wait(w->epoll_fd, evs, EVENTS_PER_WAIT, timeout_ms);
+}
+
 static int worker_loop(struct worker *w)
 {
 	struct epoll_event evs[EVENTS_PER_WAIT];
@@ -268,7 +290,7 @@ static int worker_loop(struct worker *w)
 
 	for (;;) {
 		timeout_ms = w->again ? 0 : tmo_armed(&w->open) ? TIMEOUT_SCAN_MS : -1;
-		n = epoll_wait(w->epoll_fd, evs, EVENTS_PER_WAIT, timeout_ms);
+		n = worker_wait(w, evs, timeout_ms);
 		if (n < 0 && errno != EINTR)
 			return -errno;
 		w->now_ns = tt_now_ns();

@@ -21,6 +21,7 @@ struct server_config {
 	int max_conns;               /* open connections, all workers */
 	uint32_t request_timeout_ms; /* first request, or a partial one: 408; 0: none */
 	uint32_t idle_timeout_ms;    /* keep-alive between requests: close; 0: none */
+	uint32_t spin_us;            /* poll this long, yielding, before sleeping; 0: none */
 	struct orders_config orders; /* stop_fd, stopping: filled in by server_start */
 };
 
