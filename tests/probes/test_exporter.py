@@ -104,6 +104,12 @@ def spinners(linger_s: float = 60):
             p.stdin.close()
 
 
+def nonvoluntary(tid: int) -> int:
+    """The thread's involuntary context switches, as the kernel counts them."""
+    status = Path(f"/proc/{tid}/task/{tid}/status").read_text()
+    return int(re.search(r"^nonvoluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
+
+
 def spin_result(stdout) -> list[dict]:
     """The spinners' JSON lines from their stdout, once they are done (then they sleep)."""
     return [json.loads(read_line(stdout, r"^\{", 30)) for _ in range(THREADS)]
@@ -139,6 +145,7 @@ def test_exposition_counts_the_spinners(tmp_path):
         threads = spin_result(busy.stdout)
         time.sleep(0.3)  # the last switches of the spinners' exit
         text = scrape(url)
+        main_nivcsw = nonvoluntary(busy.pid)
     if shutil.which("promtool"):
         check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                                text=True)
@@ -147,11 +154,16 @@ def test_exposition_counts_the_spinners(tmp_path):
     pid = str(busy.pid)
     (labels, invol), = pick(s, "tailtrace_context_switches_total", pid=pid, kind="involuntary")
     assert labels["comm"] == "tt-busy"
-    # every involuntary switch the kernel counted is a preemption with a run-queue wait
+    # every involuntary switch the kernel counted is a preemption with a run-queue wait: the
+    # spinners' (read at the end of their windows: one more each as they exit, measured
+    # +3 in 8 of 8 runs) and the main thread's (while it starts them). A switch-in that never
+    # reached the tracepoint is unmatched; its wait is still counted when the kernel's own
+    # accounting is read (--listen under tp_btf), else not.
     nivcsw = sum(t["nivcsw"] for t in threads)
     assert nivcsw >= 10, "the spinners were hardly preempted: nothing to check"
     unmatched = sum(v for _, v in pick(s, "tailtrace_unmatched_events_total"))
-    assert nivcsw - unmatched <= invol <= nivcsw + 3, (invol, nivcsw, unmatched)
+    assert nivcsw - unmatched <= invol <= nivcsw + 3 + main_nivcsw + unmatched, (
+        invol, nivcsw, unmatched, main_nivcsw)
     # ... and it lasts two other threads' 100 ms RR slices: the median in (131, 262] ms
     buckets = sorted((float(l["le"]), v) for l, v in pick(
         s, "tailtrace_runqueue_latency_seconds_bucket", pid=pid, kind="preempt"))
