@@ -128,6 +128,10 @@ bool probe_runq_in_sched(const struct tt_opts *opts);
  * with sched_info (features_sched_info), unless TAILTRACE_RUNQ_WAKING is set
  * (waits from sched_waking, as the records measure them). */
 bool probe_runq_kacct(const struct tt_opts *opts);
+/* A module's tt_probe.toggle for its skeleton: detach every program, or bump
+ * its runq_attach_gen (runq_switch.bpf.h: switch-outs from before the
+ * detached stretch are stale) and attach them again. 0 or a negative errno. */
+int probe_toggle_skeleton(struct bpf_object_skeleton *skel, __u32 *attach_gen, bool on);
 
 uint64_t probe_counter_sum(const struct bpf_map *map, __u32 idx);
 

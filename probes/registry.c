@@ -175,6 +175,16 @@ bool probe_runq_kacct(const struct tt_opts *opts)
 	       features_sched_info() && !getenv("TAILTRACE_RUNQ_WAKING");
 }
 
+int probe_toggle_skeleton(struct bpf_object_skeleton *skel, __u32 *attach_gen, bool on)
+{
+	if (on) {
+		(*attach_gen)++;
+		return bpf_object__attach_skeleton(skel);
+	}
+	bpf_object__detach_skeleton(skel);
+	return 0;
+}
+
 uint64_t probe_counter_sum(const struct bpf_map *map, __u32 idx)
 {
 	int ncpu = libbpf_num_possible_cpus();

@@ -180,12 +180,7 @@ static int runq_toggle(void *state, bool on)
 {
 	struct runq_state *st = state;
 
-	if (on) {
-		st->skel->bss->runq_attach_gen++; /* runq_switch.bpf.h */
-		return runq_bpf__attach(st->skel);
-	}
-	runq_bpf__detach(st->skel);
-	return 0;
+	return probe_toggle_skeleton(st->skel->skeleton, &st->skel->bss->runq_attach_gen, on);
 }
 
 const struct tt_probe probe_runq = {

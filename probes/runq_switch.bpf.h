@@ -220,6 +220,16 @@ static __always_inline bool runq_kacct_tainted(const struct tt_thread *th,
 	       (__u32)t->se.nr_migrations != th->rq.out_migrations;
 }
 
+/* Is the thread's last switch-out pending, and from this attach? One from
+ * before a detached stretch (--toggle-ms) is forgotten: what came between
+ * is unknown, not a lost edge. */
+static __always_inline bool runq_kacct_out_pending(struct tt_thread *th)
+{
+	if (th->rq.switched_out && th->rq.out_attach != runq_attach_gen)
+		th->rq.switched_out = 0;
+	return th->rq.switched_out;
+}
+
 /* The histogram of the wait that follows the thread's last switch-out. */
 static __always_inline __u32 runq_kacct_sub(const struct tt_thread *th)
 {
@@ -236,9 +246,7 @@ static __always_inline void runq_kacct_out(struct tt_thread *th, struct task_str
 		tt_count(&runq_counters, RUNQ_CNT_LOST); /* map full */
 		return;
 	}
-	if (th->rq.switched_out && th->rq.out_attach != runq_attach_gen)
-		th->rq.switched_out = 0; /* detached since: not a lost edge */
-	if (th->rq.switched_out) {
+	if (runq_kacct_out_pending(th)) {
 		/* Its switch-in never reached the tracepoint (mostly an idle
 		 * CPU's: docs/probes.md, "Unmatched intervals"). The kernel
 		 * still added that wait to run_delay: counted all the same. */
@@ -274,9 +282,7 @@ static __always_inline void runq_kacct_in(struct tt_thread *th, struct task_stru
 	__u64 queued = next->sched_info.last_queued, wait = 0, clock;
 	bool new_task = next->sched_info.pcount == 0;
 
-	if (th && th->rq.switched_out && th->rq.out_attach != runq_attach_gen)
-		th->rq.switched_out = 0; /* out before a detached stretch: unknown since */
-	if (!th || (!th->rq.switched_out && !new_task))
+	if (!th || (!runq_kacct_out_pending(th) && !new_task))
 		return;
 	if (th->rq.switched_out && runq_kacct_tainted(th, next)) {
 		tt_count(&runq_counters, RUNQ_CNT_UNMATCHED);

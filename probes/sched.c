@@ -289,12 +289,7 @@ static int sched_toggle(void *state, bool on)
 {
 	struct sched_state *st = state;
 
-	if (on) {
-		st->skel->bss->runq_attach_gen++; /* runq_switch.bpf.h */
-		return sched_bpf__attach(st->skel);
-	}
-	sched_bpf__detach(st->skel);
-	return 0;
+	return probe_toggle_skeleton(st->skel->skeleton, &st->skel->bss->runq_attach_gen, on);
 }
 
 const struct tt_probe probe_sched = {
