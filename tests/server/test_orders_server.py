@@ -391,10 +391,12 @@ def voluntary_switches(tid: int) -> int:
 
 @pytest.mark.parametrize("spin_us", [0, 1000])
 def test_spin_us_keeps_the_worker_awake_between_requests(spin_us):
-    """One worker, one keep-alive client sending its next request as soon as the reply is
-    in (well within 1 ms): without --spin-us the worker sleeps in epoll_wait after every
-    reply and is woken for the next request, one voluntary switch a request (the kernel's
-    own count); with --spin-us 1000 it is still polling when the request comes."""
+    """One worker, one keep-alive client sending its next request 0.2 ms after the reply
+    (well within 1 ms, and long enough for even a sanitizer build's worker to be done:
+    sent at once, the next request caught a TSan worker still awake 123-170 times in 300):
+    without --spin-us the worker sleeps in epoll_wait after every reply and is woken for
+    the next request, one voluntary switch a request (the kernel's own count); with
+    --spin-us 1000 it is still polling when the request comes."""
     n = 300
     srv = Server("--workers", "1", "--spin-us", str(spin_us))
     try:
@@ -407,6 +409,7 @@ def test_spin_us_keeps_the_worker_awake_between_requests(spin_us):
             for _ in range(n):
                 s.sendall(request("POST", "/orders", ORDER))
                 assert r.response()[0] == 200
+                time.sleep(0.0002)
             slept = voluntary_switches(tid) - before
     finally:
         assert srv.stop()[0] == 0
