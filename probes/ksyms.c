@@ -70,7 +70,8 @@ struct tt_ksyms *ksyms_load(void)
 		}
 	}
 	fclose(f);
-	qsort(k->syms, k->n, sizeof(*k->syms), ksym_cmp);
+	if (k->n) /* kptr_restrict hides every address */
+		qsort(k->syms, k->n, sizeof(*k->syms), ksym_cmp);
 	return k;
 }
 

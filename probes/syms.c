@@ -225,7 +225,8 @@ static void file_load(struct elf_file *f)
 	    elf_for_each_func(elf, collect_sym, &c) == 0) {
 		for (size_t i = 0; i < c.n; i++)
 			c.syms[i].name = c.strs + (uintptr_t)c.syms[i].name;
-		qsort(c.syms, c.n, sizeof(*c.syms), sym_cmp);
+		if (c.n) /* a stripped file may hold no function at all */
+			qsort(c.syms, c.n, sizeof(*c.syms), sym_cmp);
 		f->syms = c.syms, f->nsyms = c.n, f->strs = c.strs;
 	} else {
 		free(c.syms);

@@ -67,6 +67,17 @@ def test_resolve_own_and_libc_addresses(exe):
     assert got["[unknown]"] == "[unknown] (0x10)"
 
 
+def test_stripped_executable_resolves_to_file_offsets(tmp_path):
+    """No function symbol left at all (strip -s, nothing exported): frames
+    fall back to file+offset, the offset readelf gives the unstripped copy."""
+    stripped = tmp_path / "stripped_check"
+    subprocess.run(["strip", "-s", "-o", str(stripped), str(CHECK)], check=True)
+    got = dict(l.split("\t") for l in run(stripped, "self").splitlines())
+    off = readelf_offset(str(CHECK), "syms_check_target")
+    assert got["syms_check_target+0x0"] == f"[unknown] (stripped_check+{off:#x})"
+    assert got["syms_check_target+0x5"] == f"[unknown] (stripped_check+{off + 5:#x})"
+
+
 def test_snapshot_survives_exit():
     out = run(CHECK, "exited")
     assert "refresh_after_exit=-2" in out  # /proc/PID/maps gone: ENOENT
