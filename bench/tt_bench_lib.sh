@@ -1,6 +1,6 @@
 # Shared by bench/oracle_perf_sched.sh, bench/overhead.sh, bench/overhead_interleave.sh,
-# bench/workloads.sh, bench/exporter_soak.sh and bench/pipe_cost.sh (sourced, not run). Needs: ME
-# (script name), BUILD, TMP (for cleanup and start_server). Sets SERVER_PID,
+# bench/workloads.sh, bench/exporter_soak.sh, bench/pipe_cost.sh and bench/cpu_per_request.sh
+# (sourced, not run). Needs: ME (script name), BUILD, TMP (for cleanup and start_server). Sets SERVER_PID,
 # SERVER_PORT; start_tracer sets TRACER; need_load_bins sets TAILTRACE and HTTPLOAD.
 
 die() { echo "$ME: $*" >&2; exit 2; }

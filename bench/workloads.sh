@@ -24,7 +24,8 @@ MODELS=naive,pool,async
 REQUESTS=0            # 0: httpload runs --duration like wrk
 POOL_WORKERS=20
 SERVER_WORKERS=$(nproc)
-SERVER_SPIN_US=0
+SERVER_SPIN_US=30    # a client-throughput bench: the server polls, so a slower client
+                     # does not pay for waking it (docs/benchmarks.md, stop 23)
 WRK_THREADS=2
 WARMUP_S=1
 NGINX=1
@@ -43,7 +44,7 @@ usage: bench/workloads.sh [options]
   --pool-workers W    httpload --workers for the pool model (default $POOL_WORKERS)
   --server-workers N  orders-server --workers, and nginx worker_processes (default $SERVER_WORKERS)
   --server-spin-us U  orders-server --spin-us: its workers poll U us before sleeping
-                      (default $SERVER_SPIN_US)
+                      (default $SERVER_SPIN_US; 0 = the server's own default, sleep at once)
   --wrk-threads T     wrk -t (default $WRK_THREADS)
   --warmup S          wrk warm-up of each server before measuring, 0 = none (default $WARMUP_S)
   --no-nginx          skip the orders-server vs nginx comparison
