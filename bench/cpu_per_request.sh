@@ -17,6 +17,7 @@ REPEATS=3
 CONNS=100
 MODELS=pool,async
 SERVER_SPIN_US=0
+POOL_WORKERS=20
 BUILD=${BUILD:-$TOP/build}
 . "$TOP/bench/tt_bench_lib.sh"
 
@@ -28,6 +29,7 @@ usage: bench/cpu_per_request.sh [options]
   --conns C           connections, wrk -c and httpload --conns (default $CONNS)
   --models LIST       httpload models besides wrk (default $MODELS)
   --server-spin-us U  orders-server --spin-us (default $SERVER_SPIN_US)
+  --pool-workers W    httpload --workers for the pool model (default $POOL_WORKERS)
   -h, --help          this help
 EOF
 }
@@ -39,6 +41,7 @@ while [ "$#" -gt 0 ]; do
 	--conns) CONNS=$(num_arg "$1" "${2-}"); shift ;;
 	--models) MODELS=${2-}; shift ;;
 	--server-spin-us) SERVER_SPIN_US=$(num_arg "$1" "${2-}"); shift ;;
+	--pool-workers) POOL_WORKERS=$(num_arg "$1" "${2-}"); shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) die "unknown option '$1' (see --help)" ;;
 	esac
@@ -72,7 +75,7 @@ run_client() { # client -> "requests user_s sys_s"
 		awk '/requests in/ { print $1 }' "$TMP/out"
 	else
 		/usr/bin/time -o "$TMP/time" -f "%U %S" "$HTTPLOAD" --model "$1" --conns "$CONNS" \
-			--duration "$DURATION_S" --url "$url" --json >"$TMP/out" 2>/dev/null
+			--workers "$POOL_WORKERS" --duration "$DURATION_S" --url "$url" --json >"$TMP/out" 2>/dev/null
 		json_get "$TMP/out" 'd["requests"]'
 	fi | tr '\n' ' '
 	cat "$TMP/time"
@@ -80,7 +83,7 @@ run_client() { # client -> "requests user_s sys_s"
 
 start_server "$(nproc)" --spin-us "$SERVER_SPIN_US"
 hz=$(getconf CLK_TCK)
-echo "$ME: orders-server workers=$(nproc) spin-us=$SERVER_SPIN_US, $CONNS connections, ${DURATION_S}s x $REPEATS rounds"
+echo "$ME: orders-server workers=$(nproc) spin-us=$SERVER_SPIN_US, $CONNS connections, pool workers $POOL_WORKERS, ${DURATION_S}s x $REPEATS rounds"
 printf '%-6s %5s %9s %10s %10s %10s %8s %8s\n' client round requests client_us server_us total_us srv_vol srv_invol
 for r in $(seq "$REPEATS"); do
 	for c in $(round_order "$r" wrk ${MODELS//,/ }); do
