@@ -28,6 +28,9 @@ void ksyms_free(struct tt_ksyms *k);
  * for pid: its mapping in /proc/PID/maps, else the dynamic loader's search
  * (ldconfig cache, standard dirs). 0 or -ENOENT. */
 int syms_find_library(int pid, const char *name, char *path, size_t len);
+/* name in the dynamic loader's cache file (glibc format): 0 and its real path,
+ * -ENOENT, or -EINVAL when the file is missing or not one syms_lib.c reads. */
+int syms_ldcache_find(const char *cache, const char *name, char *path, size_t len);
 /* 1 if pid maps the file at path (same device and inode), else 0. */
 int syms_is_mapped(int pid, const char *path);
 /* File offset of a symbol in an ELF (.symtab then .dynsym) for a uprobe.

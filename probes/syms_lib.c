@@ -2,7 +2,7 @@
 /*
  * syms_find_library: which file a --span / libc name means for a target.
  * Order: a path as given; the target's own mapping (what it really runs);
- * the dynamic loader's cache (ldconfig -p); the standard directories; and
+ * the dynamic loader's cache (/etc/ld.so.cache, read here); the standard directories; and
  * for a bare program name, $PATH (so "--span myprog:fn -- myprog" works
  * while the target is still held before exec).
  */
@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,8 +82,10 @@ static int find_in_maps(int pid, const char *name, char *out, size_t len)
 	return err;
 }
 
-/* ldconfig -p lines: "\tlibcurl.so.4 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcurl.so.4" */
-static int find_in_ldcache(const char *name, char *out, size_t len)
+/* ldconfig -p lines: "\tlibcurl.so.4 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcurl.so.4".
+ * Only when the cache file cannot be read: a child of ours, even for a moment,
+ * looks to run.sh like the target it waits for. */
+static int find_by_ldconfig(const char *name, char *out, size_t len)
 {
 	static const char *const cmds[] = { "/sbin/ldconfig -p 2>/dev/null",
 					    "ldconfig -p 2>/dev/null" };
@@ -110,6 +113,109 @@ static int find_in_ldcache(const char *name, char *out, size_t len)
 		pclose(p);
 	}
 	return err;
+}
+
+/* glibc's ld.so.cache: a "glibc-ld.so.cache1.1" header, alone or after the old
+ * "ld.so-1.7.0" table, then entries whose name and path are offsets from that
+ * header. Read as bytes (memcpy), every offset checked against the file. */
+#define LDCACHE_OLD "ld.so-1.7.0"
+#define LDCACHE_NEW "glibc-ld.so.cache1.1"
+#define LDCACHE_HEAD_BYTES 48   /* magic[20] nlibs len_strings flags pad[3] ext unused[3] */
+#define LDCACHE_ENTRY_BYTES 24  /* flags key value osversion hwcap */
+#define LDCACHE_OLD_ENTRY_BYTES 12
+#define LDCACHE_MAX_BYTES (64u << 20)
+#define LDCACHE_X8664_LIBC6 0x0303 /* FLAG_ELF_LIBC6 | FLAG_X8664_LIB64 */
+
+static uint32_t ld_u32(const char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static char *ldcache_read(const char *path, size_t *size)
+{
+	FILE *f = fopen(path, "re");
+	char *buf = NULL;
+	struct stat st;
+
+	if (!f)
+		return NULL;
+	if (fstat(fileno(f), &st) == 0 && st.st_size > 0 && (uint64_t)st.st_size <= LDCACHE_MAX_BYTES &&
+	    (buf = malloc((size_t)st.st_size)) && fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+		free(buf);
+		buf = NULL;
+	}
+	*size = buf ? (size_t)st.st_size : 0;
+	fclose(f);
+	return buf;
+}
+
+/* Offset of the new-format header, or -1. */
+static long ldcache_head(const char *buf, size_t size)
+{
+	size_t off = 0;
+
+	if (size >= 16 && !memcmp(buf, LDCACHE_OLD, strlen(LDCACHE_OLD))) {
+		uint64_t n = ld_u32(buf + 12);
+
+		off = (16 + n * LDCACHE_OLD_ENTRY_BYTES + 7) & ~(uint64_t)7;
+	}
+	if (off > size || size - off < LDCACHE_HEAD_BYTES ||
+	    memcmp(buf + off, LDCACHE_NEW, strlen(LDCACHE_NEW)))
+		return -1;
+	return (long)off;
+}
+
+/* A NUL-terminated string at head + rel inside the file, or NULL. */
+static const char *ldcache_str(const char *buf, size_t size, size_t head, uint32_t rel)
+{
+	size_t at = head + rel;
+
+	if (at >= size || !memchr(buf + at, 0, size - at))
+		return NULL;
+	return buf + at;
+}
+
+int syms_ldcache_find(const char *cache, const char *name, char *out, size_t len)
+{
+	size_t size, head;
+	char *buf = ldcache_read(cache, &size);
+	long h = buf ? ldcache_head(buf, size) : -1;
+	int err = -ENOENT;
+
+	if (h < 0) {
+		free(buf);
+		return -EINVAL;
+	}
+	head = (size_t)h;
+	uint64_t n = ld_u32(buf + head + 20);
+
+	if (n > (size - head - LDCACHE_HEAD_BYTES) / LDCACHE_ENTRY_BYTES)
+		n = 0; /* a count the file cannot hold: nothing trusted */
+	for (uint64_t i = 0; i < n && err; i++) {
+		const char *e = buf + head + LDCACHE_HEAD_BYTES + i * LDCACHE_ENTRY_BYTES;
+		const char *lib = ldcache_str(buf, size, head, ld_u32(e + 4));
+		const char *path = ldcache_str(buf, size, head, ld_u32(e + 8));
+
+		if (!lib || !path || !lib_name_matches(lib, name))
+			continue;
+#if defined(__x86_64__)
+		if ((ld_u32(e) & 0xffff) != LDCACHE_X8664_LIBC6)
+			continue;
+#endif
+		err = copy_real(path, out, len);
+	}
+	free(buf);
+	return err;
+}
+
+static int find_in_ldcache(const char *name, char *out, size_t len)
+{
+	int err = syms_ldcache_find("/etc/ld.so.cache", name, out, len);
+
+	return err == -EINVAL ? find_by_ldconfig(name, out, len) : err;
 }
 
 static int find_in_dirs(const char *name, char *out, size_t len)

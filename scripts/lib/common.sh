@@ -194,7 +194,8 @@ child_exec_pid() {
 	local parent=$1 not_exe=$2 c exe
 	for c in $(pgrep -P "$parent" 2>/dev/null); do
 		# A child that exits before it exec'd (tailtrace refused to attach and killed it) is
-		# a zombie without an exe link: that is no exec.
+		# a zombie without an exe link: that is no exec. tailtrace starts no other child
+		# (it reads the loader cache itself: an `ldconfig -p` child was once taken for it).
 		exe=$(readlink "/proc/$c/exe" 2>/dev/null) || continue
 		[ -n "$exe" ] && [ "$exe" != "$not_exe" ] && { echo "$c"; return 0; }
 	done

@@ -7,6 +7,8 @@
  *   syms_check offset PATH SYM   uprobe file offset, or the suggestions
  *   syms_check findlib PID NAME  path of a library for pid
  *   syms_check ksym ADDR         kernel symbol of a hex address
+ *   syms_check ldcache FILE NAME...  each name in a loader cache file: its
+ *                                path, or error=N, one line per name
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -119,6 +121,21 @@ static int cmd_ksym(const char *hex)
 	return 0;
 }
 
+static int cmd_ldcache(const char *cache, char **names, int n)
+{
+	char path[4096];
+
+	for (int i = 0; i < n; i++) {
+		int err = syms_ldcache_find(cache, names[i], path, sizeof(path));
+
+		if (err)
+			printf("error=%d\n", err);
+		else
+			printf("%s\n", path);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 2 && !strcmp(argv[1], "self"))
@@ -131,6 +148,9 @@ int main(int argc, char **argv)
 		return cmd_findlib(atoi(argv[2]), argv[3]);
 	if (argc == 3 && !strcmp(argv[1], "ksym"))
 		return cmd_ksym(argv[2]);
-	fprintf(stderr, "usage: syms_check self|exited|offset PATH SYM|findlib PID NAME|ksym ADDR\n");
+	if (argc >= 4 && !strcmp(argv[1], "ldcache"))
+		return cmd_ldcache(argv[2], argv + 3, argc - 3);
+	fprintf(stderr, "usage: syms_check self|exited|offset PATH SYM|findlib PID NAME|ksym ADDR|"
+		"ldcache FILE NAME...\n");
 	return 2;
 }

@@ -127,6 +127,88 @@ def test_find_library():
     assert run(CHECK, "findlib", me, "/no/such/file.so", ok=False).strip() == "error=-2"
 
 
+LDCACHE = "/etc/ld.so.cache"
+
+
+def ldconfig_entries(x86_64: bool = True) -> list[tuple[str, str]]:
+    """(name, path) of every x86-64 entry (or every other one), in cache order, as
+    glibc's ldconfig reads it."""
+    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
+    got = []
+    for line in out.splitlines()[1:]:
+        m = re.match(r"\s+(\S+) \(([^)]*)\) => (\S+)$", line)
+        if m and ("x86-64" in m.group(2)) == x86_64:
+            got.append((m.group(1), m.group(3)))
+    return got
+
+
+def ldcache_lookup(cache: str, names: list[str]) -> list[str]:
+    return run(CHECK, "ldcache", cache, *names).splitlines()
+
+
+def test_ldcache_read_directly_agrees_with_ldconfig():
+    """Every name in the cache resolves to the file ldconfig -p gives for its first
+    entry (names that another entry's name extends, libfoo.so vs libfoo.so.1, are
+    left out: which of those a bare prefix means is lib_name_matches' rule)."""
+    entries = ldconfig_entries()
+    assert len(entries) > 50
+    first: dict[str, str] = {}
+    for name, path in entries:
+        first.setdefault(name, path)
+    names = [n for n in first if not any(o != n and (o.startswith(n + ".") or o.startswith(n + "-"))
+                                         for o in first)]
+    assert len(names) > 20
+    want = [os.path.realpath(first[n]) for n in names]
+    assert ldcache_lookup(LDCACHE, names) == want
+    assert ldcache_lookup(LDCACHE, ["libdoesnotexist.so.9"]) == ["error=-2"]
+    # 32-bit only (ld-linux.so.2 of the lib32 packages here): not a library for us
+    only32 = sorted({n for n, _ in ldconfig_entries(x86_64=False)} - set(first))
+    assert ldcache_lookup(LDCACHE, only32 or ["libdoesnotexist.so.9"]) == ["error=-2"] * max(1, len(only32))
+
+
+def test_ldcache_behind_the_old_format_table(tmp_path):
+    """glibc < 2.32 wrote the old "ld.so-1.7.0" table first; the new header follows it,
+    8-byte aligned, and its string offsets are from that header."""
+    new = Path(LDCACHE).read_bytes()
+    assert new.startswith(b"glibc-ld.so.cache1.1")
+    old = b"ld.so-1.7.0\0" + (3).to_bytes(4, "little") + bytes(12 * 3)
+    old += bytes(-len(old) % 8)
+    combined = tmp_path / "ld.so.cache"
+    combined.write_bytes(old + new)
+    names = ["libc.so.6", "libcurl.so.4"]
+    assert ldcache_lookup(str(combined), names) == ldcache_lookup(LDCACHE, names)
+    assert all(p.startswith("/") for p in ldcache_lookup(str(combined), names))
+
+
+def test_ldcache_damaged_files_fail_cleanly(tmp_path):
+    """Truncated or lying caches: an error or no match, never a read outside the file
+    (the sanitizer build runs this too)."""
+    new = bytearray(Path(LDCACHE).read_bytes())
+    cases = {
+        "empty": b"", "short": bytes(new[:40]), "header_only": bytes(new[:48]),
+        "half": bytes(new[:len(new) // 2]), "not_a_cache": b"\x7fELF" + bytes(100),
+    }
+    huge = bytearray(new)
+    huge[20:24] = (0xFFFFFFFF).to_bytes(4, "little")  # nlibs beyond the file
+    cases["huge_count"] = bytes(huge)
+    wild = bytearray(new)
+    for i in range(48, min(len(wild), 48 + 24 * 50), 24):  # name/path offsets past the end
+        wild[i + 4:i + 12] = (0xFFFFFF00).to_bytes(4, "little") * 2
+    cases["wild_offsets"] = bytes(wild)
+    old_lie = b"ld.so-1.7.0\0" + (0x7FFFFFFF).to_bytes(4, "little")
+    cases["old_count_lies"] = old_lie
+    for label, data in cases.items():
+        f = tmp_path / label
+        f.write_bytes(data)
+        got = ldcache_lookup(str(f), ["libc.so.6"])
+        if label in ("empty", "short", "not_a_cache", "old_count_lies"):
+            assert got == ["error=-22"], label
+        elif label in ("header_only", "huge_count"):
+            assert got == ["error=-2"], label
+        else:
+            assert len(got) == 1 and (got[0] == "error=-2" or got[0].startswith("/")), (label, got)
+
+
 def test_kernel_symbols():
     want = None
     with open("/proc/kallsyms") as f:
