@@ -18,6 +18,7 @@ CONNS=100
 MODELS=pool,async
 SERVER_SPIN_US=0
 POOL_WORKERS=20
+SERVER_NICE=0
 BUILD=${BUILD:-$TOP/build}
 . "$TOP/bench/tt_bench_lib.sh"
 
@@ -30,6 +31,7 @@ usage: bench/cpu_per_request.sh [options]
   --models LIST       httpload models besides wrk (default $MODELS)
   --server-spin-us U  orders-server --spin-us (default $SERVER_SPIN_US)
   --pool-workers W    httpload --workers for the pool model (default $POOL_WORKERS)
+  --server-nice N     renice orders-server's threads to N, -20..19 (default $SERVER_NICE)
   -h, --help          this help
 EOF
 }
@@ -42,6 +44,7 @@ while [ "$#" -gt 0 ]; do
 	--models) MODELS=${2-}; shift ;;
 	--server-spin-us) SERVER_SPIN_US=$(num_arg "$1" "${2-}"); shift ;;
 	--pool-workers) POOL_WORKERS=$(num_arg "$1" "${2-}"); shift ;;
+	--server-nice) SERVER_NICE=${2-}; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) die "unknown option '$1' (see --help)" ;;
 	esac
@@ -51,6 +54,8 @@ done
 	die "--models expects a list of naive,pool,async, got '$MODELS'"
 [ "$DURATION_S" -ge 1 ] && [ "$REPEATS" -ge 1 ] && [ "$CONNS" -ge 1 ] ||
 	die "--duration, --repeats and --conns must be >= 1"
+[[ $SERVER_NICE =~ ^-?[0-9]+$ ]] && [ "$SERVER_NICE" -ge -20 ] && [ "$SERVER_NICE" -le 19 ] ||
+	die "--server-nice expects a nice value from -20 to 19, got '$SERVER_NICE'"
 command -v wrk >/dev/null || die "wrk missing: run scripts/install-deps.sh"
 [ -x /usr/bin/time ] || die "/usr/bin/time missing: run scripts/install-deps.sh"
 need_load_bins
@@ -82,8 +87,11 @@ run_client() { # client -> "requests user_s sys_s"
 }
 
 start_server "$(nproc)" --spin-us "$SERVER_SPIN_US"
+for t in "/proc/$SERVER_PID/task/"*; do # its workers exist once it printed its ready line
+	renice -n "$SERVER_NICE" -p "${t##*/}" >/dev/null
+done
 hz=$(getconf CLK_TCK)
-echo "$ME: orders-server workers=$(nproc) spin-us=$SERVER_SPIN_US, $CONNS connections, pool workers $POOL_WORKERS, ${DURATION_S}s x $REPEATS rounds"
+echo "$ME: orders-server workers=$(nproc) spin-us=$SERVER_SPIN_US nice=$SERVER_NICE, $CONNS connections, pool workers $POOL_WORKERS, ${DURATION_S}s x $REPEATS rounds"
 printf '%-6s %5s %9s %10s %10s %10s %8s %8s\n' client round requests client_us server_us total_us srv_vol srv_invol
 for r in $(seq "$REPEATS"); do
 	for c in $(round_order "$r" wrk ${MODELS//,/ }); do
