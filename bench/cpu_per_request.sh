@@ -61,11 +61,7 @@ command -v wrk >/dev/null || die "wrk missing: run scripts/install-deps.sh"
 need_load_bins
 TMP=$(mktemp -d)
 trap cleanup EXIT INT TERM
-cat >"$TMP/post.lua" <<'EOF'
-wrk.method = "POST"
-wrk.body = '{"customer":1,"item":"widget-1","qty":1,"request":1}'
-wrk.headers["Content-Type"] = "application/json"
-EOF
+wrk_post_lua "$TMP/post.lua"
 
 server_cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$SERVER_PID/stat"; }
 server_switches() { # voluntary involuntary, summed over the server's threads

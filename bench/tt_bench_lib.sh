@@ -1,7 +1,8 @@
 # Shared by bench/oracle_perf_sched.sh, bench/overhead.sh, bench/overhead_interleave.sh,
 # bench/workloads.sh, bench/exporter_soak.sh, bench/pipe_cost.sh and bench/cpu_per_request.sh
 # (sourced, not run). Needs: ME (script name), BUILD, TMP (for cleanup and start_server). Sets SERVER_PID,
-# SERVER_PORT; start_tracer sets TRACER; need_load_bins sets TAILTRACE and HTTPLOAD.
+# SERVER_PORT; start_tracer sets TRACER; need_load_bins sets TAILTRACE and HTTPLOAD;
+# wrk_post_lua writes the wrk script both workload benches post orders with.
 
 die() { echo "$ME: $*" >&2; exit 2; }
 
@@ -94,6 +95,14 @@ start_server() { # workers [orders-server options...]: orders-server on an ephem
 	done
 	SERVER_PORT=$(sed -n 's/^orders-server: listening on .*:\([0-9]*\) workers=.*/\1/p' "$TMP/server.out")
 	[ -n "$SERVER_PORT" ] || die "orders-server printed no ready line within 5 s"
+}
+
+wrk_post_lua() { # file: a wrk script posting one JSON order shaped like httpload's
+	cat >"$1" <<'EOF'
+wrk.method = "POST"
+wrk.body = '{"customer":1,"item":"widget-1","qty":1,"request":1}'
+wrk.headers["Content-Type"] = "application/json"
+EOF
 }
 
 json_get() { # file python-expression-on-d

@@ -149,10 +149,8 @@ EOF
 
 # ---- measurements: each appends one JSON line to RESULTS ------------------
 # wrk posts a JSON order shaped like httpload's and reports through done().
-cat >"$TMP/post.lua" <<'EOF'
-wrk.method = "POST"
-wrk.body = '{"customer":1,"item":"widget-1","qty":1,"request":1}'
-wrk.headers["Content-Type"] = "application/json"
+wrk_post_lua "$TMP/post.lua"
+cat >>"$TMP/post.lua" <<'EOF'
 
 function done(summary, latency, requests)
 	local s = summary.duration / 1e6
