@@ -121,7 +121,10 @@ static int find_by_ldconfig(const char *name, char *out, size_t len)
 #define LDCACHE_OLD "ld.so-1.7.0"
 #define LDCACHE_NEW "glibc-ld.so.cache1.1"
 #define LDCACHE_HEAD_BYTES 48   /* magic[20] nlibs len_strings flags pad[3] ext unused[3] */
+#define LDCACHE_NLIBS_AT 20
 #define LDCACHE_ENTRY_BYTES 24  /* flags key value osversion hwcap */
+#define LDCACHE_OLD_HEAD_BYTES 16 /* magic[11] pad nlibs */
+#define LDCACHE_OLD_NLIBS_AT 12
 #define LDCACHE_OLD_ENTRY_BYTES 12
 #define LDCACHE_MAX_BYTES (64u << 20)
 #define LDCACHE_X8664_LIBC6 0x0303 /* FLAG_ELF_LIBC6 | FLAG_X8664_LIB64 */
@@ -157,10 +160,10 @@ static long ldcache_head(const char *buf, size_t size)
 {
 	size_t off = 0;
 
-	if (size >= 16 && !memcmp(buf, LDCACHE_OLD, strlen(LDCACHE_OLD))) {
-		uint64_t n = ld_u32(buf + 12);
+	if (size >= LDCACHE_OLD_HEAD_BYTES && !memcmp(buf, LDCACHE_OLD, strlen(LDCACHE_OLD))) {
+		uint64_t n = ld_u32(buf + LDCACHE_OLD_NLIBS_AT);
 
-		off = (16 + n * LDCACHE_OLD_ENTRY_BYTES + 7) & ~(uint64_t)7;
+		off = (LDCACHE_OLD_HEAD_BYTES + n * LDCACHE_OLD_ENTRY_BYTES + 7) & ~(uint64_t)7;
 	}
 	if (off > size || size - off < LDCACHE_HEAD_BYTES ||
 	    memcmp(buf + off, LDCACHE_NEW, strlen(LDCACHE_NEW)))
@@ -190,7 +193,7 @@ int syms_ldcache_find(const char *cache, const char *name, char *out, size_t len
 		return -EINVAL;
 	}
 	head = (size_t)h;
-	uint64_t n = ld_u32(buf + head + 20);
+	uint64_t n = ld_u32(buf + head + LDCACHE_NLIBS_AT);
 
 	if (n > (size - head - LDCACHE_HEAD_BYTES) / LDCACHE_ENTRY_BYTES)
 		n = 0; /* a count the file cannot hold: nothing trusted */
