@@ -6,9 +6,13 @@
 # request. On a machine where client and server share the CPUs and both are busy,
 # throughput is CPUs / (client + server CPU a request), so the last column, wrk's
 # total over the client's, bounds what the client can reach as a fraction of wrk.
+# The client "block" (bench/blocking_client, in --models) is a blocking client without
+# libcurl: --pool-workers threads in blocking send/recv on keep-alive connections,
+# pinned round robin like the pool's workers. Next to the pool it separates what
+# sleeping and waking once a request costs from what libcurl costs.
 #
 #   bench/cpu_per_request.sh [--duration S] [--repeats N] [--conns C] [--models LIST]
-#                            [--server-spin-us U]
+#                            [--server-spin-us U] [--pool-workers W] [--server-nice N]
 set -euo pipefail
 ME=cpu_per_request.sh
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,9 +32,11 @@ usage: bench/cpu_per_request.sh [options]
   --duration S        seconds per run (default $DURATION_S)
   --repeats N         rounds, each client once per round, order reversed every other round (default $REPEATS)
   --conns C           connections, wrk -c and httpload --conns (default $CONNS)
-  --models LIST       httpload models besides wrk (default $MODELS)
+  --models LIST       clients besides wrk: httpload models naive, pool, async, and
+                      block (bench/blocking_client) (default $MODELS)
   --server-spin-us U  orders-server --spin-us (default $SERVER_SPIN_US)
-  --pool-workers W    httpload --workers for the pool model (default $POOL_WORKERS)
+  --pool-workers W    httpload --workers for the pool model, and block's threads
+                      (default $POOL_WORKERS)
   --server-nice N     renice orders-server's threads to N, -20..19 (default $SERVER_NICE)
   -h, --help          this help
 EOF
@@ -50,8 +56,8 @@ while [ "$#" -gt 0 ]; do
 	esac
 	shift
 done
-[[ $MODELS =~ ^(naive|pool|async)(,(naive|pool|async))*$ ]] ||
-	die "--models expects a list of naive,pool,async, got '$MODELS'"
+[[ $MODELS =~ ^(naive|pool|async|block)(,(naive|pool|async|block))*$ ]] ||
+	die "--models expects a list of naive,pool,async,block, got '$MODELS'"
 [ "$DURATION_S" -ge 1 ] && [ "$REPEATS" -ge 1 ] && [ "$CONNS" -ge 1 ] ||
 	die "--duration, --repeats and --conns must be >= 1"
 [[ $SERVER_NICE =~ ^-?[0-9]+$ ]] && [ "$SERVER_NICE" -ge -20 ] && [ "$SERVER_NICE" -le 19 ] ||
@@ -59,6 +65,8 @@ done
 command -v wrk >/dev/null || die "wrk missing: run scripts/install-deps.sh"
 [ -x /usr/bin/time ] || die "/usr/bin/time missing: run scripts/install-deps.sh"
 need_load_bins
+BLOCKING_CLIENT=$BUILD/bench/blocking_client
+[[ ,$MODELS, != *,block,* ]] || need_bin "$BLOCKING_CLIENT"
 TMP=$(mktemp -d)
 trap cleanup EXIT INT TERM
 wrk_post_lua "$TMP/post.lua"
@@ -74,6 +82,11 @@ run_client() { # client -> "requests user_s sys_s"
 		/usr/bin/time -o "$TMP/time" -f "%U %S" wrk -t2 -c"$CONNS" -d"${DURATION_S}s" \
 			-s "$TMP/post.lua" "$url" >"$TMP/out"
 		awk '/requests in/ { print $1 }' "$TMP/out"
+	elif [ "$1" = block ]; then
+		/usr/bin/time -o "$TMP/time" -f "%U %S" "$BLOCKING_CLIENT" --port "$SERVER_PORT" \
+			--threads "$POOL_WORKERS" --duration "$DURATION_S" --pin >"$TMP/out" 2>"$TMP/err" ||
+			die "blocking_client failed: $(cat "$TMP/err")"
+		awk '{ print $2 }' "$TMP/out"
 	else
 		/usr/bin/time -o "$TMP/time" -f "%U %S" "$HTTPLOAD" --model "$1" --conns "$CONNS" \
 			--workers "$POOL_WORKERS" --duration "$DURATION_S" --url "$url" --json >"$TMP/out" 2>/dev/null
