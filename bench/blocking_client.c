@@ -134,6 +134,21 @@ static int reply_read(int fd, char *buf)
 	return strncmp(buf, "HTTP/1.1 ", 9) == 0 ? atoi(buf + 9) : -EPROTO;
 }
 
+static int send_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 static void *thread_main(void *arg)
 {
 	struct bc_thread *t = arg;
@@ -150,7 +165,7 @@ static void *thread_main(void *arg)
 	     id += t->o->threads) {
 		int n = request_format(req, sizeof(req), t->o, t->index, id), status;
 
-		if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+		if (send_all(fd, req, (size_t)n)) {
 			t->failed = "send";
 			t->err = errno;
 			break;
@@ -182,16 +197,28 @@ static void run_wait(uint64_t t0_ns, unsigned duration_s)
 	}
 }
 
-static int thread_start(struct bc_thread *t, long ncpus)
+/* The k-th CPU this process may run on, counting round robin. */
+static int cpu_nth(const cpu_set_t *allowed, unsigned k)
+{
+	int n = CPU_COUNT(allowed), cpu = 0;
+
+	k %= (unsigned)(n > 0 ? n : 1);
+	for (; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, allowed) && k-- == 0)
+			return cpu;
+	return 0;
+}
+
+static int thread_start(struct bc_thread *t, const cpu_set_t *allowed)
 {
 	pthread_attr_t attr;
 	cpu_set_t mask;
 	int err;
 
 	pthread_attr_init(&attr);
-	if (t->o->pin) { /* round robin, as httpload's pool by default */
+	if (t->o->pin) { /* round robin over the allowed CPUs, as httpload's pool by default */
 		CPU_ZERO(&mask);
-		CPU_SET((int)(t->index % (unsigned)ncpus), &mask);
+		CPU_SET(cpu_nth(allowed, t->index), &mask);
 		pthread_attr_setaffinity_np(&attr, sizeof(mask), &mask);
 	}
 	err = pthread_create(&t->thread, &attr, thread_main, t);
@@ -265,9 +292,13 @@ int main(int argc, char **argv)
 	unsigned started = 0, failed = 0;
 	const char *first_failed = NULL;
 	int first_err = 0;
-	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_set_t allowed;
 
 	opts_parse(argc, argv, &o);
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+		CPU_ZERO(&allowed);
+		CPU_SET(0, &allowed);
+	}
 	ts = calloc(o.threads, sizeof(*ts));
 	if (!ts) {
 		fprintf(stderr, "blocking_client: out of memory\n");
@@ -277,7 +308,7 @@ int main(int argc, char **argv)
 	for (; started < o.threads; started++) {
 		ts[started] = (struct bc_thread){ .o = &o, .index = started };
 		atomic_fetch_add(&bc_live, 1);
-		if (thread_start(&ts[started], ncpus > 0 ? ncpus : 1)) {
+		if (thread_start(&ts[started], &allowed)) {
 			atomic_fetch_sub(&bc_live, 1);
 			fprintf(stderr, "blocking_client: cannot start thread %u\n", started);
 			break;

@@ -11,6 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))
 CLIENT = BUILD / "bench" / "blocking_client"
@@ -57,6 +59,30 @@ def test_counts_match_the_server():
     assert requests > 100 and errors == 0
     assert served == (4, requests, 0)  # one keep-alive connection per thread
     assert 1.0 <= elapsed_s < 3.0
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_pin_uses_only_allowed_cpus():
+    """--pin counts round robin over the CPUs it may use, not over CPU numbers 0..N-1:
+    confined to the last CPU, all three threads are pinned there."""
+    last = max(os.sched_getaffinity(0))
+    proc, port = _server()
+    try:
+        client = subprocess.Popen(
+            [_need(CLIENT), "--port", str(port), "--threads", "3", "--duration", "2", "--pin"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: os.sched_setaffinity(0, {last}))
+        time.sleep(0.7)
+        tasks = Path(f"/proc/{client.pid}/task")
+        allowed = {t.name: re.search(r"Cpus_allowed_list:\s*(\S+)", (t / "status").read_text())[1]
+                   for t in tasks.iterdir()}
+        out, err = client.communicate(timeout=30)
+    finally:
+        served = _stop(proc)
+    assert client.returncode == 0, err
+    assert len(allowed) == 4 and set(allowed.values()) == {str(last)}, allowed
+    requests = int(out.split()[1])
+    assert requests > 0 and served == (3, requests, 0)
 
 
 def test_error_statuses_are_counted():
