@@ -9,10 +9,14 @@
  *
  *   blocking_client --port P [--threads T] [--duration S] [--path PATH] [--pin]
  *
- * Prints "requests N errors E elapsed_s X" on stdout. Exit 0 when every reply was
- * a 2xx, 1 when any was not or a connection failed, 2 on bad arguments.
+ * Prints "requests N errors E elapsed_s X" on stdout (E: replies that were not 2xx).
+ * A reply must carry Content-Length; "Connection: close" opens a new connection.
+ * A thread still waiting for a reply BC_GRACE_MS after the end is cut off, so a
+ * stalled server cannot hold the run. Exit 0 when every reply was a 2xx, 1 when any
+ * was not or a connection failed, 2 on bad arguments.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
@@ -31,7 +35,9 @@
 #include <unistd.h>
 
 #define BC_MAX_THREADS 1024
-#define BC_REPLY_BYTES 8192
+#define BC_REQUEST_BYTES 512
+#define BC_REPLY_BYTES 8192 /* header and body of one reply */
+#define BC_GRACE_MS 2000    /* after the end, for replies still on their way */
 
 struct bc_opts {
 	uint16_t port;
@@ -44,12 +50,14 @@ struct bc_thread {
 	const struct bc_opts *o;
 	unsigned index;
 	pthread_t thread;
-	uint64_t requests, errors;
-	const char *failed; /* the call that ended this connection early */
+	atomic_int fd; /* closed by main after the join */
+	uint64_t requests, errors, reconnects;
+	int first_bad_status;
+	const char *failed; /* the step that ended this thread early */
 	int err;
 };
 
-static atomic_bool bc_stop;
+static atomic_bool bc_stop, bc_cut;
 static atomic_uint bc_live; /* threads still sending */
 
 static uint64_t now_ns(void)
@@ -93,24 +101,48 @@ static int request_format(char *buf, size_t len, const struct bc_opts *o, unsign
 			o->path, o->port, nb, body);
 }
 
-/* Bytes the whole reply takes once its header is in buf, 0 while it is not,
- * -1 when the header has no Content-Length. */
-static long reply_size(const char *buf, size_t got)
+/* The value of a "Content-Length:" line: digits up to the line's end, at most max. */
+static long content_length(const char *v, long max)
 {
-	const char *end = memmem(buf, got, "\r\n\r\n", 4), *p;
+	long n = 0;
+
+	while (*v == ' ' || *v == '\t')
+		v++;
+	if (!isdigit((unsigned char)*v))
+		return -1;
+	for (; isdigit((unsigned char)*v); v++)
+		if ((n = n * 10 + (*v - '0')) > max)
+			return -1;
+	while (*v == ' ' || *v == '\t')
+		v++;
+	return *v == '\r' ? n : -1;
+}
+
+/* Once buf (NUL-terminated at got) holds the whole header: the bytes the reply
+ * takes, and whether the server closes the connection after it. 0 while the header
+ * is incomplete; -1 when it has no valid Content-Length. */
+static long reply_size(const char *buf, size_t got, bool *close)
+{
+	const char *end = memmem(buf, got, "\r\n\r\n", 4), *line;
+	long body = -1, hdr;
 
 	if (!end)
 		return 0;
-	for (p = buf; p && p < end; p = memchr(p, '\n', (size_t)(end - p))) {
-		p += *p == '\n';
-		if (strncasecmp(p, "Content-Length:", 15) == 0)
-			return (long)(end + 4 - buf) + strtol(p + 15, NULL, 10);
+	hdr = (long)(end + 4 - buf);
+	*close = false;
+	for (line = buf; (line = memchr(line, '\n', (size_t)(end - line))); ) {
+		line++; /* a header line: its text runs up to a '\r' at or before end */
+		if (strncasecmp(line, "Content-Length:", 15) == 0)
+			body = content_length(line + 15, BC_REPLY_BYTES - 1 - hdr);
+		else if (strncasecmp(line, "Connection:", 11) == 0)
+			*close = strncasecmp(line + 11 + strspn(line + 11, " \t"), "close", 5) == 0;
 	}
-	return -1;
+	return body < 0 ? -1 : hdr + body;
 }
 
-/* Read one reply (blocking); its status code, or -errno / -EPROTO. */
-static int reply_read(int fd, char *buf)
+/* Read one reply (blocking): its status code, or -errno (-EPROTO: not a reply we
+ * can frame, or more than we asked for). */
+static int reply_read(int fd, char *buf, bool *close)
 {
 	size_t got = 0;
 	long need = 0;
@@ -121,15 +153,18 @@ static int reply_read(int fd, char *buf)
 		if (got == BC_REPLY_BYTES - 1) /* a header that does not end */
 			return -EPROTO;
 		n = recv(fd, buf + got, BC_REPLY_BYTES - 1 - got, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
 		if (n <= 0)
 			return n == 0 ? -ECONNRESET : -errno;
 		got += (size_t)n;
+		buf[got] = '\0';
 		if (need == 0)
-			need = reply_size(buf, got);
-		if (need < 0 || need >= BC_REPLY_BYTES)
+			need = reply_size(buf, got, close);
+		if (need < 0)
 			return -EPROTO;
 	}
-	if ((long)got != need) /* a reply we did not ask for */
+	if ((long)got != need)
 		return -EPROTO;
 	return strncmp(buf, "HTTP/1.1 ", 9) == 0 ? atoi(buf + 9) : -EPROTO;
 }
@@ -142,9 +177,41 @@ static int send_all(int fd, const char *buf, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return -1;
+			return n == 0 ? -EPIPE : -errno;
 		buf += n;
 		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* One request and its reply; 0, or -errno with t->failed set. */
+static int thread_request(struct bc_thread *t, uint64_t id, char *req, char *reply)
+{
+	int fd = atomic_load(&t->fd), n = request_format(req, BC_REQUEST_BYTES, t->o, t->index, id), rc;
+	bool close_after = false;
+
+	rc = send_all(fd, req, (size_t)n);
+	if (rc) {
+		t->failed = "send";
+		return rc;
+	}
+	rc = reply_read(fd, reply, &close_after);
+	if (rc < 0) {
+		t->failed = atomic_load(&bc_cut) ? "reply (none within the grace after the end)" : "recv";
+		return atomic_load(&bc_cut) ? -ETIMEDOUT : rc;
+	}
+	t->requests++;
+	if ((rc < 200 || rc > 299) && !t->errors++)
+		t->first_bad_status = rc;
+	if (close_after && !atomic_load(&bc_stop)) { /* the server is done with it: a new one */
+		int nfd = conn_open(t->o);
+
+		if (nfd < 0) {
+			t->failed = "connect";
+			return nfd;
+		}
+		close(atomic_exchange(&t->fd, nfd));
+		t->reconnects++;
 	}
 	return 0;
 }
@@ -152,48 +219,55 @@ static int send_all(int fd, const char *buf, size_t len)
 static void *thread_main(void *arg)
 {
 	struct bc_thread *t = arg;
-	char req[512], reply[BC_REPLY_BYTES];
+	char req[BC_REQUEST_BYTES], reply[BC_REPLY_BYTES];
 	int fd = conn_open(t->o);
 
 	if (fd < 0) {
 		t->failed = "connect";
 		t->err = -fd;
-		atomic_fetch_sub(&bc_live, 1);
-		return NULL;
-	}
-	for (uint64_t id = t->index; !atomic_load_explicit(&bc_stop, memory_order_relaxed);
-	     id += t->o->threads) {
-		int n = request_format(req, sizeof(req), t->o, t->index, id), status;
+	} else {
+		atomic_store(&t->fd, fd);
+		for (uint64_t id = t->index; !atomic_load_explicit(&bc_stop, memory_order_relaxed);
+		     id += t->o->threads) {
+			int rc = thread_request(t, id, req, reply);
 
-		if (send_all(fd, req, (size_t)n)) {
-			t->failed = "send";
-			t->err = errno;
-			break;
+			if (rc) {
+				t->err = -rc;
+				break;
+			}
 		}
-		status = reply_read(fd, reply);
-		if (status < 0) {
-			t->failed = "recv";
-			t->err = -status;
-			break;
-		}
-		t->requests++;
-		t->errors += status < 200 || status > 299;
 	}
-	close(fd);
 	atomic_fetch_sub(&bc_live, 1);
 	return NULL;
 }
 
-/* Until S seconds after t0, or until no thread is left sending. */
-static void run_wait(uint64_t t0_ns, unsigned duration_s)
+/* Until end_ns, or until no thread is left sending. */
+static void live_wait(uint64_t end_ns)
 {
-	uint64_t end_ns = t0_ns + duration_s * 1000000000ull, now;
+	uint64_t now;
 
 	while ((now = now_ns()) < end_ns && atomic_load(&bc_live) > 0) {
-		uint64_t step_ns = end_ns - now < 50000000ull ? end_ns - now : 50000000ull;
+		uint64_t step_ns = end_ns - now < 10000000ull ? end_ns - now : 10000000ull;
 		struct timespec ts = { 0, (long)step_ns };
 
 		nanosleep(&ts, NULL);
+	}
+}
+
+/* Stop at the end of the run; threads still waiting for a reply BC_GRACE_MS later
+ * are cut off (their sockets shut down), so a stalled server cannot hold the run. */
+static void run_finish(struct bc_thread *ts, unsigned n)
+{
+	atomic_store(&bc_stop, true);
+	live_wait(now_ns() + BC_GRACE_MS * 1000000ull);
+	if (atomic_load(&bc_live) == 0)
+		return;
+	atomic_store(&bc_cut, true);
+	for (unsigned i = 0; i < n; i++) {
+		int fd = atomic_load(&ts[i].fd);
+
+		if (fd >= 0)
+			shutdown(fd, SHUT_RDWR);
 	}
 }
 
@@ -233,7 +307,8 @@ static void usage(FILE *f)
 		   "  --threads T    threads, one keep-alive connection each, 1..%d (default 20)\n"
 		   "  --duration S   seconds, 1..3600 (default 3)\n"
 		   "  --path PATH    request path (default /orders)\n"
-		   "  --pin          pin thread k to CPU k mod CPUs (default: unpinned)\n",
+		   "  --pin          pin thread k to the k-th CPU it may use, round robin\n"
+		   "                 (default: unpinned)\n",
 		BC_MAX_THREADS);
 }
 
@@ -284,20 +359,44 @@ static void opts_parse(int argc, char **argv, struct bc_opts *o)
 	}
 }
 
+/* What went wrong, one line each kind; the exit status. */
+static int run_report(const struct bc_thread *ts, unsigned started, unsigned wanted)
+{
+	const struct bc_thread *ff = NULL, *fe = NULL;
+	uint64_t requests = 0, errors = 0;
+	unsigned failed = 0;
+
+	for (unsigned i = 0; i < started; i++) {
+		requests += ts[i].requests;
+		errors += ts[i].errors;
+		if (ts[i].failed && !failed++)
+			ff = &ts[i];
+		if (ts[i].errors && !fe)
+			fe = &ts[i];
+	}
+	if (failed)
+		fprintf(stderr, "blocking_client: %u of %u connections ended early, the first (thread %u) in %s: %s%s\n",
+			failed, started, ff->index, ff->failed, strerror(ff->err),
+			strcmp(ff->failed, "connect") ? "" : " (is orders-server listening on 127.0.0.1 at that port?)");
+	if (errors)
+		fprintf(stderr, "blocking_client: %llu of %llu replies were not 2xx (the first: %d; check --path)\n",
+			(unsigned long long)errors, (unsigned long long)requests, fe->first_bad_status);
+	return started < wanted || failed || errors ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct bc_opts o;
 	struct bc_thread *ts;
 	uint64_t t0_ns, requests = 0, errors = 0;
-	unsigned started = 0, failed = 0;
-	const char *first_failed = NULL;
-	int first_err = 0;
+	unsigned started = 0;
 	cpu_set_t allowed;
+	int rc;
 
 	opts_parse(argc, argv, &o);
 	if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
-		CPU_ZERO(&allowed);
-		CPU_SET(0, &allowed);
+		fprintf(stderr, "blocking_client: sched_getaffinity: %s\n", strerror(errno));
+		return 1;
 	}
 	ts = calloc(o.threads, sizeof(*ts));
 	if (!ts) {
@@ -306,32 +405,28 @@ int main(int argc, char **argv)
 	}
 	t0_ns = now_ns();
 	for (; started < o.threads; started++) {
-		ts[started] = (struct bc_thread){ .o = &o, .index = started };
+		ts[started] = (struct bc_thread){ .o = &o, .index = started, .fd = -1 };
 		atomic_fetch_add(&bc_live, 1);
-		if (thread_start(&ts[started], &allowed)) {
+		rc = thread_start(&ts[started], &allowed);
+		if (rc) {
 			atomic_fetch_sub(&bc_live, 1);
-			fprintf(stderr, "blocking_client: cannot start thread %u\n", started);
+			fprintf(stderr, "blocking_client: cannot start thread %u: %s\n", started, strerror(rc));
 			break;
 		}
 	}
 	if (started == o.threads)
-		run_wait(t0_ns, o.duration_s);
-	atomic_store(&bc_stop, true);
+		live_wait(t0_ns + o.duration_s * 1000000000ull);
+	run_finish(ts, started);
 	for (unsigned i = 0; i < started; i++) {
 		pthread_join(ts[i].thread, NULL);
+		if (ts[i].fd >= 0)
+			close(ts[i].fd);
 		requests += ts[i].requests;
 		errors += ts[i].errors;
-		if (ts[i].failed && !failed++) {
-			first_failed = ts[i].failed;
-			first_err = ts[i].err;
-		}
 	}
-	if (failed)
-		fprintf(stderr, "blocking_client: %u of %u connections ended early, the first in %s: %s "
-			"(is orders-server listening on port %u?)\n",
-			failed, started, first_failed, strerror(first_err), o.port);
+	rc = run_report(ts, started, o.threads);
 	printf("requests %llu errors %llu elapsed_s %.3f\n", (unsigned long long)requests,
 	       (unsigned long long)errors, (double)(now_ns() - t0_ns) / 1e9);
 	free(ts);
-	return started < o.threads || failed || errors ? 1 : 0;
+	return rc;
 }

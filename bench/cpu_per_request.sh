@@ -85,7 +85,7 @@ run_client() { # client -> "requests user_s sys_s"
 	elif [ "$1" = block ]; then
 		/usr/bin/time -o "$TMP/time" -f "%U %S" "$BLOCKING_CLIENT" --port "$SERVER_PORT" \
 			--threads "$POOL_WORKERS" --duration "$DURATION_S" --pin >"$TMP/out" 2>"$TMP/err" ||
-			die "blocking_client failed: $(cat "$TMP/err")"
+			sed "s/^/$ME: block: /" "$TMP/err" >&2 # as wrk's and httpload's errors: said, then counted
 		awk '{ print $2 }' "$TMP/out"
 	else
 		/usr/bin/time -o "$TMP/time" -f "%U %S" "$HTTPLOAD" --model "$1" --conns "$CONNS" \
