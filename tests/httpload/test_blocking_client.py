@@ -84,7 +84,8 @@ def test_pin_uses_only_allowed_cpus():
     finally:
         served = _stop(proc)
     assert client.returncode == 0, err
-    assert len(allowed) == 4 and set(allowed.values()) == {str(last)}, allowed
+    # main + 3 workers (+ a sanitizer's own thread under TSan), every one on `last`
+    assert len(allowed) >= 4 and set(allowed.values()) == {str(last)}, allowed
     requests = int(out.split()[1])
     assert requests > 0 and served == (3, requests, 0)
 
