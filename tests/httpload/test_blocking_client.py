@@ -8,7 +8,6 @@ Content-Length is an error, and a server that never answers cannot hold the run.
 """
 import os
 import re
-import signal
 import socket
 import subprocess
 import threading
@@ -17,32 +16,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))
+from orders_proc import BUILD, Server, need as _need  # orders-server as a child
+
 CLIENT = BUILD / "bench" / "blocking_client"
-SERVER = BUILD / "workloads" / "server" / "orders-server"
-
-
-def _need(exe):
-    assert exe.exists(), f"{exe} not built: run cmake --build {BUILD}"
-    return str(exe)
-
-
-def _server():
-    proc = subprocess.Popen([_need(SERVER), "--port", "0", "--workers", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    assert "listening on 127.0.0.1:" in line, f"orders-server did not start: {line!r}"
-    return proc, int(line.split("127.0.0.1:")[1].split()[0])
-
-
-def _stop(proc):
-    """SIGTERM; the server's (connections, requests, errors)."""
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=10)
-    m = re.search(r"(\d+) connections, (\d+) requests \((\d+) errors\)", err)
-    assert m, err
-    return tuple(int(x) for x in m.groups())
 
 
 def _client(*args, timeout=30):
@@ -53,11 +29,11 @@ def _client(*args, timeout=30):
 
 
 def test_counts_match_the_server():
-    proc, port = _server()
+    srv = Server("--workers", "2")
     try:
-        r, got = _client("--port", port, "--threads", 4, "--duration", 1, "--pin")
+        r, got = _client("--port", srv.port, "--threads", 4, "--duration", 1, "--pin")
     finally:
-        served = _stop(proc)
+        served = srv.stop_counts()
     assert r.returncode == 0, r.stderr
     requests, errors, elapsed_s = got
     assert requests > 100 and errors == 0
@@ -70,10 +46,10 @@ def test_pin_uses_only_allowed_cpus():
     """--pin counts round robin over the CPUs it may use, not over CPU numbers 0..N-1:
     confined to the last CPU, all three threads are pinned there."""
     last = max(os.sched_getaffinity(0))
-    proc, port = _server()
+    srv = Server("--workers", "2")
     try:
         client = subprocess.Popen(
-            [_need(CLIENT), "--port", str(port), "--threads", "3", "--duration", "2", "--pin"],
+            [_need(CLIENT), "--port", str(srv.port), "--threads", "3", "--duration", "2", "--pin"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=lambda: os.sched_setaffinity(0, {last}))
         time.sleep(0.7)
@@ -82,7 +58,7 @@ def test_pin_uses_only_allowed_cpus():
                    for t in tasks.iterdir()}
         out, err = client.communicate(timeout=30)
     finally:
-        served = _stop(proc)
+        served = srv.stop_counts()
     assert client.returncode == 0, err
     # main + 3 workers (+ a sanitizer's own thread under TSan), every one on `last`
     assert len(allowed) >= 4 and set(allowed.values()) == {str(last)}, allowed
@@ -91,11 +67,11 @@ def test_pin_uses_only_allowed_cpus():
 
 
 def test_error_statuses_are_counted():
-    proc, port = _server()
+    srv = Server("--workers", "2")
     try:
-        r, got = _client("--port", port, "--threads", 2, "--duration", 1, "--path", "/nope")
+        r, got = _client("--port", srv.port, "--threads", 2, "--duration", 1, "--path", "/nope")
     finally:
-        served = _stop(proc)
+        served = srv.stop_counts()
     assert r.returncode == 1
     requests, errors, _ = got
     assert requests > 0 and errors == requests

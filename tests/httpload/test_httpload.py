@@ -20,40 +20,13 @@ import numpy as np
 import pytest
 
 from analyze.schema import load_schema, read_records
+from orders_proc import BUILD, Server, need as _need  # orders-server as a child
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))
 HTTPLOAD = BUILD / "workloads" / "httpload" / "httpload"
-SERVER = BUILD / "workloads" / "server" / "orders-server"
 REQDUMP = BUILD / "tests" / "httpload" / "hl_reqdump"
 MODELS = ["naive", "pool", "async"]
 JSON_KEYS = {"model", "conns", "workers", "requests", "errors", "throughput_rps",
              "latency_ms", "e2e_ms", "queue_wait_ms"}
-
-
-def _need(exe):
-    assert exe.exists(), f"{exe} not built: run cmake --build {BUILD}"
-    return str(exe)
-
-
-class Server:
-    def __init__(self, *args):
-        self.proc = subprocess.Popen([_need(SERVER), "--port", "0", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        assert "listening on 127.0.0.1:" in line, f"orders-server did not start: {line!r}"
-        port = int(line.split("127.0.0.1:")[1].split()[0])
-        self.url = f"http://127.0.0.1:{port}/orders"
-
-    def stop(self):
-        """SIGTERM; returns the server's last stderr line (its connection/request counts)."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = self.proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-        return err.strip().splitlines()[-1] if err.strip() else ""
 
 
 @pytest.fixture(scope="module")
