@@ -34,6 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tt_clock.h"
+
 #define BC_MAX_THREADS 1024
 #define BC_REQUEST_BYTES 512
 #define BC_REPLY_BYTES 8192 /* header and body of one reply */
@@ -51,7 +53,7 @@ struct bc_thread {
 	unsigned index;
 	pthread_t thread;
 	atomic_int fd; /* closed by main after the join */
-	uint64_t requests, errors, reconnects;
+	uint64_t requests, errors;
 	int first_bad_status;
 	const char *failed; /* the step that ended this thread early */
 	int err;
@@ -59,14 +61,6 @@ struct bc_thread {
 
 static atomic_bool bc_stop, bc_cut;
 static atomic_uint bc_live; /* threads still sending */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int conn_open(const struct bc_opts *o)
 {
@@ -211,7 +205,6 @@ static int thread_request(struct bc_thread *t, uint64_t id, char *req, char *rep
 			return nfd;
 		}
 		close(atomic_exchange(&t->fd, nfd));
-		t->reconnects++;
 	}
 	return 0;
 }
@@ -246,9 +239,8 @@ static void live_wait(uint64_t end_ns)
 {
 	uint64_t now;
 
-	while ((now = now_ns()) < end_ns && atomic_load(&bc_live) > 0) {
-		uint64_t step_ns = end_ns - now < 10000000ull ? end_ns - now : 10000000ull;
-		struct timespec ts = { 0, (long)step_ns };
+	while ((now = tt_now_ns()) < end_ns && atomic_load(&bc_live) > 0) {
+		struct timespec ts = tt_timespec_of_ns(end_ns - now < 10000000ull ? end_ns - now : 10000000ull);
 
 		nanosleep(&ts, NULL);
 	}
@@ -259,7 +251,7 @@ static void live_wait(uint64_t end_ns)
 static void run_finish(struct bc_thread *ts, unsigned n)
 {
 	atomic_store(&bc_stop, true);
-	live_wait(now_ns() + BC_GRACE_MS * 1000000ull);
+	live_wait(tt_now_ns() + BC_GRACE_MS * 1000000ull);
 	if (atomic_load(&bc_live) == 0)
 		return;
 	atomic_store(&bc_cut, true);
@@ -359,8 +351,8 @@ static void opts_parse(int argc, char **argv, struct bc_opts *o)
 	}
 }
 
-/* What went wrong, one line each kind; the exit status. */
-static int run_report(const struct bc_thread *ts, unsigned started, unsigned wanted)
+/* What went wrong, one stderr line each kind; the totals on stdout; the exit status. */
+static int run_report(const struct bc_thread *ts, unsigned started, unsigned wanted, uint64_t t0_ns)
 {
 	const struct bc_thread *ff = NULL, *fe = NULL;
 	uint64_t requests = 0, errors = 0;
@@ -381,6 +373,8 @@ static int run_report(const struct bc_thread *ts, unsigned started, unsigned wan
 	if (errors)
 		fprintf(stderr, "blocking_client: %llu of %llu replies were not 2xx (the first: %d; check --path)\n",
 			(unsigned long long)errors, (unsigned long long)requests, fe->first_bad_status);
+	printf("requests %llu errors %llu elapsed_s %.3f\n", (unsigned long long)requests,
+	       (unsigned long long)errors, (double)(tt_now_ns() - t0_ns) / 1e9);
 	return started < wanted || failed || errors ? 1 : 0;
 }
 
@@ -388,7 +382,7 @@ int main(int argc, char **argv)
 {
 	struct bc_opts o;
 	struct bc_thread *ts;
-	uint64_t t0_ns, requests = 0, errors = 0;
+	uint64_t t0_ns;
 	unsigned started = 0;
 	cpu_set_t allowed;
 	int rc;
@@ -403,7 +397,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "blocking_client: out of memory\n");
 		return 1;
 	}
-	t0_ns = now_ns();
+	t0_ns = tt_now_ns();
 	for (; started < o.threads; started++) {
 		ts[started] = (struct bc_thread){ .o = &o, .index = started, .fd = -1 };
 		atomic_fetch_add(&bc_live, 1);
@@ -421,12 +415,8 @@ int main(int argc, char **argv)
 		pthread_join(ts[i].thread, NULL);
 		if (ts[i].fd >= 0)
 			close(ts[i].fd);
-		requests += ts[i].requests;
-		errors += ts[i].errors;
 	}
-	rc = run_report(ts, started, o.threads);
-	printf("requests %llu errors %llu elapsed_s %.3f\n", (unsigned long long)requests,
-	       (unsigned long long)errors, (double)(now_ns() - t0_ns) / 1e9);
+	rc = run_report(ts, started, o.threads, t0_ns);
 	free(ts);
 	return rc;
 }
