@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "order_body.h" /* workloads/httpload */
 #include "tt_clock.h"
 
 #define BC_MAX_THREADS 1024
@@ -80,14 +81,11 @@ static int conn_open(const struct bc_opts *o)
 	return fd;
 }
 
-/* The same body shape as httpload's requests. */
+/* httpload's request: its body, and the headers libcurl sends with it. */
 static int request_format(char *buf, size_t len, const struct bc_opts *o, unsigned conn, uint64_t id)
 {
-	char body[160];
-	int nb = snprintf(body, sizeof(body),
-			  "{\"customer\":%u,\"item\":\"widget-%llu\",\"qty\":%llu,\"request\":%llu}",
-			  conn, (unsigned long long)(id % 97), (unsigned long long)(1 + id % 5),
-			  (unsigned long long)id);
+	char body[HL_ORDER_BODY_BYTES];
+	int nb = hl_order_body(body, sizeof(body), conn, id);
 
 	return snprintf(buf, len,
 			"POST %s HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n"

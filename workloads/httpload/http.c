@@ -161,10 +161,7 @@ __attribute__((noinline)) CURLcode http_perform(struct hl_conn *c)
 
 void http_prepare(struct hl_conn *c, uint64_t id, uint32_t conn)
 {
-	int n = snprintf(c->body, sizeof(c->body),
-			 "{\"customer\":%u,\"item\":\"widget-%llu\",\"qty\":%llu,\"request\":%llu}",
-			 conn, (unsigned long long)(id % 97), (unsigned long long)(1 + id % 5),
-			 (unsigned long long)id);
+	int n = hl_order_body(c->body, sizeof(c->body), conn, id);
 
 	c->bytes = 0;
 	curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE, (long)n);

@@ -13,13 +13,14 @@
 #include <tailtrace/records.h>
 
 #include "options.h"
+#include "order_body.h"
 
 #define HL_CONN_SOCKS 4 /* sockets curl may watch at once (happy eyeballs, resolver) */
 
 struct hl_conn {
 	CURL *easy;
 	uint64_t bytes;  /* response body bytes of the current request */
-	char body[160];
+	char body[HL_ORDER_BODY_BYTES];
 	void *owner;     /* async: the slot this handle belongs to */
 	CURLM *multi;    /* http_execute's, made on first use */
 	struct {
