@@ -57,6 +57,7 @@ Recording:
                                call on a VM (httpload pool/100: 56.6k req/s untraced, 13.8k with
                                locks, 57.3k without). tailtrace warns above 5k hits/s.
   --span LIB:SYMBOL            a function call becomes a request (repeatable)  [none]
+  --span-exit auto|uretprobe|ret  how spans end (tailtrace --span-exit; docs/third-party.md)  [auto]
   --no-perf                    no perf on-CPU profile                [perf record -F 499 -g]
   --no-flamegraph              skip flame graphs                     [draw them if inferno exists]
   --out DIR                    run directory                         [results/<UTC time>-<label>]
@@ -86,7 +87,7 @@ EOF
 set_defaults() {
 	MODE=workload WORKLOAD=pool CONNS=20 WORKERS="" REQUESTS="" DURATION="" RATE="" URL=""
 	PORT="" SERVER_WORKERS="" SERVICE_US="" SLEEP_US="" CPUS="" NUMA=""
-	PROBES="" SPANS=() PERF=1 FLAME=1 OUT="" LABEL="" WORKLOADS=naive,pool,async
+	PROBES="" SPANS=() SPAN_EXIT="" PERF=1 FLAME=1 OUT="" LABEL="" WORKLOADS=naive,pool,async
 	SWEEP_CONNS=10,50,100 TARGET_PID="" TARGET_COMM="" DIFF_A="" DIFF_B="" INSTALL=0
 	BUILD=1 CMD=() CONNS_SET=0
 }
@@ -150,6 +151,8 @@ parse_args() {
 		--probes) need_arg "$@"; PROBES=$2; shift ;;
 		--span) need_arg "$@"; [[ $2 == *:* ]] || die "--span wants LIB:SYMBOL (e.g. libcurl.so.4:curl_easy_perform), got '$2'"
 			SPANS+=("$2"); shift ;;
+		--span-exit) need_arg "$@"; [[ $2 =~ ^(auto|uretprobe|ret)$ ]] || die "--span-exit wants auto, uretprobe or ret, got '$2'"
+			SPAN_EXIT=$2; shift ;;
 		--no-perf) PERF=0 ;;
 		--no-flamegraph) FLAME=0 ;;
 		--out) need_arg "$@"; OUT=$2; shift ;;

@@ -1,8 +1,8 @@
 """Runs side by side: one table, one percentile plot, compare.html.
 
 Columns of df_compare (one row per run, in the order given):
-  run (label), requests, errors (None when unknown: requests built from
-  spans, or none; shown as "n/a"), throughput_rps, avg_ms, p99_ms, max_ms (end to end:
+  run (label), requests, errors (None when unknown: no requests; shown as "n/a"; for
+  requests built from spans, the calls that did not return), throughput_rps, avg_ms, p99_ms, max_ms (end to end:
   what a client saw, queue wait included), p99_service_ms, queue_p99_ms,
   p99_runnable_share (share of the ≥P99 band's mean e2e time spent runnable;
   NaN without probes), closure_ratio (share of requests whose parts close;

@@ -10,8 +10,8 @@ RUN/.cache/, keyed on the .bin's size and mtime (and this loader's version).
 Columns (int64 ns unless said; in runq, switches and locks the ids, CPUs,
 flags and stack ids are int32 to halve the memory of large traces):
   requests: id, conn, tid, pid, status, bytes, t_enqueue_ns, t_start_ns, t_end_ns
-            (+ ret when built from spans: status then holds the same raw return
-            value, which is not an HTTP status)
+            (+ ret, end, goroutine when built from spans: status then holds the same
+            raw return value, which is not an HTTP status; end says how the call ended)
   runq:     pid, tid, cpu, waker_tid, waker_pid, kind (categorical wakeup|preempt|wakeup_new),
             waker_ctx (categorical, WAKER_CTXS: the context sched_waking ran in),
             t_runnable_ns, t_run_ns, dur_ns
@@ -28,7 +28,9 @@ flags and stack ids are int32 to halve the memory of large traces):
   locks:    pid, tid, mutex (uint64), t_request_ns, t_acquired_ns, t_released_ns,
             wait_ns, hold_ns (float, NaN if never released), flags, ustack_id,
             contended (bool), trylock (bool)
-  spans:    pid, tid, span_id, depth, ret, t_start_ns, t_end_ns
+  spans:    pid, tid, span_id, depth, ret, t_start_ns, t_end_ns, goroutine (Go: the
+            runtime.g the span was keyed by; 0: keyed by thread), end_tid (thread it ended
+            on), end (categorical SPAN_ENDS: return|exception|longjmp|tailcall)
   tasks:    pid, tid, comm (str), migrations, role (conn-thread|worker|event-loop|server|other)
 """
 from __future__ import annotations
@@ -45,7 +47,7 @@ import pandas as pd
 from .errors import AnalysisError, CorruptRecordsError, MissingStreamError
 from .schema import SchemaError, load_schema, record_dtype
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 STREAMS = ("requests", "runq", "switches", "locks", "spans", "tasks")
 # stream -> (schema record kind, file name, what writes it)
 STREAM_KIND = {"requests": "request", "runq": "runq", "switches": "switch",
@@ -63,6 +65,7 @@ RUNQ_KINDS = ["wakeup", "preempt", "wakeup_new"]  # enum tt_runq_kind order
 WAKER_CTXS = ["none", "task", "hardirq", "softirq", "softirq_task", "unknown", "task_guess"]
 WAKER_BLAMES_TASK = ("task", "softirq_task", "task_guess")  # the waker tid ended the wait
 LOCK_TRYLOCK, LOCK_CONTENDED = 0x1, 0x2            # TT_LOCK_* in records.h
+SPAN_ENDS = ["return", "exception", "longjmp", "tailcall"]  # enum tt_span_end order
 
 COLUMNS = {
     "requests": ["id", "conn", "tid", "pid", "status", "bytes",
@@ -74,7 +77,8 @@ COLUMNS = {
                  "wait_aux", "unmatched"],
     "locks": ["pid", "tid", "mutex", "t_request_ns", "t_acquired_ns", "t_released_ns",
               "wait_ns", "hold_ns", "flags", "ustack_id", "contended", "trylock"],
-    "spans": ["pid", "tid", "span_id", "depth", "ret", "t_start_ns", "t_end_ns"],
+    "spans": ["pid", "tid", "span_id", "depth", "ret", "t_start_ns", "t_end_ns", "goroutine",
+              "end_tid", "end"],
     "tasks": ["pid", "tid", "comm", "migrations", "role"],
 }
 
@@ -167,6 +171,10 @@ def _defaults(stream: str, r: dict) -> None:
         r.setdefault("wait_addr", np.zeros(n, np.uint64))
         r.setdefault("wait_aux", np.zeros(n, np.int32))
         r.setdefault("unmatched", np.zeros(n, np.uint8))
+    elif stream == "spans":
+        r.setdefault("goroutine", np.zeros(n, np.uint64))
+        r.setdefault("end_tid", np.asarray(r.get("tid", np.zeros(n))))
+        r.setdefault("end", np.zeros(n, np.uint32))
 
 
 def fold_comm(comm: str) -> str:
@@ -215,7 +223,8 @@ def frame_from_records(stream: str, rec) -> pd.DataFrame:
         d["contended"] = (d["flags"] & LOCK_CONTENDED) != 0
         d["trylock"] = (d["flags"] & LOCK_TRYLOCK) != 0
     elif stream == "spans":
-        d = {c: _i64(r[c]) for c in COLUMNS["spans"]}
+        d = {c: _i64(r[c]) for c in COLUMNS["spans"] if c != "end"}
+        d["end"] = _categorical(r["end"], SPAN_ENDS)
     elif stream == "tasks":
         comm = r["comm"]
         if comm.dtype.kind == "S":
@@ -259,7 +268,8 @@ def split_gaps(run) -> pd.DataFrame:
 
 def requests_from_spans(spans: pd.DataFrame) -> pd.DataFrame:
     """One request per outer span (depth 0): id=row, conn=span_id, ret (and status) = the
-    function's raw return register. It is not an HTTP status: errors are not counted."""
+    function's raw return register (not an HTTP status), end = how the call ended (a call a
+    C++ exception or a longjmp left is an error), goroutine = its Go goroutine (0: none)."""
     outer = spans[spans["depth"] == 0].sort_values("t_start_ns", kind="stable")
     n = len(outer)
     return pd.DataFrame({
@@ -268,8 +278,9 @@ def requests_from_spans(spans: pd.DataFrame) -> pd.DataFrame:
         "status": outer["ret"].to_numpy(), "bytes": np.zeros(n, dtype=np.int64),
         "t_enqueue_ns": outer["t_start_ns"].to_numpy(),
         "t_start_ns": outer["t_start_ns"].to_numpy(), "t_end_ns": outer["t_end_ns"].to_numpy(),
-        "ret": outer["ret"].to_numpy(),
-    }, columns=COLUMNS["requests"] + ["ret"])
+        "ret": outer["ret"].to_numpy(), "end": outer["end"].to_numpy(),
+        "goroutine": outer["goroutine"].to_numpy(),
+    }, columns=COLUMNS["requests"] + ["ret", "end", "goroutine"])
 
 
 def set_request_source(run: Run) -> None:

@@ -34,7 +34,7 @@ from .lockchain import df_lock_chains
 from .peer import df_peer_runnable
 from .perfetto import df_thread_states, write_trace
 from .sched import LOCK_COLS, THREAD_COLS, df_cpu_placement, df_locks, df_runq_hist, df_threads
-from .summary import summary_dict, uprobe_warnings
+from .summary import goroutine_note, summary_dict, uprobe_warnings
 
 SCHED_STREAMS = ("runq", "switches")
 NEEDS_PROBES = ("needs probes: run the workload under tailtrace (runq and sched streams) "
@@ -206,8 +206,11 @@ def build_report(run_dir, plots: bool = True) -> dict:
                         "note": info.note}
     notes = list(getattr(run, "warnings", []) or []) + uprobe_warnings(run.meta or {})
     if run.source == "spans":
-        notes.append("Span return values are not HTTP statuses: errors are not counted (each "
-                     "request's raw return value is in trace.json as 'ret').")
+        notes.append("Span return values are not HTTP statuses: errors counts the calls that "
+                     "did not return (a C++ exception or a longjmp left them); each request's "
+                     "raw return value is in trace.json as 'ret'.")
+        if (note := goroutine_note(run.requests)):
+            notes.append(note[0].upper() + note[1:] + ".")
     if not has_sched(run):
         notes.append("No scheduler streams (runq.bin, switches.bin) in this run: the "
                      "client-side figures are shown; attribution, threads and CPU placement "

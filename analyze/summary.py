@@ -16,9 +16,11 @@ note (runs without requests only).
 Percentiles are numpy's default (linear interpolation) over all requests.
 NaN becomes null.
 
-errors counts HTTP statuses outside 200..399, so only for requests.bin:
-with requests built from spans (source "spans") the status is the function's
-raw return value and errors is null (a warning says so). Without requests
+errors counts HTTP statuses outside 200..399 for requests.bin; with requests
+built from spans (source "spans") the status is the function's raw return
+value, so errors counts the calls that did not return (a C++ exception or a
+longjmp left them) and span_ends{return, exception, longjmp, tailcall} says how
+every call ended (null for other sources). Without requests
 (source "none": tailtrace without --span) requests is 0, the latency fields
 and errors are null, attribution is the string NEEDS_REQUESTS and the
 headline describes the scheduler figures instead.
@@ -33,12 +35,14 @@ import pandas as pd
 from .attribute import (band_root_cause, dominant_blocked, headline, spearman_runnable,
                         tail_excess)
 from .decompose import PARTS, valid_requests
+from .load import SPAN_ENDS
 from .peer import df_peers
 
 MS = 1e6
 UPROBE_WARN_PER_S = 5000.0   # as tailtrace's TT_UPROBE_WARN_PER_S
-SPAN_ERRORS_NOTE = ("span return values are not HTTP statuses; errors not counted "
-                    "(each request's raw return value is kept as 'ret')")
+SPAN_ERRORS_NOTE = ("span return values are not HTTP statuses: errors counts only the calls "
+                    "that did not return (left by a C++ exception or a longjmp); each request's "
+                    "raw return value is kept as 'ret'")
 NEEDS_REQUESTS = ("needs requests or --span: without requests.bin (httpload --out) or spans.bin "
                   "(tailtrace --span BIN:SYMBOL) there are no requests to split into on-CPU, "
                   "runnable, lock wait and blocked time")
@@ -132,11 +136,32 @@ def uprobe_warnings(meta: dict) -> list:
     return out
 
 
+def goroutine_note(req: pd.DataFrame) -> str | None:
+    """What the thread-level split means for requests that are Go goroutine spans."""
+    if "goroutine" not in req or not (req["goroutine"] != 0).any():
+        return None
+    g = req[req["goroutine"] != 0]
+    return (f"{len(g)} requests are spans of Go goroutines: their on-CPU, runnable and blocked "
+            "parts are those of the thread each one started on, which runs other goroutines "
+            "while this one waits (on-CPU may include theirs, a wait parked in Go's scheduler "
+            f"shows as the thread's); {int(g['goroutine'].nunique())} goroutines served them")
+
+
+def span_ends(req: pd.DataFrame) -> dict | None:
+    """How the spanned calls ended: {return, exception, longjmp, tailcall: n}."""
+    if "end" not in req:
+        return None
+    counts = req["end"].astype(str).value_counts()
+    return {e: int(counts.get(e, 0)) for e in SPAN_ENDS}
+
+
 def _warnings(run, decomp) -> list:
     w = list(getattr(run, "warnings", []))
     w += uprobe_warnings(run.meta or {})
     if run.source == "spans":
         w.append(SPAN_ERRORS_NOTE)
+        if (note := goroutine_note(run.requests)):
+            w.append(note)
     write_error = run.meta.get("write_error")
     fix = (f"the run directory could not take them: {write_error}; free space or choose "
            "another --out" if write_error else "use a bigger --ringbuf-mb")
@@ -258,7 +283,10 @@ def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs=None,
         "conns": wl.get("conns", None if none else int(req["conn"].nunique())),
         "workers": wl.get("workers", None if none else int(req["tid"].nunique())),
         "requests": int(len(req)),
-        "errors": int(_failed(req["status"]).sum()) if run.source == "requests" else None,
+        "errors": (int(_failed(req["status"]).sum()) if run.source == "requests" else
+                   int((req["end"].astype(str) != "return").sum()) if run.source == "spans"
+                   else None),
+        "span_ends": span_ends(req) if run.source == "spans" else None,
         "throughput_rps": len(ok) / dur_s if dur_s > 0 else None,
         "latency_ms": _pcts(decomp["latency_ns"], {"avg": "avg", "p50": 50, "p90": 90, "p99": 99,
                                                    "p999": 99.9, "max": "max"}),

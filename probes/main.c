@@ -126,6 +126,11 @@ static int target_prepare(struct loader *L)
 	}
 	if (ret)
 		die_line(err);
+	else if (o->pid > 0)
+		snprintf(L->ctx.target_exe, sizeof(L->ctx.target_exe), "/proc/%d/exe", o->pid);
+	else if (L->have_child &&
+		 syms_find_library(0, L->cli.cmd[0], L->ctx.target_exe, sizeof(L->ctx.target_exe)))
+		L->ctx.target_exe[0] = '\0';
 	return ret;
 }
 
@@ -520,6 +525,9 @@ static int run_finish(struct loader *L, int status)
 	cost_collect(&L->cost, L->mods, L->states, L->nmods,
 		     L->cost.t_end_ns - L->meta.mono_start_ns);
 	L->meta.cost = &L->cost;
+	L->meta.mods = L->mods;
+	L->meta.states = L->states;
+	L->meta.nmods = L->nmods;
 	L->meta.stats = L->stats;
 	L->meta.nstats = L->nstats;
 	L->meta.events_str = options_events_str(L->events, ev, sizeof(ev));

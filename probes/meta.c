@@ -197,6 +197,9 @@ static void write_body(FILE *f, const struct tt_meta *m)
 		(unsigned long long)m->mono_end_ns);
 	fprintf(f, "  \"duration_s\": %.6f,\n", (m->mono_end_ns - m->mono_start_ns) / 1e9);
 	write_options(f, m);
+	for (int i = 0; i < m->nmods; i++)
+		if (m->mods[i]->meta && m->states[i])
+			m->mods[i]->meta(m->states[i], f);
 	if (m->cost) {
 		fputs("  \"cost\": ", f);
 		cost_write_json(f, m->cost);

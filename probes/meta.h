@@ -23,6 +23,9 @@ struct tt_meta {
 	int exit_status;             /* CMD child's exit code, -1 if none */
 	uint64_t cgroup_id;
 	const struct tt_cost *cost;  /* tailtrace's own cost; NULL: not written */
+	const struct tt_probe *const *mods; /* their optional meta() members */
+	void *const *states;
+	int nmods;
 };
 
 /* Above this many uprobe hits per second a stream's probes noticeably slow

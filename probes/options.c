@@ -12,6 +12,7 @@
 #include "exporter.h"
 #include "options.h"
 #include "registry.h"
+#include "span_plan.h"
 
 static const struct {
 	const char *name;
@@ -44,6 +45,10 @@ void options_usage(FILE *out)
 "                      spans is added by --span; locks adds pthread mutex uprobes for exact\n"
 "                      hold times, ~10-30 us per mutex call: lock waits are in the default)\n"
 "  -s, --span BIN:SYM  record calls of SYM in BIN (path or library name) as spans; repeatable, max %d\n"
+"  -X, --span-exit MODE  how spans end: auto (default: uretprobe, its return address put back\n"
+"                      before any unwinder walks; ret for Go), uretprobe, or ret (uprobes on\n"
+"                      every return instruction: nothing on the stack is touched, ~14 us a\n"
+"                      return on a VM). tailtrace prints each span's sites and cost\n"
 "  -r, --ringbuf-mb N  ring buffer per stream in MiB, rounded up to a power of two\n"
 "                      (default: %d; 0 = one page, to test loss reporting)\n"
 "  -m, --min-offcpu-us N  keep off-CPU stacks only for intervals >= N us\n"
@@ -144,6 +149,16 @@ static int parse_span(struct tt_opts *o, char *arg, char *err, size_t len)
 	return 0;
 }
 
+static int parse_span_exit(const char *arg)
+{
+	static const int modes[] = { SPAN_EXIT_AUTO, SPAN_EXIT_URET, SPAN_EXIT_RET };
+
+	for (unsigned i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (!strcmp(arg, span_exit_mode_name(modes[i])))
+			return modes[i];
+	return -1;
+}
+
 static void default_out(struct tt_cli *cli)
 {
 	time_t now = time(NULL);
@@ -164,6 +179,7 @@ static const struct option long_opts[] = {
 	{ "out", required_argument, NULL, 'o' },
 	{ "events", required_argument, NULL, 'e' },
 	{ "span", required_argument, NULL, 's' },
+	{ "span-exit", required_argument, NULL, 'X' },
 	{ "ringbuf-mb", required_argument, NULL, 'r' },
 	{ "min-offcpu-us", required_argument, NULL, 'm' },
 	{ "aggregate", no_argument, NULL, 'A' },
@@ -213,6 +229,12 @@ static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len
 	case 'o': o->out_dir = arg; return 0;
 	case 'e': cli->events_given = true; return parse_events(arg, &o->events, err, len);
 	case 's': return parse_span(o, arg, err, len);
+	case 'X':
+		if ((o->span_exit = parse_span_exit(arg)) < 0) {
+			snprintf(err, len, "--span-exit '%s': give auto, uretprobe or ret", arg);
+			return -EINVAL;
+		}
+		return 0;
 	case 'r':
 		if (parse_num("--ringbuf-mb", arg, 0, 4096, &v, err, len))
 			return -EINVAL;
@@ -284,7 +306,7 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 	o->events = TT_DEFAULT_EVENTS;
 	o->ringbuf_mb = TT_DEFAULT_RINGBUF_MB;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+p:P:c:g:ad:o:e:s:r:m:Al:t:B:T:vh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:P:c:g:ad:o:e:s:X:r:m:Al:t:B:T:vh", long_opts, NULL)) != -1) {
 		if (c == 'h') {
 			options_usage(stdout);
 			return 1;

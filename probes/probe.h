@@ -11,8 +11,10 @@
  */
 #ifndef TT_PROBE_H
 #define TT_PROBE_H
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <bpf/libbpf.h>
 
 #define TT_MAX_SPANS 8
@@ -50,6 +52,7 @@ struct tt_opts {
 	unsigned toggle_ms;   /* --toggle-ms: programs attached and detached in turn (bench) */
 	struct tt_span_spec spans[TT_MAX_SPANS];
 	int nspans;
+	int span_exit;        /* --span-exit: enum span_exit_mode (span_plan.h) */
 	int also_pids[TT_MAX_ALSO_PIDS]; /* scheduler events of these tgids too */
 	int nalso;
 };
@@ -74,6 +77,7 @@ struct tt_ctx {
 	int target_pid;          /* resolved target tgid (0: system-wide) */
 	struct tt_syms *syms;    /* user-space symbolizer of the target; may be NULL */
 	char err[256];           /* one-line reason when a call fails */
+	char target_exe[PATH_MAX]; /* the traced program's executable, "" if unknown */
 	uint64_t cgroup_id;      /* resolved --cgroup (cgroup v2 id), 0: none */
 	/* BPF maps shared by the modules' objects (probe_share_maps_*): the
 	 * sched_switch clock, and runq's state when sched's switch program does
@@ -99,6 +103,8 @@ struct tt_probe {
 	/* Optional: detach (on false) or attach again (on true) every program
 	 * setup() attached (--toggle-ms); 0 or a negative errno. */
 	int (*toggle)(void *state, bool on);
+	/* Optional: members of meta.json ("key": value,\n lines, two-space indent). */
+	void (*meta)(void *state, FILE *f);
 };
 
 /* Helper for modules: add a ring buffer map to ctx->rb, creating it if needed. */

@@ -2,9 +2,12 @@
 /*
  * spans: loader side of spans.bpf.c. Each --span BINARY_OR_LIB:SYMBOL is
  * resolved to a file (path, the target's mapping, ldconfig cache, standard
- * dirs, $PATH) and a file offset, then gets a uprobe + uretprobe with the
- * option index as cookie. Uprobes are inode-based, so a library the target
- * loads only later (a command held before exec) is traced as well.
+ * dirs, $PATH) and planned from its machine code (span_plan.c): the entry
+ * site and either a uretprobe (only where nothing can unwind through it) or
+ * uprobes on every way out. Then the guards: __cxa_begin_catch and longjmp of
+ * the target's libraries, so calls left by an exception or a longjmp end
+ * there. Uprobes are inode-based: a library the target loads only later (a
+ * command held before exec) is traced.
  */
 #include <errno.h>
 #include <limits.h>
@@ -15,7 +18,10 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <json_out.h>
+#include "disasm.h"
 #include "probe.h"
+#include "span_plan.h"
 #include "syms.h"
 #include "recfile.h"
 #include "spans.h"
@@ -23,9 +29,26 @@
 #include "filter.h"
 #include "registry.h"
 
+#define MAX_LINKS (TT_MAX_SPANS * (SPAN_MAX_SITES + 2) + 16)
+
+/* Where the guards go: library, function, guard kind. */
+static const struct {
+	const char *lib, *func;
+	int guard;
+} guard_sites[] = {
+	{ "libstdc++.so.6", "__cxa_begin_catch", SPANS_GUARD_CATCH },
+	{ "libc.so.6", "longjmp", SPANS_GUARD_LONGJMP }, /* = siglongjmp, _longjmp */
+	{ "libc.so.6", "__longjmp_chk", SPANS_GUARD_LONGJMP },
+};
+#define N_GUARDS (sizeof(guard_sites) / sizeof(guard_sites[0]))
+
 struct spans_state {
 	struct spans_bpf *skel;
-	struct bpf_link *links[2 * TT_MAX_SPANS];
+	struct bpf_link *links[MAX_LINKS];
+	int nlinks;
+	struct span_plan plans[TT_MAX_SPANS];
+	int nplans;
+	int guards;              /* guard sites attached */
 	struct recfile *out;
 	int write_err;
 };
@@ -50,15 +73,17 @@ static int spans_on_event(void *arg, void *data, size_t size)
 	return 0;
 }
 
-/* Resolve one --span option to (path, offset); ctx->err says why not. */
-static int spans_resolve(struct tt_ctx *ctx, const struct tt_span_spec *sp,
-			 char *path, size_t len, uint64_t *off)
+/* Resolve one --span option to a file and plan it; ctx->err says why not. */
+static int spans_plan_one(struct tt_ctx *ctx, const struct tt_span_spec *sp,
+			  const struct span_target *t, struct span_plan *plan)
 {
+	char warn[PATH_MAX + 200];
 	const int pid = ctx->opts->pid; /* > 0: attaching to a running process */
-	char near[200];
+	char path[PATH_MAX], near[200];
+	uint64_t off;
 	int err;
 
-	err = syms_find_library(ctx->target_pid, sp->binary, path, len);
+	err = syms_find_library(ctx->target_pid, sp->binary, path, sizeof(path));
 	if (err) {
 		spans_err(ctx, "--span %s:%s: '%s' not found (not a file, not mapped by the target, "
 			 "not in the ldconfig cache, standard lib dirs or $PATH)",
@@ -70,7 +95,7 @@ static int spans_resolve(struct tt_ctx *ctx, const struct tt_span_spec *sp,
 			 "trace a library it loads later)", sp->binary, sp->symbol, path, pid);
 		return -ENOENT;
 	}
-	err = syms_elf_offset(path, sp->symbol, off);
+	err = syms_elf_offset(path, sp->symbol, &off);
 	if (err == -ENOENT) {
 		if (syms_suggest(path, sp->symbol, near, sizeof(near), 5) > 0)
 			spans_err(ctx, "symbol %s not found in %s (did you mean: %s)",
@@ -78,37 +103,79 @@ static int spans_resolve(struct tt_ctx *ctx, const struct tt_span_spec *sp,
 		else
 			spans_err(ctx, "symbol %s not found in %s (no similar symbol)",
 				 sp->symbol, path);
+		return err;
 	} else if (err) {
 		spans_err(ctx, "--span %s:%s: cannot read ELF %s: %s",
 			 sp->binary, sp->symbol, path, strerror(-err));
+		return err;
 	}
+	err = span_plan_build(path, sp->symbol, ctx->opts->span_exit, t, plan, ctx->err,
+			      sizeof(ctx->err), warn, sizeof(warn));
+	if (!err && warn[0])
+		fprintf(stderr, "tailtrace: warning: %s\n", warn);
 	return err;
 }
 
-static int spans_attach_one(struct tt_ctx *ctx, struct spans_state *st, int i)
+static int attach(struct tt_ctx *ctx, struct spans_state *st, struct bpf_program *prog,
+		  const char *path, uint64_t off, bool ret, uint64_t cookie, const char *what)
 {
-	const struct tt_span_spec *sp = &ctx->opts->spans[i];
 	int pid = ctx->opts->all || ctx->target_pid <= 0 ? -1 : ctx->target_pid;
-	char path[PATH_MAX];
-	uint64_t off;
-	int err = spans_resolve(ctx, sp, path, sizeof(path), &off);
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret, .bpf_cookie = cookie);
+	struct bpf_link *l;
 
-	/* Return probe first: a call entered between the two attaches then has its
-	 * return hooked but no entry (counted unmatched), never an entry whose
-	 * return is missed. */
-	for (int ret = 1; !err && ret >= 0; ret--) {
-		LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret, .bpf_cookie = (__u64)i);
-		struct bpf_program *prog = ret ? st->skel->progs.span_exit : st->skel->progs.span_enter;
-
-		st->links[2 * i + ret] = bpf_program__attach_uprobe_opts(prog, pid, path, off, &uo);
-		if (!st->links[2 * i + ret]) {
-			err = -errno;
-			spans_err(ctx, "--span %s:%s: cannot attach %s to %s+0x%llx: %s",
-				 sp->binary, sp->symbol, ret ? "uretprobe" : "uprobe", path,
-				 (unsigned long long)off, strerror(-err));
-		}
+	if (st->nlinks >= MAX_LINKS) {
+		spans_err(ctx, "spans: more than %d probe sites", MAX_LINKS);
+		return -E2BIG;
 	}
-	return err;
+	l = bpf_program__attach_uprobe_opts(prog, pid, path, off, &uo);
+	if (!l) {
+		int err = -errno;
+
+		spans_err(ctx, "%s: cannot attach a %s to %s+0x%llx: %s", what,
+			 ret ? "uretprobe" : "uprobe", path, (unsigned long long)off, strerror(-err));
+		return err;
+	}
+	st->links[st->nlinks++] = l;
+	return 0;
+}
+
+/* Exits before the entry: a call entered while attaching then has its exit
+ * hooked but no entry (counted unmatched), never an entry whose exit is missed. */
+static int attach_span(struct tt_ctx *ctx, struct spans_state *st, int i)
+{
+	const struct span_plan *p = &st->plans[i];
+	unsigned flags = p->go ? SPANS_COOKIE_GO : 0;
+	char what[160];
+	int err = 0;
+
+	snprintf(what, sizeof(what), "--span %s:%s", ctx->opts->spans[i].binary, p->symbol);
+	if (p->mode == SPAN_EXIT_URET)
+		err = attach(ctx, st, st->skel->progs.span_exit, p->path, p->entry.offset, true,
+			     SPANS_COOKIE(i, SPANS_SITE_RET, 0, flags), what);
+	for (int k = 0; !err && p->mode == SPAN_EXIT_RET && k < p->nexits; k++)
+		err = attach(ctx, st, st->skel->progs.span_ret, p->path, p->exits[k].offset, false,
+			     SPANS_COOKIE(i, p->exits[k].site, p->exits[k].cc, flags), what);
+	return err ?: attach(ctx, st, st->skel->progs.span_enter, p->path, p->entry.offset, false,
+			     SPANS_COOKIE(i, SPANS_SITE_ENTRY, 0, flags), what);
+}
+
+/* The unwinder, catch and longjmp sites of the target's libraries that exist
+ * here; a library it does not use is simply not there (or never hit). */
+static void attach_guards(struct tt_ctx *ctx, struct spans_state *st, bool any_thread)
+{
+	char path[PATH_MAX];
+	struct span_site s;
+
+	for (size_t g = 0; any_thread && g < N_GUARDS; g++) {
+		if (syms_find_library(ctx->target_pid, guard_sites[g].lib, path, sizeof(path)) ||
+		    span_plan_entry(path, guard_sites[g].func, &s))
+			continue;
+		if (!attach(ctx, st, st->skel->progs.span_guard, path, s.offset, false,
+			    (uint64_t)guard_sites[g].guard, guard_sites[g].func))
+			st->guards++;
+		else if (ctx->opts->verbose)
+			fprintf(stderr, "tailtrace: spans: %s (its exits are not watched)\n", ctx->err);
+	}
 }
 
 static void spans_destroy(void *state)
@@ -117,51 +184,84 @@ static void spans_destroy(void *state)
 
 	if (!st)
 		return;
-	for (int i = 0; i < 2 * TT_MAX_SPANS; i++)
+	for (int i = 0; i < st->nlinks; i++)
 		bpf_link__destroy(st->links[i]);
 	spans_bpf__destroy(st->skel);
 	recfile_close(st->out);
 	free(st);
 }
 
+static int spans_load(struct tt_ctx *ctx, struct spans_state *st)
+{
+	int err;
+
+	st->skel = spans_bpf__open();
+	if (!st->skel) {
+		spans_err(ctx, "spans: cannot open BPF object");
+		return -errno ? -errno : -EINVAL;
+	}
+	FILTER_CONFIGURE(st->skel->rodata, ctx);
+	probe_size_ringbuf(st->skel->maps.events, ctx->opts);
+	st->skel->rodata->rb_wakeup_bytes = probe_ringbuf_bytes(ctx->opts) / 8;
+	err = spans_bpf__load(st->skel);
+	if (err)
+		spans_err(ctx, "spans: cannot load BPF programs: %s", strerror(-err));
+	return err;
+}
+
+static void print_plans(struct tt_ctx *ctx, const struct spans_state *st)
+{
+	char desc[400];
+
+	for (int i = 0; i < st->nplans; i++) {
+		const struct span_plan *p = &st->plans[i];
+
+		span_plan_describe(p, desc, sizeof(desc));
+		fprintf(stderr, "tailtrace: span %s%s: %s\n", p->symbol,
+			p->go ? " (Go: keyed by goroutine)" : "", desc);
+		if (ctx->opts->verbose)
+			fprintf(stderr, "tailtrace: span %s ends by %s: %s\n", p->symbol,
+				p->mode == SPAN_EXIT_RET ? "uprobes on its returns" : "uretprobe",
+				p->why);
+	}
+	if (ctx->opts->verbose)
+		fprintf(stderr, "tailtrace: spans: %d catch/longjmp sites watched\n", st->guards);
+}
+
 static int spans_setup(struct tt_ctx *ctx, void **state)
 {
 	const struct tt_opts *o = ctx->opts;
 	struct spans_state *st = calloc(1, sizeof(*st));
+	struct span_target target;
+	bool any_thread = false;
 	int err = 0;
 
 	if (!st)
 		return -ENOMEM;
 	if (o->nspans < 1 || o->nspans > TT_MAX_SPANS) {
-		spans_err(ctx, "spans: give 1..%d --span BINARY:SYMBOL options",
-			 TT_MAX_SPANS);
+		spans_err(ctx, "spans: give 1..%d --span BINARY:SYMBOL options", TT_MAX_SPANS);
 		err = -EINVAL;
 		goto fail;
 	}
-	st->skel = spans_bpf__open();
-	if (!st->skel) {
-		err = -errno ? -errno : -EINVAL;
-		spans_err(ctx, "spans: cannot open BPF object");
-		goto fail;
-	}
-	FILTER_CONFIGURE(st->skel->rodata, ctx);
-	probe_size_ringbuf(st->skel->maps.events, o);
-	err = spans_bpf__load(st->skel);
-	if (err) {
-		spans_err(ctx, "spans: cannot load BPF programs: %s", strerror(-err));
-		goto fail;
-	}
-	for (int i = 0; !err && i < o->nspans; i++)
-		err = spans_attach_one(ctx, st, i);
+	span_plan_target(ctx->target_exe, o->pid, &target);
+	for (int i = 0; !err && i < o->nspans; i++, st->nplans++)
+		err = spans_plan_one(ctx, &o->spans[i], &target, &st->plans[i]);
+	for (int i = 0; !err && i < st->nplans; i++)
+		any_thread |= !st->plans[i].go;
+	err = err ?: spans_load(ctx, st);
+	for (int i = 0; !err && i < st->nplans; i++)
+		err = attach_span(ctx, st, i);
+	if (!err)
+		attach_guards(ctx, st, any_thread);
 	if (!err && !(st->out = recfile_open_kind(o->out_dir, TT_REC_SPAN))) {
 		err = -errno;
-		spans_err(ctx, "spans: cannot create %s/spans.bin: %s",
-			 o->out_dir, strerror(errno));
+		spans_err(ctx, "spans: cannot create %s/spans.bin: %s", o->out_dir, strerror(errno));
 	}
 	if (!err)
 		err = probe_add_ringbuf(ctx, st->skel->maps.events, spans_on_event, st);
 	if (err)
 		goto fail;
+	print_plans(ctx, st);
 	*state = st;
 	return 0;
 fail:
@@ -182,11 +282,14 @@ static int spans_finish(struct tt_ctx *ctx, void *state)
 	if (ctx->opts->verbose)
 		fprintf(stderr, "tailtrace: spans: %llu calls nested deeper than %d, %llu returns "
 			"without an entry, %llu entries whose return was never seen, "
-			"%llu state-map overflows\n",
+			"%llu state-map overflows, %llu unreadable goroutines, %llu unreadable "
+			"jmp_bufs\n",
 			(unsigned long long)spans_counter(st, SPANS_CNT_TOO_DEEP), SPANS_MAX_DEPTH,
 			(unsigned long long)spans_counter(st, SPANS_CNT_UNMATCHED),
 			(unsigned long long)spans_counter(st, SPANS_CNT_STALE),
-			(unsigned long long)spans_counter(st, SPANS_CNT_STATE_FULL));
+			(unsigned long long)spans_counter(st, SPANS_CNT_STATE_FULL),
+			(unsigned long long)spans_counter(st, SPANS_CNT_NO_G),
+			(unsigned long long)spans_counter(st, SPANS_CNT_BAD_JMPBUF));
 	if (err)
 		spans_err(ctx, "spans: writing %s/spans.bin: %s",
 			 ctx->opts->out_dir, strerror(-err));
@@ -205,9 +308,47 @@ static int spans_stats(void *state, struct tt_stream_stats *out, int max)
 		.lost = spans_counter(st, SPANS_CNT_LOST) + recfile_dropped(st->out),
 		/* calls seen at one end only: entry without return, return without entry */
 		.unmatched = spans_counter(st, SPANS_CNT_STALE) + spans_counter(st, SPANS_CNT_UNMATCHED),
-		.uprobe_hits = spans_counter(st, SPANS_CNT_HITS),
+		.uprobe_hits = spans_counter(st, SPANS_CNT_HITS) + spans_counter(st, SPANS_CNT_GUARD_HITS),
 	};
 	return 1;
+}
+
+static void site_json(FILE *f, const struct span_plan *p, const struct span_site *s)
+{
+	fprintf(f, "{\"offset\": %llu, \"at\": %llu, \"class\": \"%s\"}",
+		(unsigned long long)s->offset, (unsigned long long)(s->vaddr - p->fn.vaddr),
+		usite_class_name((enum usite_class)s->cls));
+}
+
+/* meta.json "span_sites": how each span was planned (docs/probes.md). */
+static void spans_meta(void *state, FILE *f)
+{
+	struct spans_state *st = state;
+
+	fprintf(f, "  \"span_sites\": [");
+	for (int i = 0; i < st->nplans; i++) {
+		const struct span_plan *p = &st->plans[i];
+
+		fprintf(f, "%s{\"symbol\": ", i ? ", " : "");
+		json_write_string(f, p->symbol);
+		fprintf(f, ", \"path\": ");
+		json_write_string(f, p->path);
+		fprintf(f, ", \"go\": %s, \"exit\": \"%s\", \"why\": ", p->go ? "true" : "false",
+			span_exit_mode_name(p->mode));
+		json_write_string(f, p->why);
+		fprintf(f, ", \"entry\": ");
+		site_json(f, p, &p->entry);
+		fprintf(f, ", \"first_class\": \"%s\", \"exits\": [",
+			usite_class_name((enum usite_class)p->first_cls));
+		for (int k = 0; p->mode == SPAN_EXIT_RET && k < p->nexits; k++) {
+			fputs(k ? ", " : "", f);
+			site_json(f, p, &p->exits[k]);
+		}
+		fprintf(f, "], \"followed\": %d, \"tail_ends\": %d, \"indirect_jumps\": %d, "
+			"\"cost_ns_per_call\": %llu}", p->followed, p->tail_ends, p->indirect_jumps,
+			(unsigned long long)span_plan_cost_ns(p));
+	}
+	fprintf(f, "],\n  \"span_guards\": %d,\n", st->guards);
 }
 
 static struct bpf_object *spans_object(void *state)
@@ -225,4 +366,5 @@ const struct tt_probe probe_spans = {
 	.stats = spans_stats,
 	.destroy = spans_destroy,
 	.object = spans_object,
+	.meta = spans_meta,
 };

@@ -434,7 +434,7 @@ void syms_free(struct tt_syms *s)
 
 struct find_arg {
 	const char *name;
-	uint64_t vaddr;
+	uint64_t vaddr, size;
 	bool found;
 };
 
@@ -446,13 +446,26 @@ static int find_sym(const char *name, const GElf_Sym *s, bool hidden, void *arg)
 	if (strcmp(name, a->name) || (hidden && a->found))
 		return 0;
 	a->vaddr = s->st_value;
+	a->size = s->st_size;
 	a->found = true;
 	return hidden ? 0 : 1;
 }
 
-int syms_elf_offset(const char *path, const char *symbol, uint64_t *offset)
+/* ELF vaddr -> file offset through the PT_LOAD segment holding it. */
+static int segs_vaddr_to_off(const struct seg *segs, size_t n, uint64_t vaddr, uint64_t *off)
 {
-	struct find_arg a = { symbol, 0, false };
+	for (size_t i = 0; i < n; i++) {
+		if (vaddr >= segs[i].vaddr && vaddr < segs[i].vaddr + segs[i].filesz) {
+			*off = vaddr - segs[i].vaddr + segs[i].off;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int syms_elf_func(const char *path, const char *symbol, struct syms_func *f)
+{
+	struct find_arg a = { symbol, 0, 0, false };
 	struct seg *segs = NULL;
 	size_t nsegs = 0;
 	Elf *elf;
@@ -466,18 +479,96 @@ int syms_elf_offset(const char *path, const char *symbol, uint64_t *offset)
 	if (!err)
 		err = elf_read_segs(elf, &segs, &nsegs);
 	if (!err) {
-		err = -ENOENT;
-		for (size_t i = 0; i < nsegs; i++) {
-			if (a.vaddr >= segs[i].vaddr && a.vaddr < segs[i].vaddr + segs[i].filesz) {
-				*offset = a.vaddr - segs[i].vaddr + segs[i].off;
-				err = 0;
-				break;
-			}
-		}
+		f->vaddr = a.vaddr;
+		f->size = a.size;
+		err = segs_vaddr_to_off(segs, nsegs, a.vaddr, &f->offset);
 	}
 	free(segs);
 	elf_close_path(fd, elf);
 	return err;
+}
+
+int syms_elf_offset(const char *path, const char *symbol, uint64_t *offset)
+{
+	struct syms_func f;
+	int err = syms_elf_func(path, symbol, &f);
+
+	if (!err)
+		*offset = f.offset;
+	return err;
+}
+
+int syms_elf_func_at(const char *path, uint64_t vaddr, struct syms_func *f, char *name, size_t len)
+{
+	struct elf_file file = { .path = (char *)path };
+	const struct sym *s;
+	int err = -ENOENT;
+
+	file_load(&file);
+	s = file_lookup(&file, vaddr);
+	if (s && s->size) {
+		f->vaddr = s->addr;
+		f->size = s->size;
+		err = segs_vaddr_to_off(file.segs, file.nsegs, s->addr, &f->offset);
+		if (!err && name)
+			snprintf(name, len, "%s", s->name);
+	}
+	free(file.syms);
+	free(file.strs);
+	free(file.segs);
+	return err;
+}
+
+int syms_elf_needed(const char *path, int (*fn)(const char *lib, void *arg), void *arg)
+{
+	Elf_Scn *scn = NULL;
+	Elf *elf;
+	int fd, r = 0, err = elf_open_path(path, &fd, &elf);
+
+	if (err)
+		return err;
+	while (!r && (scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize ||
+		    !(d = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 0; !r && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Dyn dyn;
+			const char *lib;
+
+			if (gelf_getdyn(d, (int)i, &dyn) && dyn.d_tag == DT_NEEDED &&
+			    (lib = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val)))
+				r = fn(lib, arg);
+		}
+	}
+	elf_close_path(fd, elf);
+	return r;
+}
+
+int syms_elf_has_section(const char *path, const char *name)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	Elf *elf;
+	int fd, found = 0, err = elf_open_path(path, &fd, &elf);
+
+	if (err)
+		return err;
+	if (elf_getshdrstrndx(elf, &shstrndx)) {
+		elf_close_path(fd, elf);
+		return -EINVAL;
+	}
+	while (!found && (scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *n;
+
+		if (gelf_getshdr(scn, &sh) && (n = elf_strptr(elf, shstrndx, sh.sh_name)))
+			found = !strcmp(n, name);
+	}
+	elf_close_path(fd, elf);
+	return found;
 }
 
 /* Edit distance, case-insensitive, capped (names are short). */

@@ -36,6 +36,22 @@ int syms_is_mapped(int pid, const char *path);
 /* File offset of a symbol in an ELF (.symtab then .dynsym) for a uprobe.
  * -ENOENT if absent; then syms_suggest() lists close matches. */
 int syms_elf_offset(const char *path, const char *symbol, uint64_t *offset);
+/* A function symbol's place in an ELF file. */
+struct syms_func {
+	uint64_t vaddr;  /* st_value */
+	uint64_t size;   /* st_size */
+	uint64_t offset; /* file offset of its first byte */
+};
+/* syms_elf_offset with the symbol's size and address: 0 or -errno. */
+int syms_elf_func(const char *path, const char *symbol, struct syms_func *f);
+/* The sized function symbol containing vaddr (name into name[len] if not
+ * NULL): 0 or -ENOENT. */
+int syms_elf_func_at(const char *path, uint64_t vaddr, struct syms_func *f, char *name, size_t len);
+/* Call fn for each DT_NEEDED library name of the ELF file; a non-zero return
+ * stops and is returned. 0, or -errno if the file cannot be read. */
+int syms_elf_needed(const char *path, int (*fn)(const char *lib, void *arg), void *arg);
+/* 1 if the ELF file has a section of that name, 0 if not, or -errno. */
+int syms_elf_has_section(const char *path, const char *name);
 /* Up to max close matches of symbol in path (substring, case-insensitive),
  * joined with ", " into buf. Returns number found. */
 int syms_suggest(const char *path, const char *symbol, char *buf, size_t len, int max);

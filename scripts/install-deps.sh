@@ -10,7 +10,7 @@ fi
 
 APT_PKGS=(
     build-essential cmake pkg-config git ca-certificates
-    clang llvm libclang-rt-14-dev libelf-dev zlib1g-dev
+    clang llvm libclang-rt-14-dev libelf-dev zlib1g-dev libcapstone-dev
     libbpf-dev bpftool bpftrace linux-perf libbpf-tools
     libcurl4-openssl-dev libnuma-dev libssl-dev
     nginx wrk curl jq procps psmisc
@@ -18,6 +18,12 @@ APT_PKGS=(
     python3 python3-pip python3-venv
     chromium
 )
+
+# Go: the spans tests' net/http server (tests/probes/gohttp). Debian's golang-go only when no Go
+# toolchain is installed already (a newer one in /usr/local/go serves as well).
+if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
+    APT_PKGS+=(golang-go)
+fi
 
 missing=()
 for p in "${APT_PKGS[@]}"; do

@@ -120,15 +120,30 @@ enum tt_waker_ctx {
 #define TT_LOCK_CONTENDED 0x2 /* acquisition had to wait (futex path) */
 #define TT_LOCK_CONDVAR   0x4 /* re-acquired on return from pthread_cond_*wait */
 
-/* spans.bin: one per uprobe/uretprobe pair (--span BIN:SYMBOL). */
+/* spans.bin: one per call of a --span function (entry to return or unwind). */
 #define TT_SPAN_FIELDS(F, A)                                                 \
 	F(u64, t_start_ns)                                                   \
 	F(u64, t_end_ns)                                                     \
-	F(s64, ret)           /* function's return value */                  \
+	F(s64, ret)           /* function's return value (0 if it did not    \
+	                       * return: see end) */                         \
+	F(u64, goroutine)     /* Go: the goroutine's runtime.g address (the  \
+	                       * span's key); 0: keyed by thread */          \
 	F(u32, pid)                                                          \
-	F(u32, tid)                                                          \
+	F(u32, tid)           /* thread that entered the function */         \
+	F(u32, end_tid)       /* thread it ended on (differs for goroutines) \
+	                       */                                            \
 	F(u32, span_id)       /* index of the --span option */               \
-	F(u32, depth)         /* nesting depth on this thread, 0 = outer */
+	F(u32, depth)         /* nesting depth on this thread, 0 = outer */  \
+	F(u32, end)           /* enum tt_span_end */
+
+/* How a span ended. Only TT_SPAN_RETURN has a return value. */
+enum tt_span_end {
+	TT_SPAN_RETURN = 0,    /* it returned (ret instruction or uretprobe) */
+	TT_SPAN_EXCEPTION = 1, /* a C++ exception left it: ends at the catch */
+	TT_SPAN_LONGJMP = 2,   /* longjmp left it: ends at the longjmp */
+	TT_SPAN_TAILCALL = 3,  /* it tail-called a function that was not followed
+				* (through the GOT, another file): ends at the jump */
+};
 
 /* tasks.bin: one per traced thread, written when tracing ends. */
 #define TT_TASK_FIELDS(F, A)                                                 \

@@ -46,6 +46,7 @@ tailtrace_args() {
 	TT_ARGS=("$TT_TAILTRACE" --out "$dir")
 	[ -z "$PROBES" ] || TT_ARGS+=(--events "$PROBES")
 	for s in "${SPANS[@]}"; do TT_ARGS+=(--span "$s"); done
+	[ -z "$SPAN_EXIT" ] || TT_ARGS+=(--span-exit "$SPAN_EXIT")
 	return 0
 }
 

@@ -66,9 +66,11 @@ def lk(tid, mutex, t_request, t_acquired, t_released=None, contended=None, trylo
                 flags=(2 if contended else 0) | (1 if trylock else 0), ustack_id=ustack)
 
 
-def span(tid, t_start, t_end, ret=0, span_id=0, depth=0, pid=100):
+def span(tid, t_start, t_end, ret=0, span_id=0, depth=0, pid=100, end=0, goroutine=0,
+         end_tid=None):
     return dict(pid=pid, tid=tid, span_id=span_id, depth=depth, ret=ret,
-                t_start_ns=T0 + t_start, t_end_ns=T0 + t_end)
+                t_start_ns=T0 + t_start, t_end_ns=T0 + t_end, end=end, goroutine=goroutine,
+                end_tid=tid if end_tid is None else end_tid)
 
 
 def task(tid, comm, migrations=0, pid=100):

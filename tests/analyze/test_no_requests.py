@@ -1,7 +1,8 @@
 """Runs whose requests are not HTTP requests, or that have none.
 
 - span-sourced requests (tailtrace --span): the status is the function's raw return value, so
-  errors are unknown (null, "n/a"), never a count; ret is kept.
+  errors count only the calls that did not return (an exception or a longjmp left them); ret
+  and how each call ended are kept.
 - scheduler-only runs (tailtrace --pid without --span): the report is still written, with the
   scheduler figures, and says how to get requests. Only a run with no stream at all is an error.
 - tailtrace's uprobe-rate warning (meta.json uprobe_hits_per_s) reaches summary.json and the page.
@@ -37,7 +38,7 @@ def schema():
     return load_schema()
 
 
-# ---- span-sourced requests: errors unknown -------------------------------------------------
+# ---- span-sourced requests: errors are calls that did not return ---------------------------
 
 # Three outer calls: two return CURLE_OK (0), one returns -1 read as an unsigned register
 # (what a void function or an int -1 leaves in rax); one nested call (depth 1) is no request.
@@ -45,37 +46,66 @@ SPANS = [span(1, 0, 10 * MS, ret=0), span(1, 2 * MS, 3 * MS, ret=5, depth=1),
          span(2, 1 * MS, 21 * MS, ret=0), span(2, 22 * MS, 26 * MS, ret=4294967295)]
 
 
-def test_span_requests_have_no_error_count_and_keep_ret():
+def test_span_requests_count_only_unreturned_calls_as_errors_and_keep_ret():
     run = make_run(spans=SPANS, switches=[], runq=[])
     d = df_decompose(run)
     s = summary_dict(run, d, df_bands(d))
     assert run.source == "spans" and s["source"] == "spans"
     # the old rule (status < 200 or >= 400) would have counted all 3 as errors
-    assert s["requests"] == 3 and s["errors"] is None
+    assert s["requests"] == 3 and s["errors"] == 0
+    assert s["span_ends"] == {"return": 3, "exception": 0, "longjmp": 0, "tailcall": 0}
     assert SPAN_ERRORS_NOTE in s["warnings"]
     assert d["ret"].tolist() == [0, 0, 4294967295]
     assert s["latency_ms"]["max"] == pytest.approx(20)
     json.dumps(s, allow_nan=False)
 
 
-def test_span_run_report_and_compare_show_n_a(schema, tmp_path):
-    d = write_run(tmp_path / "spans", schema, meta={"label": "curl"}, spans=SPANS, switches=[],
+def test_calls_left_by_an_exception_or_longjmp_are_the_errors():
+    spans = [span(1, 0, 10 * MS, ret=0), span(1, 11 * MS, 12 * MS, end=1),
+             span(2, 1 * MS, 21 * MS, end=2), span(2, 22 * MS, 26 * MS, ret=7)]
+    run = make_run(spans=spans, switches=[], runq=[])
+    d = df_decompose(run)
+    s = summary_dict(run, d, df_bands(d))
+    assert s["requests"] == 4 and s["errors"] == 2
+    assert s["span_ends"] == {"return": 2, "exception": 1, "longjmp": 1, "tailcall": 0}
+    assert run.requests["end"].astype(str).tolist() == ["return", "longjmp", "exception",
+                                                        "return"]
+
+
+def test_goroutine_spans_say_what_the_thread_split_means():
+    spans = [span(1, 0, 10 * MS, goroutine=0xc000001000, end_tid=2),
+             span(1, 11 * MS, 12 * MS, goroutine=0xc000002000),
+             span(2, 1 * MS, 21 * MS, goroutine=0xc000001000)]
+    run = make_run(spans=spans, switches=[], runq=[])
+    d = df_decompose(run)
+    w = summary_dict(run, d, df_bands(d))["warnings"]
+    note = [x for x in w if "Go goroutines" in x]
+    assert len(note) == 1 and note[0].startswith("3 requests are spans of Go goroutines")
+    assert "2 goroutines served them" in note[0]
+    plain = make_run(spans=SPANS, switches=[], runq=[])
+    d = df_decompose(plain)
+    assert not [x for x in summary_dict(plain, d, df_bands(d))["warnings"] if "Go" in x]
+
+
+def test_span_run_report_and_compare_count_unreturned_calls(schema, tmp_path):
+    spans = SPANS + [span(2, 30 * MS, 31 * MS, end=1)]
+    d = write_run(tmp_path / "spans", schema, meta={"label": "curl"}, spans=spans, switches=[],
                   runq=[], tasks=[task(1, "python3"), task(2, "python3")])
     s = report.build_report(d, plots=False)
-    assert s["errors"] is None and s["requests"] == 3
-    assert json.loads((d / "summary.json").read_text())["errors"] is None
+    assert s["errors"] == 1 and s["requests"] == 4
+    assert json.loads((d / "summary.json").read_text())["errors"] == 1
     page = (d / "report.html").read_text()
-    assert '<div class="v">n/a</div><div class="k">errors</div>' in page      # header tile
-    assert "<tr><th>errors</th><td>n/a</td></tr>" in page                   # summary table
+    assert '<div class="v">1</div><div class="k">errors</div>' in page        # header tile
+    assert "<tr><th>errors</th><td>1</td></tr>" in page                     # summary table
     assert "Span return values are not HTTP statuses" in page
     trace = json.loads((d / "trace.json").read_text())
     req = [e for e in trace["traceEvents"] if e.get("cat") == "request"]
-    assert sorted(e["args"]["ret"] for e in req) == [0, 0, 4294967295]
+    assert sorted(e["args"]["ret"] for e in req) == [0, 0, 0, 4294967295]
     assert not any("status" in e["args"] for e in req)
     df, _ = compare.write_compare([d], tmp_path / "cmp", plots=False)
-    assert pd.isna(df.loc[0, "errors"])
+    assert df.loc[0, "errors"] == 1
     page = (tmp_path / "cmp" / "compare.html").read_text()
-    assert "<th>errors</th>" in page and "<td>curl</td><td>3</td><td>n/a</td>" in page
+    assert "<th>errors</th>" in page and "<td>curl</td><td>4</td><td>1</td>" in page
 
 
 # ---- scheduler-only runs ------------------------------------------------------------------

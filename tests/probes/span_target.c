@@ -2,7 +2,7 @@
 /*
  * Ground truth for the spans probe.
  *   span_target work N US   calls tt_span_work(i) N times; each sleeps US
- *                           microseconds and returns 2*i+1. Prints the sum
+ *                           microseconds (0: none, no syscall) and returns 2*i+1. Prints the sum
  *                           of the durations the function measured itself
  *                           (first to last line: what a span must show,
  *                           less the probe's own trap costs) and of the
@@ -11,12 +11,17 @@
  *   span_target jump N      N calls of tt_span_escape() that leave by longjmp
  *                           (their return is never seen), then N normal
  *                           calls of tt_span_work(i, 0).
+ *   span_target fork N      N calls of tt_span_fork(i), which forks: parent and
+ *                           child both return from it; the child then exits 0.
+ *                           Prints how many children did not exit 0.
  */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "tt_clock.h"
 
 static uint64_t inner_sum_ns;
@@ -25,7 +30,8 @@ __attribute__((noinline, used)) long tt_span_work(long i, long sleep_us)
 {
 	uint64_t t0 = tt_now_ns();
 
-	tt_sleep_until_ns(t0 + (uint64_t)sleep_us * 1000);
+	if (sleep_us) /* 0: no syscall, so a benchmark sees the probes' cost alone */
+		tt_sleep_until_ns(t0 + (uint64_t)sleep_us * 1000);
 	inner_sum_ns += tt_now_ns() - t0;
 	return 2 * i + 1;
 }
@@ -48,9 +54,34 @@ __attribute__((noinline, used)) long tt_span_escape(long i)
 	return i;
 }
 
+__attribute__((noinline, used)) long tt_span_fork(long i)
+{
+	pid_t pid = fork();
+
+	(void)i;
+	return pid; /* the child returns 0 through the span too */
+}
+
+static void run_forks(long n)
+{
+	long failed = 0;
+
+	for (long i = 0; i < n; i++) {
+		int status;
+		long r = tt_span_fork(i);
+
+		if (r == 0)
+			_exit(0);
+		if (r < 0 || waitpid((pid_t)r, &status, 0) < 0 ||
+		    !WIFEXITED(status) || WEXITSTATUS(status))
+			failed++;
+	}
+	printf("forks=%ld failed_children=%ld\n", n, failed);
+}
+
 static void run_jumps(long n)
 {
-	for (long i = 0; i < n; i++) {
+	for (volatile long i = 0; i < n; i++) {
 		if (setjmp(escape_to) == 0)
 			tt_span_escape(i);
 	}
@@ -80,10 +111,14 @@ int main(int argc, char **argv)
 		       (unsigned long long)inner_sum_ns, (unsigned long long)sum_ns, check);
 		return 0;
 	}
+	if (argc == 3 && !strcmp(argv[1], "fork")) {
+		run_forks(atol(argv[2]));
+		return 0;
+	}
 	if (argc == 3 && !strcmp(argv[1], "recurse")) {
 		printf("recurse=%ld\n", tt_span_recurse(atol(argv[2])));
 		return 0;
 	}
-	fprintf(stderr, "usage: span_target work N SLEEP_US | recurse DEPTH | jump N\n");
+	fprintf(stderr, "usage: span_target work N SLEEP_US | recurse DEPTH | jump N | fork N\n");
 	return 2;
 }

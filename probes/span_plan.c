@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: MIT
+/*
+ * span_plan: the sites and the exit mode of one --span (span_plan.h).
+ */
+#include "span_plan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/types.h>
+
+#include "disasm.h"
+#include "spans.h"
+
+#define MAX_FUNC_BYTES (1u << 20) /* larger "functions" are not disassembled */
+
+const char *span_exit_mode_name(int mode)
+{
+	return mode == SPAN_EXIT_RET ? "ret" : mode == SPAN_EXIT_URET ? "uretprobe" : "auto";
+}
+
+int span_plan_is_go(const char *path)
+{
+	int r = syms_elf_has_section(path, ".go.buildinfo");
+
+	return r ? r : syms_elf_has_section(path, ".gopclntab");
+}
+
+/* Read a function's bytes from its file and analyse them. */
+static int analyse(const char *path, const struct syms_func *f, struct disasm_fn *out)
+{
+	uint8_t *code;
+	ssize_t n;
+	int fd, err;
+
+	if (!f->size || f->size > MAX_FUNC_BYTES)
+		return -EFBIG;
+	code = malloc(f->size);
+	if (!code)
+		return -ENOMEM;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		free(code);
+		return -errno;
+	}
+	n = pread(fd, code, f->size, (off_t)f->offset);
+	err = n < 0 ? -errno : (uint64_t)n != f->size ? -EIO : 0;
+	close(fd);
+	if (!err)
+		err = disasm_function(code, f->size, f->vaddr, out);
+	free(code);
+	return err;
+}
+
+static struct span_site site_of(const struct syms_func *f, const struct disasm_site *d,
+				uint8_t kind)
+{
+	return (struct span_site){
+		.offset = f->offset + (d->vaddr - f->vaddr), .vaddr = d->vaddr,
+		.site = kind, .cc = d->cc, .cls = d->cls,
+	};
+}
+
+static void add_site(struct span_plan *p, struct span_site s)
+{
+	for (int i = 0; i < p->nexits; i++)
+		if (p->exits[i].offset == s.offset)
+			return;
+	if (p->nexits < SPAN_MAX_SITES)
+		p->exits[p->nexits++] = s;
+	else
+		p->dropped++;
+}
+
+struct follow {
+	uint64_t seen[SPAN_MAX_SITES];
+	int nseen;
+};
+
+static bool seen_before(struct follow *fw, uint64_t vaddr)
+{
+	for (int i = 0; i < fw->nseen; i++)
+		if (fw->seen[i] == vaddr)
+			return true;
+	if (fw->nseen < SPAN_MAX_SITES)
+		fw->seen[fw->nseen++] = vaddr;
+	return false;
+}
+
+/* The exits of one function (the spanned one at depth 0, then the functions
+ * it jumps to, whose rets end the span when the stack level matches). */
+static void plan_exits(struct span_plan *p, struct follow *fw, const struct syms_func *f,
+		       const struct disasm_fn *d, int depth)
+{
+	p->indirect_jumps += d->indirect_jumps;
+	p->dropped += d->exits_dropped;
+	p->truncated |= d->truncated;
+	for (int i = 0; i < d->nexits; i++) {
+		const struct disasm_site *x = &d->exits[i];
+		struct syms_func g;
+		struct disasm_fn gd;
+
+		if (x->kind == DISASM_RET) {
+			add_site(p, site_of(f, x, depth ? SPANS_SITE_FOLLOWED : SPANS_SITE_RET));
+			continue;
+		}
+		if (x->kind == DISASM_JMP_OUT && x->target >= p->fn.vaddr &&
+		    x->target < p->fn.vaddr + p->fn.size)
+			continue; /* back into the spanned function (from its .cold part) */
+		if (x->kind == DISASM_JMP_OUT && depth < SPAN_FOLLOW_DEPTH &&
+		    !syms_elf_func_at(p->path, x->target, &g, NULL, 0)) {
+			if (seen_before(fw, g.vaddr))
+				continue;
+			if (!analyse(p->path, &g, &gd)) {
+				p->followed++;
+				plan_exits(p, fw, &g, &gd, depth + 1);
+				continue;
+			}
+		}
+		/* a jump we cannot follow (the GOT, a PLT stub, no symbol): ends there */
+		add_site(p, site_of(f, x, SPANS_SITE_TAIL_END));
+		p->tail_ends++;
+	}
+}
+
+static struct span_site entry_of(const struct syms_func *f, const struct disasm_fn *d)
+{
+	return site_of(f, &d->entry, SPANS_SITE_ENTRY);
+}
+
+/* ---- can the program unwind its stack? --------------------------------- */
+
+#define MAX_LIBS 96
+
+static const char *const unwinder_libs[] = { "libstdc++.so", "libc++.so", "libgcc_s.so",
+					     "libunwind.so" };
+/* Defined in a binary that carries its own unwinder (static C++, Rust). */
+static const char *const unwinder_syms[] = { "_Unwind_RaiseException", "__gxx_personality_v0",
+					     "rust_eh_personality" };
+
+static const char *unwinder_lib(const char *name)
+{
+	const char *base = strrchr(name, '/');
+
+	base = base ? base + 1 : name;
+	for (size_t i = 0; i < sizeof(unwinder_libs) / sizeof(unwinder_libs[0]); i++)
+		if (!strncmp(base, unwinder_libs[i], strlen(unwinder_libs[i])))
+			return base;
+	return NULL;
+}
+
+struct closure {
+	char *names[MAX_LIBS];
+	int n;
+};
+
+static int closure_add(const char *lib, void *arg)
+{
+	struct closure *c = arg;
+
+	for (int i = 0; i < c->n; i++)
+		if (!strcmp(c->names[i], lib))
+			return 0;
+	if (c->n < MAX_LIBS && (c->names[c->n] = strdup(lib)))
+		c->n++;
+	return 0;
+}
+
+/* The first library of exe's DT_NEEDED closure that is an unwinder. */
+static void needed_unwinder(const char *exe, struct span_target *t)
+{
+	struct closure c = { .n = 0 };
+	char path[PATH_MAX];
+
+	syms_elf_needed(exe, closure_add, &c);
+	for (int i = 0; i < c.n && !t->unwinder[0]; i++) {
+		if (unwinder_lib(c.names[i]))
+			snprintf(t->unwinder, sizeof(t->unwinder), "%s (needed by %s)", c.names[i], exe);
+		else if (!syms_find_library(0, c.names[i], path, sizeof(path)))
+			syms_elf_needed(path, closure_add, &c);
+	}
+	for (int i = 0; i < c.n; i++)
+		free(c.names[i]);
+}
+
+static void mapped_unwinder(int pid, struct span_target *t)
+{
+	char maps[64], line[PATH_MAX + 128];
+	FILE *f;
+
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
+	if (!(f = fopen(maps, "re")))
+		return;
+	while (!t->unwinder[0] && fgets(line, sizeof(line), f)) {
+		char *path = strchr(line, '/'), *nl;
+
+		if (!path)
+			continue;
+		if ((nl = strchr(path, '\n')))
+			*nl = '\0';
+		if (unwinder_lib(path))
+			snprintf(t->unwinder, sizeof(t->unwinder), "%s (mapped by pid %d)", path, pid);
+	}
+	fclose(f);
+}
+
+static void own_unwinder(const char *path, char *out, size_t len)
+{
+	struct syms_func f;
+
+	for (size_t i = 0; !out[0] && i < sizeof(unwinder_syms) / sizeof(unwinder_syms[0]); i++)
+		if (!syms_elf_func(path, unwinder_syms[i], &f))
+			snprintf(out, len, "%s (defined in %s)", unwinder_syms[i], path);
+}
+
+void span_plan_target(const char *exe, int pid, struct span_target *t)
+{
+	memset(t, 0, sizeof(*t));
+	if (exe && exe[0]) {
+		t->go = span_plan_is_go(exe) > 0;
+		own_unwinder(exe, t->unwinder, sizeof(t->unwinder));
+		if (!t->unwinder[0])
+			needed_unwinder(exe, t);
+	}
+	if (pid > 0 && !t->unwinder[0])
+		mapped_unwinder(pid, t);
+}
+
+static void plan_mode(struct span_plan *p, int want, const struct span_target *t,
+		      const char *unwinder, char *warn, size_t wlen)
+{
+	p->mode = SPAN_EXIT_RET;
+	if (p->go || t->go) {
+		snprintf(p->why, sizeof(p->why), "a Go program: its runtime walks and copies "
+			 "goroutine stacks, and a replaced return address kills it");
+		if (want == SPAN_EXIT_URET)
+			snprintf(warn, wlen, "--span-exit uretprobe refused for %s: a Go program "
+				 "dies of it (unknown caller pc); its returns are probed instead",
+				 p->symbol);
+	} else if (want == SPAN_EXIT_RET) {
+		snprintf(p->why, sizeof(p->why), "--span-exit ret");
+	} else if (want == SPAN_EXIT_URET) {
+		p->mode = SPAN_EXIT_URET;
+		snprintf(p->why, sizeof(p->why), "--span-exit uretprobe");
+		if (unwinder[0])
+			snprintf(warn, wlen, "--span-exit uretprobe on a program that can unwind its "
+				 "stack (%s): an exception through %s will terminate it",
+				 unwinder, p->symbol);
+	} else if (unwinder[0]) {
+		snprintf(p->why, sizeof(p->why), "the program can unwind its stack (%s): an "
+			 "exception through a replaced return address would terminate it", unwinder);
+	} else {
+		p->mode = SPAN_EXIT_URET;
+		snprintf(p->why, sizeof(p->why), "nothing in the program unwinds its stack: a "
+			 "uretprobe is safe");
+	}
+}
+
+int span_plan_build(const char *path, const char *symbol, int want, const struct span_target *t,
+		    struct span_plan *p, char *err, size_t len, char *warn, size_t wlen)
+{
+	char unwinder[sizeof(t->unwinder)];
+	struct disasm_fn d;
+	struct follow fw = { .nseen = 0 };
+	int r;
+
+	memset(p, 0, sizeof(*p));
+	warn[0] = '\0';
+	snprintf(p->path, sizeof(p->path), "%s", path);
+	p->symbol = symbol;
+	r = syms_elf_func(path, symbol, &p->fn);
+	if (r) {
+		snprintf(err, len, "symbol %s: cannot read its address in %s: %s", symbol, path,
+			 strerror(-r));
+		return r;
+	}
+	p->go = span_plan_is_go(path) > 0;
+	snprintf(unwinder, sizeof(unwinder), "%s", t->unwinder);
+	if (!unwinder[0]) { /* the spanned library's own needs count too */
+		struct span_target lib = { .go = false };
+
+		own_unwinder(path, lib.unwinder, sizeof(lib.unwinder));
+		if (!lib.unwinder[0])
+			needed_unwinder(path, &lib);
+		snprintf(unwinder, sizeof(unwinder), "%s", lib.unwinder);
+	}
+	plan_mode(p, want, t, unwinder, warn, wlen);
+	r = analyse(path, &p->fn, &d);
+	if (r && p->mode == SPAN_EXIT_RET) {
+		snprintf(err, len, "--span %s:%s: cannot disassemble it (%s%s): its returns cannot "
+			 "be found%s", path, symbol, r == -EFBIG ? "size " : "",
+			 r == -EFBIG ? (p->fn.size ? "too large" : "unknown") : strerror(-r),
+			 p->go ? "" : "; use --span-exit uretprobe");
+		return r;
+	}
+	if (r) { /* URET needs no exits: the entry stays on the first instruction */
+		p->entry = (struct span_site){ .offset = p->fn.offset, .vaddr = p->fn.vaddr,
+					       .cls = USITE_SSTEP };
+		p->first_cls = USITE_SSTEP;
+		return 0;
+	}
+	p->entry = entry_of(&p->fn, &d);
+	p->first_cls = d.first_cls;
+	if (p->mode == SPAN_EXIT_RET) {
+		seen_before(&fw, p->fn.vaddr);
+		plan_exits(p, &fw, &p->fn, &d, 0);
+		if (!p->nexits)
+			snprintf(warn, wlen, "%s has no return instruction: its calls end only by a "
+				 "C++ exception or a longjmp (or leave through indirect jumps, unseen)",
+				 symbol);
+	}
+	return 0;
+}
+
+int span_plan_entry(const char *path, const char *symbol, struct span_site *site)
+{
+	struct syms_func f;
+	struct disasm_fn d;
+	int r = syms_elf_func(path, symbol, &f);
+
+	if (r)
+		return r;
+	if (analyse(path, &f, &d)) {
+		*site = (struct span_site){ .offset = f.offset, .vaddr = f.vaddr, .cls = USITE_SSTEP };
+		return 0;
+	}
+	*site = entry_of(&f, &d);
+	return 0;
+}
+
+uint64_t span_plan_cost_ns(const struct span_plan *p)
+{
+	uint64_t exit_ns = 0;
+
+	if (p->mode == SPAN_EXIT_URET)
+		return usite_cost_ns(p->entry.cls) + USITE_COST_URETPROBE_NS;
+	for (int i = 0; i < p->nexits; i++)
+		if (usite_cost_ns(p->exits[i].cls) > exit_ns)
+			exit_ns = usite_cost_ns(p->exits[i].cls);
+	return usite_cost_ns(p->entry.cls) + exit_ns;
+}
+
+void span_plan_describe(const struct span_plan *p, char *buf, size_t len)
+{
+	int n = 0, by_cls[USITE_NCLASS] = { 0 };
+	size_t o;
+
+	o = (size_t)snprintf(buf, len, "entry +0x%llx (%s)",
+			     (unsigned long long)(p->entry.vaddr - p->fn.vaddr),
+			     usite_class_name(p->entry.cls));
+	if (p->mode == SPAN_EXIT_URET) {
+		o += (size_t)snprintf(buf + o, o < len ? len - o : 0, ", exit by uretprobe");
+	} else {
+		for (int i = 0; i < p->nexits; i++)
+			by_cls[p->exits[i].cls < USITE_NCLASS ? p->exits[i].cls : USITE_SSTEP]++;
+		o += (size_t)snprintf(buf + o, o < len ? len - o : 0, ", %d exit site%s (", p->nexits,
+				      p->nexits == 1 ? "" : "s");
+		for (int c = 0; c < USITE_NCLASS; c++)
+			if (by_cls[c])
+				o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%d %s",
+						      n++ ? ", " : "", by_cls[c],
+						      usite_class_name((enum usite_class)c));
+		o += (size_t)snprintf(buf + o, o < len ? len - o : 0, ")");
+		if (p->followed)
+			o += (size_t)snprintf(buf + o, o < len ? len - o : 0,
+					      ", %d jumped-to function%s followed", p->followed,
+					      p->followed == 1 ? "" : "s");
+		if (p->tail_ends)
+			o += (size_t)snprintf(buf + o, o < len ? len - o : 0,
+					      ", %d tail call%s end it", p->tail_ends,
+					      p->tail_ends == 1 ? "" : "s");
+		if (p->indirect_jumps)
+			o += (size_t)snprintf(buf + o, o < len ? len - o : 0,
+					      ", %d indirect jump%s not covered", p->indirect_jumps,
+					      p->indirect_jumps == 1 ? "" : "s");
+	}
+	snprintf(buf + o, o < len ? len - o : 0, ": ~%.1f us a call",
+		 span_plan_cost_ns(p) / 1000.0);
+}

@@ -1,0 +1,2 @@
+module gohttp
+go 1.19
