@@ -255,8 +255,23 @@ def _workers_wait(run, decomp: pd.DataFrame, wait_objects: list) -> str:
             f"were runnable (waiting for a CPU) {sh * 100:.0f}% of that time.")
 
 
+def _antagonist_words(run, bands: pd.DataFrame, decomp: pd.DataFrame,
+                      antagonists: dict | None) -> str:
+    """' While runnable, they were preempted by …' for a runnable tail, from summary.json
+    antagonists (analyze/antagonists.py), or ''."""
+    from .antagonists import sentence
+    info = (antagonists or {}).get(BANDS[3])
+    if not info or run is None:
+        return ""
+    row = bands.loc[BANDS[3]]
+    pre = row["runq_preempt_ms"] / row["runnable_ms"] if row["runnable_ms"] else 0.0
+    words = sentence(run, info, set(decomp["pid"].astype(int)) if "pid" in decomp else set(),
+                     pre)
+    return f" While runnable, they {words}." if words else ""
+
+
 def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None, segs=None,
-             wait_objects: list | None = None) -> str:
+             wait_objects: list | None = None, antagonists: dict | None = None) -> str:
     """One plain sentence naming the dominant part of the ≥P99 band, with figures; when it
     is a blocked part and the wakers were recorded, what was waited for and who ended it
     (the critical path, analyze/critpath.py)."""
@@ -287,6 +302,7 @@ def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None, segs=None,
     if g == "queue_wait" and wait_objects:
         s += _workers_wait(run, decomp, wait_objects)
     if g == "runnable":
+        s += _antagonist_words(run, bands, decomp, antagonists)
         s += (f" (Mean per request: {row['runq_wakeup_ms']:.1f} ms runnable after wakeups, "
               f"{row['runq_preempt_ms']:.1f} ms after preemption.)")
     if decomp["oncpu_ns"].isna().all():

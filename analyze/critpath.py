@@ -277,7 +277,30 @@ def root_cause(run, decomp: pd.DataFrame, segs: pd.DataFrame, mask, part: str) -
     out = {**ms, "what": what, "what_share": share, "what_phrase": phrase,
            "who": _who(run, first, own)}
     out["verdict"], out["sentence"] = _verdict(out, part)
+    out["antagonists"] = _chain_antagonists(run, chain)
+    if out["verdict"] == "runnable" and out["antagonists"]:
+        from .antagonists import sentence
+        words = sentence(run, out["antagonists"], set(int(p) for p in own))
+        if words:
+            out["sentence"] += f"; while runnable, they {words}"
     return out
+
+
+def _chain_antagonists(run, chain: pd.DataFrame) -> dict | None:
+    """Who held the CPUs while the wakers of a chain were runnable: {runnable_ms, by_class,
+    top} over the blamed segments' windows (analyze/antagonists.py); None without the cpu
+    event or without such time."""
+    from .antagonists import antagonists_in_windows, class_shares, has_occupancy, summarize
+    b = chain[chain["blame"].to_numpy(bool)]
+    if not has_occupancy(run) or b.empty:
+        return None
+    part = antagonists_in_windows(run, b["waker_tid"].to_numpy(np.int64),
+                                  b["t_start_ns"].to_numpy(np.int64),
+                                  b["t_end_ns"].to_numpy(np.int64))
+    if part.empty:
+        return None
+    return {"runnable_ms": float(part["ns"].sum()) / 1e6, "by_class": class_shares(part),
+            "top": summarize(part, run)}
 
 
 def _verdict(c: dict, part: str) -> tuple[str, str]:

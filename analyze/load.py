@@ -32,6 +32,11 @@ flags and stack ids are int32 to halve the memory of large traces):
             runtime.g the span was keyed by; 0: keyed by thread), end_tid (thread it ended
             on), end (categorical SPAN_ENDS: return|exception|longjmp|tailcall)
   tasks:    pid, tid, comm (str), migrations, role (conn-thread|worker|event-loop|server|other)
+  occupancy: cpu, tid, pid, flags, t_ns (int32 but t_ns): from t_ns, tid ran on cpu until that
+            cpu's next record; written only around traced threads' runnable intervals
+            (antagonists.py; flags OCC_KTHREAD, OCC_TRUNC, OCC_TRACED)
+  occupants: pid, tid, comm (str), cgroup_id (uint64), flags, reused (bool): each task named in
+            occupancy (traced or not)
 """
 from __future__ import annotations
 
@@ -48,10 +53,11 @@ from .errors import AnalysisError, CorruptRecordsError, MissingStreamError
 from .schema import SchemaError, load_schema, record_dtype
 
 CACHE_VERSION = 4
-STREAMS = ("requests", "runq", "switches", "locks", "spans", "tasks")
+STREAMS = ("requests", "runq", "switches", "locks", "spans", "tasks", "occupancy", "occupants")
 # stream -> (schema record kind, file name, what writes it)
 STREAM_KIND = {"requests": "request", "runq": "runq", "switches": "switch",
-               "locks": "lock", "spans": "span", "tasks": "task"}
+               "locks": "lock", "spans": "span", "tasks": "task", "occupancy": "occ",
+               "occupants": "occupant"}
 PRODUCER = {
     "requests": "httpload --out RUN_DIR",
     "runq": "tailtrace --events runq --out RUN_DIR",
@@ -59,12 +65,15 @@ PRODUCER = {
     "locks": "tailtrace --events locks --out RUN_DIR",
     "spans": "tailtrace --span BIN:SYMBOL --out RUN_DIR",
     "tasks": "tailtrace --out RUN_DIR (any event set)",
+    "occupancy": "tailtrace --events runq,cpu --out RUN_DIR",
+    "occupants": "tailtrace --events runq,cpu --out RUN_DIR",
 }
 RUNQ_KINDS = ["wakeup", "preempt", "wakeup_new"]  # enum tt_runq_kind order
 # enum tt_waker_ctx order (records.h): who can be blamed for a wakeup
 WAKER_CTXS = ["none", "task", "hardirq", "softirq", "softirq_task", "unknown", "task_guess"]
 WAKER_BLAMES_TASK = ("task", "softirq_task", "task_guess")  # the waker tid ended the wait
 LOCK_TRYLOCK, LOCK_CONTENDED = 0x1, 0x2            # TT_LOCK_* in records.h
+OCC_KTHREAD, OCC_TRUNC, OCC_TRACED = 0x1, 0x2, 0x4  # TT_OCC_* in records.h
 SPAN_ENDS = ["return", "exception", "longjmp", "tailcall"]  # enum tt_span_end order
 
 COLUMNS = {
@@ -80,6 +89,8 @@ COLUMNS = {
     "spans": ["pid", "tid", "span_id", "depth", "ret", "t_start_ns", "t_end_ns", "goroutine",
               "end_tid", "end"],
     "tasks": ["pid", "tid", "comm", "migrations", "role"],
+    "occupancy": ["cpu", "tid", "pid", "flags", "t_ns"],
+    "occupants": ["pid", "tid", "comm", "cgroup_id", "flags", "reused"],
 }
 
 
@@ -96,6 +107,8 @@ class Run:
     locks: pd.DataFrame = None
     spans: pd.DataFrame = None
     tasks: pd.DataFrame = None
+    occupancy: pd.DataFrame = None
+    occupants: pd.DataFrame = None
     gaps: pd.DataFrame = None
     stacks: dict = field(default_factory=dict)
     lost_events: dict = field(default_factory=dict)
@@ -126,7 +139,8 @@ class Run:
 PROBE_STREAMS = ("runq", "switches", "locks", "tasks")
 
 STREAM_FILE = {"requests": "requests.bin", "runq": "runq.bin", "switches": "switches.bin",
-               "locks": "locks.bin", "spans": "spans.bin", "tasks": "tasks.bin"}
+               "locks": "locks.bin", "spans": "spans.bin", "tasks": "tasks.bin",
+               "occupancy": "occupancy.bin", "occupants": "occupants.bin"}
 
 
 # ---- raw records -> DataFrames (shared by the loader and test fixtures) ----
@@ -226,15 +240,27 @@ def frame_from_records(stream: str, rec) -> pd.DataFrame:
         d = {c: _i64(r[c]) for c in COLUMNS["spans"] if c != "end"}
         d["end"] = _categorical(r["end"], SPAN_ENDS)
     elif stream == "tasks":
-        comm = r["comm"]
-        if comm.dtype.kind == "S":
-            comm = np.char.decode(comm, "utf-8", "replace")
-        comm = [str(c).rstrip("\0") for c in comm]
+        comm = _comms(r["comm"])
         d = {"pid": _i64(r["pid"]), "tid": _i64(r["tid"]), "comm": comm,
              "migrations": _i64(r["migrations"]), "role": [role_of(c) for c in comm]}
+    elif stream == "occupancy":
+        d = {c: _i32(r[c]) for c in ("cpu", "tid", "pid", "flags")}
+        d["t_ns"] = _i64(r["t_ns"])
+    elif stream == "occupants":
+        d = {"pid": _i64(r["pid"]), "tid": _i64(r["tid"]), "comm": _comms(r["comm"]),
+             "cgroup_id": np.asarray(r["cgroup_id"]).astype(np.uint64),
+             "flags": _i32(r["flags"]), "reused": np.asarray(r["reused"]).astype(bool)}
     else:
         raise ValueError(f"unknown stream {stream!r}")
     return pd.DataFrame(d, columns=COLUMNS[stream])
+
+
+def _comms(comm) -> list[str]:
+    """char[16] fields (bytes, NUL-padded) as str."""
+    comm = np.asarray(comm)
+    if comm.dtype.kind == "S":
+        comm = np.char.decode(comm, "utf-8", "replace")
+    return [str(c).rstrip("\0") for c in comm]
 
 
 def empty_frame(stream: str) -> pd.DataFrame:
@@ -246,7 +272,7 @@ def empty_frame(stream: str) -> pd.DataFrame:
                        "t_released_ns", "flags", "ustack_id"],
              "tasks": ["pid", "tid", "comm", "migrations"]}.get(stream, COLUMNS[stream])
     raw = {n: np.zeros(0, dtype=np.int64) for n in names}
-    if stream == "tasks":
+    if stream in ("tasks", "occupants"):
         raw["comm"] = np.zeros(0, dtype="S16")
     return frame_from_records(stream, raw)
 

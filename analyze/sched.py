@@ -16,8 +16,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .antagonists import CLASSES, has_occupancy, thread_antagonists
+
 THREAD_COLS = ["tid", "comm", "role", "runq_ns", "oncpu_ns", "offcpu_ns", "voluntary",
                "involuntary", "migrations", "cpus"]
+# with the cpu event: who held the CPU while the thread was runnable (shares of runq_ns)
+ANTAGONIST_COLS = [f"runq_{c}_share" for c in CLASSES] + ["top_antagonist", "top_antagonist_share"]
 LOCK_COLS = ["mutex", "symbol", "acquisitions", "contended", "hold_p50_ns", "hold_p99_ns",
              "wait_p50_ns", "wait_p99_ns", "top_stack"]
 STACK_FRAMES = 4  # frames shown in top_stack
@@ -39,7 +43,9 @@ def _oncpu_slices(sw: pd.DataFrame) -> pd.DataFrame:
 
 
 def df_threads(run) -> pd.DataFrame:
-    """One row per thread seen in tasks, switches or runq (columns THREAD_COLS)."""
+    """One row per thread seen in tasks, switches or runq (columns THREAD_COLS, and with
+    the cpu event ANTAGONIST_COLS: the shares of its runnable time by what held its CPU,
+    and the process that held it most)."""
     tids = np.unique(np.concatenate([run.tasks["tid"].to_numpy(), run.switches["tid"].to_numpy(),
                                      run.runq["tid"].to_numpy()])).astype(np.int64)
     df = pd.DataFrame({"tid": tids}).set_index("tid")
@@ -62,7 +68,14 @@ def df_threads(run) -> pd.DataFrame:
     df["cpus"] = lists.reindex(df.index).astype(object).fillna("")  # empty: float dtype
     for c in ("runq_ns", "oncpu_ns", "offcpu_ns", "voluntary", "involuntary"):
         df[c] = df[c].astype(np.int64)
-    return df.reset_index()[THREAD_COLS]
+    if not has_occupancy(run):
+        return df.reset_index()[THREAD_COLS]
+    ant = thread_antagonists(run).set_index("tid")
+    for c in CLASSES:
+        df[f"runq_{c}_share"] = ant[f"{c}_share"].reindex(df.index)
+    df["top_antagonist"] = ant["top_antagonist"].reindex(df.index).fillna("")
+    df["top_antagonist_share"] = ant["top_share"].reindex(df.index)
+    return df.reset_index()[THREAD_COLS + ANTAGONIST_COLS]
 
 
 def _stack_text(run, sid) -> str:

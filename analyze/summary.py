@@ -9,9 +9,13 @@ closure_ratio, plus source, tail_excess, spearman_runnable, warnings,
 peer (null unless another process was traced with --also-pid: {pids, comms,
 names, runnable_ms{band}, runnable_all_ms{band}, runnable_of_blocked{band}},
 analyze/peer.py), blocked_reasons{band: {lock_wait_ms, io_wait_ms, sleep_ms, other_ms}}
-and critical_path{band: {waker_*_ms, irq_ms, unknown_ms, reason, what, who, sentence}}
-(analyze/critpath.py; null without wait reasons / wakers), wait_objects (the longest waits
-of the whole run, critpath.df_wait_objects rows), and
+and critical_path{band: {waker_*_ms, irq_ms, unknown_ms, reason, what, who, sentence,
+antagonists}} (analyze/critpath.py; null without wait reasons / wakers), wait_objects (the
+longest waits of the whole run, critpath.df_wait_objects rows), antagonists{band: {runnable_ms
+(mean per request), by_class{class: share}, top[{pid, comm, cgroup, class, threads, ms,
+share}]}} (who held the CPU while the band's requests were runnable, analyze/antagonists.py;
+null without the cpu event), cpu_occupancy{runnable_ms, by_class, records, waits_truncated}
+(the same over every traced runnable interval), and
 note (runs without requests only).
 Percentiles are numpy's default (linear interpolation) over all requests.
 NaN becomes null.
@@ -32,7 +36,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from .attribute import (band_root_cause, dominant_blocked, headline, spearman_runnable,
+from .antagonists import band_antagonists, class_shares, df_runnable_occupants, has_occupancy
+from .attribute import (band_of, band_root_cause, dominant_blocked, headline, spearman_runnable,
                         tail_excess)
 from .decompose import PARTS, valid_requests
 from .load import SPAN_ENDS
@@ -134,6 +139,17 @@ def uprobe_warnings(meta: dict) -> list:
         out.append(f"{stream}: {r:,.0f} uprobe hits/s on the {target}; uprobes cost ~10-30 us "
                    f"each here, so {what} ran slower while traced — compare with {instead}")
     return out
+
+
+def cpu_occupancy(run) -> dict | None:
+    """Who held the CPUs over all traced runnable time: {runnable_ms, by_class, records,
+    waits_truncated}; None without the cpu event."""
+    if not has_occupancy(run):
+        return None
+    rows = df_runnable_occupants(run)
+    return {"runnable_ms": float(rows["ns"].sum()) / 1e6, "by_class": class_shares(rows),
+            "records": int(len(run.occupancy)),
+            "waits_truncated": (run.meta or {}).get("cpu_waits_truncated")}
 
 
 def goroutine_note(req: pd.DataFrame) -> str | None:
@@ -264,6 +280,8 @@ def critical_path(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs) -> dict 
 def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs=None,
                  wait_objects: list | None = None) -> dict:
     """The dict written as summary.json (see module doc for the keys)."""
+    antag = (band_antagonists(run, decomp, band_of(decomp))
+             if len(decomp) and has_occupancy(run) else None)
     wl = run.workload or {}
     req = run.requests
     ok = req[valid_requests(req)]
@@ -293,7 +311,7 @@ def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs=None,
         "e2e_ms": _pcts(decomp["e2e_ns"], {"avg": "avg", "p50": 50, "p99": 99, "max": "max"}),
         "queue_wait_ms": _pcts(decomp["queue_wait_ns"], {"p50": 50, "p99": 99, "max": "max"}),
         "attribution": attribution if len(decomp) else NEEDS_REQUESTS,
-        "headline": headline(decomp, bands, run, segs, wait_objects) if len(decomp)
+        "headline": headline(decomp, bands, run, segs, wait_objects, antag) if len(decomp)
         else no_requests_headline(run, sched, threads),
         "sched": sched,
         "threads": threads,
@@ -308,6 +326,8 @@ def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs=None,
         "blocked_reasons": blocked_reasons(bands) if len(decomp) else None,
         "critical_path": critical_path(run, decomp, bands, segs) if len(decomp) else None,
         "wait_objects": wait_objects,
+        "antagonists": antag,
+        "cpu_occupancy": cpu_occupancy(run),
     }
     if not len(decomp):
         out["note"] = no_requests_note(run.source)

@@ -41,6 +41,10 @@ static void print_kind(FILE *out, const char *kind, const char *file, int type,
 #define A1_span(t, n, c) FIELD_JSON(tt_span, t, n, c)
 #define F1_task(t, n) FIELD_JSON(tt_task, t, n, 1)
 #define A1_task(t, n, c) FIELD_JSON(tt_task, t, n, c)
+#define F1_occ(t, n) FIELD_JSON(tt_occ, t, n, 1)
+#define A1_occ(t, n, c) FIELD_JSON(tt_occ, t, n, c)
+#define F1_occupant(t, n) FIELD_JSON(tt_occupant, t, n, 1)
+#define A1_occupant(t, n, c) FIELD_JSON(tt_occupant, t, n, c)
 TT_RECORD_KINDS(GEN_FIELDS)
 
 int schema_print(FILE *out)

@@ -182,7 +182,7 @@ static int events_resolve(struct loader *L)
 	char err[256];
 
 	L->events = 0;
-	for (unsigned bit = 1; bit <= TT_EV_SPANS; bit <<= 1) {
+	for (unsigned bit = 1; bit <= TT_EV_LAST; bit <<= 1) {
 		if (!(want & bit))
 			continue;
 		if (registry_has_event(bit)) {

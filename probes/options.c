@@ -19,7 +19,7 @@ static const struct {
 	unsigned bit;
 } event_names[] = {
 	{ "runq", TT_EV_RUNQ },   { "switch", TT_EV_SWITCH }, { "offcpu", TT_EV_OFFCPU },
-	{ "locks", TT_EV_LOCKS }, { "spans", TT_EV_SPANS },
+	{ "locks", TT_EV_LOCKS }, { "spans", TT_EV_SPANS }, { "cpu", TT_EV_CPU },
 };
 #define N_EVENTS (sizeof(event_names) / sizeof(event_names[0]))
 
@@ -41,9 +41,10 @@ void options_usage(FILE *out)
 "Options:\n"
 "  -d, --duration S    stop after S seconds (default: 0 = when the target exits or on SIGINT)\n"
 "  -o, --out DIR       run directory (default: results/<UTC time>-tailtrace)\n"
-"  -e, --events LIST   runq,switch,offcpu,locks,spans (default: runq,switch,offcpu;\n"
-"                      spans is added by --span; locks adds pthread mutex uprobes for exact\n"
-"                      hold times, ~10-30 us per mutex call: lock waits are in the default)\n"
+"  -e, --events LIST   runq,switch,offcpu,cpu,locks,spans (default: runq,switch,offcpu,cpu;\n"
+"                      cpu: who held the CPU while traced threads waited, any task; spans is\n"
+"                      added by --span; locks adds pthread mutex uprobes for exact hold\n"
+"                      times, ~10-30 us per mutex call: lock waits are in the default)\n"
 "  -s, --span BIN:SYM  record calls of SYM in BIN (path or library name) as spans; repeatable, max %d\n"
 "  -X, --span-exit MODE  how spans end: auto (default: uretprobe, its return address put back\n"
 "                      before any unwinder walks; ret for Go), uretprobe, or ret (uprobes on\n"
@@ -330,12 +331,28 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 		snprintf(err, len, "event 'spans' needs at least one --span BIN:SYMBOL");
 		return -EINVAL;
 	}
+	if ((o->events & TT_EV_CPU) && o->aggregate) {
+		if (cli->events_given) {
+			snprintf(err, len, "event 'cpu' writes records: it does not go with --aggregate "
+				 "or --listen (drop it from --events)");
+			return -EINVAL;
+		}
+		o->events &= ~TT_EV_CPU;
+	}
+	if ((o->events & TT_EV_CPU) && !(o->events & TT_EV_RUNQ)) {
+		if (cli->events_given) {
+			snprintf(err, len, "event 'cpu' (who held the CPU while traced threads waited) "
+				 "needs 'runq': add it to --events");
+			return -EINVAL;
+		}
+		o->events &= ~TT_EV_CPU;
+	}
 	if (cli->top_given && !o->listen) {
 		snprintf(err, len, "--top goes with --listen (it caps the exporter's series)");
 		return -EINVAL;
 	}
 	if (o->toggle_ms && (o->events & registry_untoggled_events())) {
-		unsigned all = (TT_EV_SPANS << 1) - 1;
+		unsigned all = (TT_EV_LAST << 1) - 1;
 		char fixed[128], ok[128];
 
 		options_events_str(o->events & registry_untoggled_events(), fixed, sizeof(fixed));

@@ -19,7 +19,7 @@
 
 #define TT_MAX_SPANS 8
 #define TT_MAX_ALSO_PIDS 4 /* --also-pid: more processes traced beside the target */
-#define TT_SHARED_MAPS 8
+#define TT_SHARED_MAPS 16
 
 enum tt_event {
 	TT_EV_RUNQ = 1u << 0,
@@ -27,6 +27,8 @@ enum tt_event {
 	TT_EV_OFFCPU = 1u << 2,
 	TT_EV_LOCKS = 1u << 3,
 	TT_EV_SPANS = 1u << 4,
+	TT_EV_CPU = 1u << 5,   /* who held the CPU while traced threads waited (occupancy) */
+	TT_EV_LAST = TT_EV_CPU,
 };
 
 struct tt_span_spec {

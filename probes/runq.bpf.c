@@ -125,8 +125,13 @@ static __always_inline int switch_task(bool btf, bool preempt, struct task_struc
 	bool next_traced = tt_task_traced_v(btf, next);
 	__u32 next_tid = TT_TASK_FIELD(btf, next, pid);
 
-	if (!prev_traced && !next_traced)
-		return 0; /* no clock either: switch_clock.bpf.h */
+	__u64 now;
+
+	if (!prev_traced && !next_traced) { /* no shared clock either: switch_clock.bpf.h */
+		if (occ_on)
+			occ_note(btf, next, bpf_ktime_get_ns(), false);
+		return 0;
+	}
 	if (btf && runq_kacct) { /* no clock at all: the kernel's (runq_switch.bpf.h) */
 		if (prev_traced)
 			runq_kacct_out(tt_thread_get(prev, true), prev, preempt || prev_state == TASK_RUNNING,
@@ -135,7 +140,9 @@ static __always_inline int switch_task(bool btf, bool preempt, struct task_struc
 			runq_kacct_in(runq_kacct_slot(next), next);
 		return 0;
 	}
-	runq_on_switch(btf, prev, next, tt_switch_now((__u32)id, next_tid), prev_traced,
+	now = tt_switch_now((__u32)id, next_tid);
+	occ_note(btf, next, now, next_traced);
+	runq_on_switch(btf, prev, next, now, prev_traced,
 		       preempt || prev_state == TASK_RUNNING, prev_state == TASK_DEAD, (__u32)id,
 		       (__u32)(id >> 32), next_traced, next_tid, false);
 	return 0;

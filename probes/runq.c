@@ -9,6 +9,8 @@
 #include <recfile.h>
 #include "aggregate.h"
 #include "features.h"
+#include "occupancy.h"
+#include "occupancy_out.h"
 #include "filter.h"
 #include "registry.h"
 #include "runq.h"
@@ -20,6 +22,7 @@ struct runq_state {
 	int write_err;
 	bool aggregate;
 	uint64_t hist_events;     /* --aggregate: intervals counted in histograms */
+	struct occ_out *occ;      /* the cpu event: who held the CPU meanwhile */
 };
 
 static int runq_sample(void *ctx, void *data, size_t size)
@@ -69,6 +72,8 @@ static int runq_open(struct tt_ctx *ctx, struct runq_state *st)
 		bpf_program__set_autoload(st->skel->progs.runq_switch_raw, false);
 	}
 	st->skel->rodata->runq_kacct = probe_runq_kacct(o);
+	st->skel->rodata->occ_on = occ_wanted(o);
+	err = err ?: occ_configure(st->skel->obj, o);
 	if (st->skel->rodata->runq_kacct) { /* the waits are the kernel's: no wakeup program */
 		bpf_program__set_autoload(st->skel->progs.runq_waking_btf, false);
 		bpf_program__set_autoload(st->skel->progs.runq_wakeup_new_btf, false);
@@ -110,6 +115,19 @@ static int runq_setup(struct tt_ctx *ctx, void **state)
 			return err;
 		}
 	}
+	if (occ_wanted(ctx->opts)) {
+		st->occ = occ_out_open(ctx->opts->out_dir);
+		if (!st->occ) {
+			snprintf(ctx->err, sizeof(ctx->err), "cpu: cannot create %s/occupancy.bin: %s",
+				 ctx->opts->out_dir, strerror(errno));
+			return -errno;
+		}
+		err = probe_add_ringbuf(ctx, st->skel->maps.occ_rb, occ_out_sample, st->occ);
+		if (err) {
+			snprintf(ctx->err, sizeof(ctx->err), "cpu: ring buffer: %s", strerror(-err));
+			return err;
+		}
+	}
 	err = runq_bpf__attach(st->skel);
 	if (err)
 		snprintf(ctx->err, sizeof(ctx->err), "runq: cannot attach (%s hook): %s",
@@ -137,7 +155,11 @@ static int runq_finish(struct tt_ctx *ctx, void *state)
 		snprintf(ctx->err, sizeof(ctx->err), "runq: writing runq.bin: %s", strerror(-err));
 		return err;
 	}
-	return 0;
+	err = st->occ ? occ_out_finish(st->occ, ctx->opts->out_dir) : 0;
+	if (err)
+		snprintf(ctx->err, sizeof(ctx->err), "cpu: writing occupancy.bin / occupants.bin: %s",
+			 strerror(-err));
+	return err;
 }
 
 static int runq_stats(void *state, struct tt_stream_stats *out, int max)
@@ -154,7 +176,29 @@ static int runq_stats(void *state, struct tt_stream_stats *out, int max)
 			recfile_dropped(st->out),
 		.unmatched = probe_counter_sum(st->skel->maps.runq_counters, RUNQ_CNT_UNMATCHED),
 	};
-	return 1;
+	if (!st->occ || max < 2)
+		return 1;
+	out[1] = (struct tt_stream_stats){
+		.stream = "cpu",
+		.hook = features_hook_name(features_hook()),
+		.written = occ_out_written(st->occ),
+		.lost = probe_counter_sum(st->skel->maps.occ_counters, OCC_CNT_LOST) +
+			occ_out_dropped(st->occ),
+	};
+	return 2;
+}
+
+/* meta.json: the cgroups of the CPUs' occupants, and the waits whose start the
+ * per-CPU rings no longer held. */
+static void runq_meta(void *state, FILE *f)
+{
+	struct runq_state *st = state;
+
+	if (!st->occ)
+		return;
+	occ_out_meta(st->occ, f);
+	fprintf(f, "  \"cpu_waits_truncated\": %llu,\n",
+		(unsigned long long)probe_counter_sum(st->skel->maps.occ_counters, OCC_CNT_TRUNC));
 }
 
 static void runq_destroy(void *state)
@@ -165,6 +209,7 @@ static void runq_destroy(void *state)
 		return;
 	runq_bpf__destroy(st->skel);
 	recfile_close(st->out);
+	occ_out_free(st->occ);
 	free(st);
 }
 
@@ -185,11 +230,12 @@ static int runq_toggle(void *state, bool on)
 
 const struct tt_probe probe_runq = {
 	.name = "runq",
-	.events = TT_EV_RUNQ,
+	.events = TT_EV_RUNQ | TT_EV_CPU,
 	.setup = runq_setup,
 	.finish = runq_finish,
 	.stats = runq_stats,
 	.destroy = runq_destroy,
 	.object = runq_object,
 	.toggle = runq_toggle,
+	.meta = runq_meta,
 };

@@ -21,6 +21,7 @@
 #include "aggregate.bpf.h"
 #include "counter.bpf.h"
 #include "filter.bpf.h"
+#include "occupancy.bpf.h"
 #include "runq.h"
 #include "sched.h"
 
@@ -163,6 +164,7 @@ static __always_inline void runq_emit(struct tt_thread *th, __u32 tid, __u32 pid
 	r->waker_ctx = ctx;
 	__builtin_memset(r->pad, 0, sizeof(r->pad));
 	bpf_ringbuf_submit(r, tt_rb_flags(&runq_rb, rb_wakeup_bytes));
+	occ_emit(t0, now); /* who held this CPU meanwhile */
 }
 
 /* Move a thread's run-queue histograms into runq_hist: at its exit, and from

@@ -356,9 +356,14 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 	bool next_traced = tt_task_traced_v(btf, next);
 	__u64 now;
 
-	if (!prev_traced && !next_traced)
-		return 0; /* no clock either: switch_clock.bpf.h */
+	if (!prev_traced && !next_traced) { /* no shared clock either: switch_clock.bpf.h */
+		if (with_runq && occ_on)
+			occ_note(btf, next, bpf_ktime_get_ns(), false);
+		return 0;
+	}
 	now = shared_clock ? tt_switch_now((__u32)id, next_tid) : bpf_ktime_get_ns();
+	if (with_runq)
+		occ_note(btf, next, now, next_traced);
 	if (btf) { /* one slot per thread for both parts */
 		bool kacct = with_runq && runq_kacct;
 		struct tt_thread *tp = prev_traced ? tt_thread_get(prev, true) : NULL;

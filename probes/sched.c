@@ -13,6 +13,7 @@
 #include <recfile.h>
 #include "aggregate.h"
 #include "features.h"
+#include "occupancy_out.h"
 #include "filter.h"
 #include "offcpu.h"
 #include "registry.h"
@@ -99,6 +100,8 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	if (!err && !(o->events & TT_EV_RUNQ))
 		err = bpf_map__set_max_entries(s->maps.start_ids, 1) ?:
 		      bpf_map__set_max_entries(s->maps.runq_hist, 1);
+	s->rodata->occ_on = s->rodata->with_runq && occ_wanted(o);
+	err = err ?: occ_configure(s->obj, o);
 	features_select_progs(s->obj, features_hook());
 	aggregate_drain_configure(s->obj, o->aggregate);
 	err = err ?: probe_share_maps_before_load(ctx, s->obj);

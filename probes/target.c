@@ -219,7 +219,7 @@ uint64_t target_start_time(int pid)
 	return start;
 }
 
-static int cgroup2_mount(char *out, size_t len)
+int target_cgroup2_mount(char *out, size_t len)
 {
 	FILE *f = setmntent("/proc/self/mounts", "r");
 	struct mntent *m;
@@ -243,7 +243,7 @@ int target_cgroup_id(const char *path, uint64_t *id, char *err, size_t len)
 	struct statfs sfs;
 	struct stat st;
 
-	if (cgroup2_mount(mnt, sizeof(mnt))) {
+	if (target_cgroup2_mount(mnt, sizeof(mnt))) {
 		snprintf(err, len, "no cgroup v2 hierarchy mounted: mount -t cgroup2 none /sys/fs/cgroup");
 		return -ENOENT;
 	}

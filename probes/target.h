@@ -42,6 +42,8 @@ int target_proc_line(int pid, const char *name, const char *prefix, char *buf, s
  * 0 when it cannot be read (the process is gone). */
 uint64_t target_start_time(int pid);
 
+/* Where the cgroup v2 hierarchy is mounted: 0, or -ENOENT. */
+int target_cgroup2_mount(char *out, size_t len);
 /* cgroup v2 path (absolute, or relative to the cgroup2 mount) -> id. */
 int target_cgroup_id(const char *path, uint64_t *id, char *err, size_t len);
 

@@ -152,6 +152,32 @@ enum tt_span_end {
 	F(u32, tid)                                                          \
 	A(char, comm, 16)
 
+/* occupancy.bin: who held a CPU while a traced thread waited for it
+ * (probes/occupancy.h). Each record: from t_ns, tid ran on cpu, until that
+ * cpu's next record. Written only around traced threads' runnable intervals. */
+#define TT_OCC_FIELDS(F, A)                                                  \
+	F(u64, t_ns)          /* tid switched in on cpu */                   \
+	F(u32, cpu)                                                          \
+	F(u32, tid)           /* 0: idle */                                  \
+	F(u32, pid)           /* its process (tgid); 0: idle */              \
+	F(u32, flags)         /* TT_OCC_* */
+
+#define TT_OCC_KTHREAD 0x1 /* a kernel thread */
+#define TT_OCC_TRUNC 0x2   /* what ran on the CPU between the wait's start and this
+			    * switch is unknown (too many switches to remember) */
+#define TT_OCC_TRACED 0x4  /* a traced thread */
+
+/* occupants.bin: one per task named in occupancy.bin (traced or not), written
+ * when tracing ends. */
+#define TT_OCCUPANT_FIELDS(F, A)                                             \
+	F(u64, cgroup_id)     /* cgroup v2 id (meta.json cgroups: its path) */ \
+	F(u32, pid)                                                          \
+	F(u32, tid)                                                          \
+	F(u32, flags)         /* TT_OCC_KTHREAD, TT_OCC_TRACED */            \
+	F(u32, reused)        /* the tid named other tasks too (pid reuse):  \
+	                       * this row is the last one seen */            \
+	A(char, comm, 16)
+
 /* ---- generated structs ------------------------------------------------ */
 #define TT_DECL_F(t, n) TT_T_##t n;
 #define TT_DECL_A(t, n, c) TT_T_##t n[c];
@@ -162,6 +188,8 @@ struct tt_switch  { TT_SWITCH_FIELDS(TT_DECL_F, TT_DECL_A) };
 struct tt_lock    { TT_LOCK_FIELDS(TT_DECL_F, TT_DECL_A) };
 struct tt_span    { TT_SPAN_FIELDS(TT_DECL_F, TT_DECL_A) };
 struct tt_task    { TT_TASK_FIELDS(TT_DECL_F, TT_DECL_A) };
+struct tt_occ     { TT_OCC_FIELDS(TT_DECL_F, TT_DECL_A) };
+struct tt_occupant { TT_OCCUPANT_FIELDS(TT_DECL_F, TT_DECL_A) };
 
 /* Record type ids, stored in each file's header. */
 enum tt_rec_type {
@@ -171,6 +199,8 @@ enum tt_rec_type {
 	TT_REC_LOCK = 4,
 	TT_REC_SPAN = 5,
 	TT_REC_TASK = 6,
+	TT_REC_OCC = 7,
+	TT_REC_OCCUPANT = 8,
 };
 
 /* Every .bin file starts with this 16-byte header, then records back to back. */
@@ -188,6 +218,8 @@ struct tt_file_header {
 	X(switch, tt_switch, TT_REC_SWITCH, TT_SWITCH_FIELDS, "switches.bin")      \
 	X(lock, tt_lock, TT_REC_LOCK, TT_LOCK_FIELDS, "locks.bin")                 \
 	X(span, tt_span, TT_REC_SPAN, TT_SPAN_FIELDS, "spans.bin")                 \
-	X(task, tt_task, TT_REC_TASK, TT_TASK_FIELDS, "tasks.bin")
+	X(task, tt_task, TT_REC_TASK, TT_TASK_FIELDS, "tasks.bin")                 \
+	X(occ, tt_occ, TT_REC_OCC, TT_OCC_FIELDS, "occupancy.bin")                 \
+	X(occupant, tt_occupant, TT_REC_OCCUPANT, TT_OCCUPANT_FIELDS, "occupants.bin")
 
 #endif /* TAILTRACE_RECORDS_H */

@@ -81,13 +81,25 @@ def _raw(rows: list[dict]) -> dict:
     return {k: np.array([r[k] for r in rows]) for k in rows[0]}
 
 
+def occ(cpu, t, tid, pid=None, flags=0):
+    """An occupancy record: from T0 + t, tid (0: idle) ran on cpu."""
+    return dict(cpu=cpu, t_ns=T0 + t, tid=tid, pid=tid if pid is None else pid, flags=flags)
+
+
+def occupant(tid, comm, pid=None, cgroup_id=1, flags=0, reused=0):
+    """An occupants.bin row."""
+    return dict(tid=tid, pid=tid if pid is None else pid, comm=comm.encode(),
+                cgroup_id=cgroup_id, flags=flags, reused=reused)
+
+
 def make_run(requests=None, runq=None, switches=None, locks=None, spans=None, tasks=None,
-             meta=None, workload=None, stacks=None, path="/nonexistent/run") -> Run:
+             meta=None, workload=None, stacks=None, path="/nonexistent/run", occupancy=None,
+             occupants=None) -> Run:
     """A Run built in memory. A stream given as a list (even empty) is 'present'.
     Requests come from where load_run takes them (requests, else outer spans, else none)."""
     run = Run(path=Path(path), meta=meta or {}, workload=workload or {})
     given = dict(requests=requests, runq=runq, switches=switches, locks=locks,
-                 spans=spans, tasks=tasks)
+                 spans=spans, tasks=tasks, occupancy=occupancy, occupants=occupants)
     for s, rows in given.items():
         if rows is None:
             continue

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fixtures import MS, T0, lk, off, req, rq, span, task, write_run
+from fixtures import MS, T0, lk, occ, occupant, off, req, rq, span, task, write_run
 from analyze.errors import AnalysisError, CorruptRecordsError, MissingStreamError
 from analyze.load import COLUMNS, load_run
 from analyze.schema import load_schema
@@ -28,6 +28,8 @@ def full_run(tmp_path, schema, **over):
                lk(12, 0xdead0000beef, 5 * MS, 5 * MS, None, trylock=True)],
         spans=[span(11, 0, 10 * MS, ret=7)],
         tasks=[task(11, "pool-w3", migrations=2), task(12, "naive-c17")],
+        occupancy=[occ(1, 1 * MS, 0), occ(1, 2 * MS, 11, pid=100)],
+        occupants=[occupant(0, "idle"), occupant(11, "pool-w3", pid=100, cgroup_id=2 ** 40)],
     )
     streams.update(over)
     streams = {k: v for k, v in streams.items() if v is not None}
@@ -61,6 +63,11 @@ def test_round_trip_every_stream(tmp_path, schema):
     assert t["comm"].tolist() == ["pool-w3", "naive-c17"]
     assert t["role"].tolist() == ["worker", "conn-thread"] and t["migrations"].tolist() == [2, 0]
     assert run.spans["ret"].tolist() == [7]
+    o = run.occupancy
+    assert o["t_ns"].tolist() == [T0 + 1 * MS, T0 + 2 * MS] and o["tid"].tolist() == [0, 11]
+    assert run.occupants["comm"].tolist() == ["idle", "pool-w3"]
+    assert run.occupants["cgroup_id"].dtype == np.uint64
+    assert run.occupants["cgroup_id"].tolist() == [1, 2 ** 40]
     assert run.stacks[("locks", 9)] == ["pthread_mutex_lock", "order_add", "main"]
     assert run.lost_events == {"runq": 3} and run.workload["model"] == "pool"
     assert run.source == "requests"

@@ -11,6 +11,8 @@
  *   span_target jump N      N calls of tt_span_escape() that leave by longjmp
  *                           (their return is never seen), then N normal
  *                           calls of tt_span_work(i, 0).
+ *   span_target spin N US   calls tt_span_spin(i, US) N times: each spins on its
+ *                           CPU for US microseconds (a request that needs CPU).
  *   span_target fork N      N calls of tt_span_fork(i), which forks: parent and
  *                           child both return from it; the child then exits 0.
  *                           Prints how many children did not exit 0.
@@ -34,6 +36,17 @@ __attribute__((noinline, used)) long tt_span_work(long i, long sleep_us)
 		tt_sleep_until_ns(t0 + (uint64_t)sleep_us * 1000);
 	inner_sum_ns += tt_now_ns() - t0;
 	return 2 * i + 1;
+}
+
+__attribute__((noinline, used)) long tt_span_spin(long i, long us)
+{
+	uint64_t end = tt_now_ns() + (uint64_t)us * 1000;
+	volatile long x = 0;
+
+	while (tt_now_ns() < end)
+		for (int k = 0; k < 100; k++)
+			x++;
+	return i;
 }
 
 __attribute__((noinline, used)) long tt_span_recurse(long depth)
@@ -111,6 +124,14 @@ int main(int argc, char **argv)
 		       (unsigned long long)inner_sum_ns, (unsigned long long)sum_ns, check);
 		return 0;
 	}
+	if (argc == 4 && !strcmp(argv[1], "spin")) {
+		long n = atol(argv[2]), us = atol(argv[3]);
+
+		for (long i = 0; i < n; i++)
+			tt_span_spin(i, us);
+		printf("spins=%ld\n", n);
+		return 0;
+	}
 	if (argc == 3 && !strcmp(argv[1], "fork")) {
 		run_forks(atol(argv[2]));
 		return 0;
@@ -119,6 +140,6 @@ int main(int argc, char **argv)
 		printf("recurse=%ld\n", tt_span_recurse(atol(argv[2])));
 		return 0;
 	}
-	fprintf(stderr, "usage: span_target work N SLEEP_US | recurse DEPTH | jump N | fork N\n");
+	fprintf(stderr, "usage: span_target work N SLEEP_US | spin N US | recurse DEPTH | jump N | fork N\n");
 	return 2;
 }

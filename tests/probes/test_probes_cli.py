@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tt_run import TAILTRACE, helper, json_lines, meta, needs_root, records, tailtrace
+from tt_run import TAILTRACE, cgroup2_root, helper, json_lines, meta, needs_root, records, tailtrace
 
 pytestmark = needs_root
 WAKEUP_NEW = 2
@@ -140,14 +140,6 @@ def test_comm_mode(tmp_path):
     assert (sw["tid"] == tid).sum() >= 50 and set(sw["pid"].tolist()) == {tid}
 
 
-def cgroup2_root() -> Path | None:
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        f = line.split()
-        if f[2] == "cgroup2":
-            return Path(f[1])
-    return None
-
-
 def test_cgroup_mode(tmp_path):
     root = cgroup2_root()
     if root is None:
@@ -249,4 +241,4 @@ def test_help_lists_every_option_with_defaults():
     for opt in ("--pid", "--comm", "--cgroup", "--all", "--duration", "--out", "--events",
                 "--span", "--ringbuf-mb", "--min-offcpu-us", "--aggregate", "-- CMD"):
         assert opt in out
-    assert "default: runq,switch,offcpu;" in out and "default: 32" in out
+    assert "default: runq,switch,offcpu,cpu;" in out and "default: 32" in out

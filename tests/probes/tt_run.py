@@ -42,6 +42,15 @@ def tailtrace(out: Path, *args: str, env: dict | None = None, timeout: float = 6
                           text=True, timeout=timeout, env=full_env, **kw)
 
 
+def cgroup2_root() -> Path | None:
+    """Where the cgroup v2 hierarchy is mounted, or None."""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        f = line.split()
+        if f[2] == "cgroup2":
+            return Path(f[1])
+    return None
+
+
 def json_lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 

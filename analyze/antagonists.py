@@ -1,0 +1,411 @@
+"""Who held the CPU while a traced thread waited for it: the antagonists of runnable time.
+
+A runnable interval [t_runnable, t_run] of thread T (runq.bin) ended when T was switched in
+on CPU c. Whatever ran on c in that interval kept T waiting: occupancy.bin (tailtrace's cpu
+event) holds every switch on c around T's wait — untraced tasks, kernel threads and the idle
+task included — so the interval splits exactly into the tasks that held c:
+
+  occupant segments of c:  [t_k, t_k+1) held by task k        (df_occupancy)
+  antagonists of a wait:   |segment ∩ [t_runnable, t_run]| per task, Σ = the wait, to the ns
+                           (df_runnable_occupants; a part no record covers is "unknown")
+
+Classes (CLASSES) decide the fix: sibling (another thread of T's own process:
+oversubscription), peer (a process traced with --also-pid, the server T talks to), other
+(another process: a neighbour), kernel (a kernel thread), idle (the CPU ran nothing: the
+wait was the wakeup's own latency), unknown (no record: the per-CPU ring was overrun, or
+before the stream began).
+
+How waits are counted: a wait is charged to the CPU the thread finally ran on. A thread
+migrated while runnable spent the part before its migration in another CPU's queue; that
+part is still split by what ran on the final CPU (the runq records do not say when it
+moved), so for such waits the split is an approximation — counted in summary.json
+`antagonists_migrated_share` from the tasks' migrations.
+
+Windows (requests, critical-path hops, thread lifetimes) are measured with
+antagonists_in_windows: the overlap rows of each thread are disjoint and sorted in time, so
+each window takes a contiguous run of them (np.searchsorted), clipped at its edges.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .load import OCC_KTHREAD, OCC_TRUNC
+from .peer import peer_pids
+
+CLASSES = ["sibling", "peer", "other", "kernel", "idle", "unknown"]
+# what each class says, and the fix it points to (sentences in attribute.py / report)
+CLASS_WORDS = {
+    "sibling": "other threads of the same process",
+    "peer": "the process it talks to",
+    "other": "other processes",
+    "kernel": "kernel threads",
+    "idle": "nothing (the CPU was idle: wakeup latency)",
+    "unknown": "unknown (not recorded)",
+}
+ROW_COLS = ["runq_idx", "victim_tid", "victim_pid", "cpu", "t_from_ns", "t_to_ns", "tid", "pid",
+            "cls", "ns"]
+
+
+def has_occupancy(run) -> bool:
+    return run.has("occupancy") and run.has("runq")
+
+
+def df_occupancy(run) -> pd.DataFrame:
+    """The CPUs' timelines known from occupancy.bin: one row per segment.
+
+    Columns: cpu, t_from_ns, t_to_ns (the CPU's next record), tid, pid, flags. Records
+    written twice (overlapping waits) count once. A segment followed by a truncated record
+    (TT_OCC_TRUNC: switches between were lost) has tid -1: unknown. A CPU's last record
+    opens no segment (its end is unknown)."""
+    oc = run.occupancy
+    cols = ["cpu", "t_from_ns", "t_to_ns", "tid", "pid", "flags"]
+    if not len(oc):
+        return pd.DataFrame({c: np.zeros(0, np.int64) for c in cols})
+    oc = oc.drop_duplicates(["cpu", "t_ns"], keep="first").sort_values(
+        ["cpu", "t_ns"], kind="stable")
+    cpu, t = oc["cpu"].to_numpy(np.int64), oc["t_ns"].to_numpy(np.int64)
+    tid, pid = oc["tid"].to_numpy(np.int64), oc["pid"].to_numpy(np.int64)
+    flags = oc["flags"].to_numpy(np.int64)
+    same_next = np.append(cpu[1:] == cpu[:-1], False)
+    t_to = np.append(t[1:], 0)
+    trunc_next = np.append((flags[1:] & OCC_TRUNC) != 0, False)
+    tid = np.where(trunc_next, -1, tid)
+    pid = np.where(trunc_next, -1, pid)
+    keep = same_next
+    return pd.DataFrame({"cpu": cpu[keep], "t_from_ns": t[keep], "t_to_ns": t_to[keep],
+                         "tid": tid[keep], "pid": pid[keep], "flags": flags[keep]})
+
+
+def _classify(victim_tid, victim_pid, tid, pid, flags, peers: set) -> np.ndarray:
+    cls = np.full(len(tid), "other", dtype=object)
+    is_peer = np.isin(pid, np.fromiter(peers, dtype=np.int64, count=len(peers))) if peers \
+        else np.zeros(len(pid), bool)
+    cls[is_peer] = "peer"
+    cls[(pid == victim_pid) & (tid != victim_tid)] = "sibling"
+    cls[((flags & OCC_KTHREAD) != 0) & (tid > 0)] = "kernel"
+    cls[tid == 0] = "idle"
+    cls[tid < 0] = "unknown"
+    return cls
+
+
+def df_runnable_occupants(run) -> pd.DataFrame:
+    """One row per (runnable interval, task that held its CPU meanwhile).
+
+    Columns ROW_COLS: runq_idx (row of run.runq), victim_tid, victim_pid, cpu, t_from_ns,
+    t_to_ns (the overlap), tid, pid (of the occupant; -1: unknown, 0: idle), cls (CLASSES),
+    ns. For every interval the rows partition it: Σ ns = t_run − t_runnable exactly, the
+    parts no record covers in rows of class unknown. Sorted by victim_tid then time, so
+    each thread's rows are disjoint and in order. Cached on the run."""
+    c = getattr(run, "_antagonist_rows", None)
+    if c is not None and c[0] == (id(run.runq), id(run.occupancy)):
+        return c[1]
+    rows = _rows(run)
+    try:
+        run._antagonist_rows = ((id(run.runq), id(run.occupancy)), rows)
+    except AttributeError:
+        pass
+    return rows
+
+
+def _rows(run) -> pd.DataFrame:
+    rq = run.runq
+    if not has_occupancy(run) or not len(rq):
+        return pd.DataFrame({c: np.zeros(0, np.int64) for c in ROW_COLS})
+    seg = df_occupancy(run)
+    a, b = rq["t_runnable_ns"].to_numpy(np.int64), rq["t_run_ns"].to_numpy(np.int64)
+    rcpu = rq["cpu"].to_numpy(np.int64)
+    out_i, out_s, out_e, out_k = [], [], [], []
+    for cpu in np.unique(rcpu):
+        ri = np.flatnonzero(rcpu == cpu)
+        sg = seg[seg["cpu"].to_numpy() == cpu]
+        S, E = sg["t_from_ns"].to_numpy(np.int64), sg["t_to_ns"].to_numpy(np.int64)
+        base = sg.index.to_numpy()
+        lo = np.searchsorted(S, a[ri], side="right") - 1       # segment holding t_runnable
+        hi = np.searchsorted(S, b[ri], side="left")            # first segment from t_run on
+        first = np.maximum(lo, 0)
+        n = np.maximum(hi - first, 0)
+        # segments overlapping each interval, expanded
+        rep = np.repeat(np.arange(len(ri)), n)
+        k = first[rep] + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
+        s = np.maximum(S[k], a[ri][rep])
+        e = np.minimum(E[k], b[ri][rep])
+        ok = e > s
+        out_i.append(ri[rep][ok]), out_s.append(s[ok]), out_e.append(e[ok])
+        out_k.append(base[k][ok])
+    idx = np.concatenate(out_i) if out_i else np.zeros(0, np.int64)
+    s = np.concatenate(out_s) if out_s else np.zeros(0, np.int64)
+    e = np.concatenate(out_e) if out_e else np.zeros(0, np.int64)
+    k = np.concatenate(out_k) if out_k else np.zeros(0, np.int64)
+    tid = seg["tid"].to_numpy(np.int64)[k] if len(k) else k
+    pid = seg["pid"].to_numpy(np.int64)[k] if len(k) else k
+    flags = seg["flags"].to_numpy(np.int64)[k] if len(k) else k
+    # what no segment covers: the rest of each interval, unknown
+    covered = np.bincount(idx, weights=(e - s).astype(np.float64), minlength=len(rq))
+    dur = (b - a).astype(np.float64)
+    gap = np.flatnonzero(dur - covered > 0.5)
+    if len(gap):  # one row per interval with a gap (its place in time is approximate)
+        idx = np.concatenate([idx, gap])
+        s = np.concatenate([s, a[gap]])
+        e = np.concatenate([e, a[gap] + (dur[gap] - covered[gap]).astype(np.int64)])
+        tid = np.concatenate([tid, np.full(len(gap), -1)])
+        pid = np.concatenate([pid, np.full(len(gap), -1)])
+        flags = np.concatenate([flags, np.zeros(len(gap), np.int64)])
+    vt, vp = rq["tid"].to_numpy(np.int64)[idx], rq["pid"].to_numpy(np.int64)[idx]
+    cls = np.empty(len(idx), dtype=object)
+    for p in np.unique(vp):
+        m = vp == p
+        cls[m] = _classify(vt[m], p, tid[m], pid[m], flags[m], set(peer_pids(run, int(p))))
+    df = pd.DataFrame({"runq_idx": idx, "victim_tid": vt, "victim_pid": vp,
+                       "cpu": rcpu[idx] if len(idx) else idx, "t_from_ns": s, "t_to_ns": e,
+                       "tid": tid, "pid": pid, "cls": pd.Categorical(cls, categories=CLASSES),
+                       "ns": e - s})
+    return df.sort_values(["victim_tid", "t_from_ns"], kind="stable").reset_index(drop=True)
+
+
+def antagonists_in_windows(run, tid, w_start, w_end) -> pd.DataFrame:
+    """Occupant time inside windows: for window i of thread tid[i], the part of each
+    occupant row of that thread inside [w_start[i], w_end[i]].
+
+    Columns: win (index of the window), tid, pid, cls, ns; one row per (window, occupant
+    row) with ns > 0. Windows may overlap each other."""
+    rows = df_runnable_occupants(run)
+    cols = ["win", "tid", "pid", "cls", "ns"]
+    tid = np.asarray(tid, dtype=np.int64)
+    ws, we = np.asarray(w_start, dtype=np.int64), np.asarray(w_end, dtype=np.int64)
+    if not len(rows) or not len(tid):
+        return pd.DataFrame({c: np.zeros(0, np.int64) for c in cols})
+    vt = rows["victim_tid"].to_numpy(np.int64)
+    rs, re_ = rows["t_from_ns"].to_numpy(np.int64), rows["t_to_ns"].to_numpy(np.int64)
+    # per thread, rows are a contiguous block sorted by time (disjoint intervals)
+    tids, start = np.unique(vt, return_index=True)
+    end = np.append(start[1:], len(vt))
+    g = np.searchsorted(tids, tid)
+    g = np.minimum(g, len(tids) - 1)
+    known = tids[g] == tid
+    lo = np.where(known, start[g], 0)
+    hi = np.where(known, end[g], 0)
+    # within the thread's block: rows ending after w_start, starting before w_end
+    first = np.empty(len(tid), np.int64)
+    last = np.empty(len(tid), np.int64)
+    for gi in np.unique(g[known]):
+        m = known & (g == gi)
+        blk = slice(start[gi], end[gi])
+        first[m] = start[gi] + np.searchsorted(re_[blk], ws[m], side="right")
+        last[m] = start[gi] + np.searchsorted(rs[blk], we[m], side="left")
+    first = np.where(known, first, lo)
+    last = np.where(known, last, hi)
+    n = np.maximum(last - first, 0)
+    win = np.repeat(np.arange(len(tid)), n)
+    k = first[win] + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
+    ns = np.minimum(re_[k], we[win]) - np.maximum(rs[k], ws[win])
+    ok = ns > 0
+    return pd.DataFrame({"win": win[ok], "tid": rows["tid"].to_numpy()[k][ok],
+                         "pid": rows["pid"].to_numpy()[k][ok],
+                         "cls": rows["cls"].to_numpy()[k][ok], "ns": ns[ok]})
+
+
+# ---- names ------------------------------------------------------------------
+
+def occupant_names(run) -> dict[int, str]:
+    """tid -> comm of every task seen holding a CPU (occupants.bin), traced threads too."""
+    names = {}
+    for df in (run.occupants, run.tasks):
+        if len(df):
+            names.update(zip(df["tid"].astype(int), df["comm"].astype(str)))
+    names[0] = "idle"
+    return names
+
+
+def cgroup_path(run, cgroup_id: int) -> str | None:
+    """meta.json cgroups: the path of a cgroup v2 id; None when unknown or gone."""
+    cg = (run.meta or {}).get("cgroups") or {}
+    p = cg.get(str(int(cgroup_id)))
+    return p if isinstance(p, str) else None
+
+
+def process_table(run) -> pd.DataFrame:
+    """One row per process seen holding a CPU: pid, comm (its main thread's, else a
+    thread's), cgroup (path, or "cgroup N (gone)"), kernel (bool)."""
+    occ = run.occupants
+    cols = ["pid", "comm", "cgroup", "kernel"]
+    if not len(occ):
+        return pd.DataFrame({c: [] for c in cols})
+    rows = []
+    for pid, g in occ.groupby("pid", sort=True):
+        main = g[g["tid"] == pid]
+        one = main.iloc[0] if len(main) else g.iloc[0]
+        cid = int(one["cgroup_id"])
+        path = cgroup_path(run, cid)
+        rows.append({"pid": int(pid), "comm": str(one["comm"]) if pid else "idle",
+                     "cgroup": path if path is not None else
+                     (f"cgroup {cid} (gone)" if cid else ""),
+                     "kernel": bool(int(one["flags"]) & OCC_KTHREAD)})
+    return pd.DataFrame(rows, columns=cols)
+
+
+# ---- summaries --------------------------------------------------------------
+
+def summarize(part: pd.DataFrame, run, victim_pids=(), top: int = 8) -> list[dict]:
+    """Rows (tid, pid, cls, ns) -> the antagonists by process and class, largest first:
+    [{pid, comm, cgroup, class, threads, ms, share}], share of the rows' total; the
+    victims' own process is named with its thread count (siblings). The rest beyond
+    `top` is folded into one row of class "rest"."""
+    if not len(part):
+        return []
+    total = float(part["ns"].sum())
+    g = part.groupby(["cls", "pid"], observed=True).agg(ns=("ns", "sum"),
+                                                        threads=("tid", "nunique"))
+    g = g.reset_index().sort_values("ns", ascending=False, kind="stable")
+    procs = process_table(run).set_index("pid") if len(run.occupants) else None
+    out = []
+    for _, r in g.head(top).iterrows():
+        pid, cls = int(r["pid"]), str(r["cls"])
+        comm, cgroup = "", ""
+        if procs is not None and pid in procs.index:
+            comm, cgroup = str(procs.at[pid, "comm"]), str(procs.at[pid, "cgroup"])
+        if cls == "idle":
+            comm = "idle"
+        elif cls == "unknown":
+            comm = "unknown"
+        out.append({"pid": pid if cls not in ("idle", "unknown") else None, "comm": comm,
+                    "cgroup": cgroup or None, "class": cls, "threads": int(r["threads"]),
+                    "ms": float(r["ns"]) / 1e6, "share": float(r["ns"]) / total})
+    rest = g.iloc[top:]
+    if len(rest):
+        out.append({"pid": None, "comm": f"{len(rest)} more", "cgroup": None, "class": "rest",
+                    "threads": int(rest["threads"].sum()), "ms": float(rest["ns"].sum()) / 1e6,
+                    "share": float(rest["ns"].sum()) / total})
+    return out
+
+
+def class_shares(part: pd.DataFrame) -> dict[str, float]:
+    """{class: share of the rows' time} over CLASSES (0 for absent ones)."""
+    total = float(part["ns"].sum()) if len(part) else 0.0
+    if not total:
+        return {c: 0.0 for c in CLASSES}
+    s = part.groupby("cls", observed=True)["ns"].sum()
+    return {c: float(s.get(c, 0)) / total for c in CLASSES}
+
+
+def df_request_antagonists(run, decomp: pd.DataFrame) -> pd.DataFrame:
+    """Occupant time inside each request's window on its own thread: rows of
+    antagonists_in_windows with win = the decomposition's row."""
+    if not has_occupancy(run) or not len(decomp):
+        return pd.DataFrame({c: np.zeros(0, np.int64) for c in ["win", "tid", "pid", "cls", "ns"]})
+    return antagonists_in_windows(run, decomp["tid"].to_numpy(), decomp["t_start_ns"].to_numpy(),
+                                  decomp["t_end_ns"].to_numpy())
+
+
+def band_antagonists(run, decomp: pd.DataFrame, bands_of_rows: pd.Series,
+                     top: int = 8) -> dict | None:
+    """summary.json `antagonists`: {band: {runnable_ms, by_class {cls: share}, top [...]}}
+    for the requests' own runnable time; None without the cpu event."""
+    if not has_occupancy(run):
+        return None
+    per = df_request_antagonists(run, decomp)
+    out = {}
+    for band in pd.unique(bands_of_rows.dropna()):
+        rows = np.flatnonzero((bands_of_rows == band).to_numpy())
+        part = per[np.isin(per["win"].to_numpy(), rows)]
+        n = max(len(rows), 1)
+        out[str(band)] = {"runnable_ms": float(part["ns"].sum()) / 1e6 / n,
+                          "by_class": class_shares(part),
+                          "top": summarize(part, run, top=top)}
+    return out
+
+
+def thread_antagonists(run) -> pd.DataFrame:
+    """Per traced thread: its whole runnable time split by class, and its main antagonist.
+
+    Columns: tid, runnable_ms, <class>_share for each class, top_antagonist (name), top_share."""
+    rows = df_runnable_occupants(run)
+    cols = ["tid", "runnable_ms"] + [f"{c}_share" for c in CLASSES] + ["top_antagonist",
+                                                                       "top_share"]
+    if not len(rows):
+        return pd.DataFrame({c: [] for c in cols})
+    procs = process_table(run)
+    names = dict(zip(procs["pid"].astype(int), procs["comm"].astype(str)))
+    tot = rows.groupby("victim_tid")["ns"].sum()
+    by = rows.groupby(["victim_tid", "cls"], observed=True)["ns"].sum().unstack(fill_value=0)
+    proc = rows[rows["pid"] > 0].groupby(["victim_tid", "pid"])["ns"].sum()
+    out = pd.DataFrame({"tid": tot.index.astype(np.int64), "runnable_ms": tot.to_numpy() / 1e6})
+    for c in CLASSES:
+        v = by[c].reindex(tot.index, fill_value=0).to_numpy() if c in by else np.zeros(len(tot))
+        out[f"{c}_share"] = v / np.maximum(tot.to_numpy(), 1)
+    top_name, top_share = [], []
+    for t, total in zip(tot.index, tot.to_numpy()):
+        if t in proc.index.get_level_values(0):
+            p = proc.loc[t]
+            pid = int(p.idxmax())
+            top_name.append(f"{names.get(pid, '?')} (pid {pid})")
+            top_share.append(float(p.max()) / max(total, 1))
+        else:
+            top_name.append("")
+            top_share.append(0.0)
+    out["top_antagonist"], out["top_share"] = top_name, top_share
+    return out[cols]
+
+
+# ---- words ------------------------------------------------------------------
+
+VERDICT_WORDS = {
+    "sibling": "oversubscription",
+    "peer": "the client and the process it talks to compete for the CPUs",
+    "other": "a noisy neighbour",
+    "kernel": "kernel work",
+    "idle": "wakeup latency, not a competitor",
+    "unknown": "not recorded",
+}
+
+
+def _proc_words(run, top: dict) -> str:
+    """'tt-hog (pid 4242, not traced, cgroup /batch)'."""
+    traced = set(run.tasks["pid"].astype(int)) if len(run.tasks) else set()
+    bits = [f"pid {top['pid']}"]
+    if top["pid"] not in traced:
+        bits.append("not traced")
+    if top.get("cgroup") and top["cgroup"] != "/":
+        bits.append(f"cgroup {top['cgroup']}")
+    return f"{top['comm'] or '?'} ({', '.join(bits)})"
+
+
+def sentence(run, info: dict | None, victim_pids, preempted_share: float = 0.0) -> str | None:
+    """What held the CPUs during the waits summarised in `info` (band_antagonists' or the
+    critical path's form: {by_class, top}), as a clause with 'they' (the waiting threads) as
+    subject: 'were preempted by tt-hog (pid 4242, not traced, cgroup /batch) for 97% of
+    that time: a noisy neighbour'. None without data."""
+    if not info or not info.get("top"):
+        return None
+    by = info["by_class"]
+    cls = max(by, key=by.get)
+    share = by[cls]
+    if share <= 0:
+        return None
+    pct = f"{share * 100:.0f}% of that time"
+    if cls == "idle":
+        return f"found their CPUs idle for {pct}: {VERDICT_WORDS['idle']}"
+    if cls == "unknown":
+        return f"cannot be followed for {pct} (too many switches on their CPUs to remember)"
+    verb = "were preempted by" if preempted_share >= 0.5 else "waited behind"
+    inside = [t for t in info["top"] if t["class"] == cls]
+    if cls == "sibling":
+        t = inside[0] if inside else {"threads": 0}
+        n_proc = int(run.runq.loc[run.runq["pid"].isin(list(victim_pids)), "tid"].nunique()) \
+            if len(run.runq) else 0
+        ncpus = (run.meta or {}).get("ncpus")
+        load = f", {n_proc} threads for {ncpus} CPUs" if n_proc and ncpus else ""
+        who = (f"{t['threads']} other threads of the same process" if t["threads"] != 1
+               else "another thread of the same process")
+        return f"{verb} {who} for {pct}: {VERDICT_WORDS['sibling']}{load}"
+    if cls == "kernel":
+        names = ", ".join(sorted({t["comm"] for t in inside[:3] if t["comm"]}))
+        return f"{verb} kernel threads ({names}) for {pct}: {VERDICT_WORDS['kernel']}"
+    top = inside[0] if inside else None
+    if top is None or top["pid"] is None:
+        return None
+    if len(inside) > 1 and top["share"] < 0.5 * share:
+        who = f"{len(inside)} processes, the most {_proc_words(run, top)}"
+    else:
+        who, pct = _proc_words(run, top), f"{top['share'] * 100:.0f}% of that time"
+    return f"{verb} {who} for {pct}: {VERDICT_WORDS[cls]}"

@@ -1,0 +1,124 @@
+"""Who held the CPU while traced threads waited (analyze/antagonists.py), on hand-built runs.
+
+Every expected figure is computed by hand from the inline records (ns offsets from T0):
+
+  CPU 0 timeline (occupancy):  0 hog(500)  |  3 ms sib(102)  |  5 ms kworker(7, kernel)
+                               | 6 ms idle | 6.5 ms victim(101) | 8 ms hog(500) | 9 ms victim
+  victim 101 (pid 100) runnable on CPU 0:  [1 ms, 6.5 ms] (preempted), [8.2 ms, 9 ms] (wakeup)
+    [1, 6.5]: hog 2 ms (1→3), sibling 2 ms (3→5), kernel 1 ms (5→6), idle 0.5 ms (6→6.5)
+    [8.2, 9]: hog 0.8 ms
+  sibling 102 runnable on CPU 1 [2 ms, 4 ms]: no record covers it: unknown 2 ms
+"""
+import numpy as np
+import pandas as pd
+import pytest
+
+from fixtures import MS, T0, US, make_run, occ, occupant, req, rq, task
+from analyze import antagonists as A
+from analyze.attribute import df_bands
+from analyze.decompose import df_decompose
+from analyze.load import OCC_KTHREAD, OCC_TRUNC
+from analyze.summary import summary_dict
+
+OCC = [occ(0, 0, 500), occ(0, 3 * MS, 102, pid=100), occ(0, 5 * MS, 7, flags=OCC_KTHREAD),
+       occ(0, 6 * MS, 0), occ(0, 6500 * US, 101, pid=100), occ(0, 8 * MS, 500),
+       occ(0, 9 * MS, 101, pid=100),
+       occ(0, 9 * MS, 101, pid=100)]                        # written twice: counts once
+RUNQ = [rq(101, 1 * MS, 6500 * US, "preempt"), rq(101, 8200 * US, 9 * MS, waker=102),
+        rq(102, 2 * MS, 4 * MS, cpu=1)]
+OCCUPANTS = [occupant(500, "hog", cgroup_id=77), occupant(102, "w2", pid=100),
+             occupant(101, "w1", pid=100), occupant(7, "kworker/0:1", flags=OCC_KTHREAD),
+             occupant(0, "idle", flags=OCC_KTHREAD)]
+META = {"cgroups": {"77": "/batch", "1": "/"}, "ncpus": 2}
+
+
+def run_(**over):
+    kw = dict(runq=RUNQ, occupancy=OCC, occupants=OCCUPANTS, meta=META, switches=[],
+              tasks=[task(101, "w1"), task(102, "w2")])
+    kw.update(over)
+    return make_run(**kw)
+
+
+def test_each_wait_splits_exactly_into_what_held_its_cpu():
+    rows = A.df_runnable_occupants(run_())
+    got = {(int(r.runq_idx), str(r.cls), int(r.pid)): int(r.ns) for r in rows.itertuples()}
+    assert got == {(0, "other", 500): 2 * MS, (0, "sibling", 100): 2 * MS,
+                   (0, "kernel", 7): 1 * MS, (0, "idle", 0): 500 * US,
+                   (1, "other", 500): 800 * US, (2, "unknown", -1): 2 * MS}
+    # Σ per interval = the interval, to the ns
+    per = rows.groupby("runq_idx")["ns"].sum().to_numpy()
+    assert per.tolist() == [5500 * US, 800 * US, 2 * MS]
+
+
+def test_a_truncated_record_makes_the_time_before_it_unknown():
+    occs = [occ(0, 0, 500), occ(0, 3 * MS, 102, pid=100, flags=OCC_TRUNC), occ(0, 4 * MS, 101)]
+    rows = A.df_runnable_occupants(run_(occupancy=occs, runq=[rq(101, 1 * MS, 4 * MS)]))
+    got = {str(r.cls): int(r.ns) for r in rows.itertuples()}
+    assert got == {"unknown": 2 * MS, "sibling": 1 * MS}
+
+
+def test_windows_clip_rows_at_their_edges():
+    run = run_()
+    # victim 101 over [2 ms, 8.5 ms]: hog 1 + sibling 2 + kernel 1 + idle 0.5 + hog 0.3
+    w = A.antagonists_in_windows(run, [101, 101], [2 * MS + T0, 8500 * US + T0],
+                                 [8500 * US + T0, 20 * MS + T0])
+    by = w.groupby(["win", "cls"], observed=True)["ns"].sum().to_dict()
+    assert by == {(0, "other"): 1300 * US, (0, "sibling"): 2 * MS, (0, "kernel"): 1 * MS,
+                  (0, "idle"): 500 * US, (1, "other"): 500 * US}
+
+
+def test_peer_class_comes_from_also_pid():
+    meta = {**META, "target": {"also_pids": [500], "also_comms": ["hog"]}}
+    rows = A.df_runnable_occupants(run_(meta=meta))
+    assert set(rows.loc[rows["pid"] == 500, "cls"].astype(str)) == {"peer"}
+
+
+def test_band_summary_names_process_cgroup_and_shares():
+    reqs = [req(1, 101, 0, 10 * MS)]
+    run = run_(requests=reqs)
+    d = df_decompose(run)
+    s = summary_dict(run, d, df_bands(d))
+    top = s["antagonists"]["≥P99"]["top"]
+    assert top[0] == {"pid": 500, "comm": "hog", "cgroup": "/batch", "class": "other",
+                      "threads": 1, "ms": 2.8, "share": pytest.approx(2.8 / 6.3)}
+    assert s["antagonists"]["≥P99"]["runnable_ms"] == pytest.approx(6.3)
+    assert s["antagonists"]["≥P99"]["by_class"] == pytest.approx(
+        {"sibling": 2 / 6.3, "peer": 0, "other": 2.8 / 6.3, "kernel": 1 / 6.3,
+         "idle": 0.5 / 6.3, "unknown": 0})
+    assert s["cpu_occupancy"]["runnable_ms"] == pytest.approx(8.3)
+
+
+def test_sentences_name_the_culprit():
+    run = run_(requests=[req(1, 101, 0, 10 * MS)])
+    info = {"by_class": {"other": 0.9, "sibling": 0.1}, "top": [
+        {"pid": 500, "comm": "hog", "cgroup": "/batch", "class": "other", "threads": 3,
+         "ms": 9, "share": 0.9}]}
+    assert A.sentence(run, info, {100}, 0.8) == (
+        "were preempted by hog (pid 500, not traced, cgroup /batch) for 90% of that time: "
+        "a noisy neighbour")
+    sib = {"by_class": {"sibling": 0.83}, "top": [
+        {"pid": 100, "comm": "w1", "cgroup": "/", "class": "sibling", "threads": 41, "ms": 1,
+         "share": 0.83}]}
+    assert A.sentence(run, sib, {100}) == (
+        "waited behind 41 other threads of the same process for 83% of that time: "
+        "oversubscription, 2 threads for 2 CPUs")
+    idle = {"by_class": {"idle": 1.0}, "top": [
+        {"pid": None, "comm": "idle", "cgroup": None, "class": "idle", "threads": 1, "ms": 1,
+         "share": 1.0}]}
+    assert A.sentence(run, idle, {100}).startswith("found their CPUs idle for 100%")
+
+
+def test_threads_table_shares_and_top_antagonist():
+    t = A.thread_antagonists(run_()).set_index("tid")
+    assert t.at[101, "other_share"] == pytest.approx(2.8 / 6.3)
+    assert t.at[101, "top_antagonist"] == "hog (pid 500)"
+    assert t.at[102, "unknown_share"] == 1.0
+
+
+def test_without_the_cpu_event_nothing_is_claimed():
+    run = make_run(runq=RUNQ, switches=[], requests=[req(1, 101, 0, 10 * MS)])
+    assert not A.has_occupancy(run)
+    assert A.df_runnable_occupants(run).empty
+    d = df_decompose(run)
+    s = summary_dict(run, d, df_bands(d))
+    assert s["antagonists"] is None and s["cpu_occupancy"] is None
