@@ -49,10 +49,10 @@ Workload (default mode):
   --numa on|off                spread pool workers over NUMA nodes   [off]
 
 Recording:
-  --probes LIST|none           tailtrace events (runq,switch,offcpu,locks,spans) or none
+  --probes LIST|none           tailtrace events (runq,switch,offcpu,cpu,locks,spans) or none
                                for a baseline without tailtrace
-                               [runq,switch,offcpu: tracepoints only; lock waits, wait reasons
-                               and wakers come from them]. Add locks for exact mutex hold times
+                               [runq,switch,offcpu,cpu: tracepoints only; lock waits, wait
+                               reasons, wakers and who held the CPU come from them]. Add locks for exact mutex hold times
                                and lock chains, at a cost: its uprobes take ~10-30 us per mutex
                                call on a VM (httpload pool/100: 56.6k req/s untraced, 13.8k with
                                locks, 57.3k without). tailtrace warns above 5k hits/s.

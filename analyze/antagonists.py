@@ -10,7 +10,8 @@ task included — so the interval splits exactly into the tasks that held c:
                            (df_runnable_occupants; a part no record covers is "unknown")
 
 Classes (CLASSES) decide the fix: sibling (another thread of T's own process:
-oversubscription), peer (a process traced with --also-pid, the server T talks to), other
+oversubscription), peer (another traced process: the target and its --also-pid processes
+are each other's peers, e.g. a client and the server it talks to), other
 (another process: a neighbour), kernel (a kernel thread), idle (the CPU ran nothing: the
 wait was the wakeup's own latency), unknown (no record: the per-CPU ring was overrun, or
 before the stream began).
@@ -75,6 +76,19 @@ def df_occupancy(run) -> pd.DataFrame:
     keep = same_next
     return pd.DataFrame({"cpu": cpu[keep], "t_from_ns": t[keep], "t_to_ns": t_to[keep],
                          "tid": tid[keep], "pid": pid[keep], "flags": flags[keep]})
+
+
+def _traced_pids(run) -> set:
+    """The processes traced together (the target and its --also-pid peers): each is the
+    others' peer. None in a system-wide run, where "the other processes" are the machine."""
+    tgt = (run.meta or {}).get("target")
+    if isinstance(tgt, dict) and tgt.get("mode") == "all":
+        return set()
+    pids = set(int(p) for p in peer_pids(run, -1))
+    pids |= set(int(p) for p in run.tasks["pid"]) if len(run.tasks) else set()
+    if isinstance(tgt, dict) and tgt.get("pid"):
+        pids.add(int(tgt["pid"]))
+    return {p for p in pids if p > 0}
 
 
 def _classify(victim_tid, victim_pid, tid, pid, flags, peers: set) -> np.ndarray:
@@ -153,9 +167,10 @@ def _rows(run) -> pd.DataFrame:
         flags = np.concatenate([flags, np.zeros(len(gap), np.int64)])
     vt, vp = rq["tid"].to_numpy(np.int64)[idx], rq["pid"].to_numpy(np.int64)[idx]
     cls = np.empty(len(idx), dtype=object)
+    traced = _traced_pids(run)
     for p in np.unique(vp):
         m = vp == p
-        cls[m] = _classify(vt[m], p, tid[m], pid[m], flags[m], set(peer_pids(run, int(p))))
+        cls[m] = _classify(vt[m], p, tid[m], pid[m], flags[m], traced - {int(p)})
     df = pd.DataFrame({"runq_idx": idx, "victim_tid": vt, "victim_pid": vp,
                        "cpu": rcpu[idx] if len(idx) else idx, "t_from_ns": s, "t_to_ns": e,
                        "tid": tid, "pid": pid, "cls": pd.Categorical(cls, categories=CLASSES),

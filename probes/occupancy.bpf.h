@@ -2,9 +2,10 @@
 /*
  * occupancy (occupancy.h): the per-CPU rings of noted switches and what a
  * traced thread's switch-in writes out. Included by runq_switch.bpf.h: the
- * program that does runq's switch work notes every switch (occ_note) and, at a
- * traced thread's switch-in, writes the slots that cover its wait
- * (occ_emit). The includer defines `aggregate` and `rb_wakeup_bytes`.
+ * program that does runq's switch work notes every switch (occ_note) and, when
+ * it writes a traced thread's runnable interval, appends the slots that cover
+ * it to the same ring-buffer message (occ_emit). The includer defines
+ * `aggregate` and occ_append_one, which sends full messages.
  */
 #ifndef TT_OCCUPANCY_BPF_H
 #define TT_OCCUPANCY_BPF_H
@@ -34,9 +35,33 @@ struct {
 } occ_cpu SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20); /* resized by the loader (--ringbuf-mb) */
-} occ_rb SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct occ_name);
+} occ_names SEC(".maps");
+
+/* Per CPU, the (tid, pid) pairs named lately, by tid: most slots need no
+ * lookup in occ_names. */
+#define OCC_KNOWN 256
+struct occ_known {
+	__u64 pair[OCC_KNOWN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct occ_known);
+} occ_known SEC(".maps");
+
+/* Per-CPU scratch where a message is put together before it goes out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct runq_msg);
+} runq_scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -63,95 +88,124 @@ static __always_inline void occ_note(bool btf, struct task_struct *next, __u64 n
 	    !(s = occ_slot_at(cpu, c->seq)))
 		return;
 	s->t_ns = now;
-	s->cpu = cpu;
+	s->task = (__u64)next;
 	s->tid = TT_TASK_FIELD(btf, next, pid);
 	s->pid = TT_TASK_FIELD(btf, next, tgid);
 	s->flags = (TT_TASK_FIELD(btf, next, flags) & PF_KTHREAD ? TT_OCC_KTHREAD : 0) |
 		   (traced ? TT_OCC_TRACED : 0);
-	s->cgid = BPF_CORE_READ(next, cgroups, dfl_cgrp, kn, id);
-	if (btf)
-		__builtin_memcpy(s->comm, next->comm, sizeof(s->comm));
-	else
-		bpf_probe_read_kernel(s->comm, sizeof(s->comm), &next->comm);
 	c->seq++;
 }
 
-static __always_inline void occ_write(struct occ_slot *s, __u32 flags)
+/* The task's name and cgroup, read the first time it is written. */
+static __always_inline void occ_name(const struct occ_slot *s, struct occ_known *known)
 {
-	struct occ_slot *r = bpf_ringbuf_reserve(&occ_rb, sizeof(*r), 0);
+	__u64 pair = (__u64)s->tid << 32 | s->pid;
+	__u64 *k = &known->pair[s->tid & (OCC_KNOWN - 1)];
+	struct task_struct *t = (struct task_struct *)s->task;
+	struct occ_name *n, v = {};
 
-	if (!r) {
-		tt_count(&occ_counters, OCC_CNT_LOST);
+	if (!s->tid || *k == pair)
 		return;
-	}
-	__builtin_memcpy(r, s, sizeof(*r));
-	r->flags |= flags;
-	bpf_ringbuf_submit(r, tt_rb_flags(&occ_rb, rb_wakeup_bytes));
+	*k = pair;
+	n = bpf_map_lookup_elem(&occ_names, &s->tid);
+	if (n && n->pid == s->pid)
+		return;
+	v.pid = s->pid;
+	v.flags = s->flags & (TT_OCC_KTHREAD | TT_OCC_TRACED);
+	v.reused = n != NULL;
+	v.cgid = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+	bpf_probe_read_kernel(v.comm, sizeof(v.comm), &t->comm);
+	if (bpf_map_update_elem(&occ_names, &s->tid, &v, BPF_ANY))
+		tt_count(&occ_counters, OCC_CNT_NAMES_FULL);
 }
 
-struct occ_walk {
+struct occ_emit_ctx {
+	struct runq_msg *m;
+	struct occ_known *known;
+	__u64 from, to; /* append slots [from, to) */
 	__u32 cpu;
-	__u32 trunc;   /* TT_OCC_TRUNC until the walk finds where to start */
-	bool covered;
-	__u64 seq, from, stop;
+	__u32 trunc;    /* TT_OCC_TRUNC on the first slot: its predecessor was lost */
 };
 
-/* bpf_loop step: one slot further back, until one at or before `stop`. */
-static long occ_walk_back(__u32 i, void *arg)
-{
-	struct occ_walk *w = arg;
-	struct occ_slot *s;
+/* bpf_loop step (defined with the ring buffer, runq_switch.bpf.h): slot from + i. */
+static long occ_append_one(__u32 i, void *arg);
 
-	if (w->from == 0 || w->from + OCC_RING == w->seq)
-		return 1; /* the first switch noted, or the ring's oldest slot */
-	s = occ_slot_at(w->cpu, w->from - 1);
-	if (!s)
-		return 1;
-	if (s->t_ns <= w->stop) {
-		if (!w->covered) /* the anchor: it held the CPU at t0 */
-			w->from--;
-		w->trunc = 0;
-		return 1;
+static __always_inline void occ_append(struct runq_msg *m, struct occ_known *known, __u32 cpu,
+				       __u64 from, __u64 to, __u32 trunc)
+{
+	struct occ_emit_ctx w = { .m = m, .known = known, .cpu = cpu, .trunc = trunc, .from = from,
+				  .to = to };
+
+	if (from < to)
+		bpf_loop(OCC_RING, occ_append_one, &w, 0);
+}
+
+/* The slot that held the CPU at t0: the last one noted at or before t0 among
+ * the ring's [oldest, seq) (slots are in time order), or oldest - 1 when even
+ * the oldest is after t0 (that one's predecessor is lost, or there is none). */
+static __always_inline __u64 occ_anchor(__u32 cpu, __u64 oldest, __u64 seq, __u64 t0)
+{
+	__u64 lo = oldest, hi = seq; /* invariant: slots < lo are <= t0, slots >= hi are > t0 */
+
+	/* mostly the wait began a few switches ago: look there first */
+	for (int i = 1; i <= 4 && seq >= oldest + i; i++) {
+		struct occ_slot *s = occ_slot_at(cpu, seq - i);
+
+		if (!s)
+			break;
+		if (s->t_ns <= t0)
+			return seq - i;
+		hi = seq - i;
 	}
-	w->from--;
-	return 0;
+	for (int i = 0; i < 12 && lo < hi; i++) { /* log2(OCC_RING) + 3 */
+		__u64 mid = lo + (hi - lo) / 2;
+		struct occ_slot *s = occ_slot_at(cpu, mid);
+
+		if (!s)
+			break;
+		if (s->t_ns <= t0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo - 1; /* may be oldest - 1 */
 }
 
-/* bpf_loop step: write slot from + i. */
-static long occ_write_one(__u32 i, void *arg)
+/* m holds the runq record of a traced thread that ran at `now` on this CPU
+ * after waiting since t0: append this CPU's slots from the one that held it at
+ * t0 up to now, except those already written: the written slots stay one
+ * contiguous range [lo_seq, hi_seq), so each switch is written about once
+ * however many waits overlap it. */
+static __always_inline void occ_emit(struct runq_msg *m, __u64 t0)
 {
-	struct occ_walk *w = arg;
-	struct occ_slot *s;
+	__u32 zero = 0, cpu = bpf_get_smp_processor_id(), trunc = 0;
+	struct occ_cpu *c = bpf_map_lookup_elem(&occ_cpu, &zero);
+	struct occ_known *known = bpf_map_lookup_elem(&occ_known, &zero);
+	__u64 seq, oldest, a;
 
-	if (w->from + i >= w->seq || !(s = occ_slot_at(w->cpu, w->from + i)))
-		return 1;
-	occ_write(s, i == 0 ? w->trunc : 0);
-	return 0;
-}
-
-/* A traced thread ran at `now` on this CPU after waiting since t0: write the
- * slots of this CPU from the one that held it at t0 (or from the end of what
- * is already written, if that covers t0) up to now. */
-static __always_inline void occ_emit(__u64 t0, __u64 now)
-{
-	__u32 zero = 0;
-	struct occ_walk w = { .cpu = bpf_get_smp_processor_id(), .trunc = TT_OCC_TRUNC };
-	struct occ_cpu *c;
-
-	if (!occ_on || !(c = bpf_map_lookup_elem(&occ_cpu, &zero)))
+	if (!c || !known)
 		return;
-	w.seq = w.from = c->seq;
-	w.covered = c->cov_hi && c->cov_lo <= t0 && t0 <= c->cov_hi;
-	w.stop = w.covered ? c->cov_hi : t0; /* write what is after it (or holds it) */
-	bpf_loop(OCC_RING, occ_walk_back, &w, 0);
-	if (w.from == 0)
-		w.trunc = 0; /* back to the first switch noted: nothing was lost */
-	if (w.trunc)
-		tt_count(&occ_counters, OCC_CNT_TRUNC);
-	bpf_loop(OCC_RING, occ_write_one, &w, 0);
-	if (!w.covered)
-		c->cov_lo = t0;
-	c->cov_hi = now;
+	seq = c->seq;
+	oldest = seq > OCC_RING ? seq - OCC_RING : 0;
+	a = occ_anchor(cpu, oldest, seq, t0);
+	if (a + 1 == oldest) { /* nothing noted at or before t0 is left */
+		a = oldest;
+		if (oldest > 0) {
+			trunc = TT_OCC_TRUNC;
+			tt_count(&occ_counters, OCC_CNT_TRUNC);
+		}
+	}
+	if (c->hi_seq <= a || c->hi_seq < oldest) { /* nothing of it written yet */
+		occ_append(m, known, cpu, a, seq, trunc);
+		c->lo_seq = a;
+	} else {
+		if (a < c->lo_seq) /* an older wait: its start too */
+			occ_append(m, known, cpu, a, c->lo_seq, trunc);
+		occ_append(m, known, cpu, c->hi_seq, seq, 0);
+		if (a < c->lo_seq)
+			c->lo_seq = a;
+	}
+	c->hi_seq = seq;
 }
 
 #endif

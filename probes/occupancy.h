@@ -1,45 +1,75 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * occupancy: who held a CPU while traced threads waited for it. Types shared
- * by occupancy.bpf.h and the loader (runq.c, occupancy.c).
+ * by occupancy.bpf.h and the loader (runq.c, occupancy_out.c).
  *
  * Every sched_switch on every CPU notes the task it switches in (any task:
  * untraced, kernel thread, idle) in that CPU's ring of OCC_RING slots. When a
  * traced thread switches in after a runnable interval [t0, t1] on a CPU, the
- * slots of that CPU that cover [t0, t1] go to user space: the task that held
- * the CPU at t0 (the anchor) and every later switch up to t1. So records
- * are only written for CPUs and times where traced threads waited, however
- * busy the rest of the machine is. A per-CPU coverage interval keeps two
- * overlapping waits from writing the same slots twice.
+ * slots of that CPU that cover [t0, t1] go to user space with its runq record:
+ * the task that held the CPU at t0 (the anchor) and every later switch up to
+ * t1. So records are only written for CPUs and times where traced threads
+ * waited, however busy the rest of the machine is. The slots written so far
+ * stay one range per CPU, so overlapping waits write each switch about once.
+ * A task's name and cgroup are read once, when it is first written (occ_names).
  */
 #ifndef TT_OCCUPANCY_H
 #define TT_OCCUPANCY_H
 #include <tailtrace/records.h>
 
 #define OCC_RING 512 /* switches remembered per CPU (a power of two) */
+#define OCC_BATCH 16 /* slots carried by one ring-buffer message */
 
-/* struct occ_slot.flags: TT_OCC_* of records.h (tt_occ.flags in occupancy.bin). */
-
-/* One noted switch; also what a record carries to user space. */
+/* One noted switch (flags: TT_OCC_* of records.h). */
 struct occ_slot {
 	__u64 t_ns;     /* the task switched in */
-	__u64 cgid;     /* its cgroup v2 id */
-	__u32 cpu;
+	__u64 task;     /* its task_struct, to read its name when it is first written */
 	__u32 tid;      /* 0: the idle task */
 	__u32 pid;      /* tgid */
 	__u32 flags;
+	__u32 pad;
+};
+
+/* One slot as it goes to user space. */
+struct occ_rec {
+	__u64 t_ns;
+	__u32 tid;
+	__u32 pid;
+	__u32 flags;
+	__u32 pad;
+};
+
+/* A runq_rb message: a runq record and up to OCC_BATCH occupancy slots of its
+ * CPU (kind RUNQ_MSG_RUNQ), or more slots of the same wait (RUNQ_MSG_OCC: only
+ * r.cpu is set). Without the cpu event the ring carries bare struct tt_runq. */
+enum { RUNQ_MSG_RUNQ = 1, RUNQ_MSG_OCC = 2 };
+struct runq_msg {
+	struct tt_runq r;
+	__u32 kind;
+	__u32 nocc;
+	struct occ_rec occ[OCC_BATCH];
+};
+
+/* occ_names (key: tid): what a task written in occupancy is. */
+struct occ_name {
+	__u64 cgid;     /* cgroup v2 id */
+	__u32 pid;
+	__u32 flags;    /* TT_OCC_KTHREAD, TT_OCC_TRACED */
+	__u32 reused;   /* the tid was seen for another process before */
+	__u32 pad;
 	char comm[16];
 };
 
-/* Per CPU: how many switches were noted, and which times its records cover. */
+/* Per CPU: how many switches were noted, and which of them were written. */
 struct occ_cpu {
 	__u64 seq;
-	__u64 cov_lo, cov_hi; /* every switch in [cov_lo, cov_hi] was written */
+	__u64 lo_seq, hi_seq; /* slots [lo_seq, hi_seq) were written (one range) */
 };
 
 enum occ_counter {
-	OCC_CNT_LOST = 0,  /* ring buffer full: record dropped */
+	OCC_CNT_LOST = 0,  /* ring buffer full: message dropped */
 	OCC_CNT_TRUNC,     /* waits whose start was overwritten in the ring */
+	OCC_CNT_NAMES_FULL, /* names not kept: occ_names full */
 	OCC_CNT_NR,
 };
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
 #include <bpf/libbpf.h>
+
 #include <grow.h>
 #include <json_out.h>
 #include <recfile.h>
@@ -27,11 +27,7 @@ struct cgroup_name {
 struct occ_out {
 	struct recfile *out;
 	int write_err;
-	struct tt_occupant *tasks;   /* one row per tid seen */
-	size_t ntasks, cap;
-	int32_t *slot;               /* open addressing: tid -> index + 1 into tasks */
-	size_t nslots;
-	uint64_t reused;             /* tids seen for more than one task */
+	uint64_t reused;             /* tids seen for more than one process */
 	struct cgroup_name *cgs;
 	size_t ncgs, capcgs;
 };
@@ -44,14 +40,14 @@ bool occ_wanted(const struct tt_opts *o)
 int occ_configure(struct bpf_object *obj, const struct tt_opts *o)
 {
 	struct bpf_map *ring = bpf_object__find_map_by_name(obj, "occ_ring");
-	struct bpf_map *rb = bpf_object__find_map_by_name(obj, "occ_rb");
+	struct bpf_map *names = bpf_object__find_map_by_name(obj, "occ_names");
 	int ncpu = libbpf_num_possible_cpus();
 	bool on = occ_wanted(o);
 
-	if (!ring || !rb || ncpu <= 0)
+	if (!ring || !names || ncpu <= 0)
 		return -EINVAL;
 	return bpf_map__set_max_entries(ring, on ? (__u32)ncpu * OCC_RING : 1) ?:
-	       (on ? probe_size_ringbuf(rb, o) : bpf_map__set_max_entries(rb, 4096));
+	       (on ? 0 : bpf_map__set_max_entries(names, 1));
 }
 
 struct occ_out *occ_out_open(const char *dir)
@@ -68,82 +64,14 @@ struct occ_out *occ_out_open(const char *dir)
 	return o;
 }
 
-static size_t slot_of(const struct occ_out *o, uint32_t tid)
+void occ_out_write(struct occ_out *o, uint32_t cpu, const struct occ_rec *recs, uint32_t n)
 {
-	size_t i = (tid * 2654435761u) & (o->nslots - 1);
+	for (uint32_t i = 0; i < n; i++) {
+		struct tt_occ r = { .t_ns = recs[i].t_ns, .cpu = cpu, .tid = recs[i].tid,
+				    .pid = recs[i].pid, .flags = recs[i].flags };
 
-	while (o->slot[i] && o->tasks[o->slot[i] - 1].tid != tid)
-		i = (i + 1) & (o->nslots - 1);
-	return i;
-}
-
-static int slots_grow(struct occ_out *o)
-{
-	size_t n = o->nslots ? o->nslots * 2 : 1024;
-	int32_t *s = calloc(n, sizeof(*s)), *old = o->slot;
-
-	if (!s)
-		return -ENOMEM;
-	o->slot = s;
-	o->nslots = n;
-	for (size_t i = 0; i < o->ntasks; i++)
-		o->slot[slot_of(o, o->tasks[i].tid)] = (int32_t)(i + 1);
-	free(old);
-	return 0;
-}
-
-static bool same_task(const struct tt_occupant *t, const struct occ_slot *s)
-{
-	return t->pid == s->pid && t->cgroup_id == s->cgid && !memcmp(t->comm, s->comm, 16);
-}
-
-/* The occupants row of s's task: new, or the tid's row (updated if the tid
- * now names another task). */
-static int task_note(struct occ_out *o, const struct occ_slot *s)
-{
-	struct tt_occupant *t;
-	size_t i;
-
-	if ((o->ntasks + 1) * 2 > o->nslots && slots_grow(o))
-		return -ENOMEM;
-	i = slot_of(o, s->tid);
-	if (o->slot[i]) {
-		t = &o->tasks[o->slot[i] - 1];
-		if (s->tid == 0 || same_task(t, s))
-			return 0;
-		if (t->pid != s->pid) { /* the tid names a task of another process now */
-			t->reused = 1;
-			o->reused++;
-		} /* else renamed (exec, prctl) or moved to another cgroup: the latest wins */
-	} else {
-		if (TT_GROW(o->tasks, o->ntasks, o->cap, 256))
-			return -ENOMEM;
-		t = &o->tasks[o->ntasks++];
-		memset(t, 0, sizeof(*t));
-		o->slot[i] = (int32_t)o->ntasks;
+		probe_write(o->out, &r, &o->write_err);
 	}
-	t->tid = s->tid;
-	t->pid = s->pid;
-	t->cgroup_id = s->cgid;
-	t->flags = s->flags & (TT_OCC_KTHREAD | TT_OCC_TRACED);
-	memcpy(t->comm, s->tid ? s->comm : "idle", s->tid ? sizeof(t->comm) : 5);
-	return 0;
-}
-
-int occ_out_sample(void *state, void *data, size_t size)
-{
-	struct occ_out *o = state;
-	const struct occ_slot *s = data;
-	struct tt_occ r;
-
-	if (size < sizeof(*s))
-		return 0;
-	r = (struct tt_occ){ .t_ns = s->t_ns, .cpu = s->cpu, .tid = s->tid, .pid = s->pid,
-			     .flags = s->flags };
-	probe_write(o->out, &r, &o->write_err);
-	if (task_note(o, s) && !o->write_err)
-		o->write_err = -ENOMEM;
-	return 0;
 }
 
 /* ---- cgroup ids -> paths -------------------------------------------------- */
@@ -165,19 +93,19 @@ static int cg_visit(const char *path, const struct stat *st, int type, struct FT
 	return 0;
 }
 
+static void cgroup_add(struct occ_out *o, uint64_t id)
+{
+	for (size_t k = 0; k < o->ncgs; k++)
+		if (o->cgs[k].id == id)
+			return;
+	if (id && !TT_GROW(o->cgs, o->ncgs, o->capcgs, 16))
+		o->cgs[o->ncgs++] = (struct cgroup_name){ .id = id };
+}
+
 static void cgroups_name(struct occ_out *o)
 {
 	char mnt[PATH_MAX];
 
-	for (size_t i = 0; i < o->ntasks; i++) {
-		bool known = false;
-
-		for (size_t k = 0; k < o->ncgs && !known; k++)
-			known = o->cgs[k].id == o->tasks[i].cgroup_id;
-		if (!known && o->tasks[i].cgroup_id &&
-		    !TT_GROW(o->cgs, o->ncgs, o->capcgs, 16))
-			o->cgs[o->ncgs++] = (struct cgroup_name){ .id = o->tasks[i].cgroup_id };
-	}
 	if (!o->ncgs || target_cgroup2_mount(mnt, sizeof(mnt)))
 		return;
 	walk_for = o;
@@ -186,20 +114,41 @@ static void cgroups_name(struct occ_out *o)
 	walk_for = NULL;
 }
 
-int occ_out_finish(struct occ_out *o, const char *dir)
+/* occupants.bin: one row per task in the names map, the idle task first. */
+static int write_occupants(struct occ_out *o, const char *dir, const struct bpf_map *names)
 {
-	int err = probe_flush(o->out, &o->write_err);
-	struct recfile *f;
+	struct recfile *f = recfile_open_kind(dir, TT_REC_OCCUPANT);
+	struct tt_occupant row = { .flags = TT_OCC_KTHREAD, .comm = "idle" };
+	__u32 key, *prev = NULL;
+	struct occ_name v;
+	int err;
 
-	if (err)
-		return err;
-	cgroups_name(o);
-	f = recfile_open_kind(dir, TT_REC_OCCUPANT);
 	if (!f)
 		return -errno;
-	err = recfile_write(f, o->tasks, o->ntasks);
+	err = recfile_write(f, &row, 1);
+	while (!err && !bpf_map__get_next_key(names, prev, &key, sizeof(key))) {
+		prev = &key;
+		if (bpf_map__lookup_elem(names, &key, sizeof(key), &v, sizeof(v), 0))
+			continue;
+		row = (struct tt_occupant){ .cgroup_id = v.cgid, .pid = v.pid, .tid = key,
+					    .flags = v.flags, .reused = v.reused };
+		memcpy(row.comm, v.comm, sizeof(row.comm));
+		o->reused += v.reused;
+		cgroup_add(o, v.cgid);
+		err = recfile_write(f, &row, 1);
+	}
 	err = err ?: recfile_flush(f);
 	recfile_close(f);
+	return err;
+}
+
+int occ_out_finish(struct occ_out *o, const char *dir, const struct bpf_map *names)
+{
+	int err = probe_flush(o->out, &o->write_err);
+
+	err = err ?: write_occupants(o, dir, names);
+	if (!err)
+		cgroups_name(o);
 	return err;
 }
 
@@ -213,11 +162,6 @@ uint64_t occ_out_dropped(const struct occ_out *o)
 	return o ? recfile_dropped(o->out) : 0;
 }
 
-uint64_t occ_out_reused(const struct occ_out *o)
-{
-	return o ? o->reused : 0;
-}
-
 void occ_out_meta(const struct occ_out *o, FILE *f)
 {
 	fprintf(f, "  \"cgroups\": {");
@@ -229,7 +173,7 @@ void occ_out_meta(const struct occ_out *o, FILE *f)
 			fputs("null", f);
 	}
 	fprintf(f, "},\n  \"occupant_tids_reused\": %llu,\n",
-		(unsigned long long)occ_out_reused(o));
+		(unsigned long long)(o ? o->reused : 0));
 }
 
 void occ_out_free(struct occ_out *o)
@@ -240,7 +184,5 @@ void occ_out_free(struct occ_out *o)
 	for (size_t i = 0; i < o->ncgs; i++)
 		free(o->cgs[i].path);
 	free(o->cgs);
-	free(o->tasks);
-	free(o->slot);
 	free(o);
 }

@@ -113,7 +113,8 @@ int probe_write_error(void)
 
 static const char *const shared_maps[] = { "switch_clock", "runq_rb", "start_btf", "start_ids",
 					    "runq_hist", "runq_counters", "occ_ring", "occ_cpu",
-					    "occ_rb", "occ_counters" };
+					    "occ_names", "occ_counters", "runq_scratch",
+					    "occ_known" };
 _Static_assert(sizeof(shared_maps) / sizeof(shared_maps[0]) <= TT_SHARED_MAPS,
 	       "struct tt_ctx.shared holds every shared map");
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* runq: loader side of runq.bpf.c (run-queue latency records / histograms). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,13 +26,23 @@ struct runq_state {
 	struct occ_out *occ;      /* the cpu event: who held the CPU meanwhile */
 };
 
+/* A bare tt_runq, or with the cpu event a runq_msg (occupancy.h). */
 static int runq_sample(void *ctx, void *data, size_t size)
 {
 	struct runq_state *st = ctx;
+	const struct runq_msg *m = data;
+	size_t head = offsetof(struct runq_msg, occ);
 
-	if (size < sizeof(struct tt_runq))
+	if (!st->occ) {
+		if (size >= sizeof(struct tt_runq))
+			probe_write(st->out, data, &st->write_err);
 		return 0;
-	probe_write(st->out, data, &st->write_err);
+	}
+	if (size < head || m->nocc > OCC_BATCH || size < head + m->nocc * sizeof(m->occ[0]))
+		return 0;
+	if (m->kind == RUNQ_MSG_RUNQ)
+		probe_write(st->out, &m->r, &st->write_err);
+	occ_out_write(st->occ, m->r.cpu, m->occ, m->nocc);
 	return 0;
 }
 
@@ -102,6 +113,11 @@ static int runq_setup(struct tt_ctx *ctx, void **state)
 	err = runq_open(ctx, st);
 	if (err)
 		return err;
+	if (occ_wanted(ctx->opts) && !(st->occ = occ_out_open(ctx->opts->out_dir))) {
+		snprintf(ctx->err, sizeof(ctx->err), "cpu: cannot create %s/occupancy.bin: %s",
+			 ctx->opts->out_dir, strerror(errno));
+		return -errno;
+	}
 	if (!st->aggregate) {
 		st->out = recfile_open_kind(ctx->opts->out_dir, TT_REC_RUNQ);
 		if (!st->out) {
@@ -115,19 +131,7 @@ static int runq_setup(struct tt_ctx *ctx, void **state)
 			return err;
 		}
 	}
-	if (occ_wanted(ctx->opts)) {
-		st->occ = occ_out_open(ctx->opts->out_dir);
-		if (!st->occ) {
-			snprintf(ctx->err, sizeof(ctx->err), "cpu: cannot create %s/occupancy.bin: %s",
-				 ctx->opts->out_dir, strerror(errno));
-			return -errno;
-		}
-		err = probe_add_ringbuf(ctx, st->skel->maps.occ_rb, occ_out_sample, st->occ);
-		if (err) {
-			snprintf(ctx->err, sizeof(ctx->err), "cpu: ring buffer: %s", strerror(-err));
-			return err;
-		}
-	}
+
 	err = runq_bpf__attach(st->skel);
 	if (err)
 		snprintf(ctx->err, sizeof(ctx->err), "runq: cannot attach (%s hook): %s",
@@ -155,7 +159,7 @@ static int runq_finish(struct tt_ctx *ctx, void *state)
 		snprintf(ctx->err, sizeof(ctx->err), "runq: writing runq.bin: %s", strerror(-err));
 		return err;
 	}
-	err = st->occ ? occ_out_finish(st->occ, ctx->opts->out_dir) : 0;
+	err = st->occ ? occ_out_finish(st->occ, ctx->opts->out_dir, st->skel->maps.occ_names) : 0;
 	if (err)
 		snprintf(ctx->err, sizeof(ctx->err), "cpu: writing occupancy.bin / occupants.bin: %s",
 			 strerror(-err));

@@ -132,27 +132,49 @@ static __always_inline struct tt_thread *runq_thread_of(bool btf, struct runq_st
 	return btf ? (struct tt_thread *)s : NULL;
 }
 
-/* One runnable interval [t0, now] of tid: a record, or a histogram slot (in
- * th, the thread's tp_btf slot, if it has one; else in runq_hist). */
-static __always_inline void runq_emit(struct tt_thread *th, __u32 tid, __u32 pid, __u64 t0,
-				      __u64 now, __u8 kind, __u32 waker, __u32 waker_pid, __u8 ctx)
+/* Send a message: its runq record (if not sent yet) and the slots so far. */
+static __always_inline void runq_msg_send(struct runq_msg *m)
 {
-	__u32 sub = kind == TT_RUNQ_PREEMPT ? TT_RUNQ_SUB_PREEMPT : TT_RUNQ_SUB_WAKEUP;
-	struct tt_runq *r;
+	__u64 n = m->nocc & (OCC_BATCH - 1), size;
 
-	if (aggregate && th) {
-		tt_lhist_add(&th->h, sub, now - t0);
-		return;
+	if (m->nocc >= OCC_BATCH)
+		n = OCC_BATCH;
+	size = sizeof(*m) - (OCC_BATCH - n) * sizeof(m->occ[0]);
+	if (bpf_ringbuf_output(&runq_rb, m, size, tt_rb_flags(&runq_rb, rb_wakeup_bytes))) {
+		tt_count(&occ_counters, OCC_CNT_LOST);
+		if (m->kind == RUNQ_MSG_RUNQ)
+			tt_count(&runq_counters, RUNQ_CNT_LOST);
 	}
-	if (aggregate) {
-		tt_hist_add(&runq_hist, tid, pid, sub, now - t0);
-		return;
-	}
-	r = bpf_ringbuf_reserve(&runq_rb, sizeof(*r), 0);
-	if (!r) {
-		tt_count(&runq_counters, RUNQ_CNT_LOST);
-		return;
-	}
+	m->kind = RUNQ_MSG_OCC;
+	m->nocc = 0;
+}
+
+/* bpf_loop step of occ_append: slot from + i into the message (its name read if
+ * new); a full message goes out and the next slots start another. */
+static long occ_append_one(__u32 i, void *arg)
+{
+	struct occ_emit_ctx *w = arg;
+	struct runq_msg *m = w->m;
+	struct occ_slot *s;
+	__u32 k;
+
+	if (w->from + i >= w->to || !(s = occ_slot_at(w->cpu, w->from + i)))
+		return 1;
+	occ_name(s, w->known);
+	k = m->nocc & (OCC_BATCH - 1);
+	m->occ[k].t_ns = s->t_ns;
+	m->occ[k].tid = s->tid;
+	m->occ[k].pid = s->pid;
+	m->occ[k].flags = s->flags | (i == 0 ? w->trunc : 0);
+	m->nocc = k + 1;
+	if (m->nocc == OCC_BATCH)
+		runq_msg_send(m);
+	return 0;
+}
+
+static __always_inline void runq_fill(struct tt_runq *r, __u32 tid, __u32 pid, __u64 t0, __u64 now,
+				      __u8 kind, __u32 waker, __u32 waker_pid, __u8 ctx)
+{
 	r->t_runnable_ns = t0;
 	r->t_run_ns = now;
 	r->pid = pid;
@@ -163,8 +185,43 @@ static __always_inline void runq_emit(struct tt_thread *th, __u32 tid, __u32 pid
 	r->kind = kind;
 	r->waker_ctx = ctx;
 	__builtin_memset(r->pad, 0, sizeof(r->pad));
+}
+
+/* One runnable interval [t0, now] of tid: a record, or a histogram slot (in
+ * th, the thread's tp_btf slot, if it has one; else in runq_hist). With the cpu
+ * event the record goes out in a message with the switches of this CPU that
+ * cover the wait (occupancy.bpf.h). */
+static __always_inline void runq_emit(struct tt_thread *th, __u32 tid, __u32 pid, __u64 t0,
+				      __u64 now, __u8 kind, __u32 waker, __u32 waker_pid, __u8 ctx)
+{
+	__u32 sub = kind == TT_RUNQ_PREEMPT ? TT_RUNQ_SUB_PREEMPT : TT_RUNQ_SUB_WAKEUP, zero = 0;
+	struct runq_msg *m;
+	struct tt_runq *r;
+
+	if (aggregate && th) {
+		tt_lhist_add(&th->h, sub, now - t0);
+		return;
+	}
+	if (aggregate) {
+		tt_hist_add(&runq_hist, tid, pid, sub, now - t0);
+		return;
+	}
+	if (occ_on && (m = bpf_map_lookup_elem(&runq_scratch, &zero))) {
+		runq_fill(&m->r, tid, pid, t0, now, kind, waker, waker_pid, ctx);
+		m->kind = RUNQ_MSG_RUNQ;
+		m->nocc = 0;
+		occ_emit(m, t0);
+		if (m->kind == RUNQ_MSG_RUNQ || m->nocc)
+			runq_msg_send(m);
+		return;
+	}
+	r = bpf_ringbuf_reserve(&runq_rb, sizeof(*r), 0);
+	if (!r) {
+		tt_count(&runq_counters, RUNQ_CNT_LOST);
+		return;
+	}
+	runq_fill(r, tid, pid, t0, now, kind, waker, waker_pid, ctx);
 	bpf_ringbuf_submit(r, tt_rb_flags(&runq_rb, rb_wakeup_bytes));
-	occ_emit(t0, now); /* who held this CPU meanwhile */
 }
 
 /* Move a thread's run-queue histograms into runq_hist: at its exit, and from

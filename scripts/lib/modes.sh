@@ -66,7 +66,7 @@ label_default() {
 # (~10-30 us per trap on a VM) made it 4x slower (56.6k -> 13.8k req/s), which would turn
 # the comparison the report is about upside down. tailtrace's own default is the same set now
 # (lock waits come from the wait reasons at sched_switch); third-party modes use that default.
-WORKLOAD_PROBES_DEFAULT=runq,switch,offcpu
+WORKLOAD_PROBES_DEFAULT=runq,switch,offcpu,cpu
 
 mode_workload() {
 	local label url port rc=0
