@@ -78,7 +78,7 @@ def df_occupancy(run) -> pd.DataFrame:
                          "tid": tid[keep], "pid": pid[keep], "flags": flags[keep]})
 
 
-def _traced_pids(run) -> set:
+def traced_pids(run) -> set:
     """The processes traced together (the target and its --also-pid peers): each is the
     others' peer. None in a system-wide run, where "the other processes" are the machine."""
     tgt = (run.meta or {}).get("target")
@@ -167,7 +167,7 @@ def _rows(run) -> pd.DataFrame:
         flags = np.concatenate([flags, np.zeros(len(gap), np.int64)])
     vt, vp = rq["tid"].to_numpy(np.int64)[idx], rq["pid"].to_numpy(np.int64)[idx]
     cls = np.empty(len(idx), dtype=object)
-    traced = _traced_pids(run)
+    traced = traced_pids(run)
     for p in np.unique(vp):
         m = vp == p
         cls[m] = _classify(vt[m], p, tid[m], pid[m], flags[m], traced - {int(p)})

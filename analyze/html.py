@@ -371,6 +371,65 @@ def _why_blocked(inp: ReportInputs) -> str:
     return _section("why", title, body + _wait_objects(inp))
 
 
+CLASS_HEADS = [("sibling", "same process"), ("peer", "peer"), ("other", "other processes"),
+               ("kernel", "kernel threads"), ("idle", "idle"), ("unknown", "unknown")]
+
+
+def _top_words(top: list) -> str:
+    """'tt-hog (pid 4242, /batch) 97% · kworker/0:1 (pid 11) 1%'."""
+    out = []
+    for t in top[:3]:
+        if t["class"] in ("idle", "unknown", "rest"):
+            out.append(f"{t['comm']} {fmt_share(t['share'])}")
+            continue
+        where = f", {t['cgroup']}" if t.get("cgroup") and t["cgroup"] != "/" else ""
+        thr = f", {t['threads']} threads" if t.get("threads", 1) > 1 else ""
+        out.append(f"{t['comm']} (pid {t['pid']}{thr}{where}) {fmt_share(t['share'])}")
+    return " · ".join(out)
+
+
+def _who_had_cpu(inp: ReportInputs) -> str:
+    """Who held the CPU while the requests (and the threads they waited for) were runnable:
+    summary.json antagonists, critical_path[band].antagonists, cpu_occupancy."""
+    ant, occ = inp.summary.get("antagonists"), inp.summary.get("cpu_occupancy")
+    title = "Who had the CPU (while they waited for one)"
+    if not isinstance(occ, dict):
+        return _section("cpu", title, _needs(
+            "Who held the CPUs needs tailtrace's cpu event (on by default with runq; "
+            "--events runq,...,cpu): this run has none."))
+    head = ("<tr><th>band</th><th>runnable ms</th>" + "".join(
+        f"<th>{esc(h)}</th>" for _, h in CLASS_HEADS) + "<th>held most by</th></tr>")
+    rows = []
+    for band, a in (ant or {}).items():
+        cells = [esc(band), esc(fmt_ms(a.get("runnable_ms")))]
+        cells += [esc(fmt_share(a["by_class"].get(c))) for c, _ in CLASS_HEADS]
+        rows.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells)
+                    + f"<td{_TEXT_TD}>{esc(_top_words(a.get('top') or []) or '–')}</td></tr>")
+    body = _p("For every wait for a CPU, what ran on the CPU the thread finally ran on, from "
+              "the wait's start to its end (every task: untraced processes, kernel threads, the "
+              "idle task). Shares of the band's runnable time; runnable ms: mean per request. "
+              "Same process: oversubscription; other processes: a neighbour; idle: the CPU "
+              "was free, the wait was the wakeup's own latency.")
+    if rows:
+        body += (f'<table class="num bands"><thead>{head}</thead><tbody>{"".join(rows)}'
+                 "</tbody></table>")
+    cp = ((inp.summary.get("critical_path") or {}).get("≥P99") or {}).get("antagonists")
+    if cp:
+        body += _p(f"≥P99, the threads their waits depended on (critical path), while runnable "
+                   f"({fmt_ms(cp.get('runnable_ms'))} ms in all): "
+                   + ", ".join(f"{h} {fmt_share(cp['by_class'].get(c))}" for c, h in CLASS_HEADS
+                               if cp["by_class"].get(c)) + "; held most by "
+                   + _top_words(cp.get("top") or []) + ".")
+    trunc = occ.get("waits_truncated")
+    body += _p(f"All traced threads, whole run: {fmt_ms(occ.get('runnable_ms'))} ms runnable; "
+               + ", ".join(f"{h} {fmt_share(occ['by_class'].get(c))}" for c, h in CLASS_HEADS
+                           if occ["by_class"].get(c))
+               + f". {fmt_int(occ.get('records'))} CPU records"
+               + (f"; {fmt_int(trunc)} waits longer than the per-CPU memory of switches "
+                  "(their start is unknown)" if trunc else "") + ".", "small")
+    return _section("cpu", title, body)
+
+
 def _wait_objects(inp: ReportInputs) -> str:
     """The longest waits of the whole run (summary.json wait_objects), all traced threads."""
     objs = inp.summary.get("wait_objects")
@@ -621,7 +680,8 @@ def render_report(inp: ReportInputs) -> str:
     """The whole page as one string."""
     title = f"tailtrace · {_label(inp)}"
     parts = [_header(inp), _what_was_run(inp), _summary_table(inp), _attribution(inp),
-             _why_blocked(inp) if has_requests(inp) else _wait_objects(inp), _figures(inp), _scheduler(inp), _locks(inp), _files(inp), _method(inp)]
+             _why_blocked(inp) if has_requests(inp) else _wait_objects(inp), _who_had_cpu(inp),
+             _figures(inp), _scheduler(inp), _locks(inp), _files(inp), _method(inp)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width\"><title>{esc(title)}</title>"
             f"<style>{_CSS}</style></head><body><main>{''.join(parts)}</main></body></html>\n")

@@ -10,6 +10,9 @@ Tracks (pid = process, tid = track):
   - flow arrows ("s" -> "f", category "wakeup") from the waker's state track to the
     woken thread's at each wakeup a traced task caused (analyze/waits.py; interrupts
     draw no arrow): follow them backwards from a slow request to who released it.
+  - with the cpu event, a process "CPUs" (pid CPU_PID) with one track per CPU: who held
+    it around the traced threads' waits (antagonists.df_occupancy segments, named by
+    comm, args pid/tid; idle as "idle"), untraced tasks included.
 Timestamps are µs relative to the run start (meta.json mono_start_ns, else the
 first event). Thread states come from the probe streams: Runnable = a runq
 interval; off CPU and not runnable: Lock wait / I/O wait / Sleep by the blocked
@@ -38,6 +41,7 @@ STATES = np.array(["Running", "Runnable", "Lock wait", "Blocked", "I/O wait", "S
 _TID_SPAN = 1 << 22            # pid_max limit: synthetic tids live above it
 _STATE_LANE = 63               # states track: tid + 63 * 2^22
 _KEY_SHIFT = 46                # key = thread index << 46 | ns since t0 (19.5 h)
+CPU_PID = 2 * _TID_SPAN        # the "CPUs" process: one track per CPU (tid = CPU number)
 
 
 @dataclass
@@ -342,6 +346,10 @@ def _build(run, decomp: pd.DataFrame, max_events: int, slow_windows: int):
     flows = _flows(run, states, pids, t0, win)
     ev += flows
     info.flows = len(flows[0]) if flows else 0
+    cpu_ev, cpu_meta = _cpu_tracks(run, t0, win)
+    if len(cpu_ev):
+        ev.append(cpu_ev)
+    info.extra["cpu_slices"] = len(cpu_ev)
     # Metadata: process and thread names, threads sorted by tid, states under requests.
     meta = []
     for pid in sorted(set(pids.get(t, t) for t, _ in lanes_used) |
@@ -359,11 +367,40 @@ def _build(run, decomp: pd.DataFrame, max_events: int, slow_windows: int):
                      "args": {"name": label}})
         meta.append({"name": "thread_sort_index", "ph": "M", "pid": pids.get(t, t), "tid": tt,
                      "args": {"sort_index": t * 64 + (ln if ln != _STATE_LANE else 63)}})
+    meta += cpu_meta
     info.threads = len({t for t, _ in tracks})
     info.events = len(meta) + sum(len(df) for df in ev)
     other = {"tool": "tailtrace", "t0_mono_ns": t0, "truncated": info.truncated,
              "note": info.note}
     return meta, ev, other, info
+
+
+def _cpu_tracks(run, t0: int, win) -> tuple[pd.DataFrame, list]:
+    """X slices of who held each CPU (antagonists.df_occupancy), and their track names."""
+    from .antagonists import df_occupancy, occupant_names
+    seg = df_occupancy(run) if len(getattr(run, "occupancy", ())) else pd.DataFrame()
+    if not len(seg):
+        return pd.DataFrame(), []
+    s, e = seg["t_from_ns"].to_numpy(np.int64), seg["t_to_ns"].to_numpy(np.int64)
+    if win is not None:
+        keep = _in_windows(s, e, win)
+        seg, s, e = seg[keep], s[keep], e[keep]
+    names = occupant_names(run)
+    tid = seg["tid"].to_numpy(np.int64)
+    label = np.array([names.get(int(t), f"tid {int(t)}") if t >= 0 else "unknown"
+                      for t in tid], dtype=object)
+    ev = pd.DataFrame({"name": label, "cat": "cpu", "ph": "X", "ts": (s - t0) / 1e3,
+                       "dur": (e - s) / 1e3, "pid": CPU_PID,
+                       "tid": seg["cpu"].to_numpy(np.int64)})
+    ev["args"] = pd.DataFrame({"pid": seg["pid"].to_numpy(), "tid": tid}).to_dict("records")
+    meta = [{"name": "process_name", "ph": "M", "pid": CPU_PID, "tid": 0,
+             "args": {"name": "CPUs (who held them while traced threads waited)"}},
+            {"name": "process_sort_index", "ph": "M", "pid": CPU_PID, "tid": 0,
+             "args": {"sort_index": -1}}]
+    for c in sorted(seg["cpu"].unique()):
+        meta.append({"name": "thread_name", "ph": "M", "pid": CPU_PID, "tid": int(c),
+                     "args": {"name": f"CPU {int(c)}"}})
+    return ev, meta
 
 
 def build_trace(run, decomp: pd.DataFrame, max_events: int = 300_000,

@@ -348,19 +348,53 @@ def _cp_lanes(req, segs: pd.DataFrame, max_wakers: int) -> list:
     return [int(req.tid)] + [int(t) for t in by.sort_values(ascending=False).index[:max_wakers]]
 
 
+CLASS_COLORS = {"sibling": "#f0a030", "peer": "#17becf", "other": "#3b3b3b",
+                "kernel": "#9aa5b1", "idle": "#e8ecf0", "unknown": "#ffffff"}
+
+
+def _cpu_lanes(ax, occ: pd.DataFrame, req, y0: int, s0: int, s1: int,
+               traced: set) -> list[str]:
+    """Lanes below the threads': who held each CPU during the request (occupancy
+    segments, coloured by antagonist class relative to the request's process)."""
+    from .antagonists import _classify
+    seg = occ[(occ["t_to_ns"] > s0) & (occ["t_from_ns"] < s1)]
+    labels = []
+    for i, (cpu, g) in enumerate(seg.groupby("cpu")):
+        y = y0 + i
+        cls = _classify(int(req.tid), int(req.pid), g["tid"].to_numpy(np.int64),
+                        g["pid"].to_numpy(np.int64), g["flags"].to_numpy(np.int64),
+                        traced - {int(req.pid)})
+        cls = np.where(g["tid"].to_numpy() == int(req.tid), "self", cls)
+        a = (np.maximum(g["t_from_ns"].to_numpy(), s0) - s0) / 1e6
+        b = (np.minimum(g["t_to_ns"].to_numpy(), s1) - s0) / 1e6
+        for c in pd.unique(cls):
+            m = cls == c
+            ax.broken_barh(list(zip(a[m], (b - a)[m])), (-y - 0.4, 0.8),
+                           color=STATE_COLORS["Running"] if c == "self" else CLASS_COLORS[c],
+                           edgecolor="#bbb" if c == "unknown" else None,
+                           label="the request's thread" if c == "self" else f"CPU: {c}")
+        labels.append(f"CPU {int(cpu)}")
+    return labels
+
+
 def plot_critical_path(decomp: pd.DataFrame, segs: pd.DataFrame, states: pd.DataFrame,
                        path, names: Mapping | None = None, k: int = 4, max_wakers: int = 3,
-                       title: str | None = None) -> str:
+                       title: str | None = None, occ: pd.DataFrame | None = None,
+                       traced: set | None = None) -> str:
     """The k slowest requests with waits, each as a timeline: the request's thread and the
     threads that ended its waits, coloured by state (perfetto.df_thread_states), an arrow at
-    each wakeup from the waker's lane to the request's."""
+    each wakeup from the waker's lane to the request's; with occupancy segments
+    (antagonists.df_occupancy), one lane per CPU: who held it, by antagonist class (traced:
+    the pids traced together, each one's peers)."""
     title = title or "Critical path of the slowest requests (own thread and waker lanes)"
     names = names or {}
     has = set(segs["request_row"]) if len(segs) else set()
     top = decomp.loc[[i for i in decomp.index if i in has]].nlargest(k, "latency_ns")
     if top.empty or states.empty:
         return _empty(path, title, "no waits with a recorded waker")
-    fig, axes = plt.subplots(len(top), 1, figsize=(12, 1.2 + 1.05 * len(top) * 2), squeeze=False)
+    extra = 0.5 * occ["cpu"].nunique() if occ is not None and len(occ) else 0
+    fig, axes = plt.subplots(len(top), 1, figsize=(12, 1.2 + (1.05 * 2 + extra) * len(top)),
+                             squeeze=False)
     for ax, req in zip(axes[:, 0], top.itertuples()):
         lanes = _cp_lanes(req, segs, max_wakers)
         s0, s1 = int(req.t_start_ns), int(req.t_end_ns)
@@ -378,9 +412,12 @@ def plot_critical_path(decomp: pd.DataFrame, segs: pd.DataFrame, states: pd.Data
                 x = (int(w.t_end_ns) - s0) / 1e6
                 ax.annotate("", xy=(x, 0), xytext=(x, -lanes.index(int(w.waker_tid))),
                             arrowprops=dict(arrowstyle="->", lw=0.8, color="black"))
-        ax.set_yticks(-np.arange(len(lanes)))
-        ax.set_yticklabels([f"{names.get(t, 'tid')} {t}" + (" (request)" if i == 0 else "")
-                            for i, t in enumerate(lanes)], fontsize=8)
+        labels = [f"{names.get(t, 'tid')} {t}" + (" (request)" if i == 0 else "")
+                  for i, t in enumerate(lanes)]
+        if occ is not None and len(occ):
+            labels += _cpu_lanes(ax, occ, req, len(lanes), s0, s1, traced or set())
+        ax.set_yticks(-np.arange(len(labels)))
+        ax.set_yticklabels(labels, fontsize=8)
         ax.set_xlim(0, (s1 - s0) / 1e6)
         ax.set_title(f"request {int(req.id)}: {(s1 - s0) / 1e6:.1f} ms", fontsize=9, loc="left")
         ax.grid(True, axis="x", alpha=0.3)

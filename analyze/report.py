@@ -25,6 +25,7 @@ import pandas as pd
 
 from . import plot
 from .attribute import df_bands, tail_excess
+from .antagonists import df_occupancy, traced_pids
 from .critpath import CP_COLS, df_critical_path, df_wait_objects
 from .decompose import df_decompose
 from .errors import AnalysisError
@@ -156,7 +157,8 @@ def _plots(out: Path, a: dict, tables: dict, notes: list) -> dict:
     segs = a.get("segments")
     if segs is not None and len(segs) and segs["blame"].astype(bool).any():
         jobs["critical_path"] = lambda p: plot.plot_critical_path(
-            decomp, segs, df_thread_states(run, observed=decomp), p, names=names)
+            decomp, segs, df_thread_states(run, observed=decomp), p, names=names,
+            occ=df_occupancy(run) if run.has("occupancy") else None, traced=traced_pids(run))
     if run.has("runq"):
         jobs["runq_hist"] = lambda p: plot.plot_runq_hist(tables["runq_hist"], p)
     if run.has("switches") and not tables["placement"].empty:

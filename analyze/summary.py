@@ -272,7 +272,8 @@ def critical_path(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs) -> dict 
         part = dominant_blocked(bands, b)
         rc = band_root_cause(run, decomp, segs, b, part) if part else None
         d.update({"reason": part, "what": rc["what"] if rc else None,
-                  "who": rc["who"] if rc else None, "sentence": rc["sentence"] if rc else None})
+                  "who": rc["who"] if rc else None, "sentence": rc["sentence"] if rc else None,
+                  "antagonists": rc.get("antagonists") if rc else None})
         out[b] = d
     return out
 

@@ -122,3 +122,37 @@ def test_without_the_cpu_event_nothing_is_claimed():
     d = df_decompose(run)
     s = summary_dict(run, d, df_bands(d))
     assert s["antagonists"] is None and s["cpu_occupancy"] is None
+
+
+def test_report_section_and_perfetto_cpu_tracks(tmp_path):
+    import json
+    from fixtures import write_run
+    from analyze.perfetto import CPU_PID
+    from analyze.report import build_report
+    from analyze.schema import load_schema
+    d = write_run(tmp_path / "run", load_schema(), meta={**META, "mono_start_ns": T0},
+                  requests=[req(1, 101, 0, 10 * MS)], runq=RUNQ, occupancy=OCC,
+                  occupants=OCCUPANTS, switches=[], tasks=[task(101, "w1"), task(102, "w2")])
+    s = build_report(d, plots=False)
+    page = (d / "report.html").read_text()
+    assert 'id="cpu"' in page and "Who had the CPU" in page
+    assert "hog (pid 500, /batch) 44%" in page          # 2.8 of 6.3 ms, ≥P99 band
+    trace = json.loads((d / "trace.json").read_text())["traceEvents"]
+    cpu = [e for e in trace if e.get("cat") == "cpu"]
+    # CPU 0's segments (the last record opens none): hog, w2, kworker, idle, w1, hog
+    assert [e["name"] for e in cpu] == ["hog", "w2", "kworker/0:1", "idle", "w1", "hog"]
+    assert all(e["pid"] == CPU_PID and e["tid"] == 0 for e in cpu)
+    assert cpu[0]["dur"] == 3000.0 and cpu[0]["args"] == {"pid": 500, "tid": 500}
+    names = [e["args"].get("name") for e in trace if e.get("ph") == "M" and e["pid"] == CPU_PID]
+    assert "CPU 0" in names
+    assert s["cpu_occupancy"]["records"] == len(OCC)
+
+
+def test_report_says_what_is_needed_without_the_cpu_event(tmp_path):
+    from fixtures import write_run
+    from analyze.report import build_report
+    from analyze.schema import load_schema
+    d = write_run(tmp_path / "run", load_schema(), meta=META, requests=[req(1, 101, 0, 10 * MS)],
+                  runq=RUNQ, switches=[], tasks=[task(101, "w1")])
+    build_report(d, plots=False)
+    assert "needs tailtrace&#x27;s cpu event" in (d / "report.html").read_text()
