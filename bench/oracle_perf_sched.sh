@@ -11,7 +11,12 @@
 # INCONCLUSIVE and sets the exit status: 0, 1, or 3 when every thread agrees
 # but perf dropped too much of one to vouch for it).
 #
-#   bench/oracle_perf_sched.sh [--requests N] [--conns C] [--model M] [--top K] [--tol F] [--out DIR]
+# With --antagonists, tailtrace also records its cpu event and bench/oracle_antagonists.py
+# compares who held the CPU during each runnable interval with perf's switches (PASS when
+# the same task held it in both for >= 99% of the runnable time perf vouches for).
+#
+#   bench/oracle_perf_sched.sh [--requests N] [--conns C] [--model M] [--top K] [--tol F]
+#                              [--antagonists] [--out DIR]
 #   bench/oracle_perf_sched.sh --requests 2000 --conns 10     # smoke test, a few seconds
 #
 # Run as root. The orders-server it starts is stopped on exit, Ctrl-C included.
@@ -26,6 +31,7 @@ TOPN=10
 TOL=0.02
 SERVER_WORKERS=$(nproc)
 OUT=""
+ANTAGONISTS=0
 SERVER_PID=""
 TMP=$(mktemp -d)
 . "$TOP/bench/tt_bench_lib.sh"
@@ -38,6 +44,7 @@ usage: bench/oracle_perf_sched.sh [options]
   --model M      httpload model: naive, pool or async (default $MODEL)
   --top K        busiest threads compared (default $TOPN)
   --tol F        relative tolerance (default $TOL)
+  --antagonists  also compare who held the CPU (tailtrace's cpu event) with perf
   --out DIR      keep everything here (default results/<UTC time>-oracle-perf-sched)
   -h, --help     this help
 EOF
@@ -50,6 +57,7 @@ while [ "$#" -gt 0 ]; do
 	--model) MODEL=${2-}; shift ;;
 	--top) TOPN=$(num_arg "$1" "${2-}"); shift ;;
 	--tol) TOL=${2-}; shift ;;
+	--antagonists) ANTAGONISTS=1 ;;
 	--out) OUT=${2-}; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) die "unknown option '$1' (see --help)" ;;
@@ -74,7 +82,7 @@ echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $
 # threads differed by 14-19 %).
 perf record -a -R -c 1 -m 64M -k mono -e sched:sched_switch -e sched:sched_waking \
 	-e sched:sched_wakeup_new -o "$OUT/perf.data" -- \
-	"$TAILTRACE" --events runq,switch --out "$OUT/tailtrace" -- \
+	"$TAILTRACE" --events "runq,switch$([ "$ANTAGONISTS" = 1 ] && echo ,cpu)" --out "$OUT/tailtrace" -- \
 	"$HTTPLOAD" --model "$MODEL" --conns "$CONNS" --requests "$REQUESTS" \
 	--url "http://127.0.0.1:$SERVER_PORT/orders" --out "$OUT/httpload" \
 	>"$OUT/httpload.txt" 2>"$OUT/record.err" || {
@@ -88,5 +96,11 @@ perf script --ns -F cpu,time,event,trace -i "$OUT/perf.data" >"$OUT/perf-script.
 	2>"$OUT/perf-script.err" || die "perf script failed: $(tail -1 "$OUT/perf-script.err")"
 grep -i 'lost' "$OUT/perf-script.err" || true
 echo "$ME: tailtrace lost events: $(json_get "$OUT/tailtrace/meta.json" 'd["lost_events"]')"
+rc=0
 python3 "$TOP/bench/oracle_compare.py" --run "$OUT/tailtrace" --perf-script "$OUT/perf-script.txt" \
-	--top "$TOPN" --tol "$TOL"
+	--top "$TOPN" --tol "$TOL" || rc=$?
+if [ "$ANTAGONISTS" = 1 ]; then
+	python3 "$TOP/bench/oracle_antagonists.py" --run "$OUT/tailtrace" \
+		--perf-script "$OUT/perf-script.txt" || rc=$((rc ? rc : $?))
+fi
+exit "$rc"

@@ -156,3 +156,21 @@ def test_report_says_what_is_needed_without_the_cpu_event(tmp_path):
                   runq=RUNQ, switches=[], tasks=[task(101, "w1")])
     build_report(d, plots=False)
     assert "needs tailtrace&#x27;s cpu event" in (d / "report.html").read_text()
+
+
+def test_a_vanished_cgroup_and_a_reused_tid_are_named_as_such():
+    occupants = [occupant(500, "hog", cgroup_id=77), occupant(102, "w2", pid=100),
+                 occupant(101, "w1", pid=100, reused=1),
+                 occupant(7, "kworker/0:1", flags=OCC_KTHREAD)]
+    run = run_(occupants=occupants, meta={"cgroups": {"77": None}, "ncpus": 2},
+               requests=[req(1, 101, 0, 10 * MS)])
+    procs = A.process_table(run).set_index("pid")
+    assert procs.at[500, "cgroup"] == "cgroup 77 (gone)"
+    d = df_decompose(run)
+    s = summary_dict(run, d, df_bands(d))
+    top = s["antagonists"]["≥P99"]["top"][0]
+    assert top["comm"] == "hog" and top["cgroup"] == "cgroup 77 (gone)"
+    # an occupant no row names (exited before it was named) still counts, by pid
+    occs = OCC + [occ(1, 0, 999), occ(1, 3 * MS, 102, pid=100)]
+    rows = A.df_runnable_occupants(run_(occupancy=occs))
+    assert int(rows.loc[rows["pid"] == 999, "ns"].sum()) == 1 * MS   # CPU 1, [2 ms, 3 ms]
