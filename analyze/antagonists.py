@@ -375,14 +375,16 @@ VERDICT_WORDS = {
 
 
 def _proc_words(run, top: dict) -> str:
-    """'tt-hog (pid 4242, not traced, cgroup /batch)'."""
+    """'tt-hog (pid 4242, not traced, cgroup /batch)', or with several of its threads
+    '63 threads of httpload (pid 24026)'."""
     traced = set(run.tasks["pid"].astype(int)) if len(run.tasks) else set()
     bits = [f"pid {top['pid']}"]
     if top["pid"] not in traced:
         bits.append("not traced")
     if top.get("cgroup") and top["cgroup"] != "/":
         bits.append(f"cgroup {top['cgroup']}")
-    return f"{top['comm'] or '?'} ({', '.join(bits)})"
+    who = f"{top['comm'] or '?'} ({', '.join(bits)})"
+    return f"{top['threads']} threads of {who}" if top.get("threads", 1) > 1 else who
 
 
 def sentence(run, info: dict | None, victim_pids, preempted_share: float = 0.0) -> str | None:

@@ -94,7 +94,8 @@ def test_sentences_name_the_culprit():
         {"pid": 500, "comm": "hog", "cgroup": "/batch", "class": "other", "threads": 3,
          "ms": 9, "share": 0.9}]}
     assert A.sentence(run, info, {100}, 0.8) == (
-        "were preempted by hog (pid 500, not traced, cgroup /batch) for 90% of that time: "
+        "were preempted by 3 threads of hog (pid 500, not traced, cgroup /batch) for 90% of "
+        "that time: "
         "a noisy neighbour")
     sib = {"by_class": {"sibling": 0.83}, "top": [
         {"pid": 100, "comm": "w1", "cgroup": "/", "class": "sibling", "threads": 41, "ms": 1,
