@@ -131,102 +131,61 @@ static struct span_site entry_of(const struct syms_func *f, const struct disasm_
 	return site_of(f, &d->entry, SPANS_SITE_ENTRY);
 }
 
-/* ---- can the program unwind its stack? --------------------------------- */
-
-#define MAX_LIBS 96
+/* ---- can an exception reach the spanned function? -----------------------
+ *
+ * An exception unwinds only through frames between a C++ (or Rust) thrower and
+ * its catcher. The spanned function's own file says whether it is such code:
+ * it links the C++ runtime or the unwinder itself, refers to the exception ABI
+ * (__cxa_throw, the personality routines), or carries exception tables. A C
+ * library or program (nginx, Redis, libcurl) has none of that even in a
+ * process that loads libstdc++ for some other library. */
 
 static const char *const unwinder_libs[] = { "libstdc++.so", "libc++.so", "libgcc_s.so",
 					     "libunwind.so" };
-/* Defined in a binary that carries its own unwinder (static C++, Rust). */
-static const char *const unwinder_syms[] = { "_Unwind_RaiseException", "__gxx_personality_v0",
-					     "rust_eh_personality" };
+static const char *const eh_syms[] = { "__gxx_personality_v0", "__cxa_throw",
+				       "_Unwind_RaiseException", "rust_eh_personality" };
 
-static const char *unwinder_lib(const char *name)
-{
-	const char *base = strrchr(name, '/');
-
-	base = base ? base + 1 : name;
-	for (size_t i = 0; i < sizeof(unwinder_libs) / sizeof(unwinder_libs[0]); i++)
-		if (!strncmp(base, unwinder_libs[i], strlen(unwinder_libs[i])))
-			return base;
-	return NULL;
-}
-
-struct closure {
-	char *names[MAX_LIBS];
-	int n;
+struct needs_arg {
+	char *out;
+	size_t len;
+	const char *path;
 };
 
-static int closure_add(const char *lib, void *arg)
+static int needs_unwinder(const char *lib, void *arg)
 {
-	struct closure *c = arg;
+	struct needs_arg *a = arg;
 
-	for (int i = 0; i < c->n; i++)
-		if (!strcmp(c->names[i], lib))
-			return 0;
-	if (c->n < MAX_LIBS && (c->names[c->n] = strdup(lib)))
-		c->n++;
+	for (size_t i = 0; i < sizeof(unwinder_libs) / sizeof(unwinder_libs[0]); i++)
+		if (!strncmp(lib, unwinder_libs[i], strlen(unwinder_libs[i]))) {
+			snprintf(a->out, a->len, "%s links %s", a->path, lib);
+			return 1;
+		}
 	return 0;
 }
 
-/* The first library of exe's DT_NEEDED closure that is an unwinder. */
-static void needed_unwinder(const char *exe, struct span_target *t)
+/* Why exceptions can unwind through code of the ELF at path, or "" if nothing says so. */
+static void eh_evidence(const char *path, char *out, size_t len)
 {
-	struct closure c = { .n = 0 };
-	char path[PATH_MAX];
+	struct needs_arg a = { out, len, path };
 
-	syms_elf_needed(exe, closure_add, &c);
-	for (int i = 0; i < c.n && !t->unwinder[0]; i++) {
-		if (unwinder_lib(c.names[i]))
-			snprintf(t->unwinder, sizeof(t->unwinder), "%s (needed by %s)", c.names[i], exe);
-		else if (!syms_find_library(0, c.names[i], path, sizeof(path)))
-			syms_elf_needed(path, closure_add, &c);
-	}
-	for (int i = 0; i < c.n; i++)
-		free(c.names[i]);
-}
-
-static void mapped_unwinder(int pid, struct span_target *t)
-{
-	char maps[64], line[PATH_MAX + 128];
-	FILE *f;
-
-	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
-	if (!(f = fopen(maps, "re")))
+	out[0] = '\0';
+	if (syms_elf_needed(path, needs_unwinder, &a) > 0)
 		return;
-	while (!t->unwinder[0] && fgets(line, sizeof(line), f)) {
-		char *path = strchr(line, '/'), *nl;
-
-		if (!path)
-			continue;
-		if ((nl = strchr(path, '\n')))
-			*nl = '\0';
-		if (unwinder_lib(path))
-			snprintf(t->unwinder, sizeof(t->unwinder), "%s (mapped by pid %d)", path, pid);
-	}
-	fclose(f);
-}
-
-static void own_unwinder(const char *path, char *out, size_t len)
-{
-	struct syms_func f;
-
-	for (size_t i = 0; !out[0] && i < sizeof(unwinder_syms) / sizeof(unwinder_syms[0]); i++)
-		if (!syms_elf_func(path, unwinder_syms[i], &f))
-			snprintf(out, len, "%s (defined in %s)", unwinder_syms[i], path);
+	for (size_t i = 0; i < sizeof(eh_syms) / sizeof(eh_syms[0]); i++)
+		if (syms_elf_has_symbol(path, eh_syms[i]) > 0) {
+			snprintf(out, len, "%s refers to %s", path, eh_syms[i]);
+			return;
+		}
+	if (syms_elf_has_section(path, ".gcc_except_table") > 0)
+		snprintf(out, len, "%s has exception tables", path);
 }
 
 void span_plan_target(const char *exe, int pid, struct span_target *t)
 {
+	(void)pid;
 	memset(t, 0, sizeof(*t));
-	if (exe && exe[0]) {
+	if (exe && exe[0])
 		t->go = span_plan_is_go(exe) > 0;
-		own_unwinder(exe, t->unwinder, sizeof(t->unwinder));
-		if (!t->unwinder[0])
-			needed_unwinder(exe, t);
-	}
-	if (pid > 0 && !t->unwinder[0])
-		mapped_unwinder(pid, t);
 }
 
 static void plan_mode(struct span_plan *p, int want, const struct span_target *t,
@@ -246,23 +205,23 @@ static void plan_mode(struct span_plan *p, int want, const struct span_target *t
 		p->mode = SPAN_EXIT_URET;
 		snprintf(p->why, sizeof(p->why), "--span-exit uretprobe");
 		if (unwinder[0])
-			snprintf(warn, wlen, "--span-exit uretprobe on a program that can unwind its "
-				 "stack (%s): an exception through %s will terminate it",
+			snprintf(warn, wlen, "--span-exit uretprobe on code that exceptions can unwind "
+				 "(%s): an exception through %s will terminate the program",
 				 unwinder, p->symbol);
 	} else if (unwinder[0]) {
-		snprintf(p->why, sizeof(p->why), "the program can unwind its stack (%s): an "
-			 "exception through a replaced return address would terminate it", unwinder);
+		snprintf(p->why, sizeof(p->why), "exceptions can unwind through it (%s): one "
+			 "through a replaced return address would terminate the program", unwinder);
 	} else {
 		p->mode = SPAN_EXIT_URET;
-		snprintf(p->why, sizeof(p->why), "nothing in the program unwinds its stack: a "
-			 "uretprobe is safe");
+		snprintf(p->why, sizeof(p->why), "no exception machinery in its file: a uretprobe "
+			 "is safe");
 	}
 }
 
 int span_plan_build(const char *path, const char *symbol, int want, const struct span_target *t,
 		    struct span_plan *p, char *err, size_t len, char *warn, size_t wlen)
 {
-	char unwinder[sizeof(t->unwinder)];
+	char unwinder[PATH_MAX + 64];
 	struct disasm_fn d;
 	struct follow fw = { .nseen = 0 };
 	int r;
@@ -278,15 +237,7 @@ int span_plan_build(const char *path, const char *symbol, int want, const struct
 		return r;
 	}
 	p->go = span_plan_is_go(path) > 0;
-	snprintf(unwinder, sizeof(unwinder), "%s", t->unwinder);
-	if (!unwinder[0]) { /* the spanned library's own needs count too */
-		struct span_target lib = { .go = false };
-
-		own_unwinder(path, lib.unwinder, sizeof(lib.unwinder));
-		if (!lib.unwinder[0])
-			needed_unwinder(path, &lib);
-		snprintf(unwinder, sizeof(unwinder), "%s", lib.unwinder);
-	}
+	eh_evidence(path, unwinder, sizeof(unwinder));
 	plan_mode(p, want, t, unwinder, warn, wlen);
 	r = analyse(path, &p->fn, &d);
 	if (r && p->mode == SPAN_EXIT_RET) {

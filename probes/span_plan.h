@@ -7,11 +7,12 @@
  *   URET  entry uprobe + uretprobe: cheapest, but the kernel replaces the
  *         return address on the target's stack while the call runs, and an
  *         unwinder that meets it (a C++ exception, Go's runtime) kills the
- *         program. Only where nothing can unwind through the frame.
+ *         program. Only where the function's own file has no exception
+ *         machinery (C: nginx, Redis, libcurl).
  *   RET   entry uprobe + uprobes on every ret of the function and of the
  *         functions it jumps to. Nothing on the stack is touched; a ret is
- *         single-stepped by the kernel (~14 us a hit on a VM). Go, and any
- *         program that can unwind (libstdc++, libgcc_s, a Rust runtime).
+ *         single-stepped by the kernel (~14 us a hit on a VM). Go, and code
+ *         that exceptions can unwind (C++, Rust).
  */
 #ifndef TT_SPAN_PLAN_H
 #define TT_SPAN_PLAN_H
@@ -55,11 +56,9 @@ struct span_plan {
 /* What the traced program is made of (span_plan_target). */
 struct span_target {
 	bool go;                  /* its executable is a Go binary */
-	char unwinder[PATH_MAX];  /* what lets it unwind its stack ("libstdc++.so.6 (needed
-				   * by X)"), "" if nothing */
 };
 
-/* Read the program's executable (and pid's mappings, if pid > 0). */
+/* Read the program's executable. */
 void span_plan_target(const char *exe, int pid, struct span_target *t);
 /* Plan the span symbol in the ELF file at path (resolved already). want is the
  * --span-exit choice. 0, or -errno with a one-line reason in err; a warning

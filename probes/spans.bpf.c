@@ -31,8 +31,11 @@ struct {
 	__uint(max_entries, 8 << 20);
 } events SEC(".maps");
 
+/* Kept while the thread or goroutine lives (an LRU: the state of threads gone is
+ * reclaimed when the map fills): creating and deleting it around every call
+ * cost more than the rest of the span. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct spans_key);
 	__type(value, struct spans_stack);
@@ -129,12 +132,6 @@ static __always_inline bool close_top(struct spans_key *k, struct spans_stack *s
 	return true;
 }
 
-static __always_inline void forget_if_empty(struct spans_key *k, struct spans_stack *s)
-{
-	if (!s->depth)
-		bpf_map_delete_elem(&open_spans, k);
-}
-
 SEC("uprobe")
 int span_enter(struct pt_regs *ctx)
 {
@@ -199,7 +196,6 @@ int span_exit(struct pt_regs *ctx)
 		if (s->depth && s->depth <= SPANS_MAX_DEPTH && TOP(s)->level == level)
 			s->depth--; /* another span's frame at our level: it is over too */
 	}
-	forget_if_empty(&k, s);
 	return 0;
 }
 
@@ -252,10 +248,9 @@ int span_ret(struct pt_regs *ctx)
 		return 0;
 	}
 	drop_from(s, level + 1); /* frames deeper than this exit have ended */
-	if (close_top(&k, s, level, SPANS_COOKIE_SPAN(cookie), rc,
-		      site == SPANS_SITE_TAIL_END ? TT_SPAN_TAILCALL : TT_SPAN_RETURN))
-		forget_if_empty(&k, s);
-	else if (site == SPANS_SITE_RET)
+	if (!close_top(&k, s, level, SPANS_COOKIE_SPAN(cookie), rc,
+		       site == SPANS_SITE_TAIL_END ? TT_SPAN_TAILCALL : TT_SPAN_RETURN) &&
+	    site == SPANS_SITE_RET)
 		count(SPANS_CNT_UNMATCHED);
 	return 0;
 }
@@ -313,6 +308,5 @@ int span_guard(struct pt_regs *ctx)
 		}
 		unwind_from(&k, s, 0 - to + 1, TT_SPAN_LONGJMP);
 	}
-	forget_if_empty(&k, s);
 	return 0;
 }

@@ -547,6 +547,32 @@ int syms_elf_needed(const char *path, int (*fn)(const char *lib, void *arg), voi
 	return r;
 }
 
+int syms_elf_has_symbol(const char *path, const char *name)
+{
+	static const Elf64_Word types[] = { SHT_SYMTAB, SHT_DYNSYM };
+	Elf *elf;
+	int fd, found = 0, err = elf_open_path(path, &fd, &elf);
+
+	if (err)
+		return err;
+	for (int t = 0; !found && t < 2; t++) {
+		GElf_Shdr sh;
+		Elf_Scn *scn = elf_find_symtab(elf, types[t], &sh);
+		Elf_Data *data = scn ? elf_getdata(scn, NULL) : NULL;
+		size_t n = data ? sh.sh_size / sh.sh_entsize : 0;
+
+		for (size_t i = 0; !found && i < n; i++) {
+			GElf_Sym s;
+			const char *sn;
+
+			if (gelf_getsym(data, (int)i, &s) && (sn = elf_strptr(elf, sh.sh_link, s.st_name)))
+				found = !strcmp(sn, name);
+		}
+	}
+	elf_close_path(fd, elf);
+	return found;
+}
+
 int syms_elf_has_section(const char *path, const char *name)
 {
 	Elf_Scn *scn = NULL;

@@ -50,6 +50,9 @@ int syms_elf_func_at(const char *path, uint64_t vaddr, struct syms_func *f, char
 /* Call fn for each DT_NEEDED library name of the ELF file; a non-zero return
  * stops and is returned. 0, or -errno if the file cannot be read. */
 int syms_elf_needed(const char *path, int (*fn)(const char *lib, void *arg), void *arg);
+/* 1 if the ELF file names the symbol (defined or imported, .symtab or .dynsym),
+ * 0 if not, or -errno. */
+int syms_elf_has_symbol(const char *path, const char *name);
 /* 1 if the ELF file has a section of that name, 0 if not, or -errno. */
 int syms_elf_has_section(const char *path, const char *name);
 /* Up to max close matches of symbol in path (substring, case-insensitive),
