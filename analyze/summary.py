@@ -44,7 +44,8 @@ from .load import SPAN_ENDS
 from .peer import df_peers
 
 MS = 1e6
-UPROBE_WARN_PER_S = 5000.0   # as tailtrace's TT_UPROBE_WARN_PER_S
+UPROBE_WARN_SHARE = 0.05     # as tailtrace's TT_UPROBE_WARN_SHARE (of one CPU)
+UPROBE_WARN_PER_S = 5000.0   # runs from before meta.json uprobe_cost: by the hit rate
 SPAN_ERRORS_NOTE = ("span return values are not HTTP statuses: errors counts only the calls "
                     "that did not return (left by a C++ exception or a longjmp); each request's "
                     "raw return value is kept as 'ret'")
@@ -125,19 +126,33 @@ def _n(k: int, noun: str) -> str:
 
 
 def uprobe_warnings(meta: dict) -> list:
-    """tailtrace's observer-effect warning, from meta.json uprobe_hits_per_s."""
+    """tailtrace's observer-effect warning, from meta.json uprobe_cost (what each uprobe
+    stream's hits cost the target, by the class of their sites and the cost measured on the
+    machine) and uprobe_hits_per_s; runs from before uprobe_cost: by the hit rate."""
     tgt = meta.get("target")
     pid = _num(tgt.get("pid")) if isinstance(tgt, dict) else None
     target = "target" if pid and pid > 0 else "traced processes"
+    measured = bool((meta.get("uprobe_costs_ns") or {}).get("measured"))
+    costs = meta.get("uprobe_cost")
     out = []
     for stream, rate in (meta.get("uprobe_hits_per_s") or {}).items():
         r = _num(rate) if isinstance(rate, (int, float)) else None
-        if r is None or r <= UPROBE_WARN_PER_S:
-            continue
-        what, instead = (("lock-heavy code", "--events runq,switch,offcpu") if stream == "locks"
+        c = costs.get(stream) if isinstance(costs, dict) else None
+        what, instead = (("lock-heavy code", "--events runq,switch,offcpu,cpu") if stream == "locks"
                          else ("the spanned calls", "the program's own timing untraced"))
-        out.append(f"{stream}: {r:,.0f} uprobe hits/s on the {target}; uprobes cost ~10-30 us "
-                   f"each here, so {what} ran slower while traced — compare with {instead}")
+        if isinstance(c, dict):
+            share, ns = _num(c.get("share_of_cpu")), _num(c.get("ns"))
+            hits = _num((meta.get("uprobe_hits") or {}).get(stream))
+            if r is None or share is None or share <= UPROBE_WARN_SHARE or not hits:
+                continue
+            out.append(f"{stream}: {r:,.0f} uprobe hits/s on the {target} at ~{ns / hits / 1e3:.1f} "
+                       f"us each ({'measured here' if measured else 'a VM' + chr(39) + 's figure'})"
+                       f" took ~{share * 100:.0f}% of a CPU, so {what} ran slower while traced "
+                       f"— compare with {instead}")
+        elif r is not None and r > UPROBE_WARN_PER_S:
+            out.append(f"{stream}: {r:,.0f} uprobe hits/s on the {target}; uprobes cost ~10-30 "
+                       f"us each on a VM, so {what} ran slower while traced — compare with "
+                       f"{instead}")
     return out
 
 

@@ -73,13 +73,35 @@ const char *usite_class_name(enum usite_class c)
 	return c < USITE_NCLASS ? names[c] : "?";
 }
 
+static unsigned cost_ns[USITE_NCLASS] = {
+	[USITE_EMULATED] = USITE_COST_EMULATED_NS, [USITE_NOP5] = USITE_COST_NOP5_NS,
+	[USITE_SSTEP] = USITE_COST_SSTEP_NS, [USITE_REJECTED] = USITE_COST_SSTEP_NS,
+};
+static unsigned uret_ns = USITE_COST_URETPROBE_NS;
+static bool measured;
+
 unsigned usite_cost_ns(enum usite_class c)
 {
-	switch (c) {
-	case USITE_EMULATED: return USITE_COST_EMULATED_NS;
-	case USITE_NOP5: return USITE_COST_NOP5_NS;
-	default: return USITE_COST_SSTEP_NS;
-	}
+	return c < USITE_NCLASS ? cost_ns[c] : cost_ns[USITE_SSTEP];
+}
+
+unsigned usite_uretprobe_ns(void)
+{
+	return uret_ns;
+}
+
+void usite_set_costs(unsigned emulated, unsigned nop5, unsigned sstep, unsigned uret)
+{
+	cost_ns[USITE_EMULATED] = emulated;
+	cost_ns[USITE_NOP5] = nop5;
+	cost_ns[USITE_SSTEP] = cost_ns[USITE_REJECTED] = sstep;
+	uret_ns = uret;
+	measured = true;
+}
+
+bool usite_costs_measured(void)
+{
+	return measured;
 }
 
 /* ---- instruction predicates ---------------------------------------------- */

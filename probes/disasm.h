@@ -27,8 +27,9 @@ enum usite_class {
 	USITE_NCLASS,
 };
 
-/* Cost of one hit of an empty BPF program, by class, in ns: measured on the
- * project's 2-CPU VM (kernel 6.18; bench/span_exit_cost.sh, docs/benchmarks.md). */
+/* Cost of one hit of an empty BPF program, by class, in ns, until calibrate.c
+ * measures this machine's: the project's 2-CPU VM (kernel 6.18;
+ * bench/span_exit_cost.sh, docs/benchmarks.md). */
 #define USITE_COST_EMULATED_NS 400
 #define USITE_COST_NOP5_NS 200
 #define USITE_COST_SSTEP_NS 14000
@@ -66,8 +67,14 @@ struct disasm_fn {
 /* Class of the instruction at code[0..len) as the kernel sees it. */
 enum usite_class disasm_site_class(const uint8_t *code, size_t len);
 const char *usite_class_name(enum usite_class c);
-/* Expected cost of one hit, ns. */
+/* Expected cost of one hit, ns (measured here once usite_set_costs ran). */
 unsigned usite_cost_ns(enum usite_class c);
+/* The return half of a uretprobe, ns. */
+unsigned usite_uretprobe_ns(void);
+/* Install measured costs (calibrate.c). */
+void usite_set_costs(unsigned emulated_ns, unsigned nop5_ns, unsigned sstep_ns, unsigned uret_ns);
+/* Were the costs measured on this machine? */
+bool usite_costs_measured(void);
 
 /* Analyse code[0..len) of a function loaded at vaddr. 0, or -ENOMEM / -EINVAL
  * (capstone could not start, or len is 0). */

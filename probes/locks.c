@@ -15,7 +15,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "disasm.h"
 #include "probe.h"
+#include "span_plan.h"
 #include "syms.h"
 #include "recfile.h"
 #include "locks.h"
@@ -34,6 +36,8 @@ struct locks_state {
 	int write_err;
 	uint32_t stack_pid[LOCKS_STACK_ENTRIES]; /* stack id -> a pid using it */
 	char libc[PATH_MAX];
+	uint64_t site_ns_sum;  /* expected cost of one hit at each attached site, summed */
+	int nsites;
 };
 
 /* One-line reason for the loader (vsnprintf: truncation is intended). */
@@ -87,8 +91,9 @@ static int locks_attach(struct tt_ctx *ctx, struct locks_state *st)
 
 	for (size_t i = 0; i < sizeof(funcs) / sizeof(funcs[0]); i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = funcs[i].retprobe);
-		uint64_t off;
-		int err = syms_elf_offset(st->libc, funcs[i].name, &off);
+		struct span_site site; /* past a single-stepped first instruction if it can */
+		int err = span_plan_entry(st->libc, funcs[i].name, &site);
+		uint64_t off = site.offset;
 
 		if (err == -ENOENT && funcs[i].optional)
 			continue;
@@ -97,6 +102,12 @@ static int locks_attach(struct tt_ctx *ctx, struct locks_state *st)
 				 funcs[i].name, st->libc);
 			return err;
 		}
+		st->site_ns_sum += funcs[i].retprobe ? usite_uretprobe_ns() :
+						      usite_cost_ns((enum usite_class)site.cls);
+		st->nsites++;
+		if (st->opts->verbose && !funcs[i].retprobe)
+			fprintf(stderr, "tailtrace: locks: %s: its uprobe site is %s\n",
+				funcs[i].name, usite_class_name((enum usite_class)site.cls));
 		st->links[i] = bpf_program__attach_uprobe_opts(funcs[i].prog, pid, st->libc, off, &uo);
 		if (!st->links[i]) {
 			err = -errno;
@@ -248,6 +259,9 @@ static int locks_stats(void *state, struct tt_stream_stats *out, int max)
 		.written = st->out ? recfile_count(st->out) : 0,
 		.lost = locks_counter(st, LOCKS_CNT_LOST) + recfile_dropped(st->out),
 		.uprobe_hits = locks_counter(st, LOCKS_CNT_HITS),
+		/* the hits spread over the sites: their mean cost */
+		.uprobe_cost_ns = st->nsites ? locks_counter(st, LOCKS_CNT_HITS) * st->site_ns_sum /
+						      st->nsites : 0,
 	};
 	return 1;
 }

@@ -18,7 +18,9 @@
 #include <schema.h>
 #include <tt_clock.h>
 #include "aggregate.h"
+#include "calibrate.h"
 #include "cost.h"
+#include "disasm.h"
 #include "exporter.h"
 #include "features.h"
 #include "meta.h"
@@ -463,27 +465,44 @@ static const char *fmt_thousands(uint64_t n, char *buf, size_t len)
 	return buf;
 }
 
-/* The observer effect, said out loud: uprobes trap into the kernel on every
- * call, so a stream hit more than TT_UPROBE_WARN_PER_S times a second made
- * the target measurably slower than it runs untraced. */
+/* The observer effect, said out loud: a stream whose uprobes (hits by the class of
+ * their sites x the cost measured here) took more than TT_UPROBE_WARN_SHARE of a
+ * CPU made the target measurably slower than it runs untraced. */
 static void print_uprobe_warnings(struct loader *L)
 {
 	char rate[32];
 
 	for (int i = 0; i < L->nstats; i++) {
-		double r = meta_uprobe_rate(&L->meta, &L->stats[i]);
+		const struct tt_stream_stats *s = &L->stats[i];
+		double share = meta_uprobe_share(&L->meta, s), r = meta_uprobe_rate(&L->meta, s);
+		bool locks = !strcmp(s->stream, "locks");
 
-		if (r <= TT_UPROBE_WARN_PER_S)
+		if (share <= TT_UPROBE_WARN_SHARE || !s->uprobe_hits)
 			continue;
-		bool locks = !strcmp(L->stats[i].stream, "locks");
-
-		fprintf(stderr, "tailtrace: warning: %s: %s uprobe hits/s on the %s; uprobes cost "
-			"~10-30 us each here, so %s ran slower while traced — compare with %s\n",
-			L->stats[i].stream, fmt_thousands((uint64_t)(r + 0.5), rate, sizeof(rate)),
+		fprintf(stderr, "tailtrace: warning: %s: %s uprobe hits/s on the %s at ~%.1f us each "
+			"(%s) took ~%.0f%% of a CPU, so %s ran slower while traced — compare with %s\n",
+			s->stream, fmt_thousands((uint64_t)(r + 0.5), rate, sizeof(rate)),
 			L->ctx.target_pid > 0 ? "target" : "traced processes",
+			(double)s->uprobe_cost_ns / s->uprobe_hits / 1e3,
+			usite_costs_measured() ? "measured here" : "a VM's figure", share * 100,
 			locks ? "lock-heavy code" : "the spanned calls",
-			locks ? "--events runq,switch,offcpu" : "the program's own timing untraced");
+			locks ? "--events runq,switch,offcpu,cpu" : "the program's own timing untraced");
 	}
+}
+
+/* What a uprobe hit costs here, before the uprobe modules plan their sites. */
+static void calibrate_costs(struct loader *L)
+{
+	int err = calibrate_uprobes();
+
+	if (err)
+		fprintf(stderr, "tailtrace: could not measure uprobe costs here (%s): estimates use "
+			"a VM's figures\n", strerror(-err));
+	else if (L->cli.opts.verbose)
+		fprintf(stderr, "tailtrace: a uprobe hit costs here: %.2f us emulated, %.2f us a "
+			"5-byte nop, %.1f us single-stepped; a uretprobe's return %.2f us\n",
+			usite_cost_ns(USITE_EMULATED) / 1e3, usite_cost_ns(USITE_NOP5) / 1e3,
+			usite_cost_ns(USITE_SSTEP) / 1e3, usite_uretprobe_ns() / 1e3);
 }
 
 static void print_aggregate(struct loader *L)
@@ -648,6 +667,8 @@ int main(int argc, char **argv)
 	ret = out_prepare(&L);
 	if (!ret)
 		cost_enable(&L.cost, L.cli.opts.bpf_stats, L.cli.opts.listen != NULL);
+	if (!ret && (L.events & (TT_EV_SPANS | TT_EV_LOCKS)))
+		calibrate_costs(&L);
 	ret = ret ?: modules_setup(&L);
 	ret = ret ? 1 : run(&L);
 	cleanup(&L);

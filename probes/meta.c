@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include "disasm.h"
 #include "meta.h"
 #include "target.h"
 #include "features.h"
@@ -109,6 +110,37 @@ double meta_uprobe_rate(const struct tt_meta *m, const struct tt_stream_stats *s
 	return (double)s->uprobe_hits / dur_s;
 }
 
+double meta_uprobe_share(const struct tt_meta *m, const struct tt_stream_stats *s)
+{
+	double dur_ns = (double)(m->mono_end_ns - m->mono_start_ns);
+
+	if (!s->hook || strcmp(s->hook, "uprobe") || dur_ns <= 0)
+		return 0;
+	return (double)s->uprobe_cost_ns / dur_ns;
+}
+
+/* "uprobe_cost": {stream: {ns, share_of_cpu}}, and the per-hit costs by class. */
+static void write_uprobe_cost(FILE *f, const struct tt_meta *m)
+{
+	int n = 0;
+
+	fprintf(f, "  \"uprobe_costs_ns\": {\"emulated\": %u, \"nop5\": %u, "
+		"\"single-stepped\": %u, \"uretprobe\": %u, \"measured\": %s},\n",
+		usite_cost_ns(USITE_EMULATED), usite_cost_ns(USITE_NOP5),
+		usite_cost_ns(USITE_SSTEP), usite_uretprobe_ns(),
+		usite_costs_measured() ? "true" : "false");
+	fprintf(f, "  \"uprobe_cost\": {");
+	for (int i = 0; i < m->nstats; i++) {
+		const struct tt_stream_stats *s = &m->stats[i];
+
+		if (!s->hook || strcmp(s->hook, "uprobe"))
+			continue;
+		fprintf(f, "%s\"%s\": {\"ns\": %llu, \"share_of_cpu\": %.6f}", n++ ? ", " : "",
+			s->stream, (unsigned long long)s->uprobe_cost_ns, meta_uprobe_share(m, s));
+	}
+	fprintf(f, "},\n");
+}
+
 /* "uprobe_hits": {stream: n} and "uprobe_hits_per_s": {stream: rate}, uprobe streams only. */
 static void write_uprobe_hits(FILE *f, const struct tt_meta *m)
 {
@@ -189,6 +221,7 @@ static void write_body(FILE *f, const struct tt_meta *m)
 	write_streams(f, m, "lost_events", 2);
 	write_streams(f, m, "unmatched_events", 3);
 	write_uprobe_hits(f, m);
+	write_uprobe_cost(f, m);
 	write_evidence(f, m);
 	fprintf(f, "  \"tool_versions\": {\"tailtrace\": \"%s\", \"libbpf\": \"%s\"},\n",
 		TT_VERSION, libbpf_version_string());

@@ -28,12 +28,14 @@ struct tt_meta {
 	int nmods;
 };
 
-/* Above this many uprobe hits per second a stream's probes noticeably slow
- * the target down (each hit costs ~10-30 us on a VM): tailtrace warns. */
-#define TT_UPROBE_WARN_PER_S 5000.0
+/* Above this share of one CPU spent in a stream's uprobes (hits by site class x
+ * the cost measured here), the target noticeably ran slower: tailtrace warns. */
+#define TT_UPROBE_WARN_SHARE 0.05
 
 /* Uprobe hits per second of traced time of one stream (0 for non-uprobe streams). */
 double meta_uprobe_rate(const struct tt_meta *m, const struct tt_stream_stats *s);
+/* What a stream's uprobes cost the target, as a share of one CPU over the traced time. */
+double meta_uprobe_share(const struct tt_meta *m, const struct tt_stream_stats *s);
 /* Fill wall_start and mono_start_ns with the current time. */
 void meta_start(struct tt_meta *m);
 /* Write DIR/meta.json atomically. 0 or -errno. */

@@ -6,7 +6,7 @@
 #include "probe.h"
 
 /* Tracepoints only: lock waits come from the wait reasons at sched_switch; the locks
- * uprobes (exact hold times, ~10-30 us per mutex call on a VM) are opt-in. */
+ * uprobes (exact hold times, three hits a lock/unlock pair) are opt-in. */
 #define TT_DEFAULT_EVENTS (TT_EV_RUNQ | TT_EV_SWITCH | TT_EV_OFFCPU | TT_EV_CPU)
 #define TT_DEFAULT_RINGBUF_MB 32
 #define TT_DEFAULT_MIN_OFFCPU_ALL_US 1000

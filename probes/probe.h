@@ -69,8 +69,9 @@ struct tt_stream_stats {
 	uint64_t written;     /* records written to the run directory */
 	uint64_t lost;        /* failed ring-buffer reservations (BPF-side counter) */
 	uint64_t unmatched;   /* intervals dropped: their end never reached a hook */
-	uint64_t uprobe_hits; /* uprobe/uretprobe program runs (hook "uprobe" only): the
-			       * observer cost paid by the target, ~10-30 us each on a VM */
+	uint64_t uprobe_hits; /* uprobe/uretprobe program runs (hook "uprobe" only) */
+	uint64_t uprobe_cost_ns; /* what they cost the target: hits by the class of their
+				  * sites x the cost measured here (disasm.h, calibrate.c) */
 };
 
 struct tt_ctx {

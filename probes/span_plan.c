@@ -287,7 +287,7 @@ uint64_t span_plan_cost_ns(const struct span_plan *p)
 	uint64_t exit_ns = 0;
 
 	if (p->mode == SPAN_EXIT_URET)
-		return usite_cost_ns(p->entry.cls) + USITE_COST_URETPROBE_NS;
+		return usite_cost_ns(p->entry.cls) + usite_uretprobe_ns();
 	for (int i = 0; i < p->nexits; i++)
 		if (usite_cost_ns(p->exits[i].cls) > exit_ns)
 			exit_ns = usite_cost_ns(p->exits[i].cls);

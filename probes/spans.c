@@ -43,6 +43,7 @@ static const struct {
 #define N_GUARDS (sizeof(guard_sites) / sizeof(guard_sites[0]))
 
 struct spans_state {
+	uint64_t calls[TT_MAX_SPANS]; /* span records, by --span index */
 	struct spans_bpf *skel;
 	struct bpf_link *links[MAX_LINKS];
 	int nlinks;
@@ -68,8 +69,12 @@ static int spans_on_event(void *arg, void *data, size_t size)
 {
 	struct spans_state *st = arg;
 
-	if (size >= sizeof(struct tt_span))
+	if (size >= sizeof(struct tt_span)) {
+		const struct tt_span *r = data;
+
 		probe_write(st->out, data, &st->write_err);
+		st->calls[r->span_id % TT_MAX_SPANS]++;
+	}
 	return 0;
 }
 
@@ -296,6 +301,16 @@ static int spans_finish(struct tt_ctx *ctx, void *state)
 	return err;
 }
 
+/* Each span's calls at its plan's cost (entry and exit sites, this machine's costs). */
+static uint64_t spans_cost_ns(const struct spans_state *st)
+{
+	uint64_t ns = 0;
+
+	for (int i = 0; i < st->nplans; i++)
+		ns += st->calls[i] * span_plan_cost_ns(&st->plans[i]);
+	return ns;
+}
+
 static int spans_stats(void *state, struct tt_stream_stats *out, int max)
 {
 	struct spans_state *st = state;
@@ -309,6 +324,7 @@ static int spans_stats(void *state, struct tt_stream_stats *out, int max)
 		/* calls seen at one end only: entry without return, return without entry */
 		.unmatched = spans_counter(st, SPANS_CNT_STALE) + spans_counter(st, SPANS_CNT_UNMATCHED),
 		.uprobe_hits = spans_counter(st, SPANS_CNT_HITS) + spans_counter(st, SPANS_CNT_GUARD_HITS),
+		.uprobe_cost_ns = spans_cost_ns(st),
 	};
 	return 1;
 }

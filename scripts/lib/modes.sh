@@ -63,8 +63,8 @@ label_default() {
 
 # The built-in workloads are traced with the tracepoint probes only unless --probes says
 # otherwise: the pool model's queue mutex takes ~60k lock calls/s, and the locks uprobes
-# (~10-30 us per trap on a VM) made it 4x slower (56.6k -> 13.8k req/s), which would turn
-# the comparison the report is about upside down. tailtrace's own default is the same set now
+# halve its throughput (docs/benchmarks.md, "Uprobe costs"), which would turn the comparison
+# the report is about upside down. tailtrace's own default is the same set now
 # (lock waits come from the wait reasons at sched_switch); third-party modes use that default.
 WORKLOAD_PROBES_DEFAULT=runq,switch,offcpu,cpu
 

@@ -28,9 +28,14 @@ from analyze.schema import load_schema
 from analyze.summary import NO_REQUESTS_NOTE, SPAN_ERRORS_NOTE, summary_dict
 
 ROOT = Path(__file__).resolve().parents[2]
-UPROBE_WARNING = ("locks: 27,600 uprobe hits/s on the target; uprobes cost ~10-30 us each here, "
-                  "so lock-heavy code ran slower while traced — compare with "
-                  "--events runq,switch,offcpu")
+UPROBE_WARNING = ("locks: 27,600 uprobe hits/s on the target; uprobes cost ~10-30 us each on a "
+                  "VM, so lock-heavy code ran slower while traced — compare with "
+                  "--events runq,switch,offcpu,cpu")
+# with meta.json uprobe_cost: 27,600 hits/s at 0.5 us each for 2 s = 27.6 ms of 2 s: 1.4% of a
+# CPU (no warning); at 15 us each 41% (a warning with the figures)
+COST_WARNING = ("locks: 27,600 uprobe hits/s on the target at ~15.0 us each (measured here) took "
+                "~41% of a CPU, so lock-heavy code ran slower while traced — compare with "
+                "--events runq,switch,offcpu,cpu")
 
 
 @pytest.fixture(scope="module")
@@ -236,3 +241,20 @@ def test_uprobe_rate_warning_in_summary_and_page(schema, tmp_path, rate, warned)
         assert html.escape(UPROBE_WARNING) in warns
     else:
         assert not any("uprobe" in w for w in s["warnings"] + warns)
+
+
+@pytest.mark.parametrize("per_hit_ns, warned", [(15_000, True), (500, False)])
+def test_uprobe_warning_weighs_hits_by_their_measured_cost(schema, tmp_path, per_hit_ns, warned):
+    d = sched_only(schema, tmp_path / "run")
+    meta = json.loads((d / "meta.json").read_text())
+    hits = 55_200                                   # 27,600/s over 2 s
+    ns = hits * per_hit_ns
+    meta.update(uprobe_hits={"locks": hits}, uprobe_hits_per_s={"locks": 27_600.0},
+                uprobe_cost={"locks": {"ns": ns, "share_of_cpu": ns / 2e9}},
+                uprobe_costs_ns={"emulated": 500, "single-stepped": 15_000, "measured": True})
+    (d / "meta.json").write_text(json.dumps(meta))
+    s = report.build_report(d, plots=False)
+    if warned:
+        assert COST_WARNING in s["warnings"]
+    else:
+        assert not any("uprobe" in w for w in s["warnings"])
