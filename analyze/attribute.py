@@ -292,6 +292,9 @@ def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None, segs=None,
     peer = _peer_sentence(decomp, bands, run) if g in BLOCKED_GROUPS else None
     if rc and rc["verdict"] == "unknown" and (peer or not has_wakers(run)):
         rc = None      # nothing learnt from the wakers: the peer sentence or the plain one
+    if rc and g == "io_wait" and rc.get("ended_by_task_share", 0) >= 0.5:
+        # the syscall was I/O, but another task ended it: a wait for that task
+        label = "waiting for other tasks (blocked in I/O syscalls that tasks, not devices, ended)"
     if rc:
         what = f", {rc['what_phrase']}" if rc["what_phrase"] else ""
         s = (f"{head} spent {share * 100:.0f}% of their time {label}{what}; {rc['sentence']}. "

@@ -210,9 +210,41 @@ def _dur(s: pd.DataFrame) -> np.ndarray:
     return (s["t_end_ns"] - s["t_start_ns"]).to_numpy(np.float64)
 
 
+def _pid_of_tid(run) -> dict[int, int]:
+    """tid -> pid of the traced threads (tasks.bin, switches.bin, runq.bin)."""
+    c = getattr(run, "_pid_of_tid", None)
+    if c is not None:
+        return c
+    m = {}
+    for df in (run.runq, run.switches, run.tasks):
+        if len(df):
+            u = df[["tid", "pid"]].drop_duplicates("tid")
+            m.update(zip(u["tid"].astype(int), u["pid"].astype(int)))
+    try:
+        run._pid_of_tid = m
+    except AttributeError:
+        pass
+    return m
+
+
+def _proc_comm(run, pid: int, any_thread: bool = False) -> str:
+    """The comm of a process's main thread (with any_thread, else of one of its threads,
+    its digits folded: the program), '' if unknown."""
+    t = run.tasks
+    mine = t[t["pid"].to_numpy(np.int64) == pid] if len(t) else t
+    main = mine.loc[mine["tid"].to_numpy(np.int64) == pid, "comm"] if len(mine) else []
+    if len(main):
+        return str(main.iloc[0])
+    if any_thread and len(mine):
+        return fold_comm(str(mine["comm"].iloc[0]))
+    return also_comm(run, pid)
+
+
 def _who(run, first: pd.DataFrame, own_pids) -> str:
     """'orders-w0, orders-w1 of orders-server (pid 1234)': the threads that ended most of
-    the waits (by time), in the process that ended most of them."""
+    the waits (by time), in the process that ended most of them; '(same process)' only
+    when that is the waiting threads' own process, 'of another process of the same
+    program, postgres (pid 4711)' when it runs the same program (a pre-fork server)."""
     b = first[first["blame"].to_numpy(bool)]
     if b.empty:
         return ""
@@ -224,13 +256,18 @@ def _who(run, first: pd.DataFrame, own_pids) -> str:
     names = thread_names(run)
     comms = [str(names.get(int(t), f"tid {int(t)}")) for t in tids.index[:2]]
     more = f" and {len(tids) - 2} more" if len(tids) > 2 else ""
-    if pid in set(int(p) for p in own_pids):
+    pids = _pid_of_tid(run)
+    mine = b[b["waker_pid"].to_numpy(np.int64) == pid]
+    waiting = pd.Series(_dur(mine), index=[pids.get(int(t), -1) for t in mine["tid"]])
+    waiting = waiting.groupby(level=0).sum()
+    if len(waiting) and int(waiting.idxmax()) == pid:
         return f"{', '.join(comms)}{more} (same process)"
     t = run.tasks
-    main = t.loc[t["tid"].to_numpy(np.int64) == pid, "comm"] if len(t) else []
     proc = _process_name(pid, list(t.loc[t["pid"].to_numpy(np.int64) == pid, "comm"])
-                         if len(t) else [], str(main.iloc[0]) if len(main) else
-                         also_comm(run, pid))
+                         if len(t) else [], _proc_comm(run, pid) or None)
+    their = _proc_comm(run, int(waiting.idxmax()), True) if len(waiting) else ""
+    if their and their == _proc_comm(run, pid, True):
+        return f"{', '.join(comms)}{more} of another process of the same program, {proc}"
     return f"{', '.join(comms)}{more} of {proc}"
 
 
@@ -257,6 +294,7 @@ def root_cause(run, decomp: pd.DataFrame, segs: pd.DataFrame, mask, part: str) -
           "waker_runnable_hop1_ms": first["w_runnable_ns"].sum() / 1e6,
           "waker_blocked_ms": np.where(blame, chain["w_blocked_rest_ns"], 0).sum() / 1e6,
           "irq_ms": dur[v == VERDICTS[3]].sum() / 1e6,
+          "irq_hop1_ms": _dur(first)[first["verdict"].to_numpy() == VERDICTS[3]].sum() / 1e6,
           "unknown_ms": dur[v == VERDICTS[4]].sum() / 1e6}
     obj = first.assign(_d=_dur(first)).groupby(["call", "wait_addr", "wait_aux"],
                                                observed=True)["_d"].sum()
@@ -274,8 +312,13 @@ def root_cause(run, decomp: pd.DataFrame, segs: pd.DataFrame, mask, part: str) -
         phrase = f"mostly {what} ({share * 100:.0f}% of it)"
     elif share < 0.5 and what:
         phrase = f"spread over {len(obj)} futexes (the largest: {what}, {share * 100:.0f}%)"
+    ctx = first["waker_ctx"].astype(str).to_numpy()
+    d1 = _dur(first)
     out = {**ms, "what": what, "what_share": share, "what_phrase": phrase,
-           "who": _who(run, first, own)}
+           "who": _who(run, first, own),
+           # who ended the waits: a task of the traced program(s), or an interrupt
+           "ended_by_task_share": float(d1[np.isin(ctx, WAKER_BLAMES_TASK)].sum() / d1.sum())
+           if d1.sum() else 0.0}
     out["verdict"], out["sentence"] = _verdict(out, part)
     out["antagonists"] = _chain_antagonists(run, chain)
     if out["verdict"] == "runnable" and out["antagonists"]:
@@ -322,8 +365,10 @@ def _verdict(c: dict, part: str) -> tuple[str, str]:
         "oncpu": f"{who} was on CPU for {pct:.0f}% of that wait: the wait was for its work",
         "blocked": f"{who} was itself blocked for {pct:.0f}% of that wait (followed "
                    f"{MAX_DEPTH} hops)",
-        "irq": f"{pct:.0f}% of that wait was ended by interrupts (timers, devices), "
-               "not by a task",
+        "irq": (f"{pct:.0f}% of that wait was ended by interrupts (timers, devices), "
+                "not by a task") if c.get("irq_hop1_ms", c["irq_ms"]) >= 0.5 * c["irq_ms"] else
+               (f"{who} was itself waiting for an interrupt (a timer, a device) for {pct:.0f}% "
+                "of that wait"),
         "unknown": f"for {pct:.0f}% of that wait the thread that ended it was not traced "
                    "(trace its process with --also-pid PID)"}
     return k, words[k]
@@ -333,17 +378,23 @@ def _verdict(c: dict, part: str) -> tuple[str, str]:
 
 MIN_WAITS = 3
 SAMPLE_WAITS = 20_000   # waits per object followed for its shares (evenly spaced)
-OBJ_COLS = ["pid", "reason", "what", "threads", "waits", "total_ms", "mean_us", "ended_by",
+OBJ_COLS = ["pid", "processes", "reason", "what", "threads", "waits", "total_ms", "mean_us",
+            "ended_by",
             "waker_oncpu_share", "waker_runnable_share", "waker_blocked_share", "irq_share",
             "unknown_share"]
 
 
-def _object_keys(w: pd.DataFrame) -> np.ndarray:
+def _object_keys(run, w: pd.DataFrame) -> np.ndarray:
     """A futex is one object per address; other waits are grouped by syscall (fds of many
-    connections are one kind of wait). One integer per (pid, syscall, futex address)."""
+    connections are one kind of wait). The processes of one program (same name: a pre-fork
+    server's workers) count as one. One integer per (program, syscall, futex address)."""
     lock = (w["reason"] == "lock").to_numpy()
     addr = np.where(lock, w["wait_addr"].to_numpy(np.uint64), 0)
-    k = pd.DataFrame({"p": w["pid"].to_numpy(), "s": w["syscall"].to_numpy(), "a": addr})
+    pids = w["pid"].to_numpy(np.int64)
+    u, inv = np.unique(pids, return_inverse=True)
+    prog = np.array([_proc_comm(run, int(p), True) or f"pid {int(p)}" for p in u],
+                    dtype=object)[inv.reshape(-1)]
+    k = pd.DataFrame({"p": prog, "s": w["syscall"].to_numpy(), "a": addr})
     return k.groupby(["p", "s", "a"], sort=False).ngroup().to_numpy()
 
 
@@ -352,7 +403,8 @@ def df_wait_objects(run, top: int = 10, max_depth: int = 2,
     """The objects the traced threads spent most blocked time on, whole run (OBJ_COLS), each
     waited on at least MIN_WAITS times: a
     futex by address ('mutex 0x… in tp_submit'), else a syscall ('epoll_wait epoll fd 6'
-    as an example); threads ('pool-w*' patterns), count, total and mean wait, the threads that
+    as an example), over the processes of one program (pid: one of them, processes: how
+    many); threads ('pool-w*' patterns), count, total and mean wait, the threads that
     ended most of it, and the shares of the wait during which they were on CPU, runnable,
     blocked — each wait treated as a window of its own through df_critical_path, over at
     most SAMPLE_WAITS evenly spaced waits per object (count and total: all of them)."""
@@ -362,7 +414,7 @@ def df_wait_objects(run, top: int = 10, max_depth: int = 2,
     w = w[w["t_wake_ns"].to_numpy() > w["t_off_ns"].to_numpy()].reset_index(drop=True)
     if w.empty:
         return pd.DataFrame(columns=OBJ_COLS)
-    w["key"], w["d"] = _object_keys(w), (w["t_wake_ns"] - w["t_off_ns"]).to_numpy(np.float64)
+    w["key"], w["d"] = _object_keys(run, w), (w["t_wake_ns"] - w["t_off_ns"]).to_numpy(np.float64)
     per_key = w.groupby("key")["d"].agg(["sum", "size"])
     # a thread that waited once or twice for the whole run (main() joining its workers)
     # says little: objects waited on at least MIN_WAITS times
@@ -387,7 +439,8 @@ def df_wait_objects(run, top: int = 10, max_depth: int = 2,
         first = segs[np.isin(segs["request_row"], gs.index) & (segs["depth"] == 0)]
         sh = {c: gs[f"cp_{c}_ns"].sum() / tot_s for c in ("oncpu", "runnable", "blocked",
                                                             "irq", "unknown")}
-        rows.append({"pid": int(g["pid"].iloc[0]), "reason": str(g["reason"].iloc[0]),
+        rows.append({"pid": int(g["pid"].iloc[0]), "processes": int(g["pid"].nunique()),
+                     "reason": str(g["reason"].iloc[0]),
                      "what": describe(run, g.iloc[0]), "threads": ", ".join(comms[:4]),
                      "waits": len(g), "total_ms": tot / 1e6, "mean_us": tot / len(g) / 1e3,
                      "ended_by": _who(run, first, []) if len(first) else "",
@@ -408,5 +461,7 @@ def wait_object_line(o: dict) -> str:
                       if v >= 0.05)
     by = f"; the threads that ended them ({o['ended_by']}): {parts} of it" if o.get(
         "ended_by") else (f"; {parts} of it" if parts else "")
+    procs = o.get("processes") or 1
+    across = f" in {procs} processes" if procs > 1 else ""
     return (f"{o['what'] or o['reason']}: {o['total_ms'] / 1e3:,.2f} s over {o['waits']:,} "
-            f"waits by {o['threads']} (mean {o['mean_us']:,.0f} µs){by}")
+            f"waits by {o['threads']}{across} (mean {o['mean_us']:,.0f} µs){by}")

@@ -441,7 +441,9 @@ def _wait_objects(inp: ReportInputs) -> str:
                  "Shares: of the wait time, how long the threads that ended the waits were "
                  "runnable, blocked or on CPU (2 hops).")
             + _table(df, [("what", "wait", fmt_text), ("reason", "reason", fmt_text),
-                          ("threads", "threads", fmt_text), ("waits", "waits", fmt_int),
+                          ("threads", "threads", fmt_text),
+                          *([("processes", "processes", fmt_int)] if "processes" in df else []),
+                          ("waits", "waits", fmt_int),
                           ("total_ms", "total ms", fmt_ms), ("mean_us", "mean", fmt_us),
                           ("ended_by", "ended by", fmt_text),
                           ("waker_runnable_share", "runnable", fmt_share),

@@ -193,12 +193,65 @@ def wait_object(call: str, addr: int, aux: int) -> str:
     return ""
 
 
+MAX_WRAPPERS = 4   # wrapper frames looked through above a wait
+
+
+def program_frames(frames: list | None) -> list[str]:
+    """The function names of a user stack's frames outside libc, innermost first."""
+    return [_frame_fn(f) for f in frames or [] if not _is_lib(f)]
+
+
+def wait_wrappers(run) -> frozenset:
+    """The program's own wait wrappers: functions that, innermost in the off-CPU stacks of
+    blocked waits (under any wrappers already found), are called from more than one place —
+    an event-loop or latch wrapper, a generic wait helper — so that they say nothing of why
+    the thread waited. Found level by level up to MAX_WRAPPERS deep; cached on the run."""
+    c = getattr(run, "_wait_wrappers", None)
+    if c is not None and c[0] == id(run.stacks):
+        return c[1]
+    stacks = {sid: program_frames(fr) for (stream, sid), fr in run.stacks.items()
+              if stream == "offcpu"}
+    found: set = set()
+    for depth in range(MAX_WRAPPERS):
+        callers: dict = {}
+        for fr in stacks.values():
+            if len(fr) > depth + 1 and all(f in found for f in fr[:depth]):
+                callers.setdefault(fr[depth], set()).add(fr[depth + 1])
+        new = {f for f, cs in callers.items() if len(cs) > 1} - found
+        if not new:
+            break
+        found |= new
+    out = frozenset(found)
+    try:
+        run._wait_wrappers = (id(run.stacks), out)
+    except AttributeError:
+        pass
+    return out
+
+
+def waited_in(run, frames: list | None) -> str:
+    """Where the program waited, in its own words: the first frame outside libc that is not
+    one of its wait wrappers, with the wrappers it went through ('order_lock_wait (via
+    latch_wait)'); else the first frame outside libc; '' without a stack."""
+    prog = program_frames(frames)
+    if not prog:
+        return ""
+    wrappers = wait_wrappers(run)
+    via = []
+    for f in prog[:MAX_WRAPPERS + 1]:
+        if f not in wrappers:
+            return f"{f} (via {' ← '.join(via)})" if via else f
+        via.append(f)
+    return prog[0]
+
+
 def describe(run, row) -> str:
     """One blocked interval in words: 'mutex 0x55d0... in tp_submit', 'read fd 5',
-    'clock_nanosleep'; '' when it was not blocked in a syscall or no reason was recorded."""
+    'epoll_wait epoll fd 9 in order_lock_wait (via latch_wait)', 'clock_nanosleep'; '' when
+    it was not blocked in a syscall or no reason was recorded."""
     call = str(row["call"])
     frames = run.stacks.get(("offcpu", int(row["ustack_id"]))) if row["ustack_id"] >= 0 else None
-    caller = caller_of(frames) or (_frame_fn(frames[0]) if frames else "")
+    caller = waited_in(run, frames) or (_frame_fn(frames[0]) if frames else "")
     where = f" in {caller}" if caller and caller != call and caller != "[unknown]" else ""
     if call in _LOCK:
         kind = futex_kind(int(row["wait_aux"]), frames)

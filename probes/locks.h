@@ -49,13 +49,13 @@ struct locks_held {
 #ifndef __VMLINUX_H__
 #include <stdint.h>
 #include <stdio.h>
-struct tt_syms;
+struct tt_syms_set;
 
 /* locks_out.c: side files. Append the user stacks whose stack_pid[id] != 0
  * to OUT/stacks.jsonl as {"stream":"locks","id":N,"kind":"user","frames":[..]}.
  * syms symbolizes target_pid; other pids (--all) get their own symbolizer. */
-int locks_stacks_write(const char *out_dir, struct tt_syms *syms, int target_pid,
-		       int stacks_fd, const uint32_t *stack_pid, int n);
+int locks_stacks_write(const char *out_dir, struct tt_syms_set *syms, int stacks_fd,
+		       const uint32_t *stack_pid, int n);
 #endif
 
 #endif

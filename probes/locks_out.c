@@ -11,25 +11,6 @@
 #include "syms.h"
 #include "locks.h"
 
-#define LOCKS_MAX_PIDS 64
-
-struct pid_syms {
-	int pid;
-	struct tt_syms *syms;
-	bool owned;
-};
-
-static struct tt_syms *syms_for(struct pid_syms *c, int *n, int pid)
-{
-	for (int i = 0; i < *n; i++)
-		if (c[i].pid == pid)
-			return c[i].syms;
-	if (*n == LOCKS_MAX_PIDS)
-		return NULL;
-	c[*n] = (struct pid_syms){ pid, syms_new(pid), true };
-	return c[(*n)++].syms;
-}
-
 static void stack_write(FILE *f, struct tt_syms *syms, __u32 id, const __u64 *ips, int depth)
 {
 	char buf[512];
@@ -43,19 +24,14 @@ static void stack_write(FILE *f, struct tt_syms *syms, __u32 id, const __u64 *ip
 	fputs("]}\n", f);
 }
 
-int locks_stacks_write(const char *out_dir, struct tt_syms *syms, int target_pid,
-		       int stacks_fd, const uint32_t *stack_pid, int n)
+int locks_stacks_write(const char *out_dir, struct tt_syms_set *syms, int stacks_fd,
+		       const uint32_t *stack_pid, int n)
 {
-	struct pid_syms cache[LOCKS_MAX_PIDS];
 	__u64 ips[LOCKS_STACK_DEPTH];
 	char path[PATH_MAX];
-	int ncache = 0, err = 0;
+	int err = 0;
 	FILE *f;
 
-	if (syms && target_pid > 0)
-		cache[ncache++] = (struct pid_syms){ target_pid, syms, false };
-	else if (syms)
-		syms_refresh(syms);
 	snprintf(path, sizeof(path), "%s/stacks.jsonl", out_dir);
 	f = fopen(path, "ae"); /* the offcpu module writes here too */
 	if (!f)
@@ -66,13 +42,10 @@ int locks_stacks_write(const char *out_dir, struct tt_syms *syms, int target_pid
 		memset(ips, 0, sizeof(ips));
 		if (bpf_map_lookup_elem(stacks_fd, &id, ips))
 			continue;
-		stack_write(f, syms_for(cache, &ncache, (int)stack_pid[id]), id, ips,
+		stack_write(f, syms_set_get(syms, (int)stack_pid[id], true), id, ips,
 			    LOCKS_STACK_DEPTH);
 	}
 	if (fclose(f))
 		err = -errno;
-	for (int i = 0; i < ncache; i++)
-		if (cache[i].owned)
-			syms_free(cache[i].syms);
 	return err;
 }

@@ -388,6 +388,11 @@ static int poll_loop(struct loader *L)
 			err = L->ctx.rb ? ring_buffer__poll(L->ctx.rb, timeout_ms) :
 					  usleep(timeout_ms * 1000);
 		}
+		/* The programs wake the poll only once a batch waits (filter.bpf.h
+		 * tt_rb_flags), and a poll consumes only the rings that woke it:
+		 * the rest is taken here, so nothing waits longer than POLL_MS. */
+		if (L->ctx.rb && err >= 0)
+			ring_buffer__consume(L->ctx.rb);
 		now = tt_now_ns();
 
 		if (err < 0 && err != -EINTR && errno != EINTR) {
@@ -411,7 +416,7 @@ static int poll_loop(struct loader *L)
 			next_drain = now + AGGREGATE_DRAIN_MS * 1000000ull;
 		}
 		if (L->ctx.syms && now >= next_refresh) {
-			syms_refresh(L->ctx.syms);
+			syms_set_refresh(L->ctx.syms);
 			if (refresh_every < SYMS_REFRESH_NS)
 				refresh_every *= 2;
 			next_refresh = now + refresh_every;
@@ -526,7 +531,7 @@ static int run_finish(struct loader *L, int status)
 	if (L->ctx.rb)
 		ring_buffer__consume(L->ctx.rb);
 	if (L->ctx.syms && !L->target_gone)
-		syms_refresh(L->ctx.syms);
+		syms_set_refresh(L->ctx.syms);
 	for (int i = 0; i < L->nmods; i++) {
 		L->ctx.err[0] = '\0';
 		if (L->mods[i]->finish(&L->ctx, L->states[i])) {
@@ -573,8 +578,7 @@ static void cleanup(struct loader *L)
 	cost_disable(&L->cost);
 	for (int i = 0; i < L->ctx.nshared; i++)
 		close(L->ctx.shared[i].fd);
-	if (L->ctx.syms)
-		syms_free(L->ctx.syms);
+	syms_set_free(L->ctx.syms);
 	if (L->have_child && !L->child.reaped)
 		target_child_stop(&L->child, 2000);
 	if (L->pidfd >= 0)
@@ -610,10 +614,10 @@ static int run(struct loader *L)
 		run_finish(L, 127);
 		return 127;
 	}
-	/* Only the off-CPU and lock stacks read it, and --aggregate takes no
-	 * stacks: its refreshes would reread /proc/PID/maps for nothing. */
-	if (L->ctx.target_pid > 0 && !L->cli.opts.aggregate)
-		L->ctx.syms = syms_new(L->ctx.target_pid);
+	/* The target's maps from now on (other processes' when the modules first
+	 * see them with a user stack): its exec has happened. */
+	if (L->ctx.target_pid > 0)
+		syms_set_get(L->ctx.syms, L->ctx.target_pid, true);
 	cost_loop_start(&L->cost);
 	toggle_err = toggle_start(&L->toggle, L->cli.opts.toggle_ms, L->cli.opts.out_dir,
 				  tt_now_ns());
@@ -669,6 +673,10 @@ int main(int argc, char **argv)
 		cost_enable(&L.cost, L.cli.opts.bpf_stats, L.cli.opts.listen != NULL);
 	if (!ret && (L.events & (TT_EV_SPANS | TT_EV_LOCKS)))
 		calibrate_costs(&L);
+	/* Only the off-CPU and lock stacks need symbols, and --aggregate takes no
+	 * stacks: its refreshes would reread /proc/PID/maps for nothing. */
+	if (!ret && !L.cli.opts.aggregate)
+		L.ctx.syms = syms_set_new();
 	ret = ret ?: modules_setup(&L);
 	ret = ret ? 1 : run(&L);
 	cleanup(&L);

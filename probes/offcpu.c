@@ -13,7 +13,6 @@
 #include "sched.h"
 #include "syms.h"
 
-#define MAX_PIDS 64
 
 struct acc_entry {
 	uint32_t pid, tid;
@@ -106,24 +105,12 @@ int offcpu_add(struct offcpu_acc *a, const struct tt_switch *r)
 struct symctx {
 	int fds[SCHED_STACK_LEVELS]; /* the stack map, then its spill maps (sched.h) */
 	struct tt_ksyms *ksyms;
-	struct tt_syms *target_syms;
-	int target_pid;
-	struct { int pid; struct tt_syms *syms; } pids[MAX_PIDS];
-	int npids;
+	struct tt_syms_set *syms;    /* the loader's, one per process (syms_set.c) */
 };
 
 static struct tt_syms *syms_for(struct symctx *c, int pid)
 {
-	if (pid == c->target_pid && c->target_syms)
-		return c->target_syms;
-	for (int i = 0; i < c->npids; i++)
-		if (c->pids[i].pid == pid)
-			return c->pids[i].syms;
-	if (c->npids == MAX_PIDS)
-		return NULL;
-	c->pids[c->npids].pid = pid;
-	c->pids[c->npids].syms = syms_new(pid);
-	return c->pids[c->npids++].syms;
+	return syms_set_get(c->syms, pid, true);
 }
 
 /* The tracing machinery that ran our program sits on top of every kernel
@@ -254,9 +241,9 @@ static FILE *open_in(const char *dir, const char *name, const char *mode)
 
 int offcpu_write(struct offcpu_acc *a, const char *dir, const int stack_fds[SCHED_STACK_LEVELS],
 		 const struct tt_task *tasks, size_t ntasks,
-		 struct tt_syms *syms, int target_pid)
+		 struct tt_syms_set *syms)
 {
-	struct symctx c = { .target_syms = syms, .target_pid = target_pid };
+	struct symctx c = { .syms = syms };
 	struct seen *seen = calloc(1, sizeof(*seen));
 	FILE *js = open_in(dir, "stacks.jsonl", "a"), *fold = open_in(dir, "offcpu.folded", "w");
 	int err = 0;
@@ -274,8 +261,6 @@ int offcpu_write(struct offcpu_acc *a, const char *dir, const int stack_fds[SCHE
 	if (ferror(js) || ferror(fold))
 		err = -EIO;
 	ksyms_free(c.ksyms);
-	for (int i = 0; i < c.npids; i++)
-		syms_free(c.pids[i].syms);
 out:
 	if (js && fclose(js) && !err)
 		err = -errno;

@@ -11,7 +11,7 @@
 #include <tailtrace/records.h>
 #include "sched.h"
 
-struct tt_syms;
+struct tt_syms_set;
 struct offcpu_acc;
 
 struct offcpu_acc *offcpu_new(void);
@@ -23,7 +23,7 @@ int offcpu_add(struct offcpu_acc *a, const struct tt_switch *r);
  * the stack map, then its spill maps (stack id / SCHED_STACK_ENTRIES, sched.h). */
 int offcpu_write(struct offcpu_acc *a, const char *dir, const int stack_fds[SCHED_STACK_LEVELS],
 		 const struct tt_task *tasks, size_t ntasks,
-		 struct tt_syms *syms, int target_pid);
+		 struct tt_syms_set *syms);
 void offcpu_free(struct offcpu_acc *a);
 
 #endif

@@ -59,7 +59,7 @@ struct tt_opts {
 	int nalso;
 };
 
-struct tt_syms;
+struct tt_syms_set;
 struct recfile;
 
 /* Per-stream figures for meta.json and the final line. */
@@ -78,7 +78,7 @@ struct tt_ctx {
 	const struct tt_opts *opts;
 	struct ring_buffer *rb;  /* shared poller: modules add their ring maps */
 	int target_pid;          /* resolved target tgid (0: system-wide) */
-	struct tt_syms *syms;    /* user-space symbolizer of the target; may be NULL */
+	struct tt_syms_set *syms; /* user-space symbolizers, one per traced process seen */
 	char err[256];           /* one-line reason when a call fails */
 	char target_exe[PATH_MAX]; /* the traced program's executable, "" if unknown */
 	uint64_t cgroup_id;      /* resolved --cgroup (cgroup v2 id), 0: none */

@@ -14,6 +14,7 @@
 #include "aggregate.h"
 #include "features.h"
 #include "occupancy_out.h"
+#include "syms.h"
 #include "filter.h"
 #include "offcpu.h"
 #include "registry.h"
@@ -29,6 +30,7 @@ struct sched_state {
 	uint64_t hist_events;     /* --aggregate: intervals counted in histograms */
 	int write_err;
 	bool aggregate;
+	struct tt_syms_set *syms; /* the loader's: processes seen are noted in it */
 };
 
 /* The stack map and its spill maps, in id order (sched.h). */
@@ -50,6 +52,8 @@ static int sched_sample(void *ctx, void *data, size_t size)
 	if (!st->write_err && st->acc) {
 		const struct tt_switch *r = data;
 
+		if (r->ustack_id >= 0) /* read its maps while it lives */
+			syms_set_get(st->syms, (int)r->pid, true);
 		st->stacked += r->kstack_id >= 0 || r->ustack_id >= 0;
 		err = offcpu_add(st->acc, r);
 		if (err)
@@ -129,6 +133,7 @@ static int sched_setup(struct tt_ctx *ctx, void **state)
 		return -ENOMEM;
 	*state = st;
 	st->aggregate = o->aggregate;
+	st->syms = ctx->syms;
 	err = sched_open(ctx, st);
 	if (err)
 		return err;
@@ -206,8 +211,7 @@ static int write_offcpu(struct tt_ctx *ctx, struct sched_state *st, const struct
 	stack_maps(st->skel, maps);
 	for (int i = 0; i < SCHED_STACK_LEVELS; i++)
 		fds[i] = bpf_map__fd(maps[i]);
-	return offcpu_write(st->acc, ctx->opts->out_dir, fds, tasks, ntasks, ctx->syms,
-			    ctx->target_pid);
+	return offcpu_write(st->acc, ctx->opts->out_dir, fds, tasks, ntasks, ctx->syms);
 }
 
 static int sched_finish(struct tt_ctx *ctx, void *state)

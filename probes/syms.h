@@ -6,6 +6,7 @@
  */
 #ifndef TT_SYMS_H
 #define TT_SYMS_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +18,15 @@ int syms_refresh(struct tt_syms *s);
 /* "func+0x1a (libc.so.6)" or "[unknown] (0x7f..)" into buf; returns buf. */
 const char *syms_resolve(struct tt_syms *s, uint64_t addr, char *buf, size_t len);
 void syms_free(struct tt_syms *s);
+
+/* One symbolizer per process (syms_set.c): made when a process is first seen,
+ * so its mappings are read while it lives. */
+struct tt_syms_set;
+struct tt_syms_set *syms_set_new(void);
+/* pid's symbolizer; made (and its maps read now) if create. NULL: none / full. */
+struct tt_syms *syms_set_get(struct tt_syms_set *set, int pid, bool create);
+void syms_set_refresh(struct tt_syms_set *set);
+void syms_set_free(struct tt_syms_set *set);
 
 /* Kernel symbols from /proc/kallsyms. */
 struct tt_ksyms;
