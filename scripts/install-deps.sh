@@ -13,7 +13,7 @@ APT_PKGS=(
     clang llvm libclang-rt-14-dev libelf-dev zlib1g-dev libcapstone-dev
     libbpf-dev bpftool bpftrace linux-perf libbpf-tools
     libcurl4-openssl-dev libnuma-dev libssl-dev
-    nginx wrk curl jq procps psmisc
+    nginx wrk curl jq procps psmisc redis-server redis-tools stress-ng
     prometheus
     python3 python3-pip python3-venv
     chromium
@@ -36,13 +36,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Debian's nginx and prometheus packages start system services (ports 80, 9090); tailtrace's
-# tests start their own.
+# Debian's nginx, prometheus and redis packages start system services (ports 80, 9090, 6379);
+# tailtrace's tests start their own.
 if command -v systemctl >/dev/null 2>&1; then
-    systemctl disable --now nginx prometheus >/dev/null 2>&1 || true
+    systemctl disable --now nginx prometheus redis-server >/dev/null 2>&1 || true
 fi
 pkill -x nginx 2>/dev/null || true
 pkill -x prometheus 2>/dev/null || true
+pkill -x redis-server 2>/dev/null || true
 
 # Python side: the analysis package and its test runner.
 here=$(cd "$(dirname "$0")/.." && pwd)

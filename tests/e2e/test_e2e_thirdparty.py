@@ -1,6 +1,6 @@
 """Third-party targets: Debian's nginx (--pid of its worker under wrk, --span on
-ngx_http_process_request) and a pycurl client
-(-- CMD with --span libcurl.so.4:curl_easy_perform). Neither was built by us.
+ngx_http_process_request), Debian's Redis (--pid under redis-benchmark, --span on call) and a
+pycurl client (-- CMD with --span libcurl.so.4:curl_easy_perform). None was built by us.
 
 Oracles: nginx's single worker process is the only process serving wrk, so run-queue records of
 that pid must exist while wrk keeps it busy, every span must be on that worker, and the target
@@ -54,6 +54,58 @@ def test_nginx_worker_by_pid_under_wrk(nginx, tmp_path):
     assert (out / "report.html").is_file()
     assert "nginx" in (out / "oncpu.folded").read_text()
     assert (out / "flame-oncpu.svg").is_file()
+    assert_nothing_left(out)
+
+
+@pytest.fixture
+def redis(tmp_path):
+    """redis-server on a free loopback port, no persistence; stopped after the test."""
+    import shutil
+    import socket
+    if not shutil.which("redis-server"):
+        pytest.fail("redis-server missing: bash scripts/install-deps.sh")
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                          "--appendonly", "no", "--dir", str(tmp_path)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
+                          text=True).stdout.strip() == "PONG":
+            break
+        import time
+        time.sleep(0.05)
+    yield p, port
+    p.terminate()
+    p.wait(10)
+
+
+def test_redis_under_redis_benchmark_with_a_span_on_call(redis, tmp_path):
+    """Every command Redis executes goes through call(): the commands redis-benchmark sent
+    while traced are the span records, all in the server's one main thread, and Redis
+    lives on (its file has no exception machinery: the span ends by uretprobe)."""
+    server, port = redis
+    out = tmp_path / "redis"
+    bench = subprocess.Popen(["redis-benchmark", "-p", str(port), "-c", "8", "-t", "set,get",
+                              "-n", "10000000", "-q"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        run_sh("--pid", server.pid, "--duration", 3, "--span",
+               "redis-server:call", "--out", out, check=True)
+    finally:
+        bench.terminate()
+        bench.wait(10)
+    assert pid_alive(server.pid), "run.sh must leave the target running"
+    spans = read_records(out, "spans.bin", "span")
+    outer = spans[spans["depth"] == 0]
+    assert len(outer) > 1000 and (outer["tid"] == server.pid).all()
+    assert (outer["end"] == 0).all()                    # every call returned
+    meta = load_json(out / "meta.json")
+    assert meta["span_sites"][0]["exit"] == "uretprobe"
+    s = load_json(out / "summary.json")
+    assert s["requests"] == len(outer) and s["errors"] == 0
+    assert (out / "report.html").is_file()
     assert_nothing_left(out)
 
 
