@@ -57,6 +57,7 @@ Recording:
                                lock/unlock pair (httpload pool/100: 84.8k req/s untraced, 44.3k
                                with locks). tailtrace warns when uprobes take > 5% of a CPU.
   --span LIB:SYMBOL            a function call becomes a request (repeatable)  [none]
+  --span usdt:BIN:PROV:NAME    or the time from USDT probe NAME__start to NAME__done
   --span-exit auto|uretprobe|ret  how spans end (tailtrace --span-exit; docs/third-party.md)  [auto]
   --no-perf                    no perf on-CPU profile                [perf record -F 499 -g]
   --no-flamegraph              skip flame graphs                     [draw them if inferno exists]
@@ -149,7 +150,7 @@ parse_args() {
 		--cpus) need_arg "$@"; need_cpus "$1" "$2"; CPUS=$2; shift ;;
 		--numa) need_arg "$@"; NUMA=$2; shift ;;
 		--probes) need_arg "$@"; PROBES=$2; shift ;;
-		--span) need_arg "$@"; [[ $2 == *:* ]] || die "--span wants LIB:SYMBOL (e.g. libcurl.so.4:curl_easy_perform), got '$2'"
+		--span) need_arg "$@"; [[ $2 == *:* ]] || die "--span wants LIB:SYMBOL (e.g. libcurl.so.4:curl_easy_perform) or usdt:BIN:PROVIDER:NAME, got '$2'"
 			SPANS+=("$2"); shift ;;
 		--span-exit) need_arg "$@"; [[ $2 =~ ^(auto|uretprobe|ret)$ ]] || die "--span-exit wants auto, uretprobe or ret, got '$2'"
 			SPAN_EXIT=$2; shift ;;

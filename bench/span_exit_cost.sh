@@ -8,6 +8,8 @@
 #   none       untraced
 #   uretprobe  tailtrace --span-exit uretprobe (entry uprobe + uretprobe)
 #   ret        tailtrace --span-exit ret (entry uprobe + a uprobe on each ret)
+#   usdt       tailtrace --span usdt:span_target:span_target:work (the 5-byte-nop USDT
+#              probes around each call: what tailtrace's own workloads carry)
 #   bpftrace   uprobe + uretprobe counting calls: the reference a user knows
 # Prints each mode's median ns a call and its cost over none.
 # Part 2 (S > 0, needs wrk and the gohttp test server): a Go net/http server under
@@ -48,6 +50,9 @@ run_mode() { # mode -> ns a call
 	uretprobe | ret)
 		"$TT" --out "$TMP/run-$1" --events spans --span-exit "$1" \
 			--span "$TARGET:tt_span_work" -- "$TARGET" work "$CALLS" 0 2>/dev/null ;;
+	usdt)
+		"$TT" --out "$TMP/run-$1" --events spans --span "usdt:$TARGET:span_target:work" \
+			-- "$TARGET" work "$CALLS" 0 2>/dev/null ;;
 	bpftrace)
 		bpftrace -q -e "uprobe:$TARGET:tt_span_work { @s[tid] = nsecs; }
 			uretprobe:$TARGET:tt_span_work /@s[tid]/ { @n = count(); delete(@s[tid]); }" \
@@ -55,7 +60,7 @@ run_mode() { # mode -> ns a call
 	esac | ns_per_call
 }
 
-modes=(none uretprobe ret)
+modes=(none uretprobe ret usdt)
 command -v bpftrace >/dev/null && modes+=(bpftrace)
 for m in "${modes[@]}"; do : >"$TMP/$m"; done
 echo "# part 1: $CALLS calls of tt_span_work(i, 0) a run, $ROUNDS rounds, modes alternating"

@@ -336,3 +336,18 @@ int disasm_function(const uint8_t *code, size_t len, uint64_t vaddr, struct disa
 	cs_close(&w.h);
 	return 0;
 }
+
+enum usite_class disasm_insn_class(const uint8_t *code, size_t len, uint64_t vaddr)
+{
+	enum usite_class c = USITE_SSTEP;
+	cs_insn *in = NULL;
+	csh h;
+
+	if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK)
+		return c;
+	if (cs_disasm(h, code, len, vaddr, 1, &in) == 1)
+		c = disasm_site_class(code, in->size);
+	cs_free(in, 1);
+	cs_close(&h);
+	return c;
+}

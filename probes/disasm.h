@@ -66,6 +66,8 @@ struct disasm_fn {
 
 /* Class of the instruction at code[0..len) as the kernel sees it. */
 enum usite_class disasm_site_class(const uint8_t *code, size_t len);
+/* Class of the first instruction of code[0..len) (decoded to find its length). */
+enum usite_class disasm_insn_class(const uint8_t *code, size_t len, uint64_t vaddr);
 const char *usite_class_name(enum usite_class c);
 /* Expected cost of one hit, ns (measured here once usite_set_costs ran). */
 unsigned usite_cost_ns(enum usite_class c);

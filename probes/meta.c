@@ -180,6 +180,10 @@ static void write_options(FILE *f, const struct tt_meta *m)
 		json_write_string(f, o->spans[i].binary);
 		fprintf(f, ", \"symbol\": ");
 		json_write_string(f, o->spans[i].symbol);
+		if (o->spans[i].provider) {
+			fprintf(f, ", \"usdt_provider\": ");
+			json_write_string(f, o->spans[i].provider);
+		}
 		fputc('}', f);
 	}
 	fprintf(f, "]},\n");

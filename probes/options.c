@@ -47,10 +47,15 @@ void options_usage(FILE *out)
 "                      times, ~0.5 us a hit, three a lock/unlock pair: lock waits are in\n"
 "                      the default)\n"
 "  -s, --span BIN:SYM  record calls of SYM in BIN (path or library name) as spans; repeatable, max %d\n"
-"  -X, --span-exit MODE  how spans end: auto (default: uretprobe, its return address put back\n"
-"                      before any unwinder walks; ret for Go), uretprobe, or ret (uprobes on\n"
-"                      every return instruction: nothing on the stack is touched, ~14 us a\n"
-"                      return on a VM). tailtrace prints each span's sites and cost\n"
+"      --span usdt:BIN:PROVIDER:NAME  a span from USDT probe NAME__start to NAME__done (or\n"
+"                      _start/_begin to _end/_done; NAME may be START,END), paired by their\n"
+"                      first argument (a request id) if both have one, else by thread;\n"
+"                      the end probe's second argument is the span's return value\n"
+"  -X, --span-exit MODE  how spans end: auto (default: a uretprobe, unless the function's file\n"
+"                      has exception machinery or is Go: then ret), uretprobe, or ret\n"
+"                      (uprobes on every return instruction: nothing on the stack is\n"
+"                      touched, ~15 us a return on a VM). tailtrace prints each span's\n"
+"                      sites and cost\n"
 "  -r, --ringbuf-mb N  ring buffer per stream in MiB, rounded up to a power of two\n"
 "                      (default: %d; 0 = one page, to test loss reporting)\n"
 "  -m, --min-offcpu-us N  keep off-CPU stacks only for intervals >= N us\n"
@@ -133,16 +138,43 @@ static int parse_num(const char *opt, const char *s, double lo, double hi, doubl
 	return 0;
 }
 
+/* usdt:BIN:PROVIDER:NAME -> binary, provider, symbol = NAME (in place). */
+static int parse_span_usdt(struct tt_span_spec *sp, char *arg, char *err, size_t len)
+{
+	char *f[3], *s = arg + strlen("usdt:");
+
+	for (int i = 0; i < 3; i++) {
+		f[i] = s;
+		s = i < 2 ? strchr(s, ':') : NULL;
+		if (i < 2 && s)
+			*s++ = '\0';
+		if (!f[i][0] || (i < 2 && !s) || (i == 2 && strchr(f[i], ':'))) {
+			snprintf(err, len, "--span '%s': expected usdt:BIN:PROVIDER:NAME "
+				 "(e.g. usdt:httpload:httpload:request)", arg);
+			return -EINVAL;
+		}
+	}
+	*sp = (struct tt_span_spec){ .binary = f[0], .provider = f[1], .symbol = f[2] };
+	return 0;
+}
+
 static int parse_span(struct tt_opts *o, char *arg, char *err, size_t len)
 {
 	char *colon = strrchr(arg, ':');
 
-	if (!colon || colon == arg || !colon[1]) {
-		snprintf(err, len, "--span '%s': expected BIN:SYMBOL (e.g. libcurl.so.4:curl_easy_perform)", arg);
-		return -EINVAL;
-	}
 	if (o->nspans == TT_MAX_SPANS) {
 		snprintf(err, len, "--span: at most %d spans", TT_MAX_SPANS);
+		return -EINVAL;
+	}
+	if (!strncmp(arg, "usdt:", 5)) {
+		int e = parse_span_usdt(&o->spans[o->nspans], arg, err, len);
+
+		o->nspans += !e;
+		return e;
+	}
+	if (!colon || colon == arg || !colon[1]) {
+		snprintf(err, len, "--span '%s': expected BIN:SYMBOL (e.g. libcurl.so.4:curl_easy_perform) "
+			 "or usdt:BIN:PROVIDER:NAME", arg);
 		return -EINVAL;
 	}
 	*colon = '\0';

@@ -32,8 +32,9 @@ enum tt_event {
 };
 
 struct tt_span_spec {
-	const char *binary; /* as given: path or library name (libcurl.so.4) */
-	const char *symbol;
+	const char *binary;   /* as given: path or library name (libcurl.so.4) */
+	const char *symbol;   /* a function, or the USDT probe pair's NAME (or START,END) */
+	const char *provider; /* usdt:BIN:PROVIDER:NAME: the USDT provider; NULL: a function */
 };
 
 struct tt_opts {

@@ -19,7 +19,10 @@
 
 const char *span_exit_mode_name(int mode)
 {
-	return mode == SPAN_EXIT_RET ? "ret" : mode == SPAN_EXIT_URET ? "uretprobe" : "auto";
+	return mode == SPAN_EXIT_RET    ? "ret"
+	       : mode == SPAN_EXIT_URET ? "uretprobe"
+	       : mode == SPAN_EXIT_USDT ? "usdt"
+				       : "auto";
 }
 
 int span_plan_is_go(const char *path)
@@ -299,6 +302,15 @@ void span_plan_describe(const struct span_plan *p, char *buf, size_t len)
 	int n = 0, by_cls[USITE_NCLASS] = { 0 };
 	size_t o;
 
+	if (p->mode == SPAN_EXIT_USDT) {
+		snprintf(buf, len, "USDT %s (%d site%s, %s) to %s (%d site%s, %s), paired by %s: "
+			 "~%.1f us a call", p->usdt.start, p->usdt.start_sites,
+			 p->usdt.start_sites == 1 ? "" : "s", usite_class_name(p->entry.cls),
+			 p->usdt.end, p->usdt.end_sites, p->usdt.end_sites == 1 ? "" : "s",
+			 usite_class_name(p->exits[0].cls),
+			 p->usdt.by_arg ? "first argument" : "thread", span_plan_cost_ns(p) / 1000.0);
+		return;
+	}
 	o = (size_t)snprintf(buf, len, "entry +0x%llx (%s)",
 			     (unsigned long long)(p->entry.vaddr - p->fn.vaddr),
 			     usite_class_name(p->entry.cls));

@@ -22,7 +22,10 @@
 #include <stdint.h>
 #include "syms.h"
 
-enum span_exit_mode { SPAN_EXIT_AUTO = 0, SPAN_EXIT_URET, SPAN_EXIT_RET };
+enum span_exit_mode {
+	SPAN_EXIT_AUTO = 0, SPAN_EXIT_URET, SPAN_EXIT_RET,
+	SPAN_EXIT_USDT, /* not a choice: a span between two USDT probes (span_usdt.c) */
+};
 
 #define SPAN_MAX_SITES 64
 #define SPAN_FOLLOW_DEPTH 2 /* jumps out of a jumped-to function are followed this deep */
@@ -51,6 +54,13 @@ struct span_plan {
 	int indirect_jumps;       /* jmp reg/[reg] out of reach: a span leaving by one is lost */
 	int dropped;              /* sites beyond SPAN_MAX_SITES */
 	bool truncated;           /* undecodable bytes in the function */
+	struct span_usdt_pair {   /* SPAN_EXIT_USDT: entry = a start site, exits[0] = an end site */
+		const char *provider;
+		char start[64], end[64];  /* probe names */
+		int start_sites, end_sites; /* places each is compiled in (all are probed) */
+		int start_nargs, end_nargs;
+		bool by_arg;          /* paired by the first argument, else by thread */
+	} usdt;
 };
 
 /* What the traced program is made of (span_plan_target). */
@@ -65,6 +75,11 @@ void span_plan_target(const char *exe, int pid, struct span_target *t);
  * for the user (forced uretprobes where they are unsafe) in warn, or "". */
 int span_plan_build(const char *path, const char *symbol, int want, const struct span_target *t,
 		    struct span_plan *p, char *err, size_t len, char *warn, size_t wlen);
+/* Plan a span between USDT probes of provider in the ELF file at path: name
+ * is "START,END" or a base (NAME__start .. NAME__done, docs/third-party.md).
+ * 0, or -errno with a one-line reason (the probes it has) in err. */
+int span_plan_usdt(const char *path, const char *provider, const char *name, struct span_plan *p,
+		   char *err, size_t len);
 /* Expected cost of one call in ns: entry + the dearest exit (+ the uretprobe). */
 uint64_t span_plan_cost_ns(const struct span_plan *p);
 /* One line: "entry +0x4 push (emulated); exit: uretprobe; ~0.9 us a call". */

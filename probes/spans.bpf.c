@@ -6,12 +6,14 @@
  *   span_ret     uprobe at a ret or a jump out of it (RET mode)
  *   span_guard   uprobes on __cxa_begin_catch and longjmp: frames left by a
  *                C++ exception or a longjmp end there, marked as such
+ *   span_mark_start, span_mark_end   USDT probes that start and end a request
  * The cookie of each program says which --span, which site and how it keys.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/usdt.bpf.h>
 #include <tailtrace/records.h>
 #include "spans.h"
 #include "filter.bpf.h"
@@ -308,5 +310,83 @@ int span_guard(struct pt_regs *ctx)
 		}
 		unwind_from(&k, s, 0 - to + 1, TT_SPAN_LONGJMP);
 	}
+	return 0;
+}
+
+/* ---- spans between two USDT probes ---------------------------------------- */
+
+/* Open USDT spans by request. A start whose end never comes (its process
+ * died) stays: counted as state-map overflows once it fills. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct spans_mark_key);
+	__type(value, struct spans_mark);
+} open_marks SEC(".maps");
+
+static __always_inline bool mark_key(struct pt_regs *ctx, __u64 cookie, struct spans_mark_key *k)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	long arg = 0;
+
+	k->pid = id >> 32;
+	k->span_id = SPANS_COOKIE_SPAN(cookie);
+	k->id = (__u32)id;
+	if (!(SPANS_COOKIE_FLAGS(cookie) & SPANS_COOKIE_BY_ARG))
+		return true;
+	if (bpf_usdt_arg(ctx, 0, &arg)) {
+		count(SPANS_CNT_NO_ARG);
+		return false;
+	}
+	k->id = (__u64)arg;
+	return true;
+}
+
+SEC("usdt")
+int span_mark_start(struct pt_regs *ctx)
+{
+	struct spans_mark m = { .t_start_ns = bpf_ktime_get_ns(),
+				.tid = (__u32)bpf_get_current_pid_tgid() };
+	struct spans_mark_key k;
+	long err;
+
+	count(SPANS_CNT_HITS);
+	if (!tt_current_traced() || !mark_key(ctx, bpf_usdt_cookie(ctx), &k))
+		return 0;
+	err = bpf_map_update_elem(&open_marks, &k, &m, BPF_NOEXIST);
+	if (err == -EEXIST) { /* the same request started again: its earlier end was never seen */
+		count(SPANS_CNT_STALE);
+		bpf_map_update_elem(&open_marks, &k, &m, BPF_EXIST);
+	} else if (err) {
+		count(SPANS_CNT_STATE_FULL);
+	}
+	return 0;
+}
+
+SEC("usdt")
+int span_mark_end(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_usdt_cookie(ctx);
+	struct spans_mark_key k;
+	struct spans_mark *m;
+	struct spans_frame f = { .span_id = SPANS_COOKIE_SPAN(cookie) };
+	struct spans_key sk = { .pid = bpf_get_current_pid_tgid() >> 32 };
+	long ret = 0;
+
+	count(SPANS_CNT_HITS);
+	if (!mark_key(ctx, cookie, &k))
+		return 0;
+	m = bpf_map_lookup_elem(&open_marks, &k);
+	if (!m) {
+		if (tt_current_traced())
+			count(SPANS_CNT_UNMATCHED);
+		return 0;
+	}
+	f.t_start_ns = m->t_start_ns;
+	f.tid = m->tid;
+	bpf_map_delete_elem(&open_marks, &k);
+	if ((SPANS_COOKIE_FLAGS(cookie) & SPANS_COOKIE_RET_ARG) && bpf_usdt_arg(ctx, 1, &ret))
+		count(SPANS_CNT_NO_ARG);
+	span_emit(&sk, &f, 0, bpf_ktime_get_ns(), ret, TT_SPAN_RETURN);
 	return 0;
 }

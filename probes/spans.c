@@ -90,9 +90,9 @@ static int spans_plan_one(struct tt_ctx *ctx, const struct tt_span_spec *sp,
 
 	err = syms_find_library(ctx->target_pid, sp->binary, path, sizeof(path));
 	if (err) {
-		spans_err(ctx, "--span %s:%s: '%s' not found (not a file, not mapped by the target, "
+		spans_err(ctx, "--span %s%s:%s: '%s' not found (not a file, not mapped by the target, "
 			 "not in the ldconfig cache, standard lib dirs or $PATH)",
-			 sp->binary, sp->symbol, sp->binary);
+			 sp->provider ? "usdt:" : "", sp->binary, sp->symbol, sp->binary);
 		return err;
 	}
 	if (pid > 0 && !syms_is_mapped(pid, path)) {
@@ -100,6 +100,9 @@ static int spans_plan_one(struct tt_ctx *ctx, const struct tt_span_spec *sp,
 			 "trace a library it loads later)", sp->binary, sp->symbol, path, pid);
 		return -ENOENT;
 	}
+	if (sp->provider)
+		return span_plan_usdt(path, sp->provider, sp->symbol, plan, ctx->err,
+				      sizeof(ctx->err));
 	err = syms_elf_offset(path, sp->symbol, &off);
 	if (err == -ENOENT) {
 		if (syms_suggest(path, sp->symbol, near, sizeof(near), 5) > 0)
@@ -121,18 +124,46 @@ static int spans_plan_one(struct tt_ctx *ctx, const struct tt_span_spec *sp,
 	return err;
 }
 
-static int attach(struct tt_ctx *ctx, struct spans_state *st, struct bpf_program *prog,
-		  const char *path, uint64_t off, bool ret, uint64_t cookie, const char *what)
+static int link_add(struct tt_ctx *ctx, struct spans_state *st, struct bpf_link *l)
 {
-	int pid = ctx->opts->all || ctx->target_pid <= 0 ? -1 : ctx->target_pid;
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret, .bpf_cookie = cookie);
-	struct bpf_link *l;
-
 	if (st->nlinks >= MAX_LINKS) {
+		bpf_link__destroy(l);
 		spans_err(ctx, "spans: more than %d probe sites", MAX_LINKS);
 		return -E2BIG;
 	}
-	l = bpf_program__attach_uprobe_opts(prog, pid, path, off, &uo);
+	st->links[st->nlinks++] = l;
+	return 0;
+}
+
+static int target_pid(const struct tt_ctx *ctx)
+{
+	return ctx->opts->all || ctx->target_pid <= 0 ? -1 : ctx->target_pid;
+}
+
+/* Every site of one USDT probe (libbpf: semaphores, arguments). */
+static int attach_usdt(struct tt_ctx *ctx, struct spans_state *st, struct bpf_program *prog,
+		       const struct span_plan *p, const char *name, uint64_t cookie)
+{
+	LIBBPF_OPTS(bpf_usdt_opts, uo, .usdt_cookie = cookie);
+	struct bpf_link *l = bpf_program__attach_usdt(prog, target_pid(ctx), p->path,
+						      p->usdt.provider, name, &uo);
+
+	if (!l) {
+		int err = -errno;
+
+		spans_err(ctx, "usdt:%s:%s:%s: cannot attach: %s", p->path, p->usdt.provider, name,
+			 strerror(-err));
+		return err;
+	}
+	return link_add(ctx, st, l);
+}
+
+static int attach(struct tt_ctx *ctx, struct spans_state *st, struct bpf_program *prog,
+		  const char *path, uint64_t off, bool ret, uint64_t cookie, const char *what)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret, .bpf_cookie = cookie);
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, target_pid(ctx), path, off, &uo);
+
 	if (!l) {
 		int err = -errno;
 
@@ -140,8 +171,7 @@ static int attach(struct tt_ctx *ctx, struct spans_state *st, struct bpf_program
 			 ret ? "uretprobe" : "uprobe", path, (unsigned long long)off, strerror(-err));
 		return err;
 	}
-	st->links[st->nlinks++] = l;
-	return 0;
+	return link_add(ctx, st, l);
 }
 
 /* Exits before the entry: a call entered while attaching then has its exit
@@ -153,6 +183,14 @@ static int attach_span(struct tt_ctx *ctx, struct spans_state *st, int i)
 	char what[160];
 	int err = 0;
 
+	if (p->mode == SPAN_EXIT_USDT) {
+		flags = (p->usdt.by_arg ? SPANS_COOKIE_BY_ARG : 0) |
+			(p->usdt.end_nargs >= 2 ? SPANS_COOKIE_RET_ARG : 0);
+		err = attach_usdt(ctx, st, st->skel->progs.span_mark_end, p, p->usdt.end,
+				  SPANS_COOKIE(i, SPANS_SITE_RET, 0, flags));
+		return err ?: attach_usdt(ctx, st, st->skel->progs.span_mark_start, p,
+					  p->usdt.start, SPANS_COOKIE(i, SPANS_SITE_ENTRY, 0, flags));
+	}
 	snprintf(what, sizeof(what), "--span %s:%s", ctx->opts->spans[i].binary, p->symbol);
 	if (p->mode == SPAN_EXIT_URET)
 		err = attach(ctx, st, st->skel->progs.span_exit, p->path, p->entry.offset, true,
@@ -224,7 +262,7 @@ static void print_plans(struct tt_ctx *ctx, const struct spans_state *st)
 		span_plan_describe(p, desc, sizeof(desc));
 		fprintf(stderr, "tailtrace: span %s%s: %s\n", p->symbol,
 			p->go ? " (Go: keyed by goroutine)" : "", desc);
-		if (ctx->opts->verbose)
+		if (ctx->opts->verbose && p->mode != SPAN_EXIT_USDT)
 			fprintf(stderr, "tailtrace: span %s ends by %s: %s\n", p->symbol,
 				p->mode == SPAN_EXIT_RET ? "uprobes on its returns" : "uretprobe",
 				p->why);
@@ -252,7 +290,7 @@ static int spans_setup(struct tt_ctx *ctx, void **state)
 	for (int i = 0; !err && i < o->nspans; i++, st->nplans++)
 		err = spans_plan_one(ctx, &o->spans[i], &target, &st->plans[i]);
 	for (int i = 0; !err && i < st->nplans; i++)
-		any_thread |= !st->plans[i].go;
+		any_thread |= !st->plans[i].go && st->plans[i].mode != SPAN_EXIT_USDT;
 	err = err ?: spans_load(ctx, st);
 	for (int i = 0; !err && i < st->nplans; i++)
 		err = attach_span(ctx, st, i);
@@ -288,13 +326,14 @@ static int spans_finish(struct tt_ctx *ctx, void *state)
 		fprintf(stderr, "tailtrace: spans: %llu calls nested deeper than %d, %llu returns "
 			"without an entry, %llu entries whose return was never seen, "
 			"%llu state-map overflows, %llu unreadable goroutines, %llu unreadable "
-			"jmp_bufs\n",
+			"jmp_bufs, %llu unreadable USDT arguments\n",
 			(unsigned long long)spans_counter(st, SPANS_CNT_TOO_DEEP), SPANS_MAX_DEPTH,
 			(unsigned long long)spans_counter(st, SPANS_CNT_UNMATCHED),
 			(unsigned long long)spans_counter(st, SPANS_CNT_STALE),
 			(unsigned long long)spans_counter(st, SPANS_CNT_STATE_FULL),
 			(unsigned long long)spans_counter(st, SPANS_CNT_NO_G),
-			(unsigned long long)spans_counter(st, SPANS_CNT_BAD_JMPBUF));
+			(unsigned long long)spans_counter(st, SPANS_CNT_BAD_JMPBUF),
+			(unsigned long long)spans_counter(st, SPANS_CNT_NO_ARG));
 	if (err)
 		spans_err(ctx, "spans: writing %s/spans.bin: %s",
 			 ctx->opts->out_dir, strerror(-err));
@@ -356,12 +395,23 @@ static void spans_meta(void *state, FILE *f)
 		site_json(f, p, &p->entry);
 		fprintf(f, ", \"first_class\": \"%s\", \"exits\": [",
 			usite_class_name((enum usite_class)p->first_cls));
-		for (int k = 0; p->mode == SPAN_EXIT_RET && k < p->nexits; k++) {
+		for (int k = 0; p->mode != SPAN_EXIT_URET && k < p->nexits; k++) {
 			fputs(k ? ", " : "", f);
 			site_json(f, p, &p->exits[k]);
 		}
-		fprintf(f, "], \"followed\": %d, \"tail_ends\": %d, \"indirect_jumps\": %d, "
-			"\"cost_ns_per_call\": %llu}", p->followed, p->tail_ends, p->indirect_jumps,
+		if (p->mode == SPAN_EXIT_USDT) {
+			fprintf(f, "], \"usdt\": {\"provider\": ");
+			json_write_string(f, p->usdt.provider);
+			fprintf(f, ", \"start\": ");
+			json_write_string(f, p->usdt.start);
+			fprintf(f, ", \"end\": ");
+			json_write_string(f, p->usdt.end);
+			fprintf(f, ", \"start_sites\": %d, \"end_sites\": %d, \"paired_by\": \"%s\"}",
+				p->usdt.start_sites, p->usdt.end_sites,
+				p->usdt.by_arg ? "argument" : "thread");
+		}
+		fprintf(f, "%s, \"followed\": %d, \"tail_ends\": %d, \"indirect_jumps\": %d, "
+			"\"cost_ns_per_call\": %llu}", p->mode == SPAN_EXIT_USDT ? "" : "]", p->followed, p->tail_ends, p->indirect_jumps,
 			(unsigned long long)span_plan_cost_ns(p));
 	}
 	fprintf(f, "],\n  \"span_guards\": %d,\n", st->guards);

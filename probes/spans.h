@@ -9,6 +9,8 @@
  * where a C++ exception is caught or a longjmp lands (guards).
  * Frames are keyed by thread, or for Go by goroutine (runtime.g in r14),
  * and matched by stack level, so nesting, recursion and stack copying pair.
+ * A USDT span (usdt:BIN:PROVIDER:NAME) opens at a start probe and closes at
+ * an end probe of the same request: same first argument, or same thread.
  */
 #ifndef TT_SPANS_H
 #define TT_SPANS_H
@@ -25,6 +27,7 @@ enum spans_counter {
 	SPANS_CNT_GUARD_HITS, /* program runs at catch and longjmp sites with a span open */
 	SPANS_CNT_BAD_JMPBUF, /* longjmp whose target stack could not be read */
 	SPANS_CNT_NO_G,      /* Go site whose goroutine could not be read */
+	SPANS_CNT_NO_ARG,    /* USDT site whose argument could not be read */
 	SPANS_CNT_NR,
 };
 
@@ -39,7 +42,9 @@ enum spans_site {
 
 /* Cookie: span index, site, condition (1 + jcc nibble: the site is a
  * conditional jump, taken only when it holds; 0: always), flags. */
-#define SPANS_COOKIE_GO 0x1u   /* keyed by goroutine */
+#define SPANS_COOKIE_GO 0x1u     /* keyed by goroutine */
+#define SPANS_COOKIE_BY_ARG 0x2u /* USDT: paired by the probes' first argument, not the thread */
+#define SPANS_COOKIE_RET_ARG 0x4u /* USDT end: its second argument is the return value */
 #define SPANS_COOKIE(span, site, cc, flags)                                        \
 	((__u64)(span) | (__u64)(site) << 8 | (__u64)(cc) << 16 | (__u64)(flags) << 24)
 #define SPANS_COOKIE_SPAN(c) ((__u32)(c) & 0xff)
@@ -65,6 +70,19 @@ struct spans_frame {
 			  * stack.hi - sp for a goroutine (a copied stack keeps it) */
 	__u32 span_id;
 	__u32 tid;       /* thread at entry */
+};
+
+/* An open USDT span (usdt:BIN:PROVIDER:NAME): its start was seen. */
+struct spans_mark_key {
+	__u64 id;        /* the probes' first argument, or the thread id */
+	__u32 pid;
+	__u32 span_id;
+};
+
+struct spans_mark {
+	__u64 t_start_ns;
+	__u32 tid;       /* thread at the start */
+	__u32 pad;
 };
 
 /* Open span calls of one thread or goroutine, innermost last. */

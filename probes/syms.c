@@ -597,6 +597,110 @@ int syms_elf_has_section(const char *path, const char *name)
 	return found;
 }
 
+/* ---- USDT notes ---------------------------------------------------------- */
+
+#define STAPSDT_NOTE_TYPE 3
+
+/* The vaddr of the named section, or 0. */
+static uint64_t elf_section_addr(Elf *elf, const char *want, GElf_Shdr *out)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return 0;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *n;
+
+		if (gelf_getshdr(scn, out) && (n = elf_strptr(elf, shstrndx, out->sh_name)) &&
+		    !strcmp(n, want))
+			return out->sh_addr;
+	}
+	return 0;
+}
+
+static int count_args(const char *a)
+{
+	int n = 0;
+
+	for (bool in = false; *a; a++) {
+		if (!isspace((unsigned char)*a) && !in)
+			n++;
+		in = !isspace((unsigned char)*a);
+	}
+	return n;
+}
+
+/* One note's descriptor: pc, base, semaphore (8 bytes each), then provider,
+ * name and argument strings. The pc moves with the .stapsdt.base section
+ * (prelink); a semaphore lives in .probes. */
+static int usdt_note(const char *desc, size_t len, uint64_t base, const GElf_Shdr *probes,
+		     const struct seg *segs, size_t nsegs, struct syms_usdt *u)
+{
+	uint64_t pc, note_base, sema;
+	const char *end = desc + len, *p = desc + 24;
+
+	if (len < 27)
+		return -EINVAL;
+	memcpy(&pc, desc, 8);
+	memcpy(&note_base, desc + 8, 8);
+	memcpy(&sema, desc + 16, 8);
+	u->provider = p;
+	p = memchr(p, '\0', (size_t)(end - p));
+	u->name = p ? p + 1 : NULL;
+	p = p ? memchr(p + 1, '\0', (size_t)(end - p - 1)) : NULL;
+	u->args = p && p + 1 < end ? p + 1 : "";
+	if (!u->name || !p || !memchr(u->args, '\0', (size_t)(end - u->args)))
+		return -EINVAL;
+	u->vaddr = base && note_base ? pc + base - note_base : pc;
+	u->nargs = count_args(u->args);
+	u->sema = 0;
+	if (sema && probes->sh_addr && sema >= probes->sh_addr &&
+	    sema < probes->sh_addr + probes->sh_size)
+		u->sema = sema - probes->sh_addr + probes->sh_offset;
+	return segs_vaddr_to_off(segs, nsegs, u->vaddr, &u->offset);
+}
+
+int syms_elf_usdt(const char *path, int (*fn)(const struct syms_usdt *u, void *arg), void *arg)
+{
+	GElf_Shdr base_sh, probes = { 0 };
+	struct seg *segs = NULL;
+	Elf_Scn *scn = NULL;
+	uint64_t base;
+	size_t nsegs = 0;
+	Elf *elf;
+	int fd, r, err = elf_open_path(path, &fd, &elf);
+
+	if (err)
+		return err;
+	base = elf_section_addr(elf, ".stapsdt.base", &base_sh);
+	if (!elf_section_addr(elf, ".probes", &probes))
+		memset(&probes, 0, sizeof(probes));
+	r = elf_read_segs(elf, &segs, &nsegs);
+	while (!r && (scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		GElf_Nhdr nh;
+		Elf_Data *d;
+		size_t off = 0, name_off, desc_off;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE || !(d = elf_getdata(scn, NULL)))
+			continue;
+		while (!r && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+			struct syms_usdt u;
+
+			if (nh.n_type != STAPSDT_NOTE_TYPE || nh.n_namesz != 8 ||
+			    memcmp((char *)d->d_buf + name_off, "stapsdt", 8))
+				continue;
+			if (!usdt_note((char *)d->d_buf + desc_off, nh.n_descsz, base, &probes, segs,
+				       nsegs, &u))
+				r = fn(&u, arg);
+		}
+	}
+	free(segs);
+	elf_close_path(fd, elf);
+	return r;
+}
+
 /* Edit distance, case-insensitive, capped (names are short). */
 static int edit_distance(const char *a, const char *b)
 {

@@ -65,6 +65,17 @@ int syms_elf_needed(const char *path, int (*fn)(const char *lib, void *arg), voi
 int syms_elf_has_symbol(const char *path, const char *name);
 /* 1 if the ELF file has a section of that name, 0 if not, or -errno. */
 int syms_elf_has_section(const char *path, const char *name);
+/* One USDT probe (.note.stapsdt, SystemTap's format as sys/sdt.h writes it). */
+struct syms_usdt {
+	const char *provider, *name, *args; /* args: "8@%rax -4@-12(%rbp)", "" if none */
+	uint64_t vaddr;  /* its nop, in the file's addresses (.stapsdt.base applied) */
+	uint64_t offset; /* file offset of that nop: where the uprobe goes */
+	uint64_t sema;   /* file offset of its is-enabled semaphore, 0 if none */
+	int nargs;
+};
+/* Call fn for each USDT probe of the ELF file; a non-zero return stops and is
+ * returned. 0, or -errno if the file cannot be read. */
+int syms_elf_usdt(const char *path, int (*fn)(const struct syms_usdt *u, void *arg), void *arg);
 /* Up to max close matches of symbol in path (substring, case-insensitive),
  * joined with ", " into buf. Returns number found. */
 int syms_suggest(const char *path, const char *symbol, char *buf, size_t len, int max);

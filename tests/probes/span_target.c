@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Ground truth for the spans probe.
- *   span_target work N US   calls tt_span_work(i) N times; each sleeps US
+ *   span_target work N US   calls tt_span_work(i) N times, each between USDT probes
+ *                           span_target:work__start(i) and work__done(i, ret); each sleeps US
  *                           microseconds (0: none, no syscall) and returns 2*i+1. Prints the sum
  *                           of the durations the function measured itself
  *                           (first to last line: what a span must show,
@@ -11,8 +12,9 @@
  *   span_target jump N      N calls of tt_span_escape() that leave by longjmp
  *                           (their return is never seen), then N normal
  *                           calls of tt_span_work(i, 0).
- *   span_target spin N US   calls tt_span_spin(i, US) N times: each spins on its
- *                           CPU for US microseconds (a request that needs CPU).
+ *   span_target spin N US   calls tt_span_spin(i, US) N times, each between USDT
+ *                           probes spin_begin and spin_end (no arguments): each spins
+ *                           on its CPU for US microseconds (a request that needs CPU).
  *   span_target fork N      N calls of tt_span_fork(i), which forks: parent and
  *                           child both return from it; the child then exits 0.
  *                           Prints how many children did not exit 0.
@@ -25,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "tt_clock.h"
+#include "tt_usdt.h"
 
 static uint64_t inner_sum_ns;
 
@@ -116,8 +119,12 @@ int main(int argc, char **argv)
 		prctl(PR_SET_TIMERSLACK, 1UL);
 		for (long i = 0; i < n; i++) {
 			uint64_t t0 = tt_now_ns();
+			long r;
 
-			check += tt_span_work(i, us);
+			TT_USDT2(span_target, work__start, i, 0);
+			r = tt_span_work(i, us);
+			TT_USDT2(span_target, work__done, i, r);
+			check += r;
 			sum_ns += tt_now_ns() - t0;
 		}
 		printf("calls=%ld inner_sum_ns=%llu outer_sum_ns=%llu check=%ld\n", n,
@@ -127,8 +134,11 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "spin")) {
 		long n = atol(argv[2]), us = atol(argv[3]);
 
-		for (long i = 0; i < n; i++)
+		for (long i = 0; i < n; i++) {
+			STAP_PROBE(span_target, spin_begin); /* no argument: paired by thread */
 			tt_span_spin(i, us);
+			STAP_PROBE(span_target, spin_end);
+		}
 		printf("spins=%ld\n", n);
 		return 0;
 	}

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "tt_clock.h"
+#include "tt_usdt.h"
 
 #define HTTP_POLL_MAX_MS 1000 /* as curl_easy_perform: wait at most this long at once */
 
@@ -191,7 +192,9 @@ void http_execute(struct hl_conn *c, struct tt_request *r)
 	}
 	http_prepare(c, r->id, r->conn);
 	r->t_start_ns = tt_now_ns();
+	TT_USDT2(httpload, request__start, r->id, r->conn);
 	rc = http_perform(c);
 	r->t_end_ns = tt_now_ns();
 	http_complete(c, rc, r);
+	TT_USDT2(httpload, request__done, r->id, r->status);
 }

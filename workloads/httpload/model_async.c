@@ -31,6 +31,7 @@
 #include "http.h"
 #include "models.h"
 #include "tt_clock.h"
+#include "tt_usdt.h"
 
 #define ASYNC_POLL_MAX_MS 100 /* notice the stop flag at least this often */
 #define ASYNC_NO_DEADLINE UINT64_MAX
@@ -111,9 +112,11 @@ static void async_start(struct async_model *m, struct async_slot *s, uint64_t id
 				      .pid = (uint32_t)m->run->pid, .t_enqueue_ns = t_enqueue_ns };
 	http_prepare(&s->http, id, s->index);
 	s->rec.t_start_ns = tt_now_ns();
+	TT_USDT2(httpload, request__start, id, s->index);
 	if (curl_multi_add_handle(m->multi, s->http.easy) != CURLM_OK) {
 		s->rec.t_end_ns = s->rec.t_start_ns;
 		s->rec.status = -(int32_t)CURLE_FAILED_INIT;
+		TT_USDT2(httpload, request__done, id, s->rec.status);
 		recbuf_push(&m->rb, &s->rec);
 		run_count_done(m->run);
 		m->free_slots[m->nfree++] = s->local;
@@ -136,6 +139,7 @@ static void async_finish(struct async_model *m, CURLMsg *msg)
 	s = c->owner;
 	s->rec.t_end_ns = tt_now_ns();
 	http_complete(c, msg->data.result, &s->rec);
+	TT_USDT2(httpload, request__done, s->rec.id, s->rec.status);
 	curl_multi_remove_handle(m->multi, msg->easy_handle);
 	recbuf_push(&m->rb, &s->rec);
 	run_count_done(m->run);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "http_parse.h"
+#include "tt_usdt.h"
 
 #define LINGER_MAX_BYTES (1u << 20)
 
@@ -138,7 +139,9 @@ static void conn_process(struct conn *c, const struct orders_config *cfg, struct
 			reply_error(c, http_parse_status_code(ps), st);
 			break;
 		}
+		TT_USDT2(orders, request__start, (uintptr_t)c, req.total_len);
 		status = orders_handle(cfg, &req, &c->out, &keep);
+		TT_USDT2(orders, request__done, (uintptr_t)c, status);
 		pos += req.total_len;
 		c->sent_continue = 0;
 		c->served = 1;

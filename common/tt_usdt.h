@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * USDT probes in tailtrace's own workloads, as sys/sdt.h writes them (a
+ * .note.stapsdt per site: bpftrace, perf, libbpf and `tailtrace --span
+ * usdt:BIN:PROVIDER:NAME` find them) but on a 5-byte nop instead of sdt.h's
+ * 1-byte one: the kernel turns a uprobe on a 5-byte nop into a call (optimized
+ * uprobes, 6.16+), ~0.2 us a hit instead of ~0.4 (docs/probes.md).
+ *
+ * Convention (docs/third-party.md): NAME__start(id, ...) and NAME__done(id,
+ * status); id names the request among those in flight in the process.
+ */
+#ifndef TT_USDT_H
+#define TT_USDT_H
+#include <sys/sdt.h>
+
+/* Spelled as bytes: the assembler shortens "nopl 0x0(%rax,%rax,1)" to 4. */
+#undef _SDT_NOP
+#define _SDT_NOP .byte 0x0f; .byte 0x1f; .byte 0x44; .byte 0x00; .byte 0x00
+
+#define TT_USDT2(provider, name, a, b) STAP_PROBE2(provider, name, a, b)
+
+#endif

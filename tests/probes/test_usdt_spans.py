@@ -1,0 +1,125 @@
+"""Spans between USDT probes (--span usdt:BIN:PROVIDER:NAME) on tailtrace's own workloads,
+which mark every request with httpload:request__start(id, conn) / request__done(id, status)
+and orders:request__start(conn, bytes) / request__done(conn, status) on 5-byte nops.
+
+Oracles: httpload records each request itself (requests.bin, same clock); the probes sit
+right after its t_start and right after its t_end, so on every thread the k-th span is the
+k-th request, starting and ending within a millisecond of it, with its HTTP status as the
+return value. The async model runs 8 requests at once on one thread, which only pairing by
+the request id (the first argument) can untangle. Real BPF: run as root."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyze.schema import load_schema, read_records
+from test_spans import BUILD, expect_error, spans, tailtrace, tailtrace_bg
+
+SERVER = BUILD / "workloads" / "server" / "orders-server"
+HTTPLOAD = BUILD / "workloads" / "httpload" / "httpload"
+MS = 1_000_000
+
+
+@pytest.fixture
+def server():
+    assert SERVER.exists() and HTTPLOAD.exists(), "build the workloads first"
+    srv = subprocess.Popen([str(SERVER), "--port", "0", "--workers", "2"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    m = re.search(r"listening on 127\.0\.0\.1:(\d+)", srv.stdout.readline())
+    assert m, "orders-server did not start"
+    yield srv, f"http://127.0.0.1:{m[1]}/orders"
+    srv.kill()
+    srv.wait()
+
+
+def load_args(url: str, model: str, n: int) -> list[str]:
+    return [str(HTTPLOAD), "--model", model, "--conns", "8", "--requests", str(n), "--url", url]
+
+
+@pytest.mark.parametrize("model", ["pool", "async"])
+def test_httpload_usdt_spans_are_its_requests(server, tmp_path, model):
+    _, url = server
+    p = tailtrace(tmp_path, "--events", "spans", "--span",
+                  f"usdt:{HTTPLOAD}:httpload:request", "--",
+                  *load_args(url, model, 400), "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert "USDT request__start" in p.stderr and "paired by first argument" in p.stderr
+    s = spans(tmp_path)
+    req = read_records(tmp_path / "requests.bin", load_schema(tmp_path), "request")
+    assert len(req) == len(s) == 400
+    assert sorted(s["ret"].tolist()) == sorted(req["status"].tolist())
+    assert (s["end_tid"] == s["tid"]).all()
+    for tid in np.unique(req["tid"]):
+        r = np.sort(req[req["tid"] == tid], order="t_start_ns")
+        q = np.sort(s[s["tid"] == tid], order="t_start_ns")
+        assert len(q) == len(r)
+        d0 = q["t_start_ns"].astype(np.int64) - r["t_start_ns"].astype(np.int64)
+        d1 = q["t_end_ns"].astype(np.int64) - r["t_end_ns"].astype(np.int64)
+        assert ((d0 >= 0) & (d0 < MS) & (d1 >= 0) & (d1 < MS)).all(), (d0.max(), d1.max())
+    site = json.loads((tmp_path / "meta.json").read_text())["span_sites"][0]
+    assert site["exit"] == "usdt" and site["usdt"]["paired_by"] == "argument"
+    assert site["entry"]["class"] == "nop5" and site["exits"][0]["class"] == "nop5"
+
+
+def test_orders_server_usdt_spans_by_pid(server, tmp_path):
+    """The server's own marks, attached by --pid: one span per request it answered, on its
+    worker threads, returning the HTTP status httpload saw."""
+    srv, url = server
+    tt, head = tailtrace_bg(tmp_path, "--pid", str(srv.pid), "--events", "spans",
+                            "--span", f"usdt:{SERVER}:orders:request")
+    load = subprocess.run(load_args(url, "pool", 300) + ["--out", str(tmp_path / "load")],
+                          capture_output=True, text=True, timeout=60)
+    assert load.returncode == 0, load.stderr
+    tt.terminate()
+    _, err = tt.communicate(timeout=60)
+    assert tt.returncode == 0, head + err
+    s = spans(tmp_path)
+    req = read_records(tmp_path / "load" / "requests.bin", load_schema(tmp_path / "load"),
+                       "request")
+    assert len(s) == len(req) == 300
+    assert sorted(s["ret"].tolist()) == sorted(req["status"].tolist())
+    assert (s["pid"] == srv.pid).all()
+    assert (s["t_end_ns"] >= s["t_start_ns"]).all()
+
+
+def test_unknown_usdt_names_list_the_providers_probes(tmp_path):
+    p = tailtrace(tmp_path, "--events", "spans", "--span",
+                  f"usdt:{HTTPLOAD}:httpload:reqest", "--", str(HTTPLOAD), "--help")
+    expect_error(p, "no start or end probe (tried reqest__start", "provider httpload has:",
+                 "request__start")
+    p = tailtrace(tmp_path, "--events", "spans", "--span",
+                  f"usdt:{HTTPLOAD}:nosuch:request", "--", str(HTTPLOAD), "--help")
+    expect_error(p, "has no USDT probes of provider 'nosuch'", "readelf -n")
+    p = tailtrace(tmp_path, "--events", "spans", "--span", "usdt:httpload:request")
+    expect_error(p, "expected usdt:BIN:PROVIDER:NAME")
+
+
+TARGET = BUILD / "tests" / "probes" / "span_target"
+
+
+def test_explicit_start_end_names_and_return_argument(tmp_path):
+    """START,END names; work__done's second argument (tt_span_work's 2i+1) is the return."""
+    p = tailtrace(tmp_path, "--events", "spans", "--span",
+                  f"usdt:{TARGET}:span_target:work__start,work__done", "--",
+                  str(TARGET), "work", "300", "0")
+    assert p.returncode == 0, p.stderr
+    s = spans(tmp_path)
+    assert sorted(s["ret"].tolist()) == [2 * i + 1 for i in range(300)]
+
+
+def test_probes_without_arguments_pair_by_thread(tmp_path):
+    """spin_begin/spin_end carry no argument: each begin pairs with the next end of its
+    thread, and each span lasts at least the 200 us the call spins."""
+    p = tailtrace(tmp_path, "--events", "spans", "--span",
+                  f"usdt:{TARGET}:span_target:spin", "--", str(TARGET), "spin", "50", "200")
+    assert p.returncode == 0, p.stderr
+    assert "paired by thread" in p.stderr
+    s = spans(tmp_path)
+    assert len(s) == 50 and (s["ret"] == 0).all()
+    dur = (s["t_end_ns"] - s["t_start_ns"]).astype(np.int64)
+    assert (dur >= 200_000).all() and (dur < 200 * MS).all()
