@@ -44,24 +44,44 @@ static __always_inline bool tt_also_match(__u32 tgid)
 	return false;
 }
 
-/* tgid and thread id already known (cheap path for the current task). */
-static __always_inline bool tt_task_traced_ids(struct task_struct *t, __u32 tgid, __u32 tid)
+/* Is the group leader's comm the target's? The kernel keeps comm zero-padded
+ * (strscpy_pad), as the loader does tt_targ_comm: two 8-byte compares. A
+ * trusted task pointer (tp_btf) is read with plain loads; otherwise the
+ * string is copied with a helper. */
+static __always_inline bool tt_comm_traced(bool btf, struct task_struct *t)
+{
+	const volatile __u64 *want = (const volatile __u64 *)tt_targ_comm;
+	char comm[TT_COMM_LEN];
+
+	if (btf) {
+		const __u64 *c = (const __u64 *)t->group_leader->comm;
+
+		return c[0] == want[0] && c[1] == want[1];
+	}
+	BPF_CORE_READ_STR_INTO(&comm, t, group_leader, comm);
+	return tt_comm_match(comm);
+}
+
+/* tgid and thread id already known (cheap path for the current task); btf: t
+ * is a trusted pointer (a compile-time constant, as in TT_TASK_FIELD). */
+static __always_inline bool tt_task_traced_ids_v(bool btf, struct task_struct *t, __u32 tgid,
+						 __u32 tid)
 {
 	if (!tid || tgid == tt_self_tgid)
 		return false; /* idle task, or tailtrace itself */
 	if ((tt_filter & TT_FILTER_TGID) && tgid != tt_targ_tgid && !tt_also_match(tgid))
 		return false;
-	if (tt_filter & TT_FILTER_COMM) {
-		char comm[TT_COMM_LEN];
-
-		BPF_CORE_READ_STR_INTO(&comm, t, group_leader, comm);
-		if (!tt_comm_match(comm))
-			return false;
-	}
+	if ((tt_filter & TT_FILTER_COMM) && !tt_comm_traced(btf, t))
+		return false;
 	if ((tt_filter & TT_FILTER_CGROUP) &&
 	    BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id) != tt_targ_cgid)
 		return false;
 	return true;
+}
+
+static __always_inline bool tt_task_traced_ids(struct task_struct *t, __u32 tgid, __u32 tid)
+{
+	return tt_task_traced_ids_v(false, t, tgid, tid);
 }
 
 static __always_inline bool tt_task_traced(struct task_struct *t)
@@ -76,7 +96,7 @@ static __always_inline bool tt_task_traced(struct task_struct *t)
 
 static __always_inline bool tt_task_traced_v(bool btf, struct task_struct *t)
 {
-	return tt_task_traced_ids(t, TT_TASK_FIELD(btf, t, tgid), TT_TASK_FIELD(btf, t, pid));
+	return tt_task_traced_ids_v(btf, t, TT_TASK_FIELD(btf, t, tgid), TT_TASK_FIELD(btf, t, pid));
 }
 
 static __always_inline bool tt_current_traced(void)

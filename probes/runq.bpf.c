@@ -121,7 +121,7 @@ static __always_inline int switch_task(bool btf, bool preempt, struct task_struc
 				       struct task_struct *next, unsigned int prev_state)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	bool prev_traced = tt_task_traced_ids(prev, (__u32)(id >> 32), (__u32)id);
+	bool prev_traced = tt_task_traced_ids_v(btf, prev, (__u32)(id >> 32), (__u32)id);
 	bool next_traced = tt_task_traced_v(btf, next);
 	__u32 next_tid = TT_TASK_FIELD(btf, next, pid);
 

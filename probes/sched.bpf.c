@@ -352,7 +352,7 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 next_tid = TT_TASK_FIELD(btf, next, pid);
 	bool blocked = !preempt && prev_state != TASK_RUNNING;
-	bool prev_traced = tt_task_traced_ids(prev, (__u32)(id >> 32), (__u32)id);
+	bool prev_traced = tt_task_traced_ids_v(btf, prev, (__u32)(id >> 32), (__u32)id);
 	bool next_traced = tt_task_traced_v(btf, next);
 	__u64 now;
 
