@@ -21,6 +21,15 @@ BAND_P999 = "≥P99.9"
 P999_MIN_REQUESTS = 10_000
 MS = 1e6
 
+
+def dur(ms: float) -> str:
+    """A duration given in ms, in the unit that shows it: '3.4 ms', '33 µs', '2.1 µs'."""
+    a = abs(ms)
+    if a >= 0.9995 or a == 0:
+        return f"{ms:.1f} ms"
+    us = ms * 1e3
+    return f"{us:.0f} µs" if abs(us) >= 9.95 else f"{us:.1f} µs"
+
 # Parts grouped the way the headline speaks about them: (columns, label, noun for the excess)
 GROUPS = {
     "queue_wait": (["queue_wait_ns"], "waiting in the queue for a worker", "queue wait"),
@@ -191,12 +200,12 @@ def _peer_sentence(decomp: pd.DataFrame, bands: pd.DataFrame, run) -> str | None
     who = f"a thread of {name}" if len(peers) == 1 else f"a thread of one of {name}"
     all_ms = row.get("peer_runnable_all_ms", np.nan)
     every = ("" if pd.isna(all_ms) or all_ms <= 0 else
-             f"; all its threads at once during {all_ms:.1f} ms" if len(peers) == 1 else
-             f"; all threads of one of them at once during {all_ms:.1f} ms")
-    return (f"during {row['peer_runnable_ms']:.1f} ms of their {row['latency_ms']:.1f} ms "
+             f"; all its threads at once during {dur(all_ms)}" if len(peers) == 1 else
+             f"; all threads of one of them at once during {dur(all_ms)}")
+    return (f"during {dur(row['peer_runnable_ms'])} of their {dur(row['latency_ms'])} "
             f"service time {who} was waiting for a CPU (≤P50 requests: "
-            f"{med['peer_runnable_ms']:.1f} of {med['latency_ms']:.1f} ms), covering "
-            f"{min(cover, 1.0) * 100:.0f}% of the {blocked_ex:.1f} ms by which their blocked "
+            f"{dur(med['peer_runnable_ms'])} of {dur(med['latency_ms'])}), covering "
+            f"{min(cover, 1.0) * 100:.0f}% of the {dur(blocked_ex)} by which their blocked "
             f"time exceeds the median band's{every}: the tail is scheduler delay in "
             f"{short}, one hop away.")
 
@@ -230,7 +239,7 @@ def _excess_elsewhere(te: dict, g: str) -> str:
             best, best_ms = k, ms
     if best is None or best == g or best_ms <= 0:
         return ""
-    return f" Most of the excess, {best_ms:.1f} ms, is {GROUPS[best][2]}."
+    return f" Most of the excess, {dur(best_ms)}, is {GROUPS[best][2]}."
 
 
 WORKER_LOCK_SHARE = 0.05   # workers' lock wait worth a sentence: ≥ 5% of the queue wait
@@ -279,7 +288,7 @@ def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None, segs=None,
         return "No requests in this run: nothing to attribute."
     row = bands.loc[BANDS[3]]
     g, ms, share = dominant_group(bands)
-    head = f"≥P99 requests (n={int(row['n'])}, mean {row['e2e_ms']:.1f} ms)"
+    head = f"≥P99 requests (n={int(row['n'])}, mean {dur(row['e2e_ms'])})"
     if g is None:
         return head + ": no part could be measured."
     _, label, noun = GROUPS[g]
@@ -287,7 +296,7 @@ def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None, segs=None,
     ex = te["excess_ms"]
     g_ex = te["parts"][g]["ms"]
     s = (f"{head} spent {share * 100:.0f}% of their time {label}: "
-         f"{g_ex:.1f} ms of the {ex:.1f} ms excess over the median is {noun}.")
+         f"{dur(g_ex)} of the {dur(ex)} excess over the median is {noun}.")
     rc = band_root_cause(run, decomp, segs, BANDS[3], g) if g in BLOCKED_GROUPS else None
     peer = _peer_sentence(decomp, bands, run) if g in BLOCKED_GROUPS else None
     if rc and rc["verdict"] == "unknown" and (peer or not has_wakers(run)):
@@ -298,7 +307,7 @@ def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None, segs=None,
     if rc:
         what = f", {rc['what_phrase']}" if rc["what_phrase"] else ""
         s = (f"{head} spent {share * 100:.0f}% of their time {label}{what}; {rc['sentence']}. "
-             f"{g_ex:.1f} ms of the {ex:.1f} ms excess over the median is {noun}.")
+             f"{dur(g_ex)} of the {dur(ex)} excess over the median is {noun}.")
     elif peer:
         s = f"{head} spent {share * 100:.0f}% of their time {label}; {peer}"
     s += _excess_elsewhere(te, g)
@@ -306,8 +315,8 @@ def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None, segs=None,
         s += _workers_wait(run, decomp, wait_objects)
     if g == "runnable":
         s += _antagonist_words(run, bands, decomp, antagonists)
-        s += (f" (Mean per request: {row['runq_wakeup_ms']:.1f} ms runnable after wakeups, "
-              f"{row['runq_preempt_ms']:.1f} ms after preemption.)")
+        s += (f" (Mean per request: {dur(row['runq_wakeup_ms'])} runnable after wakeups, "
+              f"{dur(row['runq_preempt_ms'])} after preemption.)")
     if decomp["oncpu_ns"].isna().all():
         s += " No scheduler events were recorded: on-CPU, runnable and blocked time are unknown."
     caveats = []

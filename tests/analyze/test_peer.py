@@ -158,7 +158,7 @@ def test_bands_and_headline_name_the_server_when_it_covers_the_blocked_time():
     # ≤P50 = requests 0..49 (10..59 ms, each blocked 1 ms less): mean 34.5 ms, blocked 33.5 ms;
     # the tail's blocked excess is 108 - 33.5 = 74.5 ms, its peer excess 100 - 0 ms: covered
     assert ("during 100.0 ms of their 109.0 ms service time a thread of orders-server "
-            "(pid 200) was waiting for a CPU (≤P50 requests: 0.0 of 34.5 ms), covering 100% "
+            "(pid 200) was waiting for a CPU (≤P50 requests: 0.0 ms of 34.5 ms), covering 100% "
             "of the 74.5 ms by which their blocked time exceeds the median band's; all its "
             "threads at once during 50.0 ms: the tail is scheduler delay in orders-server, "
             "one hop away.") in h
