@@ -39,17 +39,19 @@ def _parser() -> argparse.ArgumentParser:
 
 def format_summary(s: dict) -> str:
     """Headline and a short table (what `report` prints)."""
-    from .html import fmt_errors, fmt_int, fmt_ms
+    from .html import fmt_errors, fmt_int, fmt_run_ms, req_unit_for
 
     if not s.get("requests"):
         return _format_sched_only(s)
     lat, e2e, q = s.get("latency_ms") or {}, s.get("e2e_ms") or {}, s.get("queue_wait_ms") or {}
     cols = ["avg", "p50", "p90", "p99", "p999", "max"]
+    unit, scale = req_unit_for(s)   # µs when the tail is under a millisecond, as report.html
     lines = [s.get("headline") or "", "",
-             f"{'ms':<12}" + "".join(f"{c:>9}" for c in ["avg", "P50", "P90", "P99", "P99.9",
+             f"{unit:<12}" + "".join(f"{c:>9}" for c in ["avg", "P50", "P90", "P99", "P99.9",
                                                           "max"])]
     for name, d in (("service", lat), ("end to end", e2e), ("queue wait", q)):
-        lines.append(f"{name:<12}" + "".join(f"{fmt_ms(d.get(c)):>9}" for c in cols))
+        lines.append(f"{name:<12}" + "".join(
+            f"{fmt_run_ms(None if d.get(c) is None else d.get(c) * scale):>9}" for c in cols))
     lines.append(f"\n{fmt_int(s.get('requests'))} requests, {fmt_errors(s.get('errors'))} errors, "
                  f"{fmt_int(s.get('throughput_rps'))} requests/s"
                  + (f", {s['closure_ratio']:.1%} close" if s.get("closure_ratio") is not None

@@ -24,7 +24,8 @@ import pandas as pd
 from . import plot
 from .attribute import BANDS
 from .errors import AnalysisError
-from .html import _CSS, esc, fmt_errors, fmt_int, fmt_ms, fmt_share, img_tag
+from .html import _CSS, esc, fmt_errors, fmt_int, fmt_share, img_tag
+from .html import fmt_run_ms as fmt_ms
 from .load import load_run
 from .report import analyse, run_label
 from .sweep import df_knee, df_seed_table, knee_sentences, seed_table_markdown

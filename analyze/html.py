@@ -58,16 +58,42 @@ def _num(v) -> float | None:
     return None if math.isnan(f) else f
 
 
-def fmt_ms(v) -> str:
-    f = _num(v)
-    if f is None:
-        return "–"
+# The unit of the request sections (latencies, bands, critical path): ms, or µs when the
+# run's P99 end to end is under a millisecond (Redis' commands take about one µs: 0.001 ms
+# says nothing). render_report sets it; whole-run tables (threads, locks, waits) stay in ms.
+_REQ_UNIT = {"name": "ms", "scale": 1.0}
+
+
+def req_unit_for(summary: dict) -> tuple[str, float]:
+    """('µs', 1000.0) when the run's P99 end to end is under 1 ms, else ('ms', 1.0)."""
+    p99 = _num((summary.get("e2e_ms") or {}).get("p99"))
+    return ("µs", 1e3) if p99 is not None and p99 < 1 else ("ms", 1.0)
+
+
+def U() -> str:
+    """The request sections' unit name."""
+    return _REQ_UNIT["name"]
+
+
+def _fmt_num(f: float) -> str:
     return f"{f:,.3f}" if abs(f) < 10 else f"{f:,.1f}" if abs(f) < 1000 else f"{f:,.0f}"
+
+
+def fmt_ms(v) -> str:
+    """A request-section duration given in ms, in the report's unit (U())."""
+    f = _num(v)
+    return "–" if f is None else _fmt_num(f * _REQ_UNIT["scale"])
+
+
+def fmt_run_ms(v) -> str:
+    """A whole-run duration in ms, always."""
+    f = _num(v)
+    return "–" if f is None else _fmt_num(f)
 
 
 def fmt_ns_ms(v) -> str:
     f = _num(v)
-    return "–" if f is None else fmt_ms(f / 1e6)
+    return "–" if f is None else fmt_run_ms(f / 1e6)
 
 
 def fmt_share(v) -> str:
@@ -207,8 +233,8 @@ def _tiles(inp: ReportInputs) -> list[tuple[str, str]]:
                 ("migrations", fmt_int(sch.get("migrations")))]
     return [("requests", fmt_int(s.get("requests"))),
             ("throughput", f"{fmt_int(s.get('throughput_rps'))} req/s"),
-            ("P99 service", f"{fmt_ms((s.get('latency_ms') or {}).get('p99'))} ms"),
-            ("P99 end to end", f"{fmt_ms((s.get('e2e_ms') or {}).get('p99'))} ms"),
+            ("P99 service", f"{fmt_ms((s.get('latency_ms') or {}).get('p99'))} {U()}"),
+            ("P99 end to end", f"{fmt_ms((s.get('e2e_ms') or {}).get('p99'))} {U()}"),
             ("errors", fmt_errors(s.get("errors")))]
 
 
@@ -270,7 +296,7 @@ def _summary_table(inp: ReportInputs) -> str:
     body = "".join("<tr><th>" + esc(name) + "</th>" +
                    "".join(f"<td>{esc(fmt_ms(d.get(c)))}</td>" for c in cols) + "</tr>"
                    for name, d in rows)
-    head = "<tr><th>ms</th>" + "".join(f"<th>{h}</th>" for h in heads) + "</tr>"
+    head = f"<tr><th>{U()}</th>" + "".join(f"<th>{h}</th>" for h in heads) + "</tr>"
     top = _kv([("workload", s.get("workload")), ("connections", s.get("conns")),
                ("workers", s.get("workers")), ("requests", fmt_int(s.get("requests"))),
                ("errors", fmt_errors(s.get("errors"))),
@@ -300,13 +326,13 @@ def _attribution(inp: ReportInputs) -> str:
                         _needs("Attribution needs probes: run under tailtrace with the runq and "
                                "sched streams (default --events) to split latency into on-CPU, "
                                "runnable, lock wait and blocked time."))
-    head = ("<tr><th>band</th><th>requests</th><th>range ms</th><th>mean e2e ms</th>"
-            "<th>mean service ms</th>" +
+    head = (f"<tr><th>band</th><th>requests</th><th>range {U()}</th><th>mean e2e {U()}</th>"
+            f"<th>mean service {U()}</th>" +
             "".join(f'<th><span class="sw" style="background:{PART_COLORS[p]}"></span>'
                     f"{esc(PART_SHORT[p])}</th>" for p in PARTS) + "</tr>")
     peer = "peer_runnable_ms" in b and b["peer_runnable_ms"].notna().any()
     if peer:
-        head = head[:-5] + "<th>peer runnable ms · of blocked</th></tr>"
+        head = head[:-5] + f"<th>peer runnable {U()} · of blocked</th></tr>"
     rows = []
     for band, r in b.iterrows():
         rng = (f"{fmt_ms(r['lo_ms'])}–{fmt_ms(r['hi_ms'])}" if "lo_ms" in b and "hi_ms" in b
@@ -322,7 +348,7 @@ def _attribution(inp: ReportInputs) -> str:
     table = (f'<table class="num bands"><thead>{head}</thead><tbody>{"".join(rows)}'
              "</tbody></table>")
     body = (_p("Requests are grouped by service-time percentile. Each part cell is the band's "
-               "mean per request in ms · its share of the band's mean end-to-end time.")
+               f"mean per request in {U()} · its share of the band's mean end-to-end time.")
             + table + (_peer_note(inp.summary.get("peer")) if peer else ""))
     if "decomposition" in inp.images:
         body += img_tag(inp.images["decomposition"], "stacked decomposition per latency band")
@@ -344,8 +370,9 @@ def _why_blocked(inp: ReportInputs) -> str:
         return _section("why", title, _needs(
             "Wait reasons and wakers need tailtrace's switch and runq streams on a kernel with "
             "bpf_task_pt_regs (meta.json evidence.wait_reason): this run has none."))
-    head = ("<tr><th>band</th><th>lock wait ms</th><th>I/O wait ms</th><th>sleep ms</th>"
-            "<th>other ms</th>" + "".join(f"<th>{esc(h)} ms</th>" for _, h in CP_CELLS)
+    u = U()
+    head = (f"<tr><th>band</th><th>lock wait {u}</th><th>I/O wait {u}</th><th>sleep {u}</th>"
+            f"<th>other {u}</th>" + "".join(f"<th>{esc(h)} {u}</th>" for _, h in CP_CELLS)
             + "<th>largest wait · who ended it</th></tr>")
     rows = []
     for band, r in reasons.items():
@@ -364,7 +391,7 @@ def _why_blocked(inp: ReportInputs) -> str:
                "wait, the thread that ended it (taken at sched_waking, in its own context) is "
                "measured over the wait: on CPU, runnable (waiting for a CPU), or itself "
                "blocked, followed up to 3 hops; interrupts end waits without blaming the task "
-               "they interrupted. Means per request, ms.") + table
+               f"they interrupted. Means per request, {U()}.") + table
             + (_p(f"≥P99: {tail}.") if tail else ""))
     if "critical_path" in inp.images:
         body += img_tag(inp.images["critical_path"], "critical path of the slowest requests")
@@ -397,7 +424,7 @@ def _who_had_cpu(inp: ReportInputs) -> str:
         return _section("cpu", title, _needs(
             "Who held the CPUs needs tailtrace's cpu event (on by default with runq; "
             "--events runq,...,cpu): this run has none."))
-    head = ("<tr><th>band</th><th>runnable ms</th>" + "".join(
+    head = (f"<tr><th>band</th><th>runnable {U()}</th>" + "".join(
         f"<th>{esc(h)}</th>" for _, h in CLASS_HEADS) + "<th>held most by</th></tr>")
     rows = []
     for band, a in (ant or {}).items():
@@ -407,7 +434,7 @@ def _who_had_cpu(inp: ReportInputs) -> str:
                     + f"<td{_TEXT_TD}>{esc(_top_words(a.get('top') or []) or '–')}</td></tr>")
     body = _p("For every wait for a CPU, what ran on the CPU the thread finally ran on, from "
               "the wait's start to its end (every task: untraced processes, kernel threads, the "
-              "idle task). Shares of the band's runnable time; runnable ms: mean per request. "
+              f"idle task). Shares of the band's runnable time; runnable {U()}: mean per request. "
               "Same process: oversubscription; other processes: a neighbour; idle: the CPU "
               "was free, the wait was the wakeup's own latency.")
     if rows:
@@ -416,12 +443,12 @@ def _who_had_cpu(inp: ReportInputs) -> str:
     cp = ((inp.summary.get("critical_path") or {}).get("≥P99") or {}).get("antagonists")
     if cp:
         body += _p(f"≥P99, the threads their waits depended on (critical path), while runnable "
-                   f"({fmt_ms(cp.get('runnable_ms'))} ms in all): "
+                   f"({fmt_ms(cp.get('runnable_ms'))} {U()} in all): "
                    + ", ".join(f"{h} {fmt_share(cp['by_class'].get(c))}" for c, h in CLASS_HEADS
                                if cp["by_class"].get(c)) + "; held most by "
                    + _top_words(cp.get("top") or []) + ".")
     trunc = occ.get("waits_truncated")
-    body += _p(f"All traced threads, whole run: {fmt_ms(occ.get('runnable_ms'))} ms runnable; "
+    body += _p(f"All traced threads, whole run: {fmt_run_ms(occ.get('runnable_ms'))} ms runnable; "
                + ", ".join(f"{h} {fmt_share(occ['by_class'].get(c))}" for c, h in CLASS_HEADS
                            if occ["by_class"].get(c))
                + f". {fmt_int(occ.get('records'))} CPU records"
@@ -444,7 +471,7 @@ def _wait_objects(inp: ReportInputs) -> str:
                           ("threads", "threads", fmt_text),
                           *([("processes", "processes", fmt_int)] if "processes" in df else []),
                           ("waits", "waits", fmt_int),
-                          ("total_ms", "total ms", fmt_ms), ("mean_us", "mean", fmt_us),
+                          ("total_ms", "total ms", fmt_run_ms), ("mean_us", "mean", fmt_us),
                           ("ended_by", "ended by", fmt_text),
                           ("waker_runnable_share", "runnable", fmt_share),
                           ("waker_blocked_share", "blocked", fmt_share),
@@ -461,9 +488,9 @@ def _peer_note(peer: dict | None) -> str:
     tail = (peer.get("runnable_ms") or {}).get("≥P99")
     of = (peer.get("runnable_of_blocked") or {}).get("≥P99")
     every = (peer.get("runnable_all_ms") or {}).get("≥P99")
-    fig = (f" In the ≥P99 band: {fmt_ms(tail)} ms per request, equal to {fmt_share(of)} of "
+    fig = (f" In the ≥P99 band: {fmt_ms(tail)} {U()} per request, equal to {fmt_share(of)} of "
            "its mean blocked time" + (f"; all of a peer's threads waiting at once (it could "
-                                      f"make no progress): {fmt_ms(every)} ms"
+                                      f"make no progress): {fmt_ms(every)} {U()}"
                                       if every is not None else "") + "."
            if tail is not None else "")
     return _p(f"Peer runnable: {names} was traced too (tailtrace --also-pid). The last column "
@@ -489,10 +516,11 @@ def _tail_excess(te: dict | None) -> str:
     if isinstance(r, dict):
         rows.append(f"<tr class=\"total\"><th>{esc(labels['runnable'])}</th>"
                     f"<td>{esc(fmt_ms(r.get('ms')))}</td><td>{esc(fmt_share(r.get('share')))}</td></tr>")
-    intro = (f"The ≥P99 band's mean end-to-end time ({fmt_ms(te.get('tail_ms'))} ms) minus the "
-             f"≤P50 band's ({fmt_ms(te.get('median_ms'))} ms) is {fmt_ms(te.get('excess_ms'))} ms: "
+    u = U()
+    intro = (f"The ≥P99 band's mean end-to-end time ({fmt_ms(te.get('tail_ms'))} {u}) minus the "
+             f"≤P50 band's ({fmt_ms(te.get('median_ms'))} {u}) is {fmt_ms(te.get('excess_ms'))} {u}: "
              "what the slow requests had more of, by part.")
-    tbl = ('<table class="num narrow"><thead><tr><th>part</th><th>excess ms</th><th>share of '
+    tbl = (f'<table class="num narrow"><thead><tr><th>part</th><th>excess {u}</th><th>share of '
            f'excess</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
     return "<h3>Tail excess over the median</h3>" + _p(intro) + tbl
 
@@ -681,9 +709,14 @@ table.num td.t .stack{display:inline-block;min-width:300px;max-width:460px}
 def render_report(inp: ReportInputs) -> str:
     """The whole page as one string."""
     title = f"tailtrace · {_label(inp)}"
-    parts = [_header(inp), _what_was_run(inp), _summary_table(inp), _attribution(inp),
-             _why_blocked(inp) if has_requests(inp) else _wait_objects(inp), _who_had_cpu(inp),
-             _figures(inp), _scheduler(inp), _locks(inp), _files(inp), _method(inp)]
+    _REQ_UNIT["name"], _REQ_UNIT["scale"] = req_unit_for(inp.summary)
+    try:
+        parts = [_header(inp), _what_was_run(inp), _summary_table(inp), _attribution(inp),
+                 _why_blocked(inp) if has_requests(inp) else _wait_objects(inp),
+                 _who_had_cpu(inp), _figures(inp), _scheduler(inp), _locks(inp), _files(inp),
+                 _method(inp)]
+    finally:
+        _REQ_UNIT["name"], _REQ_UNIT["scale"] = "ms", 1.0
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width\"><title>{esc(title)}</title>"
             f"<style>{_CSS}</style></head><body><main>{''.join(parts)}</main></body></html>\n")

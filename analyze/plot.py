@@ -126,18 +126,22 @@ def plot_percentiles(data: pd.DataFrame | Mapping[str, pd.DataFrame], path,
 
 
 def plot_decomposition(bands: pd.DataFrame, path, title: str | None = None) -> str:
-    """Where the time went, per percentile band: mean ms (left), shares (right)."""
+    """Where the time went, per percentile band: mean ms, or µs if all are under 1 ms
+    (left), shares (right)."""
     title = title or "Where the time went, per latency band"
     parts = [p for p in PARTS if f"{p}_ms" in bands]
     if bands.empty or not parts:
         return _empty(path, title, "no decomposition (needs probes)")
     labels = [f"{b}\n(n={int(n):,})" for b, n in zip(bands.index, bands["n"])]
     x = np.arange(len(bands))
+    # µs when even the slowest band's mean is under a millisecond (report.html does the same)
+    top = bands[[f"{p}_ms" for p in parts]].fillna(0).sum(axis=1).max()
+    unit, scale = ("µs", 1e3) if top < 1 else ("ms", 1.0)
     fig, (ax_ms, ax_sh) = plt.subplots(1, 2, figsize=(12, 4.8))
     bottom_ms = np.zeros(len(bands))
     bottom_sh = np.zeros(len(bands))
     for p in parts:
-        ms = bands[f"{p}_ms"].fillna(0).to_numpy(dtype=float)
+        ms = bands[f"{p}_ms"].fillna(0).to_numpy(dtype=float) * scale
         share = bands[f"{p}_share"].fillna(0).to_numpy(dtype=float) * 100 \
             if f"{p}_share" in bands else np.zeros(len(bands))
         kw = dict(color=PART_COLORS[p], edgecolor="white", linewidth=0.5, width=0.62)
@@ -150,14 +154,14 @@ def plot_decomposition(bands: pd.DataFrame, path, title: str | None = None) -> s
         bottom_ms += ms
         bottom_sh += share
     for i, tot in enumerate(bottom_ms):
-        ax_ms.text(x[i], tot, f"{tot:.2f} ms", ha="center", va="bottom", fontsize=8.5)
+        ax_ms.text(x[i], tot, f"{tot:.2f} {unit}", ha="center", va="bottom", fontsize=8.5)
     for ax in (ax_ms, ax_sh):
         ax.set_xticks(x)
         ax.set_xticklabels(labels, fontsize=9)
         ax.grid(True, axis="y", alpha=0.3)
         ax.set_axisbelow(True)
-    ax_ms.set_ylabel("mean time per request (ms)")
-    ax_ms.set_title("mean per request (ms)", fontsize=10)
+    ax_ms.set_ylabel(f"mean time per request ({unit})")
+    ax_ms.set_title(f"mean per request ({unit})", fontsize=10)
     ax_ms.set_ylim(0, max(bottom_ms.max(), 1e-9) * 1.12)
     ax_sh.set_ylabel("share of end-to-end time (%)")
     ax_sh.set_title("share of each part (%)", fontsize=10)

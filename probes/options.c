@@ -139,7 +139,8 @@ static int parse_num(const char *opt, const char *s, double lo, double hi, doubl
 }
 
 /* usdt:BIN:PROVIDER:NAME -> binary, provider, symbol = NAME (in place). */
-static int parse_span_usdt(struct tt_span_spec *sp, char *arg, char *err, size_t len)
+static int parse_span_usdt(struct tt_span_spec *sp, char *arg, const char *given, char *err,
+			   size_t len)
 {
 	char *f[3], *s = arg + strlen("usdt:");
 
@@ -150,7 +151,7 @@ static int parse_span_usdt(struct tt_span_spec *sp, char *arg, char *err, size_t
 			*s++ = '\0';
 		if (!f[i][0] || (i < 2 && !s) || (i == 2 && strchr(f[i], ':'))) {
 			snprintf(err, len, "--span '%s': expected usdt:BIN:PROVIDER:NAME "
-				 "(e.g. usdt:httpload:httpload:request)", arg);
+				 "(e.g. usdt:httpload:httpload:request)", given);
 			return -EINVAL;
 		}
 	}
@@ -158,16 +159,21 @@ static int parse_span_usdt(struct tt_span_spec *sp, char *arg, char *err, size_t
 	return 0;
 }
 
-static int parse_span(struct tt_opts *o, char *arg, char *err, size_t len)
+static int parse_span(struct tt_opts *o, const char *given, char *err, size_t len)
 {
-	char *colon = strrchr(arg, ':');
+	/* split a copy: argv stays whole for meta.json's command line (lives until exit) */
+	char *arg = strdup(given), *colon = arg ? strrchr(arg, ':') : NULL;
 
+	if (!arg) {
+		snprintf(err, len, "--span: out of memory");
+		return -ENOMEM;
+	}
 	if (o->nspans == TT_MAX_SPANS) {
 		snprintf(err, len, "--span: at most %d spans", TT_MAX_SPANS);
 		return -EINVAL;
 	}
 	if (!strncmp(arg, "usdt:", 5)) {
-		int e = parse_span_usdt(&o->spans[o->nspans], arg, err, len);
+		int e = parse_span_usdt(&o->spans[o->nspans], arg, given, err, len);
 
 		o->nspans += !e;
 		return e;

@@ -81,3 +81,15 @@ def test_requests_without_valid_times_are_left_out_and_counted():
     assert s["latency_ms"]["max"] == pytest.approx(10) and s["closure_ratio"] == 1.0
     assert s["throughput_rps"] == pytest.approx(2 / 0.030)
     assert any(w.startswith("1 request records have no valid") for w in s["warnings"])
+
+
+def test_printed_table_switches_to_microseconds_below_a_millisecond():
+    from analyze.__main__ import format_summary
+    pct = {"avg": 0.0006, "p50": 0.0005, "p90": 0.0007, "p99": 0.0011, "p999": 0.003, "max": 1.2}
+    s = {"requests": 10, "headline": "h", "latency_ms": pct, "e2e_ms": pct,
+         "queue_wait_ms": {k: 0.0 for k in pct}, "errors": 0, "throughput_rps": 5}
+    lines = format_summary(s).splitlines()
+    assert lines[2].split()[:2] == ["µs", "avg"]
+    assert lines[3].split() == ["service", "0.600", "0.500", "0.700", "1.100", "3.000", "1,200"]
+    s["e2e_ms"] = dict(pct, p99=2.0)
+    assert format_summary(s).splitlines()[2].split()[0] == "ms"

@@ -59,6 +59,7 @@ def test_500_calls_give_500_spans_matching_own_timing(tmp_path, exit_mode):
     meta = json.loads((tmp_path / "meta.json").read_text())
     # one entry and one exit hit per call, counted for the observer-cost warning
     assert meta["uprobe_hits"] == {"spans": 1000}
+    assert f"{TARGET}:tt_span_work" in meta["command"]  # the option, whole, as given
     site = meta["span_sites"][0]
     assert site["symbol"] == "tt_span_work" and site["exit"] == exit_mode and not site["go"]
     assert len(site["exits"]) == (1 if exit_mode == "ret" else 0)
