@@ -246,13 +246,18 @@ def process_table(run) -> pd.DataFrame:
     cols = ["pid", "comm", "cgroup", "kernel"]
     if not len(occ):
         return pd.DataFrame({c: [] for c in cols})
+    # a traced process's name as tasks.bin last saw it: occupants.bin keeps the first
+    # one, which for a command tailtrace started is "tailtrace" (named before its exec)
+    traced = dict(zip(run.tasks["tid"].astype(int), run.tasks["comm"].astype(str))) \
+        if len(run.tasks) else {}
     rows = []
     for pid, g in occ.groupby("pid", sort=True):
         main = g[g["tid"] == pid]
         one = main.iloc[0] if len(main) else g.iloc[0]
         cid = int(one["cgroup_id"])
         path = cgroup_path(run, cid)
-        rows.append({"pid": int(pid), "comm": str(one["comm"]) if pid else "idle",
+        comm = traced.get(int(pid)) or str(one["comm"])
+        rows.append({"pid": int(pid), "comm": comm if pid else "idle",
                      "cgroup": path if path is not None else
                      (f"cgroup {cid} (gone)" if cid else ""),
                      "kernel": bool(int(one["flags"]) & OCC_KTHREAD)})

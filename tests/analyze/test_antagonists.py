@@ -175,3 +175,14 @@ def test_a_vanished_cgroup_and_a_reused_tid_are_named_as_such():
     occs = OCC + [occ(1, 0, 999), occ(1, 3 * MS, 102, pid=100)]
     rows = A.df_runnable_occupants(run_(occupancy=occs))
     assert int(rows.loc[rows["pid"] == 999, "ns"].sum()) == 1 * MS   # CPU 1, [2 ms, 3 ms]
+
+
+def test_a_traced_process_is_named_as_it_was_last_seen():
+    """A command tailtrace starts is first seen holding a CPU before its exec, named
+    'tailtrace'; tasks.bin's name (refreshed at exit) wins for traced processes."""
+    occupants = [occupant(500, "hog"), occupant(100, "tailtrace", pid=100),
+                 occupant(101, "w1", pid=100)]
+    run = run_(occupants=occupants, tasks=[task(100, "python3"), task(101, "w1"),
+                                            task(102, "w2")])
+    procs = A.process_table(run).set_index("pid")
+    assert procs.at[100, "comm"] == "python3" and procs.at[500, "comm"] == "hog"
