@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .load import OCC_KTHREAD, OCC_TRUNC
-from .peer import peer_pids
+from .peer import also_comm, peer_pids
 
 CLASSES = ["sibling", "peer", "other", "kernel", "idle", "unknown"]
 # what each class says, and the fix it points to (sentences in attribute.py / report)
@@ -246,8 +246,8 @@ def process_table(run) -> pd.DataFrame:
     cols = ["pid", "comm", "cgroup", "kernel"]
     if not len(occ):
         return pd.DataFrame({c: [] for c in cols})
-    # a traced process's name as tasks.bin last saw it: occupants.bin keeps the first
-    # one, which for a command tailtrace started is "tailtrace" (named before its exec)
+    # a traced process's name as tasks.bin last saw its main thread: occupants.bin keeps
+    # the first one, which for a command tailtrace started is "tailtrace" (before its exec)
     traced = dict(zip(run.tasks["tid"].astype(int), run.tasks["comm"].astype(str))) \
         if len(run.tasks) else {}
     rows = []
@@ -256,7 +256,8 @@ def process_table(run) -> pd.DataFrame:
         one = main.iloc[0] if len(main) else g.iloc[0]
         cid = int(one["cgroup_id"])
         path = cgroup_path(run, cid)
-        comm = traced.get(int(pid)) or str(one["comm"])
+        comm = (traced.get(int(pid)) or also_comm(run, int(pid))
+                or str(one["comm"]))   # --also-pid's name when its main thread never ran
         rows.append({"pid": int(pid), "comm": comm if pid else "idle",
                      "cgroup": path if path is not None else
                      (f"cgroup {cid} (gone)" if cid else ""),

@@ -186,3 +186,12 @@ def test_a_traced_process_is_named_as_it_was_last_seen():
                                             task(102, "w2")])
     procs = A.process_table(run).set_index("pid")
     assert procs.at[100, "comm"] == "python3" and procs.at[500, "comm"] == "hog"
+
+
+def test_a_peer_whose_main_thread_never_ran_is_named_by_also_pid():
+    """orders-server's main thread sleeps in accept: only its workers hold CPUs. The name
+    is the one meta.json keeps for the --also-pid process, not a worker's."""
+    occupants = [occupant(500, "orders-w1", pid=499), occupant(101, "w1", pid=100)]
+    meta = dict(META, target={"also_pids": [499], "also_comms": ["orders-server"]})
+    procs = A.process_table(run_(occupants=occupants, meta=meta)).set_index("pid")
+    assert procs.at[499, "comm"] == "orders-server"
