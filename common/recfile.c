@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,14 +14,17 @@
 #define RECFILE_BUF_BYTES (1u << 20)
 
 struct recfile {
-	int fd;
+	int fd;              /* -1: a sink (recfile_open_sink), no file */
+	recfile_sink_fn sink;
+	void *sink_arg;
+	uint32_t rec_type;
 	int err;             /* first write error: sticky, later writes are dropped */
 	uint32_t rec_size;
 	uint64_t count;      /* records accepted (buffered or on disk) */
 	uint64_t dropped;    /* records lost to a write error */
 	uint64_t disk_bytes; /* record bytes the file holds after its header */
 	size_t used;
-	char buf[RECFILE_BUF_BYTES];
+	char *buf;           /* RECFILE_BUF_BYTES; NULL for a sink */
 };
 
 #define KIND_SIZE(kind, st, id, fields, file) case id: return sizeof(struct st);
@@ -71,12 +75,20 @@ struct recfile *recfile_open(const char *path, uint32_t rec_type, uint32_t rec_s
 	f = malloc(sizeof(*f));
 	if (!f)
 		return NULL;
+	f->buf = malloc(RECFILE_BUF_BYTES);
+	if (!f->buf) {
+		free(f);
+		return NULL;
+	}
 	f->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (f->fd < 0) {
+		free(f->buf);
 		free(f);
 		return NULL;
 	}
 	f->err = 0;
+	f->sink = NULL;
+	f->rec_type = rec_type;
 	f->rec_size = rec_size;
 	f->count = 0;
 	f->dropped = 0;
@@ -90,10 +102,30 @@ struct recfile *recfile_open(const char *path, uint32_t rec_type, uint32_t rec_s
 		if (!fstat(f->fd, &st) && S_ISREG(st.st_mode))
 			unlink(path);
 		close(f->fd);
+		free(f->buf);
 		free(f);
 		errno = -err;
 		return NULL;
 	}
+	return f;
+}
+
+struct recfile *recfile_open_sink(enum tt_rec_type type, recfile_sink_fn fn, void *arg)
+{
+	struct recfile *f;
+
+	if (!recfile_kind_size(type) || !fn) {
+		errno = EINVAL;
+		return NULL;
+	}
+	f = calloc(1, sizeof(*f)); /* no buffer: records go straight on */
+	if (!f)
+		return NULL;
+	f->fd = -1;
+	f->sink = fn;
+	f->sink_arg = arg;
+	f->rec_type = type;
+	f->rec_size = recfile_kind_size(type);
 	return f;
 }
 
@@ -131,7 +163,7 @@ int recfile_flush(struct recfile *f)
 {
 	int err;
 
-	if (!f || f->err || f->used == 0)
+	if (!f || f->err || f->used == 0 || f->sink)
 		return f ? f->err : 0;
 	err = write_full(f->fd, f->buf, f->used, &f->disk_bytes);
 	f->used = 0;
@@ -149,15 +181,23 @@ int recfile_write(struct recfile *f, const void *recs, size_t n)
 		return f->err;
 	}
 	f->count += n;
+	if (f->sink) {
+		err = f->sink(f->sink_arg, f->rec_type, recs, n);
+		if (err) { /* the sink refused them (out of memory): counted, not sticky */
+			f->count -= n;
+			f->dropped += n;
+		}
+		return err;
+	}
 	while (left > 0) {
-		size_t room = sizeof(f->buf) - f->used;
+		size_t room = RECFILE_BUF_BYTES - f->used;
 		size_t chunk = left < room ? left : room;
 
 		memcpy(f->buf + f->used, src, chunk);
 		f->used += chunk;
 		src += chunk;
 		left -= chunk;
-		if (f->used == sizeof(f->buf)) {
+		if (f->used == RECFILE_BUF_BYTES) {
 			err = recfile_flush(f);
 			if (err)
 				return err;
@@ -183,8 +223,9 @@ int recfile_close(struct recfile *f)
 	if (!f)
 		return 0;
 	err = recfile_flush(f);
-	if (close(f->fd) && !err)
+	if (f->fd >= 0 && close(f->fd) && !err)
 		err = -errno;
+	free(f->buf);
 	free(f);
 	return err;
 }

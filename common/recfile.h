@@ -17,6 +17,12 @@ struct recfile;
 
 /* Create (truncate) path and write its header. NULL on error, errno set. */
 struct recfile *recfile_open(const char *path, uint32_t rec_type, uint32_t rec_size);
+/* Where a sink's records go instead of a file: 0, or a negative errno (the
+ * records are then counted as dropped). */
+typedef int (*recfile_sink_fn)(void *arg, uint32_t rec_type, const void *recs, size_t n);
+/* A recfile without a file: every write is handed to fn (tailtrace's flight
+ * recorder keeps them in memory). Flush and close only free it. */
+struct recfile *recfile_open_sink(enum tt_rec_type type, recfile_sink_fn fn, void *arg);
 /* Open "DIR/<kind's file name>" for one of TT_RECORD_KINDS. */
 struct recfile *recfile_open_kind(const char *dir, enum tt_rec_type type);
 int recfile_write(struct recfile *f, const void *recs, size_t n);

@@ -173,7 +173,7 @@ static int locks_setup(struct tt_ctx *ctx, void **state)
 	if (!err)
 		err = locks_attach(ctx, st);
 	if (!err && !ctx->opts->aggregate) {
-		st->out = recfile_open_kind(ctx->opts->out_dir, TT_REC_LOCK);
+		st->out = probe_open_kind(ctx, TT_REC_LOCK);
 		if (!st->out) {
 			err = -errno;
 			locks_err(ctx, "locks: cannot create %s/locks.bin: %s",
@@ -273,6 +273,18 @@ static struct bpf_object *locks_object(void *state)
 	return st && st->skel ? st->skel->obj : NULL;
 }
 
+/* A flight-recorder capture: the acquirers' stacks. */
+static int locks_capture(struct tt_ctx *ctx, void *state, const struct tt_capture *cap)
+{
+	struct locks_state *st = state;
+	int err = locks_stacks_write(cap->dir, ctx->syms, bpf_map__fd(st->skel->maps.stacks),
+				     st->stack_pid, LOCKS_STACK_ENTRIES);
+
+	if (err)
+		locks_err(ctx, "locks: writing %s/stacks.jsonl: %s", cap->dir, strerror(-err));
+	return err;
+}
+
 const struct tt_probe probe_locks = {
 	.name = "locks",
 	.events = TT_EV_LOCKS,
@@ -281,4 +293,5 @@ const struct tt_probe probe_locks = {
 	.stats = locks_stats,
 	.destroy = locks_destroy,
 	.object = locks_object,
+	.capture = locks_capture,
 };

@@ -23,6 +23,7 @@
 #include "disasm.h"
 #include "exporter.h"
 #include "features.h"
+#include "flight.h"
 #include "meta.h"
 #include "options.h"
 #include "registry.h"
@@ -61,6 +62,7 @@ struct loader {
 	double bpf_s_served;      /* the last BPF seconds served: the counter never goes back */
 	bool drain_warned;
 	struct tt_toggle toggle;  /* --toggle-ms */
+	uint64_t lost_base[MAX_STATS]; /* --flight-recorder: lost counts at the last capture */
 };
 
 static void on_signal(int sig)
@@ -271,6 +273,110 @@ static struct bpf_map *module_map(struct loader *L, const char *name)
 
 static void stats_collect(struct loader *L);
 
+/* ---- --flight-recorder ---------------------------------------------------- */
+
+static const struct { const char *stream; int type; } stream_types[] = {
+	{ "runq", TT_REC_RUNQ }, { "switch", TT_REC_SWITCH }, { "offcpu", TT_REC_SWITCH },
+	{ "locks", TT_REC_LOCK }, { "spans", TT_REC_SPAN }, { "cpu", TT_REC_OCC },
+};
+
+/* A capture's stream figures: its records, and what was lost since the last one. */
+static void capture_stats(struct loader *L, const struct tt_capture *cap)
+{
+	stats_collect(L);
+	for (int i = 0; i < L->nstats; i++) {
+		struct tt_stream_stats *s = &L->stats[i];
+		uint64_t lost = s->lost;
+
+		for (size_t k = 0; k < sizeof(stream_types) / sizeof(stream_types[0]); k++)
+			if (!strcmp(s->stream, stream_types[k].stream))
+				s->written = cap->records[stream_types[k].type];
+		s->lost = lost - L->lost_base[i];
+		s->unmatched = 0;
+		L->lost_base[i] = lost;
+	}
+}
+
+/* flight.c's writer: every module's side files, then meta.json with "capture". */
+static int capture_write(void *arg, const struct tt_capture *cap)
+{
+	struct loader *L = arg;
+	struct tt_meta m = L->meta;
+	char ev[128];
+	int err = 0;
+
+	for (int i = 0; i < L->nmods; i++) {
+		int e;
+
+		if (!L->mods[i]->capture || !L->states[i])
+			continue;
+		L->ctx.err[0] = '\0';
+		e = L->mods[i]->capture(&L->ctx, L->states[i], cap);
+		if (e && L->ctx.err[0])
+			fprintf(stderr, "tailtrace: %s\n", L->ctx.err);
+		err = err ?: e;
+	}
+	capture_stats(L, cap);
+	m.stats = L->stats;
+	m.nstats = L->nstats;
+	m.mono_start_ns = cap->t0_ns;
+	m.mono_end_ns = cap->t1_ns;
+	m.cost = NULL;
+	m.capture_json = cap->json;
+	m.events_str = options_events_str(L->events, ev, sizeof(ev));
+	m.mods = L->mods;
+	m.states = L->states;
+	m.nmods = L->nmods;
+	m.exit_status = -1;
+	return err ?: meta_write(cap->dir, &m);
+}
+
+/* MemAvailable in MiB, 0 if unknown. */
+static uint64_t mem_available_mb(void)
+{
+	char line[128];
+	unsigned long long kb = 0;
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb / 1024;
+}
+
+static int flight_prepare(struct loader *L)
+{
+	const struct tt_opts *o = &L->cli.opts;
+	struct flight_opts fo;
+	uint64_t avail = mem_available_mb();
+	char err[256];
+
+	if (!o->flight_s)
+		return 0;
+	if (flight_opts_from(o, &fo, err, sizeof(err))) {
+		die_line(err);
+		return -EINVAL;
+	}
+	if (avail && o->flight_mb > avail) {
+		snprintf(err, sizeof(err), "--flight-mb %u: only %llu MB of memory are available "
+			 "here: give less", o->flight_mb, (unsigned long long)avail);
+		die_line(err);
+		return -ENOMEM;
+	}
+	L->ctx.flight = flight_new(&fo, o->out_dir, capture_write, L);
+	if (!L->ctx.flight) {
+		die_line("flight recorder: out of memory");
+		return -ENOMEM;
+	}
+	L->meta.flight = L->ctx.flight;
+	fprintf(stderr, "tailtrace: flight recorder: the last %g s in memory (at most %u MB), "
+		"trigger %s%s, captures into %s/captures\n", o->flight_s, o->flight_mb, fo.trig.text,
+		fo.trig.q ? " of the last minute" : "", o->out_dir);
+	return 0;
+}
+
 /* --aggregate: the threads' own histograms (tp_btf) moved into the maps,
  * before they are read and every AGGREGATE_DRAIN_MS in a long run. */
 static void drain_all(void *arg)
@@ -381,6 +487,11 @@ static int poll_loop(struct loader *L)
 			timeout_ms = (int)((next_refresh - now) / 1000000) + 1;
 		if (stats_ms >= 0 && stats_ms < timeout_ms)
 			timeout_ms = stats_ms;
+		if (L->ctx.flight) {
+			int fl_ms = flight_tick(L->ctx.flight, now);
+
+			timeout_ms = fl_ms < timeout_ms ? fl_ms : timeout_ms;
+		}
 		if (L->ex) {
 			err = L->ctx.rb ? ring_buffer__poll(L->ctx.rb, 0) : 0;
 			exporter_poll(L->ex, timeout_ms);
@@ -532,6 +643,8 @@ static int run_finish(struct loader *L, int status)
 		ring_buffer__consume(L->ctx.rb);
 	if (L->ctx.syms && !L->target_gone)
 		syms_set_refresh(L->ctx.syms);
+	if (L->ctx.flight)
+		flight_finish(L->ctx.flight); /* pending captures, with what has arrived */
 	for (int i = 0; i < L->nmods; i++) {
 		L->ctx.err[0] = '\0';
 		if (L->mods[i]->finish(&L->ctx, L->states[i])) {
@@ -565,6 +678,8 @@ static int run_finish(struct loader *L, int status)
 		status = status ?: 1;
 	}
 	cost_print(stderr, &L->cost); /* the events line stays the last one */
+	if (L->ctx.flight)
+		flight_print(L->ctx.flight, stderr);
 	print_final(L);
 	print_uprobe_warnings(L);
 	return status;
@@ -584,6 +699,7 @@ static void cleanup(struct loader *L)
 	if (L->pidfd >= 0)
 		close(L->pidfd);
 	exporter_free(L->ex);
+	flight_free(L->ctx.flight);
 	aggregate_reset();
 }
 
@@ -673,6 +789,8 @@ int main(int argc, char **argv)
 		cost_enable(&L.cost, L.cli.opts.bpf_stats, L.cli.opts.listen != NULL);
 	if (!ret && (L.events & (TT_EV_SPANS | TT_EV_LOCKS)))
 		calibrate_costs(&L);
+	if (!ret && flight_prepare(&L))
+		ret = 1;
 	/* Only the off-CPU and lock stacks need symbols, and --aggregate takes no
 	 * stacks: its refreshes would reread /proc/PID/maps for nothing. */
 	if (!ret && !L.cli.opts.aggregate)

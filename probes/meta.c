@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "disasm.h"
 #include "meta.h"
+#include "flight.h"
 #include "target.h"
 #include "features.h"
 #include "probe.h"
@@ -234,6 +235,10 @@ static void write_body(FILE *f, const struct tt_meta *m)
 		(unsigned long long)m->mono_end_ns);
 	fprintf(f, "  \"duration_s\": %.6f,\n", (m->mono_end_ns - m->mono_start_ns) / 1e9);
 	write_options(f, m);
+	if (m->flight)
+		flight_meta(m->flight, f);
+	if (m->capture_json)
+		fprintf(f, "  \"capture\": %s,\n", m->capture_json);
 	for (int i = 0; i < m->nmods; i++)
 		if (m->mods[i]->meta && m->states[i])
 			m->mods[i]->meta(m->states[i], f);

@@ -26,6 +26,8 @@ struct tt_meta {
 	const struct tt_probe *const *mods; /* their optional meta() members */
 	void *const *states;
 	int nmods;
+	const struct flight *flight; /* --flight-recorder: its "flight" member */
+	const char *capture_json;    /* a capture's meta.json: its "capture" member */
 };
 
 /* Above this share of one CPU spent in a stream's uprobes (hits by site class x

@@ -50,13 +50,13 @@ int occ_configure(struct bpf_object *obj, const struct tt_opts *o)
 	       (on ? 0 : bpf_map__set_max_entries(names, 1));
 }
 
-struct occ_out *occ_out_open(const char *dir)
+struct occ_out *occ_out_open(const struct tt_ctx *ctx)
 {
 	struct occ_out *o = calloc(1, sizeof(*o));
 
 	if (!o)
 		return NULL;
-	o->out = recfile_open_kind(dir, TT_REC_OCC);
+	o->out = probe_open_kind(ctx, TT_REC_OCC);
 	if (!o->out) {
 		free(o);
 		return NULL;
@@ -147,6 +147,18 @@ int occ_out_finish(struct occ_out *o, const char *dir, const struct bpf_map *nam
 	int err = probe_flush(o->out, &o->write_err);
 
 	err = err ?: write_occupants(o, dir, names);
+	if (!err)
+		cgroups_name(o);
+	return err;
+}
+
+int occ_out_occupants(struct occ_out *o, const char *dir, const struct bpf_map *names)
+{
+	int err;
+
+	o->reused = 0; /* counted again for this directory */
+	err = write_occupants(o, dir, names);
+
 	if (!err)
 		cgroups_name(o);
 	return err;

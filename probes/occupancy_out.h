@@ -16,6 +16,7 @@ struct bpf_map;
 struct bpf_object;
 struct occ_out;
 struct occ_rec;
+struct tt_ctx;
 struct tt_opts;
 
 /* Is the occupancy stream on (the cpu event, records, a typed hook)? */
@@ -23,13 +24,15 @@ bool occ_wanted(const struct tt_opts *o);
 /* Size an object's occupancy maps (occ_ring: OCC_RING slots per possible CPU),
  * or shrink them when the stream is off. 0 or -errno. */
 int occ_configure(struct bpf_object *obj, const struct tt_opts *o);
-/* Create DIR/occupancy.bin; NULL with errno set. */
-struct occ_out *occ_out_open(const char *dir);
+/* Create OUT/occupancy.bin (or its flight-recorder stream); NULL with errno set. */
+struct occ_out *occ_out_open(const struct tt_ctx *ctx);
 /* n slots of one CPU. */
 void occ_out_write(struct occ_out *o, uint32_t cpu, const struct occ_rec *recs, uint32_t n);
 /* Flush occupancy.bin, write DIR/occupants.bin from the names map, name the
  * cgroups. 0 or -errno. */
 int occ_out_finish(struct occ_out *o, const char *dir, const struct bpf_map *names);
+/* DIR/occupants.bin from the names map (a capture's). 0 or -errno. */
+int occ_out_occupants(struct occ_out *o, const char *dir, const struct bpf_map *names);
 uint64_t occ_out_written(const struct occ_out *o);
 uint64_t occ_out_dropped(const struct occ_out *o);
 /* meta.json members: "cgroups": {"ID": "/path" or null (gone)}, "occupant_tids_reused". */

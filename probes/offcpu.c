@@ -241,7 +241,7 @@ static FILE *open_in(const char *dir, const char *name, const char *mode)
 
 int offcpu_write(struct offcpu_acc *a, const char *dir, const int stack_fds[SCHED_STACK_LEVELS],
 		 const struct tt_task *tasks, size_t ntasks,
-		 struct tt_syms_set *syms)
+		 struct tt_syms_set *syms, struct tt_ksyms *ksyms)
 {
 	struct symctx c = { .syms = syms };
 	struct seen *seen = calloc(1, sizeof(*seen));
@@ -253,14 +253,15 @@ int offcpu_write(struct offcpu_acc *a, const char *dir, const int stack_fds[SCHE
 		goto out;
 	}
 	memcpy(c.fds, stack_fds, sizeof(c.fds));
-	c.ksyms = ksyms_load();
+	c.ksyms = ksyms ? ksyms : ksyms_load();
 	for (size_t i = 0; i < a->cap; i++)
 		if (a->tab[i].tid)
 			write_entry(&c, seen, js, fold, &a->tab[i],
 				    comm_of(tasks, ntasks, a->tab[i].tid));
 	if (ferror(js) || ferror(fold))
 		err = -EIO;
-	ksyms_free(c.ksyms);
+	if (!ksyms)
+		ksyms_free(c.ksyms);
 out:
 	if (js && fclose(js) && !err)
 		err = -errno;

@@ -12,6 +12,7 @@
 #include "sched.h"
 
 struct tt_syms_set;
+struct tt_ksyms;
 struct offcpu_acc;
 
 struct offcpu_acc *offcpu_new(void);
@@ -20,10 +21,12 @@ int offcpu_add(struct offcpu_acc *a, const struct tt_switch *r);
 /* Write DIR/stacks.jsonl (appended: other streams add theirs) and
  * DIR/offcpu.folded. tasks (sorted by tid) give each thread's comm; syms
  * symbolizes target_pid (other pids get their own symbolizer). stack_fds:
- * the stack map, then its spill maps (stack id / SCHED_STACK_ENTRIES, sched.h). */
+ * the stack map, then its spill maps (stack id / SCHED_STACK_ENTRIES, sched.h).
+ * ksyms: kernel symbols already read (the flight recorder's captures), or
+ * NULL: /proc/kallsyms is read for this call. */
 int offcpu_write(struct offcpu_acc *a, const char *dir, const int stack_fds[SCHED_STACK_LEVELS],
 		 const struct tt_task *tasks, size_t ntasks,
-		 struct tt_syms_set *syms);
+		 struct tt_syms_set *syms, struct tt_ksyms *ksyms);
 void offcpu_free(struct offcpu_acc *a);
 
 #endif

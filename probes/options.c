@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "cost.h"
 #include "exporter.h"
+#include "flight_trigger.h"
 #include "options.h"
 #include "registry.h"
 #include "span_plan.h"
@@ -68,6 +70,18 @@ void options_usage(FILE *out)
 "                      runs until SIGINT/SIGTERM unless --duration or the target ends it)\n"
 "  -t, --top N         with --listen: the N most active processes get their own series,\n"
 "                      the rest are counted in comm=\"other\" (default %d, max %d)\n"
+"Flight recorder (docs/flight-recorder.md):\n"
+"      --flight-recorder SECONDS  keep the last SECONDS of records in memory and write\n"
+"                      nothing until a span ends above --trigger; then a capture: a run\n"
+"                      directory OUT/captures/NNNN of [start - margin, end + margin]\n"
+"      --trigger EXPR  latency>5ms (ns, us, ms, s), or p99, p99.9: above the live percentile\n"
+"                      of the spans that ended in the last minute, once it holds\n"
+"                      --trigger-warmup N of them (default 10/(1-p): p99.9 10,000)\n"
+"                      (default " TT_DEFAULT_TRIGGER ")\n"
+"      --flight-mb N   memory for records (default %d; past it they go early, counted)\n"
+"      --flight-margin-ms MS  kept before and after a triggering span (default %d)\n"
+"      --max-captures-per-min N, --max-disk-mb N  limits; what they skip is counted\n"
+"                      (default %d a minute, %d MB)\n"
 "  -B, --bpf-stats MODE  the kernel's BPF run-time statistics behind the cost line: sampled\n"
 "                      (default: on %d ms of every %d ms for %d s, then of every %d ms (--listen:\n"
 "                      from the start), scaled; while on, every BPF program on the machine pays\n"
@@ -79,7 +93,9 @@ void options_usage(FILE *out)
 "  -h, --help          this help\n"
 "Environment: TAILTRACE_HOOK=raw_tp|tracepoint forces a fallback hook type.\n",
 		TT_MAX_ALSO_PIDS, TT_MAX_SPANS, TT_DEFAULT_RINGBUF_MB, TT_DEFAULT_MIN_OFFCPU_ALL_US,
-		EXPORTER_DEFAULT_TOP, EXPORTER_MAX_TOP, COST_SAMPLE_ON_MS, COST_SAMPLE_PERIOD_MS,
+		EXPORTER_DEFAULT_TOP, EXPORTER_MAX_TOP, TT_DEFAULT_FLIGHT_MB, TT_DEFAULT_MARGIN_MS,
+		TT_DEFAULT_CAPTURES_PER_MIN, TT_DEFAULT_MAX_DISK_MB, COST_SAMPLE_ON_MS,
+		COST_SAMPLE_PERIOD_MS,
 		COST_SAMPLE_DENSE_S, COST_SAMPLE_SPARSE_MS);
 }
 
@@ -209,6 +225,9 @@ static void default_out(struct tt_cli *cli)
 	cli->opts.out_dir = cli->out_buf;
 }
 
+enum { OPT_FLIGHT = 256, OPT_TRIGGER, OPT_WARMUP, OPT_FLIGHT_MB, OPT_MARGIN, OPT_MAX_CAPTURES,
+       OPT_MAX_DISK };
+
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
 	{ "comm", required_argument, NULL, 'c' },
@@ -227,10 +246,19 @@ static const struct option long_opts[] = {
 	{ "top", required_argument, NULL, 't' },
 	{ "bpf-stats", required_argument, NULL, 'B' },
 	{ "toggle-ms", required_argument, NULL, 'T' },
+	{ "flight-recorder", required_argument, NULL, OPT_FLIGHT },
+	{ "trigger", required_argument, NULL, OPT_TRIGGER },
+	{ "trigger-warmup", required_argument, NULL, OPT_WARMUP },
+	{ "flight-mb", required_argument, NULL, OPT_FLIGHT_MB },
+	{ "flight-margin-ms", required_argument, NULL, OPT_MARGIN },
+	{ "max-captures-per-min", required_argument, NULL, OPT_MAX_CAPTURES },
+	{ "max-disk-mb", required_argument, NULL, OPT_MAX_DISK },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
 };
+
+static int parse_flight_num(struct tt_opts *o, int c, const char *arg, char *err, size_t len);
 
 static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len)
 {
@@ -309,6 +337,44 @@ static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len
 		o->toggle_ms = (unsigned)v;
 		return 0;
 	case 'v': o->verbose++; return 0;
+	case OPT_FLIGHT: return parse_num("--flight-recorder", arg, 1, 86400, &o->flight_s, err, len);
+	case OPT_TRIGGER: o->trigger = arg; return 0;
+	default:
+		return parse_flight_num(o, c, arg, err, len);
+	}
+}
+
+/* The numeric --flight-* settings. */
+static int parse_flight_num(struct tt_opts *o, int c, const char *arg, char *err, size_t len)
+{
+	double v;
+
+	switch (c) {
+	case OPT_WARMUP:
+		if (parse_num("--trigger-warmup", arg, 1, 1e9, &v, err, len))
+			return -EINVAL;
+		o->trigger_warmup = (uint64_t)v;
+		return 0;
+	case OPT_FLIGHT_MB:
+		if (parse_num("--flight-mb", arg, 2, 1 << 20, &v, err, len))
+			return -EINVAL;
+		o->flight_mb = (unsigned)v;
+		return 0;
+	case OPT_MARGIN:
+		if (parse_num("--flight-margin-ms", arg, 0, 10000, &v, err, len))
+			return -EINVAL;
+		o->flight_margin_ms = (unsigned)v;
+		return 0;
+	case OPT_MAX_CAPTURES:
+		if (parse_num("--max-captures-per-min", arg, 1, 6000, &v, err, len))
+			return -EINVAL;
+		o->max_captures_per_min = (unsigned)v;
+		return 0;
+	case OPT_MAX_DISK:
+		if (parse_num("--max-disk-mb", arg, 1, 1 << 24, &v, err, len))
+			return -EINVAL;
+		o->max_disk_mb = (unsigned)v;
+		return 0;
 	default:
 		snprintf(err, len, "bad option: see tailtrace --help");
 		return -EINVAL;
@@ -335,6 +401,43 @@ static int check_target(struct tt_cli *cli, char *err, size_t len)
 	return 0;
 }
 
+/* --flight-recorder: its settings' defaults; the others alone are an error. */
+static int check_flight(struct tt_cli *cli, char *err, size_t len)
+{
+	struct tt_opts *o = &cli->opts;
+	struct flight_trigger t;
+
+	if (!o->flight_s) {
+		if (o->trigger || o->trigger_warmup || o->flight_mb || o->flight_margin_ms != UINT_MAX ||
+		    o->max_captures_per_min || o->max_disk_mb) {
+			snprintf(err, len, "--trigger, --trigger-warmup, --flight-mb, --flight-margin-ms, "
+				 "--max-captures-per-min and --max-disk-mb go with --flight-recorder "
+				 "SECONDS");
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (!o->nspans) {
+		snprintf(err, len, "--flight-recorder triggers on slow requests: give --span BIN:SYMBOL "
+			 "or --span usdt:BIN:PROVIDER:NAME (run.sh --flight adds httpload's own)");
+		return -EINVAL;
+	}
+	if (o->aggregate && !o->listen) {
+		snprintf(err, len, "--flight-recorder keeps records: it does not go with --aggregate");
+		return -EINVAL;
+	}
+	o->aggregate = false; /* --listen serves the recorder's own metrics */
+	o->trigger = o->trigger ? o->trigger : TT_DEFAULT_TRIGGER;
+	if (flight_trigger_parse(o->trigger, o->trigger_warmup, &t, err, len))
+		return -EINVAL;
+	o->flight_mb = o->flight_mb ? o->flight_mb : TT_DEFAULT_FLIGHT_MB;
+	if (o->flight_margin_ms == UINT_MAX)
+		o->flight_margin_ms = TT_DEFAULT_MARGIN_MS;
+	o->max_captures_per_min = o->max_captures_per_min ?: TT_DEFAULT_CAPTURES_PER_MIN;
+	o->max_disk_mb = o->max_disk_mb ? o->max_disk_mb : TT_DEFAULT_MAX_DISK_MB;
+	return 0;
+}
+
 int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t len)
 {
 	struct tt_opts *o = &cli->opts;
@@ -345,6 +448,7 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 	cli->argv = argv;
 	o->events = TT_DEFAULT_EVENTS;
 	o->ringbuf_mb = TT_DEFAULT_RINGBUF_MB;
+	o->flight_margin_ms = UINT_MAX; /* not given */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+p:P:c:g:ad:o:e:s:X:r:m:Al:t:B:T:vh", long_opts, NULL)) != -1) {
 		if (c == 'h') {
@@ -363,6 +467,8 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 	if (optind < argc)
 		cli->cmd = &argv[optind];
 	if (check_target(cli, err, len))
+		return -EINVAL;
+	if (check_flight(cli, err, len))
 		return -EINVAL;
 	if (o->nspans)
 		o->events |= TT_EV_SPANS;

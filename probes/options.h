@@ -10,6 +10,12 @@
 #define TT_DEFAULT_EVENTS (TT_EV_RUNQ | TT_EV_SWITCH | TT_EV_OFFCPU | TT_EV_CPU)
 #define TT_DEFAULT_RINGBUF_MB 32
 #define TT_DEFAULT_MIN_OFFCPU_ALL_US 1000
+/* --flight-recorder defaults (docs/flight-recorder.md) */
+#define TT_DEFAULT_TRIGGER "p99.9"
+#define TT_DEFAULT_FLIGHT_MB 1024
+#define TT_DEFAULT_MARGIN_MS 20
+#define TT_DEFAULT_CAPTURES_PER_MIN 6
+#define TT_DEFAULT_MAX_DISK_MB 1024
 
 struct tt_cli {
 	struct tt_opts opts;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <bpf/libbpf.h>
+#include <tailtrace/records.h>
 
 #define TT_MAX_SPANS 8
 #define TT_MAX_ALSO_PIDS 4 /* --also-pid: more processes traced beside the target */
@@ -58,10 +59,31 @@ struct tt_opts {
 	int span_exit;        /* --span-exit: enum span_exit_mode (span_plan.h) */
 	int also_pids[TT_MAX_ALSO_PIDS]; /* scheduler events of these tgids too */
 	int nalso;
+	/* --flight-recorder (flight.h): records in memory, captures on a trigger */
+	double flight_s;      /* 0: off */
+	unsigned flight_mb;   /* memory cap */
+	const char *trigger;
+	uint64_t trigger_warmup;
+	unsigned flight_margin_ms;
+	unsigned max_captures_per_min;
+	unsigned max_disk_mb;
 };
 
 struct tt_syms_set;
 struct recfile;
+struct flight;
+struct flight_store;
+
+#define TT_REC_TYPES 9 /* enum tt_rec_type values are below this */
+
+/* One capture of the flight recorder (flight.h): a run directory for a window. */
+struct tt_capture {
+	const char *dir;
+	uint64_t t0_ns, t1_ns;            /* the window its records overlap */
+	const struct flight_store *store; /* where they are (flight_store_each) */
+	const char *json;                 /* meta.json "capture": trigger, threshold, spans */
+	uint64_t records[TT_REC_TYPES];   /* records written, by type */
+};
 
 /* Per-stream figures for meta.json and the final line. */
 struct tt_stream_stats {
@@ -88,6 +110,7 @@ struct tt_ctx {
 	 * runq's work too (runq_switch.bpf.h) */
 	struct { const char *name; int fd; } shared[TT_SHARED_MAPS];
 	int nshared;
+	struct flight *flight;   /* --flight-recorder: records go to memory (NULL: to out_dir) */
 };
 
 /* A probe module. setup() does open/configure/load/attach and adds its ring
@@ -109,7 +132,13 @@ struct tt_probe {
 	int (*toggle)(void *state, bool on);
 	/* Optional: members of meta.json ("key": value,\n lines, two-space indent). */
 	void (*meta)(void *state, FILE *f);
+	/* Optional (--flight-recorder): the side files finish() would write, for
+	 * the records of one capture, into cap->dir (its records are there). */
+	int (*capture)(struct tt_ctx *ctx, void *state, const struct tt_capture *cap);
 };
+
+/* A module's record stream: DIR/<kind>.bin, or the flight recorder's memory. */
+struct recfile *probe_open_kind(const struct tt_ctx *ctx, enum tt_rec_type type);
 
 /* Helper for modules: add a ring buffer map to ctx->rb, creating it if needed. */
 int probe_add_ringbuf(struct tt_ctx *ctx, struct bpf_map *map, ring_buffer_sample_fn fn, void *state);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "features.h"
+#include "flight.h"
 #include "recfile.h"
 #include "registry.h"
 
@@ -90,6 +91,13 @@ static void keep_first_error(int *write_err, int err)
 		*write_err = err;
 	if (err && !write_error)
 		write_error = err;
+}
+
+struct recfile *probe_open_kind(const struct tt_ctx *ctx, enum tt_rec_type type)
+{
+	if (ctx->flight)
+		return recfile_open_sink(type, flight_sink, ctx->flight);
+	return recfile_open_kind(ctx->opts->out_dir, type);
 }
 
 void probe_write(struct recfile *f, const void *rec, int *write_err)

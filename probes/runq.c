@@ -113,13 +113,13 @@ static int runq_setup(struct tt_ctx *ctx, void **state)
 	err = runq_open(ctx, st);
 	if (err)
 		return err;
-	if (occ_wanted(ctx->opts) && !(st->occ = occ_out_open(ctx->opts->out_dir))) {
+	if (occ_wanted(ctx->opts) && !(st->occ = occ_out_open(ctx))) {
 		snprintf(ctx->err, sizeof(ctx->err), "cpu: cannot create %s/occupancy.bin: %s",
 			 ctx->opts->out_dir, strerror(errno));
 		return -errno;
 	}
 	if (!st->aggregate) {
-		st->out = recfile_open_kind(ctx->opts->out_dir, TT_REC_RUNQ);
+		st->out = probe_open_kind(ctx, TT_REC_RUNQ);
 		if (!st->out) {
 			snprintf(ctx->err, sizeof(ctx->err), "runq: cannot create %s/runq.bin: %s",
 				 ctx->opts->out_dir, strerror(errno));
@@ -162,6 +162,18 @@ static int runq_finish(struct tt_ctx *ctx, void *state)
 	err = st->occ ? occ_out_finish(st->occ, ctx->opts->out_dir, st->skel->maps.occ_names) : 0;
 	if (err)
 		snprintf(ctx->err, sizeof(ctx->err), "cpu: writing occupancy.bin / occupants.bin: %s",
+			 strerror(-err));
+	return err;
+}
+
+/* A flight-recorder capture: the names of the CPUs' occupants (its records are there). */
+static int runq_capture(struct tt_ctx *ctx, void *state, const struct tt_capture *cap)
+{
+	struct runq_state *st = state;
+	int err = st->occ ? occ_out_occupants(st->occ, cap->dir, st->skel->maps.occ_names) : 0;
+
+	if (err)
+		snprintf(ctx->err, sizeof(ctx->err), "cpu: writing %s/occupants.bin: %s", cap->dir,
 			 strerror(-err));
 	return err;
 }
@@ -241,5 +253,6 @@ const struct tt_probe probe_runq = {
 	.destroy = runq_destroy,
 	.object = runq_object,
 	.toggle = runq_toggle,
+	.capture = runq_capture,
 	.meta = runq_meta,
 };

@@ -16,6 +16,7 @@
 #include "occupancy_out.h"
 #include "syms.h"
 #include "filter.h"
+#include "flight_store.h"
 #include "offcpu.h"
 #include "registry.h"
 #include "sched.h"
@@ -30,6 +31,8 @@ struct sched_state {
 	uint64_t hist_events;     /* --aggregate: intervals counted in histograms */
 	int write_err;
 	bool aggregate;
+	bool flight;              /* --flight-recorder: stacks are summed per capture */
+	struct tt_ksyms *ksyms;   /* read at the first capture, kept for the next */
 	struct tt_syms_set *syms; /* the loader's: processes seen are noted in it */
 };
 
@@ -49,13 +52,13 @@ static int sched_sample(void *ctx, void *data, size_t size)
 	if (size < sizeof(struct tt_switch))
 		return 0;
 	probe_write(st->out, data, &st->write_err);
-	if (!st->write_err && st->acc) {
+	if (!st->write_err && (st->acc || st->flight)) {
 		const struct tt_switch *r = data;
 
 		if (r->ustack_id >= 0) /* read its maps while it lives */
 			syms_set_get(st->syms, (int)r->pid, true);
 		st->stacked += r->kstack_id >= 0 || r->ustack_id >= 0;
-		err = offcpu_add(st->acc, r);
+		err = st->acc ? offcpu_add(st->acc, r) : 0;
 		if (err)
 			st->write_err = err;
 	}
@@ -133,18 +136,20 @@ static int sched_setup(struct tt_ctx *ctx, void **state)
 		return -ENOMEM;
 	*state = st;
 	st->aggregate = o->aggregate;
+	st->flight = ctx->flight != NULL && (o->events & TT_EV_OFFCPU);
 	st->syms = ctx->syms;
 	err = sched_open(ctx, st);
 	if (err)
 		return err;
 	if (records_wanted(o)) {
-		st->out = recfile_open_kind(o->out_dir, TT_REC_SWITCH);
+		st->out = probe_open_kind(ctx, TT_REC_SWITCH);
 		if (!st->out) {
 			snprintf(ctx->err, sizeof(ctx->err), "sched: cannot create %s/switches.bin: %s",
 				 o->out_dir, strerror(errno));
 			return -errno;
 		}
-		if ((o->events & TT_EV_OFFCPU) && !(st->acc = offcpu_new()))
+		/* the flight recorder sums each capture's own switches instead */
+		if ((o->events & TT_EV_OFFCPU) && !ctx->flight && !(st->acc = offcpu_new()))
 			return -ENOMEM;
 		err = probe_add_ringbuf(ctx, st->skel->maps.switch_rb, sched_sample, st);
 		if (err) {
@@ -188,10 +193,9 @@ static int tasks_read(struct sched_state *st, struct tt_task **out, size_t *n)
 	return 0;
 }
 
-static int tasks_write(struct tt_ctx *ctx, struct sched_state *st,
-		       const struct tt_task *v, size_t n)
+static int tasks_write(const char *dir, struct sched_state *st, const struct tt_task *v, size_t n)
 {
-	struct recfile *f = recfile_open_kind(ctx->opts->out_dir, TT_REC_TASK);
+	struct recfile *f = recfile_open_kind(dir, TT_REC_TASK);
 	int err;
 
 	if (!f)
@@ -201,9 +205,10 @@ static int tasks_write(struct tt_ctx *ctx, struct sched_state *st,
 	return recfile_close(f) ?: err;
 }
 
-/* stacks.jsonl and offcpu.folded from the accumulated records and the stack maps. */
-static int write_offcpu(struct tt_ctx *ctx, struct sched_state *st, const struct tt_task *tasks,
-			size_t ntasks)
+/* DIR/stacks.jsonl and offcpu.folded from accumulated records and the stack maps. */
+static int write_offcpu(struct tt_ctx *ctx, struct sched_state *st, struct offcpu_acc *acc,
+			const char *dir, const struct tt_task *tasks, size_t ntasks,
+			struct tt_ksyms *ksyms)
 {
 	struct bpf_map *maps[SCHED_STACK_LEVELS];
 	int fds[SCHED_STACK_LEVELS];
@@ -211,7 +216,7 @@ static int write_offcpu(struct tt_ctx *ctx, struct sched_state *st, const struct
 	stack_maps(st->skel, maps);
 	for (int i = 0; i < SCHED_STACK_LEVELS; i++)
 		fds[i] = bpf_map__fd(maps[i]);
-	return offcpu_write(st->acc, ctx->opts->out_dir, fds, tasks, ntasks, ctx->syms);
+	return offcpu_write(acc, dir, fds, tasks, ntasks, ctx->syms, ksyms);
 }
 
 static int sched_finish(struct tt_ctx *ctx, void *state)
@@ -227,7 +232,7 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 	for (size_t i = 0; !err && i < ntasks; i++)
 		aggregate_note_task(tasks[i].tid, tasks[i].pid, tasks[i].comm);
 	if (!err && !st->aggregate)
-		err = tasks_write(ctx, st, tasks, ntasks);
+		err = tasks_write(ctx->opts->out_dir, st, tasks, ntasks);
 	if (!err && st->aggregate && (err = aggregate_drain(st->skel->obj))) {
 		snprintf(ctx->err, sizeof(ctx->err),
 			 "sched: cannot collect the threads' histograms: %s", strerror(-err));
@@ -238,7 +243,7 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 		err = aggregate_add_map(st->skel->maps.offcpu_hist, "offcpu", "usecs",
 					&st->hist_events);
 	if (!err && st->acc)
-		err = write_offcpu(ctx, st, tasks, ntasks);
+		err = write_offcpu(ctx, st, st->acc, ctx->opts->out_dir, tasks, ntasks, NULL);
 	if (rec_err)
 		snprintf(ctx->err, sizeof(ctx->err), "sched: writing switches.bin: %s%s",
 			 strerror(-rec_err), err ? " (and tasks/stacks)" : "");
@@ -246,6 +251,41 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 		snprintf(ctx->err, sizeof(ctx->err), "sched: writing tasks/stacks: %s", strerror(-err));
 	free(tasks);
 	return rec_err ?: err;
+}
+
+static int acc_one(void *arg, uint32_t type, const void *rec)
+{
+	struct tt_switch r;
+
+	(void)type;
+	memcpy(&r, rec, sizeof(r)); /* the flight store keeps records unaligned */
+	return offcpu_add(arg, &r);
+}
+
+/* A flight-recorder capture: the threads, and the off-CPU stacks of its switches. */
+static int sched_capture(struct tt_ctx *ctx, void *state, const struct tt_capture *cap)
+{
+	struct sched_state *st = state;
+	struct offcpu_acc *acc = NULL;
+	struct tt_task *tasks = NULL;
+	size_t ntasks = 0;
+	int err = tasks_read(st, &tasks, &ntasks);
+
+	err = err ?: tasks_write(cap->dir, st, tasks, ntasks);
+	if (!err && (ctx->opts->events & TT_EV_OFFCPU)) {
+		acc = offcpu_new();
+		err = acc ? flight_store_each(cap->store, TT_REC_SWITCH, cap->t0_ns, cap->t1_ns,
+					      acc_one, acc) : -ENOMEM;
+		if (!st->ksyms)
+			st->ksyms = ksyms_load();
+		err = err ?: write_offcpu(ctx, st, acc, cap->dir, tasks, ntasks, st->ksyms);
+	}
+	if (err)
+		snprintf(ctx->err, sizeof(ctx->err), "sched: writing %s (tasks, stacks): %s",
+			 cap->dir, strerror(-err));
+	offcpu_free(acc);
+	free(tasks);
+	return err;
 }
 
 static int sched_stats(void *state, struct tt_stream_stats *out, int max)
@@ -262,7 +302,7 @@ static int sched_stats(void *state, struct tt_stream_stats *out, int max)
 			.written = st->aggregate ? st->hist_events : recfile_count(st->out),
 			.lost = st->skel->bss->counters[SCHED_CNT_LOST] + recfile_dropped(st->out),
 			.unmatched = st->skel->bss->counters[SCHED_CNT_UNMATCHED] };
-	if (st->acc && n < max)
+	if ((st->acc || st->flight) && n < max)
 		out[n++] = (struct tt_stream_stats){
 			.stream = "offcpu", .hook = hook, .written = st->stacked,
 			.lost = st->skel->bss->counters[SCHED_CNT_STACK_ERR] };
@@ -281,6 +321,7 @@ static void sched_destroy(void *state)
 	sched_bpf__destroy(st->skel);
 	recfile_close(st->out);
 	offcpu_free(st->acc);
+	ksyms_free(st->ksyms);
 	free(st);
 }
 
@@ -308,4 +349,5 @@ const struct tt_probe probe_sched = {
 	.destroy = sched_destroy,
 	.object = sched_object,
 	.toggle = sched_toggle,
+	.capture = sched_capture,
 };

@@ -296,7 +296,7 @@ static int spans_setup(struct tt_ctx *ctx, void **state)
 		err = attach_span(ctx, st, i);
 	if (!err)
 		attach_guards(ctx, st, any_thread);
-	if (!err && !(st->out = recfile_open_kind(o->out_dir, TT_REC_SPAN))) {
+	if (!err && !(st->out = probe_open_kind(ctx, TT_REC_SPAN))) {
 		err = -errno;
 		spans_err(ctx, "spans: cannot create %s/spans.bin: %s", o->out_dir, strerror(errno));
 	}

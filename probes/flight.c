@@ -1,0 +1,425 @@
+// SPDX-License-Identifier: MIT
+/*
+ * flight: triggers, pending captures, writing them (flight.h).
+ */
+#include "flight.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <json_out.h>
+#include <recfile.h>
+#include <schema.h>
+#include <tt_clock.h>
+
+#define REFRESH_NS 250000000ull     /* the live threshold, recomputed this often */
+#define ARRIVE_NS 300000000ull      /* after a window ends, its records are in by then
+				     * (the rings wake the loader in batches; it polls
+				     * every 100 ms) */
+#define MAX_WINDOW_NS 10000000000ull /* a capture coalesces triggers up to this long */
+#define OCC_BEFORE_NS 1000000000ull  /* occupancy records this far before a window:
+				      * who held a CPU when a wait in it began */
+#define MAX_PENDING 8
+#define RECENT 256                   /* capture times kept for the per-minute limit */
+
+struct pending {
+	uint64_t t0, t1, due;
+	struct tt_span first;   /* the first triggering span */
+	uint64_t worst_ns;      /* the slowest triggering span */
+	uint64_t threshold_ns;  /* the threshold when it first triggered */
+	uint64_t live_n;        /* spans the live percentile was taken from */
+	unsigned nspans;        /* triggering spans in it */
+};
+
+struct flight {
+	struct flight_opts o;
+	struct flight_store *store;
+	struct flight_live *live;
+	char out_dir[PATH_MAX];
+	flight_capture_fn write;
+	void *arg;
+	uint64_t threshold_ns, live_n, next_refresh;
+	struct pending q[MAX_PENDING];
+	int nq;
+	uint64_t recent[RECENT];
+	unsigned nrecent;
+	unsigned seq;
+	uint32_t types_seen;    /* bit per record type that arrived */
+	uint64_t t_start_ns;
+	uint64_t spans, triggers, captures, coalesced, skipped_rate, skipped_disk, failed;
+	uint64_t disk_bytes;
+	char last_dir[32];
+	uint64_t last_latency_ns;
+};
+
+int flight_opts_from(const struct tt_opts *o, struct flight_opts *fo, char *err, size_t len)
+{
+	memset(fo, 0, sizeof(*fo));
+	fo->seconds = o->flight_s;
+	fo->max_bytes = (uint64_t)o->flight_mb << 20;
+	fo->margin_ns = (uint64_t)o->flight_margin_ms * 1000000ull;
+	fo->max_per_min = o->max_captures_per_min;
+	fo->max_disk_bytes = (uint64_t)o->max_disk_mb << 20;
+	return flight_trigger_parse(o->trigger, o->trigger_warmup, &fo->trig, err, len);
+}
+
+struct flight *flight_new(const struct flight_opts *fo, const char *out_dir, flight_capture_fn fn,
+			  void *arg)
+{
+	struct flight *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->o = *fo;
+	f->store = flight_store_new((uint64_t)(fo->seconds * 1e9), fo->max_bytes);
+	f->live = fo->trig.q ? calloc(1, sizeof(*f->live)) : NULL;
+	if (!f->store || (fo->trig.q && !f->live)) {
+		flight_free(f);
+		return NULL;
+	}
+	snprintf(f->out_dir, sizeof(f->out_dir), "%s", out_dir);
+	f->write = fn;
+	f->arg = arg;
+	f->threshold_ns = fo->trig.q ? 0 : fo->trig.latency_ns;
+	f->t_start_ns = tt_now_ns();
+	return f;
+}
+
+void flight_free(struct flight *f)
+{
+	if (!f)
+		return;
+	flight_store_free(f->store);
+	free(f->live);
+	free(f);
+}
+
+/* ---- triggers --------------------------------------------------------------- */
+
+static unsigned captures_last_minute(const struct flight *f, uint64_t now_ns)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < f->nrecent && i < RECENT; i++)
+		n += f->recent[i] + 60000000000ull > now_ns;
+	return n;
+}
+
+static void trigger(struct flight *f, const struct tt_span *s, uint64_t lat, uint64_t now_ns)
+{
+	uint64_t t0 = s->t_start_ns > f->o.margin_ns ? s->t_start_ns - f->o.margin_ns : 0;
+	uint64_t t1 = s->t_end_ns + f->o.margin_ns;
+	struct pending *p = f->nq ? &f->q[f->nq - 1] : NULL;
+
+	f->triggers++;
+	if (p && t0 <= p->t1 && t1 - p->t0 <= MAX_WINDOW_NS) { /* overlaps the last one */
+		p->t1 = t1 > p->t1 ? t1 : p->t1;
+		p->due = p->t1 + ARRIVE_NS;
+		p->worst_ns = lat > p->worst_ns ? lat : p->worst_ns;
+		p->nspans++;
+		f->coalesced++;
+		return;
+	}
+	if (f->o.max_disk_bytes && f->disk_bytes >= f->o.max_disk_bytes) {
+		f->skipped_disk++;
+		return;
+	}
+	if (f->nq == MAX_PENDING ||
+	    captures_last_minute(f, now_ns) + (unsigned)f->nq >= f->o.max_per_min) {
+		f->skipped_rate++;
+		return;
+	}
+	f->q[f->nq++] = (struct pending){ .t0 = t0, .t1 = t1, .due = t1 + ARRIVE_NS, .first = *s,
+					  .worst_ns = lat, .threshold_ns = f->threshold_ns,
+					  .live_n = f->live_n, .nspans = 1 };
+}
+
+static void on_span(struct flight *f, const struct tt_span *s, uint64_t now_ns)
+{
+	uint64_t lat = s->t_end_ns > s->t_start_ns ? s->t_end_ns - s->t_start_ns : 0;
+
+	if (s->depth)
+		return; /* the request is the outermost call */
+	f->spans++;
+	if (f->live)
+		flight_live_add(f->live, s->t_end_ns, lat);
+	if (f->threshold_ns && lat > f->threshold_ns)
+		trigger(f, s, lat, now_ns);
+}
+
+int flight_sink(void *arg, uint32_t rec_type, const void *recs, size_t n)
+{
+	struct flight *f = arg;
+	uint64_t now = tt_now_ns();
+	int err = flight_store_add(f->store, rec_type, recs, n, now);
+
+	if (rec_type < 32)
+		f->types_seen |= 1u << rec_type;
+	for (size_t i = 0; rec_type == TT_REC_SPAN && i < n; i++) {
+		struct tt_span s;
+
+		memcpy(&s, (const char *)recs + i * sizeof(s), sizeof(s));
+		on_span(f, &s, now);
+	}
+	return err;
+}
+
+static void refresh(struct flight *f, uint64_t now_ns)
+{
+	uint64_t v;
+
+	if (!f->live)
+		return;
+	v = flight_live_quantile(f->live, f->o.trig.q, now_ns, &f->live_n);
+	f->threshold_ns = f->live_n >= f->o.trig.warmup ? v : 0;
+}
+
+/* ---- captures --------------------------------------------------------------- */
+
+struct dump {
+	struct recfile *out;
+	uint64_t n;
+	int err;
+};
+
+static int dump_one(void *arg, uint32_t type, const void *rec)
+{
+	struct dump *d = arg;
+	int err = recfile_write(d->out, rec, 1);
+
+	(void)type;
+	d->n += !err;
+	d->err = d->err ?: err;
+	return 0;
+}
+
+/* Every type that arrived: its records in the window, into dir. */
+static int dump_records(struct flight *f, struct tt_capture *cap)
+{
+	int err = 0;
+
+	for (uint32_t t = 1; t < TT_REC_TYPES && !err; t++) {
+		struct dump d = { 0 };
+		uint64_t t0 = cap->t0_ns;
+
+		if (!(f->types_seen & (1u << t)))
+			continue;
+		if (t == TT_REC_OCC)
+			t0 = t0 > OCC_BEFORE_NS ? t0 - OCC_BEFORE_NS : 0;
+		d.out = recfile_open_kind(cap->dir, t);
+		if (!d.out)
+			return -errno;
+		flight_store_each(f->store, t, t0, cap->t1_ns, dump_one, &d);
+		err = recfile_close(d.out) ?: d.err;
+		cap->records[t] = d.n;
+	}
+	return err;
+}
+
+static uint64_t dir_bytes(const char *dir)
+{
+	static const char *const names[] = { "runq.bin", "switches.bin", "locks.bin", "spans.bin",
+					     "occupancy.bin", "occupants.bin", "tasks.bin",
+					     "stacks.jsonl", "offcpu.folded", "meta.json",
+					     "schema.json" };
+	char path[PATH_MAX + 128];
+	uint64_t n = 0;
+	struct stat st;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (snprintf(path, sizeof(path), "%s/%s", dir, names[i]) >= (int)sizeof(path))
+			continue;
+		if (!stat(path, &st))
+			n += (uint64_t)st.st_size;
+	}
+	return n;
+}
+
+#define ULL(x) ((unsigned long long)(x))
+
+static void capture_json(const struct flight *f, const struct pending *p, char *buf, size_t len)
+{
+	const struct tt_span *s = &p->first;
+
+	snprintf(buf, len,
+		 "{\"seq\": %u, \"trigger\": \"%s\", \"threshold_ns\": %llu, \"live_spans\": %llu, "
+		 "\"margin_ns\": %llu, \"t0_ns\": %llu, \"t1_ns\": %llu, \"spans_triggered\": %u, "
+		 "\"worst_ns\": %llu, \"span\": {\"pid\": %u, \"tid\": %u, \"span_id\": %u, "
+		 "\"t_start_ns\": %llu, \"t_end_ns\": %llu, \"latency_ns\": %llu}}",
+		 f->seq, f->o.trig.text, ULL(p->threshold_ns), ULL(p->live_n), ULL(f->o.margin_ns),
+		 ULL(p->t0), ULL(p->t1), p->nspans, ULL(p->worst_ns), s->pid, s->tid, s->span_id,
+		 ULL(s->t_start_ns), ULL(s->t_end_ns), ULL(s->t_end_ns - s->t_start_ns));
+}
+
+static void index_line(struct flight *f, const struct pending *p, const char *rel,
+		       uint64_t bytes, int err)
+{
+	char path[PATH_MAX + 32];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/captures.jsonl", f->out_dir);
+	fp = fopen(path, "ae");
+	if (!fp)
+		return;
+	fprintf(fp, "{\"dir\": \"%s\", \"t_start_ns\": %llu, \"latency_ns\": %llu, "
+		"\"worst_ns\": %llu, \"threshold_ns\": %llu, \"spans\": %u, \"bytes\": %llu, "
+		"\"error\": ", rel, ULL(p->first.t_start_ns),
+		ULL(p->first.t_end_ns - p->first.t_start_ns), ULL(p->worst_ns), ULL(p->threshold_ns),
+		p->nspans, ULL(bytes));
+	if (err)
+		json_write_string(fp, strerror(-err));
+	else
+		fputs("null", fp);
+	fputs("}\n", fp);
+	fclose(fp);
+}
+
+static int make_dirs(const char *out, const char *rel, char *dir, size_t len)
+{
+	snprintf(dir, len, "%s/captures", out);
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		return -errno;
+	snprintf(dir, len, "%s/%s", out, rel);
+	return mkdir(dir, 0755) && errno != EEXIST ? -errno : 0;
+}
+
+/* Writing a capture takes CPU the traced program may need (symbolizing its
+ * stacks, a few ms): the loader does it at SCHED_IDLE, on CPU time nobody else
+ * wants, and returns to its policy after. */
+static void capture(struct flight *f, const struct pending *p, uint64_t now_ns);
+
+static void capture_idle(struct flight *f, const struct pending *p, uint64_t now_ns)
+{
+	struct sched_param idle = { 0 }, old;
+	int policy = sched_getscheduler(0);
+	bool lowered = policy >= 0 && !sched_getparam(0, &old) &&
+		       !sched_setscheduler(0, SCHED_IDLE, &idle);
+
+	capture(f, p, now_ns);
+	if (lowered)
+		sched_setscheduler(0, policy, &old);
+}
+
+static void capture(struct flight *f, const struct pending *p, uint64_t now_ns)
+{
+	char rel[32], dir[PATH_MAX + 64], json[1024];
+	struct tt_capture cap = { .dir = dir, .t0_ns = p->t0, .t1_ns = p->t1, .store = f->store,
+				  .json = json };
+	uint64_t bytes;
+	int err;
+
+	f->seq++;
+	snprintf(rel, sizeof(rel), "captures/%04u", f->seq);
+	capture_json(f, p, json, sizeof(json));
+	err = make_dirs(f->out_dir, rel, dir, sizeof(dir));
+	err = err ?: schema_write_dir(dir);
+	err = err ?: dump_records(f, &cap);
+	err = err ?: f->write(f->arg, &cap);
+	bytes = dir_bytes(dir);
+	f->disk_bytes += bytes;
+	index_line(f, p, rel, bytes, err);
+	if (err) {
+		f->failed++;
+		fprintf(stderr, "tailtrace: flight recorder: capture %s failed: %s (counted; the "
+			"recorder goes on)\n", rel, strerror(-err));
+		return;
+	}
+	f->captures++;
+	f->recent[f->nrecent++ % RECENT] = now_ns;
+	snprintf(f->last_dir, sizeof(f->last_dir), "%s", rel);
+	f->last_latency_ns = p->worst_ns;
+	fprintf(stderr, "tailtrace: flight recorder: %s: a span of %.3f ms (%s: > %.3f ms)%s, "
+		"%llu switch and %llu run-queue records, %.1f MB\n", rel, p->worst_ns / 1e6,
+		f->o.trig.text, p->threshold_ns / 1e6, p->nspans > 1 ? " and others coalesced" : "",
+		ULL(cap.records[TT_REC_SWITCH]), ULL(cap.records[TT_REC_RUNQ]), bytes / 1048576.0);
+}
+
+static void capture_head(struct flight *f, uint64_t now_ns)
+{
+	struct pending p = f->q[0];
+
+	memmove(f->q, f->q + 1, (size_t)(f->nq - 1) * sizeof(f->q[0]));
+	f->nq--;
+	capture_idle(f, &p, now_ns);
+}
+
+int flight_tick(struct flight *f, uint64_t now_ns)
+{
+	uint64_t next;
+
+	if (now_ns >= f->next_refresh) {
+		refresh(f, now_ns);
+		flight_store_expire(f->store, now_ns);
+		f->next_refresh = now_ns + REFRESH_NS;
+	}
+	while (f->nq && now_ns >= f->q[0].due)
+		capture_head(f, now_ns);
+	next = f->next_refresh;
+	if (f->nq && f->q[0].due < next)
+		next = f->q[0].due;
+	return next > now_ns ? (int)((next - now_ns + 999999) / 1000000) : 0;
+}
+
+void flight_finish(struct flight *f)
+{
+	while (f->nq)
+		capture_head(f, tt_now_ns());
+}
+
+void flight_counts(const struct flight *f, struct flight_counts *out)
+{
+	struct flight_store_stats ss;
+
+	flight_store_stats(f->store, &ss);
+	*out = (struct flight_counts){
+		.spans = f->spans, .triggers = f->triggers, .captures = f->captures,
+		.coalesced = f->coalesced, .skipped_rate = f->skipped_rate,
+		.skipped_disk = f->skipped_disk, .failed = f->failed,
+		.threshold_ns = f->threshold_ns, .store_bytes = ss.bytes,
+		.last_capture = f->last_dir[0] ? f->last_dir : NULL,
+		.last_latency_ns = f->last_latency_ns,
+	};
+}
+
+void flight_meta(const struct flight *f, FILE *out)
+{
+	struct flight_store_stats ss;
+
+	flight_store_stats(f->store, &ss);
+	fprintf(out, "  \"flight\": {\"seconds\": %g, \"max_mb\": %llu, \"trigger\": ",
+		f->o.seconds, ULL(f->o.max_bytes >> 20));
+	json_write_string(out, f->o.trig.text);
+	fprintf(out, ", \"warmup\": %llu, \"margin_ns\": %llu, \"max_captures_per_min\": %u, "
+		"\"max_disk_mb\": %llu, \"threshold_ns\": %llu, \"live_spans\": %llu, \"spans\": %llu, "
+		"\"triggers\": %llu, \"captures\": %llu, \"coalesced\": %llu, \"skipped_rate\": %llu, "
+		"\"skipped_disk\": %llu, \"failed\": %llu, \"disk_bytes\": %llu, "
+		"\"memory_bytes\": %llu, \"memory_peak_bytes\": %llu, \"evicted_early\": %llu, "
+		"\"refused\": %llu, \"held_s\": %.3f},\n",
+		ULL(f->o.trig.warmup), ULL(f->o.margin_ns), f->o.max_per_min,
+		ULL(f->o.max_disk_bytes >> 20), ULL(f->threshold_ns), ULL(f->live_n), ULL(f->spans),
+		ULL(f->triggers), ULL(f->captures), ULL(f->coalesced), ULL(f->skipped_rate),
+		ULL(f->skipped_disk), ULL(f->failed), ULL(f->disk_bytes), ULL(ss.bytes),
+		ULL(ss.peak_bytes), ULL(ss.evicted_early), ULL(ss.refused),
+		ss.oldest_ns ? (tt_now_ns() - ss.oldest_ns) / 1e9 : 0.0);
+}
+
+void flight_print(const struct flight *f, FILE *out)
+{
+	struct flight_store_stats ss;
+
+	flight_store_stats(f->store, &ss);
+	fprintf(out, "tailtrace: flight recorder: %llu spans, %llu above the trigger (%s), %llu "
+		"captures (%llu coalesced, %llu skipped by --max-captures-per-min, %llu by "
+		"--max-disk-mb, %llu failed), %.1f MB on disk; memory peak %.0f MB%s\n",
+		ULL(f->spans), ULL(f->triggers), f->o.trig.text, ULL(f->captures), ULL(f->coalesced),
+		ULL(f->skipped_rate), ULL(f->skipped_disk), ULL(f->failed),
+		f->disk_bytes / 1048576.0, ss.peak_bytes / 1048576.0,
+		ss.evicted_early ? " (full: records left before --flight-recorder SECONDS; raise "
+				   "--flight-mb)" : "");
+}
