@@ -59,6 +59,11 @@ Recording:
   --span LIB:SYMBOL            a function call becomes a request (repeatable)  [none]
   --span usdt:BIN:PROV:NAME    or the time from USDT probe NAME__start to NAME__done
   --span-exit auto|uretprobe|ret  how spans end (tailtrace --span-exit; docs/third-party.md)  [auto]
+  --flight SECONDS             flight recorder: keep the last SECONDS in memory, write a
+                               capture of each request slower than --trigger (with our
+                               workloads, httpload's USDT request marks are the spans);
+                               no perf profile; analysed by python3 -m analyze captures
+  --trigger EXPR               latency>5ms, p99 or p99.9 of the last minute     [p99.9]
   --no-perf                    no perf on-CPU profile                [perf record -F 499 -g]
   --no-flamegraph              skip flame graphs                     [draw them if inferno exists]
   --out DIR                    run directory                         [results/<UTC time>-<label>]
@@ -90,7 +95,7 @@ set_defaults() {
 	PORT="" SERVER_WORKERS="" SERVICE_US="" SLEEP_US="" CPUS="" NUMA=""
 	PROBES="" SPANS=() SPAN_EXIT="" PERF=1 FLAME=1 OUT="" LABEL="" WORKLOADS=naive,pool,async
 	SWEEP_CONNS=10,50,100 TARGET_PID="" TARGET_COMM="" DIFF_A="" DIFF_B="" INSTALL=0
-	BUILD=1 CMD=() CONNS_SET=0
+	BUILD=1 CMD=() CONNS_SET=0 FLIGHT="" TRIGGER=""
 }
 
 need_arg() { [ "$#" -ge 2 ] && [ -n "$2" ] || die "option $1 needs a value; see ./run.sh --help"; }
@@ -154,6 +159,8 @@ parse_args() {
 			SPANS+=("$2"); shift ;;
 		--span-exit) need_arg "$@"; [[ $2 =~ ^(auto|uretprobe|ret)$ ]] || die "--span-exit wants auto, uretprobe or ret, got '$2'"
 			SPAN_EXIT=$2; shift ;;
+		--flight) need_arg "$@"; need_pos_num "$1" "$2"; FLIGHT=$2; shift ;;
+		--trigger) need_arg "$@"; TRIGGER=$2; shift ;;
 		--no-perf) PERF=0 ;;
 		--no-flamegraph) FLAME=0 ;;
 		--out) need_arg "$@"; OUT=$2; shift ;;
@@ -195,6 +202,12 @@ validate_args() {
 	fi
 	if [ "$MODE" = workload ] && [ -z "$REQUESTS" ] && [ -z "$DURATION" ]; then REQUESTS=20000; fi
 	[ "$MODE" != pid ] || [ -n "$DURATION" ] || DURATION=10
+	[ -z "$TRIGGER" ] || [ -n "$FLIGHT" ] || die "--trigger goes with --flight SECONDS"
+	if [ -n "$FLIGHT" ]; then
+		[ "$MODE" != sweep ] && [ "$MODE" != diff ] || die "--flight records one run: not with --sweep or --diff"
+		[ "$PROBES" != none ] || die "--flight needs the probes: drop --probes none"
+		PERF=0 FLAME=0 # a long run: no whole-run profile; each capture has its own stacks
+	fi
 }
 
 # ---- cleanup: the one trap ------------------------------------------------------

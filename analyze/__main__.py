@@ -1,4 +1,5 @@
-"""Command line: `python3 -m analyze report RUN_DIR` / `compare RUN_DIR...` (tailtrace-analyze).
+"""Command line: `python3 -m analyze report RUN_DIR` / `compare RUN_DIR...` / `captures DIR`
+(tailtrace-analyze).
 
 Exit status: 0 done, 2 bad input, 1 a file could not be read or written (disk full,
 read-only directory); either way one line `analyze: <message>` on stderr.
@@ -34,6 +35,12 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out", metavar="DIR", default=".",
                    help="where to write compare.html and percentiles.png (default: .)")
     c.add_argument("--no-plots", action="store_true", help="skip percentiles.png")
+    k = sub.add_parser("captures", help="report every capture of a flight-recorder run",
+                       description="Runs `report` in each DIR/captures/NNNN and writes "
+                                   "DIR/captures.html: the captures by time, their latency, "
+                                   "the threshold that fired, and each one's headline.")
+    k.add_argument("run_dir", metavar="DIR")
+    k.add_argument("--no-plots", action="store_true", help="skip the PNG figures (faster)")
     return p
 
 
@@ -107,10 +114,20 @@ def _compare(args) -> int:
     return 0
 
 
+def _captures(args) -> int:
+    from .captures import build_captures
+
+    df = build_captures(args.run_dir, plots=not args.no_plots)
+    for r in df.sort_values("t_start_ns").itertuples():
+        print(f"{r.dir}  +{r.t_s:,.1f} s  {r.worst_ns / 1e6:,.3f} ms: {r.headline}")
+    print(f"{len(df)} captures; wrote captures.html in {args.run_dir}")
+    return 0
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return _report(args) if args.cmd == "report" else _compare(args)
+        return {"report": _report, "compare": _compare, "captures": _captures}[args.cmd](args)
     except AnalysisError as e:
         print(f"analyze: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

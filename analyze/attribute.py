@@ -289,8 +289,11 @@ def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None, segs=None,
     row = bands.loc[BANDS[3]]
     g, ms, share = dominant_group(bands)
     head = f"≥P99 requests (n={int(row['n'])}, mean {dur(row['e2e_ms'])})"
-    if g is None:
-        return head + ": no part could be measured."
+    if g is None or pd.isna(row.get("oncpu_ms", np.nan)):
+        # queue wait alone is known for requests the probes did not cover
+        return (head + ": no part could be measured: they ran on threads or at times the "
+                "probes did not cover (an edge the kernel never reported, or outside the "
+                "trace).")
     _, label, noun = GROUPS[g]
     te = tail_excess(decomp)
     ex = te["excess_ms"]

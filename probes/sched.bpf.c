@@ -371,6 +371,8 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 				       kacct	    ? runq_kacct_slot(next) :
 							tt_thread_get(next, false);
 
+		if ((prev_traced && !tp) || (next_traced && !tn))
+			__sync_fetch_and_add(&counters[SCHED_CNT_NO_SLOT], 1);
 		if (kacct && prev_traced)
 			runq_kacct_out(tp, prev, !blocked, prev_state == TASK_DEAD, (__u32)id,
 				       (__u32)(id >> 32));

@@ -222,6 +222,10 @@ static int write_offcpu(struct tt_ctx *ctx, struct sched_state *st, struct offcp
 static int sched_finish(struct tt_ctx *ctx, void *state)
 {
 	struct sched_state *st = state;
+
+	if (ctx->opts->verbose)
+		fprintf(stderr, "tailtrace: sched: %llu switch edges without a readable thread slot\n",
+			(unsigned long long)st->skel->bss->counters[SCHED_CNT_NO_SLOT]);
 	struct tt_task *tasks = NULL;
 	size_t ntasks = 0;
 	int rec_err = probe_flush(st->out, &st->write_err), err;

@@ -59,6 +59,8 @@ enum sched_counter {
 	SCHED_CNT_UNMATCHED,    /* an edge that never reached sched_switch: a switch-out
 				 * with its interval still open, or a switch-in without
 				 * one (each becomes a gap record) */
+	SCHED_CNT_NO_SLOT,      /* a traced thread's task storage could not be read at
+				 * sched_switch (tp_btf): that edge is lost */
 	SCHED_CNT_NR,
 };
 

@@ -33,9 +33,19 @@ run_dir_make() {
 	python3 "$TT_TOP/scripts/lib/runinfo.py" write-run "$RUN_DIR" "$label" "$TT_SELF" "${TT_ARGV[@]}"
 }
 
-# analyze_run DIR: the analysis (report.html, summary.json, ...) and its headline.
+# analyze_run DIR: the analysis (report.html, summary.json, ...) and its headline; a
+# flight-recorder run: every capture's, and captures.html.
 analyze_run() {
 	local dir=$1
+	if [ -n "$FLIGHT" ]; then
+		phase "analysis: python3 -m analyze captures $dir"
+		python3 -m analyze captures "$dir" || {
+			log "the analysis failed on $dir (error above); the captures are kept there"
+			return 1
+		}
+		log "captures: $dir/captures.html"
+		return 0
+	fi
 	phase "analysis: python3 -m analyze report $dir"
 	if ! python3 -m analyze report "$dir"; then
 		log "the analysis failed on $dir (error above); the recorded data is kept there"

@@ -47,6 +47,13 @@ tailtrace_args() {
 	[ -z "$PROBES" ] || TT_ARGS+=(--events "$PROBES")
 	for s in "${SPANS[@]}"; do TT_ARGS+=(--span "$s"); done
 	[ -z "$SPAN_EXIT" ] || TT_ARGS+=(--span-exit "$SPAN_EXIT")
+	if [ -n "$FLIGHT" ]; then
+		TT_ARGS+=(--flight-recorder "$FLIGHT")
+		[ -z "$TRIGGER" ] || TT_ARGS+=(--trigger "$TRIGGER")
+		# our workloads mark their requests: httpload's USDT probes are the spans
+		[ "${#SPANS[@]}" -gt 0 ] || [ "$MODE" != workload ] ||
+			TT_ARGS+=(--span "usdt:$TT_HTTPLOAD:httpload:request")
+	fi
 	return 0
 }
 

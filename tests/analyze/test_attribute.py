@@ -118,3 +118,17 @@ def test_durations_in_sentences_keep_their_figures_below_a_millisecond():
     from analyze.attribute import dur
     assert [dur(x) for x in (24.49, 3.04, 1.0, 0.9996, 0.033, 0.0101, 0.0021, 0.0)] == \
         ["24.5 ms", "3.0 ms", "1.0 ms", "1.0 ms", "33 µs", "10 µs", "2.1 µs", "0.0 ms"]
+
+
+def test_an_uncovered_tail_says_its_parts_are_unknown():
+    """The slowest request ran where the probes saw nothing (a gap): its parts are NaN and
+    only its queue wait (0) is known; the headline must not call it '0% queue wait'."""
+    lat = np.arange(1, 101) * MS
+    d = decomp_from(lat, oncpu_ns=lat)
+    for c in ("oncpu_ns", "runq_wakeup_ns", "runq_preempt_ns", "lock_wait_ns", "blocked_ns",
+              "runnable_ns"):
+        d.loc[99, c] = np.nan
+    d.loc[99, "traced"] = False
+    s = headline(d, df_bands(d))
+    assert s.startswith("≥P99 requests (n=1, mean 100.0 ms): no part could be measured")
+    assert "queue" not in s

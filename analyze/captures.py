@@ -1,0 +1,131 @@
+"""The flight recorder's captures (tailtrace --flight-recorder, docs/flight-recorder.md).
+
+A recorder run directory holds meta.json ("flight": settings and counters), captures.jsonl
+(one line a capture: dir, t_start_ns, latency_ns, worst_ns, threshold_ns, spans, bytes, error)
+and captures/NNNN/, each an ordinary run directory of one window. `python3 -m analyze captures
+DIR` reports every capture and writes DIR/captures.html: the captures by time, with each one's
+latency, the threshold that fired and its headline, and how many fell into each cause.
+
+df_captures(dir) -> DataFrame, one row per captures.jsonl line, columns:
+  dir, t_start_ns, latency_ns, worst_ns, threshold_ns, spans, bytes, error (None: written),
+  t_s (seconds since the recorder started), cause (the ≥P99 band's largest part, after
+  report), headline, who (the antagonist or the waker the headline names, '' if none).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .attribute import BANDS, GROUPS
+from .errors import AnalysisError
+from .html import _CSS, esc, fmt_int
+
+CAPTURE_COLS = ["dir", "t_start_ns", "latency_ns", "worst_ns", "threshold_ns", "spans", "bytes",
+                "error"]
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise AnalysisError(f"{path}:{n}: not JSON ({e.msg}): a capture list tailtrace "
+                                "--flight-recorder writes") from None
+    return rows
+
+
+def df_captures(run_dir) -> pd.DataFrame:
+    """captures.jsonl of a recorder run as a DataFrame (columns in the module doc)."""
+    d = Path(run_dir)
+    path = d / "captures.jsonl"
+    if not (d / "meta.json").exists():
+        raise AnalysisError(f"{d}: no meta.json: not a tailtrace run directory")
+    meta = json.loads((d / "meta.json").read_text())
+    if "flight" not in meta:
+        raise AnalysisError(f"{d}: not a flight-recorder run (meta.json has no 'flight'): "
+                            "record one with tailtrace --flight-recorder SECONDS --span ...")
+    df = pd.DataFrame(_read_jsonl(path) if path.exists() else [], columns=CAPTURE_COLS)
+    t0 = int(meta.get("mono_start_ns") or 0)
+    df["t_s"] = (df["t_start_ns"].astype("float64") - t0) / 1e9 if len(df) else []
+    return df
+
+
+def cause_of(summary: dict) -> str:
+    """The ≥P99 band's largest part (attribute.GROUPS key), '' when unknown."""
+    row = (summary.get("attribution") or {}).get(BANDS[3]) or {}
+    best, best_ms = "", -1.0
+    for g, (cols, _, _) in GROUPS.items():
+        vals = [row.get(c.replace("_ns", "_ms")) for c in cols]
+        if any(v is None for v in vals):
+            continue
+        if sum(vals) > best_ms:
+            best, best_ms = g, sum(vals)
+    return best
+
+
+def who_of(summary: dict) -> str:
+    """Whom the headline blames: the top antagonist of a runnable tail, else the waker."""
+    top = ((summary.get("antagonists") or {}).get(BANDS[3]) or {}).get("top") or []
+    if cause_of(summary) == "runnable" and top:
+        t = top[0]
+        return f"{t.get('comm') or '?'}" + (f" (pid {t['pid']})" if t.get("pid") else "")
+    cp = (summary.get("critical_path") or {}).get(BANDS[3]) or {}
+    return cp.get("who") or ""
+
+
+def build_captures(run_dir, plots: bool = True, report=None) -> pd.DataFrame:
+    """Report every capture that was written, then DIR/captures.html; returns df_captures
+    with cause, headline and who filled in. report(capture_dir, plots) -> summary dict
+    (analyze.report.build_report by default)."""
+    if report is None:
+        from .report import build_report as report
+    d = Path(run_dir)
+    df = df_captures(d)
+    causes, heads, whos = [], [], []
+    for r in df.itertuples():
+        s = {}
+        if r.error is None and (d / r.dir / "meta.json").exists():
+            try:
+                s = report(d / r.dir, plots)
+            except AnalysisError as e:
+                s = {"headline": f"(not analysed: {e})"}
+        causes.append(cause_of(s))
+        heads.append(s.get("headline") or (f"(not written: {r.error})" if r.error else ""))
+        whos.append(who_of(s))
+    df["cause"], df["headline"], df["who"] = causes, heads, whos
+    (d / "captures.html").write_text(render_index(d, df), encoding="utf-8")
+    return df
+
+
+def _ms(ns) -> str:
+    return "–" if ns is None or pd.isna(ns) else f"{ns / 1e6:,.3f}"
+
+
+def render_index(run_dir: Path, df: pd.DataFrame) -> str:
+    meta = json.loads((run_dir / "meta.json").read_text())
+    fl = meta.get("flight") or {}
+    rows = "".join(
+        f"<tr><td>{r.t_s:,.1f}</td><td>{_ms(r.worst_ns)}</td><td>{_ms(r.threshold_ns)}</td>"
+        f"<td>{fmt_int(r.spans)}</td><td>{esc(GROUPS[r.cause][2] if r.cause else '–')}</td>"
+        f'<td class="t"><a href="{esc(r.dir)}/report.html">{esc(r.dir)}</a>: '
+        f"{esc(r.headline)}</td></tr>" for r in df.sort_values("t_start_ns").itertuples())
+    by_cause = df[df["cause"] != ""].groupby("cause").size().sort_values(ascending=False)
+    causes = ", ".join(f"{GROUPS[c][2]} {n}" for c, n in by_cause.items()) or "none analysed"
+    skipped = (f"{fmt_int(fl.get('skipped_rate'))} skipped by --max-captures-per-min, "
+               f"{fmt_int(fl.get('skipped_disk'))} by --max-disk-mb, "
+               f"{fmt_int(fl.get('coalesced'))} coalesced into another, "
+               f"{fmt_int(fl.get('failed'))} failed")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>tailtrace captures · {esc(run_dir.name)}</title><style>{_CSS}</style></head>"
+            f"<body><main><section><h1>Flight recorder: {len(df)} captures</h1>"
+            f"<p>Trigger {esc(fl.get('trigger'))} over {fmt_int(fl.get('spans'))} spans; "
+            f"{fmt_int(fl.get('triggers'))} above it; {skipped}. By cause (the largest part "
+            f"of the capture's ≥P99 band): {esc(causes)}.</p>"
+            '<table class="num"><thead><tr><th>t (s)</th><th>latency ms</th>'
+            "<th>threshold ms</th><th>spans</th><th>cause</th><th>headline</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></section></main></body></html>\n")
