@@ -289,7 +289,9 @@ def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None, segs=None,
     row = bands.loc[BANDS[3]]
     g, ms, share = dominant_group(bands)
     head = f"≥P99 requests (n={int(row['n'])}, mean {dur(row['e2e_ms'])})"
-    if g is None or pd.isna(row.get("oncpu_ms", np.nan)):
+    if g is None:
+        return head + ": no part could be measured."
+    if pd.isna(row.get("oncpu_ms", np.nan)) and decomp["oncpu_ns"].notna().any():
         # queue wait alone is known for requests the probes did not cover
         return (head + ": no part could be measured: they ran on threads or at times the "
                 "probes did not cover (an edge the kernel never reported, or outside the "

@@ -319,6 +319,7 @@ def root_cause(run, decomp: pd.DataFrame, segs: pd.DataFrame, mask, part: str) -
            # who ended the waits: a task of the traced program(s), or an interrupt
            "ended_by_task_share": float(d1[np.isin(ctx, WAKER_BLAMES_TASK)].sum() / d1.sum())
            if d1.sum() else 0.0}
+    out["hop2"] = _second_hop(run, chain, own)
     out["verdict"], out["sentence"] = _verdict(out, part)
     out["antagonists"] = _chain_antagonists(run, chain)
     if out["verdict"] == "runnable" and out["antagonists"]:
@@ -327,6 +328,31 @@ def root_cause(run, decomp: pd.DataFrame, segs: pd.DataFrame, mask, part: str) -
         if words:
             out["sentence"] += f"; while runnable, they {words}"
     return out
+
+
+HOP2_END = dict(zip(VERDICTS, ["on CPU", "runnable (waiting for a CPU)", "blocked in turn",
+                               "itself waiting for a timer or a device", "not traced"]))
+
+
+def _second_hop(run, chain: pd.DataFrame, own) -> str:
+    """What the wakers of the first waits were blocked in, and who ended that: 'mutex
+    0x55d0... in stall_order, which orders-ledger of ... ended, which itself waited for
+    a timer or a device'; '' when the chain stops at the first hop."""
+    d1 = chain[chain["depth"].to_numpy() == 1]
+    if d1.empty:
+        return ""
+    d = _dur(d1)
+    key = d1.assign(_d=d).groupby(["call", "wait_addr", "wait_aux"], observed=True)["_d"].sum()
+    top = key.idxmax()
+    row = d1[(d1["call"] == top[0]) & (d1["wait_addr"] == top[1])
+             & (d1["wait_aux"] == top[2])].iloc[0]
+    what = describe(run, row) or "an unknown wait"
+    by_verdict = pd.Series(d, index=d1["verdict"].astype(str).to_numpy()).groupby(level=0).sum()
+    who = _who(run, d1, own)
+    how = HOP2_END.get(by_verdict.idxmax(), "")
+    if not who:
+        return what
+    return f"{what}, which {who} ended" + (f" after being {how}" if how else "")
 
 
 def _chain_antagonists(run, chain: pd.DataFrame) -> dict | None:
@@ -363,11 +389,14 @@ def _verdict(c: dict, part: str) -> tuple[str, str]:
                     + ("lock-holder preemption" if part == "lock_wait"
                        else f"scheduler delay {hop}"),
         "oncpu": f"{who} was on CPU for {pct:.0f}% of that wait: the wait was for its work",
-        "blocked": f"{who} was itself blocked for {pct:.0f}% of that wait (followed "
-                   f"{MAX_DEPTH} hops)",
+        "blocked": f"{who} was itself blocked for {pct:.0f}% of that wait"
+                   + (f", mostly in {c['hop2']}" if c.get("hop2") else
+                      f" (followed {MAX_DEPTH} hops)"),
         "irq": (f"{pct:.0f}% of that wait was ended by interrupts (timers, devices), "
                 "not by a task") if c.get("irq_hop1_ms", c["irq_ms"]) >= 0.5 * c["irq_ms"] else
-               (f"{who} was itself waiting for an interrupt (a timer, a device) for {pct:.0f}% "
+               (f"{who} was itself blocked for {pct:.0f}% of that wait, mostly in {c['hop2']}"
+                if c.get("hop2") else
+                f"{who} was itself waiting for an interrupt (a timer, a device) for {pct:.0f}% "
                 "of that wait"),
         "unknown": f"for {pct:.0f}% of that wait the thread that ended it was not traced "
                    "(trace its process with --also-pid PID)"}

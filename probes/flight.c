@@ -26,7 +26,6 @@
 #define OCC_BEFORE_NS 1000000000ull  /* occupancy records this far before a window:
 				      * who held a CPU when a wait in it began */
 #define MAX_PENDING 8
-#define RECENT 256                   /* capture times kept for the per-minute limit */
 
 struct pending {
 	uint64_t t0, t1, due;
@@ -45,10 +44,11 @@ struct flight {
 	flight_capture_fn write;
 	void *arg;
 	uint64_t threshold_ns, live_n, next_refresh;
-	struct pending q[MAX_PENDING];
+	struct pending cand;    /* the slowest trigger of the current slot */
+	bool have_cand;
+	uint64_t slot_ns, slot_end;
+	struct pending q[MAX_PENDING]; /* slots' candidates waiting for their records */
 	int nq;
-	uint64_t recent[RECENT];
-	unsigned nrecent;
 	unsigned seq;
 	uint32_t types_seen;    /* bit per record type that arrived */
 	uint64_t t_start_ns;
@@ -66,6 +66,14 @@ int flight_opts_from(const struct tt_opts *o, struct flight_opts *fo, char *err,
 	fo->margin_ns = (uint64_t)o->flight_margin_ms * 1000000ull;
 	fo->max_per_min = o->max_captures_per_min;
 	fo->max_disk_bytes = (uint64_t)o->max_disk_mb << 20;
+	if (fo->max_per_min && fo->seconds < 60.0 / fo->max_per_min + 2) {
+		/* a slot's slowest request is written at the slot's end: its records must still
+		 * be in memory then */
+		snprintf(err, len, "--flight-recorder %g: keep at least %.0f s (a capture is written "
+			 "up to 60/--max-captures-per-min = %.0f s after its request, plus 2 s)",
+			 fo->seconds, 60.0 / fo->max_per_min + 2, 60.0 / fo->max_per_min);
+		return -EINVAL;
+	}
 	return flight_trigger_parse(o->trigger, o->trigger_warmup, &fo->trig, err, len);
 }
 
@@ -87,6 +95,7 @@ struct flight *flight_new(const struct flight_opts *fo, const char *out_dir, fli
 	f->write = fn;
 	f->arg = arg;
 	f->threshold_ns = fo->trig.q ? 0 : fo->trig.latency_ns;
+	f->slot_ns = 60000000000ull / (fo->max_per_min ? fo->max_per_min : 1);
 	f->t_start_ns = tt_now_ns();
 	return f;
 }
@@ -102,27 +111,25 @@ void flight_free(struct flight *f)
 
 /* ---- triggers --------------------------------------------------------------- */
 
-static unsigned captures_last_minute(const struct flight *f, uint64_t now_ns)
-{
-	unsigned n = 0;
-
-	for (unsigned i = 0; i < f->nrecent && i < RECENT; i++)
-		n += f->recent[i] + 60000000000ull > now_ns;
-	return n;
-}
-
+/* The capture budget (--max-captures-per-min) is one capture a slot of 60 s /
+ * N: a slot keeps its slowest trigger (and what overlaps it), so a burst of
+ * ordinary tail requests cannot use up the captures before a real stall. */
 static void trigger(struct flight *f, const struct tt_span *s, uint64_t lat, uint64_t now_ns)
 {
 	uint64_t t0 = s->t_start_ns > f->o.margin_ns ? s->t_start_ns - f->o.margin_ns : 0;
 	uint64_t t1 = s->t_end_ns + f->o.margin_ns;
-	struct pending *p = f->nq ? &f->q[f->nq - 1] : NULL;
+	struct pending *c = &f->cand;
 
 	f->triggers++;
-	if (p && t0 <= p->t1 && t1 - p->t0 <= MAX_WINDOW_NS) { /* overlaps the last one */
-		p->t1 = t1 > p->t1 ? t1 : p->t1;
-		p->due = p->t1 + ARRIVE_NS;
-		p->worst_ns = lat > p->worst_ns ? lat : p->worst_ns;
-		p->nspans++;
+	if (f->have_cand && t0 <= c->t1 && t1 >= c->t0 &&
+	    (t1 > c->t1 ? t1 : c->t1) - (t0 < c->t0 ? t0 : c->t0) <= MAX_WINDOW_NS) {
+		c->t0 = t0 < c->t0 ? t0 : c->t0;  /* overlaps it: one capture */
+		c->t1 = t1 > c->t1 ? t1 : c->t1;
+		if (lat > c->worst_ns) {
+			c->worst_ns = lat;
+			c->first = *s;
+		}
+		c->nspans++;
 		f->coalesced++;
 		return;
 	}
@@ -130,14 +137,30 @@ static void trigger(struct flight *f, const struct tt_span *s, uint64_t lat, uin
 		f->skipped_disk++;
 		return;
 	}
-	if (f->nq == MAX_PENDING ||
-	    captures_last_minute(f, now_ns) + (unsigned)f->nq >= f->o.max_per_min) {
+	if (f->have_cand) {
+		f->skipped_rate++; /* one of the two goes: the faster */
+		if (lat <= c->worst_ns)
+			return;
+	} else if (f->slot_end <= now_ns) {
+		f->slot_end = now_ns + f->slot_ns;
+	}
+	*c = (struct pending){ .t0 = t0, .t1 = t1, .first = *s, .worst_ns = lat,
+			       .threshold_ns = f->threshold_ns, .live_n = f->live_n, .nspans = 1 };
+	f->have_cand = true;
+}
+
+/* At the end of a slot its candidate waits for the records of its window. */
+static void slot_close(struct flight *f, uint64_t now_ns)
+{
+	if (!f->have_cand || now_ns < f->slot_end)
+		return;
+	f->have_cand = false;
+	if (f->nq == MAX_PENDING) {
 		f->skipped_rate++;
 		return;
 	}
-	f->q[f->nq++] = (struct pending){ .t0 = t0, .t1 = t1, .due = t1 + ARRIVE_NS, .first = *s,
-					  .worst_ns = lat, .threshold_ns = f->threshold_ns,
-					  .live_n = f->live_n, .nspans = 1 };
+	f->cand.due = f->cand.t1 + ARRIVE_NS > now_ns ? f->cand.t1 + ARRIVE_NS : now_ns;
+	f->q[f->nq++] = f->cand;
 }
 
 static void on_span(struct flight *f, const struct tt_span *s, uint64_t now_ns)
@@ -331,7 +354,6 @@ static void capture(struct flight *f, const struct pending *p, uint64_t now_ns)
 		return;
 	}
 	f->captures++;
-	f->recent[f->nrecent++ % RECENT] = now_ns;
 	snprintf(f->last_dir, sizeof(f->last_dir), "%s", rel);
 	f->last_latency_ns = p->worst_ns;
 	fprintf(stderr, "tailtrace: flight recorder: %s: a span of %.3f ms (%s: > %.3f ms)%s, "
@@ -358,9 +380,12 @@ int flight_tick(struct flight *f, uint64_t now_ns)
 		flight_store_expire(f->store, now_ns);
 		f->next_refresh = now_ns + REFRESH_NS;
 	}
+	slot_close(f, now_ns);
 	while (f->nq && now_ns >= f->q[0].due)
 		capture_head(f, now_ns);
 	next = f->next_refresh;
+	if (f->have_cand && f->slot_end < next)
+		next = f->slot_end;
 	if (f->nq && f->q[0].due < next)
 		next = f->q[0].due;
 	return next > now_ns ? (int)((next - now_ns + 999999) / 1000000) : 0;
@@ -368,6 +393,8 @@ int flight_tick(struct flight *f, uint64_t now_ns)
 
 void flight_finish(struct flight *f)
 {
+	f->slot_end = 0;
+	slot_close(f, tt_now_ns());
 	while (f->nq)
 		capture_head(f, tt_now_ns());
 }

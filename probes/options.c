@@ -11,7 +11,7 @@
 
 #include "cost.h"
 #include "exporter.h"
-#include "flight_trigger.h"
+#include "flight.h"
 #include "options.h"
 #include "registry.h"
 #include "span_plan.h"
@@ -405,7 +405,7 @@ static int check_target(struct tt_cli *cli, char *err, size_t len)
 static int check_flight(struct tt_cli *cli, char *err, size_t len)
 {
 	struct tt_opts *o = &cli->opts;
-	struct flight_trigger t;
+	struct flight_opts fo;
 
 	if (!o->flight_s) {
 		if (o->trigger || o->trigger_warmup || o->flight_mb || o->flight_margin_ms != UINT_MAX ||
@@ -428,14 +428,12 @@ static int check_flight(struct tt_cli *cli, char *err, size_t len)
 	}
 	o->aggregate = false; /* --listen serves the recorder's own metrics */
 	o->trigger = o->trigger ? o->trigger : TT_DEFAULT_TRIGGER;
-	if (flight_trigger_parse(o->trigger, o->trigger_warmup, &t, err, len))
-		return -EINVAL;
 	o->flight_mb = o->flight_mb ? o->flight_mb : TT_DEFAULT_FLIGHT_MB;
 	if (o->flight_margin_ms == UINT_MAX)
 		o->flight_margin_ms = TT_DEFAULT_MARGIN_MS;
 	o->max_captures_per_min = o->max_captures_per_min ?: TT_DEFAULT_CAPTURES_PER_MIN;
 	o->max_disk_mb = o->max_disk_mb ? o->max_disk_mb : TT_DEFAULT_MAX_DISK_MB;
-	return 0;
+	return flight_opts_from(o, &fo, err, len); /* the trigger, and SECONDS against the budget */
 }
 
 int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t len)

@@ -184,3 +184,29 @@ def test_above_the_cap_the_tail_and_a_sample_are_followed():
     d = df_decompose(run)
     per, _ = df_critical_path(run, d, max_requests=1)
     assert per.notna().all().all()         # both are ≥P90 of two equal latencies: kept
+
+
+def test_a_blocked_waker_is_followed_into_what_it_waited_for():
+    """Request 0 on thread 11 [0, 10 ms] reads [1, 9], woken by server thread 21 (pid 200),
+    which was itself blocked on futex 0xf00 [2, 8.5] until orders-ledger (22) released it;
+    the ledger slept [0, 8] (a timer). The sentence names the lock and its releaser."""
+    from analyze.critpath import root_cause
+    switches = [off(11, 1 * MS, 9 * MS, syscall=READ, addr=5),
+                off(21, 2 * MS, 8 * MS + MS // 2, syscall=FUTEX, addr=0xF00, aux=128, pid=200),
+                off(22, 0, 8 * MS, syscall=CLOCK_NANOSLEEP, pid=200)]
+    runq = [rq(11, 9 * MS, 9 * MS, waker=21, waker_pid=200),
+            rq(21, 8 * MS + MS // 2, 8 * MS + MS // 2, waker=22, waker_pid=200, pid=200),
+            rq(22, 8 * MS, 8 * MS, waker=0, waker_pid=0, ctx="hardirq", pid=200)]
+    run = make_run(requests=[req(0, 11, 0, 10 * MS)], switches=switches, runq=runq,
+                   tasks=[task(11, "client"), task(21, "orders-w0", pid=200),
+                          task(22, "orders-ledger", pid=200), task(200, "orders-server", pid=200)])
+    d = df_decompose(run)
+    _, segs = df_critical_path(run, d)
+    rc = root_cause(run, d, segs, np.array([True]), "io_wait")
+    # the chain ends at the ledger's timer: the largest part is the interrupt, 2 hops away
+    assert rc["verdict"] == "irq"
+    assert rc["hop2"] == ("mutex 0xf00, which orders-ledger (same process) ended after "
+                          "being blocked in turn")
+    assert rc["sentence"].startswith("the thread that ended it (orders-w0 of orders-server "
+                                     "(pid 200)) was itself blocked for ")
+    assert rc["sentence"].endswith("of that wait, mostly in " + rc["hop2"])

@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 
 #include "server.h"
+#include "stall.h"
 
 #define DEFAULT_PORT 8080
 #define DEFAULT_BACKLOG 1024
@@ -51,6 +52,10 @@ static void usage(FILE *f)
 		"                      between polls) before sleeping, so a client's next request\n"
 		"                      does not have to wake a worker (default 0: sleep at once;\n"
 		"                      max %d)\n"
+		"  --stall-every-ms E, --stall-ms S  an injected stall: every order takes a ledger\n"
+		"                      lock, which the orders-ledger thread holds S ms every E ms\n"
+		"                      (default: off, no lock); --stall-log FILE lists them\n"
+		"                      (\"stall T_START_NS T_END_NS\", CLOCK_MONOTONIC; default stderr)\n"
 		"  -h, --help          this help\n"
 		"Routes: POST /orders (JSON object body), GET /health.\n",
 		DEFAULT_PORT, MAX_WORKERS, DEFAULT_BACKLOG, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNS,
@@ -102,6 +107,8 @@ static int cpus_allowed(void)
 	return n > 0 ? n : 1;
 }
 
+static struct stall_config stall;
+
 static void parse_args(int argc, char **argv, struct server_config *cfg)
 {
 	static const struct option opts[] = {
@@ -116,6 +123,9 @@ static void parse_args(int argc, char **argv, struct server_config *cfg)
 		{ "request-timeout-ms", required_argument, NULL, 'R' },
 		{ "idle-timeout-ms", required_argument, NULL, 'I' },
 		{ "spin-us", required_argument, NULL, 'P' },
+		{ "stall-every-ms", required_argument, NULL, 'E' },
+		{ "stall-ms", required_argument, NULL, 'L' },
+		{ "stall-log", required_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -135,6 +145,9 @@ static void parse_args(int argc, char **argv, struct server_config *cfg)
 		case 'R': cfg->request_timeout_ms = (uint32_t)parse_num("--request-timeout-ms", optarg, 0, MAX_TIMEOUT_MS); break;
 		case 'I': cfg->idle_timeout_ms = (uint32_t)parse_num("--idle-timeout-ms", optarg, 0, MAX_TIMEOUT_MS); break;
 		case 'P': cfg->spin_us = (uint32_t)parse_num("--spin-us", optarg, 0, MAX_SPIN_US); break;
+		case 'E': stall.every_ms = (uint32_t)parse_num("--stall-every-ms", optarg, 1, 3600000); break;
+		case 'L': stall.hold_ms = (uint32_t)parse_num("--stall-ms", optarg, 0, 60000); break;
+		case 'G': stall.log_path = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		case ':': die_usage("%s needs a value%s", argv[optind - 1], "");
 		/* fallthrough */
@@ -143,6 +156,10 @@ static void parse_args(int argc, char **argv, struct server_config *cfg)
 	}
 	if (optind < argc)
 		die_usage("unexpected argument '%s'%s", argv[optind], "");
+	if (stall.hold_ms && !stall.every_ms)
+		die_usage("--stall-ms needs --stall-every-ms (how often)%s%s", "", "");
+	if (stall.hold_ms && stall.hold_ms >= stall.every_ms)
+		die_usage("--stall-ms must be shorter than --stall-every-ms%s%s", "", "");
 }
 
 /* Let the process hold as many sockets as the hard limit allows; returns
@@ -218,6 +235,11 @@ int main(int argc, char **argv)
 	sigaddset(&stop_sigs, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
 
+	rc = stall_start(&stall);
+	if (rc) {
+		fprintf(stderr, "orders-server: --stall-log %s: %s\n", stall.log_path, strerror(-rc));
+		return 1;
+	}
 	rc = server_start(&cfg, &srv, &what);
 	if (rc) {
 		fprintf(stderr, "orders-server: cannot listen on %s:%u: %s: %s%s\n", cfg.bind_addr,
@@ -236,6 +258,7 @@ int main(int argc, char **argv)
 	while (sig < 0 && errno == EINTR);
 
 	rc = server_stop(srv, &stats);
+	stall_stop();
 	fprintf(stderr, "orders-server: stopped on %s: %llu connections, %llu requests (%llu errors), "
 		"%llu refused, %llu timed out\n",
 		sig > 0 ? strsignal(sig) : "error", (unsigned long long)stats.connections,

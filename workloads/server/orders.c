@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The orders service handlers. See orders.h. */
 #include "orders.h"
+#include "stall.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -63,6 +64,7 @@ static int order_post(const struct orders_config *cfg, const struct http_request
 
 		return rc ? rc : 503;
 	}
+	stall_order();
 	id = atomic_fetch_add_explicit(&next_order_id, 1, memory_order_relaxed);
 	memcpy(body, "{\"order_id\":", 12);
 	n = 12;

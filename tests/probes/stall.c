@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tt-stall EVERY_MS STALL_MS DURATION_S [LOG]: every EVERY_MS, one SCHED_FIFO
+ * thread per CPU (pinned) spins for STALL_MS: nothing else runs on the machine
+ * meanwhile (the kernel's RT throttling leaves 5% of each second). An injected
+ * CPU stall of a known time for the flight-recorder tests: each is written to
+ * LOG (default stdout) as "stall T_START_NS T_END_NS" (CLOCK_MONOTONIC).
+ * Needs root (SCHED_FIFO).
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tt_clock.h>
+
+#define MAX_CPUS 64
+
+static uint64_t t_end_ns;
+
+static void *spin(void *arg)
+{
+	cpu_set_t set;
+	volatile uint64_t x = 0;
+
+	CPU_ZERO(&set);
+	CPU_SET((int)(long)arg, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	while (tt_now_ns() < t_end_ns)
+		for (int i = 0; i < 1000; i++)
+			x++;
+	return NULL;
+}
+
+/* One stall: a FIFO spinner on each CPU until t_end_ns. 0 or an errno. */
+static int stall_once(int ncpu, uint64_t stall_ns)
+{
+	pthread_t th[MAX_CPUS];
+	pthread_attr_t a;
+	struct sched_param sp = { .sched_priority = 10 };
+	int err = 0, n = 0;
+
+	pthread_attr_init(&a);
+	pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED);
+	pthread_attr_setschedpolicy(&a, SCHED_FIFO);
+	pthread_attr_setschedparam(&a, &sp);
+	t_end_ns = tt_now_ns() + stall_ns;
+	for (; n < ncpu && !err; n++)
+		err = pthread_create(&th[n], &a, spin, (void *)(long)n);
+	n -= err != 0;
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	pthread_attr_destroy(&a);
+	return err;
+}
+
+int main(int argc, char **argv)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t every_ns, stall_ns, stop_ns, next;
+	FILE *log = stdout;
+	int err;
+
+	if (argc < 4 || argc > 5) {
+		fprintf(stderr, "usage: tt-stall EVERY_MS STALL_MS DURATION_S [LOG]\n");
+		return 2;
+	}
+	every_ns = strtoull(argv[1], NULL, 10) * 1000000ull;
+	stall_ns = strtoull(argv[2], NULL, 10) * 1000000ull;
+	stop_ns = tt_now_ns() + (uint64_t)(atof(argv[3]) * 1e9);
+	if (!every_ns || !stall_ns || stall_ns >= every_ns || ncpu < 1 || ncpu > MAX_CPUS) {
+		fprintf(stderr, "tt-stall: STALL_MS must be below EVERY_MS, both above 0\n");
+		return 2;
+	}
+	if (argc == 5 && !(log = fopen(argv[4], "we"))) {
+		perror(argv[4]);
+		return 1;
+	}
+	for (next = tt_now_ns() + every_ns; next + stall_ns < stop_ns; next += every_ns) {
+		uint64_t t0, t1;
+
+		tt_sleep_until_ns(next);
+		t0 = tt_now_ns();
+		err = stall_once((int)ncpu, stall_ns);
+		t1 = tt_now_ns();
+		if (err) {
+			fprintf(stderr, "tt-stall: SCHED_FIFO threads: %s (run as root)\n", strerror(err));
+			return 1;
+		}
+		fprintf(log, "stall %llu %llu\n", (unsigned long long)t0, (unsigned long long)t1);
+		fflush(log);
+	}
+	return 0;
+}
