@@ -347,12 +347,37 @@ def _second_hop(run, chain: pd.DataFrame, own) -> str:
     row = d1[(d1["call"] == top[0]) & (d1["wait_addr"] == top[1])
              & (d1["wait_aux"] == top[2])].iloc[0]
     what = describe(run, row) or "an unknown wait"
+    holder = _convoy_holder(run, d1, top, own)
+    if holder:
+        return f"{what}, a convoy behind {holder}"
     by_verdict = pd.Series(d, index=d1["verdict"].astype(str).to_numpy()).groupby(level=0).sum()
     who = _who(run, d1, own)
     how = HOP2_END.get(by_verdict.idxmax(), "")
     if not who:
         return what
     return f"{what}, which {who} ended" + (f" after being {how}" if how else "")
+
+
+def _convoy_holder(run, d1: pd.DataFrame, top, own) -> str:
+    """When the threads that released a lock had waited for it themselves (a convoy), the
+    one the queue formed behind: over the waits on that object around these, the wakers
+    that never waited for it, by the wait time they ended ('' when it is no convoy)."""
+    b = d1[d1["blame"].to_numpy(bool)]
+    if b.empty or top[0] not in ("futex", "futex_waitv"):
+        return ""
+    w = df_waits(run)
+    t0, t1 = int(b["t_start_ns"].min()), int(b["t_end_ns"].max())
+    same = w[(w["call"].astype(str).to_numpy() == top[0]) & (w["wait_addr"].to_numpy() == top[1])
+             & (w["t_wake_ns"].to_numpy() >= t0 - (t1 - t0)) & (w["t_off_ns"].to_numpy() <= t1)]
+    waiters = set(same["tid"].astype(int))
+    if not set(b["waker_tid"].astype(int)) & waiters:
+        return ""               # the releasers did not wait for it: no convoy
+    held = same[~same["waker_tid"].isin(waiters).to_numpy()
+                & same["waker_ctx"].astype(str).isin(WAKER_BLAMES_TASK).to_numpy()]
+    if held.empty:
+        return ""
+    held = held.assign(t_start_ns=held["t_off_ns"], t_end_ns=held["t_wake_ns"], blame=True)
+    return _who(run, held, own)
 
 
 def _chain_antagonists(run, chain: pd.DataFrame) -> dict | None:

@@ -24,7 +24,7 @@ import statistics
 import sys
 from dataclasses import dataclass
 
-TARGETS = {"default": 0.95, "aggregate": 0.97, "listen": 0.97}
+TARGETS = {"flight": 0.95, "default": 0.95, "aggregate": 0.97, "listen": 0.97}
 Z975 = 1.959964
 
 
@@ -54,6 +54,8 @@ class ModeSummary:
     lost: dict
     target: float | None
     verdict: str
+    disk_mb: float | None = None     # median run directory size
+    rss_mb: float | None = None      # median loader peak RSS
 
 
 def geomean_ci(ratios: list[float]) -> tuple[float, float, float]:
@@ -91,6 +93,8 @@ def summarize(rows: list[dict]) -> list[ModeSummary]:
                   if base.get(r["round"]) and r["rps"] > 0]
         g, lo, hi = geomean_ci(ratios) if ratios else (math.nan, math.nan, math.nan)
         shares = [r["cpu_share"] for r in mine if r.get("cpu_share") is not None]
+        disk = [r["disk_bytes"] / 2**20 for r in mine if r.get("disk_bytes")]
+        rss = [r["loader_max_rss_kb"] / 1024 for r in mine if r.get("loader_max_rss_kb")]
         lost: dict = {}
         for r in mine:
             for k, v in (r.get("lost") or {}).items():
@@ -103,20 +107,25 @@ def summarize(rows: list[dict]) -> list[ModeSummary]:
             geomean=g, ci_low=lo, ci_high=hi,
             cpu_share=statistics.median(shares) if shares else None,
             lost=lost, target=target,
-            verdict="" if m == "none" else verdict(target, lo, hi)))
+            verdict="" if m == "none" else verdict(target, lo, hi),
+            disk_mb=statistics.median(disk) if disk else None,
+            rss_mb=statistics.median(rss) if rss else None))
     return out
 
 
 def format_table(summaries: list[ModeSummary]) -> str:
     lines = [f"{'mode':24} {'runs':>4} {'median req/s':>12} {'ratio':>6} {'per-round':>9} "
-             f"{'geomean [95% CI]':>22} {'cpu':>6} {'target':>7} verdict  lost events"]
+             f"{'geomean [95% CI]':>22} {'cpu':>6} {'disk MB':>8} {'RSS MB':>7} {'target':>7} "
+             "verdict  lost events"]
     for s in summaries:
         ci = "" if s.mode == "none" else f"{s.geomean:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
         cpu = "" if s.cpu_share is None else f"{100 * s.cpu_share:.1f}%"
         tgt = f">= {s.target:.2f}" if s.target else ""
         lost = json.dumps(s.lost) if s.lost else "-"
+        disk = "" if s.disk_mb is None else f"{s.disk_mb:.1f}"
+        rss = "" if s.rss_mb is None else f"{s.rss_mb:.0f}"
         lines.append(f"{s.mode:24} {s.runs:>4} {s.median_rps:>12.1f} {s.ratio_of_medians:>6.3f} "
-                     f"{s.per_round_median:>9.3f} {ci:>22} {cpu:>6} {tgt:>7} "
+                     f"{s.per_round_median:>9.3f} {ci:>22} {cpu:>6} {disk:>8} {rss:>7} {tgt:>7} "
                      f"{s.verdict or '-':7}  {lost}")
     return "\n".join(lines)
 

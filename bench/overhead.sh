@@ -15,6 +15,8 @@
 #   hooks      build/bench/hook_floor -- httpload: empty programs on the hooks
 #              --aggregate uses (tp_btf sched_switch, sched_waking): the floor
 #              that no tracer of these events goes below
+#   flight     tailtrace --flight-recorder 30 with a trigger that never fires (latency>1h),
+#              httpload's USDT request marks as the spans: the recorder's standing cost
 #   alt        $TAILTRACE_ALT (another tailtrace binary, e.g. an older build) -- httpload
 #   altlisten  $TAILTRACE_ALT --listen -- httpload, scraped like listen
 # Prints per mode (bench/ab_stats.py): median throughput, its ratio to `none`,
@@ -43,7 +45,7 @@ MODES=none,default,aggregate,perf
 SERVER_WORKERS=$(nproc)
 OUT=""
 SERVER_PID=""
-MODE_NAMES=none,default,aggregate,listen,perf,runqlat,hooks,alt,altlisten # and events=A+B
+MODE_NAMES=none,default,aggregate,listen,perf,runqlat,hooks,flight,alt,altlisten # and events=A+B
 TMP=$(mktemp -d)
 . "$TOP/bench/tt_bench_lib.sh"
 
@@ -112,7 +114,7 @@ with_runqlat() { # CMD...: run CMD while libbpf-tools' runqlat traces the machin
 }
 
 measure() { # mode round: one httpload run under that mode; appends a JSON line
-	local mode=$1 round=$2 run="$TMP/tt" lost="null" share="null" line
+	local mode=$1 round=$2 run="$TMP/tt" lost="null" share="null" line disk=0 rss="null"
 	local load=("$HTTPLOAD" --model "$MODEL" --conns "$CONNS" "${AMOUNT[@]}"
 		--url "http://127.0.0.1:$SERVER_PORT/orders" --json)
 	rm -rf "$run"
@@ -125,6 +127,8 @@ measure() { # mode round: one httpload run under that mode; appends a JSON line
 	events=*) "$TAILTRACE" --events "$(tr + , <<<"${mode#events=}")" --out "$run" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" ;;
 	hooks) "$HOOK_FLOOR" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
+	flight) "$TAILTRACE" --flight-recorder 30 --trigger 'latency>1h' --out "$run" \
+		--span "usdt:$HTTPLOAD:httpload:request" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	alt) "$TAILTRACE_ALT" --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	altlisten) "$TAILTRACE_ALT" --listen "127.0.0.1:$LISTEN_PORT" --out "$run" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" ;;
@@ -136,13 +140,16 @@ measure() { # mode round: one httpload run under that mode; appends a JSON line
 	if [ -f "$run/meta.json" ]; then
 		lost=$(json_get "$run/meta.json" 'json.dumps(d["lost_events"])')
 		share=$(json_get "$run/meta.json" 'json.dumps(d.get("cost", {}).get("cpu_share_of_machine"))')
+		rss=$(json_get "$run/meta.json" 'json.dumps(d.get("cost", {}).get("loader_max_rss_kb"))')
+		disk=$(du -sb "$run" | cut -f1)
 	fi
 	python3 -c 'import json,sys
 s = json.loads(sys.argv[3])
 print(json.dumps({"mode": sys.argv[1], "round": int(sys.argv[2]), "rps": s["throughput_rps"],
                   "errors": s["errors"], "requests": s["requests"], "lost": json.loads(sys.argv[4]),
-                  "cpu_share": json.loads(sys.argv[5])}))' \
-		"$mode" "$round" "$line" "$lost" "$share" >>"$RESULTS"
+                  "cpu_share": json.loads(sys.argv[5]), "disk_bytes": int(sys.argv[6]),
+                  "loader_max_rss_kb": json.loads(sys.argv[7])}))' \
+		"$mode" "$round" "$line" "$lost" "$share" "$disk" "$rss" >>"$RESULTS"
 	rm -f "$TMP/perf.data"
 	printf '%s: round %d %-9s %10.1f req/s  lost %s\n' "$ME" "$round" "$mode" \
 		"$(json_get <(echo "$line") 'd["throughput_rps"]')" "$lost"

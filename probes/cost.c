@@ -238,6 +238,14 @@ static void write_bpf(FILE *f, const struct tt_cost *c)
 	fputs("}", f);
 }
 
+/* The loader's peak resident memory (getrusage), KiB; -1 if unknown. */
+static long loader_max_rss_kb(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_SELF, &ru) ? -1 : ru.ru_maxrss;
+}
+
 void cost_write_json(FILE *f, const struct tt_cost *c)
 {
 	double share = cost_cpu_share(c);
@@ -258,9 +266,11 @@ void cost_write_json(FILE *f, const struct tt_cost *c)
 			(unsigned long long)c->bpf_sampled_ns, c->others_on ? "true" : "false");
 	}
 	fprintf(f, ", \"loader_cpu_ns\": %llu, \"startup_cpu_ns\": %llu, \"finish_cpu_ns\": %llu, "
-		"\"traced_wall_ns\": %llu, \"ncpus\": %ld, \"cpu_share_of_machine\": ",
+		"\"loader_max_rss_kb\": %ld, \"traced_wall_ns\": %llu, \"ncpus\": %ld, "
+		"\"cpu_share_of_machine\": ",
 		(unsigned long long)c->loader_cpu_ns, (unsigned long long)c->startup_cpu_ns,
-		(unsigned long long)c->finish_cpu_ns, (unsigned long long)c->traced_wall_ns, c->ncpus);
+		(unsigned long long)c->finish_cpu_ns, loader_max_rss_kb(),
+		(unsigned long long)c->traced_wall_ns, c->ncpus);
 	if (share >= 0)
 		fprintf(f, "%.6f}", share);
 	else

@@ -26,6 +26,7 @@
 #define OCC_BEFORE_NS 1000000000ull  /* occupancy records this far before a window:
 				      * who held a CPU when a wait in it began */
 #define MAX_PENDING 8
+#define SAMPLE_NS 10000000000ull     /* thresholds.jsonl: a line this often */
 
 struct pending {
 	uint64_t t0, t1, due;
@@ -43,7 +44,7 @@ struct flight {
 	char out_dir[PATH_MAX];
 	flight_capture_fn write;
 	void *arg;
-	uint64_t threshold_ns, live_n, next_refresh;
+	uint64_t threshold_ns, live_n, next_refresh, next_sample;
 	struct pending cand;    /* the slowest trigger of the current slot */
 	bool have_cand;
 	uint64_t slot_ns, slot_end;
@@ -193,6 +194,22 @@ int flight_sink(void *arg, uint32_t rec_type, const void *recs, size_t n)
 	return err;
 }
 
+/* OUT/thresholds.jsonl: the live threshold every SAMPLE_NS, to check it against the
+ * requests' own percentile (bench/flight_stalls.sh). */
+static void sample_threshold(struct flight *f, uint64_t now_ns, uint64_t value)
+{
+	char path[PATH_MAX + 32];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/thresholds.jsonl", f->out_dir);
+	if (!(fp = fopen(path, "ae")))
+		return;
+	fprintf(fp, "{\"t_ns\": %llu, \"quantile_ns\": %llu, \"threshold_ns\": %llu, "
+		"\"live_spans\": %llu}\n", (unsigned long long)now_ns, (unsigned long long)value,
+		(unsigned long long)f->threshold_ns, (unsigned long long)f->live_n);
+	fclose(fp);
+}
+
 static void refresh(struct flight *f, uint64_t now_ns)
 {
 	uint64_t v;
@@ -201,6 +218,10 @@ static void refresh(struct flight *f, uint64_t now_ns)
 		return;
 	v = flight_live_quantile(f->live, f->o.trig.q, now_ns, &f->live_n);
 	f->threshold_ns = f->live_n >= f->o.trig.warmup ? v : 0;
+	if (now_ns >= f->next_sample) {
+		sample_threshold(f, now_ns, v);
+		f->next_sample = now_ns + SAMPLE_NS;
+	}
 }
 
 /* ---- captures --------------------------------------------------------------- */

@@ -442,6 +442,33 @@ int BPF_PROG(sched_migrate_btf, struct task_struct *p, int dest_cpu)
  * moved into the maps (aggregate_drain runs it before they are read). */
 TT_THREAD_DRAIN_ITER(sched_drain_btf, sched_lhist_drain)
 
+/* A task that execs takes its new name where it was already named as a CPU's
+ * occupant (a shell that became the program is not a "bash" holding the CPU). */
+static __always_inline int on_exec(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct occ_name *n;
+
+	if (!occ_on)
+		return 0;
+	n = bpf_map_lookup_elem(&occ_names, &tid);
+	if (n)
+		bpf_get_current_comm(n->comm, sizeof(n->comm));
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_exec_btf, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	return on_exec();
+}
+
+SEC("raw_tp/sched_process_exec")
+int BPF_PROG(sched_exec_raw, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	return on_exec();
+}
+
 SEC("raw_tp/sched_switch")
 int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev,
 	     struct task_struct *next, unsigned int prev_state)

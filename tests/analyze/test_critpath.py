@@ -210,3 +210,27 @@ def test_a_blocked_waker_is_followed_into_what_it_waited_for():
     assert rc["sentence"].startswith("the thread that ended it (orders-w0 of orders-server "
                                      "(pid 200)) was itself blocked for ")
     assert rc["sentence"].endswith("of that wait, mostly in " + rc["hop2"])
+
+
+def test_a_lock_convoy_is_named_by_the_thread_it_formed_behind():
+    """As above, but thread 21 got the mutex from thread 23, which had waited for it
+    too [1.5, 8.4] until orders-ledger released it: the queue formed behind the ledger."""
+    from analyze.critpath import root_cause
+    h = MS // 2
+    switches = [off(11, 1 * MS, 9 * MS, syscall=READ, addr=5),
+                off(21, 2 * MS, 8 * MS + h, syscall=FUTEX, addr=0xF00, aux=128, pid=200),
+                off(23, 1 * MS + h, 8 * MS + 2 * h // 5, syscall=FUTEX, addr=0xF00, aux=128,
+                    pid=200),
+                off(22, 0, 8 * MS, syscall=CLOCK_NANOSLEEP, pid=200)]
+    runq = [rq(11, 9 * MS, 9 * MS, waker=21, waker_pid=200),
+            rq(21, 8 * MS + h, 8 * MS + h, waker=23, waker_pid=200, pid=200),
+            rq(23, 8 * MS + 2 * h // 5, 8 * MS + 2 * h // 5, waker=22, waker_pid=200, pid=200),
+            rq(22, 8 * MS, 8 * MS, waker=0, waker_pid=0, ctx="hardirq", pid=200)]
+    run = make_run(requests=[req(0, 11, 0, 10 * MS)], switches=switches, runq=runq,
+                   tasks=[task(11, "client"), task(21, "orders-w0", pid=200),
+                          task(23, "orders-w2", pid=200), task(22, "orders-ledger", pid=200),
+                          task(200, "orders-server", pid=200)])
+    d = df_decompose(run)
+    _, segs = df_critical_path(run, d)
+    rc = root_cause(run, d, segs, np.array([True]), "io_wait")
+    assert rc["hop2"] == "mutex 0xf00, a convoy behind orders-ledger (same process)"
