@@ -439,7 +439,13 @@ static void put_hist(FILE *f, const char *name, const struct series *s, const ch
 static void header(const struct exporter *ex, FILE *f, const char *name, const char *type,
 		   const char *help)
 {
-	bool om = ex->fmt == EXPORTER_OPENMETRICS;
+	exporter_family(f, ex->fmt, name, type, help);
+}
+
+void exporter_family(FILE *f, enum exporter_format fmt, const char *name, const char *type,
+		     const char *help)
+{
+	bool om = fmt == EXPORTER_OPENMETRICS;
 	size_t n = strlen(name);
 
 	if (om && !strcmp(type, "counter") && n > 6 && !strcmp(name + n - 6, "_total"))
@@ -601,6 +607,8 @@ int exporter_render(struct exporter *ex, enum exporter_format fmt, char **text, 
 		     wait_reason);
 	render_switches(ex, f);
 	render_self(ex, f);
+	if (ex->src.extra)
+		ex->src.extra(ex->src.arg, f, (int)fmt);
 	if (fmt == EXPORTER_OPENMETRICS)
 		fputs("# EOF\n", f);
 	if (fclose(f))

@@ -19,6 +19,7 @@
 #define TT_EXPORTER_H
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "probe.h"
 
 #define EXPORTER_DEFAULT_TOP 20
@@ -40,6 +41,9 @@ struct exporter_source {
 	/* called before the maps are read: the threads' own histograms into
 	 * them (aggregate_drain); NULL: nothing to do */
 	void (*drain)(void *arg);
+	/* more families, rendered after tailtrace's own (the flight recorder's); NULL:
+	 * none. fmt: enum exporter_format */
+	void (*extra)(void *arg, FILE *f, int fmt);
 	void *arg;
 };
 
@@ -63,6 +67,10 @@ enum exporter_format {
  * application/openmetrics-text (version 1.0.0 or unversioned) above
  * text/plain (0.0.4 or unversioned) by q; the text format otherwise. */
 enum exporter_format exporter_negotiate(const char *accept);
+/* The # HELP and # TYPE lines of one family (OpenMetrics: a counter's name without
+ * _total), for extra() renderers. */
+void exporter_family(FILE *f, enum exporter_format fmt, const char *name, const char *type,
+		     const char *help);
 /* The exposition (malloc'd) in that format, after a collection. 0 or -errno. */
 int exporter_render(struct exporter *ex, enum exporter_format fmt, char **text, size_t *len);
 void exporter_free(struct exporter *ex);

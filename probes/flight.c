@@ -11,10 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json_out.h>
 #include <recfile.h>
+#include "exporter.h"
+#include "wait_reason.h"
 #include <schema.h>
 #include <tt_clock.h>
 
@@ -37,6 +40,14 @@ struct pending {
 	unsigned nspans;        /* triggering spans in it */
 };
 
+#define HIST_N 28 /* span latency buckets: le 2^k us, k = 0..27 (134 s), then +Inf */
+
+/* What the triggering request's own thread did over it (flight_counts, --listen). */
+enum cap_state { ST_ONCPU, ST_RUNNABLE, ST_LOCK, ST_IO, ST_SLEEP, ST_OTHER, ST_UNKNOWN, ST_NR };
+static const char *const state_name[ST_NR] = { "on_cpu", "runnable", "blocked_lock",
+					       "blocked_io", "blocked_sleep", "blocked_other",
+					       "unknown" };
+
 struct flight {
 	struct flight_opts o;
 	struct flight_store *store;
@@ -57,6 +68,13 @@ struct flight {
 	uint64_t disk_bytes;
 	char last_dir[32];
 	uint64_t last_latency_ns;
+	uint64_t hist[HIST_N + 1], hist_sum_ns; /* every span's latency, for --listen */
+	struct {
+		char dir[32];
+		uint64_t value_ns;
+		double wall_s;
+	} exemplar[HIST_N + 1];                   /* the last capture in each bucket */
+	uint64_t by_state[ST_NR];
 };
 
 int flight_opts_from(const struct tt_opts *o, struct flight_opts *fo, char *err, size_t len)
@@ -164,6 +182,16 @@ static void slot_close(struct flight *f, uint64_t now_ns)
 	f->q[f->nq++] = f->cand;
 }
 
+static unsigned hist_bucket(uint64_t ns)
+{
+	uint64_t us = (ns + 999) / 1000;
+	unsigned k = 0;
+
+	while (k < HIST_N && (1ull << k) < us)
+		k++;
+	return k;
+}
+
 static void on_span(struct flight *f, const struct tt_span *s, uint64_t now_ns)
 {
 	uint64_t lat = s->t_end_ns > s->t_start_ns ? s->t_end_ns - s->t_start_ns : 0;
@@ -171,6 +199,8 @@ static void on_span(struct flight *f, const struct tt_span *s, uint64_t now_ns)
 	if (s->depth)
 		return; /* the request is the outermost call */
 	f->spans++;
+	f->hist[hist_bucket(lat)]++;
+	f->hist_sum_ns += lat;
 	if (f->live)
 		flight_live_add(f->live, s->t_end_ns, lat);
 	if (f->threshold_ns && lat > f->threshold_ns)
@@ -264,6 +294,73 @@ static int dump_records(struct flight *f, struct tt_capture *cap)
 		cap->records[t] = d.n;
 	}
 	return err;
+}
+
+/* ---- what the triggering thread did: on CPU, runnable or blocked (and why) ------ */
+
+struct state_acc {
+	uint32_t tid;
+	uint64_t t0, t1;
+	uint64_t off_ns, runnable_ns, why_ns[TT_WAIT_NR];
+	bool seen;
+};
+
+static uint64_t overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1)
+{
+	uint64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+
+	return hi > lo ? hi - lo : 0;
+}
+
+static int state_add(void *arg, uint32_t type, const void *rec)
+{
+	struct state_acc *a = arg;
+
+	if (type == TT_REC_SWITCH) {
+		struct tt_switch w;
+		uint64_t o;
+
+		memcpy(&w, rec, sizeof(w));
+		if (w.tid != a->tid || w.unmatched)
+			return 0;
+		o = overlap(w.t_off_ns, w.t_on_ns, a->t0, a->t1);
+		a->seen = true;
+		a->off_ns += o;
+		if (w.voluntary)
+			a->why_ns[tt_wait_reason(w.syscall)] += o;
+	} else if (type == TT_REC_RUNQ) {
+		struct tt_runq q;
+
+		memcpy(&q, rec, sizeof(q));
+		if (q.tid == a->tid)
+			a->runnable_ns += overlap(q.t_runnable_ns, q.t_run_ns, a->t0, a->t1);
+	}
+	return 0;
+}
+
+/* The largest part of the triggering span on its own thread (the capture's report
+ * follows the waits to their cause; this is what the exporter can count at once). */
+static enum cap_state capture_state(const struct flight *f, const struct tt_span *s)
+{
+	struct state_acc a = { .tid = s->tid, .t0 = s->t_start_ns, .t1 = s->t_end_ns };
+	uint64_t win = s->t_end_ns - s->t_start_ns, best, blocked, why = 0;
+	enum cap_state st = ST_ONCPU;
+
+	flight_store_each(f->store, TT_REC_SWITCH, a.t0, a.t1, state_add, &a);
+	flight_store_each(f->store, TT_REC_RUNQ, a.t0, a.t1, state_add, &a);
+	if (!a.seen || !win)
+		return ST_UNKNOWN;
+	blocked = a.off_ns > a.runnable_ns ? a.off_ns - a.runnable_ns : 0;
+	best = win > a.off_ns ? win - a.off_ns : 0; /* on CPU */
+	if (a.runnable_ns > best) {
+		best = a.runnable_ns;
+		st = ST_RUNNABLE;
+	}
+	for (int r = 1; r < TT_WAIT_NR; r++)
+		why = a.why_ns[r] > a.why_ns[why] ? (uint64_t)r : why;
+	if (blocked > best)
+		st = (enum cap_state)(ST_LOCK + why);
+	return st;
 }
 
 static uint64_t dir_bytes(const char *dir)
@@ -377,6 +474,16 @@ static void capture(struct flight *f, const struct pending *p, uint64_t now_ns)
 	f->captures++;
 	snprintf(f->last_dir, sizeof(f->last_dir), "%s", rel);
 	f->last_latency_ns = p->worst_ns;
+	f->by_state[capture_state(f, &p->first)]++;
+	{
+		unsigned b = hist_bucket(p->worst_ns);
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts); /* an exemplar's timestamp is wall time */
+		snprintf(f->exemplar[b].dir, sizeof(f->exemplar[b].dir), "%s", rel);
+		f->exemplar[b].value_ns = p->worst_ns;
+		f->exemplar[b].wall_s = ts.tv_sec + ts.tv_nsec / 1e9;
+	}
 	fprintf(stderr, "tailtrace: flight recorder: %s: a span of %.3f ms (%s: > %.3f ms)%s, "
 		"%llu switch and %llu run-queue records, %.1f MB\n", rel, p->worst_ns / 1e6,
 		f->o.trig.text, p->threshold_ns / 1e6, p->nspans > 1 ? " and others coalesced" : "",
@@ -470,4 +577,59 @@ void flight_print(const struct flight *f, FILE *out)
 		f->disk_bytes / 1048576.0, ss.peak_bytes / 1048576.0,
 		ss.evicted_early ? " (full: records left before --flight-recorder SECONDS; raise "
 				   "--flight-mb)" : "");
+}
+
+/* ---- --listen ------------------------------------------------------------------ */
+
+void flight_render(void *arg, FILE *out, int fmt)
+{
+	const struct flight *f = arg;
+	bool om = fmt == EXPORTER_OPENMETRICS;
+	struct flight_store_stats ss;
+	uint64_t cum = 0;
+
+	exporter_family(out, fmt, "tailtrace_span_latency_seconds", "histogram",
+			"Latency of the spans (requests) the flight recorder saw; with OpenMetrics, "
+			"each bucket's exemplar names the last capture of a request in it.");
+	for (unsigned k = 0; k <= HIST_N; k++) {
+		cum += f->hist[k];
+		if (k < HIST_N)
+			fprintf(out, "tailtrace_span_latency_seconds_bucket{le=\"%g\"} %llu",
+				(double)(1ull << k) / 1e6, ULL(cum));
+		else
+			fprintf(out, "tailtrace_span_latency_seconds_bucket{le=\"+Inf\"} %llu",
+				ULL(cum));
+		if (om && f->exemplar[k].dir[0])
+			fprintf(out, " # {capture=\"%s\"} %.9f %.3f", f->exemplar[k].dir,
+				f->exemplar[k].value_ns / 1e9, f->exemplar[k].wall_s);
+		fputc('\n', out);
+	}
+	fprintf(out, "tailtrace_span_latency_seconds_sum %.9f\n", f->hist_sum_ns / 1e9);
+	fprintf(out, "tailtrace_span_latency_seconds_count %llu\n", ULL(cum));
+	exporter_family(out, fmt, "tailtrace_flight_triggers_total", "counter",
+			"Spans that ended above the trigger.");
+	fprintf(out, "tailtrace_flight_triggers_total{trigger=\"%s\"} %llu\n", f->o.trig.text,
+		ULL(f->triggers));
+	exporter_family(out, fmt, "tailtrace_flight_captures_total", "counter",
+			"Captures written, by what the triggering request's own thread did most "
+			"(on_cpu, runnable, blocked_lock/io/sleep/other; the capture's report "
+			"follows the waits to their cause).");
+	for (int k = 0; k < ST_NR; k++)
+		fprintf(out, "tailtrace_flight_captures_total{trigger=\"%s\",state=\"%s\"} %llu\n",
+			f->o.trig.text, state_name[k], ULL(f->by_state[k]));
+	exporter_family(out, fmt, "tailtrace_flight_not_captured_total", "counter",
+			"Triggers without a capture of their own: coalesced into an overlapping one, "
+			"skipped by --max-captures-per-min or --max-disk-mb, or failed to write.");
+	fprintf(out, "tailtrace_flight_not_captured_total{reason=\"coalesced\"} %llu\n"
+		"tailtrace_flight_not_captured_total{reason=\"budget\"} %llu\n"
+		"tailtrace_flight_not_captured_total{reason=\"disk\"} %llu\n"
+		"tailtrace_flight_not_captured_total{reason=\"failed\"} %llu\n",
+		ULL(f->coalesced), ULL(f->skipped_rate), ULL(f->skipped_disk), ULL(f->failed));
+	exporter_family(out, fmt, "tailtrace_flight_threshold_seconds", "gauge",
+			"The trigger's threshold now (0 while a percentile warms up).");
+	fprintf(out, "tailtrace_flight_threshold_seconds %.9f\n", f->threshold_ns / 1e9);
+	flight_store_stats(f->store, &ss);
+	exporter_family(out, fmt, "tailtrace_flight_memory_bytes", "gauge",
+			"Memory holding the recent records.");
+	fprintf(out, "tailtrace_flight_memory_bytes %llu\n", ULL(ss.bytes));
 }

@@ -51,7 +51,11 @@ void flight_meta(const struct flight *f, FILE *out);
 /* One line for stderr at the end: "flight recorder: 3 captures ...". */
 void flight_print(const struct flight *f, FILE *out);
 
-/* Counters for the exporter (--listen). */
+/* The recorder's families for the exporter (exporter_source.extra; arg: the flight):
+ * the span latency histogram with exemplars naming captures, triggers, captures by
+ * the triggering thread's state, what was not captured, the threshold, memory. */
+void flight_render(void *arg, FILE *out, int fmt);
+/* Counters (tests, messages). */
 struct flight_counts {
 	uint64_t spans, triggers, captures, coalesced, skipped_rate, skipped_disk, failed;
 	uint64_t threshold_ns;     /* the live or fixed threshold now, 0: warming up */

@@ -420,13 +420,22 @@ static void exporter_self_cpu(void *arg, double *bpf_s, double *loader_s)
 	*loader_s = (c.startup_cpu_ns + c.loader_cpu_ns) / 1e9;
 }
 
+/* --flight-recorder --listen: the recorder's families after tailtrace's own. */
+static void exporter_extra(void *arg, FILE *f, int fmt)
+{
+	struct loader *L = arg;
+
+	if (L->ctx.flight)
+		flight_render(L->ctx.flight, f, fmt);
+}
+
 static void exporter_connect(struct loader *L)
 {
 	struct exporter_source src = {
 		.runq = module_map(L, "runq_hist"), .offcpu = module_map(L, "offcpu_hist"),
 		.migrate = module_map(L, "migrate_hist"), .tasks = module_map(L, "tasks"),
-		.stats = exporter_stats, .drain = drain_all,
-		.self_cpu = exporter_self_cpu, .arg = L };
+		.stats = exporter_stats, .drain = L->cli.opts.aggregate ? drain_all : NULL,
+		.self_cpu = exporter_self_cpu, .extra = exporter_extra, .arg = L };
 
 	if (!L->ex)
 		return;
