@@ -239,8 +239,10 @@ static int locks_finish(struct tt_ctx *ctx, void *state)
 	err = locks_write_held(st);
 	e = probe_flush(st->out, &st->write_err);
 	err = err ? err : e;
-	e = locks_stacks_write(ctx->opts->out_dir, ctx->syms, bpf_map__fd(st->skel->maps.stacks),
-			       st->stack_pid, LOCKS_STACK_ENTRIES);
+	e = ctx->flight ? 0 : /* the flight recorder: each capture has them */
+		    locks_stacks_write(ctx->opts->out_dir, ctx->syms,
+				       bpf_map__fd(st->skel->maps.stacks), st->stack_pid,
+				       LOCKS_STACK_ENTRIES);
 	err = err ? err : e;
 	if (err)
 		locks_err(ctx, "locks: writing %s: %s", ctx->opts->out_dir,

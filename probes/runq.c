@@ -159,7 +159,9 @@ static int runq_finish(struct tt_ctx *ctx, void *state)
 		snprintf(ctx->err, sizeof(ctx->err), "runq: writing runq.bin: %s", strerror(-err));
 		return err;
 	}
-	err = st->occ ? occ_out_finish(st->occ, ctx->opts->out_dir, st->skel->maps.occ_names) : 0;
+	/* the flight recorder: each capture has its occupants */
+	err = st->occ && !ctx->flight ?
+		      occ_out_finish(st->occ, ctx->opts->out_dir, st->skel->maps.occ_names) : 0;
 	if (err)
 		snprintf(ctx->err, sizeof(ctx->err), "cpu: writing occupancy.bin / occupants.bin: %s",
 			 strerror(-err));

@@ -235,7 +235,7 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 	err = tasks_read(st, &tasks, &ntasks);
 	for (size_t i = 0; !err && i < ntasks; i++)
 		aggregate_note_task(tasks[i].tid, tasks[i].pid, tasks[i].comm);
-	if (!err && !st->aggregate)
+	if (!err && !st->aggregate && !ctx->flight) /* the recorder: each capture has its own */
 		err = tasks_write(ctx->opts->out_dir, st, tasks, ntasks);
 	if (!err && st->aggregate && (err = aggregate_drain(st->skel->obj))) {
 		snprintf(ctx->err, sizeof(ctx->err),

@@ -1,0 +1,162 @@
+"""The flight recorder on real BPF (tailtrace --flight-recorder), with injected stalls whose
+times are known: orders-server's orders-ledger thread holds the lock every order takes for
+40 ms every 3 s (--stall-every-ms/--stall-ms, each logged with its CLOCK_MONOTONIC times).
+
+Oracles: every stall inside the run is overlapped by a capture window; each such capture's
+report names orders-ledger; nothing but captures reaches the disk; the exporter's histogram
+carries an exemplar naming a capture; bad input is refused before anything runs.
+Bounded in time (~30 s). Real BPF: run as root."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from test_spans import BUILD, TAILTRACE, expect_error
+from tt_run import free_port
+
+SERVER = BUILD / "workloads" / "server" / "orders-server"
+HTTPLOAD = BUILD / "workloads" / "httpload" / "httpload"
+USDT = f"usdt:{HTTPLOAD}:httpload:request"
+
+
+def server(tmp: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    srv = subprocess.Popen([str(SERVER), "--port", "0", "--workers", "16", "--sleep-us", "2000",
+                            *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    m = re.search(r"listening on 127\.0\.0\.1:(\d+)", srv.stdout.readline())
+    assert m, "orders-server did not start"
+    return srv, f"http://127.0.0.1:{m[1]}/orders"
+
+
+def stop(p: subprocess.Popen) -> None:
+    p.terminate()
+    p.wait(10)
+
+
+def test_every_lock_stall_is_captured_and_explained(tmp_path):
+    log = tmp_path / "stalls.txt"
+    srv, url = server(tmp_path, "--stall-every-ms", "3000", "--stall-ms", "40",
+                      "--stall-log", str(log))
+    out = tmp_path / "run"
+    try:
+        p = subprocess.run([str(TAILTRACE), "--out", str(out), "--flight-recorder", "10",
+                            "--trigger", "latency>15ms", "--max-captures-per-min", "60",
+                            "--also-pid", str(srv.pid), "--span", USDT, "--",
+                            str(HTTPLOAD), "--model", "pool", "--conns", "20", "--rate", "1000",
+                            "--duration", "14", "--url", url],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        stop(srv)
+    assert p.returncode == 0, p.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    t0, t1 = meta["mono_start_ns"], meta["mono_end_ns"]
+    stalls = [tuple(map(int, line.split()[1:])) for line in log.read_text().splitlines()]
+    stalls = [(a, b) for a, b in stalls if a > t0 + 500_000_000 and b < t1 - 1_000_000_000]
+    assert len(stalls) >= 3
+    # the run directory holds only the recorder's files: no per-event streams
+    assert not (out / "switches.bin").exists() and not (out / "runq.bin").exists()
+    fl = meta["flight"]
+    assert fl["trigger"] == "latency>15ms" and fl["captures"] >= len(stalls)
+    assert fl["failed"] == 0 and fl["refused"] == 0
+    r = subprocess.run(["python3", "-m", "analyze", "captures", str(out), "--no-plots"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (out / "captures.html").exists()
+    caps = []
+    for line in (out / "captures.jsonl").read_text().splitlines():
+        c = json.loads(line)
+        d = out / c["dir"]
+        m = json.loads((d / "meta.json").read_text())["capture"]
+        head = json.loads((d / "summary.json").read_text())["headline"]
+        assert m["worst_ns"] > 15_000_000 and m["span"]["latency_ns"] > 15_000_000
+        caps.append((m["t0_ns"], m["t1_ns"], head))
+    for a, b in stalls:
+        hit = [h for c0, c1, h in caps if c0 <= b and c1 >= a]
+        assert hit, f"stall at +{(a - t0) / 1e9:.1f} s not captured"
+        assert any("orders-ledger" in h for h in hit), hit
+
+
+def test_exporter_serves_an_exemplar_naming_the_capture(tmp_path):
+    srv, url = server(tmp_path, "--stall-every-ms", "1500", "--stall-ms", "40",
+                      "--stall-log", str(tmp_path / "stalls.txt"))
+    port = free_port()
+    out = tmp_path / "run"
+    tt = subprocess.Popen([str(TAILTRACE), "--out", str(out), "--flight-recorder", "8",
+                           "--trigger", "latency>15ms", "--max-captures-per-min", "60",
+                           "--listen", f"127.0.0.1:{port}", "--span", USDT, "--",
+                           str(HTTPLOAD), "--model", "pool", "--conns", "20", "--rate", "500",
+                           "--duration", "8", "--url", url],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    body = ""
+    try:
+        for _ in range(80):
+            time.sleep(0.1)
+            if (out / "captures.jsonl").exists():
+                break
+        time.sleep(0.3)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
+                                     headers={"Accept": "application/openmetrics-text; "
+                                                        "version=1.0.0"})
+        body = urllib.request.urlopen(req, timeout=10).read().decode()
+    finally:
+        _, err = tt.communicate(timeout=60)
+        stop(srv)
+    assert tt.returncode == 0, err
+    assert body.endswith("# EOF\n")
+    ex = re.findall(r'^tailtrace_span_latency_seconds_bucket\{le="([^"]+)"\} \d+ '
+                    r'# \{capture="(captures/\d{4})"\} ([0-9.]+) [0-9.]+$', body, re.M)
+    assert ex, body[-2000:]
+    le, cap, value = ex[0]
+    assert float(value) <= float(le) and (out / cap / "meta.json").exists()
+    assert re.search(r'^tailtrace_flight_captures_total\{trigger="latency>15ms",state="[a-z_]+"\} '
+                     r'[1-9]', body, re.M)
+
+
+def test_bad_flight_settings_are_refused_before_anything_runs(tmp_path):
+    cases = [
+        (["--flight-recorder", "30", "--trigger", "p100", "--span", USDT],
+         "give latency>DURATION"),
+        (["--flight-recorder", "30", "--trigger", "latency>fast", "--span", USDT],
+         "give latency>DURATION"),
+        (["--flight-recorder", "5", "--span", USDT], "keep at least 12 s"),
+        (["--trigger", "p99", "--span", USDT], "go with --flight-recorder"),
+        (["--flight-recorder", "30"], "give --span"),
+        (["--flight-recorder", "30", "--aggregate", "--span", USDT], "does not go with --aggregate"),
+        (["--flight-recorder", "30", "--flight-mb", "99999999", "--span", USDT], "--flight-mb"),
+    ]
+    for args, needle in cases:
+        p = subprocess.run([str(TAILTRACE), "--out", str(tmp_path / "x"), *args, "--", "true"],
+                           capture_output=True, text=True, timeout=30)
+        err = expect_error(p, needle)
+        assert err.count("\n") == 0, err   # one line
+
+
+def test_a_full_disk_fails_captures_counted_and_the_recorder_goes_on(tmp_path):
+    """The run directory on a 320 KiB tmpfs: the captures that do not fit fail, each with
+    one line, counted in meta.json flight.failed; tailtrace ends normally."""
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=320k", "tmpfs", str(small)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    srv, url = server(tmp_path, "--stall-every-ms", "1000", "--stall-ms", "40",
+                      "--stall-log", str(tmp_path / "stalls.txt"))
+    try:
+        p = subprocess.run([str(TAILTRACE), "--out", str(small / "run"), "--flight-recorder", "8",
+                            "--trigger", "latency>15ms", "--max-captures-per-min", "120",
+                            "--also-pid", str(srv.pid), "--span", USDT, "--",
+                            str(HTTPLOAD), "--model", "pool", "--conns", "20", "--rate", "1000",
+                            "--duration", "6", "--url", url],
+                           capture_output=True, text=True, timeout=120)
+        fl = json.loads((small / "run" / "meta.json").read_text())["flight"]
+    finally:
+        stop(srv)
+        subprocess.run(["umount", str(small)])
+    assert p.returncode == 0, p.stderr
+    fails = [l for l in p.stderr.splitlines() if re.search(r"capture captures/\d+ failed: ", l)]
+    assert fl["failed"] >= 1 and len(fails) == fl["failed"], p.stderr
+    assert all(l.endswith("(counted; the recorder goes on)") for l in fails)
