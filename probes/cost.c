@@ -119,11 +119,18 @@ static uint64_t loader_cpu_ns(void)
 	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
 }
 
-void cost_start_clock(struct tt_cost *c, uint64_t now_ns)
+static int cost_read_mods(struct tt_cost_mod *out, const struct tt_probe *const *mods,
+			  void *const *states, int nmods);
+
+void cost_start_clock(struct tt_cost *c, uint64_t now_ns, const struct tt_probe *const *mods,
+		      void *const *states, int nmods)
 {
 	c->cpu_start_ns = c->cpu_loop_ns = c->cpu_end_ns = loader_cpu_ns();
 	c->on_since_ns = c->t_start_ns = now_ns;
 	c->sampled_ns = 0;
+	memset(c->base, 0, sizeof(c->base));
+	if (c->stats_fd >= 0)
+		cost_read_mods(c->base, mods, states, nmods);
 }
 
 void cost_loop_start(struct tt_cost *c)
@@ -164,6 +171,24 @@ static void cost_read_object(struct tt_cost_mod *m, struct bpf_object *obj)
 	}
 }
 
+/* Every module's programs read into out[] (in module order); returns how many. */
+static int cost_read_mods(struct tt_cost_mod *out, const struct tt_probe *const *mods,
+			  void *const *states, int nmods)
+{
+	int n = 0;
+
+	for (int i = 0; i < nmods && n < TT_COST_MAX_MODS; i++) {
+		struct bpf_object *obj = mods[i]->object ? mods[i]->object(states[i]) : NULL;
+
+		if (!obj)
+			continue;
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].name = mods[i]->name;
+		cost_read_object(&out[n++], obj);
+	}
+	return n;
+}
+
 void cost_collect(struct tt_cost *c, const struct tt_probe *const *mods, void *const *states,
 		  int nmods, uint64_t traced_wall_ns)
 {
@@ -174,23 +199,18 @@ void cost_collect(struct tt_cost *c, const struct tt_probe *const *mods, void *c
 	c->finish_cpu_ns = diff(now_cpu, c->cpu_end_ns);
 	c->traced_wall_ns = traced_wall_ns;
 	c->ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	c->nmods = 0;
 	c->bpf_measured_ns = c->bpf_total_runs = 0;
 	c->bpf_sampled_ns = c->sampled_ns;
 	if (c->stats_fd >= 0 && c->t_end_ns > c->on_since_ns) /* a window still open */
 		c->bpf_sampled_ns += c->t_end_ns - c->on_since_ns;
-	for (int i = 0; i < nmods && c->nmods < TT_COST_MAX_MODS; i++) {
-		struct bpf_object *obj = mods[i]->object ? mods[i]->object(states[i]) : NULL;
-		struct tt_cost_mod *m = &c->mods[c->nmods];
+	c->nmods = cost_read_mods(c->mods, mods, states, nmods);
+	for (int i = 0; i < c->nmods; i++) {
+		struct tt_cost_mod *m = &c->mods[i];
 
-		if (!obj)
-			continue;
-		memset(m, 0, sizeof(*m));
-		m->name = mods[i]->name;
-		cost_read_object(m, obj);
+		m->run_cnt = diff(m->run_cnt, c->base[i].run_cnt);
+		m->run_time_ns = diff(m->run_time_ns, c->base[i].run_time_ns);
 		c->bpf_measured_ns += m->run_time_ns;
 		c->bpf_total_runs += m->run_cnt;
-		c->nmods++;
 	}
 	c->bpf_total_ns = c->bpf_measured_ns;
 	if (cost_scaled(c))

@@ -65,6 +65,10 @@ struct tt_cost {
 	uint64_t t_end_ns;     /* CLOCK_MONOTONIC then */
 	struct tt_cost_mod mods[TT_COST_MAX_MODS];
 	int nmods;
+	/* runs counted before tracing started (attach to cost_start_clock, the
+	 * setup of the later modules): subtracted, a window's count is never
+	 * scaled up from setup's */
+	struct tt_cost_mod base[TT_COST_MAX_MODS];
 	uint64_t bpf_measured_ns;  /* run_time_ns summed: inside the windows */
 	uint64_t bpf_total_ns;     /* over the traced time (measured, scaled when sampled) */
 	uint64_t bpf_total_runs;   /* run_cnt summed (inside the windows) */
@@ -82,8 +86,10 @@ struct tt_cost {
  * the start. */
 void cost_enable(struct tt_cost *c, enum tt_bpf_stats mode, bool service);
 /* Start of tracing (now: its CLOCK_MONOTONIC time): note the loader's CPU
- * time so far (loading excluded); the first window starts here. */
-void cost_start_clock(struct tt_cost *c, uint64_t now_ns);
+ * time so far (loading excluded) and the programs' runs so far (setup's, not
+ * counted); the first window starts here. */
+void cost_start_clock(struct tt_cost *c, uint64_t now_ns, const struct tt_probe *const *mods,
+		      void *const *states, int nmods);
 /* In the poll loop: close or open a sampling window when due. Returns the ms
  * until the next change (the poll timeout's upper bound), or -1: none due. */
 int cost_tick(struct tt_cost *c, uint64_t now_ns);

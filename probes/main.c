@@ -731,7 +731,7 @@ static int run(struct loader *L)
 	print_ready(L);
 	exporter_connect(L);
 	meta_start(&L->meta);
-	cost_start_clock(&L->cost, L->meta.mono_start_ns);
+	cost_start_clock(&L->cost, L->meta.mono_start_ns, L->mods, L->states, L->nmods);
 	if (L->have_child && target_release(&L->child, L->cli.cmd, err, sizeof(err))) {
 		die_line(err);
 		target_child_stop(&L->child, 1000);

@@ -175,19 +175,22 @@ static int parse_span_usdt(struct tt_span_spec *sp, char *arg, const char *given
 	return 0;
 }
 
-static int parse_span(struct tt_opts *o, const char *given, char *err, size_t len)
+static int parse_span(struct tt_cli *cli, const char *given, char *err, size_t len)
 {
-	/* split a copy: argv stays whole for meta.json's command line (lives until exit) */
-	char *arg = strdup(given), *colon = arg ? strrchr(arg, ':') : NULL;
+	struct tt_opts *o = &cli->opts;
+	char *arg, *colon;
 
-	if (!arg) {
-		snprintf(err, len, "--span: out of memory");
-		return -ENOMEM;
-	}
 	if (o->nspans == TT_MAX_SPANS) {
 		snprintf(err, len, "--span: at most %d spans", TT_MAX_SPANS);
 		return -EINVAL;
 	}
+	/* split a copy: argv stays whole for meta.json's command line */
+	arg = cli->span_buf[o->nspans];
+	if ((size_t)snprintf(arg, sizeof(cli->span_buf[0]), "%s", given) >= sizeof(cli->span_buf[0])) {
+		snprintf(err, len, "--span: longer than %zu characters", sizeof(cli->span_buf[0]) - 1);
+		return -EINVAL;
+	}
+	colon = strrchr(arg, ':');
 	if (!strncmp(arg, "usdt:", 5)) {
 		int e = parse_span_usdt(&o->spans[o->nspans], arg, given, err, len);
 
@@ -296,7 +299,7 @@ static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len
 	case 'd': return parse_num("--duration", arg, 0, 1e7, &o->duration_s, err, len);
 	case 'o': o->out_dir = arg; return 0;
 	case 'e': cli->events_given = true; return parse_events(arg, &o->events, err, len);
-	case 's': return parse_span(o, arg, err, len);
+	case 's': return parse_span(cli, arg, err, len);
 	case 'X':
 		if ((o->span_exit = parse_span_exit(arg)) < 0) {
 			snprintf(err, len, "--span-exit '%s': give auto, uretprobe or ret", arg);

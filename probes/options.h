@@ -24,6 +24,7 @@ struct tt_cli {
 	bool min_offcpu_given;
 	bool top_given;
 	char out_buf[256];     /* default run directory */
+	char span_buf[TT_MAX_SPANS][1024]; /* --span copies, split in place (argv stays whole) */
 	int argc;
 	char **argv;           /* whole command line, for meta.json */
 };

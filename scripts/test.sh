@@ -3,6 +3,8 @@
 # then the reliability passes: the tests again under ASan+UBSan and TSan
 # (scripts/sanitize.sh) and each fuzz target for TT_FUZZ_SECONDS (default 60,
 # scripts/fuzz.sh). TT_TEST_QUICK=1 skips the reliability passes.
+# TT_TEST_BUSY=1 keeps one CPU busy for the whole run (stress-ng --cpu 1): the
+# suite must hold on a busy machine (docs/reliability.md, "Timing in tests").
 # Integration tests load real BPF and need root.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,6 +17,14 @@ cmake --build "$BUILD" -j"$(nproc)"
 # Kernel tracing filesystems (absent on a fresh machine).
 mountpoint -q /sys/kernel/tracing 2>/dev/null || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 mountpoint -q /sys/kernel/debug 2>/dev/null || mount -t debugfs nodev /sys/kernel/debug 2>/dev/null || true
+
+if [ "${TT_TEST_BUSY:-0}" = 1 ]; then
+	command -v stress-ng >/dev/null || { echo "test.sh: TT_TEST_BUSY=1 needs stress-ng: run scripts/install-deps.sh" >&2; exit 2; }
+	stress-ng --cpu 1 --timeout 0 --quiet &
+	hog=$!
+	trap 'kill $hog 2>/dev/null; wait $hog 2>/dev/null || true' EXIT
+	echo "test.sh: stress-ng --cpu 1 running beside the tests (pid $hog)" >&2
+fi
 
 status=0
 ctest --test-dir "$BUILD" --output-on-failure "$@" || status=1

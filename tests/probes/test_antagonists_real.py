@@ -76,7 +76,9 @@ def test_an_untraced_hog_holds_the_victims_cpu_and_is_named(tmp_path):
     assert (per.to_numpy() == (rq["t_run_ns"] - rq["t_runnable_ns"]).to_numpy()[per.index]).all()
     assert f"tt-hog (pid {hog_pid}, not traced" in s["headline"], s["headline"]
     top = s["antagonists"]["≥P99"]["top"][0]
-    assert top["pid"] == hog_pid and top["class"] == "other" and top["threads"] == 3
+    # the ≥P99 band may be one 4 ms request, during which CFS need not run all three spinners
+    assert top["pid"] == hog_pid and top["class"] == "other" and 1 <= top["threads"] <= 3, top
+    assert victim.loc[victim["pid"] == hog_pid, "tid"].nunique() == 3  # over the whole run
     threads = (tmp_path / "threads.csv").read_text()
     assert f"tt-hog (pid {hog_pid})" in threads
 

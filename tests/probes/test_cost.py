@@ -9,6 +9,7 @@ only (~10 % of a 3 s run) and the total is scaled to the traced time.
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -132,27 +133,30 @@ def test_cost_sampled(tmp_path):
 
 
 def test_cost_sampled_burst_then_quiet(tmp_path):
-    """A burst of context switches (pipe ping-pong, ~0.3-0.6 s), then 2.5 s of quiet. The
-    sampled windows must be spread finely enough that the burst is sampled like the
-    rest: the switch program's runs scaled from the windows agree with the exact count of
-    the same run under --bpf-stats always. (With one 100 ms window a second, the first
-    window fell in the burst and the scaled count read 1.66x the exact one; now 1.1-1.2x.)
-    run_cnt also counts every other task's switches, and the two runs are separate: a pair
-    outside the bounds is run once more (a bias of the windows, like the 1.66x, is there
-    every time; another tenant's burst is not)."""
+    """A burst of context switches (pipe ping-pong for 500 ms, pinned to one CPU so that
+    its rate is steady: unpinned, the scheduler moved a pair between one CPU and two
+    mid-burst and the rate changed 20x), then 2.5 s of quiet. The sampled windows must be
+    spread finely enough that the burst is sampled like the rest: the switch program's
+    runs scaled from the windows agree with the exact count of the same run under
+    --bpf-stats always. (With one 100 ms window a second, the first window fell in the
+    burst and the scaled count read 1.66x the exact one.) run_cnt also counts every other
+    task's switches, and the two runs are separate: a pair outside the bounds is run once
+    more (a bias of the windows, like the 1.66x, is there every time; another tenant's
+    burst is not)."""
     tries = []
+    cpu = max(os.sched_getaffinity(0))
     for attempt in range(2):
         runs = {}
         for mode in ("always", "sampled"):
             out = tmp_path / f"{mode}{attempt}"
             p = tailtrace(out, "--events", "runq,switch", "--bpf-stats", mode, "--",
-                          helper("pingpong"), "30000", "1", "2500")
+                          "taskset", "-c", str(cpu), helper("pingpong"), "500ms", "1", "2500")
             assert p.returncode == 0, p.stderr
             cost = meta(out)["cost"]
             assert cost["bpf_stats"] == mode and cost["traced_wall_ns"] > 2.5e9
             frac = cost["bpf_sampled_ns"] / cost["traced_wall_ns"]
             runs[mode] = cost["bpf"]["sched"]["run_cnt"] / frac
-            assert meta(out)["events"]["switch"] >= 30000  # the burst happened
+            assert meta(out)["events"]["switch"] >= 20000  # the burst happened
         tries.append(runs)
         if 0.6 * runs["always"] <= runs["sampled"] <= 1.5 * runs["always"]:
             return
