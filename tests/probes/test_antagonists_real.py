@@ -122,14 +122,26 @@ def test_wakeups_on_an_idle_cpu_are_classed_idle(tmp_path):
     assert p.returncode == 0, p.stderr
     run = load_run(tmp_path)
     rows = A.df_runnable_occupants(run)
-    per = rows.groupby("runq_idx").agg(n=("cls", "size"),
-                                       idle=("cls", lambda c: bool((c == "idle").all())))
-    # most wakeups of a sleeper land on an idle CPU: those waits are idle whole
-    assert per["idle"].mean() >= 0.5, rows.groupby("cls", observed=True)["ns"].sum()
+    # Each part of a wait is who the raw occupancy records say held that CPU: the last switch
+    # on it before the part was to that task (tid 0: idle), and none came inside the part.
+    occ = records(tmp_path, "occ")
+    known = rows[rows["cls"] != "unknown"]
+    for cpu, part in known.groupby("cpu"):
+        o = np.sort(occ[occ["cpu"] == cpu], order="t_ns")
+        t = o["t_ns"].astype(np.int64)
+        i = np.searchsorted(t, part["t_from_ns"].to_numpy(np.int64), side="right") - 1
+        j = np.searchsorted(t, part["t_to_ns"].to_numpy(np.int64), side="left")
+        assert (i >= 0).all() and (j == i + 1).all(), cpu
+        assert (o["tid"][i].astype(np.int64) == part["tid"].to_numpy(np.int64)).all(), cpu
     idle_rows = rows[rows["cls"] == "idle"]
     assert (idle_rows["tid"] == 0).all() and (idle_rows["pid"] == 0).all()
-    occ = records(tmp_path, "occ")
-    assert (occ["tid"] == 0).any()
+    assert ((rows["cls"] == "idle") == (rows["tid"] == 0)).all()
+    # A sleeper's wakeups land on an idle CPU when there is one: on a quiet machine most of
+    # its waits are idle whole. Beside a CPU hog (a busy CI) there may be none, and then the
+    # records show no idle time on the CPUs it waited on either (checked above).
+    per = rows.groupby("runq_idx")["cls"].agg(lambda c: bool((c == "idle").all()))
+    busy = os.getloadavg()[0] >= 1.5
+    assert busy or per.mean() >= 0.5, rows.groupby("cls", observed=True)["ns"].sum()
 
 
 def test_cpu_event_needs_runq_and_records(tmp_path):

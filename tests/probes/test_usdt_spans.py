@@ -54,13 +54,20 @@ def test_httpload_usdt_spans_are_its_requests(server, tmp_path, model):
     assert len(req) == len(s) == 400
     assert sorted(s["ret"].tolist()) == sorted(req["status"].tolist())
     assert (s["end_tid"] == s["tid"]).all()
+    # each span is its request: on the same thread, the marks just after httpload's own clock
+    # reads (microseconds; a thread preempted between the two on a busy machine waits a
+    # scheduler slice, so the bound for one is 100 ms, and the median's 1 ms)
+    d = []
     for tid in np.unique(req["tid"]):
         r = np.sort(req[req["tid"] == tid], order="t_start_ns")
         q = np.sort(s[s["tid"] == tid], order="t_start_ns")
         assert len(q) == len(r)
         d0 = q["t_start_ns"].astype(np.int64) - r["t_start_ns"].astype(np.int64)
         d1 = q["t_end_ns"].astype(np.int64) - r["t_end_ns"].astype(np.int64)
-        assert ((d0 >= 0) & (d0 < MS) & (d1 >= 0) & (d1 < MS)).all(), (d0.max(), d1.max())
+        assert ((d0 >= 0) & (d0 < 100 * MS) & (d1 >= 0) & (d1 < 100 * MS)).all(), (d0.max(),
+                                                                                 d1.max())
+        d += [d0, d1]
+    assert np.median(np.concatenate(d)) < MS
     site = json.loads((tmp_path / "meta.json").read_text())["span_sites"][0]
     assert site["exit"] == "usdt" and site["usdt"]["paired_by"] == "argument"
     assert site["entry"]["class"] == "nop5" and site["exits"][0]["class"] == "nop5"

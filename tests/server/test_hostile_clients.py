@@ -208,8 +208,12 @@ def untouched(socks):
 
 
 def background():
-    """SCHED_IDLE: run only on CPU time nobody else wants (see the module doc)."""
-    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    """SCHED_IDLE: run only on CPU time nobody else wants (see the module doc). Not under a
+    sanitizer: there the server's ASan/TSan build and a busy machine's other load can keep
+    both CPUs busy, and a SCHED_IDLE attacker did not even start in 20 s; no P99 is
+    asserted there, so its CPU use does not matter."""
+    if not SANITIZED:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 class Attack:
