@@ -58,6 +58,36 @@ static bool stats_held_elsewhere(void)
 	return v == '1';
 }
 
+static int cost_read_mods(struct tt_cost_mod *out, const struct tt_probe *const *mods,
+			  void *const *states, int nmods);
+
+static uint64_t diff(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+/* The programs' counters now, as a window opens. */
+static void window_mark(struct tt_cost *c)
+{
+	if (c->pmods)
+		cost_read_mods(c->win, c->pmods, c->pstates, c->pnmods);
+}
+
+/* The open window's runs so far into out[] (added). */
+static void window_add(const struct tt_cost *c, struct tt_cost_mod *out)
+{
+	struct tt_cost_mod now[TT_COST_MAX_MODS];
+	int n;
+
+	if (!c->pmods)
+		return;
+	n = cost_read_mods(now, c->pmods, c->pstates, c->pnmods);
+	for (int i = 0; i < n; i++) {
+		out[i].run_cnt += diff(now[i].run_cnt, c->win[i].run_cnt);
+		out[i].run_time_ns += diff(now[i].run_time_ns, c->win[i].run_time_ns);
+	}
+}
+
 static int ms_until(uint64_t now_ns, uint64_t t_ns)
 {
 	return t_ns > now_ns ? (int)((t_ns - now_ns + 999999) / 1000000) : 0;
@@ -67,6 +97,7 @@ static void window_close(struct tt_cost *c, uint64_t now_ns)
 {
 	if (c->stats_fd < 0)
 		return;
+	window_add(c, c->acc);
 	close(c->stats_fd);
 	c->stats_fd = -1;
 	c->sampled_ns += now_ns > c->on_since_ns ? now_ns - c->on_since_ns : 0;
@@ -86,6 +117,8 @@ int cost_tick(struct tt_cost *c, uint64_t now_ns)
 			/* Counted continuously anyway: keep them on, scale nothing. */
 			c->others_on = true;
 			c->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+			window_mark(c);
+			c->on_since_ns = now_ns;
 			return -1;
 		}
 		period_ms = now_ns - c->t_start_ns < c->dense_ns ? COST_SAMPLE_PERIOD_MS
@@ -100,6 +133,7 @@ int cost_tick(struct tt_cost *c, uint64_t now_ns)
 	c->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	if (c->stats_fd < 0) /* worked before: keep the windows measured so far */
 		return -1;
+	window_mark(c);
 	c->on_since_ns = now_ns;
 	return COST_SAMPLE_ON_MS;
 }
@@ -119,18 +153,18 @@ static uint64_t loader_cpu_ns(void)
 	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
 }
 
-static int cost_read_mods(struct tt_cost_mod *out, const struct tt_probe *const *mods,
-			  void *const *states, int nmods);
-
 void cost_start_clock(struct tt_cost *c, uint64_t now_ns, const struct tt_probe *const *mods,
 		      void *const *states, int nmods)
 {
 	c->cpu_start_ns = c->cpu_loop_ns = c->cpu_end_ns = loader_cpu_ns();
 	c->on_since_ns = c->t_start_ns = now_ns;
 	c->sampled_ns = 0;
-	memset(c->base, 0, sizeof(c->base));
-	if (c->stats_fd >= 0)
-		cost_read_mods(c->base, mods, states, nmods);
+	c->pmods = mods;
+	c->pstates = states;
+	c->pnmods = nmods;
+	memset(c->acc, 0, sizeof(c->acc));
+	if (c->stats_fd >= 0) /* the first window starts here, not at cost_enable */
+		window_mark(c);
 }
 
 void cost_loop_start(struct tt_cost *c)
@@ -142,11 +176,6 @@ void cost_loop_end(struct tt_cost *c)
 {
 	c->cpu_end_ns = loader_cpu_ns();
 	c->t_end_ns = tt_now_ns();
-}
-
-static uint64_t diff(uint64_t a, uint64_t b)
-{
-	return a > b ? a - b : 0;
 }
 
 /* Sum run_cnt / run_time_ns over the loaded programs of one object. */
@@ -203,12 +232,21 @@ void cost_collect(struct tt_cost *c, const struct tt_probe *const *mods, void *c
 	c->bpf_sampled_ns = c->sampled_ns;
 	if (c->stats_fd >= 0 && c->t_end_ns > c->on_since_ns) /* a window still open */
 		c->bpf_sampled_ns += c->t_end_ns - c->on_since_ns;
-	c->nmods = cost_read_mods(c->mods, mods, states, nmods);
+	c->nmods = cost_read_mods(c->mods, mods, states, nmods); /* names, misses */
+	if (c->pmods) {
+		struct tt_cost_mod runs[TT_COST_MAX_MODS];
+
+		memcpy(runs, c->acc, sizeof(runs));
+		if (c->stats_fd >= 0)
+			window_add(c, runs);
+		for (int i = 0; i < c->nmods; i++) {
+			c->mods[i].run_cnt = runs[i].run_cnt;
+			c->mods[i].run_time_ns = runs[i].run_time_ns;
+		}
+	}
 	for (int i = 0; i < c->nmods; i++) {
 		struct tt_cost_mod *m = &c->mods[i];
 
-		m->run_cnt = diff(m->run_cnt, c->base[i].run_cnt);
-		m->run_time_ns = diff(m->run_time_ns, c->base[i].run_time_ns);
 		c->bpf_measured_ns += m->run_time_ns;
 		c->bpf_total_runs += m->run_cnt;
 	}

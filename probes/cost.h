@@ -65,10 +65,16 @@ struct tt_cost {
 	uint64_t t_end_ns;     /* CLOCK_MONOTONIC then */
 	struct tt_cost_mod mods[TT_COST_MAX_MODS];
 	int nmods;
-	/* runs counted before tracing started (attach to cost_start_clock, the
-	 * setup of the later modules): subtracted, a window's count is never
-	 * scaled up from setup's */
-	struct tt_cost_mod base[TT_COST_MAX_MODS];
+	/* Runs are counted inside our own windows only: each window's difference
+	 * of run_cnt/run_time_ns (read as it opens and as it closes) is added to
+	 * acc. Not setup's runs (attach to cost_start_clock), which one window
+	 * would scale up 10x, nor those of another holder's windows (another
+	 * tailtrace sampling on the same machine). */
+	const struct tt_probe *const *pmods; /* what cost_start_clock was given */
+	void *const *pstates;
+	int pnmods;
+	struct tt_cost_mod win[TT_COST_MAX_MODS]; /* read as the open window opened */
+	struct tt_cost_mod acc[TT_COST_MAX_MODS]; /* closed windows' runs */
 	uint64_t bpf_measured_ns;  /* run_time_ns summed: inside the windows */
 	uint64_t bpf_total_ns;     /* over the traced time (measured, scaled when sampled) */
 	uint64_t bpf_total_runs;   /* run_cnt summed (inside the windows) */
