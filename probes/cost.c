@@ -69,6 +69,7 @@ static uint64_t diff(uint64_t a, uint64_t b)
 /* The programs' counters now, as a window opens. */
 static void window_mark(struct tt_cost *c)
 {
+	c->windows++;
 	if (c->pmods)
 		cost_read_mods(c->win, c->pmods, c->pstates, c->pnmods);
 }
@@ -163,6 +164,7 @@ void cost_start_clock(struct tt_cost *c, uint64_t now_ns, const struct tt_probe 
 	c->pstates = states;
 	c->pnmods = nmods;
 	memset(c->acc, 0, sizeof(c->acc));
+	c->windows = 0;
 	if (c->stats_fd >= 0) /* the first window starts here, not at cost_enable */
 		window_mark(c);
 }
@@ -319,9 +321,10 @@ void cost_write_json(FILE *f, const struct tt_cost *c)
 	} else {
 		write_bpf(f, c);
 		fprintf(f, ", \"bpf_total_ns\": %llu, \"bpf_measured_ns\": %llu, "
-			"\"bpf_sampled_ns\": %llu, \"bpf_stats_shared\": %s",
+			"\"bpf_sampled_ns\": %llu, \"bpf_windows\": %u, \"bpf_stats_shared\": %s",
 			(unsigned long long)c->bpf_total_ns, (unsigned long long)c->bpf_measured_ns,
-			(unsigned long long)c->bpf_sampled_ns, c->others_on ? "true" : "false");
+			(unsigned long long)c->bpf_sampled_ns, c->windows,
+			c->others_on ? "true" : "false");
 	}
 	fprintf(f, ", \"loader_cpu_ns\": %llu, \"startup_cpu_ns\": %llu, \"finish_cpu_ns\": %llu, "
 		"\"loader_max_rss_kb\": %ld, \"traced_wall_ns\": %llu, \"ncpus\": %ld, "

@@ -75,6 +75,7 @@ struct tt_cost {
 	int pnmods;
 	struct tt_cost_mod win[TT_COST_MAX_MODS]; /* read as the open window opened */
 	struct tt_cost_mod acc[TT_COST_MAX_MODS]; /* closed windows' runs */
+	unsigned windows;      /* windows opened (meta.json cost.bpf_windows) */
 	uint64_t bpf_measured_ns;  /* run_time_ns summed: inside the windows */
 	uint64_t bpf_total_ns;     /* over the traced time (measured, scaled when sampled) */
 	uint64_t bpf_total_runs;   /* run_cnt summed (inside the windows) */

@@ -174,17 +174,18 @@ def test_cost_sampled_burst_then_quiet(tmp_path):
     pytest.fail(f"sampled/always run counts out of [0.6, 1.5] twice: {tries}")
 
 
-def window_frac(traced_s: float, dense_s: float) -> float:
-    """The share of a run the sampled windows cover (probes/cost.h): 10 ms of every
-    100 ms for dense_s, then 10 ms of every 1000 ms; a window opens at the start."""
+def window_count(traced_s: float, dense_s: float) -> int:
+    """The sampled windows of a run (probes/cost.h): one every 100 ms for dense_s, then one
+    every 1000 ms; a window opens at the start."""
     dense = min(traced_s, dense_s)
-    return (0.01 * (int(dense / 0.1) + 1) + 0.01 * max(0, int(traced_s - dense_s - 1e-9))) / traced_s
+    return int(dense / 0.1) + 1 + max(0, int(traced_s - dense_s - 1e-9))
 
 
 def check_windows(tmp_path, dense_s: float, min_s: float, rel: float, *args: str) -> float:
-    """A steady sleeper traced with args: its run lasted > min_s, the windows cover
-    the share window_frac says (within rel), and the switch program's runs scaled
-    from them still cover every switch written. Returns that share."""
+    """A steady sleeper traced with args: its run lasted > min_s, as many windows opened
+    as window_count says (+-2), they cover ~10 ms each (within rel: a window closes when the
+    loader wakes, later on a busy machine), and the switch program's runs scaled from them
+    still cover every switch written. Returns the share of the run they cover."""
     p = tailtrace(tmp_path, "--events", "runq,switch", *args, "--", helper("sleeper"),
                   str(int(min_s * 2000) + 200), "500", timeout=60)  # >= 0.5 ms each
     assert p.returncode == 0, p.stderr
@@ -195,7 +196,9 @@ def check_windows(tmp_path, dense_s: float, min_s: float, rel: float, *args: str
     traced_s = cost["traced_wall_ns"] / 1e9
     frac = cost["bpf_sampled_ns"] / cost["traced_wall_ns"]
     assert traced_s > min_s, cost
-    assert frac == pytest.approx(window_frac(traced_s, dense_s), rel=rel), cost
+    n = window_count(traced_s, dense_s)
+    assert abs(cost["bpf_windows"] - n) <= 2, (n, cost)
+    assert cost["bpf_sampled_ns"] / cost["bpf_windows"] == pytest.approx(10e6, rel=rel), cost
     runs = cost["bpf"]["sched"]["run_cnt"] / frac
     assert runs >= 0.7 * m["events"]["switch"], (runs, m["events"])
     check_totals(m, p.stderr)
@@ -205,13 +208,13 @@ def check_windows(tmp_path, dense_s: float, min_s: float, rel: float, *args: str
 def test_cost_sampled_sparsely_after_10_s(tmp_path):
     """Each window turns a kernel static key on and off (text patching, IPIs to every
     CPU): after 10 s of tracing they come once a second instead of ten times. A 12-13 s
-    run: windows cover (101 + 2) x 10 ms = 8 % of it, not 10 %."""
-    assert check_windows(tmp_path, 10, 11.5, 0.1) < 0.093  # dense all along: >= 0.1
+    run: (101 + 2) windows of 10 ms, 8 % of it, not 10 %."""
+    check_windows(tmp_path, 10, 11.5, 0.5)
 
 
 def test_cost_listen_samples_sparsely_from_the_start(tmp_path):
     """The exporter is a service: one 10 ms window a second from its start (1 %)."""
-    check_windows(tmp_path, 0, 3.5, 0.2, "--listen", f"127.0.0.1:{free_port()}")
+    check_windows(tmp_path, 0, 3.5, 0.5, "--listen", f"127.0.0.1:{free_port()}")
 
 
 def test_cost_stats_off(tmp_path):

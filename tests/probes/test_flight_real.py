@@ -40,7 +40,7 @@ def stop(p: subprocess.Popen) -> None:
 
 def test_every_lock_stall_is_captured_and_explained(tmp_path):
     log = tmp_path / "stalls.txt"
-    srv, url = server(tmp_path, "--stall-every-ms", "3000", "--stall-ms", "40",
+    srv, url = server(tmp_path, "--stall-every-ms", "1500", "--stall-ms", "40",
                       "--stall-log", str(log))
     out = tmp_path / "run"
     try:
@@ -59,7 +59,7 @@ def test_every_lock_stall_is_captured_and_explained(tmp_path):
     t1 = min(meta["mono_end_ns"], t0 + 14_000_000_000)
     stalls = [tuple(map(int, line.split()[1:])) for line in log.read_text().splitlines()]
     stalls = [(a, b) for a, b in stalls if a > t0 + 500_000_000 and b < t1 - 1_000_000_000]
-    assert len(stalls) >= 3
+    assert len(stalls) >= 6
     # the run directory holds only the recorder's files: no per-event streams
     assert not (out / "switches.bin").exists() and not (out / "runq.bin").exists()
     fl = meta["flight"]
@@ -79,7 +79,7 @@ def test_every_lock_stall_is_captured_and_explained(tmp_path):
         caps.append((m["t0_ns"], m["t1_ns"], head))
     # Each 1 s slot captures its slowest request: on a quiet machine that is a stall's, every
     # time (bench/flight_stalls.sh: 100%). Beside a busy neighbour under a sanitizer, a request
-    # slowed by the machine sometimes outlasted a stall's: the stalls are judged together.
+    # slowed by the machine sometimes outlasted a stall's: the ~8 stalls are judged together.
     caught = 0
     for a, b in stalls:
         hit = [h for c0, c1, h in caps if c0 <= b and c1 >= a]

@@ -148,8 +148,8 @@ def vcsw(tid: int) -> int:
 
 def test_live_threads_are_counted_at_the_end(tmp_path):
     """Under tp_btf a thread counts into its own task storage and the loader collects
-    it at the end: a sleeper still running when a 1 s --pid run ends must have its
-    sleeps of that second in aggregate.json, as many as the kernel's own count of its
+    it at the end: a sleeper still running when a 3 s --pid run ends must have its
+    sleeps of those seconds in aggregate.json, as many as the kernel's own count of its
     voluntary switches over the run (read before tailtrace attached and after it
     stopped: a little wider than the run)."""
     s = subprocess.Popen([helper("sleeper"), "200000", str(USEC), "0", "rt"],
@@ -158,7 +158,7 @@ def test_live_threads_are_counted_at_the_end(tmp_path):
         tid = json.loads(s.stdout.readline())["tid"]
         before = vcsw(tid)
         p = tailtrace(tmp_path, "--aggregate", "--events", "runq,switch", "--pid", str(tid),
-                      "--duration", "1")
+                      "--duration", "3")
         after = vcsw(tid)
         assert s.poll() is None, "the sleeper ended before tailtrace did"
     finally:
