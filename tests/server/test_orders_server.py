@@ -396,8 +396,11 @@ def test_spin_us_keeps_the_worker_awake_between_requests(spin_us):
     sent at once, the next request caught a TSan worker still awake 123-170 times in 300):
     without --spin-us the worker sleeps in epoll_wait after every reply and is woken for
     the next request, one voluntary switch a request (the kernel's own count); with
-    --spin-us 1000 it is still polling when the request comes."""
+    --spin-us 1000 it is still polling when the request comes, unless the client itself
+    came late (on a busy machine its 0.2 ms sleep can last a neighbour's time slice): those
+    rounds, timed by the client, are allowed their sleep."""
     n = 300
+    late = 0
     srv = Server("--workers", "1", "--spin-us", str(spin_us))
     try:
         tid = srv.worker_tids()["orders-w0"]
@@ -409,12 +412,15 @@ def test_spin_us_keeps_the_worker_awake_between_requests(spin_us):
             for _ in range(n):
                 s.sendall(request("POST", "/orders", ORDER))
                 assert r.response()[0] == 200
+                t = time.monotonic()
                 time.sleep(0.0002)
+                late += time.monotonic() - t > 0.0008
             slept = voluntary_switches(tid) - before
     finally:
         assert srv.stop()[0] == 0
     if spin_us:
-        assert slept <= n // 10, slept
+        assert slept <= n // 10 + late, (slept, late)
+        assert late <= n // 2, "the client was late half the time: nothing to check"
     else:
         assert slept >= n // 2, slept
 
