@@ -63,14 +63,22 @@ def victim_run(tmp_path: Path, cgroup: Path | None = None):
     return hog.pid, build_report(tmp_path, plots=False)
 
 
+def own_share() -> float:
+    """What a pinned victim's or spinner's own antagonists must hold of its runnable time:
+    most of it. On a quiet machine they hold 99-100 %; a busy neighbour's threads take
+    their share of the pinned CPU too (11 % in a CI run beside a load generator), and no
+    reading of the machine's idle time told the two cases apart reliably."""
+    return 0.5
+
+
 def test_an_untraced_hog_holds_the_victims_cpu_and_is_named(tmp_path):
     hog_pid, s = victim_run(tmp_path)
     run = load_run(tmp_path)
     rows = A.df_runnable_occupants(run)
     victim = rows[rows["victim_pid"] != hog_pid]
     hog_ns = int(victim.loc[victim["pid"] == hog_pid, "ns"].sum())
-    # most of it (a busy neighbour's threads take their share of the CPU too)
-    assert hog_ns >= 0.5 * int(victim["ns"].sum()), rows.groupby("pid")["ns"].sum()
+    assert hog_ns >= own_share() * int(victim["ns"].sum()), (
+        rows.groupby("pid")["ns"].sum())
     # every runnable interval splits exactly into what held its CPU
     rq = run.runq
     per = rows.groupby("runq_idx")["ns"].sum()
@@ -112,9 +120,8 @@ def test_three_spinners_wait_behind_each_other_half_and_half(tmp_path):
         by = mine.groupby("tid")["ns"].sum()
         others = [int(by.get(t, 0)) for t in spinners if t != tid]
         total = int(mine["ns"].sum())
-        # the two siblings hold most of it (all but what a busy neighbour's threads on the
-        # same CPU take: 11% in a CI run beside a load generator), half each
-        assert sum(others) >= 0.5 * total, by
+        # the two siblings hold it (quiet_share), half each
+        assert sum(others) >= own_share() * total, by
         assert others[0] / sum(others) == pytest.approx(0.5, abs=0.1), by
         assert set(mine.loc[mine["tid"].isin(spinners), "cls"].astype(str)) == {"sibling"}
 
@@ -146,15 +153,19 @@ def test_wakeups_on_an_idle_cpu_are_classed_idle(tmp_path):
     # were busy (a CI beside a hog) there may be none, and then the records show no idle time
     # on the CPUs it waited on either (checked above).
     per = rows.groupby("runq_idx")["cls"].agg(lambda c: bool((c == "idle").all()))
-    idle_share = (idle1[0] - idle0[0]) / max(1, idle1[1] - idle0[1])
-    assert idle_share < 0.25 or per.mean() >= 0.5, (idle_share, rows.groupby(
-        "cls", observed=True)["ns"].sum())
+    idle = idle_share(idle0, idle1)
+    assert idle < 0.25 or per.mean() >= 0.5, (idle, rows.groupby("cls", observed=True)["ns"].sum())
 
 
 def cpu_idle_total() -> tuple[int, int]:
     """The machine's idle and total CPU time so far, in clock ticks (/proc/stat)."""
     v = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     return v[3] + v[4], sum(v[:8])
+
+
+def idle_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of the machine's CPU time that was idle between two cpu_idle_total()."""
+    return (after[0] - before[0]) / max(1, after[1] - before[1])
 
 
 def test_cpu_event_needs_runq_and_records(tmp_path):
