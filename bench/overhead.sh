@@ -15,7 +15,7 @@
 #   hooks      build/bench/hook_floor -- httpload: empty programs on the hooks
 #              --aggregate uses (tp_btf sched_switch, sched_waking): the floor
 #              that no tracer of these events goes below
-#   flight     tailtrace --flight-recorder 30 with a trigger that never fires (latency>1h),
+#   flight     tailtrace --flight-recorder 30 with a trigger that never fires (latency>3600s),
 #              httpload's USDT request marks as the spans: the recorder's standing cost
 #   alt        $TAILTRACE_ALT (another tailtrace binary, e.g. an older build) -- httpload
 #   altlisten  $TAILTRACE_ALT --listen -- httpload, scraped like listen
@@ -127,7 +127,7 @@ measure() { # mode round: one httpload run under that mode; appends a JSON line
 	events=*) "$TAILTRACE" --events "$(tr + , <<<"${mode#events=}")" --out "$run" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" ;;
 	hooks) "$HOOK_FLOOR" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
-	flight) "$TAILTRACE" --flight-recorder 30 --trigger 'latency>1h' --out "$run" \
+	flight) "$TAILTRACE" --flight-recorder 30 --trigger 'latency>3600s' --out "$run" \
 		--span "usdt:$HTTPLOAD:httpload:request" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	alt) "$TAILTRACE_ALT" --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	altlisten) "$TAILTRACE_ALT" --listen "127.0.0.1:$LISTEN_PORT" --out "$run" -- "${load[@]}" \
