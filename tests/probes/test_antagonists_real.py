@@ -63,12 +63,11 @@ def victim_run(tmp_path: Path, cgroup: Path | None = None):
     return hog.pid, build_report(tmp_path, plots=False)
 
 
-def own_share() -> float:
-    """What a pinned victim's or spinner's own antagonists must hold of its runnable time:
-    most of it. On a quiet machine they hold 99-100 %; a busy neighbour's threads take
-    their share of the pinned CPU too (11 % in a CI run beside a load generator), and no
-    reading of the machine's idle time told the two cases apart reliably."""
-    return 0.5
+# What a pinned victim's or spinner's own antagonists must hold of its runnable time: most
+# of it. On a quiet machine they hold 99-100 %; a busy neighbour's threads take their share
+# of the pinned CPU too (11 % in a CI run beside a load generator), and no reading of the
+# machine's idle time told the two cases apart reliably.
+OWN_SHARE = 0.5
 
 
 def test_an_untraced_hog_holds_the_victims_cpu_and_is_named(tmp_path):
@@ -77,7 +76,7 @@ def test_an_untraced_hog_holds_the_victims_cpu_and_is_named(tmp_path):
     rows = A.df_runnable_occupants(run)
     victim = rows[rows["victim_pid"] != hog_pid]
     hog_ns = int(victim.loc[victim["pid"] == hog_pid, "ns"].sum())
-    assert hog_ns >= own_share() * int(victim["ns"].sum()), (
+    assert hog_ns >= OWN_SHARE * int(victim["ns"].sum()), (
         rows.groupby("pid")["ns"].sum())
     # every runnable interval splits exactly into what held its CPU
     rq = run.runq
@@ -121,7 +120,7 @@ def test_three_spinners_wait_behind_each_other_half_and_half(tmp_path):
         others = [int(by.get(t, 0)) for t in spinners if t != tid]
         total = int(mine["ns"].sum())
         # the two siblings hold it (quiet_share), half each
-        assert sum(others) >= own_share() * total, by
+        assert sum(others) >= OWN_SHARE * total, by
         assert others[0] / sum(others) == pytest.approx(0.5, abs=0.1), by
         assert set(mine.loc[mine["tid"].isin(spinners), "cls"].astype(str)) == {"sibling"}
 
