@@ -49,7 +49,7 @@ Workload (default mode):
   --numa on|off                spread pool workers over NUMA nodes   [off]
 
 Recording:
-  --probes LIST|none           tailtrace events (runq,switch,offcpu,cpu,locks,spans) or none
+  --probes LIST|none           tailtrace events (runq,switch,offcpu,cpu,irq,locks,spans) or none
                                for a baseline without tailtrace
                                [runq,switch,offcpu,cpu: tracepoints only; lock waits, wait
                                reasons, wakers and who held the CPU come from them]. Add locks for exact mutex hold times

@@ -12,9 +12,11 @@ task included — so the interval splits exactly into the tasks that held c:
 Classes (CLASSES) decide the fix: sibling (another thread of T's own process:
 oversubscription), peer (another traced process: the target and its --also-pid processes
 are each other's peers, e.g. a client and the server it talks to), other
-(another process: a neighbour), kernel (a kernel thread), idle (the CPU ran nothing: the
-wait was the wakeup's own latency), unknown (no record: the per-CPU ring was overrun, or
-before the stream began).
+(another process: a neighbour), kernel (a kernel thread), irq (an interrupt: a hard IRQ
+handler, the local timer, a softirq not run by a task's own syscall; recorded with the opt-in
+irq event, else its time is the interrupted task's), idle (the CPU ran nothing: the wait was
+the wakeup's own latency), unknown (no record: the per-CPU ring was overrun, or before the
+stream began).
 
 How waits are counted: a wait is charged to the CPU the thread finally ran on. A thread
 migrated while runnable spent the part before its migration in another CPU's queue; that
@@ -31,21 +33,41 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .load import OCC_KTHREAD, OCC_TRUNC
+from .load import (OCC_HARDIRQ, OCC_IRQ_SHIFT, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ,
+                   OCC_TRUNC, SOFTIRQ_NAMES)
 from .peer import also_comm, peer_pids
 
-CLASSES = ["sibling", "peer", "other", "kernel", "idle", "unknown"]
+CLASSES = ["sibling", "peer", "other", "kernel", "irq", "idle", "unknown"]
+IRQ_BITS = OCC_HARDIRQ | OCC_SOFTIRQ
 # what each class says, and the fix it points to (sentences in attribute.py / report)
 CLASS_WORDS = {
     "sibling": "other threads of the same process",
     "peer": "the process it talks to",
     "other": "other processes",
     "kernel": "kernel threads",
+    "irq": "interrupts (hard IRQs and softirqs)",
     "idle": "nothing (the CPU was idle: wakeup latency)",
     "unknown": "unknown (not recorded)",
 }
 ROW_COLS = ["runq_idx", "victim_tid", "victim_pid", "cpu", "t_from_ns", "t_to_ns", "tid", "pid",
-            "cls", "ns"]
+            "cls", "irq", "ns"]
+
+
+def irq_code(flags) -> np.ndarray:
+    """The interrupt a record names (its kind bit and number), 0 for a task."""
+    f = np.asarray(flags, dtype=np.int64) & 0xffffffff
+    return np.where((f & IRQ_BITS) != 0, f & ~np.int64(0xffff ^ IRQ_BITS), 0)
+
+
+def irq_label(run, code: int) -> str:
+    """'softirq NET_RX', 'timer interrupt', 'irq 41 (virtio3-rx)'."""
+    num = (int(code) >> OCC_IRQ_SHIFT) & 0xffff
+    if code & OCC_SOFTIRQ:
+        return f"softirq {SOFTIRQ_NAMES[num] if num < len(SOFTIRQ_NAMES) else num}"
+    if num == OCC_IRQ_TIMER:
+        return "timer interrupt"
+    name = ((run.meta or {}).get("irqs") or {}).get(str(num))
+    return f"irq {num} ({name})" if name else f"irq {num}"
 
 
 def has_occupancy(run) -> bool:
@@ -99,6 +121,7 @@ def _classify(victim_tid, victim_pid, tid, pid, flags, peers: set) -> np.ndarray
     cls[(pid == victim_pid) & (tid != victim_tid)] = "sibling"
     cls[((flags & OCC_KTHREAD) != 0) & (tid > 0)] = "kernel"
     cls[tid == 0] = "idle"
+    cls[(tid == 0) & ((flags & IRQ_BITS) != 0)] = "irq"
     cls[tid < 0] = "unknown"
     return cls
 
@@ -174,7 +197,7 @@ def _rows(run) -> pd.DataFrame:
     df = pd.DataFrame({"runq_idx": idx, "victim_tid": vt, "victim_pid": vp,
                        "cpu": rcpu[idx] if len(idx) else idx, "t_from_ns": s, "t_to_ns": e,
                        "tid": tid, "pid": pid, "cls": pd.Categorical(cls, categories=CLASSES),
-                       "ns": e - s})
+                       "irq": np.where(tid == 0, irq_code(flags), 0), "ns": e - s})
     return df.sort_values(["victim_tid", "t_from_ns"], kind="stable").reset_index(drop=True)
 
 
@@ -182,10 +205,10 @@ def antagonists_in_windows(run, tid, w_start, w_end) -> pd.DataFrame:
     """Occupant time inside windows: for window i of thread tid[i], the part of each
     occupant row of that thread inside [w_start[i], w_end[i]].
 
-    Columns: win (index of the window), tid, pid, cls, ns; one row per (window, occupant
+    Columns: win (index of the window), tid, pid, cls, irq, ns; one row per (window, occupant
     row) with ns > 0. Windows may overlap each other."""
     rows = df_runnable_occupants(run)
-    cols = ["win", "tid", "pid", "cls", "ns"]
+    cols = ["win", "tid", "pid", "cls", "irq", "ns"]
     tid = np.asarray(tid, dtype=np.int64)
     ws, we = np.asarray(w_start, dtype=np.int64), np.asarray(w_end, dtype=np.int64)
     if not len(rows) or not len(tid):
@@ -217,7 +240,8 @@ def antagonists_in_windows(run, tid, w_start, w_end) -> pd.DataFrame:
     ok = ns > 0
     return pd.DataFrame({"win": win[ok], "tid": rows["tid"].to_numpy()[k][ok],
                          "pid": rows["pid"].to_numpy()[k][ok],
-                         "cls": rows["cls"].to_numpy()[k][ok], "ns": ns[ok]})
+                         "cls": rows["cls"].to_numpy()[k][ok],
+                         "irq": rows["irq"].to_numpy()[k][ok], "ns": ns[ok]})
 
 
 # ---- names ------------------------------------------------------------------
@@ -268,15 +292,18 @@ def process_table(run) -> pd.DataFrame:
 # ---- summaries --------------------------------------------------------------
 
 def summarize(part: pd.DataFrame, run, victim_pids=(), top: int = 8) -> list[dict]:
-    """Rows (tid, pid, cls, ns) -> the antagonists by process and class, largest first:
-    [{pid, comm, cgroup, class, threads, ms, share}], share of the rows' total; the
-    victims' own process is named with its thread count (siblings). The rest beyond
-    `top` is folded into one row of class "rest"."""
+    """Rows (tid, pid, cls, irq, ns) -> the antagonists by process and class, largest
+    first: [{pid, comm, cgroup, class, threads, ms, share}], share of the rows' total; the
+    victims' own process is named with its thread count (siblings), an interrupt by its
+    kind and number ('softirq NET_RX', pid None). The rest beyond `top` is folded into one
+    row of class "rest"."""
     if not len(part):
         return []
     total = float(part["ns"].sum())
-    g = part.groupby(["cls", "pid"], observed=True).agg(ns=("ns", "sum"),
-                                                        threads=("tid", "nunique"))
+    if "irq" not in part:
+        part = part.assign(irq=0)
+    g = part.groupby(["cls", "pid", "irq"], observed=True).agg(ns=("ns", "sum"),
+                                                               threads=("tid", "nunique"))
     g = g.reset_index().sort_values("ns", ascending=False, kind="stable")
     procs = process_table(run).set_index("pid") if len(run.occupants) else None
     out = []
@@ -289,7 +316,9 @@ def summarize(part: pd.DataFrame, run, victim_pids=(), top: int = 8) -> list[dic
             comm = "idle"
         elif cls == "unknown":
             comm = "unknown"
-        out.append({"pid": pid if cls not in ("idle", "unknown") else None, "comm": comm,
+        elif cls == "irq":
+            comm = irq_label(run, int(r["irq"]))
+        out.append({"pid": pid if cls not in ("idle", "unknown", "irq") else None, "comm": comm,
                     "cgroup": cgroup or None, "class": cls, "threads": int(r["threads"]),
                     "ms": float(r["ns"]) / 1e6, "share": float(r["ns"]) / total})
     rest = g.iloc[top:]
@@ -313,7 +342,8 @@ def df_request_antagonists(run, decomp: pd.DataFrame) -> pd.DataFrame:
     """Occupant time inside each request's window on its own thread: rows of
     antagonists_in_windows with win = the decomposition's row."""
     if not has_occupancy(run) or not len(decomp):
-        return pd.DataFrame({c: np.zeros(0, np.int64) for c in ["win", "tid", "pid", "cls", "ns"]})
+        return pd.DataFrame({c: np.zeros(0, np.int64)
+                             for c in ["win", "tid", "pid", "cls", "irq", "ns"]})
     return antagonists_in_windows(run, decomp["tid"].to_numpy(), decomp["t_start_ns"].to_numpy(),
                                   decomp["t_end_ns"].to_numpy())
 
@@ -375,6 +405,7 @@ VERDICT_WORDS = {
     "peer": "the client and the process it talks to compete for the CPUs",
     "other": "a noisy neighbour",
     "kernel": "kernel work",
+    "irq": "interrupt load on these CPUs (spread or steer the IRQs, or move the work away)",
     "idle": "wakeup latency, not a competitor",
     "unknown": "not recorded",
 }
@@ -421,9 +452,10 @@ def sentence(run, info: dict | None, victim_pids, preempted_share: float = 0.0) 
         who = (f"{t['threads']} other threads of the same process" if t["threads"] != 1
                else "another thread of the same process")
         return f"{verb} {who} for {pct}: {VERDICT_WORDS['sibling']}{load}"
-    if cls == "kernel":
-        names = ", ".join(sorted({t["comm"] for t in inside[:3] if t["comm"]}))
-        return f"{verb} kernel threads ({names}) for {pct}: {VERDICT_WORDS['kernel']}"
+    if cls in ("kernel", "irq"):
+        names = ", ".join(t["comm"] for t in inside[:3] if t["comm"])
+        what = "kernel threads" if cls == "kernel" else "interrupts"
+        return f"{verb} {what} ({names}) for {pct}: {VERDICT_WORDS[cls]}"
     top = inside[0] if inside else None
     if top is None or top["pid"] is None:
         return None

@@ -399,14 +399,15 @@ def _why_blocked(inp: ReportInputs) -> str:
 
 
 CLASS_HEADS = [("sibling", "same process"), ("peer", "peer"), ("other", "other processes"),
-               ("kernel", "kernel threads"), ("idle", "idle"), ("unknown", "unknown")]
+               ("kernel", "kernel threads"), ("irq", "interrupts"), ("idle", "idle"),
+               ("unknown", "unknown")]
 
 
 def _top_words(top: list) -> str:
     """'tt-hog (pid 4242, /batch) 97% · kworker/0:1 (pid 11) 1%'."""
     out = []
     for t in top[:3]:
-        if t["class"] in ("idle", "unknown", "rest"):
+        if t["class"] in ("idle", "unknown", "rest", "irq"):
             out.append(f"{t['comm']} {fmt_share(t['share'])}")
             continue
         where = f", {t['cgroup']}" if t.get("cgroup") and t["cgroup"] != "/" else ""
@@ -424,19 +425,24 @@ def _who_had_cpu(inp: ReportInputs) -> str:
         return _section("cpu", title, _needs(
             "Who held the CPUs needs tailtrace's cpu event (on by default with runq; "
             "--events runq,...,cpu): this run has none."))
+    heads = [(c, h) for c, h in CLASS_HEADS if c != "irq" or occ.get("irq_recorded")]
     head = (f"<tr><th>band</th><th>runnable {U()}</th>" + "".join(
-        f"<th>{esc(h)}</th>" for _, h in CLASS_HEADS) + "<th>held most by</th></tr>")
+        f"<th>{esc(h)}</th>" for _, h in heads) + "<th>held most by</th></tr>")
     rows = []
     for band, a in (ant or {}).items():
         cells = [esc(band), esc(fmt_ms(a.get("runnable_ms")))]
-        cells += [esc(fmt_share(a["by_class"].get(c))) for c, _ in CLASS_HEADS]
+        cells += [esc(fmt_share(a["by_class"].get(c))) for c, _ in heads]
         rows.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells)
                     + f"<td{_TEXT_TD}>{esc(_top_words(a.get('top') or []) or '–')}</td></tr>")
     body = _p("For every wait for a CPU, what ran on the CPU the thread finally ran on, from "
               "the wait's start to its end (every task: untraced processes, kernel threads, the "
               f"idle task). Shares of the band's runnable time; runnable {U()}: mean per request. "
               "Same process: oversubscription; other processes: a neighbour; idle: the CPU "
-              "was free, the wait was the wakeup's own latency.")
+              "was free, the wait was the wakeup's own latency. "
+              + ("Interrupts: hard IRQs, the local timer and softirqs not run by a task's own "
+                 "syscall (the irq event)." if occ.get("irq_recorded") else
+                 "Interrupts count as the task they interrupted (tailtrace --events "
+                 "...,cpu,irq records them)."))
     if rows:
         body += (f'<table class="num bands"><thead>{head}</thead><tbody>{"".join(rows)}'
                  "</tbody></table>")

@@ -34,7 +34,8 @@ flags and stack ids are int32 to halve the memory of large traces):
   tasks:    pid, tid, comm (str), migrations, role (conn-thread|worker|event-loop|server|other)
   occupancy: cpu, tid, pid, flags, t_ns (int32 but t_ns): from t_ns, tid ran on cpu until that
             cpu's next record; written only around traced threads' runnable intervals
-            (antagonists.py; flags OCC_KTHREAD, OCC_TRUNC, OCC_TRACED)
+            (antagonists.py; flags OCC_KTHREAD, OCC_TRUNC, OCC_TRACED; with the irq event
+            OCC_HARDIRQ / OCC_SOFTIRQ and the number in the top 16 bits: an interrupt)
   occupants: pid, tid, comm (str), cgroup_id (uint64), flags, reused (bool): each task named in
             occupancy (traced or not)
 """
@@ -74,6 +75,10 @@ WAKER_CTXS = ["none", "task", "hardirq", "softirq", "softirq_task", "unknown", "
 WAKER_BLAMES_TASK = ("task", "softirq_task", "task_guess")  # the waker tid ended the wait
 LOCK_TRYLOCK, LOCK_CONTENDED = 0x1, 0x2            # TT_LOCK_* in records.h
 OCC_KTHREAD, OCC_TRUNC, OCC_TRACED = 0x1, 0x2, 0x4  # TT_OCC_* in records.h
+# the irq event: an interrupt held the CPU (tid, pid 0); its number in the flags' top half
+OCC_HARDIRQ, OCC_SOFTIRQ, OCC_IRQ_SHIFT, OCC_IRQ_TIMER = 0x8, 0x10, 16, 0xffff
+SOFTIRQ_NAMES = ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED",
+                 "HRTIMER", "RCU"]  # the kernel's softirq vectors, in order
 SPAN_ENDS = ["return", "exception", "longjmp", "tailcall"]  # enum tt_span_end order
 
 COLUMNS = {

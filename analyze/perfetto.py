@@ -377,7 +377,7 @@ def _build(run, decomp: pd.DataFrame, max_events: int, slow_windows: int):
 
 def _cpu_tracks(run, t0: int, win) -> tuple[pd.DataFrame, list]:
     """X slices of who held each CPU (antagonists.df_occupancy), and their track names."""
-    from .antagonists import df_occupancy, occupant_names
+    from .antagonists import df_occupancy, irq_code, irq_label, occupant_names
     seg = df_occupancy(run) if len(getattr(run, "occupancy", ())) else pd.DataFrame()
     if not len(seg):
         return pd.DataFrame(), []
@@ -387,8 +387,9 @@ def _cpu_tracks(run, t0: int, win) -> tuple[pd.DataFrame, list]:
         seg, s, e = seg[keep], s[keep], e[keep]
     names = occupant_names(run)
     tid = seg["tid"].to_numpy(np.int64)
-    label = np.array([names.get(int(t), f"tid {int(t)}") if t >= 0 else "unknown"
-                      for t in tid], dtype=object)
+    irq = irq_code(seg["flags"].to_numpy(np.int64))
+    label = np.array([irq_label(run, q) if q else names.get(int(t), f"tid {int(t)}")
+                      if t >= 0 else "unknown" for t, q in zip(tid, irq)], dtype=object)
     ev = pd.DataFrame({"name": label, "cat": "cpu", "ph": "X", "ts": (s - t0) / 1e3,
                        "dur": (e - s) / 1e3, "pid": CPU_PID,
                        "tid": seg["cpu"].to_numpy(np.int64)})

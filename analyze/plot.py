@@ -353,7 +353,7 @@ def _cp_lanes(req, segs: pd.DataFrame, max_wakers: int) -> list:
 
 
 CLASS_COLORS = {"sibling": "#f0a030", "peer": "#17becf", "other": "#3b3b3b",
-                "kernel": "#9aa5b1", "idle": "#e8ecf0", "unknown": "#ffffff"}
+                "kernel": "#9aa5b1", "irq": "#d62728", "idle": "#e8ecf0", "unknown": "#ffffff"}
 
 
 def _cpu_lanes(ax, occ: pd.DataFrame, req, y0: int, s0: int, s1: int,

@@ -14,7 +14,8 @@ antagonists}} (analyze/critpath.py; null without wait reasons / wakers), wait_ob
 longest waits of the whole run, critpath.df_wait_objects rows), antagonists{band: {runnable_ms
 (mean per request), by_class{class: share}, top[{pid, comm, cgroup, class, threads, ms,
 share}]}} (who held the CPU while the band's requests were runnable, analyze/antagonists.py;
-null without the cpu event), cpu_occupancy{runnable_ms, by_class, records, waits_truncated}
+null without the cpu event), cpu_occupancy{runnable_ms, by_class, records, waits_truncated,
+irq_recorded (the irq event: interrupts are a class of their own)}
 (the same over every traced runnable interval), and
 note (runs without requests only).
 Percentiles are numpy's default (linear interpolation) over all requests.
@@ -158,13 +159,14 @@ def uprobe_warnings(meta: dict) -> list:
 
 def cpu_occupancy(run) -> dict | None:
     """Who held the CPUs over all traced runnable time: {runnable_ms, by_class, records,
-    waits_truncated}; None without the cpu event."""
+    waits_truncated, irq_recorded}; None without the cpu event."""
     if not has_occupancy(run):
         return None
     rows = df_runnable_occupants(run)
     return {"runnable_ms": float(rows["ns"].sum()) / 1e6, "by_class": class_shares(rows),
             "records": int(len(run.occupancy)),
-            "waits_truncated": (run.meta or {}).get("cpu_waits_truncated")}
+            "waits_truncated": (run.meta or {}).get("cpu_waits_truncated"),
+            "irq_recorded": "irqs" in (run.meta or {})}
 
 
 def goroutine_note(req: pd.DataFrame) -> str | None:

@@ -18,6 +18,7 @@
 #define PF_KTHREAD 0x00200000
 
 const volatile bool occ_on = false; /* the loader sets it with the cpu event */
+const volatile bool occ_irq = false; /* and this with the irq event */
 
 /* OCC_RING slots per CPU, CPU c's at c * OCC_RING (sized by the loader). */
 struct {
@@ -94,6 +95,86 @@ static __always_inline void occ_note(bool btf, struct task_struct *next, __u64 n
 	s->flags = (TT_TASK_FIELD(btf, next, flags) & PF_KTHREAD ? TT_OCC_KTHREAD : 0) |
 		   (traced ? TT_OCC_TRACED : 0);
 	c->seq++;
+	if (occ_irq) {
+		c->cur = *s;
+		c->soft = 0;
+	}
+}
+
+/* ---- the irq event: interrupts in the same rings ------------------------- */
+
+/* Note an interrupt (flags: TT_OCC_HARDIRQ or TT_OCC_SOFTIRQ with its number),
+ * or, with flags 0, the task it interrupted, again. */
+static __always_inline void occ_note_irq(__u32 flags)
+{
+	__u32 zero = 0, cpu = bpf_get_smp_processor_id();
+	struct occ_cpu *c;
+	struct occ_slot *s;
+
+	if (!occ_irq || !(c = bpf_map_lookup_elem(&occ_cpu, &zero)) ||
+	    !(s = occ_slot_at(cpu, c->seq)))
+		return;
+	if (flags) {
+		s->t_ns = bpf_ktime_get_ns();
+		s->task = 0;
+		s->tid = 0;
+		s->pid = 0;
+		s->flags = flags;
+	} else if (c->cur.t_ns) {
+		*s = c->cur;
+		s->t_ns = bpf_ktime_get_ns();
+	} else { /* no switch noted on this CPU yet: what is running is not known */
+		return;
+	}
+	c->seq++;
+}
+
+static __always_inline __u32 occ_irq_flags(__u32 kind, __u32 num)
+{
+	return kind | (num & 0xffff) << TT_OCC_IRQ_SHIFT;
+}
+
+static __always_inline void occ_hardirq_entry(__u32 num)
+{
+	occ_note_irq(occ_irq_flags(TT_OCC_HARDIRQ, num));
+}
+
+/* Back to the softirq it interrupted, or to the task. */
+static __always_inline void occ_hardirq_exit(void)
+{
+	__u32 zero = 0;
+	struct occ_cpu *c = bpf_map_lookup_elem(&occ_cpu, &zero);
+
+	if (c)
+		occ_note_irq(c->soft > OCC_SOFT_OWN ? c->soft : 0);
+}
+
+/* A softirq: noted unless the current task's own syscall runs it (then its
+ * time is that task's, as the waker context says: waker_ctx.bpf.h). */
+static __always_inline void occ_softirq_entry(__u32 vec, bool own)
+{
+	__u32 zero = 0;
+	struct occ_cpu *c = bpf_map_lookup_elem(&occ_cpu, &zero);
+
+	if (!occ_irq || !c)
+		return;
+	c->soft = own ? OCC_SOFT_OWN : occ_irq_flags(TT_OCC_SOFTIRQ, vec);
+	if (!own)
+		occ_note_irq(c->soft);
+}
+
+static __always_inline void occ_softirq_exit(void)
+{
+	__u32 zero = 0;
+	struct occ_cpu *c = bpf_map_lookup_elem(&occ_cpu, &zero);
+	bool own;
+
+	if (!occ_irq || !c)
+		return;
+	own = c->soft == OCC_SOFT_OWN;
+	c->soft = 0;
+	if (!own)
+		occ_note_irq(0);
 }
 
 /* The task's name and cgroup, read the first time it is written. */

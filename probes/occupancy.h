@@ -12,6 +12,12 @@
  * waited, however busy the rest of the machine is. The slots written so far
  * stay one range per CPU, so overlapping waits write each switch about once.
  * A task's name and cgroup are read once, when it is first written (occ_names).
+ *
+ * The irq event (opt-in) notes interrupts in the same rings: a hard IRQ
+ * handler, the local timer interrupt or a softirq is a slot of its own (tid 0,
+ * TT_OCC_HARDIRQ / TT_OCC_SOFTIRQ with its number), and its exit notes again
+ * the task it interrupted. A softirq that a task's own syscall runs (a
+ * loopback send's local_bh_enable) stays that task's time and is not noted.
  */
 #ifndef TT_OCCUPANCY_H
 #define TT_OCCUPANCY_H
@@ -60,11 +66,19 @@ struct occ_name {
 	char comm[16];
 };
 
-/* Per CPU: how many switches were noted, and which of them were written. */
+/* Per CPU: how many switches were noted, and which of them were written. With
+ * the irq event, also the task the last switch put on the CPU (an interrupt's
+ * exit notes it again) and the softirq in progress (a hard IRQ inside it
+ * returns to it). */
 struct occ_cpu {
 	__u64 seq;
 	__u64 lo_seq, hi_seq; /* slots [lo_seq, hi_seq) were written (one range) */
+	struct occ_slot cur;  /* irq event: the task switched in last */
+	__u32 soft;           /* irq event: flags of the softirq running, 0 none,
+			       * OCC_SOFT_OWN: one the current task's own syscall runs */
+	__u32 pad;
 };
+#define OCC_SOFT_OWN 1u
 
 enum occ_counter {
 	OCC_CNT_LOST = 0,  /* ring buffer full: message dropped */

@@ -30,11 +30,17 @@ struct occ_out {
 	uint64_t reused;             /* tids seen for more than one process */
 	struct cgroup_name *cgs;
 	size_t ncgs, capcgs;
+	bool irqs;                   /* the irq event: name the irq numbers in meta.json */
 };
 
 bool occ_wanted(const struct tt_opts *o)
 {
 	return (o->events & TT_EV_CPU) && !o->aggregate && features_hook() != TT_HOOK_TRACEPOINT;
+}
+
+bool occ_irq_wanted(const struct tt_opts *o)
+{
+	return occ_wanted(o) && (o->events & TT_EV_IRQ);
 }
 
 int occ_configure(struct bpf_object *obj, const struct tt_opts *o)
@@ -43,9 +49,13 @@ int occ_configure(struct bpf_object *obj, const struct tt_opts *o)
 	struct bpf_map *names = bpf_object__find_map_by_name(obj, "occ_names");
 	int ncpu = libbpf_num_possible_cpus();
 	bool on = occ_wanted(o);
+	struct bpf_program *p;
 
 	if (!ring || !names || ncpu <= 0)
 		return -EINVAL;
+	bpf_object__for_each_program(p, obj)
+		if (!strncmp(bpf_program__name(p), "occ_", 4) && !occ_irq_wanted(o))
+			bpf_program__set_autoload(p, false);
 	return bpf_map__set_max_entries(ring, on ? (__u32)ncpu * OCC_RING : 1) ?:
 	       (on ? 0 : bpf_map__set_max_entries(names, 1));
 }
@@ -61,6 +71,7 @@ struct occ_out *occ_out_open(const struct tt_ctx *ctx)
 		free(o);
 		return NULL;
 	}
+	o->irqs = occ_irq_wanted(ctx->opts);
 	return o;
 }
 
@@ -174,8 +185,37 @@ uint64_t occ_out_dropped(const struct occ_out *o)
 	return o ? recfile_dropped(o->out) : 0;
 }
 
+/* "irqs": {"41": "virtio3-rx", ...}: /proc/interrupts' numbered lines, by the
+ * name of their last handler (the line's last word). */
+static void irqs_meta(FILE *f)
+{
+	FILE *in = fopen("/proc/interrupts", "r");
+	char line[1024];
+	int n = 0;
+
+	fprintf(f, "  \"irqs\": {");
+	while (in && fgets(line, sizeof(line), in)) {
+		char *end = line + strcspn(line, "\n"), *name;
+		unsigned irq;
+
+		if (sscanf(line, " %u:", &irq) != 1)
+			continue;
+		*end = '\0';
+		while (end > line && end[-1] == ' ')
+			*--end = '\0';
+		name = strrchr(line, ' ');
+		fprintf(f, "%s\"%u\": ", n++ ? ", " : "", irq);
+		json_write_string(f, name ? name + 1 : "");
+	}
+	fprintf(f, "},\n");
+	if (in)
+		fclose(in);
+}
+
 void occ_out_meta(const struct occ_out *o, FILE *f)
 {
+	if (o && o->irqs)
+		irqs_meta(f);
 	fprintf(f, "  \"cgroups\": {");
 	for (size_t i = 0; o && i < o->ncgs; i++) {
 		fprintf(f, "%s\"%llu\": ", i ? ", " : "", (unsigned long long)o->cgs[i].id);

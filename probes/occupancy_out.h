@@ -21,8 +21,12 @@ struct tt_opts;
 
 /* Is the occupancy stream on (the cpu event, records, a typed hook)? */
 bool occ_wanted(const struct tt_opts *o);
+/* And the irq event (interrupts noted among the occupants)? */
+bool occ_irq_wanted(const struct tt_opts *o);
 /* Size an object's occupancy maps (occ_ring: OCC_RING slots per possible CPU),
- * or shrink them when the stream is off. 0 or -errno. */
+ * or shrink them when the stream is off; the irq event's programs (occ_*,
+ * after features_select_progs chose their variant) load only with it.
+ * 0 or -errno. */
 int occ_configure(struct bpf_object *obj, const struct tt_opts *o);
 /* Create OUT/occupancy.bin (or its flight-recorder stream); NULL with errno set. */
 struct occ_out *occ_out_open(const struct tt_ctx *ctx);

@@ -29,7 +29,8 @@ enum tt_event {
 	TT_EV_LOCKS = 1u << 3,
 	TT_EV_SPANS = 1u << 4,
 	TT_EV_CPU = 1u << 5,   /* who held the CPU while traced threads waited (occupancy) */
-	TT_EV_LAST = TT_EV_CPU,
+	TT_EV_IRQ = 1u << 6,   /* with cpu: interrupts among what held it (opt-in) */
+	TT_EV_LAST = TT_EV_IRQ,
 };
 
 struct tt_span_spec {

@@ -14,6 +14,11 @@
  * records sched_waking, not sched_wakeup, where the kernel has it), so no
  * sched_wakeup program runs: one program per wakeup.
  *
+ * The irq event adds irq_handler_entry/exit, local_timer_entry/exit and
+ * softirq_entry/exit: interrupts noted in the occupancy rings that every
+ * switch notes too (occupancy.bpf.h; the rings are shared with sched when its
+ * switch program does runq's switch work).
+ *
  * Three variants of each hook share one inline function; the loader
  * autoloads exactly one set: tp_btf, raw_tp, or classic tracepoints. Classic
  * tracepoints carry only pids for the woken task, so that variant learns the
@@ -185,6 +190,50 @@ int BPF_PROG(runq_switch_raw, bool preempt, struct task_struct *prev,
 {
 	return switch_task(false, preempt, prev, next, prev_state);
 }
+
+/* ---- the irq event: interrupts on the CPUs (occupancy.bpf.h) ------------- */
+
+/* The six programs of one hook variant (tp_btf or raw_tp: the same arguments). */
+#define OCC_IRQ_PROGS(hook, v)                                                  \
+	SEC(hook "/irq_handler_entry")                                          \
+	int BPF_PROG(occ_irq_entry_##v, int irq)                               \
+	{                                                                       \
+		occ_hardirq_entry(irq);                                         \
+		return 0;                                                       \
+	}                                                                       \
+	SEC(hook "/irq_handler_exit")                                           \
+	int BPF_PROG(occ_irq_exit_##v)                                          \
+	{                                                                       \
+		occ_hardirq_exit();                                             \
+		return 0;                                                       \
+	}                                                                       \
+	SEC(hook "/local_timer_entry")                                          \
+	int BPF_PROG(occ_timer_entry_##v)                                       \
+	{                                                                       \
+		occ_hardirq_entry(TT_OCC_IRQ_TIMER);                            \
+		return 0;                                                       \
+	}                                                                       \
+	SEC(hook "/local_timer_exit")                                           \
+	int BPF_PROG(occ_timer_exit_##v)                                        \
+	{                                                                       \
+		occ_hardirq_exit();                                             \
+		return 0;                                                       \
+	}                                                                       \
+	SEC(hook "/softirq_entry")                                              \
+	int BPF_PROG(occ_softirq_entry_##v, unsigned int vec)                   \
+	{                                                                       \
+		occ_softirq_entry(vec, tt_current_in_syscall());                \
+		return 0;                                                       \
+	}                                                                       \
+	SEC(hook "/softirq_exit")                                               \
+	int BPF_PROG(occ_softirq_exit_##v)                                      \
+	{                                                                       \
+		occ_softirq_exit();                                             \
+		return 0;                                                       \
+	}
+
+OCC_IRQ_PROGS("tp_btf", btf)
+OCC_IRQ_PROGS("raw_tp", raw)
 
 /* --aggregate under tp_btf: every thread's run-queue histograms moved into
  * runq_hist (aggregate_drain runs it before the map is read). */

@@ -84,6 +84,7 @@ static int runq_open(struct tt_ctx *ctx, struct runq_state *st)
 	}
 	st->skel->rodata->runq_kacct = probe_runq_kacct(o);
 	st->skel->rodata->occ_on = occ_wanted(o);
+	st->skel->rodata->occ_irq = occ_irq_wanted(o);
 	err = err ?: occ_configure(st->skel->obj, o);
 	if (st->skel->rodata->runq_kacct) { /* the waits are the kernel's: no wakeup program */
 		bpf_program__set_autoload(st->skel->progs.runq_waking_btf, false);
@@ -248,7 +249,7 @@ static int runq_toggle(void *state, bool on)
 
 const struct tt_probe probe_runq = {
 	.name = "runq",
-	.events = TT_EV_RUNQ | TT_EV_CPU,
+	.events = TT_EV_RUNQ | TT_EV_CPU | TT_EV_IRQ,
 	.setup = runq_setup,
 	.finish = runq_finish,
 	.stats = runq_stats,

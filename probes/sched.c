@@ -108,6 +108,7 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 		err = bpf_map__set_max_entries(s->maps.start_ids, 1) ?:
 		      bpf_map__set_max_entries(s->maps.runq_hist, 1);
 	s->rodata->occ_on = s->rodata->with_runq && occ_wanted(o);
+	s->rodata->occ_irq = s->rodata->occ_on && occ_irq_wanted(o);
 	err = err ?: occ_configure(s->obj, o);
 	features_select_progs(s->obj, features_hook());
 	aggregate_drain_configure(s->obj, o->aggregate);

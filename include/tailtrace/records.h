@@ -166,6 +166,13 @@ enum tt_span_end {
 #define TT_OCC_TRUNC 0x2   /* what ran on the CPU between the wait's start and this
 			    * switch is unknown (too many switches to remember) */
 #define TT_OCC_TRACED 0x4  /* a traced thread */
+#define TT_OCC_HARDIRQ 0x8  /* the irq event: a hard IRQ handler ran (tid, pid 0); its irq
+			     * number in flags >> TT_OCC_IRQ_SHIFT (meta.json "irqs" names it),
+			     * TT_OCC_IRQ_TIMER for the local timer interrupt */
+#define TT_OCC_SOFTIRQ 0x10 /* the irq event: a softirq ran (tid, pid 0); its vector
+			     * (0 HI, 1 TIMER, 2 NET_TX, 3 NET_RX, ...) in flags >> 16 */
+#define TT_OCC_IRQ_SHIFT 16
+#define TT_OCC_IRQ_TIMER 0xffff
 
 /* occupants.bin: one per task named in occupancy.bin (traced or not), written
  * when tracing ends. */

@@ -17,7 +17,7 @@ from fixtures import MS, T0, US, make_run, occ, occupant, req, rq, task
 from analyze import antagonists as A
 from analyze.attribute import df_bands
 from analyze.decompose import df_decompose
-from analyze.load import OCC_KTHREAD, OCC_TRUNC
+from analyze.load import OCC_HARDIRQ, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ, OCC_TRUNC
 from analyze.summary import summary_dict
 
 OCC = [occ(0, 0, 500), occ(0, 3 * MS, 102, pid=100), occ(0, 5 * MS, 7, flags=OCC_KTHREAD),
@@ -67,6 +67,38 @@ def test_windows_clip_rows_at_their_edges():
                   (0, "idle"): 500 * US, (1, "other"): 500 * US}
 
 
+def irq(num: int, kind: int = OCC_HARDIRQ) -> int:
+    """The flags of an interrupt record (records.h TT_OCC_HARDIRQ / SOFTIRQ, number << 16)."""
+    return kind | num << 16
+
+
+def test_interrupts_are_a_class_of_their_own_named_by_kind_and_number():
+    """The irq event: hog(500) at 0, a timer interrupt 2.0-2.1 ms, back to the hog, a NET_RX
+    softirq 2.5-2.9 ms over the idle CPU, irq 41 2.7-2.75 inside it, back to the softirq,
+    idle from 2.9 ms, the victim at 4 ms; the victim waited [1 ms, 4 ms]."""
+    occs = [occ(0, 0, 500), occ(0, 2 * MS, 0, flags=irq(OCC_IRQ_TIMER)),
+            occ(0, 2100 * US, 500), occ(0, 2500 * US, 0, flags=irq(3, OCC_SOFTIRQ)),
+            occ(0, 2700 * US, 0, flags=irq(41)), occ(0, 2750 * US, 0, flags=irq(3, OCC_SOFTIRQ)),
+            occ(0, 2900 * US, 0), occ(0, 4 * MS, 101, pid=100)]
+    meta = {**META, "irqs": {"41": "virtio3-rx"}}
+    run = run_(occupancy=occs, runq=[rq(101, 1 * MS, 4 * MS)], meta=meta)
+    rows = A.df_runnable_occupants(run)
+    got = rows.groupby(["cls", "irq"], observed=True)["ns"].sum().to_dict()
+    assert got == {("other", 0): 1400 * US, ("irq", irq(OCC_IRQ_TIMER)): 100 * US,
+                   ("irq", irq(3, OCC_SOFTIRQ)): 350 * US, ("irq", irq(41)): 50 * US,
+                   ("idle", 0): 1100 * US}
+    assert int(rows["ns"].sum()) == 3 * MS
+    top = A.summarize(A.antagonists_in_windows(run, [101], [T0], [T0 + 10 * MS]), run)
+    named = {t["comm"]: (t["class"], t["pid"], round(t["ms"], 3)) for t in top}
+    assert named["softirq NET_RX"] == ("irq", None, 0.35)
+    assert named["timer interrupt"] == ("irq", None, 0.1)
+    assert named["irq 41 (virtio3-rx)"] == ("irq", None, 0.05)
+    info = {"by_class": A.class_shares(rows), "top": top}
+    info["by_class"]["irq"] = 0.9  # as if interrupts held most of it
+    assert A.sentence(run, info, {100}).startswith(
+        "waited behind interrupts (softirq NET_RX, timer interrupt, irq 41 (virtio3-rx)) for 90%")
+
+
 def test_peer_class_comes_from_also_pid():
     meta = {**META, "target": {"also_pids": [500], "also_comms": ["hog"]}}
     rows = A.df_runnable_occupants(run_(meta=meta))
@@ -83,7 +115,7 @@ def test_band_summary_names_process_cgroup_and_shares():
                       "threads": 1, "ms": 2.8, "share": pytest.approx(2.8 / 6.3)}
     assert s["antagonists"]["≥P99"]["runnable_ms"] == pytest.approx(6.3)
     assert s["antagonists"]["≥P99"]["by_class"] == pytest.approx(
-        {"sibling": 2 / 6.3, "peer": 0, "other": 2.8 / 6.3, "kernel": 1 / 6.3,
+        {"sibling": 2 / 6.3, "peer": 0, "other": 2.8 / 6.3, "kernel": 1 / 6.3, "irq": 0,
          "idle": 0.5 / 6.3, "unknown": 0})
     assert s["cpu_occupancy"]["runnable_ms"] == pytest.approx(8.3)
 

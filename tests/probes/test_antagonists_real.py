@@ -7,19 +7,23 @@ antagonists are known by construction. Real BPF: run as root.
 - Three traced spinners sharing one CPU: each one waits behind the other two, half and
   half.
 - A sleeper on a quiet CPU: its wakeups find the CPU idle: classed idle, blamed on no task.
+- The irq event: two spinners keep a CPU busy, so the kernel's timer ticks there at HZ (the
+  test counts the kernel's own ticks, /proc/interrupts LOC, on a CPU it keeps busy itself):
+  the records hold that many timer interrupts a second, each a short slice of class irq.
 """
 from __future__ import annotations
 
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from analyze import antagonists as A
-from analyze.load import load_run
+from analyze.load import OCC_HARDIRQ, OCC_IRQ_TIMER, load_run
 from analyze.report import build_report
 from tt_run import BUILD, cgroup2_root, helper, meta, needs_root, records, tailtrace
 
@@ -165,6 +169,61 @@ def cpu_idle_total() -> tuple[int, int]:
 def idle_share(before: tuple[int, int], after: tuple[int, int]) -> float:
     """The share of the machine's CPU time that was idle between two cpu_idle_total()."""
     return (after[0] - before[0]) / max(1, after[1] - before[1])
+
+
+def local_timer_ticks(cpu: int) -> int:
+    """The kernel's count of local timer interrupts on a CPU (/proc/interrupts LOC)."""
+    for line in Path("/proc/interrupts").read_text().splitlines():
+        if line.split(":")[0].strip() == "LOC":
+            return int(line.split(":")[1].split()[cpu])
+    pytest.skip("no LOC line in /proc/interrupts (not x86)")
+
+
+def busy_tick_rate(cpu: int, seconds: float = 0.5) -> float:
+    """Timer interrupts a second on a CPU this process keeps busy (the kernel's HZ)."""
+    old = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        n0, t0 = local_timer_ticks(cpu), time.monotonic()
+        while time.monotonic() - t0 < seconds:
+            pass
+        n1, t1 = local_timer_ticks(cpu), time.monotonic()
+    finally:
+        os.sched_setaffinity(0, old)
+    return (n1 - n0) / (t1 - t0)
+
+
+def test_irq_event_records_the_busy_cpus_timer_ticks(tmp_path):
+    cpu = max(os.sched_getaffinity(0))
+    hz = busy_tick_rate(cpu)
+    p = tailtrace(tmp_path, "--events", "runq,switch,cpu,irq", "--", helper("hog"), "2", "1.5",
+                  str(cpu))
+    assert p.returncode == 0, p.stderr
+    run = load_run(tmp_path)
+    rows = A.df_runnable_occupants(run)
+    per = rows.groupby("runq_idx")["ns"].sum()
+    rq = run.runq
+    assert (per.to_numpy() == (rq["t_run_ns"] - rq["t_runnable_ns"]).to_numpy()[per.index]).all()
+    irq = rows[rows["cls"] == "irq"]
+    assert len(irq) and (irq["tid"] == 0).all() and (irq["irq"] != 0).all()
+    # one spinner always waits while the other runs: the CPU's whole time is covered, and
+    # its timer ticks at the rate the kernel showed on a busy CPU
+    seg = A.df_occupancy(run)
+    seg = seg[seg["cpu"] == cpu]
+    timer = seg[A.irq_code(seg["flags"]) == A.irq_code(OCC_HARDIRQ | OCC_IRQ_TIMER << 16)]
+    span_s = (seg["t_to_ns"].max() - seg["t_from_ns"].min()) / 1e9
+    assert span_s > 1.0, span_s
+    assert len(timer) / span_s == pytest.approx(hz, rel=0.25), (len(timer), span_s, hz)
+    # an interrupt is a slice, not a stretch: ~10-30 us here, bounded an order looser
+    assert (timer["t_to_ns"] - timer["t_from_ns"]).median() < 1_000_000
+    top = {t["comm"] for t in A.summarize(irq, run, top=20)}
+    assert "timer interrupt" in top, top
+    assert "irqs" in meta(tmp_path)
+
+
+def test_irq_event_needs_the_cpu_event(tmp_path):
+    p = tailtrace(tmp_path, "--events", "runq,switch,irq", "--", "true")
+    assert p.returncode == 2 and "needs 'cpu'" in p.stderr, p.stderr
 
 
 def test_cpu_event_needs_runq_and_records(tmp_path):
