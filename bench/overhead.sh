@@ -8,6 +8,7 @@
 #   aggregate  tailtrace --aggregate -- httpload
 #   listen     tailtrace --listen (the Prometheus exporter) -- httpload, scraped every second
 #              (by one scraper process for the whole bench: start_scraper)
+#   listencpu  the same with --events runq,switch,offcpu,cpu: run-queue wait by antagonist
 #   perf       perf sched record -- httpload
 #   runqlat    libbpf-tools' runqlat (system-wide run-queue latency histogram,
 #              the leanest tracer of the same events) running during httpload
@@ -45,7 +46,7 @@ MODES=none,default,aggregate,perf
 SERVER_WORKERS=$(nproc)
 OUT=""
 SERVER_PID=""
-MODE_NAMES=none,default,aggregate,listen,perf,runqlat,hooks,flight,alt,altlisten # and events=A+B
+MODE_NAMES=none,default,aggregate,listen,listencpu,perf,runqlat,hooks,flight,alt,altlisten # and events=A+B
 TMP=$(mktemp -d)
 . "$TOP/bench/tt_bench_lib.sh"
 
@@ -124,6 +125,8 @@ measure() { # mode round: one httpload run under that mode; appends a JSON line
 	aggregate) "$TAILTRACE" --aggregate --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	listen) "$TAILTRACE" --listen "127.0.0.1:$LISTEN_PORT" --out "$run" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" ;;
+	listencpu) "$TAILTRACE" --listen "127.0.0.1:$LISTEN_PORT" --events runq,switch,offcpu,cpu \
+		--out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	events=*) "$TAILTRACE" --events "$(tr + , <<<"${mode#events=}")" --out "$run" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" ;;
 	hooks) "$HOOK_FLOOR" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
@@ -158,7 +161,8 @@ print(json.dumps({"mode": sys.argv[1], "round": int(sys.argv[2]), "rps": s["thro
 AMOUNT=(--requests "$REQUESTS")
 [ -z "$DURATION" ] || AMOUNT=(--duration "$DURATION")
 start_server "$SERVER_WORKERS"
-[[ ,$MODES, != *,listen,* && ,$MODES, != *,altlisten,* ]] || start_scraper
+[[ ,$MODES, != *,listen,* && ,$MODES, != *,altlisten,* && ,$MODES, != *,listencpu,* ]] ||
+	start_scraper
 echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS" \
 	"${AMOUNT[*]}; $REPEATS rounds of $MODES"
 IFS=, read -r -a modes <<<"$MODES"

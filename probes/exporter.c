@@ -17,6 +17,7 @@
 #include <tailtrace/records.h>
 #include <tt_clock.h>
 #include "aggregate.h"
+#include "exporter_antagonists.h"
 #include "http_serve.h"
 #include "target.h"
 #include "wait_reason.h"
@@ -72,6 +73,7 @@ struct exporter {
 	double collect_s;       /* duration of the last collection */
 	uint64_t pid_reuses;    /* labelled pids found naming another process */
 	enum exporter_format fmt; /* of the exposition being rendered */
+	struct ants *ants;        /* the cpu event: run-queue wait by antagonist */
 };
 
 static const char *const runq_kind[TT_RUNQ_SUB_NR] = { "wakeup", "preempt" };
@@ -210,6 +212,7 @@ static void series_init(struct exporter *ex, struct series *s, uint32_t pid)
 	struct tt_task t;
 
 	memset(s, 0, sizeof(*s));
+	ants_reset(ex->ants, (int)(s - ex->series));
 	s->used = true;
 	s->pid = pid;
 	target_proc_line((int)pid, "comm", "", s->comm, sizeof(s->comm));
@@ -305,6 +308,7 @@ static void delete_entries(struct exporter *ex, uint32_t pid)
 		}
 	if (ex->src.tasks)
 		bpf_map__delete_elem(ex->src.tasks, &pid, sizeof(pid), 0);
+	ants_forget(ex->ants, ex->src.blame, pid);
 }
 
 /* Processes that exited: mark now, forget once their last counts were read. */
@@ -353,6 +357,15 @@ static void rank(struct exporter *ex, uint64_t now)
 		ex->procs[i].window = 0;
 }
 
+/* The series a process's counts go to: its own, or "other". */
+static int series_of(void *arg, uint32_t pid)
+{
+	struct exporter *ex = arg;
+	struct proc *p = proc_find(ex, pid);
+
+	return p && p->series >= 0 ? p->series : ex->top_n;
+}
+
 void exporter_collect(struct exporter *ex)
 {
 	uint64_t t0 = tt_now_ns();
@@ -373,6 +386,8 @@ void exporter_collect(struct exporter *ex)
 	admit(ex, false);
 	check_reuse(ex);
 	distribute(ex);
+	if (ex->src.blame)
+		ants_collect(ex->ants, ex->src.blame, series_of, ex);
 	for (size_t i = 0; i < ex->nprocs; i++) {
 		ex->procs[i].window += ex->procs[i].tick;
 		ex->procs[i].tick = 0;
@@ -388,7 +403,7 @@ void exporter_collect(struct exporter *ex)
 
 /* ---- the exposition ------------------------------------------------------ */
 
-static void put_label_value(FILE *f, const char *v)
+void exporter_label_value(FILE *f, const char *v)
 {
 	for (; *v; v++)
 		if (*v == '\\' || *v == '"')
@@ -403,15 +418,25 @@ static void put_labels(FILE *f, const struct series *s, const char *key, const c
 {
 	fputs("{comm=\"", f);
 	if (s->pid) {
-		put_label_value(f, s->comm);
+		exporter_label_value(f, s->comm);
 		fprintf(f, "\",pid=\"%u\",cgroup=\"", s->pid);
-		put_label_value(f, s->cgroup);
+		exporter_label_value(f, s->cgroup);
 	} else {
 		fputs("other\",pid=\"\",cgroup=\"", f);
 	}
 	fputc('"', f);
 	if (key)
 		fprintf(f, ",%s=\"%s\"", key, val);
+}
+
+static int series_used(void *arg, int i)
+{
+	return ((struct exporter *)arg)->series[i].used;
+}
+
+static void series_labels(void *arg, FILE *f, int i)
+{
+	put_labels(f, &((struct exporter *)arg)->series[i], NULL, NULL);
 }
 
 static void put_hist(FILE *f, const char *name, const struct series *s, const char *key,
@@ -606,6 +631,14 @@ int exporter_render(struct exporter *ex, enum exporter_format fmt, char **text, 
 	render_hists(ex, f, "tailtrace_offcpu_seconds", TT_RUNQ_SUB_NR, TT_WAIT_NR, "reason",
 		     wait_reason);
 	render_switches(ex, f);
+	if (ex->src.blame) {
+		header(ex, f, "tailtrace_runqueue_wait_by_antagonist_seconds_total", "counter",
+		       "Time the process's threads waited for a CPU, by what held that CPU "
+		       "meanwhile: class sibling (its own threads), peer (another traced "
+		       "process), other, kernel, irq, idle, unknown; the top antagonists by "
+		       "name, the rest of a class as antagonist=\"other\".");
+		ants_render(ex->ants, f, series_used, series_labels, ex);
+	}
 	render_self(ex, f);
 	if (ex->src.extra)
 		ex->src.extra(ex->src.arg, f, (int)fmt);
@@ -671,6 +704,8 @@ int exporter_open(struct exporter **out, const char *addr, int top_n, char *err,
 void exporter_set_source(struct exporter *ex, const struct exporter_source *src)
 {
 	ex->src = *src;
+	if (src->blame && !ex->ants && !(ex->ants = ants_new(ex->top_n + 1, ex->top_n)))
+		ex->src.blame = NULL; /* out of memory: the family is left out */
 }
 
 const char *exporter_address(const struct exporter *ex)
@@ -697,5 +732,6 @@ void exporter_free(struct exporter *ex)
 	free(ex->procs);
 	free(ex->index);
 	free(ex->ents);
+	ants_free(ex->ants);
 	free(ex);
 }

@@ -34,6 +34,7 @@ struct exporter_source {
 	struct bpf_map *offcpu;  /* key {tgid, enum tt_wait_reason} */
 	struct bpf_map *migrate; /* key {tgid, 0}: the count is the migrations */
 	struct bpf_map *tasks;   /* tid -> struct tt_task: names of exited processes */
+	struct bpf_map *blame;   /* the cpu event: occ_blame (occupancy.h); NULL: off */
 	/* read at each scrape: per-stream lost/unmatched counts, and tailtrace's
 	 * own CPU time so far (BPF programs, loader) in seconds */
 	int (*stats)(void *arg, struct tt_stream_stats *out, int max);
@@ -53,6 +54,8 @@ struct exporter;
  * 0, or -errno with one line in err. */
 int exporter_open(struct exporter **ex, const char *addr, int top_n, char *err, size_t len);
 void exporter_set_source(struct exporter *ex, const struct exporter_source *src);
+/* A label value, escaped (backslash, double quote, newline). */
+void exporter_label_value(FILE *f, const char *v);
 /* "127.0.0.1:9431": where it listens (a port of 0 resolved). */
 const char *exporter_address(const struct exporter *ex);
 /* Wait up to timeout_ms for scrapes and answer them; collect when due. */

@@ -25,6 +25,7 @@
 #include "features.h"
 #include "flight.h"
 #include "meta.h"
+#include "occupancy_out.h"
 #include "options.h"
 #include "registry.h"
 #include "syms.h"
@@ -434,6 +435,8 @@ static void exporter_connect(struct loader *L)
 	struct exporter_source src = {
 		.runq = module_map(L, "runq_hist"), .offcpu = module_map(L, "offcpu_hist"),
 		.migrate = module_map(L, "migrate_hist"), .tasks = module_map(L, "tasks"),
+		.blame = occ_wanted(&L->cli.opts) && !occ_records_wanted(&L->cli.opts) ?
+				 module_map(L, "occ_blame") : NULL,
 		.stats = exporter_stats, .drain = L->cli.opts.aggregate ? drain_all : NULL,
 		.self_cpu = exporter_self_cpu, .extra = exporter_extra, .arg = L };
 

@@ -85,7 +85,7 @@ static __always_inline void occ_note(bool btf, struct task_struct *next, __u64 n
 	struct occ_cpu *c;
 	struct occ_slot *s;
 
-	if (!occ_on || aggregate || !(c = bpf_map_lookup_elem(&occ_cpu, &zero)) ||
+	if (!occ_on || !(c = bpf_map_lookup_elem(&occ_cpu, &zero)) ||
 	    !(s = occ_slot_at(cpu, c->seq)))
 		return;
 	s->t_ns = now;
@@ -198,6 +198,128 @@ static __always_inline void occ_name(const struct occ_slot *s, struct occ_known 
 	bpf_probe_read_kernel(v.comm, sizeof(v.comm), &t->comm);
 	if (bpf_map_update_elem(&occ_names, &s->tid, &v, BPF_ANY))
 		tt_count(&occ_counters, OCC_CNT_NAMES_FULL);
+}
+
+/* ---- --listen: waits split in the kernel (occupancy.h, occ_blame) ---------- */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, OCC_BLAME_ENTRIES); /* 1 without --listen (the loader) */
+	__type(key, struct occ_blame_key);
+	__type(value, __u64);
+} occ_blame SEC(".maps");
+
+struct occ_blame_ctx {
+	__u64 t0, end, seq, oldest; /* the wait [t0, end) still to split, from slot seq - 1 back */
+	__u32 cpu, pid, tid;
+	bool found;                 /* reached the slot that held the CPU at t0 */
+	struct occ_blame_key k;     /* the run of segments of one key not added yet */
+	__u64 ns;
+};
+
+static __always_inline void occ_blame_add_map(const struct occ_blame_key *k, __u64 ns)
+{
+	__u64 *v = bpf_map_lookup_elem(&occ_blame, k);
+
+	if (v) {
+		__sync_fetch_and_add(v, ns);
+		return;
+	}
+	if (!bpf_map_update_elem(&occ_blame, k, &ns, BPF_NOEXIST))
+		return;
+	v = bpf_map_lookup_elem(&occ_blame, k); /* another CPU made it meanwhile? */
+	if (v)
+		__sync_fetch_and_add(v, ns);
+	else
+		tt_count(&occ_counters, OCC_CNT_BLAME_FULL);
+}
+
+/* Consecutive segments of one key (a CPU shared by siblings) add up before
+ * they go to the map. */
+static __always_inline void occ_blame_add(struct occ_blame_ctx *w, __u32 cls, __u32 occ, __u64 ns)
+{
+	if (w->ns && w->k.cls == cls && w->k.occ == occ) {
+		w->ns += ns;
+		return;
+	}
+	if (w->ns)
+		occ_blame_add_map(&w->k, w->ns);
+	w->k.cls = cls;
+	w->k.occ = occ;
+	w->ns = ns;
+}
+
+/* The class of a slot's occupant for a thread of process pid. */
+static __always_inline __u32 occ_class_of(const struct occ_slot *s, __u32 pid, __u32 *occ)
+{
+	*occ = s->pid;
+	if (s->flags & (TT_OCC_HARDIRQ | TT_OCC_SOFTIRQ)) {
+		*occ = s->flags & ~(TT_OCC_KTHREAD | TT_OCC_TRUNC | TT_OCC_TRACED);
+		return OCC_CLS_IRQ;
+	}
+	if (!s->tid) {
+		*occ = 0;
+		return OCC_CLS_IDLE;
+	}
+	if (s->flags & TT_OCC_KTHREAD)
+		return OCC_CLS_KERNEL;
+	if (s->pid == pid)
+		return OCC_CLS_SIBLING;
+	if ((s->flags & TT_OCC_TRACED) && tt_filter)
+		return OCC_CLS_PEER;
+	return OCC_CLS_OTHER;
+}
+
+/* bpf_loop step: slot seq - 1 - i held the CPU from its time to w->end. */
+static long occ_blame_one(__u32 i, void *arg)
+{
+	struct occ_blame_ctx *w = arg;
+	struct occ_slot *s;
+	__u64 from;
+	__u32 cls, occ;
+
+	if (w->seq < w->oldest + i + 1 || !(s = occ_slot_at(w->cpu, w->seq - 1 - i)))
+		return 1;
+	if (i == 0 && s->tid == w->tid) { /* the thread's own switch-in: the wait ends there */
+		w->end = s->t_ns < w->end ? s->t_ns : w->end;
+		return 0;
+	}
+	from = s->t_ns > w->t0 ? s->t_ns : w->t0;
+	if (w->end > from) {
+		cls = occ_class_of(s, w->k.pid, &occ);
+		occ_blame_add(w, cls, occ, w->end - from);
+		w->end = from;
+	}
+	if (s->t_ns <= w->t0) {
+		w->found = true;
+		return 1;
+	}
+	return 0;
+}
+
+/* Thread tid of process pid ran on this CPU at `now` after waiting since t0:
+ * add its wait to occ_blame, split by what the ring says held the CPU. A
+ * global function: the verifier checks it once, not inside every caller. */
+__noinline int occ_blame_wait(__u32 tid, __u32 pid, __u64 t0, __u64 now)
+{
+	__u32 zero = 0;
+	struct occ_cpu *c = bpf_map_lookup_elem(&occ_cpu, &zero);
+	struct occ_blame_ctx w = { .t0 = t0, .end = now, .tid = tid,
+				   .cpu = bpf_get_smp_processor_id() };
+
+	if (!occ_on || !c || now <= t0)
+		return 0;
+	w.k.pid = pid;
+	w.seq = c->seq;
+	w.oldest = w.seq > OCC_RING ? w.seq - OCC_RING : 0;
+	bpf_loop(OCC_RING, occ_blame_one, &w, 0);
+	if (!w.found && w.end > t0) {
+		occ_blame_add(&w, OCC_CLS_UNKNOWN, 0, w.end - t0);
+		tt_count(&occ_counters, OCC_CNT_TRUNC);
+	}
+	if (w.ns)
+		occ_blame_add_map(&w.k, w.ns);
+	return 0;
 }
 
 struct occ_emit_ctx {

@@ -84,7 +84,30 @@ enum occ_counter {
 	OCC_CNT_LOST = 0,  /* ring buffer full: message dropped */
 	OCC_CNT_TRUNC,     /* waits whose start was overwritten in the ring */
 	OCC_CNT_NAMES_FULL, /* names not kept: occ_names full */
+	OCC_CNT_BLAME_FULL, /* --listen: waits not added, occ_blame full */
 	OCC_CNT_NR,
 };
+
+/* --listen (no records): each traced wait is split in the kernel by what held
+ * the CPU, and the time added up by (waiting process, class, occupant) in
+ * occ_blame (the exporter serves it). The classes of analyze/antagonists.py. */
+enum occ_class {
+	OCC_CLS_SIBLING = 0, /* another thread of the waiting process */
+	OCC_CLS_PEER,        /* another traced process (not in a system-wide run) */
+	OCC_CLS_OTHER,       /* another process */
+	OCC_CLS_KERNEL,      /* a kernel thread */
+	OCC_CLS_IRQ,         /* an interrupt (the irq event) */
+	OCC_CLS_IDLE,        /* nothing ran: the wakeup's own latency */
+	OCC_CLS_UNKNOWN,     /* the ring no longer held the wait's start */
+	OCC_CLS_NR,
+};
+
+struct occ_blame_key {
+	__u32 pid;   /* the waiting thread's process */
+	__u32 occ;   /* the occupant's process; an interrupt's flags (kind, number); 0 */
+	__u32 cls;   /* enum occ_class */
+	__u32 pad;
+};
+#define OCC_BLAME_ENTRIES 16384
 
 #endif

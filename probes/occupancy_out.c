@@ -35,7 +35,13 @@ struct occ_out {
 
 bool occ_wanted(const struct tt_opts *o)
 {
-	return (o->events & TT_EV_CPU) && !o->aggregate && features_hook() != TT_HOOK_TRACEPOINT;
+	return (o->events & TT_EV_CPU) && (!o->aggregate || o->listen) &&
+	       features_hook() != TT_HOOK_TRACEPOINT;
+}
+
+bool occ_records_wanted(const struct tt_opts *o)
+{
+	return occ_wanted(o) && !o->aggregate;
 }
 
 bool occ_irq_wanted(const struct tt_opts *o)
@@ -47,17 +53,22 @@ int occ_configure(struct bpf_object *obj, const struct tt_opts *o)
 {
 	struct bpf_map *ring = bpf_object__find_map_by_name(obj, "occ_ring");
 	struct bpf_map *names = bpf_object__find_map_by_name(obj, "occ_names");
+	struct bpf_map *blame = bpf_object__find_map_by_name(obj, "occ_blame");
 	int ncpu = libbpf_num_possible_cpus();
-	bool on = occ_wanted(o);
+	bool on = occ_wanted(o), records = occ_records_wanted(o);
 	struct bpf_program *p;
+	int err;
 
-	if (!ring || !names || ncpu <= 0)
+	if (!ring || !names || !blame || ncpu <= 0)
 		return -EINVAL;
+	err = bpf_map__set_max_entries(blame, on && !records ? OCC_BLAME_ENTRIES : 1);
+	if (err)
+		return err;
 	bpf_object__for_each_program(p, obj)
 		if (!strncmp(bpf_program__name(p), "occ_", 4) && !occ_irq_wanted(o))
 			bpf_program__set_autoload(p, false);
 	return bpf_map__set_max_entries(ring, on ? (__u32)ncpu * OCC_RING : 1) ?:
-	       (on ? 0 : bpf_map__set_max_entries(names, 1));
+	       (records ? 0 : bpf_map__set_max_entries(names, 1));
 }
 
 struct occ_out *occ_out_open(const struct tt_ctx *ctx)

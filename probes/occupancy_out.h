@@ -19,8 +19,10 @@ struct occ_rec;
 struct tt_ctx;
 struct tt_opts;
 
-/* Is the occupancy stream on (the cpu event, records, a typed hook)? */
+/* Is the occupancy stream on (the cpu event; records or --listen; a typed hook)? */
 bool occ_wanted(const struct tt_opts *o);
+/* With records (occupancy.bin), not --listen's in-kernel split (occ_blame)? */
+bool occ_records_wanted(const struct tt_opts *o);
 /* And the irq event (interrupts noted among the occupants)? */
 bool occ_irq_wanted(const struct tt_opts *o);
 /* Size an object's occupancy maps (occ_ring: OCC_RING slots per possible CPU),

@@ -72,7 +72,9 @@ void options_usage(FILE *out)
 "                      (implies --aggregate; e.g. 127.0.0.1:9431, :9431 for every interface;\n"
 "                      runs until SIGINT/SIGTERM unless --duration or the target ends it)\n"
 "  -t, --top N         with --listen: the N most active processes get their own series,\n"
-"                      the rest are counted in comm=\"other\" (default %d, max %d)\n"
+"                      the rest are counted in comm=\"other\" (default %d, max %d); with\n"
+"                      --events runq,switch,offcpu,cpu also their run-queue wait by what\n"
+"                      held the CPU, N antagonists each (opt-in: ~0.5%% of the machine more)\n"
 "Flight recorder (docs/flight-recorder.md):\n"
 "      --flight-recorder SECONDS  keep the last SECONDS of records in memory and write\n"
 "                      nothing until a span ends above --trigger; then a capture: a run\n"
@@ -480,10 +482,10 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 		snprintf(err, len, "event 'spans' needs at least one --span BIN:SYMBOL");
 		return -EINVAL;
 	}
-	if ((o->events & TT_EV_CPU) && o->aggregate) {
-		if (cli->events_given) {
+	if ((o->events & TT_EV_CPU) && o->aggregate && (!o->listen || !cli->events_given)) {
+		if (cli->events_given) { /* --listen serves it when asked for */
 			snprintf(err, len, "event 'cpu' writes records: it does not go with --aggregate "
-				 "or --listen (drop it from --events)");
+				 "(with --listen, --events runq,switch,offcpu,cpu serves it as metrics)");
 			return -EINVAL;
 		}
 		o->events &= ~TT_EV_CPU;

@@ -24,6 +24,7 @@ struct runq_state {
 	bool aggregate;
 	uint64_t hist_events;     /* --aggregate: intervals counted in histograms */
 	struct occ_out *occ;      /* the cpu event: who held the CPU meanwhile */
+	bool occ_blame;           /* the cpu event under --listen: split in the kernel */
 };
 
 /* A bare tt_runq, or with the cpu event a runq_msg (occupancy.h). */
@@ -114,7 +115,8 @@ static int runq_setup(struct tt_ctx *ctx, void **state)
 	err = runq_open(ctx, st);
 	if (err)
 		return err;
-	if (occ_wanted(ctx->opts) && !(st->occ = occ_out_open(ctx))) {
+	st->occ_blame = occ_wanted(ctx->opts) && !occ_records_wanted(ctx->opts);
+	if (occ_records_wanted(ctx->opts) && !(st->occ = occ_out_open(ctx))) {
 		snprintf(ctx->err, sizeof(ctx->err), "cpu: cannot create %s/occupancy.bin: %s",
 			 ctx->opts->out_dir, strerror(errno));
 		return -errno;
@@ -195,6 +197,14 @@ static int runq_stats(void *state, struct tt_stream_stats *out, int max)
 			recfile_dropped(st->out),
 		.unmatched = probe_counter_sum(st->skel->maps.runq_counters, RUNQ_CNT_UNMATCHED),
 	};
+	if (st->occ_blame && max >= 2) {
+		out[1] = (struct tt_stream_stats){
+			.stream = "cpu",
+			.hook = features_hook_name(features_hook()),
+			.lost = probe_counter_sum(st->skel->maps.occ_counters, OCC_CNT_BLAME_FULL),
+		};
+		return 2;
+	}
 	if (!st->occ || max < 2)
 		return 1;
 	out[1] = (struct tt_stream_stats){

@@ -198,6 +198,8 @@ static __always_inline void runq_emit(struct tt_thread *th, __u32 tid, __u32 pid
 	struct runq_msg *m;
 	struct tt_runq *r;
 
+	if (aggregate && occ_on)
+		occ_blame_wait(tid, pid, t0, now);
 	if (aggregate && th) {
 		tt_lhist_add(&th->h, sub, now - t0);
 		return;
@@ -357,6 +359,11 @@ static __always_inline void runq_kacct_in(struct tt_thread *th, struct task_stru
 	}
 	tt_lhist_add(&th->h, th->rq.switched_out ? runq_kacct_sub(th) : TT_RUNQ_SUB_WAKEUP, wait);
 	th->rq.switched_out = 0;
+	if (occ_on && wait) { /* --listen with the cpu event: who held the CPU meanwhile */
+		__u64 now = bpf_ktime_get_ns();
+
+		occ_blame_wait(next->pid, next->tgid, now - wait, now);
+	}
 }
 
 /* A task iterator (SEC "iter/task") named name that calls drain(th, tid,

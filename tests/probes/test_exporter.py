@@ -444,3 +444,65 @@ def test_deploy_examples_are_valid():
                  ["check", "config", str(deploy / "prometheus.yml")]):
         p = subprocess.run(["promtool", *args], capture_output=True, text=True)
         assert p.returncode == 0, p.stdout + p.stderr
+
+
+@contextmanager
+def untraced_hog(n: int, cpu: int):
+    """tt-hog: n SCHED_OTHER spinners pinned to cpu, not traced; yields its pid."""
+    p = subprocess.Popen([helper("hog"), str(n), "30", str(cpu), "gate"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        m = re.match(r"ready (\d+)", p.stdout.readline())
+        assert m, "tt-hog did not start"
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        yield int(m[1])
+    finally:
+        p.kill()
+        p.wait()
+
+
+def antagonist_scrape(tmp_path: Path, *args: str) -> tuple[int, int, list]:
+    """Two traced spinners and an untraced hog's three on one CPU, scraped after 2 s of
+    their 3: (the victim's pid, the hog's pid, the samples)."""
+    cpu = max(os.sched_getaffinity(0))
+    with untraced_hog(3, cpu) as hog, exporter(
+            tmp_path, "--events", "runq,switch,offcpu,cpu", *args, "--", helper("hog"), "2", "3",
+            str(cpu)) as (url, _, victim):
+        time.sleep(2)
+        s = parse(scrape(url))
+    return victim, hog, s
+
+
+def wait_sums(s, victim: int) -> tuple[list, float]:
+    """The victim's antagonist rows and its run-queue latency histogram's sum (both kinds)."""
+    rows = pick(s, "tailtrace_runqueue_wait_by_antagonist_seconds_total", pid=str(victim))
+    runq = sum(v for _, v in pick(s, "tailtrace_runqueue_latency_seconds_sum", pid=str(victim)))
+    return rows, runq
+
+
+def test_runqueue_wait_is_served_by_antagonist(tmp_path):
+    """With the cpu event, --listen splits each wait in the kernel: Σ over antagonists is the
+    run-queue latency histogram's own sum (the same waits, read in one collection), the
+    untraced hog is named with its pid and class other and holds most of it (3 of the 4
+    other threads on that CPU), and the sibling spinner holds its share."""
+    victim, hog, s = antagonist_scrape(tmp_path)
+    rows, runq = wait_sums(s, victim)
+    total = sum(v for _, v in rows)
+    assert runq > 1.0, runq  # two spinners of five on one CPU for ~2 s: ~3 s waited
+    assert total == pytest.approx(runq, rel=0.05), (total, runq)
+    (labels, hog_s), = [(l, v) for l, v in rows if l["antagonist_pid"] == str(hog)]
+    assert labels["class"] == "other" and labels["antagonist"] == "tt-hog", labels
+    assert hog_s >= 0.5 * total, rows
+    sib = sum(v for l, v in rows if l["class"] == "sibling")
+    assert sib >= 0.05 * total, rows
+    assert pick(s, "tailtrace_lost_events_total", stream="cpu")[0][1] == 0
+
+
+def test_antagonists_beyond_top_fold_into_other(tmp_path):
+    victim, hog, s = antagonist_scrape(tmp_path, "--top", "1")
+    rows, runq = wait_sums(s, victim)
+    named = [l for l, _ in rows if l["antagonist"] != "other"]
+    assert len(named) <= 1, rows
+    assert any(l["antagonist"] == "other" for l, _ in rows), rows  # the hog or the sibling
+    assert sum(v for _, v in rows) == pytest.approx(runq, rel=0.05)
