@@ -13,6 +13,9 @@
 #   runqlat    libbpf-tools' runqlat (system-wide run-queue latency histogram,
 #              the leanest tracer of the same events) running during httpload
 #   events=A+B tailtrace --events A,B -- httpload (e.g. events=runq+switch+offcpu+locks)
+#   spanfloor  hook_floor --usdt (empty programs on httpload's request__start/done USDT
+#              marks) -- tailtrace (default events) -- httpload: the floor under the
+#              flight mode's spans (the traps and running any program there)
 #   hooks      build/bench/hook_floor -- httpload: empty programs on the hooks
 #              --aggregate uses (tp_btf sched_switch, sched_waking): the floor
 #              that no tracer of these events goes below
@@ -46,7 +49,7 @@ MODES=none,default,aggregate,perf
 SERVER_WORKERS=$(nproc)
 OUT=""
 SERVER_PID=""
-MODE_NAMES=none,default,aggregate,listen,listencpu,perf,runqlat,hooks,flight,alt,altlisten # and events=A+B
+MODE_NAMES=none,default,aggregate,listen,listencpu,spanfloor,perf,runqlat,hooks,flight,alt,altlisten # and events=A+B
 TMP=$(mktemp -d)
 . "$TOP/bench/tt_bench_lib.sh"
 
@@ -95,7 +98,7 @@ RUNQLAT=${RUNQLAT:-/usr/sbin/runqlat}
 [[ ,$MODES, != *,runqlat,* ]] || [ -x "$RUNQLAT" ] ||
 	die "mode runqlat needs $RUNQLAT: apt-get install libbpf-tools (or RUNQLAT=/path/to/runqlat)"
 HOOK_FLOOR=$BUILD/bench/hook_floor
-[[ ,$MODES, != *,hooks,* ]] || need_bin "$HOOK_FLOOR"
+[[ ,$MODES, != *,hooks,* && ,$MODES, != *,spanfloor,* ]] || need_bin "$HOOK_FLOOR"
 OUT=${OUT:-results/$(date -u +%Y%m%dT%H%M%SZ)-bench-overhead}
 mkdir -p "$OUT"
 RESULTS=$OUT/results.jsonl
@@ -130,6 +133,9 @@ measure() { # mode round: one httpload run under that mode; appends a JSON line
 	events=*) "$TAILTRACE" --events "$(tr + , <<<"${mode#events=}")" --out "$run" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" ;;
 	hooks) "$HOOK_FLOOR" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
+	spanfloor) "$HOOK_FLOOR" --usdt "$HTTPLOAD:httpload:request__start" \
+		--usdt "$HTTPLOAD:httpload:request__done" -- "$TAILTRACE" --out "$run" -- "${load[@]}" \
+		>"$TMP/out" 2>"$TMP/err" ;;
 	flight) "$TAILTRACE" --flight-recorder 30 --trigger 'latency>3600s' --out "$run" \
 		--span "usdt:$HTTPLOAD:httpload:request" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	alt) "$TAILTRACE_ALT" --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;

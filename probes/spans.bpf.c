@@ -324,6 +324,58 @@ struct {
 	__type(value, struct spans_mark);
 } open_marks SEC(".maps");
 
+/* Open marks by a hash of their key: most starts find their slot free and
+ * their end finds them there, two array lookups and a compare-and-swap in all.
+ * A start whose slot is taken by another open mark goes to open_marks. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SPANS_MARK_SLOTS);
+	__type(key, __u32);
+	__type(value, struct spans_mark_slot);
+} mark_slots SEC(".maps");
+
+static __always_inline struct spans_mark_slot *mark_slot(const struct spans_mark_key *k)
+{
+	__u32 i = (__u32)(k->id * 0x9E3779B97F4A7C15ull >> 32) ^ k->pid ^ (k->span_id << 7);
+
+	i &= SPANS_MARK_SLOTS - 1;
+	return bpf_map_lookup_elem(&mark_slots, &i);
+}
+
+/* The start at t in the key's slot: true if it is kept there (the slot was
+ * free, or held this very key: a start again whose end was never seen). */
+static __always_inline bool mark_slot_start(const struct spans_mark_key *k, __u64 t, __u32 tid)
+{
+	struct spans_mark_slot *s = mark_slot(k);
+	__u64 tag = k->id + 1, was;
+
+	if (!s || !tag)
+		return false;
+	was = __sync_val_compare_and_swap(&s->tag, 0, tag);
+	if (was && !(was == tag && s->pid == k->pid && s->span_id == k->span_id))
+		return false;
+	if (was)
+		count(SPANS_CNT_STALE);
+	s->t_start_ns = t;
+	s->tid = tid;
+	s->pid = k->pid;
+	s->span_id = k->span_id;
+	return true;
+}
+
+/* The key's start from its slot (freed), if it is there. */
+static __always_inline bool mark_slot_end(const struct spans_mark_key *k, struct spans_mark *m)
+{
+	struct spans_mark_slot *s = mark_slot(k);
+
+	if (!s || s->tag != k->id + 1 || s->pid != k->pid || s->span_id != k->span_id)
+		return false;
+	m->t_start_ns = s->t_start_ns;
+	m->tid = s->tid;
+	__sync_val_compare_and_swap(&s->tag, k->id + 1, 0);
+	return true;
+}
+
 static __always_inline bool mark_key(struct pt_regs *ctx, __u64 cookie, struct spans_mark_key *k)
 {
 	__u64 id = bpf_get_current_pid_tgid();
@@ -353,6 +405,8 @@ int span_mark_start(struct pt_regs *ctx)
 	count(SPANS_CNT_HITS);
 	if (!tt_current_traced() || !mark_key(ctx, bpf_usdt_cookie(ctx), &k))
 		return 0;
+	if (mark_slot_start(&k, m.t_start_ns, m.tid))
+		return 0;
 	err = bpf_map_update_elem(&open_marks, &k, &m, BPF_NOEXIST);
 	if (err == -EEXIST) { /* the same request started again: its earlier end was never seen */
 		count(SPANS_CNT_STALE);
@@ -368,7 +422,7 @@ int span_mark_end(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_usdt_cookie(ctx);
 	struct spans_mark_key k;
-	struct spans_mark *m;
+	struct spans_mark *m, kept;
 	struct spans_frame f = { .span_id = SPANS_COOKIE_SPAN(cookie) };
 	struct spans_key sk = { .pid = bpf_get_current_pid_tgid() >> 32 };
 	long ret = 0;
@@ -376,15 +430,19 @@ int span_mark_end(struct pt_regs *ctx)
 	count(SPANS_CNT_HITS);
 	if (!mark_key(ctx, cookie, &k))
 		return 0;
-	m = bpf_map_lookup_elem(&open_marks, &k);
-	if (!m) {
+	if (mark_slot_end(&k, &kept)) {
+		m = &kept;
+	} else if ((m = bpf_map_lookup_elem(&open_marks, &k))) {
+		kept = *m;
+		m = &kept;
+		bpf_map_delete_elem(&open_marks, &k);
+	} else {
 		if (tt_current_traced())
 			count(SPANS_CNT_UNMATCHED);
 		return 0;
 	}
 	f.t_start_ns = m->t_start_ns;
 	f.tid = m->tid;
-	bpf_map_delete_elem(&open_marks, &k);
 	if ((SPANS_COOKIE_FLAGS(cookie) & SPANS_COOKIE_RET_ARG) && bpf_usdt_arg(ctx, 1, &ret))
 		count(SPANS_CNT_NO_ARG);
 	span_emit(&sk, &f, 0, bpf_ktime_get_ns(), ret, TT_SPAN_RETURN);

@@ -85,6 +85,17 @@ struct spans_mark {
 	__u32 pad;
 };
 
+/* A slot of the open-mark table (spans.bpf.c): the common case, a start and
+ * its end, without a hash update and delete. tag: the key's id + 1 while the
+ * slot holds an open mark, 0 when free (taken with a compare-and-swap). */
+struct spans_mark_slot {
+	__u64 tag;
+	__u64 t_start_ns;
+	__u32 pid, span_id;
+	__u32 tid, pad;
+};
+#define SPANS_MARK_SLOTS 16384 /* a power of two */
+
 /* Open span calls of one thread or goroutine, innermost last. */
 struct spans_stack {
 	__u32 depth;

@@ -15,10 +15,15 @@
  *   span_target spin N US   calls tt_span_spin(i, US) N times, each between USDT
  *                           probes spin_begin and spin_end (no arguments): each spins
  *                           on its CPU for US microseconds (a request that needs CPU).
+ *   span_target overlap N   work__start(i, 0) for i < N, then work__done(i, 2i+1) for
+ *                           each, the odd ones from a second thread: N marks open at
+ *                           once (more than the probe's table of slots holds) and half
+ *                           of them ended by another thread than their start's.
  *   span_target fork N      N calls of tt_span_fork(i), which forks: parent and
  *                           child both return from it; the child then exits 0.
  *                           Prints how many children did not exit 0.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,8 +111,36 @@ static void run_jumps(long n)
 	printf("escaped=%ld returned=%ld\n", n, n);
 }
 
+static long overlap_n;
+
+static void *overlap_end_odd(void *arg)
+{
+	(void)arg;
+	for (long i = 1; i < overlap_n; i += 2)
+		TT_USDT2(span_target, work__done, i, 2 * i + 1);
+	return NULL;
+}
+
+static int run_overlap(long n)
+{
+	pthread_t t;
+
+	overlap_n = n;
+	for (long i = 0; i < n; i++)
+		TT_USDT2(span_target, work__start, i, 0);
+	if (pthread_create(&t, NULL, overlap_end_odd, NULL))
+		return 1;
+	for (long i = 0; i < n; i += 2)
+		TT_USDT2(span_target, work__done, i, 2 * i + 1);
+	pthread_join(t, NULL);
+	printf("overlap=%ld\n", n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "overlap"))
+		return run_overlap(atol(argv[2]));
 	if (argc == 3 && !strcmp(argv[1], "jump")) {
 		run_jumps(atol(argv[2]));
 		return 0;
@@ -150,6 +183,7 @@ int main(int argc, char **argv)
 		printf("recurse=%ld\n", tt_span_recurse(atol(argv[2])));
 		return 0;
 	}
-	fprintf(stderr, "usage: span_target work N SLEEP_US | spin N US | recurse DEPTH | jump N | fork N\n");
+	fprintf(stderr, "usage: span_target work N SLEEP_US | spin N US | recurse DEPTH | jump N | "
+		"fork N | overlap N\n");
 	return 2;
 }

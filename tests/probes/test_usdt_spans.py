@@ -119,6 +119,20 @@ def test_explicit_start_end_names_and_return_argument(tmp_path):
     assert sorted(s["ret"].tolist()) == [2 * i + 1 for i in range(300)]
 
 
+def test_marks_open_at_once_beyond_the_slot_table_all_pair(tmp_path):
+    """20,000 requests open at once (the probe keeps 16,384 slots, the rest in a hash), half
+    of them ended by another thread: every start pairs with its own end, by its argument."""
+    n = 20_000
+    p = tailtrace(tmp_path, "--events", "spans", "--span",
+                  f"usdt:{TARGET}:span_target:work", "--", str(TARGET), "overlap", str(n))
+    assert p.returncode == 0, p.stderr
+    s = spans(tmp_path)
+    assert sorted(s["ret"].tolist()) == [2 * i + 1 for i in range(n)]
+    assert (s["t_end_ns"] >= s["t_start_ns"]).all()
+    cross = s[s["tid"] != s["end_tid"]]
+    assert len(cross) == n // 2, len(cross)
+
+
 def test_probes_without_arguments_pair_by_thread(tmp_path):
     """spin_begin/spin_end carry no argument: each begin pairs with the next end of its
     thread, and each span lasts at least the 200 us the call spins."""
