@@ -76,6 +76,8 @@ struct flight {
 		double wall_s;
 	} exemplar[HIST_N + 1];                   /* the last capture in each bucket */
 	uint64_t by_state[ST_NR];
+	uint64_t size_at_ns, size_added;   /* auto_size: the last rate reading */
+	double peak_rate;                   /* bytes a second, the highest reading */
 };
 
 int flight_opts_from(const struct tt_opts *o, struct flight_opts *fo, char *err, size_t len)
@@ -83,6 +85,7 @@ int flight_opts_from(const struct tt_opts *o, struct flight_opts *fo, char *err,
 	memset(fo, 0, sizeof(*fo));
 	fo->seconds = o->flight_s;
 	fo->max_bytes = (uint64_t)o->flight_mb << 20;
+	fo->auto_size = o->flight_mb_auto;
 	fo->margin_ns = (uint64_t)o->flight_margin_ms * 1000000ull;
 	fo->max_per_min = o->max_captures_per_min;
 	fo->max_disk_bytes = (uint64_t)o->max_disk_mb << 20;
@@ -506,12 +509,39 @@ static void capture_head(struct flight *f, uint64_t now_ns)
 	capture_niced(f, &p, now_ns);
 }
 
+/* Without --flight-mb, the cap is twice what SECONDS of the highest record
+ * rate seen (read every second) take: at least AUTO_MIN_BYTES, at most the
+ * ceiling (--flight-mb's default, or half the memory available). It only
+ * grows, so a burst beyond twice the busiest second goes early, counted. */
+#define AUTO_MIN_BYTES (64ull << 20)
+static void auto_size(struct flight *f, uint64_t now_ns)
+{
+	struct flight_store_stats ss;
+	double rate;
+	uint64_t cap;
+
+	if (!f->o.auto_size || now_ns < f->size_at_ns + 1000000000ull)
+		return;
+	flight_store_stats(f->store, &ss);
+	if (f->size_at_ns) {
+		rate = (ss.added_bytes - f->size_added) * 1e9 / (double)(now_ns - f->size_at_ns);
+		if (rate > f->peak_rate)
+			f->peak_rate = rate;
+		cap = (uint64_t)(2 * f->peak_rate * f->o.seconds) + FLIGHT_CHUNK_BYTES;
+		cap = cap < AUTO_MIN_BYTES ? AUTO_MIN_BYTES : cap;
+		flight_store_set_max(f->store, cap < f->o.max_bytes ? cap : f->o.max_bytes);
+	}
+	f->size_at_ns = now_ns;
+	f->size_added = ss.added_bytes;
+}
+
 int flight_tick(struct flight *f, uint64_t now_ns)
 {
 	uint64_t next;
 
 	if (now_ns >= f->next_refresh) {
 		refresh(f, now_ns);
+		auto_size(f, now_ns);
 		flight_store_expire(f->store, now_ns);
 		f->next_refresh = now_ns + REFRESH_NS;
 	}
@@ -554,8 +584,9 @@ void flight_meta(const struct flight *f, FILE *out)
 	struct flight_store_stats ss;
 
 	flight_store_stats(f->store, &ss);
-	fprintf(out, "  \"flight\": {\"seconds\": %g, \"max_mb\": %llu, \"trigger\": ",
-		f->o.seconds, ULL(f->o.max_bytes >> 20));
+	fprintf(out, "  \"flight\": {\"seconds\": %g, \"max_mb\": %llu, \"auto_size\": %s, "
+		"\"peak_rate_mb_s\": %.3f, \"trigger\": ", f->o.seconds, ULL(ss.max_bytes >> 20),
+		f->o.auto_size ? "true" : "false", f->peak_rate / (1 << 20));
 	json_write_string(out, f->o.trig.text);
 	fprintf(out, ", \"warmup\": %llu, \"margin_ns\": %llu, \"max_captures_per_min\": %u, "
 		"\"max_disk_mb\": %llu, \"threshold_ns\": %llu, \"live_spans\": %llu, \"spans\": %llu, "

@@ -23,7 +23,8 @@ struct flight;
 
 struct flight_opts {
 	double seconds;            /* what memory holds */
-	uint64_t max_bytes;        /* its cap */
+	uint64_t max_bytes;        /* its cap; with auto_size its ceiling */
+	bool auto_size;            /* the cap follows the record rate (no --flight-mb) */
 	struct flight_trigger trig;
 	uint64_t margin_ns;        /* kept before and after a triggering span */
 	unsigned max_per_min;      /* captures a minute */

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <recfile.h>
 #include <tailtrace/records.h>
 
@@ -23,8 +24,13 @@ struct chunk {
 struct flight_store {
 	struct chunk *head, *tail;      /* oldest, newest */
 	uint64_t keep_ns, max_bytes;
-	uint64_t bytes, peak_bytes, records, evicted_early, refused;
+	uint64_t bytes, peak_bytes, records, evicted_early, refused, added_bytes;
 };
+
+void flight_store_set_max(struct flight_store *s, uint64_t max_bytes)
+{
+	s->max_bytes = max_bytes < sizeof(struct chunk) ? sizeof(struct chunk) : max_bytes;
+}
 
 struct flight_store *flight_store_new(uint64_t keep_ns, uint64_t max_bytes)
 {
@@ -32,7 +38,7 @@ struct flight_store *flight_store_new(uint64_t keep_ns, uint64_t max_bytes)
 
 	if (s) {
 		s->keep_ns = keep_ns;
-		s->max_bytes = max_bytes < sizeof(struct chunk) ? sizeof(struct chunk) : max_bytes;
+		flight_store_set_max(s, max_bytes);
 	}
 	return s;
 }
@@ -46,7 +52,7 @@ static void drop_head(struct flight_store *s)
 		s->tail = NULL;
 	s->bytes -= sizeof(*c);
 	s->records -= c->records;
-	free(c);
+	munmap(c, sizeof(*c));
 }
 
 void flight_store_free(struct flight_store *s)
@@ -72,8 +78,11 @@ static struct chunk *chunk_add(struct flight_store *s, uint64_t now_ns)
 		drop_head(s);
 		s->evicted_early++;
 	}
-	c = malloc(sizeof(*c));
-	if (!c)
+	/* mapped, not malloc'd: a freed chunk goes back to the system at once (glibc
+	 * would soon serve 1 MiB blocks from its heap and keep them), so the
+	 * loader's memory follows what the store holds */
+	c = mmap(NULL, sizeof(*c), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (c == MAP_FAILED)
 		return NULL;
 	c->next = NULL;
 	c->used = 0;
@@ -114,6 +123,7 @@ int flight_store_add(struct flight_store *s, uint32_t type, const void *recs, si
 		c->t_last_ns = now_ns;
 		s->records++;
 	}
+	s->added_bytes += n * (1 + size);
 	return 0;
 }
 
@@ -179,5 +189,6 @@ void flight_store_stats(const struct flight_store *s, struct flight_store_stats 
 		.bytes = s->bytes, .peak_bytes = s->peak_bytes, .records = s->records,
 		.evicted_early = s->evicted_early, .refused = s->refused,
 		.oldest_ns = s->head ? s->head->t_first_ns : 0,
+		.added_bytes = s->added_bytes, .max_bytes = s->max_bytes,
 	};
 }

@@ -22,6 +22,8 @@ struct flight_store_stats {
 	uint64_t evicted_early;      /* chunks freed before keep_ns for max_bytes */
 	uint64_t refused;            /* records not kept (no memory at all) */
 	uint64_t oldest_ns;          /* arrival time of the oldest record held, 0: none */
+	uint64_t added_bytes;        /* every record ever kept, with its type byte */
+	uint64_t max_bytes;          /* the cap now */
 };
 
 struct flight_store *flight_store_new(uint64_t keep_ns, uint64_t max_bytes);
@@ -29,6 +31,8 @@ void flight_store_free(struct flight_store *s);
 /* Keep n records of one type (records.h), arrived at now_ns. 0 or -ENOMEM. */
 int flight_store_add(struct flight_store *s, uint32_t type, const void *recs, size_t n,
 		     uint64_t now_ns);
+/* A new cap (from the next chunk on; at least one chunk). */
+void flight_store_set_max(struct flight_store *s, uint64_t max_bytes);
 /* Free what is older than keep_ns. */
 void flight_store_expire(struct flight_store *s, uint64_t now_ns);
 /* Call fn for every record of `type` held whose time range (flight_rec_range)

@@ -360,7 +360,9 @@ static int flight_prepare(struct loader *L)
 		die_line(err);
 		return -EINVAL;
 	}
-	if (avail && o->flight_mb > avail) {
+	if (o->flight_mb_auto && avail && fo.max_bytes > (avail << 20) / 2)
+		fo.max_bytes = (avail << 20) / 2; /* the automatic cap's ceiling */
+	if (!o->flight_mb_auto && avail && o->flight_mb > avail) {
 		snprintf(err, sizeof(err), "--flight-mb %u: only %llu MB of memory are available "
 			 "here: give less", o->flight_mb, (unsigned long long)avail);
 		die_line(err);
@@ -372,8 +374,10 @@ static int flight_prepare(struct loader *L)
 		return -ENOMEM;
 	}
 	L->meta.flight = L->ctx.flight;
-	fprintf(stderr, "tailtrace: flight recorder: the last %g s in memory (at most %u MB), "
-		"trigger %s%s, captures into %s/captures\n", o->flight_s, o->flight_mb, fo.trig.text,
+	fprintf(stderr, "tailtrace: flight recorder: the last %g s in memory (at most %llu MB%s), "
+		"trigger %s%s, captures into %s/captures\n", o->flight_s,
+		(unsigned long long)(fo.max_bytes >> 20),
+		o->flight_mb_auto ? ", twice what the busiest second's rate needs" : "", fo.trig.text,
 		fo.trig.q ? " of the last minute" : "", o->out_dir);
 	return 0;
 }

@@ -83,7 +83,8 @@ void options_usage(FILE *out)
 "                      of the spans that ended in the last minute, once it holds\n"
 "                      --trigger-warmup N of them (default 10/(1-p): p99.9 10,000)\n"
 "                      (default " TT_DEFAULT_TRIGGER ")\n"
-"      --flight-mb N   memory for records (default %d; past it they go early, counted)\n"
+"      --flight-mb N   memory for records; past it they go early, counted (default: twice\n"
+"                      what SECONDS of the highest record rate seen take, 64 MB to %d MB)\n"
 "      --flight-margin-ms MS  kept before and after a triggering span (default %d)\n"
 "      --max-captures-per-min N, --max-disk-mb N  limits; what they skip is counted\n"
 "                      (default %d a minute, %d MB)\n"
@@ -436,6 +437,7 @@ static int check_flight(struct tt_cli *cli, char *err, size_t len)
 	}
 	o->aggregate = false; /* --listen serves the recorder's own metrics */
 	o->trigger = o->trigger ? o->trigger : TT_DEFAULT_TRIGGER;
+	o->flight_mb_auto = !o->flight_mb;
 	o->flight_mb = o->flight_mb ? o->flight_mb : TT_DEFAULT_FLIGHT_MB;
 	if (o->flight_margin_ms == UINT_MAX)
 		o->flight_margin_ms = TT_DEFAULT_MARGIN_MS;

@@ -62,7 +62,8 @@ struct tt_opts {
 	int nalso;
 	/* --flight-recorder (flight.h): records in memory, captures on a trigger */
 	double flight_s;      /* 0: off */
-	unsigned flight_mb;   /* memory cap */
+	unsigned flight_mb;   /* memory cap (the ceiling of the automatic one) */
+	bool flight_mb_auto;  /* no --flight-mb: the cap follows the measured record rate */
 	const char *trigger;
 	uint64_t trigger_warmup;
 	unsigned flight_margin_ms;

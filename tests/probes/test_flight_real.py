@@ -65,6 +65,13 @@ def test_every_lock_stall_is_captured_and_explained(tmp_path):
     fl = meta["flight"]
     assert fl["trigger"] == "latency>15ms" and fl["captures"] >= len(stalls)
     assert fl["failed"] == 0 and fl["refused"] == 0
+    # no --flight-mb: the cap followed the record rate (1,000 requests a second need a few MB
+    # a second: the 64 MB floor, not the 1024 MB ceiling), and it held the whole window
+    assert fl["auto_size"] is True and fl["peak_rate_mb_s"] > 0
+    assert 64 <= fl["max_mb"] < 1024, fl
+    assert fl["max_mb"] * 2**20 >= 2 * fl["peak_rate_mb_s"] * 2**20 * fl["seconds"], fl
+    assert fl["evicted_early"] == 0 and fl["held_s"] >= 0.8 * fl["seconds"], fl
+    assert fl["memory_peak_bytes"] <= fl["max_mb"] * 2**20
     r = subprocess.run(["python3", "-m", "analyze", "captures", str(out), "--no-plots"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
