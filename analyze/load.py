@@ -120,6 +120,7 @@ class Run:
     source: str = "requests"
     present: set = field(default_factory=set)
     warnings: list = field(default_factory=list)
+    cut: dict | None = None   # the recorder never finished: cut_span (None: it did)
 
     def __post_init__(self):
         for s in STREAMS:
@@ -326,8 +327,10 @@ def set_request_source(run: Run) -> None:
 
 # ---- files ----------------------------------------------------------------
 
-def read_bin(path: Path, schema: dict, kind: str) -> np.ndarray:
-    """Structured array of one .bin file; CorruptRecordsError names the file."""
+def read_bin(path: Path, schema: dict, kind: str, cut: list | None = None) -> np.ndarray:
+    """Structured array of one .bin file; CorruptRecordsError names the file. cut: the
+    writer did not finish (meta.json finished=false): a last partial record is left out
+    and noted in this list instead."""
     rec = schema["records"][kind]
     hsize = schema["header_size"]
     size = path.stat().st_size
@@ -345,6 +348,10 @@ def read_bin(path: Path, schema: dict, kind: str) -> np.ndarray:
                 f"expected {schema['magic']!r}, {rec['type']}, {rec['size']} by schema.json): "
                 "the file or schema.json is damaged, or they are from different tailtrace versions")
         body = size - hsize
+        if body % rsize and cut is not None:
+            cut.append(f"{path.name}: its last {body % rsize} bytes are part of a record "
+                       "(the writer was killed while writing): left out")
+            body -= body % rsize
         if body % rsize:
             raise CorruptRecordsError(
                 f"{path}: truncated: {body} bytes is not a whole number of {rsize}-byte records; "
@@ -357,8 +364,10 @@ def _cache_key(path: Path) -> str:
     return f"v{CACHE_VERSION} {st.st_size} {st.st_mtime_ns}"
 
 
-def load_stream(run_dir: Path, stream: str, schema: dict, cache: bool = True) -> pd.DataFrame:
-    """One stream's DataFrame from RUN/<file>, via the parquet cache when it is fresh."""
+def load_stream(run_dir: Path, stream: str, schema: dict, cache: bool = True,
+                cut: list | None = None) -> pd.DataFrame:
+    """One stream's DataFrame from RUN/<file>, via the parquet cache when it is fresh
+    (cut: as read_bin's)."""
     path = run_dir / STREAM_FILE[stream]
     cdir = run_dir / ".cache"
     cfile, kfile = cdir / f"{stream}.parquet", cdir / f"{stream}.key"
@@ -368,7 +377,7 @@ def load_stream(run_dir: Path, stream: str, schema: dict, cache: bool = True) ->
             return _read_parquet(cfile)
         except Exception:  # unreadable cache: rebuild it below
             pass
-    recs = read_bin(path, schema, STREAM_KIND[stream])
+    recs = read_bin(path, schema, STREAM_KIND[stream], cut)
     try:
         df = frame_from_records(stream, recs)
     except (KeyError, ValueError) as e:  # schema.json lacks a field this loader needs
@@ -448,6 +457,22 @@ def load_stacks(path: Path, warnings: list) -> dict:
     return stacks
 
 
+# the time columns that say how far each stream's records reach
+_REACH = {"requests": "t_end_ns", "runq": "t_run_ns", "switches": "t_on_ns", "locks": "t_released_ns",
+          "spans": "t_end_ns", "occupancy": "t_ns"}
+
+
+def cut_span(run) -> dict:
+    """A cut run (meta.json finished=false: the recorder never finished, e.g. killed): the
+    time its records cover, {from_ns, to_ns, kept_s}, from the start of the recording to the
+    latest record of any stream."""
+    ends = [int(getattr(run, s)[c].max()) for s, c in _REACH.items()
+            if s in run.present and c in getattr(run, s) and len(getattr(run, s))]
+    t0 = int(run.meta.get("mono_start_ns") or 0)
+    t1 = max(ends) if ends else t0
+    return {"from_ns": t0, "to_ns": t1, "kept_s": max(t1 - t0, 0) / 1e9}
+
+
 def load_run(run_dir, cache: bool = True) -> Run:
     """Load every stream present in run_dir. AnalysisError (one line) if it cannot be used."""
     run_dir = Path(run_dir)
@@ -460,10 +485,14 @@ def load_run(run_dir, cache: bool = True) -> Run:
         raise AnalysisError(f"{run_dir}: {e}") from None
     run = Run(path=run_dir, schema=schema, meta=_read_json(run_dir / "meta.json"),
               workload=_read_json(run_dir / "workload.json"))
+    cut = [] if run.meta.get("finished") is False else None
     for s in STREAMS:
         if (run_dir / STREAM_FILE[s]).exists():
-            setattr(run, s, load_stream(run_dir, s, schema, cache))
+            setattr(run, s, load_stream(run_dir, s, schema, cache, cut))
             run.present.add(s)
+    if cut is not None:
+        run.cut = cut_span(run)
+        run.warnings += cut
     if not run.present & {"requests", "spans", *PROBE_STREAMS}:
         raise MissingStreamError(run_dir / "requests.bin",
                                  f"{PRODUCER['requests']} (or spans.bin from {PRODUCER['spans']}, "

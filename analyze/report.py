@@ -35,7 +35,7 @@ from .lockchain import df_lock_chains
 from .peer import df_peer_runnable
 from .perfetto import df_thread_states, write_trace
 from .sched import LOCK_COLS, THREAD_COLS, df_cpu_placement, df_locks, df_runq_hist, df_threads
-from .summary import goroutine_note, summary_dict, uprobe_warnings
+from .summary import cut_note, goroutine_note, summary_dict, uprobe_warnings
 
 SCHED_STREAMS = ("runq", "switches")
 NEEDS_PROBES = ("needs probes: run the workload under tailtrace (runq and sched streams) "
@@ -207,6 +207,9 @@ def build_report(run_dir, plots: bool = True) -> dict:
                         "state_slices": info.state_slices, "truncated": info.truncated,
                         "note": info.note}
     notes = list(getattr(run, "warnings", []) or []) + uprobe_warnings(run.meta or {})
+    if run.cut is not None:
+        note = cut_note(run.cut)
+        notes.insert(0, note[0].upper() + note[1:] + ".")
     if run.source == "spans":
         notes.append("Span return values are not HTTP statuses: errors counts the calls that "
                      "did not return (a C++ exception or a longjmp left them); each request's "

@@ -16,7 +16,8 @@ longest waits of the whole run, critpath.df_wait_objects rows), antagonists{band
 share}]}} (who held the CPU while the band's requests were runnable, analyze/antagonists.py;
 null without the cpu event), cpu_occupancy{runnable_ms, by_class, records, waits_truncated,
 irq_recorded (the irq event: interrupts are a class of their own)}
-(the same over every traced runnable interval), and
+(the same over every traced runnable interval), cut (null, or for a run whose recorder never
+finished {from_ns, to_ns, kept_s}: load.cut_span), and
 note (runs without requests only).
 Percentiles are numpy's default (linear interpolation) over all requests.
 NaN becomes null.
@@ -188,6 +189,14 @@ def span_ends(req: pd.DataFrame) -> dict | None:
     return {e: int(counts.get(e, 0)) for e in SPAN_ENDS}
 
 
+def cut_note(cut: dict) -> str:
+    """What a report says of a cut run (load.cut_span)."""
+    return (f"this run was cut: the recorder never finished (killed, e.g. by the OOM killer: "
+            f"meta.json finished=false). Its records cover {cut['kept_s']:.2f} s from the "
+            "start; the last ~250 ms before the end were lost with its buffers, and the "
+            "names, stacks and counts written at the end are missing")
+
+
 def _warnings(run, decomp) -> list:
     w = list(getattr(run, "warnings", []))
     w += uprobe_warnings(run.meta or {})
@@ -205,6 +214,8 @@ def _warnings(run, decomp) -> list:
     if run.meta.get("incomplete"):
         w.append("the capture was stopped early (meta.json incomplete=true"
                  + (f": {write_error})" if write_error else ")"))
+    if run.cut is not None:
+        w.append(cut_note(run.cut))
     bad = int((~valid_requests(run.requests)).sum())
     if bad:
         w.append(f"{bad} request records have no valid start/end times (0 < t_enqueue ≤ t_start "
@@ -340,6 +351,7 @@ def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs=None,
         "tail_excess": tail_excess(decomp) if len(decomp) else None,
         "spearman_runnable": spearman_runnable(decomp),
         "warnings": _warnings(run, decomp),
+        "cut": run.cut,
         "peer": peer_summary(run, decomp, bands) if len(decomp) else None,
         "blocked_reasons": blocked_reasons(bands) if len(decomp) else None,
         "critical_path": critical_path(run, decomp, bands, segs) if len(decomp) else None,

@@ -25,7 +25,42 @@ struct recfile {
 	uint64_t disk_bytes; /* record bytes the file holds after its header */
 	size_t used;
 	char *buf;           /* RECFILE_BUF_BYTES; NULL for a sink */
+	struct recfile *prev, *next; /* the open files (recfile_flush_all) */
 };
+
+/* Every open file-backed recfile: the loader flushes them all on a timer, so
+ * a recorder killed outright loses only what its buffers held since then. */
+static struct recfile *open_files;
+
+static void link_open(struct recfile *f)
+{
+	f->prev = NULL;
+	f->next = open_files;
+	if (open_files)
+		open_files->prev = f;
+	open_files = f;
+}
+
+static void unlink_open(struct recfile *f)
+{
+	if (f->prev)
+		f->prev->next = f->next;
+	else if (open_files == f)
+		open_files = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	f->prev = f->next = NULL;
+}
+
+int recfile_flush_all(void)
+{
+	int err = 0, e;
+
+	for (struct recfile *f = open_files; f; f = f->next)
+		if ((e = recfile_flush(f)) && !err)
+			err = e;
+	return err;
+}
 
 #define KIND_SIZE(kind, st, id, fields, file) case id: return sizeof(struct st);
 uint32_t recfile_kind_size(enum tt_rec_type type)
@@ -107,6 +142,7 @@ struct recfile *recfile_open(const char *path, uint32_t rec_type, uint32_t rec_s
 		errno = -err;
 		return NULL;
 	}
+	link_open(f);
 	return f;
 }
 
@@ -223,6 +259,8 @@ int recfile_close(struct recfile *f)
 	if (!f)
 		return 0;
 	err = recfile_flush(f);
+	if (f->fd >= 0)
+		unlink_open(f);
 	if (f->fd >= 0 && close(f->fd) && !err)
 		err = -errno;
 	free(f->buf);

@@ -27,6 +27,9 @@ struct recfile *recfile_open_sink(enum tt_rec_type type, recfile_sink_fn fn, voi
 struct recfile *recfile_open_kind(const char *dir, enum tt_rec_type type);
 int recfile_write(struct recfile *f, const void *recs, size_t n);
 int recfile_flush(struct recfile *f);
+/* Flush every open file-backed recfile (one thread's: not thread-safe); the
+ * first error, or 0 (each file keeps its own, sticky). */
+int recfile_flush_all(void);
 /* Records accepted and (after a write error: only those) on disk. */
 uint64_t recfile_count(const struct recfile *f);
 /* Records lost to a write error. */

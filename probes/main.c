@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 
+#include <recfile.h>
 #include <schema.h>
 #include <tt_clock.h>
 #include "aggregate.h"
@@ -35,6 +36,10 @@
 #define MAX_MODS 8
 #define MAX_STATS 32
 #define POLL_MS 100
+/* Record buffers go to disk at least this often (and when full): a recorder
+ * killed outright (SIGKILL, the OOM killer) loses at most POLL_MS + FLUSH_MS
+ * of records, and its run directory says it was cut (meta.json finished). */
+#define FLUSH_MS 150
 #define SYMS_REFRESH_NS 1000000000ull
 #define SYMS_FIRST_REFRESH_NS 5000000ull
 
@@ -329,6 +334,7 @@ static int capture_write(void *arg, const struct tt_capture *cap)
 	m.states = L->states;
 	m.nmods = L->nmods;
 	m.exit_status = -1;
+	m.finished = true;
 	return err ?: meta_write(cap->dir, &m);
 }
 
@@ -485,6 +491,7 @@ static int poll_loop(struct loader *L)
 	 * only briefly: refresh soon, then less and less often. */
 	uint64_t refresh_every = SYMS_FIRST_REFRESH_NS, next_refresh = tt_now_ns() + refresh_every;
 	uint64_t next_drain = tt_now_ns() + AGGREGATE_DRAIN_MS * 1000000ull;
+	uint64_t next_flush = tt_now_ns() + FLUSH_MS * 1000000ull;
 
 	while (!exiting) {
 		uint64_t now = tt_now_ns();
@@ -503,6 +510,10 @@ static int poll_loop(struct loader *L)
 			timeout_ms = (int)((next_refresh - now) / 1000000) + 1;
 		if (stats_ms >= 0 && stats_ms < timeout_ms)
 			timeout_ms = stats_ms;
+		if (now >= next_flush) {
+			recfile_flush_all(); /* errors stay in each file: its module reports them */
+			next_flush = now + FLUSH_MS * 1000000ull;
+		}
 		if (L->ctx.flight) {
 			int fl_ms = flight_tick(L->ctx.flight, now);
 
@@ -688,6 +699,7 @@ static int run_finish(struct loader *L, int status)
 			      !L->target_gone) || probe_write_error();
 	L->meta.write_err = probe_write_error();
 	L->meta.exit_status = L->have_child ? target_exit_code(&L->child) : -1;
+	L->meta.finished = true;
 	if ((err = meta_write_reserved(L->cli.opts.out_dir, &L->meta))) {
 		fprintf(stderr, "tailtrace: cannot write %s/meta.json: %s\n", L->cli.opts.out_dir,
 			strerror(-err));
@@ -732,6 +744,7 @@ static void signals_install(void)
 /* Attached: release the target, trace, finish. Returns the exit code. */
 static int run(struct loader *L)
 {
+	static char ev[128]; /* meta.events_str until run_finish sets it again */
 	char err[512];
 	int status = 0, toggle_err;
 
@@ -739,6 +752,12 @@ static int run(struct loader *L)
 	exporter_connect(L);
 	meta_start(&L->meta);
 	cost_start_clock(&L->cost, L->meta.mono_start_ns, L->mods, L->states, L->nmods);
+	/* what a cut run keeps: this meta.json says "finished": false until the end */
+	L->meta.mono_end_ns = L->meta.mono_start_ns;
+	L->meta.events_str = options_events_str(L->events, ev, sizeof(ev));
+	if (!L->ctx.flight && meta_write(L->cli.opts.out_dir, &L->meta))
+		fprintf(stderr, "tailtrace: cannot write %s/meta.json yet (it is tried again at the "
+			"end)\n", L->cli.opts.out_dir);
 	if (L->have_child && target_release(&L->child, L->cli.cmd, err, sizeof(err))) {
 		die_line(err);
 		target_child_stop(&L->child, 1000);

@@ -252,7 +252,8 @@ static void write_body(FILE *f, const struct tt_meta *m)
 		json_write_string(f, strerror(-m->write_err));
 	else
 		fputs("null", f);
-	fprintf(f, ",\n  \"incomplete\": %s,\n  \"exit_status\": ", m->incomplete ? "true" : "false");
+	fprintf(f, ",\n  \"incomplete\": %s,\n  \"finished\": %s,\n  \"exit_status\": ",
+		m->incomplete ? "true" : "false", m->finished ? "true" : "false");
 	if (m->exit_status >= 0)
 		fprintf(f, "%d\n}\n", m->exit_status);
 	else

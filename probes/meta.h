@@ -19,6 +19,7 @@ struct tt_meta {
 	const struct tt_stream_stats *stats;
 	int nstats;
 	bool incomplete;
+	bool finished;               /* false in the meta.json written at the start */
 	int write_err;               /* -errno of the first failed record write, or 0 */
 	int exit_status;             /* CMD child's exit code, -1 if none */
 	uint64_t cgroup_id;

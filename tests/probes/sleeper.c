@@ -9,9 +9,12 @@
  * end its loop's window and the kernel's own count of its voluntary and
  * involuntary context switches in that window (getrusage RUSAGE_THREAD): a
  * sleep whose timer expired before the thread got to block (a stalled vCPU,
- * an interrupt) is no context switch, and the kernel knows.
+ * an interrupt) is no context switch, and the kernel knows. SIGTERM (a tracer
+ * that stops its run early) ends the loop: the counts are still printed, then
+ * it dies of the signal.
  */
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +23,17 @@
 
 #include <tt_clock.h>
 
+static volatile sig_atomic_t stop;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
 int main(int argc, char **argv)
 {
+	struct sigaction sa = { .sa_handler = on_term };
 	struct rusage r0, r1;
 	uint64_t t0, t1;
 	long n, usec;
@@ -41,11 +53,12 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	sigaction(SIGTERM, &sa, NULL);
 	printf("{\"tid\": %d}\n", gettid());
 	fflush(stdout);
 	getrusage(RUSAGE_THREAD, &r0);
 	t0 = tt_now_ns();
-	for (long i = 0; i < n; i++)
+	for (long i = 0; i < n && !stop; i++)
 		usleep((useconds_t)usec);
 	t1 = tt_now_ns();
 	getrusage(RUSAGE_THREAD, &r1);
@@ -53,5 +66,10 @@ int main(int argc, char **argv)
 	       "\"nivcsw\": %ld, \"nvcsw_total\": %ld, \"nivcsw_total\": %ld}\n",
 	       (unsigned long long)t0, (unsigned long long)t1, r1.ru_nvcsw - r0.ru_nvcsw,
 	       r1.ru_nivcsw - r0.ru_nivcsw, r1.ru_nvcsw, r1.ru_nivcsw);
+	if (stop) { /* then die of it, as without the handler */
+		fflush(stdout);
+		signal(SIGTERM, SIG_DFL);
+		raise(SIGTERM);
+	}
 	return argc > 3 ? atoi(argv[3]) : 0;
 }

@@ -38,8 +38,9 @@ NO_EXIT_SCAN = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":detect_le
 
 
 def test_full_run_directory_keeps_what_was_written_and_counts_the_rest(tmp_path):
-    # 8,000 switches (512 kB) and run-queue waits (320 kB) stay in the loader's 1 MiB buffers
-    # until the end, then meet a 256 kB directory: the sleeper always finishes
+    # 8,000 switches (512 kB) and run-queue waits (320 kB) meet a 256 kB directory at one of
+    # the loader's timed flushes: the run stops, and the sleeper, stopped with SIGTERM, still
+    # prints the kernel's count of its switches
     n = 8000
     with tmpfs(tmp_path / "small", "256k") as small:
         out = small / "run"
@@ -133,6 +134,42 @@ def test_sigkill_leaves_no_bpf_program_or_link_attached(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_a_killed_recorder_keeps_its_records_but_the_last_moment(tmp_path):
+    """SIGKILL (the OOM killer's way) after 2 s of two spinners sharing a CPU (~500
+    switches a second): the record buffers went to disk on a timer, so runq.bin reaches to
+    within a few hundred ms of the kill (~150 ms measured: POLL_MS + FLUSH_MS = 250 ms at
+    most on a quiet machine; bounded 4x looser here), and the analysis calls the run cut."""
+    run = tmp_path / "run"
+    cpu = max(os.sched_getaffinity(0))
+    tt = subprocess.Popen([str(TAILTRACE), "--out", str(run), "--", helper("hog"), "2", "6",
+                           str(cpu)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # attached: the target runs from now on
+            line = tt.stderr.readline()
+            if not line or "attached" in line or "hook " in line:
+                break
+        time.sleep(2)
+        t_kill = time.monotonic_ns()  # CLOCK_MONOTONIC, the records' clock
+        tt.send_signal(signal.SIGKILL)
+        tt.wait(timeout=10)
+    finally:
+        subprocess.run(["pkill", "-f", f"{helper('hog')} 2 6 {cpu}"], check=False)
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["finished"] is False  # the meta.json written at the start
+    rq = records(run, "runq")
+    assert len(rq) > 100, len(rq)
+    lag_ms = (t_kill - int(rq["t_run_ns"].max())) / 1e6
+    assert 0 <= lag_ms <= 1000, lag_ms
+    r = subprocess.run([sys.executable, "-m", "analyze", "report", str(run), "--no-plots"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    s = json.loads((run / "summary.json").read_text())
+    assert s["cut"] and 1.0 <= s["cut"]["kept_s"] <= (t_kill - meta["mono_start_ns"]) / 1e9
+    assert any("this run was cut" in w for w in s["warnings"])
+    assert "This run was cut" in (run / "report.html").read_text()
 
 
 def test_target_that_execs_mid_run_stays_traced(tmp_path):
