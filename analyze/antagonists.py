@@ -113,17 +113,28 @@ def traced_pids(run) -> set:
     return {p for p in pids if p > 0}
 
 
-def _classify(victim_tid, victim_pid, tid, pid, flags, peers: set) -> np.ndarray:
-    cls = np.full(len(tid), "other", dtype=object)
-    is_peer = np.isin(pid, np.fromiter(peers, dtype=np.int64, count=len(peers))) if peers \
-        else np.zeros(len(pid), bool)
-    cls[is_peer] = "peer"
-    cls[(pid == victim_pid) & (tid != victim_tid)] = "sibling"
-    cls[((flags & OCC_KTHREAD) != 0) & (tid > 0)] = "kernel"
-    cls[tid == 0] = "idle"
-    cls[(tid == 0) & ((flags & IRQ_BITS) != 0)] = "irq"
-    cls[tid < 0] = "unknown"
+CODE = {c: np.int8(i) for i, c in enumerate(CLASSES)}
+
+
+def _classify_codes(victim_tid, victim_pid, tid, pid, flags, peers: set) -> np.ndarray:
+    """The class of each occupant (CODE: an index into CLASSES) relative to the waiting
+    thread victim_tid of process victim_pid (scalars or arrays)."""
+    cls = np.full(len(tid), CODE["other"], dtype=np.int8)
+    if peers:
+        cls[np.isin(pid, np.fromiter(peers, dtype=np.int64, count=len(peers)))] = CODE["peer"]
+    cls[(pid == victim_pid) & (tid != victim_tid)] = CODE["sibling"]
+    cls[((flags & OCC_KTHREAD) != 0) & (tid > 0)] = CODE["kernel"]
+    idle = tid == 0
+    cls[idle] = CODE["idle"]
+    cls[idle & ((flags & IRQ_BITS) != 0)] = CODE["irq"]
+    cls[tid < 0] = CODE["unknown"]
     return cls
+
+
+def _classify(victim_tid, victim_pid, tid, pid, flags, peers: set) -> np.ndarray:
+    """_classify_codes as class names (an object array)."""
+    return np.asarray(CLASSES, dtype=object)[_classify_codes(victim_tid, victim_pid, tid, pid,
+                                                               flags, peers)]
 
 
 def df_runnable_occupants(run) -> pd.DataFrame:
@@ -131,52 +142,63 @@ def df_runnable_occupants(run) -> pd.DataFrame:
 
     Columns ROW_COLS: runq_idx (row of run.runq), victim_tid, victim_pid, cpu, t_from_ns,
     t_to_ns (the overlap), tid, pid (of the occupant; -1: unknown, 0: idle), cls (CLASSES),
-    ns. For every interval the rows partition it: Σ ns = t_run − t_runnable exactly, the
-    parts no record covers in rows of class unknown. Sorted by victim_tid then time, so
-    each thread's rows are disjoint and in order. Cached on the run."""
+    irq (the interrupt, irq_code; 0 for a task), ns. For every interval the rows partition
+    it: Σ ns = t_run − t_runnable exactly, the parts no record covers in rows of class
+    unknown. Sorted by victim_tid then time, so each thread's rows are disjoint and in
+    order. Cached on the run."""
+    return _rows_cached(run)[0]
+
+
+def _rows_cached(run) -> tuple[pd.DataFrame, dict]:
+    """(the rows, the same columns as numpy arrays, cls as CODE): built once per run."""
     c = getattr(run, "_antagonist_rows", None)
     if c is not None and c[0] == (id(run.runq), id(run.occupancy)):
-        return c[1]
-    rows = _rows(run)
+        return c[1], c[2]
+    cols = _rows(run)
+    df = pd.DataFrame({k: (pd.Categorical.from_codes(v, categories=CLASSES) if k == "cls"
+                           else v) for k, v in cols.items()})
     try:
-        run._antagonist_rows = ((id(run.runq), id(run.occupancy)), rows)
+        run._antagonist_rows = ((id(run.runq), id(run.occupancy)), df, cols)
     except AttributeError:
         pass
-    return rows
+    return df, cols
 
 
-def _rows(run) -> pd.DataFrame:
+def _rows(run) -> dict:
+    """df_runnable_occupants' columns as numpy arrays (cls as CODE)."""
     rq = run.runq
+    i64 = np.int64
     if not has_occupancy(run) or not len(rq):
-        return pd.DataFrame({c: np.zeros(0, np.int64) for c in ROW_COLS})
-    seg = df_occupancy(run)
-    a, b = rq["t_runnable_ns"].to_numpy(np.int64), rq["t_run_ns"].to_numpy(np.int64)
-    rcpu = rq["cpu"].to_numpy(np.int64)
+        return {c: np.zeros(0, np.int8 if c == "cls" else i64) for c in ROW_COLS}
+    seg = df_occupancy(run)          # sorted by cpu, then time
+    scpu, S = seg["cpu"].to_numpy(i64), seg["t_from_ns"].to_numpy(i64)
+    E = seg["t_to_ns"].to_numpy(i64)
+    a, b = rq["t_runnable_ns"].to_numpy(i64), rq["t_run_ns"].to_numpy(i64)
+    rcpu = rq["cpu"].to_numpy(i64)
     out_i, out_s, out_e, out_k = [], [], [], []
-    for cpu in np.unique(rcpu):
-        ri = np.flatnonzero(rcpu == cpu)
-        sg = seg[seg["cpu"].to_numpy() == cpu]
-        S, E = sg["t_from_ns"].to_numpy(np.int64), sg["t_to_ns"].to_numpy(np.int64)
-        base = sg.index.to_numpy()
-        lo = np.searchsorted(S, a[ri], side="right") - 1       # segment holding t_runnable
-        hi = np.searchsorted(S, b[ri], side="left")            # first segment from t_run on
+    order = np.argsort(rcpu, kind="stable")
+    cpus, first_of = np.unique(rcpu[order], return_index=True)
+    for j, cpu in enumerate(cpus):
+        ri = order[first_of[j]:(first_of[j + 1] if j + 1 < len(cpus) else len(order))]
+        lo_c, hi_c = np.searchsorted(scpu, cpu, "left"), np.searchsorted(scpu, cpu, "right")
+        Sc, Ec = S[lo_c:hi_c], E[lo_c:hi_c]
+        lo = np.searchsorted(Sc, a[ri], side="right") - 1       # segment holding t_runnable
+        hi = np.searchsorted(Sc, b[ri], side="left")            # first segment from t_run on
         first = np.maximum(lo, 0)
         n = np.maximum(hi - first, 0)
         # segments overlapping each interval, expanded
         rep = np.repeat(np.arange(len(ri)), n)
         k = first[rep] + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
-        s = np.maximum(S[k], a[ri][rep])
-        e = np.minimum(E[k], b[ri][rep])
+        s = np.maximum(Sc[k], a[ri][rep])
+        e = np.minimum(Ec[k], b[ri][rep])
         ok = e > s
         out_i.append(ri[rep][ok]), out_s.append(s[ok]), out_e.append(e[ok])
-        out_k.append(base[k][ok])
-    idx = np.concatenate(out_i) if out_i else np.zeros(0, np.int64)
-    s = np.concatenate(out_s) if out_s else np.zeros(0, np.int64)
-    e = np.concatenate(out_e) if out_e else np.zeros(0, np.int64)
-    k = np.concatenate(out_k) if out_k else np.zeros(0, np.int64)
-    tid = seg["tid"].to_numpy(np.int64)[k] if len(k) else k
-    pid = seg["pid"].to_numpy(np.int64)[k] if len(k) else k
-    flags = seg["flags"].to_numpy(np.int64)[k] if len(k) else k
+        out_k.append(lo_c + k[ok])
+    cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, i64))
+    idx, s, e, k = cat(out_i), cat(out_s), cat(out_e), cat(out_k)
+    tid = seg["tid"].to_numpy(i64)[k]
+    pid = seg["pid"].to_numpy(i64)[k]
+    flags = seg["flags"].to_numpy(i64)[k]
     # what no segment covers: the rest of each interval, unknown
     covered = np.bincount(idx, weights=(e - s).astype(np.float64), minlength=len(rq))
     dur = (b - a).astype(np.float64)
@@ -184,21 +206,20 @@ def _rows(run) -> pd.DataFrame:
     if len(gap):  # one row per interval with a gap (its place in time is approximate)
         idx = np.concatenate([idx, gap])
         s = np.concatenate([s, a[gap]])
-        e = np.concatenate([e, a[gap] + (dur[gap] - covered[gap]).astype(np.int64)])
+        e = np.concatenate([e, a[gap] + (dur[gap] - covered[gap]).astype(i64)])
         tid = np.concatenate([tid, np.full(len(gap), -1)])
         pid = np.concatenate([pid, np.full(len(gap), -1)])
-        flags = np.concatenate([flags, np.zeros(len(gap), np.int64)])
-    vt, vp = rq["tid"].to_numpy(np.int64)[idx], rq["pid"].to_numpy(np.int64)[idx]
-    cls = np.empty(len(idx), dtype=object)
+        flags = np.concatenate([flags, np.zeros(len(gap), i64)])
+    vt, vp = rq["tid"].to_numpy(i64)[idx], rq["pid"].to_numpy(i64)[idx]
+    cls = np.empty(len(idx), dtype=np.int8)
     traced = traced_pids(run)
     for p in np.unique(vp):
         m = vp == p
-        cls[m] = _classify(vt[m], p, tid[m], pid[m], flags[m], traced - {int(p)})
-    df = pd.DataFrame({"runq_idx": idx, "victim_tid": vt, "victim_pid": vp,
-                       "cpu": rcpu[idx] if len(idx) else idx, "t_from_ns": s, "t_to_ns": e,
-                       "tid": tid, "pid": pid, "cls": pd.Categorical(cls, categories=CLASSES),
-                       "irq": np.where(tid == 0, irq_code(flags), 0), "ns": e - s})
-    return df.sort_values(["victim_tid", "t_from_ns"], kind="stable").reset_index(drop=True)
+        cls[m] = _classify_codes(vt[m], p, tid[m], pid[m], flags[m], traced - {int(p)})
+    o = np.lexsort((s, vt))          # by victim, then time
+    return {"runq_idx": idx[o], "victim_tid": vt[o], "victim_pid": vp[o], "cpu": rcpu[idx][o],
+            "t_from_ns": s[o], "t_to_ns": e[o], "tid": tid[o], "pid": pid[o], "cls": cls[o],
+            "irq": np.where(tid == 0, irq_code(flags), 0)[o], "ns": (e - s)[o]}
 
 
 def antagonists_in_windows(run, tid, w_start, w_end) -> pd.DataFrame:
@@ -207,41 +228,47 @@ def antagonists_in_windows(run, tid, w_start, w_end) -> pd.DataFrame:
 
     Columns: win (index of the window), tid, pid, cls, irq, ns; one row per (window, occupant
     row) with ns > 0. Windows may overlap each other."""
-    rows = df_runnable_occupants(run)
+    _, r = _rows_cached(run)
     cols = ["win", "tid", "pid", "cls", "irq", "ns"]
     tid = np.asarray(tid, dtype=np.int64)
     ws, we = np.asarray(w_start, dtype=np.int64), np.asarray(w_end, dtype=np.int64)
-    if not len(rows) or not len(tid):
+    if not len(r["ns"]) or not len(tid):
         return pd.DataFrame({c: np.zeros(0, np.int64) for c in cols})
-    vt = rows["victim_tid"].to_numpy(np.int64)
-    rs, re_ = rows["t_from_ns"].to_numpy(np.int64), rows["t_to_ns"].to_numpy(np.int64)
+    vt, rs, re_ = r["victim_tid"], r["t_from_ns"], r["t_to_ns"]
     # per thread, rows are a contiguous block sorted by time (disjoint intervals)
     tids, start = np.unique(vt, return_index=True)
     end = np.append(start[1:], len(vt))
-    g = np.searchsorted(tids, tid)
-    g = np.minimum(g, len(tids) - 1)
+    g = np.minimum(np.searchsorted(tids, tid), len(tids) - 1)
     known = tids[g] == tid
-    lo = np.where(known, start[g], 0)
-    hi = np.where(known, end[g], 0)
-    # within the thread's block: rows ending after w_start, starting before w_end
-    first = np.empty(len(tid), np.int64)
-    last = np.empty(len(tid), np.int64)
-    for gi in np.unique(g[known]):
-        m = known & (g == gi)
-        blk = slice(start[gi], end[gi])
-        first[m] = start[gi] + np.searchsorted(re_[blk], ws[m], side="right")
-        last[m] = start[gi] + np.searchsorted(rs[blk], we[m], side="left")
-    first = np.where(known, first, lo)
-    last = np.where(known, last, hi)
-    n = np.maximum(last - first, 0)
+    # within the thread's block: rows ending after w_start, starting before w_end. The
+    # blocks lie in one array sorted by (thread, time): one search over a combined key
+    # (thread rank · span + time) finds them all, when it fits in 63 bits
+    t_min = int(min(rs.min(), ws.min()))
+    span = int(max(re_.max(), we.max())) - t_min + 1
+    if (len(tids) + 1) * span < 1 << 62:
+        rank = np.searchsorted(tids, vt).astype(np.int64) * span
+        wrank = g.astype(np.int64) * span
+        first = np.searchsorted(rank + (re_ - t_min), wrank + (ws - t_min), side="right")
+        last = np.searchsorted(rank + (rs - t_min), wrank + (we - t_min), side="left")
+    else:
+        first = np.zeros(len(tid), np.int64)
+        last = np.zeros(len(tid), np.int64)
+        for gi in np.unique(g[known]):
+            m = known & (g == gi)
+            blk = slice(start[gi], end[gi])
+            first[m] = start[gi] + np.searchsorted(re_[blk], ws[m], side="right")
+            last[m] = start[gi] + np.searchsorted(rs[blk], we[m], side="left")
+    first = np.clip(first, start[g], end[g])
+    last = np.clip(last, start[g], end[g])
+    n = np.where(known, np.maximum(last - first, 0), 0)
     win = np.repeat(np.arange(len(tid)), n)
     k = first[win] + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
     ns = np.minimum(re_[k], we[win]) - np.maximum(rs[k], ws[win])
     ok = ns > 0
-    return pd.DataFrame({"win": win[ok], "tid": rows["tid"].to_numpy()[k][ok],
-                         "pid": rows["pid"].to_numpy()[k][ok],
-                         "cls": rows["cls"].to_numpy()[k][ok],
-                         "irq": rows["irq"].to_numpy()[k][ok], "ns": ns[ok]})
+    k = k[ok]
+    return pd.DataFrame({"win": win[ok], "tid": r["tid"][k], "pid": r["pid"][k],
+                         "cls": pd.Categorical.from_codes(r["cls"][k], categories=CLASSES),
+                         "irq": r["irq"][k], "ns": ns[ok]})
 
 
 # ---- names ------------------------------------------------------------------

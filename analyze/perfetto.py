@@ -21,8 +21,10 @@ reasons Lock wait = between lock() entry and acquisition (locks uprobes);
 Blocked = off CPU otherwise (switches), Running = the rest of the thread's
 observed life. Everything is built with numpy over all threads at once.
 
-Big runs are capped: when the trace would exceed `max_events`, only windows
-around the slowest requests are kept, and trace info says so.
+Big runs are capped: when the trace would exceed `max_events` (requests, states, CPU
+slices and wakeup arrows all count), only windows around the slowest requests are kept:
+fewer of them, then a narrower margin around the slowest, then only its last part; trace
+info says which.
 """
 from __future__ import annotations
 
@@ -207,13 +209,52 @@ def _band_names(lat: np.ndarray) -> np.ndarray:
                      "request ≤P50").astype(object)
 
 
-def _windows(decomp: pd.DataFrame, k: int) -> np.ndarray:
-    """[lo, hi] around the k slowest requests (one request length of margin each side)."""
+def _windows(decomp: pd.DataFrame, k: int, pad_scale: float = 1.0,
+             tail_ns: int | None = None) -> np.ndarray:
+    """[lo, hi] around the k slowest requests: one request length of margin each side (at
+    least 1 ms) times pad_scale; tail_ns: only the last tail_ns of each request, no margin."""
     slow = decomp.nlargest(k, "latency_ns")
-    pad = np.maximum(slow["latency_ns"].to_numpy(), 1_000_000)
-    lo = slow["t_start_ns"].to_numpy() - pad
-    hi = slow["t_end_ns"].to_numpy() + pad
-    return np.stack([lo, hi], axis=1)
+    s, e = slow["t_start_ns"].to_numpy(np.int64), slow["t_end_ns"].to_numpy(np.int64)
+    if tail_ns is not None:
+        return np.stack([np.maximum(s, e - tail_ns), e], axis=1)
+    pad = (np.maximum(slow["latency_ns"].to_numpy(), 1_000_000) * pad_scale).astype(np.int64)
+    return np.stack([s - pad, e + pad], axis=1)
+
+
+def _fit_windows(req, intervals, max_events: int, k: int):
+    """The widest windows whose events fit max_events: fewer slow requests (k halves to
+    1), then a narrower margin around the slowest, then only the last part of it (its
+    end, where the tail was decided). intervals: [(start, end, weight, limit)] of every kind
+    of event a window keeps: each kept one counts weight events, at most limit kept (None:
+    no limit). Returns (windows, k, words for the note)."""
+    def count(win):
+        n = 0
+        for s, e, w, lim in intervals:
+            kept = int(_in_windows(s, e, win).sum())
+            n += w * (kept if lim is None else min(kept, lim))
+        return n
+
+    while True:
+        win = _windows(req, k)
+        if count(win) <= max_events or k == 1:
+            break
+        k = max(1, k // 2)
+    if count(win) <= max_events:
+        return win, k, f"the {k} slowest requests (± one request length, at least 1 ms)"
+    for scale in (0.25, 0.05, 0.0):
+        win = _windows(req, 1, scale)
+        if count(win) <= max_events:
+            return win, 1, f"the slowest request (± {scale:g} of its length)"
+    lat = int(req["latency_ns"].max())
+    lo, hi = 1, max(lat, 1)              # the longest tail of it that fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(_windows(req, 1, tail_ns=mid)) <= max_events:
+            lo = mid
+        else:
+            hi = mid - 1
+    return (_windows(req, 1, tail_ns=lo), 1,
+            f"the last {lo / 1e6:.3g} ms of the slowest request ({lat / 1e6:.3g} ms)")
 
 
 def _in_windows(s, e, win: np.ndarray) -> np.ndarray:
@@ -270,6 +311,27 @@ def _flows(run, states: pd.DataFrame, pids: dict, t0: int, win) -> list[pd.DataF
     return [start, end]
 
 
+def _capped_kinds(run, req, states) -> list:
+    """(start, end, weight, limit) of every event kind the cap counts (_fit_windows): requests,
+    thread states, CPU slices, and wakeup arrows (two events each, at most MAX_FLOWS)."""
+    i64 = np.int64
+    kinds = [(req["t_start_ns"].to_numpy(i64), req["t_end_ns"].to_numpy(i64), 1, None)] \
+        if len(req) else []
+    if len(states):
+        kinds.append((states["t_start_ns"].to_numpy(i64), states["t_end_ns"].to_numpy(i64), 1,
+                      None))
+    if len(getattr(run, "occupancy", ())):
+        from .antagonists import df_occupancy
+        seg = df_occupancy(run)
+        kinds.append((seg["t_from_ns"].to_numpy(i64), seg["t_to_ns"].to_numpy(i64), 1, None))
+    rq = run.runq
+    if len(rq) and "waker_ctx" in rq:
+        m = (rq["kind"] != "preempt").to_numpy() & rq["waker_ctx"].isin(WAKER_BLAMES_TASK).to_numpy()
+        t = rq["t_runnable_ns"].to_numpy(i64)[m]
+        kinds.append((t, t + 1, 2, MAX_FLOWS))
+    return kinds
+
+
 def _build(run, decomp: pd.DataFrame, max_events: int, slow_windows: int):
     """(metadata events, [X-event DataFrames], other data, TraceInfo)."""
     info = TraceInfo(t0_ns=_t0(run, decomp))
@@ -277,21 +339,16 @@ def _build(run, decomp: pd.DataFrame, max_events: int, slow_windows: int):
     states = df_thread_states(run, t0, observed=decomp)
     req = decomp[decomp["t_end_ns"] >= decomp["t_start_ns"]] if len(decomp) else decomp
     win = None
-    if len(req) + len(states) > max_events and len(req):
-        k = slow_windows
-        while True:
-            win = _windows(req, k)
-            keep_r = _in_windows(req["t_start_ns"].to_numpy(), req["t_end_ns"].to_numpy(), win)
-            keep_s = _in_windows(states["t_start_ns"].to_numpy(), states["t_end_ns"].to_numpy(),
-                                 win) if len(states) else np.zeros(0, bool)
-            if keep_r.sum() + keep_s.sum() <= max_events or k == 1:
-                break
-            k = max(1, k // 2)
+    kinds = _capped_kinds(run, req, states)
+    if sum(w * (len(s) if lim is None else min(len(s), lim)) for s, _, w, lim in kinds) \
+            > max_events and len(req):
+        win, k, what = _fit_windows(req, kinds, max_events, slow_windows)
+        keep_r = _in_windows(req["t_start_ns"].to_numpy(), req["t_end_ns"].to_numpy(), win)
+        keep_s = _in_windows(states["t_start_ns"].to_numpy(), states["t_end_ns"].to_numpy(),
+                             win) if len(states) else np.zeros(0, bool)
         info.truncated, info.windows = True, k
-        win = _windows(req, k)
-        info.note = (f"trace capped at {max_events:,} events: only the windows around the "
-                     f"{k} slowest requests (± one request length, at least 1 ms) are included, "
-                     f"{int(keep_r.sum()):,} of {len(req):,} requests")
+        info.note = (f"trace capped at {max_events:,} events: only the windows around {what} "
+                     f"are included, {int(keep_r.sum()):,} of {len(req):,} requests")
         req, states = req[keep_r], states[keep_s] if len(states) else states
     names = thread_names(run)
     pids = {}

@@ -152,3 +152,21 @@ def test_state_tracks_agree_with_the_decomposition(tmp_path):
         dur = (hi - lo).clip(lower=0).groupby(s["state"]).sum()
         for state, cols in parts.items():
             assert dur.get(state, 0) == sum(getattr(r, c) for c in cols), (r.id, state)
+
+
+def test_cap_holds_when_the_slowest_requests_window_alone_exceeds_it():
+    """Fewer windows, then a narrower margin, then only the end of the slowest request:
+    every event counts (requests, states, arrows), and the cap holds whatever the run."""
+    tr = synth.truth(400)
+    run = synth.frames(tr)
+    full, _ = perfetto.build_trace(run, tr.decomp)
+    slowest = int(tr.decomp.loc[tr.decomp["latency_ns"].idxmax(), "id"])
+    for cap in (40, 12):  # (below what overlaps its last instant it cannot go)
+        trace, info = perfetto.build_trace(run, tr.decomp, max_events=cap, slow_windows=4)
+        body = [e for e in trace["traceEvents"] if e["ph"] != "M"]
+        assert info.truncated and info.windows == 1 and len(body) <= cap, (cap, len(body))
+        assert "slowest request" in info.note, info.note
+        ids = {e["args"]["id"] for e in body if e.get("cat") == "request"}
+        assert slowest in ids, (cap, ids)
+        _check_nesting(trace["traceEvents"])
+    assert len([e for e in full["traceEvents"] if e["ph"] != "M"]) > 40
