@@ -155,8 +155,10 @@ def _rows_cached(run) -> tuple[pd.DataFrame, dict]:
     if c is not None and c[0] == (id(run.runq), id(run.occupancy)):
         return c[1], c[2]
     cols = _rows(run)
+    # the arrays themselves, not copies: the table has a row per (wait, switch meanwhile),
+    # tens of millions on an oversubscribed run
     df = pd.DataFrame({k: (pd.Categorical.from_codes(v, categories=CLASSES) if k == "cls"
-                           else v) for k, v in cols.items()})
+                           else v) for k, v in cols.items()}, copy=False)
     try:
         run._antagonist_rows = ((id(run.runq), id(run.occupancy)), df, cols)
     except AttributeError:
@@ -164,62 +166,129 @@ def _rows_cached(run) -> tuple[pd.DataFrame, dict]:
     return df, cols
 
 
+# Above this many (wait, segment) pairs the rows of one wait are merged by antagonist
+# (_rows): the table would take several GB (naive/100 for 10 s: 56M pairs, 11 GB).
+ROW_BUDGET = 12_000_000
+_CHUNK = 2_000_000
+
+
+def _overlaps(rq, seg) -> tuple[np.ndarray, np.ndarray]:
+    """Per runnable interval: the index in seg of the first occupancy segment overlapping
+    it (its CPU's), and how many do."""
+    i64 = np.int64
+    scpu, S = seg["cpu"].to_numpy(i64), seg["t_from_ns"].to_numpy(i64)
+    a, b = rq["t_runnable_ns"].to_numpy(i64), rq["t_run_ns"].to_numpy(i64)
+    rcpu = rq["cpu"].to_numpy(i64)
+    first, n = np.zeros(len(rq), i64), np.zeros(len(rq), i64)
+    for cpu in np.unique(rcpu):
+        ri = np.flatnonzero(rcpu == cpu)
+        lo_c, hi_c = np.searchsorted(scpu, cpu, "left"), np.searchsorted(scpu, cpu, "right")
+        Sc = S[lo_c:hi_c]
+        lo = np.searchsorted(Sc, a[ri], side="right") - 1       # segment holding t_runnable
+        hi = np.searchsorted(Sc, b[ri], side="left")            # first segment from t_run on
+        f = np.maximum(lo, 0)
+        first[ri], n[ri] = lo_c + f, np.maximum(hi - f, 0)
+    return first, n
+
+
+def _expand(sel, first, n, a, b, S, E):
+    """The (interval, segment) pairs of intervals sel, clipped: idx, s, e, k (segment)."""
+    ns = n[sel]
+    rep = np.repeat(sel, ns)
+    k = np.repeat(first[sel], ns) + (np.arange(ns.sum()) - np.repeat(np.cumsum(ns) - ns, ns))
+    s = np.maximum(S[k], a[rep])
+    e = np.minimum(E[k], b[rep])
+    ok = e > s
+    return rep[ok], s[ok], e[ok], k[ok]
+
+
 def _rows(run) -> dict:
-    """df_runnable_occupants' columns as numpy arrays (cls as CODE)."""
+    """df_runnable_occupants' columns as numpy arrays (cls as CODE). Beyond ROW_BUDGET
+    pairs, each wait's parts are merged by (class, process, interrupt), in chunks: Σ per
+    wait still exact, but a merged part names the first thread of its process that held
+    the CPU, and the parts are laid back to back from the wait's start (their order and
+    place inside the wait are lost: run.warnings says so)."""
     rq = run.runq
     i64 = np.int64
     if not has_occupancy(run) or not len(rq):
         return {c: np.zeros(0, np.int8 if c == "cls" else i64) for c in ROW_COLS}
     seg = df_occupancy(run)          # sorted by cpu, then time
-    scpu, S = seg["cpu"].to_numpy(i64), seg["t_from_ns"].to_numpy(i64)
-    E = seg["t_to_ns"].to_numpy(i64)
+    S, E = seg["t_from_ns"].to_numpy(i64), seg["t_to_ns"].to_numpy(i64)
+    stid, spid = seg["tid"].to_numpy(i64), seg["pid"].to_numpy(i64)
+    sflags = seg["flags"].to_numpy(i64)
     a, b = rq["t_runnable_ns"].to_numpy(i64), rq["t_run_ns"].to_numpy(i64)
-    rcpu = rq["cpu"].to_numpy(i64)
-    out_i, out_s, out_e, out_k = [], [], [], []
-    order = np.argsort(rcpu, kind="stable")
-    cpus, first_of = np.unique(rcpu[order], return_index=True)
-    for j, cpu in enumerate(cpus):
-        ri = order[first_of[j]:(first_of[j + 1] if j + 1 < len(cpus) else len(order))]
-        lo_c, hi_c = np.searchsorted(scpu, cpu, "left"), np.searchsorted(scpu, cpu, "right")
-        Sc, Ec = S[lo_c:hi_c], E[lo_c:hi_c]
-        lo = np.searchsorted(Sc, a[ri], side="right") - 1       # segment holding t_runnable
-        hi = np.searchsorted(Sc, b[ri], side="left")            # first segment from t_run on
-        first = np.maximum(lo, 0)
-        n = np.maximum(hi - first, 0)
-        # segments overlapping each interval, expanded
-        rep = np.repeat(np.arange(len(ri)), n)
-        k = first[rep] + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
-        s = np.maximum(Sc[k], a[ri][rep])
-        e = np.minimum(Ec[k], b[ri][rep])
-        ok = e > s
-        out_i.append(ri[rep][ok]), out_s.append(s[ok]), out_e.append(e[ok])
-        out_k.append(lo_c + k[ok])
-    cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, i64))
-    idx, s, e, k = cat(out_i), cat(out_s), cat(out_e), cat(out_k)
-    tid = seg["tid"].to_numpy(i64)[k]
-    pid = seg["pid"].to_numpy(i64)[k]
-    flags = seg["flags"].to_numpy(i64)[k]
+    rtid, rpid, rcpu = (rq[c].to_numpy(i64) for c in ("tid", "pid", "cpu"))
+    traced = traced_pids(run)
+    first, n = _overlaps(rq, seg)
+
+    def classify(idx, tid, pid, flags):
+        vp, cls = rpid[idx], np.empty(len(idx), dtype=np.int8)
+        for p in np.unique(vp):
+            m = vp == p
+            cls[m] = _classify_codes(rtid[idx][m], p, tid[m], pid[m], flags[m], traced - {int(p)})
+        return cls
+
+    total = int(n.sum())
+    merged = total > ROW_BUDGET
+    if not merged:
+        idx, s, e, k = _expand(np.arange(len(rq)), first, n, a, b, S, E)
+        tid, pid, flags = stid[k], spid[k], sflags[k]
+        cls, irq = classify(idx, tid, pid, flags), np.where(tid == 0, irq_code(flags), 0)
+    else:
+        run.warnings.append(
+            f"cpu occupancy: {total:,} (wait, switch) pairs: each wait's parts are merged by "
+            "antagonist (process and class), named by the first of its threads, and laid "
+            "back to back inside the wait; totals per wait stay exact")
+        parts = {c: [] for c in ("idx", "ns", "tid", "pid", "cls", "irq")}
+        bounds = np.searchsorted(np.cumsum(n), np.arange(_CHUNK, total + _CHUNK, _CHUNK))
+        lo = 0
+        for hi in np.unique(np.append(bounds + 1, len(rq))):
+            hi = min(int(hi), len(rq))
+            if hi <= lo:
+                continue
+            ci, cs, ce, ck = _expand(np.arange(lo, hi), first, n, a, b, S, E)
+            lo = hi
+            ct, cp, cf = stid[ck], spid[ck], sflags[ck]
+            cc, cq = classify(ci, ct, cp, cf), np.where(ct == 0, irq_code(cf), 0)
+            key = np.lexsort((cs, cq, cp, cc, ci))       # by wait, class, pid, irq, time
+            ci, cc, cp, cq, ct, cd = ci[key], cc[key], cp[key], cq[key], ct[key], (ce - cs)[key]
+            new = np.ones(len(ci), bool)
+            new[1:] = ((ci[1:] != ci[:-1]) | (cc[1:] != cc[:-1]) | (cp[1:] != cp[:-1])
+                       | (cq[1:] != cq[:-1]))
+            at = np.flatnonzero(new)
+            for name, v in (("idx", ci[at]), ("cls", cc[at]), ("pid", cp[at]), ("irq", cq[at]),
+                            ("tid", ct[at]), ("ns", np.add.reduceat(cd, at) if len(at) else cd[:0])):
+                parts[name].append(v)
+        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, i64))
+        idx, d = cat(parts["idx"]), cat(parts["ns"])
+        tid, pid, irq = cat(parts["tid"]), cat(parts["pid"]), cat(parts["irq"])
+        cls = np.concatenate(parts["cls"]) if parts["cls"] else np.zeros(0, np.int8)
+        # back to back from each wait's start (rows of a wait are together, by key order)
+        start_of = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]]) if len(idx) else idx
+        before = np.cumsum(d) - d
+        s = a[idx] + (before - np.repeat(before[start_of], np.diff(np.r_[start_of, len(idx)])))
+        e = s + d
     # what no segment covers: the rest of each interval, unknown
     covered = np.bincount(idx, weights=(e - s).astype(np.float64), minlength=len(rq))
     dur = (b - a).astype(np.float64)
     gap = np.flatnonzero(dur - covered > 0.5)
     if len(gap):  # one row per interval with a gap (its place in time is approximate)
+        g0 = a[gap] + (covered[gap].astype(i64) if merged else 0)
         idx = np.concatenate([idx, gap])
-        s = np.concatenate([s, a[gap]])
-        e = np.concatenate([e, a[gap] + (dur[gap] - covered[gap]).astype(i64)])
+        s = np.concatenate([s, g0])
+        e = np.concatenate([e, g0 + (dur[gap] - covered[gap]).astype(i64)])
         tid = np.concatenate([tid, np.full(len(gap), -1)])
         pid = np.concatenate([pid, np.full(len(gap), -1)])
-        flags = np.concatenate([flags, np.zeros(len(gap), i64)])
-    vt, vp = rq["tid"].to_numpy(i64)[idx], rq["pid"].to_numpy(i64)[idx]
-    cls = np.empty(len(idx), dtype=np.int8)
-    traced = traced_pids(run)
-    for p in np.unique(vp):
-        m = vp == p
-        cls[m] = _classify_codes(vt[m], p, tid[m], pid[m], flags[m], traced - {int(p)})
+        cls = np.concatenate([cls, np.full(len(gap), CODE["unknown"], np.int8)])
+        irq = np.concatenate([irq, np.zeros(len(gap), i64)])
+    vt = rtid[idx]
     o = np.lexsort((s, vt))          # by victim, then time
-    return {"runq_idx": idx[o], "victim_tid": vt[o], "victim_pid": vp[o], "cpu": rcpu[idx][o],
-            "t_from_ns": s[o], "t_to_ns": e[o], "tid": tid[o], "pid": pid[o], "cls": cls[o],
-            "irq": np.where(tid == 0, irq_code(flags), 0)[o], "ns": (e - s)[o]}
+    i32 = np.int32                   # narrow columns: ids fit in 32 bits (pid_max 2^22)
+    return {"runq_idx": idx[o].astype(i32), "victim_tid": vt[o].astype(i32),
+            "victim_pid": rpid[idx][o].astype(i32), "cpu": rcpu[idx][o].astype(np.int16),
+            "t_from_ns": s[o], "t_to_ns": e[o], "tid": tid[o].astype(i32),
+            "pid": pid[o].astype(i32), "cls": cls[o], "irq": irq[o].astype(np.uint32),
+            "ns": (e - s)[o]}
 
 
 def antagonists_in_windows(run, tid, w_start, w_end) -> pd.DataFrame:

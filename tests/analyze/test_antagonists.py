@@ -227,3 +227,33 @@ def test_a_peer_whose_main_thread_never_ran_is_named_by_also_pid():
     meta = dict(META, target={"also_pids": [499], "also_comms": ["orders-server"]})
     procs = A.process_table(run_(occupants=occupants, meta=meta)).set_index("pid")
     assert procs.at[499, "comm"] == "orders-server"
+
+
+def test_over_the_row_budget_each_waits_parts_merge_by_antagonist(monkeypatch):
+    """Above ROW_BUDGET (pairs of a wait and a switch meanwhile) the parts of each wait are
+    merged by (class, process, interrupt), in chunks: the same time per wait and antagonist
+    as the exact table, laid back to back inside the wait, and a warning says so."""
+    occs = OCC + [occ(0, 10 * MS, 102, pid=100), occ(0, 11 * MS, 500), occ(0, 12 * MS, 102,
+                                                                         pid=100),
+                  occ(0, 13 * MS, 101, pid=100)]
+    runq = RUNQ + [rq(101, 9500 * US, 13 * MS, "preempt")]
+    exact = A.df_runnable_occupants(run_(occupancy=occs, runq=runq))
+    monkeypatch.setattr(A, "ROW_BUDGET", 2)
+    monkeypatch.setattr(A, "_CHUNK", 3)
+    run = run_(occupancy=occs, runq=runq)
+    merged = A.df_runnable_occupants(run)
+    key = ["runq_idx", "cls", "pid"]
+    want = exact.groupby(key, observed=True)["ns"].sum()
+    got = merged.groupby(key, observed=True)["ns"].sum()
+    assert got.to_dict() == want.to_dict()
+    assert len(merged) < len(exact)
+    # back to back inside each wait: disjoint, from its start, ending at its end
+    for i, g in merged.groupby("runq_idx"):
+        g = g.sort_values("t_from_ns")
+        assert (g["t_from_ns"].to_numpy()[1:] == g["t_to_ns"].to_numpy()[:-1]).all()
+        assert g["t_from_ns"].iloc[0] == run.runq["t_runnable_ns"].iloc[i]
+        assert g["t_to_ns"].iloc[-1] == run.runq["t_run_ns"].iloc[i]
+    assert any("merged by antagonist" in w for w in run.warnings)
+    # windows still work on the merged table: the whole run of thread 101
+    w = A.antagonists_in_windows(run, [101], [0], [T0 + 100 * MS])
+    assert int(w["ns"].sum()) == int(exact.loc[exact["victim_tid"] == 101, "ns"].sum())
