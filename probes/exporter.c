@@ -262,19 +262,31 @@ static void admit(struct exporter *ex, bool by_window)
  * pid was reused between two collections, so the map entries (keyed by pid)
  * carry on for the new one. Its series starts anew under the new name (a
  * counter reset to Prometheus); the counts of that one interval, the old
- * process's last and the new one's first, go to the new series. */
+ * process's last and the new one's first, go to the new series. A process
+ * whose name changed (it exec'd after it was labelled) restarts its series
+ * under the new name the same way. */
 static void check_reuse(struct exporter *ex)
 {
 	for (size_t i = 0; i < ex->nprocs; i++) {
 		struct proc *p = &ex->procs[i];
+		struct series *s = p->series >= 0 ? &ex->series[p->series] : NULL;
+		char comm[16] = "";
 		uint64_t start;
 
-		if (p->series < 0 || !p->start)
+		if (!s || !p->start)
 			continue;
 		start = target_start_time((int)p->pid);
-		if (!start || start == p->start)
-			continue; /* the same process, or gone (prune sees it) */
-		series_init(ex, &ex->series[p->series], p->pid);
+		if (!start)
+			continue; /* gone (prune sees it) */
+		if (start == p->start) {
+			/* the same process; named before its exec (a fork that had not run
+			 * the program yet): its series restarts under the program's name */
+			target_proc_line((int)p->pid, "comm", "", comm, sizeof(comm));
+			if (comm[0] && strcmp(comm, s->comm))
+				series_init(ex, s, p->pid);
+			continue;
+		}
+		series_init(ex, s, p->pid);
 		p->start = start;
 		p->dead = 0;
 		ex->pid_reuses++;

@@ -59,11 +59,13 @@ def victim_run(tmp_path: Path, cgroup: Path | None = None):
     hog = Hog(3, 30, cpu, cgroup)
     try:
         p = tailtrace(tmp_path, "--span", f"{SPAN_TARGET}:tt_span_spin", "--", "taskset", "-c",
-                      str(cpu), str(SPAN_TARGET), "spin", "40", "4000")
+                      str(cpu), str(SPAN_TARGET), "spin", "200", "1000")
     finally:
         hog.stop()
     assert p.returncode == 0, p.stderr
-    assert "spins=40" in p.stdout
+    # 200 requests, so the ≥P99 band holds two: a busy CI once saw its only request
+    # overlap a switch edge the kernel never reported (unmeasured), and nothing was named
+    assert "spins=200" in p.stdout
     return hog.pid, build_report(tmp_path, plots=False)
 
 
@@ -88,7 +90,7 @@ def test_an_untraced_hog_holds_the_victims_cpu_and_is_named(tmp_path):
     assert (per.to_numpy() == (rq["t_run_ns"] - rq["t_runnable_ns"]).to_numpy()[per.index]).all()
     assert f"tt-hog (pid {hog_pid}, not traced" in s["headline"], s["headline"]
     top = s["antagonists"]["≥P99"]["top"][0]
-    # the ≥P99 band may be one 4 ms request, during which CFS need not run all three spinners
+    # the ≥P99 band is two 1 ms requests, during which CFS need not run all three spinners
     assert top["pid"] == hog_pid and top["class"] == "other" and 1 <= top["threads"] <= 3, top
     assert victim.loc[victim["pid"] == hog_pid, "tid"].nunique() == 3  # over the whole run
     threads = (tmp_path / "threads.csv").read_text()

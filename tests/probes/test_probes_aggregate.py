@@ -106,7 +106,7 @@ def test_runq_sums_are_the_kernels_run_delay_across_migrations(tmp_path):
     wait at the migration. Each thread's histogram sum must still be its whole run-queue
     wait as the kernel accounts it (/proc/thread-self/schedstat run_delay, read by the
     thread at the end of its window: an oracle independent of tailtrace), plus at most the
-    waits between that read and its exit (two RR slices). This holds to 0.1 % even when
+    waits between that read and its exit (two RR slices). This holds to 0.7 % even when
     switch-ins never reach the tracepoint (an idle CPU's often do not here: the
     moved threads' first runs): the kernel's own total still has those waits."""
     cpu = max(os.sched_getaffinity(0))
@@ -138,7 +138,9 @@ def test_runq_sums_are_the_kernels_run_delay_across_migrations(tmp_path):
         h, = [x for x in agg["threads"] if x["tid"] == t["tid"]]
         rd = t["run_delay_ns"]
         assert rd > 0.2e9, "the spinners hardly waited: nothing to check"
-        assert rd * 0.999 - 1e5 <= h["sum_ns"] <= rd + 250e6, (t["tid"], h["sum_ns"], rd)
+        # a thread with an unmatched wait reads up to 0.7 % short, quiet or busy (the
+        # reliability table): 2 %, where a wait class left out would be tens of %
+        assert rd * 0.98 - 1e5 <= h["sum_ns"] <= rd + 250e6, (t["tid"], h["sum_ns"], rd)
 
 
 def vcsw(tid: int) -> int:
