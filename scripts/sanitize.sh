@@ -33,8 +33,10 @@ for kind in "${kinds[@]}"; do
 		export ASAN_OPTIONS="$common:detect_leaks=1:abort_on_error=0"
 		export UBSAN_OPTIONS="$common:halt_on_error=1:print_stacktrace=1"
 		export TSAN_OPTIONS="$common:halt_on_error=1:second_deadlock_stack=1"
-		ctest --test-dir "$build" --output-on-failure
-		python3 -m pytest -q "${tests[@]}"
+		# both run; either failing fails the pass (a failed ctest once slipped by here)
+		c=0
+		ctest --test-dir "$build" --output-on-failure || c=1
+		python3 -m pytest -q "${tests[@]}" && exit "$c"
 	) || status=1
 	if compgen -G "$logs/*" >/dev/null; then
 		echo "sanitize.sh: $kind reports in $logs:" >&2
