@@ -103,16 +103,21 @@ static __always_inline void occ_note(bool btf, struct task_struct *next, __u64 n
 
 /* ---- the irq event: interrupts in the same rings ------------------------- */
 
+/* This CPU's ring state when the irq event is on, else NULL. */
+static __always_inline struct occ_cpu *occ_irq_cpu(void)
+{
+	__u32 zero = 0;
+
+	return occ_irq ? bpf_map_lookup_elem(&occ_cpu, &zero) : NULL;
+}
+
 /* Note an interrupt (flags: TT_OCC_HARDIRQ or TT_OCC_SOFTIRQ with its number),
  * or, with flags 0, the task it interrupted, again. */
-static __always_inline void occ_note_irq(__u32 flags)
+static __always_inline void occ_note_irq(struct occ_cpu *c, __u32 flags)
 {
-	__u32 zero = 0, cpu = bpf_get_smp_processor_id();
-	struct occ_cpu *c;
-	struct occ_slot *s;
+	struct occ_slot *s = occ_slot_at(bpf_get_smp_processor_id(), c->seq);
 
-	if (!occ_irq || !(c = bpf_map_lookup_elem(&occ_cpu, &zero)) ||
-	    !(s = occ_slot_at(cpu, c->seq)))
+	if (!s)
 		return;
 	if (flags) {
 		s->t_ns = bpf_ktime_get_ns();
@@ -136,45 +141,45 @@ static __always_inline __u32 occ_irq_flags(__u32 kind, __u32 num)
 
 static __always_inline void occ_hardirq_entry(__u32 num)
 {
-	occ_note_irq(occ_irq_flags(TT_OCC_HARDIRQ, num));
+	struct occ_cpu *c = occ_irq_cpu();
+
+	if (c)
+		occ_note_irq(c, occ_irq_flags(TT_OCC_HARDIRQ, num));
 }
 
 /* Back to the softirq it interrupted, or to the task. */
 static __always_inline void occ_hardirq_exit(void)
 {
-	__u32 zero = 0;
-	struct occ_cpu *c = bpf_map_lookup_elem(&occ_cpu, &zero);
+	struct occ_cpu *c = occ_irq_cpu();
 
 	if (c)
-		occ_note_irq(c->soft > OCC_SOFT_OWN ? c->soft : 0);
+		occ_note_irq(c, c->soft > OCC_SOFT_OWN ? c->soft : 0);
 }
 
 /* A softirq: noted unless the current task's own syscall runs it (then its
  * time is that task's, as the waker context says: waker_ctx.bpf.h). */
 static __always_inline void occ_softirq_entry(__u32 vec, bool own)
 {
-	__u32 zero = 0;
-	struct occ_cpu *c = bpf_map_lookup_elem(&occ_cpu, &zero);
+	struct occ_cpu *c = occ_irq_cpu();
 
-	if (!occ_irq || !c)
+	if (!c)
 		return;
 	c->soft = own ? OCC_SOFT_OWN : occ_irq_flags(TT_OCC_SOFTIRQ, vec);
 	if (!own)
-		occ_note_irq(c->soft);
+		occ_note_irq(c, c->soft);
 }
 
 static __always_inline void occ_softirq_exit(void)
 {
-	__u32 zero = 0;
-	struct occ_cpu *c = bpf_map_lookup_elem(&occ_cpu, &zero);
+	struct occ_cpu *c = occ_irq_cpu();
 	bool own;
 
-	if (!occ_irq || !c)
+	if (!c)
 		return;
 	own = c->soft == OCC_SOFT_OWN;
 	c->soft = 0;
 	if (!own)
-		occ_note_irq(0);
+		occ_note_irq(c, 0);
 }
 
 /* The task's name and cgroup, read the first time it is written. */

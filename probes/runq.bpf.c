@@ -138,7 +138,8 @@ static __always_inline int switch_task(bool btf, bool preempt, struct task_struc
 		return 0;
 	}
 	if (btf && runq_kacct) { /* no clock at all: the kernel's (runq_switch.bpf.h) */
-		occ_note(btf, next, bpf_ktime_get_ns(), next_traced);
+		if (occ_on) /* no clock read on this path without the cpu event */
+			occ_note(btf, next, bpf_ktime_get_ns(), next_traced);
 		if (prev_traced)
 			runq_kacct_out(tt_thread_get(prev, true), prev, preempt || prev_state == TASK_RUNNING,
 				       prev_state == TASK_DEAD, (__u32)id, (__u32)(id >> 32));
