@@ -63,6 +63,7 @@ struct loader {
 	struct tt_stream_stats stats[MAX_STATS];
 	int nstats;
 	unsigned events;          /* events actually traced */
+	char events_str[128];     /* ... as a list, once the modules are set up (run) */
 	bool target_gone;
 	struct exporter *ex;      /* --listen */
 	double bpf_s_served;      /* the last BPF seconds served: the counter never goes back */
@@ -308,7 +309,6 @@ static int capture_write(void *arg, const struct tt_capture *cap)
 {
 	struct loader *L = arg;
 	struct tt_meta m = L->meta;
-	char ev[128];
 	int err = 0;
 
 	for (int i = 0; i < L->nmods; i++) {
@@ -329,7 +329,6 @@ static int capture_write(void *arg, const struct tt_capture *cap)
 	m.mono_end_ns = cap->t1_ns;
 	m.cost = NULL;
 	m.capture_json = cap->json;
-	m.events_str = options_events_str(L->events, ev, sizeof(ev));
 	m.mods = L->mods;
 	m.states = L->states;
 	m.nmods = L->nmods;
@@ -459,9 +458,8 @@ static void exporter_connect(struct loader *L)
 static void print_ready(struct loader *L)
 {
 	const struct tt_opts *o = &L->cli.opts;
-	char ev[128];
+	const char *ev = L->events_str;
 
-	options_events_str(L->events, ev, sizeof(ev));
 	if (L->ctx.target_pid > 0)
 		fprintf(stderr, "tailtrace: attached to PID %d (events: %s)\n", L->ctx.target_pid, ev);
 	else if (o->comm)
@@ -663,7 +661,6 @@ static void print_aggregate(struct loader *L)
 /* After the probes are attached: every path ends here. */
 static int run_finish(struct loader *L, int status)
 {
-	char ev[128];
 	int err;
 
 	if (L->ctx.rb)
@@ -694,7 +691,6 @@ static int run_finish(struct loader *L, int status)
 	L->meta.nmods = L->nmods;
 	L->meta.stats = L->stats;
 	L->meta.nstats = L->nstats;
-	L->meta.events_str = options_events_str(L->events, ev, sizeof(ev));
 	L->meta.incomplete = (got_signal && (L->have_child || L->cli.opts.pid > 0) &&
 			      !L->target_gone) || probe_write_error();
 	L->meta.write_err = probe_write_error();
@@ -744,17 +740,17 @@ static void signals_install(void)
 /* Attached: release the target, trace, finish. Returns the exit code. */
 static int run(struct loader *L)
 {
-	static char ev[128]; /* meta.events_str until run_finish sets it again */
 	char err[512];
 	int status = 0, toggle_err;
 
+	/* the events traced: a module that could not be set up dropped its own */
+	L->meta.events_str = options_events_str(L->events, L->events_str, sizeof(L->events_str));
 	print_ready(L);
 	exporter_connect(L);
 	meta_start(&L->meta);
 	cost_start_clock(&L->cost, L->meta.mono_start_ns, L->mods, L->states, L->nmods);
 	/* what a cut run keeps: this meta.json says "finished": false until the end */
 	L->meta.mono_end_ns = L->meta.mono_start_ns;
-	L->meta.events_str = options_events_str(L->events, ev, sizeof(ev));
 	if (!L->ctx.flight && meta_write(L->cli.opts.out_dir, &L->meta))
 		fprintf(stderr, "tailtrace: cannot write %s/meta.json yet (it is tried again at the "
 			"end)\n", L->cli.opts.out_dir);
