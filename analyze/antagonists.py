@@ -80,7 +80,26 @@ def df_occupancy(run) -> pd.DataFrame:
     Columns: cpu, t_from_ns, t_to_ns (the CPU's next record), tid, pid, flags. Records
     written twice (overlapping waits) count once. A segment followed by a truncated record
     (TT_OCC_TRUNC: switches between were lost) has tid -1: unknown. A CPU's last record
-    opens no segment (its end is unknown)."""
+    opens no segment (its end is unknown). Built once per run (the rows, the trace and the
+    CPU lanes all read it); callers do not modify it."""
+    return _per_run(run, "_occupancy_segments", (id(run.occupancy),), lambda: _segments(run))
+
+
+def _per_run(run, attr: str, key: tuple, build):
+    """build()'s result, kept on the run under attr while key (ids of the streams it was
+    built from) holds."""
+    c = getattr(run, attr, None)
+    if c is not None and c[0] == key:
+        return c[1]
+    v = build()
+    try:
+        setattr(run, attr, (key, v))
+    except AttributeError:
+        pass
+    return v
+
+
+def _segments(run) -> pd.DataFrame:
     oc = run.occupancy
     cols = ["cpu", "t_from_ns", "t_to_ns", "tid", "pid", "flags"]
     if not len(oc):
@@ -151,19 +170,14 @@ def df_runnable_occupants(run) -> pd.DataFrame:
 
 def _rows_cached(run) -> tuple[pd.DataFrame, dict]:
     """(the rows, the same columns as numpy arrays, cls as CODE): built once per run."""
-    c = getattr(run, "_antagonist_rows", None)
-    if c is not None and c[0] == (id(run.runq), id(run.occupancy)):
-        return c[1], c[2]
-    cols = _rows(run)
-    # the arrays themselves, not copies: the table has a row per (wait, switch meanwhile),
-    # tens of millions on an oversubscribed run
-    df = pd.DataFrame({k: (pd.Categorical.from_codes(v, categories=CLASSES) if k == "cls"
-                           else v) for k, v in cols.items()}, copy=False)
-    try:
-        run._antagonist_rows = ((id(run.runq), id(run.occupancy)), df, cols)
-    except AttributeError:
-        pass
-    return df, cols
+    def build():
+        cols = _rows(run)
+        # the arrays themselves, not copies: the table has a row per (wait, switch
+        # meanwhile), tens of millions on an oversubscribed run
+        return pd.DataFrame({k: (pd.Categorical.from_codes(v, categories=CLASSES)
+                                 if k == "cls" else v) for k, v in cols.items()},
+                            copy=False), cols
+    return _per_run(run, "_antagonist_rows", (id(run.runq), id(run.occupancy)), build)
 
 
 # Above this many (wait, segment) pairs the rows of one wait are merged by antagonist
@@ -221,19 +235,21 @@ def _rows(run) -> dict:
     traced = traced_pids(run)
     first, n = _overlaps(rq, seg)
 
-    def classify(idx, tid, pid, flags):
+    def pairs(sel):
+        """The clipped (wait, segment) pairs of waits sel, their occupants classified:
+        idx, s, e, tid, pid, cls, irq."""
+        idx, s, e, k = _expand(sel, first, n, a, b, S, E)
+        tid, pid, flags = stid[k], spid[k], sflags[k]
         vp, cls = rpid[idx], np.empty(len(idx), dtype=np.int8)
         for p in np.unique(vp):
             m = vp == p
             cls[m] = _classify_codes(rtid[idx][m], p, tid[m], pid[m], flags[m], traced - {int(p)})
-        return cls
+        return idx, s, e, tid, pid, cls, np.where(tid == 0, irq_code(flags), 0)
 
     total = int(n.sum())
     merged = total > ROW_BUDGET
     if not merged:
-        idx, s, e, k = _expand(np.arange(len(rq)), first, n, a, b, S, E)
-        tid, pid, flags = stid[k], spid[k], sflags[k]
-        cls, irq = classify(idx, tid, pid, flags), np.where(tid == 0, irq_code(flags), 0)
+        idx, s, e, tid, pid, cls, irq = pairs(np.arange(len(rq)))
     else:
         run.warnings.append(
             f"cpu occupancy: {total:,} (wait, switch) pairs: each wait's parts are merged by "
@@ -246,10 +262,8 @@ def _rows(run) -> dict:
             hi = min(int(hi), len(rq))
             if hi <= lo:
                 continue
-            ci, cs, ce, ck = _expand(np.arange(lo, hi), first, n, a, b, S, E)
+            ci, cs, ce, ct, cp, cc, cq = pairs(np.arange(lo, hi))
             lo = hi
-            ct, cp, cf = stid[ck], spid[ck], sflags[ck]
-            cc, cq = classify(ci, ct, cp, cf), np.where(ct == 0, irq_code(cf), 0)
             key = np.lexsort((cs, cq, cp, cc, ci))       # by wait, class, pid, irq, time
             ci, cc, cp, cq, ct, cd = ci[key], cc[key], cp[key], cq[key], ct[key], (ce - cs)[key]
             new = np.ones(len(ci), bool)

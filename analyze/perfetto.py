@@ -283,6 +283,13 @@ def _pid_of(pids: dict, tid: np.ndarray) -> np.ndarray:
 MAX_FLOWS = 50_000
 
 
+def _task_wakeups(rq) -> np.ndarray:
+    """The runq rows that draw an arrow: wakeups a task caused (not preemptions, not
+    interrupts)."""
+    return ((rq["kind"] != "preempt").to_numpy()
+            & rq["waker_ctx"].isin(WAKER_BLAMES_TASK).to_numpy())
+
+
 def _flows(run, states: pd.DataFrame, pids: dict, t0: int, win) -> list[pd.DataFrame]:
     """Flow arrows waker -> wakee (Chrome JSON flow events "s"/"f", bound to the enclosing
     state slices): one per wakeup that a traced task caused (waker_ctx task or softirq run
@@ -292,8 +299,8 @@ def _flows(run, states: pd.DataFrame, pids: dict, t0: int, win) -> list[pd.DataF
     if not len(rq) or not len(states) or "waker_ctx" not in rq:
         return []
     tids = states["tid"].unique()
-    m = ((rq["kind"] != "preempt").to_numpy() & rq["waker_ctx"].isin(WAKER_BLAMES_TASK).to_numpy()
-         & rq["tid"].isin(tids).to_numpy() & rq["waker_tid"].isin(tids).to_numpy())
+    m = (_task_wakeups(rq) & rq["tid"].isin(tids).to_numpy()
+         & rq["waker_tid"].isin(tids).to_numpy())
     t = rq["t_runnable_ns"].to_numpy(np.int64)
     m &= (t >= states["t_start_ns"].min()) & (t < states["t_end_ns"].max())
     if win is not None:
@@ -326,8 +333,7 @@ def _capped_kinds(run, req, states) -> list:
         kinds.append((seg["t_from_ns"].to_numpy(i64), seg["t_to_ns"].to_numpy(i64), 1, None))
     rq = run.runq
     if len(rq) and "waker_ctx" in rq:
-        m = (rq["kind"] != "preempt").to_numpy() & rq["waker_ctx"].isin(WAKER_BLAMES_TASK).to_numpy()
-        t = rq["t_runnable_ns"].to_numpy(i64)[m]
+        t = rq["t_runnable_ns"].to_numpy(i64)[_task_wakeups(rq)]
         kinds.append((t, t + 1, 2, MAX_FLOWS))
     return kinds
 
