@@ -13,7 +13,7 @@ analysis then runs in a fresh child process twice (cold: .bin -> DataFrames +
 parquet cache written; warm: parquet cache read), each reporting its own wall
 time per phase and its peak RSS (resource.getrusage ru_maxrss).
 
-  python3 bench/analyze_scale.py                   # full size (the lead runs this)
+  python3 bench/analyze_scale.py                   # full size (on a quiet machine)
   python3 bench/analyze_scale.py --scale 0.1       # 1M intervals, 100k requests
   python3 bench/analyze_scale.py --keep DIR        # keep the run directory
 """

@@ -25,7 +25,7 @@ REQUESTS=0            # 0: httpload runs --duration like wrk
 POOL_WORKERS=20
 SERVER_WORKERS=$(nproc)
 SERVER_SPIN_US=30    # a client-throughput bench: the server polls, so a slower client
-                     # does not pay for waking it (docs/benchmarks.md, stop 23)
+                     # does not pay for waking it (docs/benchmarks.md, `--spin-us`)
 WRK_THREADS=2
 WARMUP_S=1
 NGINX=1
