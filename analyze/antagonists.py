@@ -150,7 +150,7 @@ def _classify_codes(victim_tid, victim_pid, tid, pid, flags, peers: set) -> np.n
     return cls
 
 
-def _classify(victim_tid, victim_pid, tid, pid, flags, peers: set) -> np.ndarray:
+def classify(victim_tid, victim_pid, tid, pid, flags, peers: set) -> np.ndarray:
     """_classify_codes as class names (an object array)."""
     return np.asarray(CLASSES, dtype=object)[_classify_codes(victim_tid, victim_pid, tid, pid,
                                                                flags, peers)]

@@ -11,10 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .critpath import CP_COLS, has_wakers, root_cause
+from .critpath import CP_COLS, has_wakers
 from .decompose import PARTS
 from .load import fold_comm
-from .peer import df_peers
 
 BANDS = ["≤P50", "P50–P90", "P90–P99", "≥P99"]
 BAND_P999 = "≥P99.9"
@@ -173,7 +172,7 @@ BLOCKED_GROUPS = ("lock_wait", "io_wait", "sleep", "blocked")
 PEER_EXPLAINS = 0.5   # peer runnable excess ≥ this share of the blocked excess: say so
 
 
-def _peer_sentence(decomp: pd.DataFrame, bands: pd.DataFrame, run) -> str | None:
+def _peer_sentence(f) -> str | None:
     """The peer sentence of the headline, or None.
 
     A server shared by many clients on few CPUs has *some* thread runnable most of the
@@ -182,7 +181,8 @@ def _peer_sentence(decomp: pd.DataFrame, bands: pd.DataFrame, run) -> str | None
     against the ≥P99 band's blocked time minus the ≤P50 band's. When the first covers at
     least half of the second, the extra blocking of the tail is explained by the peer
     waiting for a CPU."""
-    if run is None or "peer_runnable_ms" not in bands or BANDS[0] not in bands.index:
+    bands = f.bands
+    if f.run is None or "peer_runnable_ms" not in bands or BANDS[0] not in bands.index:
         return None
     row, med = bands.loc[BANDS[3]], bands.loc[BANDS[0]]
     peer_ex = row["peer_runnable_ms"] - med["peer_runnable_ms"]
@@ -192,7 +192,7 @@ def _peer_sentence(decomp: pd.DataFrame, bands: pd.DataFrame, run) -> str | None
     cover = peer_ex / blocked_ex
     if cover < PEER_EXPLAINS:
         return None
-    peers = df_peers(run, decomp)
+    peers = f.peers
     if peers.empty:
         return None
     name = ", ".join(peers["name"]) if len(peers) > 1 else peers["name"].iloc[0]
@@ -208,14 +208,6 @@ def _peer_sentence(decomp: pd.DataFrame, bands: pd.DataFrame, run) -> str | None
             f"{min(cover, 1.0) * 100:.0f}% of the {dur(blocked_ex)} by which their blocked "
             f"time exceeds the median band's{every}: the tail is scheduler delay in "
             f"{short}, one hop away.")
-
-
-def band_root_cause(run, decomp: pd.DataFrame, segs, band: str, part: str) -> dict | None:
-    """critpath.root_cause of `part` for the requests of one band."""
-    masks = band_masks(decomp)
-    if run is None or band not in masks:
-        return None
-    return root_cause(run, decomp, segs, masks[band], part)
 
 
 def dominant_blocked(bands: pd.DataFrame, band: str) -> str | None:
@@ -264,26 +256,25 @@ def _workers_wait(run, decomp: pd.DataFrame, wait_objects: list) -> str:
             f"were runnable (waiting for a CPU) {sh * 100:.0f}% of that time.")
 
 
-def _antagonist_words(run, bands: pd.DataFrame, decomp: pd.DataFrame,
-                      antagonists: dict | None) -> str:
-    """' While runnable, they were preempted by …' for a runnable tail, from summary.json
+def _antagonist_words(f) -> str:
+    """' While runnable, they were preempted by …' for a runnable tail, from the findings'
     antagonists (analyze/antagonists.py), or ''."""
     from .antagonists import sentence
-    info = (antagonists or {}).get(BANDS[3])
-    if not info or run is None:
+    info = (f.antagonists or {}).get(BANDS[3])
+    if not info or f.run is None:
         return ""
-    row = bands.loc[BANDS[3]]
+    row = f.bands.loc[BANDS[3]]
     pre = row["runq_preempt_ms"] / row["runnable_ms"] if row["runnable_ms"] else 0.0
-    words = sentence(run, info, set(decomp["pid"].astype(int)) if "pid" in decomp else set(),
-                     pre)
+    d = f.decomp
+    words = sentence(f.run, info, set(d["pid"].astype(int)) if "pid" in d else set(), pre)
     return f" While runnable, they {words}." if words else ""
 
 
-def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None, segs=None,
-             wait_objects: list | None = None, antagonists: dict | None = None) -> str:
-    """One plain sentence naming the dominant part of the ≥P99 band, with figures; when it
-    is a blocked part and the wakers were recorded, what was waited for and who ended it
-    (the critical path, analyze/critpath.py)."""
+def headline(f) -> str:
+    """One plain sentence naming the dominant part of the ≥P99 band of the findings
+    (findings.Findings), with figures; when it is a blocked part and the wakers were
+    recorded, what was waited for and who ended it (the critical path, critpath.py)."""
+    decomp, bands, run = f.decomp, f.bands, f.run
     if len(decomp) == 0 or BANDS[3] not in bands.index:
         return "No requests in this run: nothing to attribute."
     row = bands.loc[BANDS[3]]
@@ -297,13 +288,13 @@ def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None, segs=None,
                 "probes did not cover (an edge the kernel never reported, or outside the "
                 "trace).")
     _, label, noun = GROUPS[g]
-    te = tail_excess(decomp)
+    te = f.tail_excess
     ex = te["excess_ms"]
     g_ex = te["parts"][g]["ms"]
     s = (f"{head} spent {share * 100:.0f}% of their time {label}: "
          f"{dur(g_ex)} of the {dur(ex)} excess over the median is {noun}.")
-    rc = band_root_cause(run, decomp, segs, BANDS[3], g) if g in BLOCKED_GROUPS else None
-    peer = _peer_sentence(decomp, bands, run) if g in BLOCKED_GROUPS else None
+    rc = f.root_cause(BANDS[3], g) if g in BLOCKED_GROUPS else None
+    peer = _peer_sentence(f) if g in BLOCKED_GROUPS else None
     if rc and rc["verdict"] == "unknown" and (peer or not has_wakers(run)):
         rc = None      # nothing learnt from the wakers: the peer sentence or the plain one
     if rc and g == "io_wait" and rc.get("ended_by_task_share", 0) >= 0.5:
@@ -316,10 +307,10 @@ def headline(decomp: pd.DataFrame, bands: pd.DataFrame, run=None, segs=None,
     elif peer:
         s = f"{head} spent {share * 100:.0f}% of their time {label}; {peer}"
     s += _excess_elsewhere(te, g)
-    if g == "queue_wait" and wait_objects:
-        s += _workers_wait(run, decomp, wait_objects)
+    if g == "queue_wait" and f.wait_objects:
+        s += _workers_wait(run, decomp, f.wait_objects)
     if g == "runnable":
-        s += _antagonist_words(run, bands, decomp, antagonists)
+        s += _antagonist_words(f)
         s += (f" (Mean per request: {dur(row['runq_wakeup_ms'])} runnable after wakeups, "
               f"{dur(row['runq_preempt_ms'])} after preemption.)")
     if decomp["oncpu_ns"].isna().all():

@@ -20,7 +20,7 @@ import pandas as pd
 
 from .attribute import BANDS, GROUPS
 from .errors import AnalysisError
-from .html import _CSS, esc, fmt_int
+from .html import CSS, esc, fmt_int
 
 CAPTURE_COLS = ["dir", "t_start_ns", "latency_ns", "worst_ns", "threshold_ns", "spans", "bytes",
                 "error"]
@@ -121,7 +121,7 @@ def render_index(run_dir: Path, df: pd.DataFrame) -> str:
                f"{fmt_int(fl.get('coalesced'))} coalesced into another, "
                f"{fmt_int(fl.get('failed'))} failed")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>tailtrace captures · {esc(run_dir.name)}</title><style>{_CSS}</style></head>"
+            f"<title>tailtrace captures · {esc(run_dir.name)}</title><style>{CSS}</style></head>"
             f"<body><main><section><h1>Flight recorder: {len(df)} captures</h1>"
             f"<p>Trigger {esc(fl.get('trigger'))} over {fmt_int(fl.get('spans'))} spans; "
             f"{fmt_int(fl.get('triggers'))} above it; {skipped}. By cause (the largest part "

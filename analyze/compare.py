@@ -24,7 +24,7 @@ import pandas as pd
 from . import plot
 from .attribute import BANDS
 from .errors import AnalysisError
-from .html import _CSS, esc, fmt_errors, fmt_int, fmt_share, img_tag
+from .html import CSS, esc, fmt_errors, fmt_int, fmt_share, img_tag
 from .html import fmt_run_ms as fmt_ms
 from .load import load_run
 from .report import analyse, run_label
@@ -143,7 +143,7 @@ def render_compare(df: pd.DataFrame, png: str | None, knee_png: str | None = Non
                          for r in df.itertuples())
     img = img_tag(png, "latency percentiles of all runs") if png else ""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>tailtrace compare</title><style>{_CSS}</style></head><body><main>"
+            f"<title>tailtrace compare</title><style>{CSS}</style></head><body><main>"
             f"<header><h1>tailtrace compare · {len(df)} runs</h1>"
             "<p>avg, P99 and max are end to end (t_end − t_enqueue: what a client saw, queue "
             "wait included); “≥P99 share runnable” is the share of the ≥P99 band's time spent "

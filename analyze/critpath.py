@@ -34,7 +34,7 @@ import pandas as pd
 
 from .decompose import Axis, thread_brief
 from .load import WAKER_BLAMES_TASK, fold_comm, thread_names
-from .peer import _process_name, also_comm
+from .peer import process_name, also_comm
 from .waits import describe, df_waits
 
 MAX_DEPTH = 3
@@ -263,7 +263,7 @@ def _who(run, first: pd.DataFrame, own_pids) -> str:
     if len(waiting) and int(waiting.idxmax()) == pid:
         return f"{', '.join(comms)}{more} (same process)"
     t = run.tasks
-    proc = _process_name(pid, list(t.loc[t["pid"].to_numpy(np.int64) == pid, "comm"])
+    proc = process_name(pid, list(t.loc[t["pid"].to_numpy(np.int64) == pid, "comm"])
                          if len(t) else [], _proc_comm(run, pid) or None)
     their = _proc_comm(run, int(waiting.idxmax()), True) if len(waiting) else ""
     if their and their == _proc_comm(run, pid, True):

@@ -50,7 +50,7 @@ class ReportInputs:
 
 # ---- formatting ---------------------------------------------------------------------------
 
-def _num(v) -> float | None:
+def num_or_none(v) -> float | None:
     try:
         f = float(v)
     except (TypeError, ValueError):
@@ -66,7 +66,7 @@ _REQ_UNIT = {"name": "ms", "scale": 1.0}
 
 def req_unit_for(summary: dict) -> tuple[str, float]:
     """('µs', 1000.0) when the run's P99 end to end is under 1 ms, else ('ms', 1.0)."""
-    p99 = _num((summary.get("e2e_ms") or {}).get("p99"))
+    p99 = num_or_none((summary.get("e2e_ms") or {}).get("p99"))
     return ("µs", 1e3) if p99 is not None and p99 < 1 else ("ms", 1.0)
 
 
@@ -81,34 +81,34 @@ def _fmt_num(f: float) -> str:
 
 def fmt_ms(v) -> str:
     """A request-section duration given in ms, in the report's unit (U())."""
-    f = _num(v)
+    f = num_or_none(v)
     return "–" if f is None else _fmt_num(f * _REQ_UNIT["scale"])
 
 
 def fmt_run_ms(v) -> str:
     """A whole-run duration in ms, always."""
-    f = _num(v)
+    f = num_or_none(v)
     return "–" if f is None else _fmt_num(f)
 
 
 def fmt_ns_ms(v) -> str:
-    f = _num(v)
+    f = num_or_none(v)
     return "–" if f is None else fmt_run_ms(f / 1e6)
 
 
 def fmt_share(v) -> str:
-    f = _num(v)
+    f = num_or_none(v)
     return "–" if f is None else f"{f * 100:.0f}%" if abs(f) >= 0.01 or f == 0 else f"{f * 100:.1f}%"
 
 
 def fmt_int(v) -> str:
-    f = _num(v)
+    f = num_or_none(v)
     return "–" if f is None else f"{int(round(f)):,}"
 
 
 def fmt_errors(v) -> str:
     """Error count; None (requests from spans, or none) is 'n/a', never a count."""
-    return "n/a" if _num(v) is None else fmt_int(v)
+    return "n/a" if num_or_none(v) is None else fmt_int(v)
 
 
 def fmt_text(v) -> str:
@@ -123,7 +123,7 @@ def fmt_stack(v) -> list:
 
 
 def fmt_us(v) -> str:
-    f = _num(v)
+    f = num_or_none(v)
     return "–" if f is None else f"{f:,.1f} µs"
 
 
@@ -138,7 +138,7 @@ def fmt_value(v) -> str:
 
 
 def fmt_hex(v) -> str:
-    f = _num(v)
+    f = num_or_none(v)
     return fmt_text(v) if f is None else f"0x{int(f):x}"
 
 
@@ -197,12 +197,12 @@ def _warnings(inp: ReportInputs) -> list[str]:
     s, meta = inp.summary, inp.meta
     out = []
     lost = {k: v for k, v in (s.get("lost_events") or meta.get("lost_events") or {}).items()
-            if _num(v)}
+            if num_or_none(v)}
     if lost:
         out.append("Events were lost (" + ", ".join(f"{k}: {int(v):,}" for k, v in lost.items())
                    + "): the decomposition of affected requests does not close; rerun with a "
                      "bigger ring buffer (tailtrace --rb-mb) or fewer streams (--events).")
-    cr = _num(s.get("closure_ratio"))
+    cr = num_or_none(s.get("closure_ratio"))
     if cr is not None and cr < 0.99:
         out.append(f"Only {cr:.1%} of requests close (parts sum to latency within 1%); "
                    "below 99% the attribution is approximate.")
@@ -219,7 +219,7 @@ def _label(inp: ReportInputs) -> str:
 
 
 def has_requests(inp: ReportInputs) -> bool:
-    return bool(_num(inp.summary.get("requests")))
+    return bool(num_or_none(inp.summary.get("requests")))
 
 
 def _tiles(inp: ReportInputs) -> list[tuple[str, str]]:
@@ -259,7 +259,7 @@ def _what_was_run(inp: ReportInputs) -> str:
                          "command")})
     hooks = m.get("hooks") or {}
     dur = None
-    if _num(m.get("mono_end_ns")) and _num(m.get("mono_start_ns")):
+    if num_or_none(m.get("mono_end_ns")) and num_or_none(m.get("mono_start_ns")):
         dur = f"{(m['mono_end_ns'] - m['mono_start_ns']) / 1e9:.2f} s"
     ri = inp.run_info or {}
     rec = fmt_value(m.get("command") or w.get("command"))
@@ -279,7 +279,7 @@ def _what_was_run(inp: ReportInputs) -> str:
                                       (m.get("lost_events") or {}).items()) or None),
             ("uprobe hits", ", ".join(
                 f"{k}: {int(v):,} ({fmt_int((m.get('uprobe_hits_per_s') or {}).get(k))}/s)"
-                for k, v in (m.get("uprobe_hits") or {}).items() if _num(v) is not None) or None),
+                for k, v in (m.get("uprobe_hits") or {}).items() if num_or_none(v) is not None) or None),
             ("traced for", dur),
             ("requests from", inp.summary.get("source")),
             ("run directory", inp.run_dir)]
@@ -650,7 +650,7 @@ def _files(inp: ReportInputs) -> str:
 
 
 def _method(inp: ReportInputs) -> str:
-    cr = _num(inp.summary.get("closure_ratio"))
+    cr = num_or_none(inp.summary.get("closure_ratio"))
     crt = (f"{cr:.2%}" if cr is not None else "not computed (needs probes)" if has_requests(inp)
            else "not computed (no requests)")
     text = [
@@ -669,7 +669,7 @@ def _method(inp: ReportInputs) -> str:
     return _section("method", "How this was measured", "".join(_p(t) for t in text))
 
 
-_CSS = """
+CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;
  background:#f4f6f9;color:#1d2733}
 main{max-width:1180px;margin:0 auto;padding:24px 28px 60px}
@@ -725,7 +725,7 @@ def render_report(inp: ReportInputs) -> str:
         _REQ_UNIT["name"], _REQ_UNIT["scale"] = "ms", 1.0
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width\"><title>{esc(title)}</title>"
-            f"<style>{_CSS}</style></head><body><main>{''.join(parts)}</main></body></html>\n")
+            f"<style>{CSS}</style></head><body><main>{''.join(parts)}</main></body></html>\n")
 
 
 def write_report(path, inp: ReportInputs) -> str:

@@ -71,7 +71,7 @@ def peer_pids(run, own_pid: int) -> np.ndarray:
     return pids[(pids != int(own_pid)) & (pids > 0)]
 
 
-def _process_name(pid: int, comms: list[str], main_comm: str | None) -> str:
+def process_name(pid: int, comms: list[str], main_comm: str | None) -> str:
     """'orders-server (pid 1234)' from the main thread's comm, else the threads' names
     with trailing digits folded: 'pid 1234 (orders-w*)'."""
     if main_comm:
@@ -99,7 +99,7 @@ def df_peers(run, decomp: pd.DataFrame) -> pd.DataFrame:
                           run.runq.loc[run.runq["pid"].to_numpy(np.int64) == pid,
                                        "tid"].to_numpy(np.int64))
         rows.append({"pid": int(pid), "comm": main_comm, "threads": int(len(tids)),
-                     "name": _process_name(int(pid), [str(c) for c in mine["comm"]], main_comm)})
+                     "name": process_name(int(pid), [str(c) for c in mine["comm"]], main_comm)})
     return pd.DataFrame(rows, columns=PEER_COLS)
 
 

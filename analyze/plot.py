@@ -360,12 +360,12 @@ def _cpu_lanes(ax, occ: pd.DataFrame, req, y0: int, s0: int, s1: int,
                traced: set) -> list[str]:
     """Lanes below the threads': who held each CPU during the request (occupancy
     segments, coloured by antagonist class relative to the request's process)."""
-    from .antagonists import _classify
+    from .antagonists import classify
     seg = occ[(occ["t_to_ns"] > s0) & (occ["t_from_ns"] < s1)]
     labels = []
     for i, (cpu, g) in enumerate(seg.groupby("cpu")):
         y = y0 + i
-        cls = _classify(int(req.tid), int(req.pid), g["tid"].to_numpy(np.int64),
+        cls = classify(int(req.tid), int(req.pid), g["tid"].to_numpy(np.int64),
                         g["pid"].to_numpy(np.int64), g["flags"].to_numpy(np.int64),
                         traced - {int(req.pid)})
         cls = np.where(g["tid"].to_numpy() == int(req.tid), "self", cls)

@@ -24,10 +24,11 @@ import numpy as np
 import pandas as pd
 
 from . import plot
-from .attribute import df_bands, tail_excess
+from .attribute import df_bands
 from .antagonists import df_occupancy, traced_pids
 from .critpath import CP_COLS, df_critical_path, df_wait_objects
 from .decompose import df_decompose
+from .findings import Findings
 from .errors import AnalysisError
 from .html import ReportInputs, write_report
 from .load import PROBE_STREAMS, load_run, thread_names
@@ -124,7 +125,8 @@ def analyse(run) -> dict:
     bands = df_bands(decomp) if len(decomp) else pd.DataFrame()
     objs = (jsonable(df_wait_objects(run).to_dict("records"))
             if run.has("switches") and run.has("runq") else None)
-    summary = summary_dict(run, decomp, bands, segs, objs)
+    f = Findings(run, decomp, bands, segs, objs)
+    summary = summary_dict(f)
     _fill_percentiles(summary, decomp)
     summary.setdefault("source", getattr(run, "source", "requests"))
     summary.setdefault("label", run_label(run))
@@ -133,7 +135,8 @@ def analyse(run) -> dict:
     elif not has_sched(run):
         summary["attribution"] = NEEDS_PROBES
         bands = None
-    return {"run": run, "decomp": decomp, "bands": bands, "summary": summary, "segments": segs}
+    return {"run": run, "decomp": decomp, "bands": bands, "summary": summary, "segments": segs,
+            "findings": f}
 
 
 def _frame(fn, run, *args) -> pd.DataFrame:
@@ -229,7 +232,7 @@ def build_report(run_dir, plots: bool = True) -> dict:
     inp = ReportInputs(
         summary=jsonable(summary), meta=run.meta, workload=run.workload, run_dir=str(out),
         run_info=run_info(out),
-        bands=a["bands"], tail_excess=jsonable(tail_excess(decomp)) if a["bands"] is not None
+        bands=a["bands"], tail_excess=jsonable(a["findings"].tail_excess) if a["bands"] is not None
         else None, threads=tables["threads"], locks=tables["locks"], chains=tables["chains"],
         images=images, links=_links(out), trace_note=info.note,
         streams={s: run.has(s) for s in ("requests", "runq", "switches", "locks", "spans",

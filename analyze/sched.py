@@ -1,4 +1,7 @@
-"""Scheduler views of a run: per thread, per mutex, run-queue histogram, CPU placement.
+"""Scheduler views of a run: the run's run-queue latency, per thread, per mutex, CPU placement.
+
+sched_figures   -> summary.json sched: runq_p50_us, runq_p99_us, voluntary, involuntary,
+                   migrations
 
 df_threads      -> threads.csv: tid, comm, role, runq_ns, oncpu_ns, offcpu_ns,
                    voluntary, involuntary, migrations, cpus ("0,1": CPUs it ran on)
@@ -109,6 +112,19 @@ def df_locks(run) -> pd.DataFrame:
     df = df.reset_index().sort_values(["contended", "acquisitions"], ascending=False, kind="stable")
     df["contended"] = df["contended"].astype(np.int64)
     return df[LOCK_COLS].reset_index(drop=True)
+
+
+def sched_figures(run) -> dict:
+    """The run's scheduler figures (summary.json sched): run-queue latency runq_p50_us,
+    runq_p99_us over every traced runnable interval (None without any), voluntary and
+    involuntary switches, migrations."""
+    d = run.runq["dur_ns"].to_numpy(dtype=np.float64)
+    sw = run.switches
+    return {"runq_p50_us": np.percentile(d, 50) / 1e3 if len(d) else None,
+            "runq_p99_us": np.percentile(d, 99) / 1e3 if len(d) else None,
+            "voluntary": int(sw["voluntary"].sum()),
+            "involuntary": int((~sw["voluntary"]).sum()),
+            "migrations": int(run.tasks["migrations"].sum())}
 
 
 def df_runq_hist(run) -> pd.DataFrame:

@@ -38,12 +38,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from .antagonists import band_antagonists, class_shares, df_runnable_occupants, has_occupancy
-from .attribute import (band_of, band_root_cause, dominant_blocked, headline, spearman_runnable,
-                        tail_excess)
+from .antagonists import class_shares, df_runnable_occupants, has_occupancy
+from .attribute import dominant_blocked, headline, spearman_runnable
 from .decompose import PARTS, valid_requests
+from .findings import Findings
 from .load import SPAN_ENDS
-from .peer import df_peers
+from .sched import sched_figures
 
 MS = 1e6
 UPROBE_WARN_SHARE = 0.05     # as tailtrace's TT_UPROBE_WARN_SHARE (of one CPU)
@@ -104,16 +104,6 @@ def _pcts(ns: pd.Series, keys: dict) -> dict:
 def _failed(status: pd.Series) -> np.ndarray:
     s = status.to_numpy()
     return (s < 200) | (s >= 400)
-
-
-def _sched(run) -> dict:
-    d = run.runq["dur_ns"].to_numpy(dtype=np.float64)
-    sw = run.switches
-    return {"runq_p50_us": np.percentile(d, 50) / 1e3 if len(d) else None,
-            "runq_p99_us": np.percentile(d, 99) / 1e3 if len(d) else None,
-            "voluntary": int(sw["voluntary"].sum()),
-            "involuntary": int((~sw["voluntary"]).sum()),
-            "migrations": int(run.tasks["migrations"].sum())}
 
 
 def n_threads(run) -> int:
@@ -259,14 +249,15 @@ def no_requests_headline(run, sched: dict, threads: int) -> str:
     return s + (" — " + "; ".join(facts) if facts else "") + "."
 
 
-def peer_summary(run, decomp: pd.DataFrame, bands: pd.DataFrame) -> dict | None:
+def peer_summary(f: Findings) -> dict | None:
     """{pids, comms, names, runnable_ms{band}, runnable_all_ms{band},
     runnable_of_blocked{band}} of the traced peer processes (analyze/peer.py), or None when
     no peer was traced or nothing was measured."""
+    decomp, bands = f.decomp, f.bands
     if ("peer_runnable_ns" not in decomp or not decomp["peer_runnable_ns"].notna().any()
             or "peer_runnable_ms" not in bands):
         return None
-    peers = df_peers(run, decomp)
+    peers = f.peers
     return {"pids": [int(p) for p in peers["pid"]], "comms": list(peers["comm"]),
             "names": list(peers["name"]),
             "runnable_ms": {b: bands.at[b, "peer_runnable_ms"] for b in bands.index},
@@ -285,11 +276,12 @@ def blocked_reasons(bands: pd.DataFrame) -> dict | None:
             for b, r in bands.iterrows()}
 
 
-def critical_path(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs) -> dict | None:
+def critical_path(f: Findings) -> dict | None:
     """{band: {waker_oncpu_ms, waker_runnable_ms, waker_runnable_hop1_ms, waker_blocked_ms,
     irq_ms, unknown_ms (means per request of the band's blocked time), reason (the band's
     largest blocked part), what, who, sentence (its root cause)}}, or None without wakers."""
-    if segs is None or segs.empty or "cp_irq_ms" not in bands:
+    bands = f.bands
+    if f.segs is None or f.segs.empty or "cp_irq_ms" not in bands:
         return None
     out = {}
     for b, r in bands.iterrows():
@@ -298,7 +290,7 @@ def critical_path(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs) -> dict 
               ("waker_runnable_hop1_ms", "runnable_hop1"), ("waker_blocked_ms", "blocked"),
               ("irq_ms", "irq"), ("unknown_ms", "unknown"))}
         part = dominant_blocked(bands, b)
-        rc = band_root_cause(run, decomp, segs, b, part) if part else None
+        rc = f.root_cause(b, part)
         d.update({"reason": part, "what": rc["what"] if rc else None,
                   "who": rc["who"] if rc else None, "sentence": rc["sentence"] if rc else None,
                   "antagonists": rc.get("antagonists") if rc else None})
@@ -306,11 +298,9 @@ def critical_path(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs) -> dict 
     return out
 
 
-def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs=None,
-                 wait_objects: list | None = None) -> dict:
-    """The dict written as summary.json (see module doc for the keys)."""
-    antag = (band_antagonists(run, decomp, band_of(decomp))
-             if len(decomp) and has_occupancy(run) else None)
+def summary_dict(f: Findings) -> dict:
+    """The dict written as summary.json (see module doc for the keys), from the findings."""
+    run, decomp, bands = f.run, f.decomp, f.bands
     wl = run.workload or {}
     req = run.requests
     ok = req[valid_requests(req)]
@@ -323,7 +313,7 @@ def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs=None,
         attribution[b] = a
     judged = decomp[decomp["closure_err"].notna()] if len(decomp) else decomp
     none = run.source == "none"
-    sched, threads = _sched(run), n_threads(run)
+    sched, threads = sched_figures(run), n_threads(run)
     out = {
         "workload": wl.get("model") or wl.get("workload") or
         ("scheduler-only" if none else run.source),
@@ -340,7 +330,7 @@ def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs=None,
         "e2e_ms": _pcts(decomp["e2e_ns"], {"avg": "avg", "p50": 50, "p99": 99, "max": "max"}),
         "queue_wait_ms": _pcts(decomp["queue_wait_ns"], {"p50": 50, "p99": 99, "max": "max"}),
         "attribution": attribution if len(decomp) else NEEDS_REQUESTS,
-        "headline": headline(decomp, bands, run, segs, wait_objects, antag) if len(decomp)
+        "headline": headline(f) if len(decomp)
         else no_requests_headline(run, sched, threads),
         "sched": sched,
         "threads": threads,
@@ -348,15 +338,15 @@ def summary_dict(run, decomp: pd.DataFrame, bands: pd.DataFrame, segs=None,
         "lost_events_total": int(sum(run.lost_events.values())),
         "closure_ratio": float(judged["closes"].mean()) if len(judged) else None,
         "source": run.source,
-        "tail_excess": tail_excess(decomp) if len(decomp) else None,
+        "tail_excess": f.tail_excess,
         "spearman_runnable": spearman_runnable(decomp),
         "warnings": _warnings(run, decomp),
         "cut": run.cut,
-        "peer": peer_summary(run, decomp, bands) if len(decomp) else None,
+        "peer": peer_summary(f) if len(decomp) else None,
         "blocked_reasons": blocked_reasons(bands) if len(decomp) else None,
-        "critical_path": critical_path(run, decomp, bands, segs) if len(decomp) else None,
-        "wait_objects": wait_objects,
-        "antagonists": antag,
+        "critical_path": critical_path(f) if len(decomp) else None,
+        "wait_objects": f.wait_objects,
+        "antagonists": f.antagonists,
         "cpu_occupancy": cpu_occupancy(run),
     }
     if not len(decomp):

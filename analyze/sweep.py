@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .html import _num, fmt_int
+from .html import num_or_none, fmt_int
 
 MODELS = ["naive", "pool", "async"]
 SEED_COLUMNS = ["model", "conns", "workers", "throughput_rps", "avg_ms", "p99_ms", "max_ms"]
@@ -34,7 +34,7 @@ def df_seed_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def _cell(v, fmt: str) -> str:
     """v formatted, "–" when missing (html's number test)."""
-    f = _num(v)
+    f = num_or_none(v)
     return "–" if f is None else format(f, fmt)
 
 

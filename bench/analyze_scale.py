@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import shutil
 import subprocess
@@ -126,6 +125,7 @@ def generate(run_dir: Path, n_intervals: int, n_requests: int, n_threads: int, s
 def analyse(run_dir: Path) -> dict:
     """Load + decompose + attribute; wall seconds per phase and peak RSS."""
     from analyze.attribute import df_bands, headline, spearman_runnable, tail_excess
+    from analyze.findings import Findings
     from analyze.decompose import df_decompose
     from analyze.load import load_run
     t = [time.perf_counter()]
@@ -136,7 +136,7 @@ def analyse(run_dir: Path) -> dict:
     b = df_bands(d)
     te = tail_excess(d)
     rho = spearman_runnable(d)
-    h = headline(d, b, run)
+    h = headline(Findings(run, d, b))
     t.append(time.perf_counter())
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     # Not part of the target, reported apart: the other views report.py builds.

@@ -9,14 +9,13 @@ Every expected figure is computed by hand from the inline records (ns offsets fr
     [8.2, 9]: hog 0.8 ms
   sibling 102 runnable on CPU 1 [2 ms, 4 ms]: no record covers it: unknown 2 ms
 """
-import numpy as np
-import pandas as pd
 import pytest
 
 from fixtures import MS, T0, US, make_run, occ, occupant, req, rq, task
 from analyze import antagonists as A
 from analyze.attribute import df_bands
 from analyze.decompose import df_decompose
+from analyze.findings import Findings
 from analyze.load import OCC_HARDIRQ, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ, OCC_TRUNC
 from analyze.summary import summary_dict
 
@@ -109,7 +108,7 @@ def test_band_summary_names_process_cgroup_and_shares():
     reqs = [req(1, 101, 0, 10 * MS)]
     run = run_(requests=reqs)
     d = df_decompose(run)
-    s = summary_dict(run, d, df_bands(d))
+    s = summary_dict(Findings(run, d, df_bands(d)))
     top = s["antagonists"]["≥P99"]["top"]
     assert top[0] == {"pid": 500, "comm": "hog", "cgroup": "/batch", "class": "other",
                       "threads": 1, "ms": 2.8, "share": pytest.approx(2.8 / 6.3)}
@@ -153,7 +152,7 @@ def test_without_the_cpu_event_nothing_is_claimed():
     assert not A.has_occupancy(run)
     assert A.df_runnable_occupants(run).empty
     d = df_decompose(run)
-    s = summary_dict(run, d, df_bands(d))
+    s = summary_dict(Findings(run, d, df_bands(d)))
     assert s["antagonists"] is None and s["cpu_occupancy"] is None
 
 
@@ -200,7 +199,7 @@ def test_a_vanished_cgroup_and_a_reused_tid_are_named_as_such():
     procs = A.process_table(run).set_index("pid")
     assert procs.at[500, "cgroup"] == "cgroup 77 (gone)"
     d = df_decompose(run)
-    s = summary_dict(run, d, df_bands(d))
+    s = summary_dict(Findings(run, d, df_bands(d)))
     top = s["antagonists"]["≥P99"]["top"][0]
     assert top["comm"] == "hog" and top["cgroup"] == "cgroup 77 (gone)"
     # an occupant no row names (exited before it was named) still counts, by pid

@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from fixtures import MS
+from analyze.findings import Findings
 from analyze.attribute import (BANDS, band_of, df_bands, headline, spearman_runnable,
                                tail_excess)
 
@@ -87,7 +88,7 @@ def test_tail_excess_split_by_part():
 
 def test_headline_names_the_dominant_part_with_figures():
     d = tail_fixture()
-    s = headline(d, df_bands(d))
+    s = headline(Findings(None, d, df_bands(d)))
     assert s == ("≥P99 requests (n=10, mean 24.5 ms) spent 76% of their time runnable "
                  "(waiting for a CPU): 18.5 ms of the 23.3 ms excess over the median is "
                  "scheduler delay. (Mean per request: 16.5 ms runnable after wakeups, 2.0 ms after "
@@ -100,7 +101,7 @@ def test_headline_when_queue_wait_dominates_and_closure_is_poor():
     lat = lat + np.arange(100)  # distinct latencies, the last one is the ≥P99 band
     d = decomp_from(lat, queue_wait_ns=qw, oncpu_ns=lat)
     d.loc[:49, "closes"] = False
-    s = headline(d, df_bands(d))
+    s = headline(Findings(None, d, df_bands(d)))
     assert s.startswith("≥P99 requests (n=1, mean 32.0 ms) spent 94% of their time waiting in "
                         "the queue for a worker: 30.0 ms of the 30.0 ms excess")
     assert s.endswith("Caution: only 50% of requests close.")
@@ -129,6 +130,6 @@ def test_an_uncovered_tail_says_its_parts_are_unknown():
               "runnable_ns"):
         d.loc[99, c] = np.nan
     d.loc[99, "traced"] = False
-    s = headline(d, df_bands(d))
+    s = headline(Findings(None, d, df_bands(d)))
     assert s.startswith("≥P99 requests (n=1, mean 100.0 ms): no part could be measured")
     assert "queue" not in s

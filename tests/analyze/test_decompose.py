@@ -8,6 +8,7 @@ from analyze.decompose import (Axis, df_decompose, iv_intersect, iv_union, overl
                                thread_states, window_sum)
 from analyze.attribute import df_bands
 from analyze.summary import summary_dict
+from analyze.findings import Findings
 
 
 def parts(d, i=0):
@@ -171,7 +172,7 @@ def test_a_gap_makes_the_requests_it_overlaps_untraced_not_on_cpu():
     assert np.isnan(d.loc[0, "oncpu_ns"]) and not d.loc[0, "closes"]
     assert d.loc[1, "sleep_ns"] == 1 * MS and d.loc[1, "runq_wakeup_ns"] == 1 * MS
     assert d.loc[2, "oncpu_ns"] == 10 * MS
-    w = summary_dict(run, d, df_bands(d))["warnings"]
+    w = summary_dict(Findings(run, d, df_bands(d)))["warnings"]
     assert any("never reported 1 context-switch edge" in x for x in w), w
     assert any(x.startswith("1 requests ran on threads or at times") for x in w), w
 

@@ -19,6 +19,7 @@ from analyze.decompose import df_decompose, overlaps_gap
 from analyze.load import load_run
 from analyze.lockchain import RELEASE_SKEW_NS, df_lock_chains
 from analyze.summary import summary_dict
+from analyze.findings import Findings
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))
@@ -59,7 +60,7 @@ def test_sleeping_calls_decompose_into_sleep_time(tmp_path):
     assert sleep_ns - 100_000 <= np.median(ok["sleep_ns"]) <= sleep_ns + 400_000
     assert np.median(ok["oncpu_ns"]) < 500_000
     assert (ok["blocked_ns"] + ok["io_wait_ns"] + ok["lock_wait_ns"] < 50_000).all()
-    s = summary_dict(run, d, df_bands(d))
+    s = summary_dict(Findings(run, d, df_bands(d)))
     assert s["requests"] == CALLS and s["source"] == "spans"
     assert s["lost_events_total"] == 0
 

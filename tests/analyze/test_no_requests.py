@@ -26,6 +26,7 @@ from analyze.decompose import df_decompose
 from analyze.errors import MissingStreamError
 from analyze.schema import load_schema
 from analyze.summary import NO_REQUESTS_NOTE, SPAN_ERRORS_NOTE, summary_dict
+from analyze.findings import Findings
 
 ROOT = Path(__file__).resolve().parents[2]
 UPROBE_WARNING = ("locks: 27,600 uprobe hits/s on the target; uprobes cost ~10-30 us each on a "
@@ -54,7 +55,7 @@ SPANS = [span(1, 0, 10 * MS, ret=0), span(1, 2 * MS, 3 * MS, ret=5, depth=1),
 def test_span_requests_count_only_unreturned_calls_as_errors_and_keep_ret():
     run = make_run(spans=SPANS, switches=[], runq=[])
     d = df_decompose(run)
-    s = summary_dict(run, d, df_bands(d))
+    s = summary_dict(Findings(run, d, df_bands(d)))
     assert run.source == "spans" and s["source"] == "spans"
     # the old rule (status < 200 or >= 400) would have counted all 3 as errors
     assert s["requests"] == 3 and s["errors"] == 0
@@ -70,7 +71,7 @@ def test_calls_left_by_an_exception_or_longjmp_are_the_errors():
              span(2, 1 * MS, 21 * MS, end=2), span(2, 22 * MS, 26 * MS, ret=7)]
     run = make_run(spans=spans, switches=[], runq=[])
     d = df_decompose(run)
-    s = summary_dict(run, d, df_bands(d))
+    s = summary_dict(Findings(run, d, df_bands(d)))
     assert s["requests"] == 4 and s["errors"] == 2
     assert s["span_ends"] == {"return": 2, "exception": 1, "longjmp": 1, "tailcall": 0}
     assert run.requests["end"].astype(str).tolist() == ["return", "longjmp", "exception",
@@ -83,13 +84,13 @@ def test_goroutine_spans_say_what_the_thread_split_means():
              span(2, 1 * MS, 21 * MS, goroutine=0xc000001000)]
     run = make_run(spans=spans, switches=[], runq=[])
     d = df_decompose(run)
-    w = summary_dict(run, d, df_bands(d))["warnings"]
+    w = summary_dict(Findings(run, d, df_bands(d)))["warnings"]
     note = [x for x in w if "Go goroutines" in x]
     assert len(note) == 1 and note[0].startswith("3 requests are spans of Go goroutines")
     assert "2 goroutines served them" in note[0]
     plain = make_run(spans=SPANS, switches=[], runq=[])
     d = df_decompose(plain)
-    assert not [x for x in summary_dict(plain, d, df_bands(d))["warnings"] if "Go" in x]
+    assert not [x for x in summary_dict(Findings(plain, d, df_bands(d)))["warnings"] if "Go" in x]
 
 
 def test_span_run_report_and_compare_count_unreturned_calls(schema, tmp_path):

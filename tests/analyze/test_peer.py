@@ -12,6 +12,7 @@ from analyze.html import ReportInputs, render_report
 from analyze.peer import df_peer_runnable, df_peers
 from analyze.report import analyse, jsonable
 from analyze.schema import load_schema
+from analyze.findings import Findings
 from fixtures import MS, T0, make_run, off, req, rq, task, write_run
 
 CLIENT, SERVER = 100, 200
@@ -198,7 +199,7 @@ def test_no_peer_old_headline_and_no_peer_in_summary():
     assert np.isnan(a["decomp"]["peer_runnable_ns"]).all()
     assert a["bands"]["peer_runnable_ms"].isna().all()
     assert a["summary"]["peer"] is None
-    assert a["summary"]["headline"] == headline(a["decomp"], df_bands(a["decomp"]), run)
+    assert a["summary"]["headline"] == headline(Findings(run, a["decomp"], df_bands(a["decomp"])))
     assert "excess over the median is blocked time" in a["summary"]["headline"]
 
 

@@ -6,6 +6,7 @@ import pytest
 from fixtures import MS, make_run, off, req, rq, task
 from analyze.attribute import df_bands
 from analyze.decompose import df_decompose
+from analyze.findings import Findings
 from analyze.summary import summary_dict
 
 KEYS = {"workload", "conns", "workers", "requests", "errors", "throughput_rps", "latency_ms",
@@ -29,7 +30,7 @@ def small_run(meta=None):
 def test_keys_and_figures():
     run = small_run()
     d = df_decompose(run)
-    s = summary_dict(run, d, df_bands(d))
+    s = summary_dict(Findings(run, d, df_bands(d)))
     assert KEYS <= set(s)
     assert (s["workload"], s["conns"], s["workers"], s["requests"], s["errors"]) == ("pool", 2, 2, 4, 2)
     assert s["throughput_rps"] == pytest.approx(4 / 0.040)
@@ -54,7 +55,7 @@ def test_keys_and_figures():
 def test_lost_events_are_flagged():
     run = small_run(meta={"lost_events": {"runq": 5, "switches": 0}})
     d = df_decompose(run)
-    s = summary_dict(run, d, df_bands(d))
+    s = summary_dict(Findings(run, d, df_bands(d)))
     assert s["lost_events"] == {"runq": 5, "switches": 0} and s["lost_events_total"] == 5
     assert any(w.startswith("runq: 5 events lost") for w in s["warnings"])
     assert "Caution: events were lost (runq: 5)" in s["headline"]
@@ -63,7 +64,7 @@ def test_lost_events_are_flagged():
 def test_run_without_scheduler_streams_still_summarises():
     run = make_run(requests=[req(0, 1, 0, 10 * MS), req(1, 1, 10 * MS, 30 * MS)])
     d = df_decompose(run)
-    s = summary_dict(run, d, df_bands(d))
+    s = summary_dict(Findings(run, d, df_bands(d)))
     assert s["closure_ratio"] is None and s["sched"]["runq_p50_us"] is None
     assert s["attribution"]["≥P99"]["oncpu_ms"] is None
     assert "No scheduler events were recorded" in s["headline"]
@@ -76,7 +77,7 @@ def test_requests_without_valid_times_are_left_out_and_counted():
                    switches=[], runq=[], locks=[])
     d = df_decompose(run)
     assert d["id"].tolist() == [0, 1]
-    s = summary_dict(run, d, df_bands(d))
+    s = summary_dict(Findings(run, d, df_bands(d)))
     assert s["requests"] == 3 and s["errors"] == 1
     assert s["latency_ms"]["max"] == pytest.approx(10) and s["closure_ratio"] == 1.0
     assert s["throughput_rps"] == pytest.approx(2 / 0.030)
