@@ -180,20 +180,47 @@ void cost_loop_end(struct tt_cost *c)
 	c->t_end_ns = tt_now_ns();
 }
 
-/* Sum run_cnt / run_time_ns over the loaded programs of one object. */
-static void cost_read_object(struct tt_cost_mod *m, struct bpf_object *obj)
+/* The entry of out[0..*n) named name, made if missing (NULL: out is full). */
+static struct tt_cost_mod *cost_entry(struct tt_cost_mod *out, int *n, const char *name)
+{
+	for (int i = 0; i < *n; i++)
+		if (!strcmp(out[i].name, name))
+			return &out[i];
+	if (*n == TT_COST_MAX_MODS)
+		return NULL;
+	memset(&out[*n], 0, sizeof(out[*n]));
+	out[*n].name = name;
+	return &out[(*n)++];
+}
+
+/* Whose cost a program is: the part its name starts with, else the module's. */
+static const char *cost_owner(const struct tt_probe *mod, const char *prog)
+{
+	for (const struct tt_cost_part *p = mod->cost_parts; p && p->prefix; p++)
+		if (!strncmp(prog, p->prefix, strlen(p->prefix)))
+			return p->name;
+	return mod->name;
+}
+
+/* Sum run_cnt / run_time_ns over the loaded programs of one module's object,
+ * into its entries of out[0..*n). */
+static void cost_read_object(struct tt_cost_mod *out, int *n, const struct tt_probe *mod,
+			     struct bpf_object *obj)
 {
 	struct bpf_program *prog;
 
+	cost_entry(out, n, mod->name); /* the module's own, even with no program loaded */
 	bpf_object__for_each_program(prog, obj) {
 		struct bpf_prog_info info;
 		__u32 len = sizeof(info);
 		int fd = bpf_program__fd(prog);
+		struct tt_cost_mod *m;
 
-		if (fd < 0) /* not loaded (autoload off: another hook variant) */
+		if (fd < 0) /* not loaded (autoload off: another hook variant, an event off) */
 			continue;
 		memset(&info, 0, sizeof(info));
-		if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) ||
+		    !(m = cost_entry(out, n, cost_owner(mod, bpf_program__name(prog)))))
 			continue;
 		m->run_cnt += info.run_cnt;
 		m->run_time_ns += info.run_time_ns;
@@ -208,14 +235,11 @@ static int cost_read_mods(struct tt_cost_mod *out, const struct tt_probe *const 
 {
 	int n = 0;
 
-	for (int i = 0; i < nmods && n < TT_COST_MAX_MODS; i++) {
+	for (int i = 0; i < nmods; i++) {
 		struct bpf_object *obj = mods[i]->object ? mods[i]->object(states[i]) : NULL;
 
-		if (!obj)
-			continue;
-		memset(&out[n], 0, sizeof(out[n]));
-		out[n].name = mods[i]->name;
-		cost_read_object(&out[n++], obj);
+		if (obj)
+			cost_read_object(out, &n, mods[i], obj);
 	}
 	return n;
 }

@@ -53,11 +53,17 @@ bool features_privileged(void)
 	return (eff & (1ull << CAP_BPF)) && (eff & (1ull << CAP_PERFMON));
 }
 
+static const char *btf_path = "/sys/kernel/btf/vmlinux";
+
+void features_set_btf_path(const char *path)
+{
+	if (path && *path)
+		btf_path = path;
+}
+
 const char *features_btf_path(void)
 {
-	const char *p = getenv("TAILTRACE_BTF");
-
-	return p && *p ? p : "/sys/kernel/btf/vmlinux";
+	return btf_path;
 }
 
 /* r0 = 0; exit */
@@ -131,7 +137,7 @@ static bool probe_tracepoint(void)
 	return access(TRACEFS_SWITCH, R_OK) == 0;
 }
 
-static int parse_forced(const char *s, enum tt_hook *h)
+int features_hook_parse(const char *s, enum tt_hook *h)
 {
 	for (int i = 0; i <= TT_HOOK_TRACEPOINT; i++)
 		if (!strcmp(s, hook_names[i])) {
@@ -141,26 +147,20 @@ static int parse_forced(const char *s, enum tt_hook *h)
 	return -EINVAL;
 }
 
-int features_probe(char *err, size_t len)
+int features_probe(int want, char *err, size_t len)
 {
-	const char *force = getenv("TAILTRACE_HOOK");
-	enum tt_hook want = TT_HOOK_TP_BTF;
 	bool ok;
 
-	if (force && *force && parse_forced(force, &want)) {
-		snprintf(err, len, "TAILTRACE_HOOK=%s: use tp_btf, raw_tp or tracepoint", force);
-		return -EINVAL;
-	}
-	for (int h = want; h <= TT_HOOK_TRACEPOINT; h++) {
+	for (int h = want < 0 ? TT_HOOK_TP_BTF : want; h <= TT_HOOK_TRACEPOINT; h++) {
 		ok = h == TT_HOOK_TP_BTF ? probe_tp_btf() :
 		     h == TT_HOOK_RAW_TP ? probe_raw_tp() : probe_tracepoint();
 		if (ok) {
 			chosen = (enum tt_hook)h;
 			return 0;
 		}
-		if (force && *force) {
-			snprintf(err, len, "TAILTRACE_HOOK=%s: this kernel cannot attach %s programs",
-				 force, hook_names[h]);
+		if (want >= 0) {
+			snprintf(err, len, "--debug hook=%s: this kernel cannot attach %s programs",
+				 hook_names[h], hook_names[h]);
 			return -EOPNOTSUPP;
 		}
 	}

@@ -2,7 +2,7 @@
 /*
  * Kernel feature probes: which hook type the scheduler probes use
  * (tp_btf, else raw_tp, else classic tracepoints), BTF, privileges.
- * TAILTRACE_HOOK=raw_tp|tracepoint forces a fallback (tests, old kernels).
+ * tailtrace --debug hook=raw_tp|tracepoint forces a fallback (tests, old kernels).
  */
 #ifndef TT_FEATURES_H
 #define TT_FEATURES_H
@@ -18,10 +18,14 @@ enum tt_hook {
 
 /* Root, or CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN)? */
 bool features_privileged(void);
-/* The kernel BTF path ($TAILTRACE_BTF overrides /sys/kernel/btf/vmlinux, for tests). */
+/* The kernel BTF path: /sys/kernel/btf/vmlinux, or path (--debug btf=PATH, for tests). */
+void features_set_btf_path(const char *path);
 const char *features_btf_path(void);
-/* Pick the best hook type that loads and attaches here; 0 or -errno with err. */
-int features_probe(char *err, size_t len);
+/* "tp_btf", "raw_tp" or "tracepoint" -> *h: 0, or -EINVAL. */
+int features_hook_parse(const char *s, enum tt_hook *h);
+/* Pick the best hook type from want on (want < 0: from tp_btf) that loads and
+ * attaches here; 0 or -errno with err. */
+int features_probe(int want, char *err, size_t len);
 enum tt_hook features_hook(void);
 const char *features_hook_name(enum tt_hook h);
 /* Autoload exactly the programs of the chosen hook: names end in _btf, _raw, _tp.

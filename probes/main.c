@@ -26,7 +26,6 @@
 #include "features.h"
 #include "flight.h"
 #include "meta.h"
-#include "occupancy_out.h"
 #include "options.h"
 #include "registry.h"
 #include "syms.h"
@@ -42,9 +41,6 @@
 #define FLUSH_MS 150
 #define SYMS_REFRESH_NS 1000000000ull
 #define SYMS_FIRST_REFRESH_NS 5000000ull
-
-/* From the locks module, when linked in (aggregate histograms). */
-int locks_print_hist(void *state, FILE *out) __attribute__((weak));
 
 static volatile sig_atomic_t exiting;
 static volatile sig_atomic_t got_signal;
@@ -266,18 +262,6 @@ static int exporter_prepare(struct loader *L)
 	return ret;
 }
 
-static struct bpf_map *module_map(struct loader *L, const char *name)
-{
-	for (int i = 0; i < L->nmods; i++) {
-		struct bpf_object *obj = L->mods[i]->object ? L->mods[i]->object(L->states[i]) : NULL;
-		struct bpf_map *m = obj ? bpf_object__find_map_by_name(obj, name) : NULL;
-
-		if (m && bpf_map__max_entries(m) > 1) /* 1: sized down, not in use */
-			return m;
-	}
-	return NULL;
-}
-
 static void stats_collect(struct loader *L);
 
 /* ---- --flight-recorder ---------------------------------------------------- */
@@ -442,15 +426,14 @@ static void exporter_extra(void *arg, FILE *f, int fmt)
 static void exporter_connect(struct loader *L)
 {
 	struct exporter_source src = {
-		.runq = module_map(L, "runq_hist"), .offcpu = module_map(L, "offcpu_hist"),
-		.migrate = module_map(L, "migrate_hist"), .tasks = module_map(L, "tasks"),
-		.blame = occ_wanted(&L->cli.opts) && !occ_records_wanted(&L->cli.opts) ?
-				 module_map(L, "occ_blame") : NULL,
 		.stats = exporter_stats, .drain = L->cli.opts.aggregate ? drain_all : NULL,
 		.self_cpu = exporter_self_cpu, .extra = exporter_extra, .arg = L };
 
 	if (!L->ex)
 		return;
+	for (int i = 0; i < L->nmods; i++) /* the maps it serves, from their modules */
+		if (L->mods[i]->export)
+			L->mods[i]->export(L->states[i], &src);
 	exporter_set_source(L->ex, &src);
 	fprintf(stderr, "tailtrace: serving metrics on http://%s/metrics\n", exporter_address(L->ex));
 }
@@ -650,9 +633,6 @@ static void print_aggregate(struct loader *L)
 {
 	int err = aggregate_write(L->cli.opts.out_dir, stdout, L->cli.opts.verbose);
 
-	for (int i = 0; i < L->nmods; i++)
-		if (!strcmp(L->mods[i]->name, "locks") && locks_print_hist)
-			locks_print_hist(L->states[i], stdout);
 	fflush(stdout);
 	if (err)
 		fprintf(stderr, "tailtrace: writing aggregate.json: %s\n", strerror(-err));
@@ -715,8 +695,6 @@ static void cleanup(struct loader *L)
 	for (int i = L->nmods - 1; i >= 0; i--)
 		L->mods[i]->destroy(L->states[i]);
 	cost_disable(&L->cost);
-	for (int i = 0; i < L->ctx.nshared; i++)
-		close(L->ctx.shared[i].fd);
 	syms_set_free(L->ctx.syms);
 	if (L->have_child && !L->child.reaped)
 		target_child_stop(&L->child, 2000);
@@ -801,10 +779,11 @@ int main(int argc, char **argv)
 	L.meta.argv = argv;
 	L.meta.opts = &L.cli.opts;
 	libbpf_set_print(libbpf_print);
+	features_set_btf_path(L.cli.opts.debug.btf);
 	signals_install();
 	if (preflight(&L) || events_resolve(&L))
 		return 1;
-	if (features_probe(err, sizeof(err))) {
+	if (features_probe(L.cli.opts.debug.hook, err, sizeof(err))) {
 		die_line(err);
 		return 1;
 	}

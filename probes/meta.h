@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* meta.json of a run directory (shared/design.md, docs/probes.md). */
+/* meta.json of a run directory (docs/architecture.md, docs/probes.md). */
 #ifndef TT_META_H
 #define TT_META_H
 #include <stdbool.h>

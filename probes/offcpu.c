@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
-#include <json_out.h>
 
 #include "sched.h"
+#include "stacks_out.h"
 #include "syms.h"
 
 
@@ -108,72 +108,18 @@ struct symctx {
 	struct tt_syms_set *syms;    /* the loader's, one per process (syms_set.c) */
 };
 
-static struct tt_syms *syms_for(struct symctx *c, int pid)
-{
-	return syms_set_get(c->syms, pid, true);
-}
-
-/* The tracing machinery that ran our program sits on top of every kernel
- * stack taken at sched_switch (bpf_prog_*, bpf_trace_run4, __traceiter_*...):
- * the stack proper starts below it. */
-static bool tracing_frame(const char *f)
-{
-	static const char *const prefixes[] = { "bpf_prog_", "bpf_trace_run", "__traceiter_",
-						"__bpf_trace_", "perf_trace_", "trace_call_bpf",
-						"bpf_get_stack", "trace_event_raw_event_" };
-
-	for (unsigned i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
-		if (!strncmp(f, prefixes[i], strlen(prefixes[i])))
-			return true;
-	return false;
-}
-
-static int trim_tracing(char frames[][256], int n)
-{
-	int skip = 0;
-
-	for (int i = 0; i < n && i < 8; i++)
-		if (tracing_frame(frames[i]))
-			skip = i + 1;
-	if (skip)
-		memmove(frames, frames + skip, (size_t)(n - skip) * sizeof(frames[0]));
-	return n - skip;
-}
-
 /* Frames of one stack, leaf first; returns the count (0 if unreadable). */
 static int stack_frames(struct symctx *c, int32_t id, bool user, int pid,
-			char frames[][256], int max)
+			char frames[][STACKS_FRAME_LEN])
 {
 	__u64 ips[SCHED_STACK_DEPTH];
-	struct tt_syms *s = user ? syms_for(c, pid) : NULL;
-	int n = 0;
-
 	int32_t key = id % SCHED_STACK_ENTRIES;
 
 	if (id < 0 || id >= SCHED_STACK_IDS ||
 	    bpf_map_lookup_elem(c->fds[id / SCHED_STACK_ENTRIES], &key, ips))
 		return 0;
-	for (; n < SCHED_STACK_DEPTH && n < max && ips[n]; n++) {
-		if (user && s)
-			syms_resolve(s, ips[n], frames[n], 256);
-		else if (!user && c->ksyms)
-			ksyms_resolve(c->ksyms, ips[n], frames[n], 256);
-		else
-			snprintf(frames[n], 256, "[unknown] (0x%llx)", (unsigned long long)ips[n]);
-	}
-	return user ? n : trim_tracing(frames, n);
-}
-
-static void stack_json(FILE *f, int32_t id, bool user, char frames[][256], int n)
-{
-	fprintf(f, "{\"stream\":\"offcpu\",\"id\":%d,\"kind\":\"%s\",\"frames\":[", id,
-		user ? "user" : "kernel");
-	for (int i = 0; i < n; i++) {
-		if (i)
-			fputc(',', f);
-		json_write_string(f, frames[i]);
-	}
-	fputs("]}\n", f);
+	return stacks_resolve(ips, SCHED_STACK_DEPTH, user,
+			      user ? syms_set_get(c->syms, pid, true) : NULL, c->ksyms, frames);
 }
 
 /* Folded frame: the function name only ("foo+0x1a (lib)" -> "foo"). */
@@ -212,14 +158,14 @@ struct seen {
 static void write_entry(struct symctx *c, struct seen *seen, FILE *js, FILE *fold,
 			const struct acc_entry *e, const char *comm)
 {
-	static char kf[SCHED_STACK_DEPTH][256], uf[SCHED_STACK_DEPTH][256];
-	int nk = stack_frames(c, e->kid, false, (int)e->pid, kf, SCHED_STACK_DEPTH);
-	int nu = stack_frames(c, e->uid, true, (int)e->pid, uf, SCHED_STACK_DEPTH);
+	static char kf[SCHED_STACK_DEPTH][STACKS_FRAME_LEN], uf[SCHED_STACK_DEPTH][STACKS_FRAME_LEN];
+	int nk = stack_frames(c, e->kid, false, (int)e->pid, kf);
+	int nu = stack_frames(c, e->uid, true, (int)e->pid, uf);
 
 	if (e->kid >= 0 && e->kid < SCHED_STACK_IDS && !seen->k[e->kid]++)
-		stack_json(js, e->kid, false, kf, nk);
+		stacks_json_write(js, "offcpu", e->kid, false, kf, nk);
 	if (e->uid >= 0 && e->uid < SCHED_STACK_IDS && !seen->u[e->uid]++)
-		stack_json(js, e->uid, true, uf, nu);
+		stacks_json_write(js, "offcpu", e->uid, true, uf, nu);
 	if (e->sum_ns < 1000)
 		return;
 	for (const char *p = comm; *p; p++)
@@ -245,7 +191,7 @@ int offcpu_write(struct offcpu_acc *a, const char *dir, const int stack_fds[SCHE
 {
 	struct symctx c = { .syms = syms };
 	struct seen *seen = calloc(1, sizeof(*seen));
-	FILE *js = open_in(dir, "stacks.jsonl", "a"), *fold = open_in(dir, "offcpu.folded", "w");
+	FILE *js = stacks_json_open(dir), *fold = open_in(dir, "offcpu.folded", "w");
 	int err = 0;
 
 	if (!seen || !js || !fold) {

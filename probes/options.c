@@ -11,6 +11,7 @@
 
 #include "cost.h"
 #include "exporter.h"
+#include "features.h"
 #include "flight.h"
 #include "options.h"
 #include "registry.h"
@@ -26,83 +27,183 @@ static const struct {
 };
 #define N_EVENTS (sizeof(event_names) / sizeof(event_names[0]))
 
+enum { OPT_FLIGHT = 256, OPT_TRIGGER, OPT_WARMUP, OPT_FLIGHT_MB, OPT_MARGIN, OPT_MAX_CAPTURES,
+       OPT_MAX_DISK, OPT_DEBUG };
+
+/*
+ * Every option once: its getopt entry and its help. An entry without a name is
+ * a help line only (a heading, or -- CMD). help is a printf format whose
+ * conversions take args[] in order; its lines after the first are indented to
+ * the help column.
+ */
+static const struct opt_spec {
+	const char *name, *arg; /* long name, value's name (NULL: takes none) */
+	int val;                /* short option, or OPT_* */
+	const char *help;
+	long args[4];
+} opt_table[] = {
+	{ .help = "Target (one of; default: -- CMD):" },
+	{ .help = "  -- CMD ARGS         run CMD, traced from its first instruction; exit with its status" },
+	{ .name = "pid", .arg = "PID", .val = 'p', .help =
+	  "all threads of a running process, present and future" },
+	{ .name = "comm", .arg = "NAME", .val = 'c', .help =
+	  "processes whose name (comm) is NAME" },
+	{ .name = "cgroup", .arg = "PATH", .val = 'g', .help =
+	  "tasks in this cgroup v2 (path, absolute or under the cgroup2 mount)" },
+	{ .name = "all", .arg = NULL, .val = 'a', .help = "system-wide" },
+	{ .name = "also-pid", .arg = "PID", .val = 'P', .help =
+	  "also trace the scheduler events of PID (with -- CMD or --pid; e.g. the\n"
+	  "server the target talks to); repeatable, max %ld. Uprobes stay on the target",
+	  .args = { TT_MAX_ALSO_PIDS } },
+	{ .help = "Options:" },
+	{ .name = "duration", .arg = "S", .val = 'd', .help =
+	  "stop after S seconds (default: 0 = when the target exits or on SIGINT)" },
+	{ .name = "out", .arg = "DIR", .val = 'o', .help =
+	  "run directory (default: results/<UTC time>-tailtrace)" },
+	{ .name = "events", .arg = "LIST", .val = 'e', .help =
+	  "runq,switch,offcpu,cpu,irq,locks,spans (default: runq,switch,offcpu,cpu;\n"
+	  "cpu: who held the CPU while traced threads waited, any task; irq adds\n"
+	  "the interrupts among them (hard IRQs, local timer, softirqs; ~0.3 us for\n"
+	  "the interrupts of every CPU); spans is added by --span; locks adds pthread\n"
+	  "mutex uprobes for exact hold times, ~0.5 us a hit, three a lock/unlock\n"
+	  "pair: lock waits are in the default)" },
+	{ .name = "span", .arg = "BIN:SYM", .val = 's', .help =
+	  "record calls of SYM in BIN (path or library name) as spans; repeatable, max %ld\n"
+	  "--span usdt:BIN:PROVIDER:NAME: a span from USDT probe NAME__start to\n"
+	  "NAME__done (or _start/_begin to _end/_done; NAME may be START,END), paired\n"
+	  "by their first argument (a request id) if both have one, else by thread;\n"
+	  "the end probe's second argument is the span's return value",
+	  .args = { TT_MAX_SPANS } },
+	{ .name = "span-exit", .arg = "MODE", .val = 'X', .help =
+	  "how spans end: auto (default: a uretprobe, unless the function's file\n"
+	  "has exception machinery or is Go: then ret), uretprobe, or ret\n"
+	  "(uprobes on every return instruction: nothing on the stack is\n"
+	  "touched, ~15 us a return on a VM). tailtrace prints each span's\n"
+	  "sites and cost" },
+	{ .name = "ringbuf-mb", .arg = "N", .val = 'r', .help =
+	  "ring buffer per stream in MiB, rounded up to a power of two\n"
+	  "(default: %ld; 0 = one page, to test loss reporting)",
+	  .args = { TT_DEFAULT_RINGBUF_MB } },
+	{ .name = "min-offcpu-us", .arg = "N", .val = 'm', .help =
+	  "keep off-CPU stacks only for intervals >= N us\n"
+	  "(default: 0 for a filtered target, %ld with --all)",
+	  .args = { TT_DEFAULT_MIN_OFFCPU_ALL_US } },
+	{ .name = "aggregate", .arg = NULL, .val = 'A', .help =
+	  "in-kernel histograms only (aggregate.json), no per-event records;\n"
+	  "run-queue waits from the kernel's own accounting (schedstat), from\n"
+	  "the enqueue as runqlat (--debug runq-waking: from sched_waking)" },
+	{ .name = "listen", .arg = "ADDR:PORT", .val = 'l', .help =
+	  "serve them as Prometheus metrics at http://ADDR:PORT/metrics\n"
+	  "(implies --aggregate; e.g. 127.0.0.1:9431, :9431 for every interface;\n"
+	  "runs until SIGINT/SIGTERM unless --duration or the target ends it)" },
+	{ .name = "top", .arg = "N", .val = 't', .help =
+	  "with --listen: the N most active processes get their own series,\n"
+	  "the rest are counted in comm=\"other\" (default %ld, max %ld); with\n"
+	  "--events runq,switch,offcpu,cpu also their run-queue wait by what\n"
+	  "held the CPU, N antagonists each (opt-in: ~0.5%% of the machine more)",
+	  .args = { EXPORTER_DEFAULT_TOP, EXPORTER_MAX_TOP } },
+	{ .help = "Flight recorder (docs/flight-recorder.md):" },
+	{ .name = "flight-recorder", .arg = "SECONDS", .val = OPT_FLIGHT, .help =
+	  "keep the last SECONDS of records in memory and write\n"
+	  "nothing until a span ends above --trigger; then a capture: a run\n"
+	  "directory OUT/captures/NNNN of [start - margin, end + margin]" },
+	{ .name = "trigger", .arg = "EXPR", .val = OPT_TRIGGER, .help =
+	  "latency>5ms (ns, us, ms, s), or p99, p99.9: above the live percentile\n"
+	  "of the spans that ended in the last minute, once it holds\n"
+	  "--trigger-warmup N of them (default 10/(1-p): p99.9 10,000)\n"
+	  "(default " TT_DEFAULT_TRIGGER ")" },
+	{ .name = "trigger-warmup", .arg = "N", .val = OPT_WARMUP, .help =
+	  "spans seen before a percentile trigger fires" },
+	{ .name = "flight-mb", .arg = "N", .val = OPT_FLIGHT_MB, .help =
+	  "memory for records; past it they go early, counted (default: twice\n"
+	  "what SECONDS of the highest record rate seen take, 64 MB to %ld MB)",
+	  .args = { TT_DEFAULT_FLIGHT_MB } },
+	{ .name = "flight-margin-ms", .arg = "MS", .val = OPT_MARGIN, .help =
+	  "kept before and after a triggering span (default %ld)",
+	  .args = { TT_DEFAULT_MARGIN_MS } },
+	{ .name = "max-captures-per-min", .arg = "N", .val = OPT_MAX_CAPTURES, .help =
+	  "captures a minute at most; what it skips is counted (default %ld)",
+	  .args = { TT_DEFAULT_CAPTURES_PER_MIN } },
+	{ .name = "max-disk-mb", .arg = "N", .val = OPT_MAX_DISK, .help =
+	  "disk for captures at most; what it skips is counted (default %ld)",
+	  .args = { TT_DEFAULT_MAX_DISK_MB } },
+	{ .help = "Measuring tailtrace itself:" },
+	{ .name = "bpf-stats", .arg = "MODE", .val = 'B', .help =
+	  "the kernel's BPF run-time statistics behind the cost line: sampled\n"
+	  "(default: on %ld ms of every %ld ms for %ld s, then of every %ld ms (--listen:\n"
+	  "from the start), scaled; while on, every BPF program on the machine pays\n"
+	  "~50 ns a run), always (exact counts) or off",
+	  .args = { COST_SAMPLE_ON_MS, COST_SAMPLE_PERIOD_MS, COST_SAMPLE_DENSE_S, COST_SAMPLE_SPARSE_MS } },
+	{ .name = "toggle-ms", .arg = "MS", .val = 'T', .help =
+	  "for overhead benchmarks (bench/overhead_interleave.sh): detach every\n"
+	  "program after MS ms, attach them again MS ms later, and so on (times in\n"
+	  "OUT/toggles.txt); the run's records and histograms then have holes" },
+	{ .name = "debug", .arg = "FEAT[,FEAT]", .val = OPT_DEBUG, .help =
+	  "alternative code paths, for tests and old kernels: hook=raw_tp or\n"
+	  "hook=tracepoint (force a fallback hook type), btf=PATH (kernel BTF\n"
+	  "file), split-switch (one sched_switch program per event), runq-waking\n"
+	  "(--aggregate: waits from sched_waking), exact-stacks (unwind at every\n"
+	  "switch-out; no stack cache)" },
+	{ .name = "verbose", .arg = NULL, .val = 'v', .help =
+	  "more messages (repeat for libbpf debug output)" },
+	{ .name = "help", .arg = NULL, .val = 'h', .help = "this help" },
+};
+#define N_OPTS (sizeof(opt_table) / sizeof(opt_table[0]))
+#define HELP_COL 22
+
+static void usage_entry(FILE *out, const struct opt_spec *o)
+{
+	char head[64], text[1024];
+	const char *line = text, *nl;
+
+	if (!o->name) {
+		fprintf(out, "%s\n", o->help);
+		return;
+	}
+	if (o->val < 256)
+		snprintf(head, sizeof(head), "  -%c, --%s%s%s", o->val, o->name, o->arg ? " " : "",
+			 o->arg ? o->arg : "");
+	else
+		snprintf(head, sizeof(head), "      --%s%s%s", o->name, o->arg ? " " : "",
+			 o->arg ? o->arg : "");
+	snprintf(text, sizeof(text), o->help, o->args[0], o->args[1], o->args[2], o->args[3]);
+	fprintf(out, "%-*s  ", HELP_COL - 2, head);
+	for (; (nl = strchr(line, '\n')); line = nl + 1)
+		fprintf(out, "%.*s\n%*s", (int)(nl - line), line, HELP_COL, "");
+	fprintf(out, "%s\n", line);
+}
+
 void options_usage(FILE *out)
 {
 	fprintf(out,
-"Usage: tailtrace [--pid PID | --comm NAME | --cgroup PATH | --all] [options] [-- CMD ARGS]\n"
-"Record what the scheduler did to a workload's threads (run-queue waits, context\n"
-"switches, off-CPU stacks, mutex hold/wait, spans) into a run directory.\n"
-"\n"
-"Target (one of; default: -- CMD):\n"
-"  -- CMD ARGS         run CMD, traced from its first instruction; exit with its status\n"
-"  -p, --pid PID       all threads of a running process, present and future\n"
-"  -c, --comm NAME     processes whose name (comm) is NAME\n"
-"  -g, --cgroup PATH   tasks in this cgroup v2 (path, absolute or under the cgroup2 mount)\n"
-"  -a, --all           system-wide\n"
-"  -P, --also-pid PID  also trace the scheduler events of PID (with -- CMD or --pid; e.g. the\n"
-"                      server the target talks to); repeatable, max %d. Uprobes stay on the target\n"
-"Options:\n"
-"  -d, --duration S    stop after S seconds (default: 0 = when the target exits or on SIGINT)\n"
-"  -o, --out DIR       run directory (default: results/<UTC time>-tailtrace)\n"
-"  -e, --events LIST   runq,switch,offcpu,cpu,irq,locks,spans (default: runq,switch,offcpu,cpu;\n"
-"                      cpu: who held the CPU while traced threads waited, any task; irq adds\n"
-"                      the interrupts among them (hard IRQs, local timer, softirqs; ~0.3 us for\n"
-"                      the interrupts of every CPU); spans is\n"
-"                      added by --span; locks adds pthread mutex uprobes for exact hold\n"
-"                      times, ~0.5 us a hit, three a lock/unlock pair: lock waits are in\n"
-"                      the default)\n"
-"  -s, --span BIN:SYM  record calls of SYM in BIN (path or library name) as spans; repeatable, max %d\n"
-"      --span usdt:BIN:PROVIDER:NAME  a span from USDT probe NAME__start to NAME__done (or\n"
-"                      _start/_begin to _end/_done; NAME may be START,END), paired by their\n"
-"                      first argument (a request id) if both have one, else by thread;\n"
-"                      the end probe's second argument is the span's return value\n"
-"  -X, --span-exit MODE  how spans end: auto (default: a uretprobe, unless the function's file\n"
-"                      has exception machinery or is Go: then ret), uretprobe, or ret\n"
-"                      (uprobes on every return instruction: nothing on the stack is\n"
-"                      touched, ~15 us a return on a VM). tailtrace prints each span's\n"
-"                      sites and cost\n"
-"  -r, --ringbuf-mb N  ring buffer per stream in MiB, rounded up to a power of two\n"
-"                      (default: %d; 0 = one page, to test loss reporting)\n"
-"  -m, --min-offcpu-us N  keep off-CPU stacks only for intervals >= N us\n"
-"                      (default: 0 for a filtered target, %d with --all)\n"
-"  -A, --aggregate     in-kernel histograms only (aggregate.json), no per-event records;\n"
-"                      run-queue waits from the kernel's own accounting (schedstat), from\n"
-"                      the enqueue as runqlat (TAILTRACE_RUNQ_WAKING=1: from sched_waking)\n"
-"  -l, --listen ADDR:PORT  serve them as Prometheus metrics at http://ADDR:PORT/metrics\n"
-"                      (implies --aggregate; e.g. 127.0.0.1:9431, :9431 for every interface;\n"
-"                      runs until SIGINT/SIGTERM unless --duration or the target ends it)\n"
-"  -t, --top N         with --listen: the N most active processes get their own series,\n"
-"                      the rest are counted in comm=\"other\" (default %d, max %d); with\n"
-"                      --events runq,switch,offcpu,cpu also their run-queue wait by what\n"
-"                      held the CPU, N antagonists each (opt-in: ~0.5%% of the machine more)\n"
-"Flight recorder (docs/flight-recorder.md):\n"
-"      --flight-recorder SECONDS  keep the last SECONDS of records in memory and write\n"
-"                      nothing until a span ends above --trigger; then a capture: a run\n"
-"                      directory OUT/captures/NNNN of [start - margin, end + margin]\n"
-"      --trigger EXPR  latency>5ms (ns, us, ms, s), or p99, p99.9: above the live percentile\n"
-"                      of the spans that ended in the last minute, once it holds\n"
-"                      --trigger-warmup N of them (default 10/(1-p): p99.9 10,000)\n"
-"                      (default " TT_DEFAULT_TRIGGER ")\n"
-"      --flight-mb N   memory for records; past it they go early, counted (default: twice\n"
-"                      what SECONDS of the highest record rate seen take, 64 MB to %d MB)\n"
-"      --flight-margin-ms MS  kept before and after a triggering span (default %d)\n"
-"      --max-captures-per-min N, --max-disk-mb N  limits; what they skip is counted\n"
-"                      (default %d a minute, %d MB)\n"
-"  -B, --bpf-stats MODE  the kernel's BPF run-time statistics behind the cost line: sampled\n"
-"                      (default: on %d ms of every %d ms for %d s, then of every %d ms (--listen:\n"
-"                      from the start), scaled; while on, every BPF program on the machine pays\n"
-"                      ~50 ns a run), always (exact counts) or off\n"
-"  -T, --toggle-ms MS  for overhead benchmarks (bench/overhead_interleave.sh): detach every\n"
-"                      program after MS ms, attach them again MS ms later, and so on (times in\n"
-"                      OUT/toggles.txt); the run's records and histograms then have holes\n"
-"  -v, --verbose       more messages (repeat for libbpf debug output)\n"
-"  -h, --help          this help\n"
-"Environment: TAILTRACE_HOOK=raw_tp|tracepoint forces a fallback hook type.\n",
-		TT_MAX_ALSO_PIDS, TT_MAX_SPANS, TT_DEFAULT_RINGBUF_MB, TT_DEFAULT_MIN_OFFCPU_ALL_US,
-		EXPORTER_DEFAULT_TOP, EXPORTER_MAX_TOP, TT_DEFAULT_FLIGHT_MB, TT_DEFAULT_MARGIN_MS,
-		TT_DEFAULT_CAPTURES_PER_MIN, TT_DEFAULT_MAX_DISK_MB, COST_SAMPLE_ON_MS,
-		COST_SAMPLE_PERIOD_MS,
-		COST_SAMPLE_DENSE_S, COST_SAMPLE_SPARSE_MS);
+		"Usage: tailtrace [--pid PID | --comm NAME | --cgroup PATH | --all] [options] [-- CMD ARGS]\n"
+		"Record what the scheduler did to a workload's threads (run-queue waits, context\n"
+		"switches, off-CPU stacks, mutex hold/wait, spans) into a run directory.\n\n");
+	for (size_t i = 0; i < N_OPTS; i++)
+		usage_entry(out, &opt_table[i]);
+}
+
+/* getopt_long's tables, from opt_table. */
+static void opts_getopt(struct option *longs, char *shorts)
+{
+	size_t n = 0, k = 0;
+
+	shorts[k++] = '+';
+	for (size_t i = 0; i < N_OPTS; i++) {
+		const struct opt_spec *o = &opt_table[i];
+
+		if (!o->name)
+			continue;
+		longs[n++] = (struct option){ o->name, o->arg ? required_argument : no_argument, NULL,
+					      o->val };
+		if (o->val < 256) {
+			shorts[k++] = (char)o->val;
+			if (o->arg)
+				shorts[k++] = ':';
+		}
+	}
+	longs[n] = (struct option){ 0 };
+	shorts[k] = '\0';
 }
 
 const char *options_events_str(unsigned events, char *buf, size_t len)
@@ -131,8 +232,10 @@ static int parse_events(const char *s, unsigned *mask, char *err, size_t len)
 		for (i = 0; i < N_EVENTS && strcmp(tok, event_names[i].name); i++)
 			;
 		if (i == N_EVENTS) {
-			snprintf(err, len, "unknown event '%s' in --events: choose from "
-				 "runq,switch,offcpu,locks,spans", tok);
+			char all[128];
+
+			options_events_str((TT_EV_LAST << 1) - 1, all, sizeof(all));
+			snprintf(err, len, "unknown event '%s' in --events: choose from %s", tok, all);
 			ret = -EINVAL;
 		} else {
 			*mask |= event_names[i].bit;
@@ -143,6 +246,37 @@ static int parse_events(const char *s, unsigned *mask, char *err, size_t len)
 		snprintf(err, len, "--events is empty: give e.g. --events runq,switch");
 		ret = -EINVAL;
 	}
+	return ret;
+}
+
+/* --debug FEAT[,FEAT]: struct tt_debug. */
+static int parse_debug(struct tt_debug *d, const char *s, char *err, size_t len)
+{
+	char *dup = strdup(s), *save = NULL, *tok;
+	int ret = 0;
+
+	if (!dup)
+		return -ENOMEM;
+	for (tok = strtok_r(dup, ",", &save); tok && !ret; tok = strtok_r(NULL, ",", &save)) {
+		enum tt_hook h;
+
+		if (!strcmp(tok, "split-switch"))
+			d->split_switch = true;
+		else if (!strcmp(tok, "runq-waking"))
+			d->runq_waking = true;
+		else if (!strcmp(tok, "exact-stacks"))
+			d->exact_stacks = true;
+		else if (!strncmp(tok, "hook=", 5) && !features_hook_parse(tok + 5, &h))
+			d->hook = (int)h;
+		else if (!strncmp(tok, "btf=", 4) && tok[4])
+			d->btf = strdup(tok + 4); /* kept for the whole run */
+		else {
+			snprintf(err, len, "--debug '%s': give hook=tp_btf|raw_tp|tracepoint, btf=PATH, "
+				 "split-switch, runq-waking or exact-stacks", tok);
+			ret = -EINVAL;
+		}
+	}
+	free(dup);
 	return ret;
 }
 
@@ -234,39 +368,6 @@ static void default_out(struct tt_cli *cli)
 	cli->opts.out_dir = cli->out_buf;
 }
 
-enum { OPT_FLIGHT = 256, OPT_TRIGGER, OPT_WARMUP, OPT_FLIGHT_MB, OPT_MARGIN, OPT_MAX_CAPTURES,
-       OPT_MAX_DISK };
-
-static const struct option long_opts[] = {
-	{ "pid", required_argument, NULL, 'p' },
-	{ "comm", required_argument, NULL, 'c' },
-	{ "cgroup", required_argument, NULL, 'g' },
-	{ "all", no_argument, NULL, 'a' },
-	{ "also-pid", required_argument, NULL, 'P' },
-	{ "duration", required_argument, NULL, 'd' },
-	{ "out", required_argument, NULL, 'o' },
-	{ "events", required_argument, NULL, 'e' },
-	{ "span", required_argument, NULL, 's' },
-	{ "span-exit", required_argument, NULL, 'X' },
-	{ "ringbuf-mb", required_argument, NULL, 'r' },
-	{ "min-offcpu-us", required_argument, NULL, 'm' },
-	{ "aggregate", no_argument, NULL, 'A' },
-	{ "listen", required_argument, NULL, 'l' },
-	{ "top", required_argument, NULL, 't' },
-	{ "bpf-stats", required_argument, NULL, 'B' },
-	{ "toggle-ms", required_argument, NULL, 'T' },
-	{ "flight-recorder", required_argument, NULL, OPT_FLIGHT },
-	{ "trigger", required_argument, NULL, OPT_TRIGGER },
-	{ "trigger-warmup", required_argument, NULL, OPT_WARMUP },
-	{ "flight-mb", required_argument, NULL, OPT_FLIGHT_MB },
-	{ "flight-margin-ms", required_argument, NULL, OPT_MARGIN },
-	{ "max-captures-per-min", required_argument, NULL, OPT_MAX_CAPTURES },
-	{ "max-disk-mb", required_argument, NULL, OPT_MAX_DISK },
-	{ "verbose", no_argument, NULL, 'v' },
-	{ "help", no_argument, NULL, 'h' },
-	{ 0 },
-};
-
 static int parse_flight_num(struct tt_opts *o, int c, const char *arg, char *err, size_t len);
 
 static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len)
@@ -346,6 +447,7 @@ static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len
 		o->toggle_ms = (unsigned)v;
 		return 0;
 	case 'v': o->verbose++; return 0;
+	case OPT_DEBUG: return parse_debug(&o->debug, arg, err, len);
 	case OPT_FLIGHT: return parse_num("--flight-recorder", arg, 1, 86400, &o->flight_s, err, len);
 	case OPT_TRIGGER: o->trigger = arg; return 0;
 	default:
@@ -449,6 +551,8 @@ static int check_flight(struct tt_cli *cli, char *err, size_t len)
 int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t len)
 {
 	struct tt_opts *o = &cli->opts;
+	struct option longs[N_OPTS + 1];
+	char shorts[2 * N_OPTS + 2];
 	int c;
 
 	memset(cli, 0, sizeof(*cli));
@@ -457,8 +561,10 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 	o->events = TT_DEFAULT_EVENTS;
 	o->ringbuf_mb = TT_DEFAULT_RINGBUF_MB;
 	o->flight_margin_ms = UINT_MAX; /* not given */
+	o->debug.hook = -1;
+	opts_getopt(longs, shorts);
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+p:P:c:g:ad:o:e:s:X:r:m:Al:t:B:T:vh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
 		if (c == 'h') {
 			options_usage(stdout);
 			return 1;

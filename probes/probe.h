@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The contract between the tailtrace loader (main.c) and each probe module
- * (runq.c, sched.c, locks.c, spans.c). One probe = x.bpf.c + x.c + x.h:
+ * (sched.c with its runq part runq.c, locks.c, spans.c). One probe = x.bpf.c + x.c + x.h:
  *   x.h      only types shared with the BPF side (records live in records.h)
  *   x.bpf.c  the BPF programs (tp_btf / raw_tp / tracepoint variants sharing one static function)
  *   x.c      this interface: open -> configure (const volatile) -> load -> attach,
@@ -20,7 +20,6 @@
 
 #define TT_MAX_SPANS 8
 #define TT_MAX_ALSO_PIDS 4 /* --also-pid: more processes traced beside the target */
-#define TT_SHARED_MAPS 16
 
 enum tt_event {
 	TT_EV_RUNQ = 1u << 0,
@@ -69,10 +68,18 @@ struct tt_opts {
 	unsigned flight_margin_ms;
 	unsigned max_captures_per_min;
 	unsigned max_disk_mb;
+	struct tt_debug {     /* --debug: alternative code paths (tests, old kernels) */
+		int hook;             /* enum tt_hook (features.h) forced, or -1 */
+		const char *btf;      /* kernel BTF file (NULL: /sys/kernel/btf/vmlinux) */
+		bool split_switch;    /* one sched_switch program per event */
+		bool runq_waking;     /* --aggregate: waits from sched_waking, not schedstat */
+		bool exact_stacks;    /* unwind at every switch-out: no stack cache */
+	} debug;
 };
 
 struct tt_syms_set;
 struct recfile;
+struct exporter_source;
 struct flight;
 struct flight_store;
 
@@ -107,12 +114,13 @@ struct tt_ctx {
 	char err[256];           /* one-line reason when a call fails */
 	char target_exe[PATH_MAX]; /* the traced program's executable, "" if unknown */
 	uint64_t cgroup_id;      /* resolved --cgroup (cgroup v2 id), 0: none */
-	/* BPF maps shared by the modules' objects (probe_share_maps_*): the
-	 * sched_switch clock, and runq's state when sched's switch program does
-	 * runq's work too (runq_switch.bpf.h) */
-	struct { const char *name; int fd; } shared[TT_SHARED_MAPS];
-	int nshared;
 	struct flight *flight;   /* --flight-recorder: records go to memory (NULL: to out_dir) */
+};
+
+/* Programs whose name starts with prefix count their cost (meta.json cost.bpf)
+ * under name instead of the module's. */
+struct tt_cost_part {
+	const char *prefix, *name;
 };
 
 /* A probe module. setup() does open/configure/load/attach and adds its ring
@@ -137,6 +145,10 @@ struct tt_probe {
 	/* Optional (--flight-recorder): the side files finish() would write, for
 	 * the records of one capture, into cap->dir (its records are there). */
 	int (*capture)(struct tt_ctx *ctx, void *state, const struct tt_capture *cap);
+	/* Optional (--listen): the module's maps the exporter serves, into src. */
+	void (*export)(void *state, struct exporter_source *src);
+	/* Optional: cost by program-name prefix, up to a { NULL } entry. */
+	const struct tt_cost_part *cost_parts;
 };
 
 /* A module's record stream: DIR/<kind>.bin, or the flight recorder's memory. */
@@ -153,20 +165,13 @@ int probe_flush(struct recfile *f, int *write_err);
 int probe_write_error(void);
 /* Helper for modules: one __u64 counter of a PERCPU_ARRAY map, summed over
  * the CPUs; 0 if it cannot be read. */
-/* Maps that two modules' objects define alike and must share, by name: the
- * per-CPU sched_switch clock (switch_clock.bpf.h: one timestamp per switch for
- * every stream) and runq's state (runq_switch.bpf.h). The first module to
- * load publishes them (_after_load, after a successful load); the others
- * reuse them (_before_load, between open and load). */
-int probe_share_maps_before_load(struct tt_ctx *ctx, struct bpf_object *obj);
-void probe_share_maps_after_load(struct tt_ctx *ctx, struct bpf_object *obj);
 /* Does sched's switch program do runq's switch work (runq_switch.bpf.h)? With
- * runq traced and a typed hook (tp_btf, raw_tp), unless TAILTRACE_SPLIT_SWITCH
- * is set (one program per module, for comparisons). */
+ * runq traced and a typed hook (tp_btf, raw_tp), unless --debug split-switch
+ * is set (runq's own switch program beside it, for comparisons). */
 bool probe_runq_in_sched(const struct tt_opts *opts);
 /* Are run-queue waits read from the kernel's own accounting
  * (runq_switch.bpf.h, runq_kacct)? With --aggregate under tp_btf on a kernel
- * with sched_info (features_sched_info), unless TAILTRACE_RUNQ_WAKING is set
+ * with sched_info (features_sched_info), unless --debug runq-waking
  * (waits from sched_waking, as the records measure them). */
 bool probe_runq_kacct(const struct tt_opts *opts);
 /* A module's tt_probe.toggle for its skeleton: detach every program, or bump

@@ -14,14 +14,13 @@
 #include "registry.h"
 
 extern const struct tt_probe probe_sched;
-extern const struct tt_probe probe_runq;
 extern const struct tt_probe probe_locks __attribute__((weak));
 extern const struct tt_probe probe_spans __attribute__((weak));
 
 int registry_modules(const struct tt_probe **out, int max)
 {
 	/* sched first: it owns the thread table every stream refers to. */
-	const struct tt_probe *all[] = { &probe_sched, &probe_runq, &probe_locks, &probe_spans };
+	const struct tt_probe *all[] = { &probe_sched, &probe_locks, &probe_spans };
 	int n = 0;
 
 	for (unsigned i = 0; i < sizeof(all) / sizeof(all[0]) && n < max; i++)
@@ -119,72 +118,16 @@ int probe_write_error(void)
 	return write_error;
 }
 
-static const char *const shared_maps[] = { "switch_clock", "runq_rb", "start_btf", "start_ids",
-					    "runq_hist", "runq_counters", "occ_ring", "occ_cpu",
-					    "occ_names", "occ_counters", "runq_scratch",
-					    "occ_known" };
-_Static_assert(sizeof(shared_maps) / sizeof(shared_maps[0]) <= TT_SHARED_MAPS,
-	       "struct tt_ctx.shared holds every shared map");
-
-/* The list's own copy of name (outlives every object), or NULL. */
-static const char *shareable(const char *name)
-{
-	for (unsigned i = 0; i < sizeof(shared_maps) / sizeof(shared_maps[0]); i++)
-		if (!strcmp(name, shared_maps[i]))
-			return shared_maps[i];
-	return NULL;
-}
-
-static int shared_fd(const struct tt_ctx *ctx, const char *name)
-{
-	for (int i = 0; i < ctx->nshared; i++)
-		if (!strcmp(ctx->shared[i].name, name))
-			return ctx->shared[i].fd;
-	return -1;
-}
-
-int probe_share_maps_before_load(struct tt_ctx *ctx, struct bpf_object *obj)
-{
-	struct bpf_map *m;
-
-	bpf_object__for_each_map(m, obj) {
-		int fd = shared_fd(ctx, bpf_map__name(m)), err;
-
-		if (fd >= 0 && bpf_map__autocreate(m) && (err = bpf_map__reuse_fd(m, fd)))
-			return err;
-	}
-	return 0;
-}
-
-void probe_share_maps_after_load(struct tt_ctx *ctx, struct bpf_object *obj)
-{
-	struct bpf_map *m;
-
-	bpf_object__for_each_map(m, obj) {
-		const char *name = shareable(bpf_map__name(m));
-		int fd;
-
-		if (!name || shared_fd(ctx, name) >= 0 || bpf_map__fd(m) < 0 ||
-		    ctx->nshared == TT_SHARED_MAPS)
-			continue;
-		fd = dup(bpf_map__fd(m)); /* outlives the module's skeleton */
-		if (fd >= 0) {
-			ctx->shared[ctx->nshared].name = name;
-			ctx->shared[ctx->nshared++].fd = fd;
-		}
-	}
-}
-
 bool probe_runq_in_sched(const struct tt_opts *opts)
 {
 	return (opts->events & TT_EV_RUNQ) && features_hook() != TT_HOOK_TRACEPOINT &&
-	       !getenv("TAILTRACE_SPLIT_SWITCH");
+	       !opts->debug.split_switch;
 }
 
 bool probe_runq_kacct(const struct tt_opts *opts)
 {
 	return opts->aggregate && (opts->events & TT_EV_RUNQ) && features_hook() == TT_HOOK_TP_BTF &&
-	       features_sched_info() && !getenv("TAILTRACE_RUNQ_WAKING");
+	       features_sched_info() && !opts->debug.runq_waking;
 }
 
 int probe_toggle_skeleton(struct bpf_object_skeleton *skel, __u32 *attach_gen, bool on)

@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Run-queue intervals at sched_switch: the state runq.bpf.c keeps per thread
- * and what a switch does to it, in one header so that one sched_switch
- * program can do it. The sched module's switch program (sched.bpf.c) does
- * this work too when runq is traced with a typed hook (with_runq): one
- * program per switch instead of two; the two objects then share these maps
- * (the loader's probe_share_*), and runq's own switch programs are not
- * loaded. The includer defines `aggregate` and `rb_wakeup_bytes`.
+ * Run-queue latency in the kernel: the state sched.bpf.c keeps per traced
+ * thread for the runq event and what a switch does to it. The switch records'
+ * program (sched.bpf.c switch_task) does this work too when runq is traced
+ * with a typed hook (with_runq): one program per switch; runq's own switch
+ * programs (runq_switch_*) load only for the classic tracepoints and --debug
+ * split-switch. The includer defines `aggregate` and `rb_wakeup_bytes`.
  *
  * Under tp_btf a thread's runq and sched state share one task-storage slot
  * (struct tt_thread): the switch program finds prev's and next's with one
@@ -227,7 +226,7 @@ static __always_inline void runq_emit(struct tt_thread *th, __u32 tid, __u32 pid
 }
 
 /* Move a thread's run-queue histograms into runq_hist: at its exit, and from
- * runq.bpf.c's drain iterator. */
+ * sched.bpf.c's drain iterator runq_drain_btf. */
 static __always_inline void runq_lhist_drain(struct tt_thread *th, __u32 tid, __u32 pid)
 {
 	__u32 id = hist_by_process ? pid : tid;

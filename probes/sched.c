@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * sched: loader side of sched.bpf.c. Streams switch records to switches.bin,
- * sums off-CPU time per stack while they arrive, and at the end writes
- * tasks.bin, stacks.jsonl and offcpu.folded (or the --aggregate histogram).
+ * sched: the loader side of the one scheduler BPF object (sched.bpf.c), for
+ * the runq, switch, offcpu, cpu and irq events. Streams switch records to
+ * switches.bin, sums off-CPU time per stack while they arrive, and at the end
+ * writes tasks.bin, stacks.jsonl and offcpu.folded (or the --aggregate
+ * histograms). The run-queue records and the CPU occupancy are its runq part
+ * (runq.c, runq_part.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +15,7 @@
 
 #include <recfile.h>
 #include "aggregate.h"
+#include "exporter.h"
 #include "features.h"
 #include "occupancy_out.h"
 #include "syms.h"
@@ -19,6 +23,7 @@
 #include "flight_store.h"
 #include "offcpu.h"
 #include "registry.h"
+#include "runq_part.h"
 #include "sched.h"
 #include "sched.skel.h"
 
@@ -34,6 +39,7 @@ struct sched_state {
 	bool flight;              /* --flight-recorder: stacks are summed per capture */
 	struct tt_ksyms *ksyms;   /* read at the first capture, kept for the next */
 	struct tt_syms_set *syms; /* the loader's: processes seen are noted in it */
+	struct runq_part rq;      /* the runq, cpu and irq events */
 };
 
 /* The stack map and its spill maps, in id order (sched.h). */
@@ -82,7 +88,7 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	s->rodata->emit_switch = (o->events & TT_EV_SWITCH) != 0;
 	s->rodata->want_stacks = (o->events & TT_EV_OFFCPU) != 0;
 	s->rodata->min_offcpu_ns = o->min_offcpu_us * 1000;
-	s->rodata->kstack_reuse = !getenv("TAILTRACE_EXACT_STACKS");
+	s->rodata->kstack_reuse = !o->debug.exact_stacks;
 	s->rodata->want_reason = features_task_regs();
 	s->rodata->rb_wakeup_bytes = probe_ringbuf_bytes(o) / 8;
 	err = probe_size_ringbuf(s->maps.switch_rb, o);
@@ -94,28 +100,18 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	if (!err && !o->aggregate) /* histograms: --aggregate only */
 		err = bpf_map__set_max_entries(s->maps.offcpu_hist, 1) ?:
 		      bpf_map__set_max_entries(s->maps.migrate_hist, 1);
-	s->rodata->with_runq = probe_runq_in_sched(o);
-	s->rodata->runq_kacct = probe_runq_kacct(o);
-	/* the only sched_switch program unless runq's own runs beside it */
-	s->rodata->shared_clock = (o->events & TT_EV_RUNQ) && !s->rodata->with_runq;
-	/* runq's state (runq_switch.bpf.h), made here when sched loads first:
-	 * sized for runq's records, or as small as can be without them */
-	if (!err && (o->aggregate || !(o->events & TT_EV_RUNQ)))
-		err = bpf_map__set_max_entries(s->maps.runq_rb, 4096);
-	else if (!err)
-		err = probe_size_ringbuf(s->maps.runq_rb, o);
-	if (!err && !(o->events & TT_EV_RUNQ))
-		err = bpf_map__set_max_entries(s->maps.start_ids, 1) ?:
-		      bpf_map__set_max_entries(s->maps.runq_hist, 1);
-	s->rodata->occ_on = s->rodata->with_runq && occ_wanted(o);
-	s->rodata->occ_irq = s->rodata->occ_on && occ_irq_wanted(o);
-	err = err ?: occ_configure(s->obj, o);
+	if (err) {
+		snprintf(ctx->err, sizeof(ctx->err), "sched: cannot size the BPF maps: %s",
+			 strerror(-err));
+		return err;
+	}
+	/* the hook's variant of every program, then what the events leave out */
 	features_select_progs(s->obj, features_hook());
 	aggregate_drain_configure(s->obj, o->aggregate);
-	err = err ?: probe_share_maps_before_load(ctx, s->obj);
-	err = err ?: sched_bpf__load(s);
-	if (!err)
-		probe_share_maps_after_load(ctx, s->obj);
+	err = runq_part_configure(ctx, s);
+	if (err)
+		return err;
+	err = sched_bpf__load(s);
 	if (err)
 		snprintf(ctx->err, sizeof(ctx->err), "sched: cannot load BPF programs (%s hook): %s",
 			 features_hook_name(features_hook()), strerror(-err));
@@ -139,7 +135,7 @@ static int sched_setup(struct tt_ctx *ctx, void **state)
 	st->aggregate = o->aggregate;
 	st->flight = ctx->flight != NULL && (o->events & TT_EV_OFFCPU);
 	st->syms = ctx->syms;
-	err = sched_open(ctx, st);
+	err = sched_open(ctx, st) ?: runq_part_open(ctx, &st->rq, st->skel);
 	if (err)
 		return err;
 	if (records_wanted(o)) {
@@ -238,7 +234,7 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 		aggregate_note_task(tasks[i].tid, tasks[i].pid, tasks[i].comm);
 	if (!err && !st->aggregate && !ctx->flight) /* the recorder: each capture has its own */
 		err = tasks_write(ctx->opts->out_dir, st, tasks, ntasks);
-	if (!err && st->aggregate && (err = aggregate_drain(st->skel->obj))) {
+	if (!err && st->aggregate && (err = aggregate_drain(st->skel->obj))) { /* every part's */
 		snprintf(ctx->err, sizeof(ctx->err),
 			 "sched: cannot collect the threads' histograms: %s", strerror(-err));
 		free(tasks);
@@ -249,6 +245,10 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 					&st->hist_events);
 	if (!err && st->acc)
 		err = write_offcpu(ctx, st, st->acc, ctx->opts->out_dir, tasks, ntasks, NULL);
+	if (!rec_err && !err && (err = runq_part_finish(ctx, &st->rq, st->skel))) {
+		free(tasks);
+		return err; /* its own message */
+	}
 	if (rec_err)
 		snprintf(ctx->err, sizeof(ctx->err), "sched: writing switches.bin: %s%s",
 			 strerror(-rec_err), err ? " (and tasks/stacks)" : "");
@@ -277,6 +277,10 @@ static int sched_capture(struct tt_ctx *ctx, void *state, const struct tt_captur
 	int err = tasks_read(st, &tasks, &ntasks);
 
 	err = err ?: tasks_write(cap->dir, st, tasks, ntasks);
+	if (!err && (err = runq_part_capture(ctx, &st->rq, st->skel, cap))) {
+		free(tasks);
+		return err; /* its own message */
+	}
 	if (!err && (ctx->opts->events & TT_EV_OFFCPU)) {
 		acc = offcpu_new();
 		err = acc ? flight_store_each(cap->store, TT_REC_SWITCH, cap->t0_ns, cap->t1_ns,
@@ -301,6 +305,7 @@ static int sched_stats(void *state, struct tt_stream_stats *out, int max)
 
 	if (!st->skel)
 		return 0;
+	n = runq_part_stats(&st->rq, st->skel, out, max);
 	if ((st->out || st->aggregate) && n < max)
 		out[n++] = (struct tt_stream_stats){
 			.stream = "switch", .hook = hook,
@@ -324,6 +329,7 @@ static void sched_destroy(void *state)
 	if (!st)
 		return;
 	sched_bpf__destroy(st->skel);
+	runq_part_free(&st->rq);
 	recfile_close(st->out);
 	offcpu_free(st->acc);
 	ksyms_free(st->ksyms);
@@ -345,9 +351,43 @@ static int sched_toggle(void *state, bool on)
 	return probe_toggle_skeleton(st->skel->skeleton, &st->skel->bss->runq_attach_gen, on);
 }
 
+/* A map the exporter reads, or NULL when sized down (its event off). */
+static struct bpf_map *in_use(struct bpf_map *m)
+{
+	return bpf_map__max_entries(m) > 1 ? m : NULL;
+}
+
+/* --listen: the histograms, the thread names and who held the CPU. */
+static void sched_export(void *state, struct exporter_source *src)
+{
+	struct sched_state *st = state;
+	struct sched_bpf *s = st->skel;
+
+	src->runq = st->rq.on ? in_use(s->maps.runq_hist) : NULL;
+	src->offcpu = in_use(s->maps.offcpu_hist);
+	src->migrate = in_use(s->maps.migrate_hist);
+	src->tasks = in_use(s->maps.tasks);
+	src->blame = st->rq.occ_blame ? in_use(s->maps.occ_blame) : NULL;
+}
+
+static void sched_meta(void *state, FILE *f)
+{
+	struct sched_state *st = state;
+
+	runq_part_meta(&st->rq, st->skel, f);
+}
+
+/* Its programs' cost, by event: the run-queue and occupancy programs apart. */
+static const struct tt_cost_part cost_parts[] = {
+	{ "runq_", "runq" }, { "occ_", "runq" }, { NULL, NULL },
+};
+
 const struct tt_probe probe_sched = {
 	.name = "sched",
-	.events = TT_EV_RUNQ | TT_EV_SWITCH | TT_EV_OFFCPU,
+	.events = TT_EV_RUNQ | TT_EV_SWITCH | TT_EV_OFFCPU | TT_EV_CPU | TT_EV_IRQ,
+	.cost_parts = cost_parts,
+	.meta = sched_meta,
+	.export = sched_export,
 	.setup = sched_setup,
 	.finish = sched_finish,
 	.stats = sched_stats,

@@ -1,21 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One timestamp per sched_switch for every tailtrace program attached to it.
+ * One timestamp per sched_switch for every program of sched.bpf.c attached to it.
  *
- * The sched module (switches.bin) and the runq module (runq.bin) both hook
- * sched_switch; each calling bpf_ktime_get_ns() itself put runq's interval
- * edges 0.4-1.5 us after the switch edges (the first program's run time, with
- * its stack capture), enough to break the per-request closure of 30-50 us
- * requests by > 1 %. So the first program to run at a switch takes the time
- * and leaves it in a per-CPU slot with the (prev, next) pair; the next program
- * at the same switch finds the pair pending and uses that time. Two
- * consecutive switches on one CPU never have the same pair (the next one's
- * prev is this one's next, and prev != next), so a stale slot never matches.
- * The loader makes the modules share the map (probe_share_maps_*);
- * unshared, every program simply uses its own clock, as before. When one
- * program does both modules' switch work (the default with a typed hook,
- * runq_switch.bpf.h), it is the only one at a switch and reads the clock
- * directly (sched.bpf.c shared_clock).
+ * Where two programs hook sched_switch (the classic tracepoints, or --debug
+ * split-switch: the switch records' program and runq's own), each calling
+ * bpf_ktime_get_ns() itself put runq's interval edges 0.4-1.5 us after the
+ * switch edges (the first program's run time, with its stack capture), enough
+ * to break the per-request closure of 30-50 us requests by > 1 %. So the first
+ * program to run at a switch takes the time and leaves it in a per-CPU slot
+ * with the (prev, next) pair; the next program at the same switch finds the
+ * pair pending and uses that time. Two consecutive switches on one CPU never
+ * have the same pair (the next one's prev is this one's next, and prev !=
+ * next), so a stale slot never matches. When one program does both parts'
+ * switch work (the default with a typed hook, runq_switch.bpf.h), it is the
+ * only one at a switch and reads the clock directly (sched.bpf.c shared_clock).
  * Every program calls it at the same switches: the typed variants (tp_btf,
  * raw_tp) at every switch with a traced prev or next (all modules filter
  * alike), the classic ones at every switch, before filtering. A switch of

@@ -18,7 +18,7 @@
 #include <bpf/bpf_helpers.h>
 #include "user_regs.bpf.h"
 
-/* Set by the loader (runq.c) from BTF; have_preempt_count false: unknown. */
+/* Set by the loader (runq.c, the sched module) from BTF; have_preempt_count false: unknown. */
 const volatile bool have_preempt_count = false;
 const volatile long pcpu_pc_delta = 0;    /* __preempt_count - runqueues */
 const volatile long pcpu_cur_delta = 0; /* current_task - runqueues */

@@ -2,7 +2,7 @@
 /*
  * tailtrace record layouts: the one source of truth.
  *
- * Every record that crosses the run directory (shared/design.md) is declared
+ * Every record that crosses the run directory (docs/architecture.md) is declared
  * here exactly once, as an X-macro field list. From that list we generate:
  *   - the C struct (used by BPF programs, the tailtrace loader, the workloads),
  *   - the JSON schema (`tt-schema`, and `schema.json` in every run directory)

@@ -103,10 +103,10 @@ def test_cost_aggregate(tmp_path):
 
 
 def test_cost_aggregate_waking(tmp_path):
-    """The same with waits from sched_waking (TAILTRACE_RUNQ_WAKING): the programs still
+    """The same with waits from sched_waking (--debug runq-waking): the programs still
     ran once per event."""
-    m, stderr = run_cost(tmp_path, "--aggregate", "--bpf-stats", "always",
-                         env={"TAILTRACE_RUNQ_WAKING": "1"})
+    m, stderr = run_cost(tmp_path, "--aggregate", "--bpf-stats", "always", "--debug",
+                         "runq-waking")
     assert m["evidence"]["runq_wait"] == "sched_waking"
     bpf = m["cost"]["bpf"]
     assert bpf["sched"]["run_cnt"] >= max(m["events"]["switch"], N)

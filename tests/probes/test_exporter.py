@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from analyze.waits import reason_codes
-from tt_run import HELPERS, TAILTRACE, free_port, helper, json_lines, needs_root
+from tt_run import HELPERS, TAILTRACE, free_port, helper, needs_root
 
 pytestmark = needs_root
 THREADS, SPIN_S = 3, 2.5

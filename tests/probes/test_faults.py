@@ -12,7 +12,6 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 
 from analyze.load import load_run
 from tt_run import TAILTRACE, helper, intervals, json_lines, meta, needs_root, records, tailtrace

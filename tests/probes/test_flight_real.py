@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from orders_proc import Server
 from test_spans import BUILD, TAILTRACE, expect_error
 from tt_run import free_port
 
@@ -25,17 +26,13 @@ HTTPLOAD = BUILD / "workloads" / "httpload" / "httpload"
 USDT = f"usdt:{HTTPLOAD}:httpload:request"
 
 
-def server(tmp: Path, *extra: str) -> tuple[subprocess.Popen, str]:
-    srv = subprocess.Popen([str(SERVER), "--port", "0", "--workers", "16", "--sleep-us", "2000",
-                            *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    m = re.search(r"listening on 127\.0\.0\.1:(\d+)", srv.stdout.readline())
-    assert m, "orders-server did not start"
-    return srv, f"http://127.0.0.1:{m[1]}/orders"
+def server(tmp: Path, *extra: str) -> tuple[Server, str]:
+    srv = Server("--workers", "16", "--sleep-us", "2000", *extra)
+    return srv, srv.url
 
 
-def stop(p: subprocess.Popen) -> None:
-    p.terminate()
-    p.wait(10)
+def stop(srv: Server) -> None:
+    srv.stop()
 
 
 def test_every_lock_stall_is_captured_and_explained(tmp_path):

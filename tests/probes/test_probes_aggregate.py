@@ -62,10 +62,10 @@ def test_one_runq_program_per_wakeup(tmp_path, mode):
     """A wait starts at sched_waking and no sched_wakeup program runs: each
     sleep is two switches (sleeper out, sleeper in) and one wakeup, so runq's
     programs run about half as often as sched's (with both wakeup hooks: as
-    often). --aggregate measures from sched_waking too with TAILTRACE_RUNQ_WAKING
+    often). --aggregate measures from sched_waking too with --debug runq-waking
     (without it, under tp_btf, no runq program runs at all: test_cost_aggregate)."""
-    p = tailtrace(tmp_path, *mode, "--bpf-stats", "always", "--", helper("sleeper"), str(N),
-                  str(USEC), "0", "rt", env={"TAILTRACE_RUNQ_WAKING": "1"})
+    p = tailtrace(tmp_path, *mode, "--bpf-stats", "always", "--debug", "runq-waking", "--",
+                  helper("sleeper"), str(N), str(USEC), "0", "rt")
     assert p.returncode == 0, p.stderr
     bpf = meta(tmp_path)["cost"]["bpf"]
     assert bpf["sched"]["run_cnt"] >= 2 * N * 0.9
@@ -79,9 +79,9 @@ def test_pinned_spinners_wait_two_thirds_in_the_histogram(tmp_path, hook, waits)
     every such wait follows a preemption. The run-queue histogram's sum must say so, with
     the waits read from the kernel's accounting (tp_btf) and measured from the switch-out
     (the raw_tp fallback, which has no typed task to read it from)."""
-    p = tailtrace(tmp_path, "--aggregate", "--events", "runq,switch", "--", helper("busy"), "3",
-                  "1.5", str(max(os.sched_getaffinity(0))),
-                  env={"TAILTRACE_HOOK": hook} if hook else {})
+    debug = ["--debug", f"hook={hook}"] if hook else []
+    p = tailtrace(tmp_path, *debug, "--aggregate", "--events", "runq,switch", "--", helper("busy"),
+                  "3", "1.5", str(max(os.sched_getaffinity(0))))
     assert p.returncode == 0, p.stderr
     if meta(tmp_path)["evidence"]["runq_wait"] != waits and hook is None:
         pytest.skip("this kernel has no sched_info: --aggregate measures from sched_waking")

@@ -210,8 +210,13 @@ def test_error_missing_cgroup(tmp_path):
 
 
 def test_error_no_btf(tmp_path):
-    one_line_error(tailtrace(tmp_path, "--all", env={"TAILTRACE_BTF": "/nonexistent/vmlinux"}),
+    one_line_error(tailtrace(tmp_path, "--all", "--debug", "btf=/nonexistent/vmlinux"),
                    "BTF", "CONFIG_DEBUG_INFO_BTF")
+
+
+def test_error_bad_debug_feature(tmp_path):
+    one_line_error(tailtrace(tmp_path, "--debug", "split-switch,fast", "--all"),
+                   "--debug 'fast'", "split-switch")
 
 
 def test_error_no_target_and_bad_numbers(tmp_path):

@@ -19,9 +19,9 @@ PREEMPT = 1
 
 def busy_run(tmp_path, hook: str | None, seconds: float):
     cpu = max(os.sched_getaffinity(0))
-    env = {"TAILTRACE_HOOK": hook} if hook else {}
-    p = tailtrace(tmp_path, "--events", "runq,switch", "--", helper("busy"), str(NTHREADS),
-                  str(seconds), str(cpu), env=env)
+    debug = ["--debug", f"hook={hook}"] if hook else []
+    p = tailtrace(tmp_path, *debug, "--events", "runq,switch", "--", helper("busy"),
+                  str(NTHREADS), str(seconds), str(cpu))
     assert p.returncode == 0, p.stderr
     return cpu, json_lines(p.stdout), records(tmp_path, "runq"), intervals(tmp_path)
 

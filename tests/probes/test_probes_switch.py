@@ -127,11 +127,11 @@ def test_no_stack_lost_to_stack_map_collisions(tmp_path):
     bucket: with 400 stacks in 16384 buckets about 5 collide (expected 400^2 / 2^15), which
     used to lose them (an offcpu lost event and ustack_id -1). They now go to the spill map
     (probes/sched.h): every blocked switch-out keeps its stack and nothing is lost.
-    TAILTRACE_EXACT_STACKS=1: every switch-out unwinds (the stack cache would reuse the last
+    --debug exact-stacks: every switch-out unwinds (the stack cache would reuse the last
     stack here, since every path blocks with the same user IP, stack and frame pointer)."""
     paths = 400
-    p = tailtrace(tmp_path, "--events", "switch,offcpu", "--", helper("deepstacks"), str(paths),
-                  "50", env={"TAILTRACE_EXACT_STACKS": "1"})
+    p = tailtrace(tmp_path, "--debug", "exact-stacks", "--events", "switch,offcpu", "--",
+                  helper("deepstacks"), str(paths), "50")
     assert p.returncode == 0, p.stderr
     tid = json_lines(p.stdout)[0]["tid"]
     assert meta(tmp_path)["lost_events"]["offcpu"] == 0

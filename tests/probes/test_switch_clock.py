@@ -2,7 +2,7 @@
 an interval's switch-in edge is the same nanosecond in runq.bin and switches.bin, so
 runnable time nests exactly inside off-CPU time and short requests still close. Both
 with one sched_switch program doing both streams' work (the default: it reads the clock
-once) and with one program per stream (TAILTRACE_SPLIT_SWITCH=1: the second program at a
+once) and with one program per stream (--debug split-switch: the second program at a
 switch takes the first one's time)."""
 import numpy as np
 import pytest
@@ -14,9 +14,9 @@ pytestmark = needs_root
 
 @pytest.mark.parametrize("split", [False, True], ids=["one_program", "split"])
 def test_runq_switch_in_equals_switch_on_to_the_nanosecond(tmp_path, split):
-    env = {"TAILTRACE_SPLIT_SWITCH": "1"} if split else {}
-    p = tailtrace(tmp_path, "--events", "runq,switch", "--", helper("sleeper"), "500", "100",
-                  env=env)
+    debug = ["--debug", "split-switch"] if split else []
+    p = tailtrace(tmp_path, *debug, "--events", "runq,switch", "--", helper("sleeper"), "500",
+                  "100")
     assert p.returncode == 0, p.stderr
     rq, sw = records(tmp_path, "runq"), records(tmp_path, "switch")
     assert len(rq) >= 400 and len(sw) >= 400

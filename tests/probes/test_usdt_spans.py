@@ -10,13 +10,12 @@ the request id (the first argument) can untangle. Real BPF: run as root."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from orders_proc import Server
 from analyze.schema import load_schema, read_records
 from test_spans import BUILD, expect_error, spans, tailtrace, tailtrace_bg
 
@@ -28,13 +27,9 @@ MS = 1_000_000
 @pytest.fixture
 def server():
     assert SERVER.exists() and HTTPLOAD.exists(), "build the workloads first"
-    srv = subprocess.Popen([str(SERVER), "--port", "0", "--workers", "2"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    m = re.search(r"listening on 127\.0\.0\.1:(\d+)", srv.stdout.readline())
-    assert m, "orders-server did not start"
-    yield srv, f"http://127.0.0.1:{m[1]}/orders"
-    srv.kill()
-    srv.wait()
+    srv = Server("--workers", "2")
+    yield srv, srv.url
+    srv.stop()
 
 
 def load_args(url: str, model: str, n: int) -> list[str]:
