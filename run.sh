@@ -49,8 +49,8 @@ Workload (default mode):
   --numa on|off                spread pool workers over NUMA nodes   [off]
 
 Recording:
-  --probes LIST|none           tailtrace events (runq,switch,offcpu,cpu,irq,locks,spans) or none
-                               for a baseline without tailtrace
+  --events LIST|none           tailtrace events (runq,switch,offcpu,cpu,irq,locks,spans) or none
+                               for a baseline without tailtrace (old spelling: --probes)
                                [runq,switch,offcpu,cpu: tracepoints only; lock waits, wait
                                reasons, wakers and who held the CPU come from them]. Add locks for exact mutex hold times
                                and lock chains, at a cost: ~0.5 us per uprobe hit, three a
@@ -93,7 +93,7 @@ EOF
 set_defaults() {
 	MODE=workload WORKLOAD=pool CONNS=20 WORKERS="" REQUESTS="" DURATION="" RATE="" URL=""
 	PORT="" SERVER_WORKERS="" SERVICE_US="" SLEEP_US="" CPUS="" NUMA=""
-	PROBES="" SPANS=() SPAN_EXIT="" PERF=1 FLAME=1 OUT="" LABEL="" WORKLOADS=naive,pool,async
+	EVENTS="" SPANS=() SPAN_EXIT="" PERF=1 FLAME=1 OUT="" LABEL="" WORKLOADS=naive,pool,async
 	SWEEP_CONNS=10,50,100 TARGET_PID="" TARGET_COMM="" DIFF_A="" DIFF_B="" INSTALL=0
 	BUILD=1 CMD=() CONNS_SET=0 FLIGHT="" TRIGGER=""
 }
@@ -154,7 +154,7 @@ parse_args() {
 		--sleep-us) need_arg "$@"; need_num "$1" "$2"; SLEEP_US=$2; shift ;;
 		--cpus) need_arg "$@"; need_cpus "$1" "$2"; CPUS=$2; shift ;;
 		--numa) need_arg "$@"; NUMA=$2; shift ;;
-		--probes) need_arg "$@"; PROBES=$2; shift ;;
+		--events | --probes) need_arg "$@"; EVENTS=$2; shift ;;
 		--span) need_arg "$@"; [[ $2 == *:* ]] || die "--span wants LIB:SYMBOL (e.g. libcurl.so.4:curl_easy_perform) or usdt:BIN:PROVIDER:NAME, got '$2'"
 			SPANS+=("$2"); shift ;;
 		--span-exit) need_arg "$@"; [[ $2 =~ ^(auto|uretprobe|ret)$ ]] || die "--span-exit wants auto, uretprobe or ret, got '$2'"
@@ -205,7 +205,7 @@ validate_args() {
 	[ -z "$TRIGGER" ] || [ -n "$FLIGHT" ] || die "--trigger goes with --flight SECONDS"
 	if [ -n "$FLIGHT" ]; then
 		[ "$MODE" != sweep ] && [ "$MODE" != diff ] || die "--flight records one run: not with --sweep or --diff"
-		[ "$PROBES" != none ] || die "--flight needs the probes: drop --probes none"
+		[ "$EVENTS" != none ] || die "--flight needs the probes: drop --events none"
 		PERF=0 FLAME=0 # a long run: no whole-run profile; each capture has its own stacks
 	fi
 }

@@ -57,7 +57,7 @@ check_model "$MODEL"
 [[ $MODE =~ ^(listen|aggregate)$ ]] || die "--mode expects listen or aggregate, got '$MODE'"
 [ "$(id -u)" = 0 ] || die "run as root (BPF)"
 trap cleanup EXIT INT TERM
-start_server "$(nproc)"
+server_start "$TMP/server.log" --workers "$(nproc)"
 
 run_one() { # label binary: one traced run, one JSON line appended to TMP/runs.jsonl
 	local label=$1 bin=$2 out=$TMP/run-$1-$RANDOM mode_args=(--aggregate)

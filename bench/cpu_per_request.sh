@@ -95,7 +95,7 @@ run_client() { # client -> "requests user_s sys_s"
 	cat "$TMP/time"
 }
 
-start_server "$(nproc)" --spin-us "$SERVER_SPIN_US"
+server_start "$TMP/server.log" --workers "$(nproc)" --spin-us "$SERVER_SPIN_US"
 for t in "/proc/$SERVER_PID/task/"*; do # its workers exist once it printed its ready line
 	renice -n "$SERVER_NICE" -p "${t##*/}" >/dev/null
 done
@@ -109,7 +109,7 @@ for r in $(seq "$REPEATS"); do
 		read -r n user sys < <(run_client "$c")
 		t1=$(server_cpu_ticks)
 		read -r v1 n1 < <(server_switches)
-		[ "${n:-0}" -gt 0 ] || die "$c completed no request (see orders-server: $TMP/server.err)"
+		[ "${n:-0}" -gt 0 ] || die "$c completed no request (see orders-server: $TMP/server.log)"
 		python3 -c 'import sys
 c, r, n, u, s, t0, t1, hz, v, iv = sys.argv[1:]
 n = int(n); cl = (float(u) + float(s)) / n * 1e6; sv = (int(t1) - int(t0)) / int(hz) / n * 1e6

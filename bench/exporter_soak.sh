@@ -46,7 +46,7 @@ need_bin "$TAILTRACE"
 need_bin "$SLEEPER"
 OUT=${OUT:-$TOP/results/exporter-soak-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
-PORT=$(free_port)
+PORT=$(port_free)
 PIDS=()
 # scrape bodies go to memory: curl writing 408 KB a second to a disk file stalled now and
 # then in writeback, and that time showed up as scrape time

@@ -29,8 +29,8 @@ done
 need_load_bins
 OUT=${OUT:-$TOP/results/$(date -u +%Y%m%dT%H%M%SZ)-bench-flight-soak}
 mkdir -p "$OUT"
-start_server 4 --sleep-us 500
-PORT=$(free_port)
+server_start "$TMP/server.log" --workers 4 --sleep-us 500
+PORT=$(port_free)
 "$TAILTRACE" --flight-recorder 60 --trigger p99.9 --listen "127.0.0.1:$PORT" \
 	--span "usdt:$HTTPLOAD:httpload:request" --out "$OUT/run" -- \
 	"$HTTPLOAD" --model pool --conns 20 --rate "$RATE" --duration "$((MINUTES * 60))" \

@@ -54,7 +54,7 @@ run_variant() { # cpu|lock
 	[ "$v" = lock ] && server_args=(--stall-every-ms "$EVERY_MS" --stall-ms "$STALL_MS"
 		--stall-log "$dir/stalls.txt")
 	# the lock stalls start with the server: hold them back by the warm-up too
-	start_server 16 --sleep-us 2000 "${server_args[@]}"
+	server_start "$TMP/server.log" --workers 16 --sleep-us 2000 "${server_args[@]}"
 	if [ "$v" = cpu ]; then
 		(sleep "$WARMUP_S"; exec "$STALL" "$EVERY_MS" "$STALL_MS" \
 			"$((DURATION - WARMUP_S))" "$dir/stalls.txt") &

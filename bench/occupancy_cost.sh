@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the cpu event (who held the CPU) costs a machine whose traced target is quiet while
-# an unrelated process is busy (docs/benchmarks.md, "Who held the CPU: cost").
+# an unrelated process is busy (docs/benchmarks.md, "Who held the CPU").
 #
 #   bench/occupancy_cost.sh [--rounds R] [--pingpong N]
 #

@@ -73,7 +73,7 @@ mkdir -p "$OUT"
 
 trap cleanup EXIT INT TERM
 
-start_server "$SERVER_WORKERS"
+server_start "$TMP/server.log" --workers "$SERVER_WORKERS"
 echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS --requests $REQUESTS"
 # perf record is system-wide; tailtrace follows only httpload's threads. The events are
 # perf sched record's: a wait opens at sched_waking, as in tailtrace and perf sched.

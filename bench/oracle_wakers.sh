@@ -62,7 +62,7 @@ mkdir -p "$OUT"
 
 trap cleanup EXIT INT TERM
 
-start_server "$SERVER_WORKERS"
+server_start "$TMP/server.log" --workers "$SERVER_WORKERS"
 echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS --requests $REQUESTS"
 # perf records system-wide; tailtrace follows only httpload's threads.
 perf record -a -k mono -m 64M -e sched:sched_waking -o "$OUT/perf.data" -- \

@@ -4,7 +4,7 @@
 # round (A B C D, then D C B A, ...) so that drift on a shared machine hits
 # them alike:
 #   none       httpload alone
-#   default    tailtrace with its default events (runq,switch,offcpu) -- httpload
+#   default    tailtrace with its default events (runq,switch,offcpu,cpu) -- httpload
 #   aggregate  tailtrace --aggregate -- httpload
 #   listen     tailtrace --listen (the Prometheus exporter) -- httpload, scraped every second
 #              (by one scraper process for the whole bench: start_scraper)
@@ -106,7 +106,7 @@ RESULTS=$OUT/results.jsonl
 
 trap cleanup EXIT INT TERM
 
-LISTEN_PORT=$(free_port)
+LISTEN_PORT=$(port_free)
 
 with_runqlat() { # CMD...: run CMD while libbpf-tools' runqlat traces the machine
 	local rc=0
@@ -166,7 +166,7 @@ print(json.dumps({"mode": sys.argv[1], "round": int(sys.argv[2]), "rps": s["thro
 
 AMOUNT=(--requests "$REQUESTS")
 [ -z "$DURATION" ] || AMOUNT=(--duration "$DURATION")
-start_server "$SERVER_WORKERS"
+server_start "$TMP/server.log" --workers "$SERVER_WORKERS"
 [[ ,$MODES, != *,listen,* && ,$MODES, != *,altlisten,* && ,$MODES, != *,listencpu,* ]] ||
 	start_scraper
 echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS" \

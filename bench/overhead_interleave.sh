@@ -66,8 +66,8 @@ check_model "$MODEL"
 OUT=${OUT:-results/$(date -u +%Y%m%dT%H%M%SZ)-bench-overhead-interleave}
 mkdir -p "$OUT"
 trap cleanup EXIT INT TERM
-start_server "$(nproc)"
-LISTEN_PORT=$(free_port)
+server_start "$TMP/server.log" --workers "$(nproc)"
+LISTEN_PORT=$(port_free)
 case $MODE in
 listen) mode_args=(--listen "127.0.0.1:$LISTEN_PORT"); start_scraper ;;
 aggregate) mode_args=(--aggregate) ;;

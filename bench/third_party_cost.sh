@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What tracing costs real services: nginx under wrk and Redis under redis-benchmark, each
 # with a span on a request function, against bpftrace measuring the same function
-# (docs/benchmarks.md, "Real services").
+# (docs/benchmarks.md, "Third-party services").
 #
 #   bench/third_party_cost.sh [--rounds R] [--seconds S] [--services nginx,redis]
 #
@@ -52,7 +52,7 @@ service_start() { # service: sets SVC_PID SVC_BIN SVC_FN PORT (in this shell)
 		PORT=$NGINX_PORT SVC_PID=$NGINX_WORKERS SVC_BIN=/usr/sbin/nginx
 		SVC_FN=ngx_http_process_request ;;
 	redis)
-		PORT=$(free_port)
+		PORT=$(port_free)
 		redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no \
 			--daemonize no >/dev/null 2>&1 </dev/null &
 		REDIS_PID=$!

@@ -1,18 +1,18 @@
-# Shared by bench/oracle_perf_sched.sh, bench/overhead.sh, bench/overhead_interleave.sh,
-# bench/workloads.sh, bench/exporter_soak.sh, bench/pipe_cost.sh and bench/cpu_per_request.sh
-# (sourced, not run). Needs: ME (script name), BUILD, TMP (for cleanup and start_server). Sets SERVER_PID,
-# SERVER_PORT; start_tracer sets TRACER; need_load_bins sets TAILTRACE and HTTPLOAD;
-# wrk_post_lua writes the wrk script both workload benches post orders with.
+# Shared by the bench/*.sh scripts (sourced, not run), on top of the project's shell
+# library (scripts/lib/common.sh: die, port_free, pg_start, server_start, ...).
+# Needs: ME (script name), BUILD, TMP (for cleanup and the server's log). Sets
+# SERVER_PID, SERVER_PORT (server_start); start_tracer sets TRACER; need_load_bins sets
+# TAILTRACE, HTTPLOAD and TT_SERVER; wrk_post_lua writes the wrk script both workload
+# benches post orders with.
 
-die() { echo "$ME: $*" >&2; exit 2; }
+TT_ME=$ME TT_DIE_STATUS=2 TT_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib/common.sh
+. "$TT_TOP/scripts/lib/common.sh"
+TT_SERVER=$BUILD/workloads/server/orders-server
 
 num_arg() { # option value: a non-negative integer
 	[[ $2 =~ ^[0-9]+$ ]] || die "$1 expects a non-negative integer, got '$2' (see --help)"
 	echo "$2"
-}
-
-free_port() { # a loopback TCP port free now
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
 need_bin() { # path what-builds-it
@@ -63,7 +63,7 @@ need_load_bins() { # tailtrace, httpload and orders-server, all built
 	HTTPLOAD=$BUILD/workloads/httpload/httpload
 	need_bin "$TAILTRACE"
 	need_bin "$HTTPLOAD"
-	need_bin "$BUILD/workloads/server/orders-server"
+	need_bin "$TT_SERVER"
 }
 
 check_model() { # httpload --model value
@@ -79,22 +79,6 @@ cleanup() { # trap handler: stop the servers we started, remove TMP, keep the ex
 	stop_pid "${NGINX_PID-}"
 	rm -rf "$TMP"
 	exit "$rc"
-}
-
-start_server() { # workers [orders-server options...]: orders-server on an ephemeral port
-	local workers=$1
-	shift
-	"$BUILD/workloads/server/orders-server" --port 0 --workers "$workers" "$@" \
-		>"$TMP/server.out" 2>"$TMP/server.err" &
-	SERVER_PID=$!
-	local i
-	for i in $(seq 50); do
-		grep -q '^orders-server: listening on' "$TMP/server.out" 2>/dev/null && break
-		kill -0 "$SERVER_PID" 2>/dev/null || die "orders-server failed: $(cat "$TMP/server.err")"
-		sleep 0.1
-	done
-	SERVER_PORT=$(sed -n 's/^orders-server: listening on .*:\([0-9]*\) workers=.*/\1/p' "$TMP/server.out")
-	[ -n "$SERVER_PORT" ] || die "orders-server printed no ready line within 5 s"
 }
 
 wrk_post_lua() { # file: a wrk script posting one JSON order shaped like httpload's

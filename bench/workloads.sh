@@ -105,13 +105,9 @@ trap cleanup EXIT
 trap 'echo "$ME: interrupted; partial results in $RESULTS" >&2; exit 130' INT TERM
 
 # ---- servers ---------------------------------------------------------------
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 start_nginx() {
 	local dir=$TMP/nginx i
-	NGINX_PORT=$(free_port)
+	NGINX_PORT=$(port_free)
 	mkdir -p "$dir/tmp"
 	cat >"$dir/nginx.conf" <<EOF
 # Same reply size and keep-alive policy as orders-server: a fixed JSON order.
@@ -194,7 +190,7 @@ warm_up() { # port
 }
 
 # ---- the run ---------------------------------------------------------------
-start_server "$SERVER_WORKERS" --spin-us "$SERVER_SPIN_US"
+server_start "$TMP/server.log" --workers "$SERVER_WORKERS" --spin-us "$SERVER_SPIN_US"
 [ "$NGINX" = 0 ] || start_nginx
 {
 	echo "bench/workloads.sh $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -297,4 +293,4 @@ print("  (latency = t_end - t_start; e2e = t_end - t_enqueue = queue wait + late
 EOF
 stop_pid "$SERVER_PID"
 SERVER_PID=""
-tail -1 "$TMP/server.err" | tee -a "$OUT/report.txt"
+tail -1 "$TMP/server.log" | tee -a "$OUT/report.txt"

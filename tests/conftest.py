@@ -3,5 +3,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for p in (ROOT, ROOT / "tests"):  # the analyze package; helpers shared by the test dirs
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))

@@ -1,13 +1,13 @@
-"""orders-server as a child process for the httpload tests (test_httpload.py,
-test_blocking_client.py): started on an ephemeral port, stopped with SIGTERM, its
-own stop line read back as the oracle of what it served."""
+"""orders-server as a child process, the one way every test starts it: on port 0
+(the kernel picks a free port), its ready line read back for the port, stopped
+with SIGTERM, its own stop line read back as the oracle of what it served."""
 import os
 import re
 import signal
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))
 SERVER = BUILD / "workloads" / "server" / "orders-server"
 
@@ -24,6 +24,7 @@ class Server:
         line = self.proc.stdout.readline()
         assert "listening on 127.0.0.1:" in line, f"orders-server did not start: {line!r}"
         self.port = int(line.split("127.0.0.1:")[1].split()[0])
+        self.pid = self.proc.pid
         self.url = f"http://127.0.0.1:{self.port}/orders"
 
     def stop(self):

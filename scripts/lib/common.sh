@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# run.sh helpers: messages, environment checks, build, ports, process groups.
-# Sourced by run.sh; every function returns a status or calls die (one line, exit 1).
+# The shell library: messages, environment checks, build, ports, process groups,
+# orders-server. Sourced by run.sh and by bench/tt_bench_lib.sh; every function
+# returns a status or calls die (one line, exit TT_DIE_STATUS, default 1).
 
 TT_ME=${TT_ME:-run.sh}
 TT_T0=$(date +%s.%N)
@@ -108,6 +109,7 @@ build_if_stale() {
 
 # ---- ports -------------------------------------------------------------------
 
+# port_free: a loopback TCP port free now (for programs that cannot take port 0).
 port_free() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -200,6 +202,28 @@ child_exec_pid() {
 		[ -n "$exe" ] && [ "$exe" != "$not_exe" ] && { echo "$c"; return 0; }
 	done
 	return 1
+}
+
+# ---- orders-server ---------------------------------------------------------------
+
+# server_start LOG [orders-server options...]: orders-server ($TT_SERVER) in its own
+# process group, on the --port given or else on port 0: the kernel picks a free port,
+# which no other process can take between the choice and the bind. Waits for its ready
+# line ("orders-server: listening on ADDR:PORT workers=N"); sets SERVER_PID, SERVER_PORT.
+server_start() {
+	local log=$1 i
+	shift
+	[[ " $* " == *" --port "* ]] || set -- --port 0 "$@"
+	pg_start "$log" "$TT_SERVER" "$@"
+	SERVER_PID=$PG_PID SERVER_PORT=""
+	for ((i = 0; i < 200; i++)); do
+		SERVER_PORT=$(sed -n 's/^orders-server: listening on .*:\([0-9]*\) workers=.*/\1/p' "$log" 2>/dev/null)
+		[ -z "$SERVER_PORT" ] || return 0
+		pid_running "$SERVER_PID" ||
+			die "orders-server exited during start-up: $(tail -1 "$log" 2>/dev/null); fix that (see $log) and rerun"
+		sleep 0.05
+	done
+	die "orders-server did not report 'listening' within 10 s (see $log); is the machine overloaded?"
 }
 
 # json_mark_incomplete RUN_DIR REASON: meta.json gets "incomplete": true.

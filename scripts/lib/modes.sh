@@ -8,7 +8,7 @@ prepare() {
 	env_check_bpf
 	env_mount_tracefs
 	if [ "$BUILD" = 1 ]; then build_if_stale; fi
-	[ "$PROBES" = none ] || [ -x "$TT_TAILTRACE" ] || die "$TT_TAILTRACE is missing; build it: cmake --build $TT_BUILD"
+	[ "$EVENTS" = none ] || [ -x "$TT_TAILTRACE" ] || die "$TT_TAILTRACE is missing; build it: cmake --build $TT_BUILD"
 }
 
 # results_dir: results/ (created, and kept out of git) — prints its path.
@@ -71,17 +71,17 @@ label_default() {
 	if [ -n "$LABEL" ]; then echo "$LABEL"; else echo "$1"; fi
 }
 
-# The built-in workloads are traced with the tracepoint probes only unless --probes says
+# The built-in workloads are traced with the tracepoint probes only unless --events says
 # otherwise: the pool model's queue mutex takes ~60k lock calls/s, and the locks uprobes
 # halve its throughput (docs/benchmarks.md, "Uprobe costs"), which would turn the comparison
 # the report is about upside down. tailtrace's own default is the same set now
 # (lock waits come from the wait reasons at sched_switch); third-party modes use that default.
-WORKLOAD_PROBES_DEFAULT=runq,switch,offcpu,cpu
+WORKLOAD_EVENTS_DEFAULT=runq,switch,offcpu,cpu
 
 mode_workload() {
-	local label url port rc=0
+	local label url rc=0
 	prepare
-	[ -n "$PROBES" ] || PROBES=$WORKLOAD_PROBES_DEFAULT
+	[ -n "$EVENTS" ] || EVENTS=$WORKLOAD_EVENTS_DEFAULT
 	label=$(label_default "$WORKLOAD-c$CONNS")
 	[ -x "$TT_SERVER" ] && [ -x "$TT_HTTPLOAD" ] || die "workload binaries missing in $TT_BUILD; build: cmake --build $TT_BUILD"
 	[ -n "$URL" ] || [ -z "$PORT" ] || port_check_free "$PORT"
@@ -89,13 +89,13 @@ mode_workload() {
 	if [ -n "$URL" ]; then
 		url=$URL
 	else
-		port=${PORT:-$(port_free)}
-		phase "orders-server on 127.0.0.1:$port"
-		server_start "$port" "$RUN_DIR/server.log"
-		url=http://127.0.0.1:$port/orders
+		server_args
+		server_start "$RUN_DIR/server.log" "${SERVER_ARGS[@]}"
+		phase "orders-server on 127.0.0.1:$SERVER_PORT"
+		url=http://127.0.0.1:$SERVER_PORT/orders
 	fi
 	httpload_args "$url" "$RUN_DIR"
-	if [ "$PROBES" = none ]; then
+	if [ "$EVENTS" = none ]; then
 		phase "recording (no probes): ${HTTPLOAD_CMD[*]}"
 		record_plain "$RUN_DIR" "${HTTPLOAD_CMD[@]}" || rc=$?
 	else
@@ -178,7 +178,7 @@ sweep_passthrough_args() {
 	[ -z "$SLEEP_US" ] || PASS+=(--sleep-us "$SLEEP_US")
 	[ -z "$CPUS" ] || PASS+=(--cpus "$CPUS")
 	[ -z "$NUMA" ] || PASS+=(--numa "$NUMA")
-	[ -z "$PROBES" ] || PASS+=(--probes "$PROBES")
+	[ -z "$EVENTS" ] || PASS+=(--events "$EVENTS")
 	[ "$PERF" = 1 ] || PASS+=(--no-perf)
 	[ "$FLAME" = 1 ] || PASS+=(--no-flamegraph)
 	return 0

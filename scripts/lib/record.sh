@@ -2,23 +2,12 @@
 # run.sh recording phases: orders-server, tailtrace around a command or a pid, perf.
 # Sets the globals SERVER_PID / TT_PID / PERF_PID that run.sh's cleanup trap stops.
 
-# server_start PORT LOG: start orders-server, wait until it listens; sets SERVER_PID.
-server_start() {
-	local port=$1 log=$2 i
-	local args=(--port "$port")
-	[ -z "$SERVER_WORKERS" ] || args+=(--workers "$SERVER_WORKERS")
-	[ -z "$SERVICE_US" ] || args+=(--service-us "$SERVICE_US")
-	[ -z "$SLEEP_US" ] || args+=(--sleep-us "$SLEEP_US")
-	pg_start "$log" "$TT_SERVER" "${args[@]}"
-	SERVER_PID=$PG_PID
-	for ((i = 0; i < 200; i++)); do
-		grep -q 'listening on' "$log" 2>/dev/null && return 0
-		if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-			die "orders-server exited during start-up: $(tail -1 "$log" 2>/dev/null); fix that (see $log) and rerun"
-		fi
-		sleep 0.05
-	done
-	die "orders-server did not report 'listening' within 10 s (see $log); is the machine overloaded?"
+# server_args: this run's orders-server options (SERVER_ARGS) for server_start (common.sh).
+server_args() {
+	SERVER_ARGS=(--port "${PORT:-0}")
+	[ -z "$SERVER_WORKERS" ] || SERVER_ARGS+=(--workers "$SERVER_WORKERS")
+	[ -z "$SERVICE_US" ] || SERVER_ARGS+=(--service-us "$SERVICE_US")
+	[ -z "$SLEEP_US" ] || SERVER_ARGS+=(--sleep-us "$SLEEP_US")
 }
 
 server_stop() {
@@ -44,7 +33,7 @@ httpload_args() {
 tailtrace_args() {
 	local dir=$1 s
 	TT_ARGS=("$TT_TAILTRACE" --out "$dir")
-	[ -z "$PROBES" ] || TT_ARGS+=(--events "$PROBES")
+	[ -z "$EVENTS" ] || TT_ARGS+=(--events "$EVENTS")
 	for s in "${SPANS[@]}"; do TT_ARGS+=(--span "$s"); done
 	[ -z "$SPAN_EXIT" ] || TT_ARGS+=(--span-exit "$SPAN_EXIT")
 	if [ -n "$FLIGHT" ]; then
@@ -123,7 +112,7 @@ record_command() {
 	tailtrace_args "$dir"
 	# The server we started is traced too (scheduler events only): when the client's tail
 	# is blocked on the network, the report can show whether the server was waiting for a CPU.
-	[ -z "$SERVER_PID" ] || [ "$PROBES" = none ] || TT_ARGS+=(--also-pid "$SERVER_PID")
+	[ -z "$SERVER_PID" ] || [ "$EVENTS" = none ] || TT_ARGS+=(--also-pid "$SERVER_PID")
 	perf_start "$dir"
 	pg_start - "${TT_ARGS[@]}" -- "$@"
 	TT_PID=$PG_PID

@@ -44,7 +44,7 @@ def test_help_lists_every_option_with_default():
     p = run_sh("--help")
     assert p.returncode == 0
     for opt in ["--workload", "--conns", "--workers", "--requests", "--duration", "--rate", "--url",
-                "--cpus", "--numa", "--probes", "--no-flamegraph", "--out", "--sweep", "--workloads",
+                "--cpus", "--numa", "--events", "--no-flamegraph", "--out", "--sweep", "--workloads",
                 "--diff", "--pid", "--span", "--install"]:
         assert opt in p.stdout, f"--help does not mention {opt}"
     assert "[pool]" in p.stdout and "[20000]" in p.stdout

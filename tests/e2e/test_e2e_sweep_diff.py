@@ -1,7 +1,6 @@
 """./run.sh --sweep (every combination, one comparison) and ./run.sh --diff (differential flame graphs)."""
 import re
 
-import pytest
 
 from .conftest import load_json, needs_root, run_sh
 
