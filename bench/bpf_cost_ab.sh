@@ -10,7 +10,7 @@
 #   bench/bpf_cost_ab.sh --a OLD_TAILTRACE [--b NEW_TAILTRACE] [--rounds R]
 #                        [--model M] [--conns C] [--duration S] [--mode MODE]
 #
-# MODE: listen (default) or aggregate. Prints one line per run, then the
+# MODE: records (the default events, records written), listen (default) or aggregate. Prints one line per run, then the
 # medians and the median of the per-round differences B - A. Run as root.
 set -euo pipefail
 ME=bpf_cost_ab.sh
@@ -29,7 +29,7 @@ usage: bench/bpf_cost_ab.sh --a TAILTRACE [options]
   --model M      httpload model (default $MODEL)
   --conns C      httpload connections (default $CONNS)
   --duration S   httpload seconds per run (default $DURATION)
-  --mode MODE    listen or aggregate (default $MODE)
+  --mode MODE    records, listen or aggregate (default $MODE)
   -h, --help     this help
 EOF
 }
@@ -54,7 +54,7 @@ B=${B:-$TAILTRACE}
 need_bin "$A"
 need_bin "$B"
 check_model "$MODEL"
-[[ $MODE =~ ^(listen|aggregate)$ ]] || die "--mode expects listen or aggregate, got '$MODE'"
+[[ $MODE =~ ^(records|listen|aggregate)$ ]] || die "--mode expects records, listen or aggregate, got '$MODE'"
 [ "$(id -u)" = 0 ] || die "run as root (BPF)"
 trap cleanup EXIT INT TERM
 server_start "$TMP/server.log" --workers "$(nproc)"
@@ -62,7 +62,8 @@ server_start "$TMP/server.log" --workers "$(nproc)"
 run_one() { # label binary: one traced run, one JSON line appended to TMP/runs.jsonl
 	local label=$1 bin=$2 out=$TMP/run-$1-$RANDOM mode_args=(--aggregate)
 	[ "$MODE" = listen ] && mode_args=(--listen 127.0.0.1:0)
-	"$bin" "${mode_args[@]}" --bpf-stats always -o "$out" -- "$HTTPLOAD" --model "$MODEL" \
+	[ "$MODE" = records ] && mode_args=()
+	"$bin" ${mode_args[@]+"${mode_args[@]}"} --bpf-stats always -o "$out" -- "$HTTPLOAD" --model "$MODEL" \
 		--conns "$CONNS" --duration "$DURATION" --json \
 		--url "http://127.0.0.1:$SERVER_PORT/orders" >"$out.stdout" 2>"$out.stderr" ||
 		die "$label: tailtrace failed: $(tail -1 "$out.stderr")"
