@@ -13,7 +13,7 @@ the first time it is asked for and kept:
                 None without the cpu event
   root_cause(band, part)  the root cause of a band's blocked part (critpath.root_cause)
 
-summary.json and the CLI text (summary.py), the headline (attribute.py), report.html
+summary.json and the CLI text (summary.py), the headline (words.py), report.html
 (html.py) and trace.json (perfetto.py) all read one Findings: none recomputes a figure.
 """
 from __future__ import annotations

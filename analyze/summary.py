@@ -39,11 +39,12 @@ import numpy as np
 import pandas as pd
 
 from .antagonists import class_shares, df_runnable_occupants, has_occupancy
-from .attribute import dominant_blocked, headline, spearman_runnable
+from .attribute import dominant_blocked, spearman_runnable
 from .decompose import PARTS, valid_requests
 from .findings import Findings
 from .load import SPAN_ENDS
 from .sched import sched_figures
+from .words import headline, no_requests_headline
 
 MS = 1e6
 UPROBE_WARN_SHARE = 0.05     # as tailtrace's TT_UPROBE_WARN_SHARE (of one CPU)
@@ -110,11 +111,6 @@ def n_threads(run) -> int:
     """Threads seen by the probes (tasks, switches, runq, locks)."""
     return int(len(np.unique(np.concatenate([df["tid"].to_numpy(np.int64) for df in
                                              (run.tasks, run.switches, run.runq, run.locks)]))))
-
-
-def _n(k: int, noun: str) -> str:
-    """'1 thread', '2 threads', '1,234 migrations'."""
-    return f"{k:,} {noun}{'' if k == 1 else 's'}"
 
 
 def uprobe_warnings(meta: dict) -> list:
@@ -231,22 +227,6 @@ def no_requests_note(source: str) -> str:
            "the server)")
     return (f"No requests to decompose: {why}. The scheduler sections below still show what "
             "the traced threads did.")
-
-
-def no_requests_headline(run, sched: dict, threads: int) -> str:
-    """The headline of a run without requests: what the scheduler figures say."""
-    why = {"none": "No requests in this run (no --span)",
-           "spans": "No call of the --span function completed while tracing",
-           }.get(run.source, "requests.bin holds no complete request")
-    s = f"{why}: scheduler view of {_n(threads, 'thread')}"
-    facts = []
-    if run.has("runq") and sched["runq_p50_us"] is not None:
-        facts.append(f"run-queue latency P50 {sched['runq_p50_us']:,.1f} µs, "
-                     f"P99 {sched['runq_p99_us']:,.1f} µs")
-    if run.has("switches"):
-        facts.append(f"{sched['voluntary']:,} voluntary and {sched['involuntary']:,} "
-                     f"involuntary switches, {_n(sched['migrations'], 'migration')}")
-    return s + (" — " + "; ".join(facts) if facts else "") + "."
 
 
 def peer_summary(f: Findings) -> dict | None:

@@ -124,7 +124,8 @@ def generate(run_dir: Path, n_intervals: int, n_requests: int, n_threads: int, s
 
 def analyse(run_dir: Path) -> dict:
     """Load + decompose + attribute; wall seconds per phase and peak RSS."""
-    from analyze.attribute import df_bands, headline, spearman_runnable, tail_excess
+    from analyze.attribute import df_bands, spearman_runnable, tail_excess
+    from analyze.words import headline
     from analyze.findings import Findings
     from analyze.decompose import df_decompose
     from analyze.load import load_run

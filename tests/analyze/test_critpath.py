@@ -163,7 +163,7 @@ def test_wait_objects_whole_run():
 
 
 def test_queue_wait_headline_names_the_workers_lock_only_when_it_matters():
-    from analyze.attribute import _workers_wait
+    from analyze.words import _workers_wait
     run = chain_run()
     d = df_decompose(run).assign(queue_wait_ns=[10 * MS, 10 * MS])
     obj = {"reason": "lock", "what": "mutex 0x55aa in tp_submit", "total_ms": 0.9, "waits": 9,

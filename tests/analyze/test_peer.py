@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from analyze import compare, report
-from analyze.attribute import df_bands, headline
+from analyze.attribute import df_bands
+from analyze.words import headline
 from analyze.decompose import df_decompose
 from analyze.html import ReportInputs, render_report
 from analyze.peer import df_peer_runnable, df_peers
