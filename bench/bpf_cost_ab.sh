@@ -26,9 +26,7 @@ usage: bench/bpf_cost_ab.sh --a TAILTRACE [options]
   --a PATH       build A's tailtrace binary (e.g. an older build's)
   --b PATH       build B's (default $BUILD/probes/tailtrace)
   --rounds R     rounds, each runs A and B once (default $ROUNDS)
-  --model M      httpload model (default $MODEL)
-  --conns C      httpload connections (default $CONNS)
-  --duration S   httpload seconds per run (default $DURATION)
+$(load_opts_help duration conns model)
   --mode MODE    records, listen or aggregate (default $MODE)
   -h, --help     this help
 EOF
@@ -39,12 +37,9 @@ while [ "$#" -gt 0 ]; do
 	--a) A=${2-}; shift ;;
 	--b) B=${2-}; shift ;;
 	--rounds) ROUNDS=$(num_arg "$1" "${2-}"); shift ;;
-	--model) MODEL=${2-}; shift ;;
-	--conns) CONNS=$(num_arg "$1" "${2-}"); shift ;;
-	--duration) DURATION=$(num_arg "$1" "${2-}"); shift ;;
 	--mode) MODE=${2-}; shift ;;
 	-h | --help) usage; exit 0 ;;
-	*) die "unknown option '$1' (see --help)" ;;
+	*) load_opt "$1" "${2-}" || die "unknown option '$1' (see --help)"; shift ;;
 	esac
 	shift
 done

@@ -39,9 +39,7 @@ TMP=$(mktemp -d)
 usage() {
 	cat <<EOF
 usage: bench/oracle_perf_sched.sh [options]
-  --requests N   httpload requests (default $REQUESTS)
-  --conns C      httpload connections (default $CONNS)
-  --model M      httpload model: naive, pool or async (default $MODEL)
+$(load_opts_help requests conns model)
   --top K        busiest threads compared (default $TOPN)
   --tol F        relative tolerance (default $TOL)
   --antagonists  also compare who held the CPU (tailtrace's cpu event) with perf
@@ -52,15 +50,11 @@ EOF
 
 while [ "$#" -gt 0 ]; do
 	case $1 in
-	--requests) REQUESTS=$(num_arg "$1" "${2-}"); shift ;;
-	--conns) CONNS=$(num_arg "$1" "${2-}"); shift ;;
-	--model) MODEL=${2-}; shift ;;
 	--top) TOPN=$(num_arg "$1" "${2-}"); shift ;;
 	--tol) TOL=${2-}; shift ;;
 	--antagonists) ANTAGONISTS=1 ;;
-	--out) OUT=${2-}; shift ;;
 	-h | --help) usage; exit 0 ;;
-	*) die "unknown option '$1' (see --help)" ;;
+	*) load_opt "$1" "${2-}" || die "unknown option '$1' (see --help)"; shift ;;
 	esac
 	shift
 done
@@ -80,18 +74,8 @@ echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $
 # -k mono: perf's default clock is the per-CPU sched_clock, and a wakeup and its switch-in
 # are often on different vCPUs; tailtrace's CLOCK_MONOTONIC is one clock (without it some
 # threads differed by 14-19 %).
-perf record -a -R -c 1 -m 64M -k mono -e sched:sched_switch -e sched:sched_waking \
-	-e sched:sched_wakeup_new -o "$OUT/perf.data" -- \
-	"$TAILTRACE" --events "runq,switch$([ "$ANTAGONISTS" = 1 ] && echo ,cpu)" --out "$OUT/tailtrace" -- \
-	"$HTTPLOAD" --model "$MODEL" --conns "$CONNS" --requests "$REQUESTS" \
-	--url "http://127.0.0.1:$SERVER_PORT/orders" --out "$OUT/httpload" \
-	>"$OUT/httpload.txt" 2>"$OUT/record.err" || {
-	rc=$?
-	cat "$OUT/record.err" >&2
-	die "the recorded run failed with exit status $rc (see $OUT/record.err)"
-}
-grep '^tailtrace: events written' "$OUT/record.err" || true
-grep -i 'lost' "$OUT/record.err" | grep -v '^tailtrace' || true
+perf_record_load -a -R -c 1 -m 64M -k mono -e sched:sched_switch -e sched:sched_waking \
+	-e sched:sched_wakeup_new -- "runq,switch$([ "$ANTAGONISTS" = 1 ] && echo ,cpu)"
 perf script --ns -F cpu,time,event,trace -i "$OUT/perf.data" >"$OUT/perf-script.txt" \
 	2>"$OUT/perf-script.err" || die "perf script failed: $(tail -1 "$OUT/perf-script.err")"
 grep -i 'lost' "$OUT/perf-script.err" || true

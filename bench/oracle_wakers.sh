@@ -30,9 +30,7 @@ TMP=$(mktemp -d)
 usage() {
 	cat <<EOF
 usage: bench/oracle_wakers.sh [options]
-  --requests N     httpload requests (default $REQUESTS)
-  --conns C        httpload connections (default $CONNS)
-  --model M        httpload model: naive, pool or async (default $MODEL)
+$(load_opts_help requests conns model)
   --min-agree F    share of matched wakeups whose waker must agree (default $MIN_AGREE)
   --out DIR        keep everything here (default results/<UTC time>-oracle-wakers)
   -h, --help       this help
@@ -41,13 +39,9 @@ EOF
 
 while [ "$#" -gt 0 ]; do
 	case $1 in
-	--requests) REQUESTS=$(num_arg "$1" "${2-}"); shift ;;
-	--conns) CONNS=$(num_arg "$1" "${2-}"); shift ;;
-	--model) MODEL=${2-}; shift ;;
 	--min-agree) MIN_AGREE=${2-}; shift ;;
-	--out) OUT=${2-}; shift ;;
 	-h | --help) usage; exit 0 ;;
-	*) die "unknown option '$1' (see --help)" ;;
+	*) load_opt "$1" "${2-}" || die "unknown option '$1' (see --help)"; shift ;;
 	esac
 	shift
 done
@@ -65,17 +59,7 @@ trap cleanup EXIT INT TERM
 server_start "$TMP/server.log" --workers "$SERVER_WORKERS"
 echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS --requests $REQUESTS"
 # perf records system-wide; tailtrace follows only httpload's threads.
-perf record -a -k mono -m 64M -e sched:sched_waking -o "$OUT/perf.data" -- \
-	"$TAILTRACE" --events runq,switch --out "$OUT/tailtrace" -- \
-	"$HTTPLOAD" --model "$MODEL" --conns "$CONNS" --requests "$REQUESTS" \
-	--url "http://127.0.0.1:$SERVER_PORT/orders" --out "$OUT/httpload" \
-	>"$OUT/httpload.txt" 2>"$OUT/record.err" || {
-	rc=$?
-	cat "$OUT/record.err" >&2
-	die "the recorded run failed with exit status $rc (see $OUT/record.err)"
-}
-grep '^tailtrace: events written' "$OUT/record.err" || true
-grep -i 'lost' "$OUT/record.err" | grep -v '^tailtrace' || true
+perf_record_load -a -k mono -m 64M -e sched:sched_waking -- runq,switch
 # --show-lost-events: "PERF_RECORD_LOST lost N" lines, summed by oracle_wakers.py.
 perf script -i "$OUT/perf.data" --ns --show-lost-events -F comm,tid,pid,cpu,time,event,trace \
 	>"$OUT/perf_script.txt" 2>"$OUT/perf_script.err" ||

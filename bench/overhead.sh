@@ -59,8 +59,7 @@ usage: bench/overhead.sh [options]
   --requests N   httpload requests per measurement (default $REQUESTS)
   --duration S   httpload runs S seconds per measurement instead (many short
                  rounds resolve a few per cent better than few long ones)
-  --conns C      httpload connections (default $CONNS)
-  --model M      httpload model: naive, pool or async (default $MODEL)
+$(load_opts_help conns model)
   --repeats R    rounds; each round runs every mode once (default $REPEATS)
   --modes LIST   of $MODE_NAMES,events=A+B (default $MODES)
   --out DIR      raw results (default results/<UTC time>-bench-overhead)
@@ -70,15 +69,10 @@ EOF
 
 while [ "$#" -gt 0 ]; do
 	case $1 in
-	--requests) REQUESTS=$(num_arg "$1" "${2-}"); shift ;;
-	--duration) DURATION=$(num_arg "$1" "${2-}"); shift ;;
-	--conns) CONNS=$(num_arg "$1" "${2-}"); shift ;;
-	--model) MODEL=${2-}; shift ;;
 	--repeats) REPEATS=$(num_arg "$1" "${2-}"); shift ;;
 	--modes) MODES=${2-}; shift ;;
-	--out) OUT=${2-}; shift ;;
 	-h | --help) usage; exit 0 ;;
-	*) die "unknown option '$1' (see --help)" ;;
+	*) load_opt "$1" "${2-}" || die "unknown option '$1' (see --help)"; shift ;;
 	esac
 	shift
 done

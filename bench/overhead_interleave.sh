@@ -35,8 +35,7 @@ usage: bench/overhead_interleave.sh [options]
   --period-ms P   attached P ms, detached P ms, ... (default $PERIOD_MS)
   --duration S    seconds per httpload run (default $DURATION)
   --repeats R     runs (default $REPEATS)
-  --model M       httpload model: naive, pool or async (default $MODEL)
-  --conns C       httpload connections (default $CONNS)
+$(load_opts_help conns model)
   --guard-ms G    left out at the start of every window (default $GUARD_MS)
   --out DIR       raw results (default results/<UTC time>-bench-overhead-interleave)
   -h, --help      this help
@@ -47,14 +46,10 @@ while [ "$#" -gt 0 ]; do
 	case $1 in
 	--mode) MODE=${2-}; shift ;;
 	--period-ms) PERIOD_MS=$(num_arg "$1" "${2-}"); shift ;;
-	--duration) DURATION=$(num_arg "$1" "${2-}"); shift ;;
 	--repeats) REPEATS=$(num_arg "$1" "${2-}"); shift ;;
-	--model) MODEL=${2-}; shift ;;
-	--conns) CONNS=$(num_arg "$1" "${2-}"); shift ;;
 	--guard-ms) GUARD_MS=$(num_arg "$1" "${2-}"); shift ;;
-	--out) OUT=${2-}; shift ;;
 	-h | --help) usage; exit 0 ;;
-	*) die "unknown option '$1' (see --help)" ;;
+	*) load_opt "$1" "${2-}" || die "unknown option '$1' (see --help)"; shift ;;
 	esac
 	shift
 done

@@ -66,6 +66,55 @@ need_load_bins() { # tailtrace, httpload and orders-server, all built
 	need_bin "$TT_SERVER"
 }
 
+# load_opt OPTION VALUE: an httpload option every load bench takes (--requests,
+# --duration, --conns, --model, --out) into REQUESTS, DURATION, CONNS, MODEL, OUT;
+# status 1 when OPTION is none of them. A bad value ends the script (num_arg).
+load_opt() {
+	case $1 in
+	--requests) REQUESTS=$(num_arg "$1" "$2") || exit 2 ;;
+	--duration) DURATION=$(num_arg "$1" "$2") || exit 2 ;;
+	--conns) CONNS=$(num_arg "$1" "$2") || exit 2 ;;
+	--model) MODEL=$2 ;;
+	--out) OUT=$2 ;;
+	*) return 1 ;;
+	esac
+}
+
+# load_opts_help NAME...: the --help lines of those load_opt options (requests,
+# duration, conns, model), with the defaults set now.
+load_opts_help() {
+	local o
+	for o in "$@"; do
+		case $o in
+		requests) echo "  --requests N   httpload requests (default $REQUESTS)" ;;
+		duration) echo "  --duration S   httpload seconds per run (default $DURATION)" ;;
+		conns) echo "  --conns C      httpload connections (default $CONNS)" ;;
+		model) echo "  --model M      httpload model: naive, pool or async (default $MODEL)" ;;
+		esac
+	done
+}
+
+# perf_record_load PERF_ARGS... -- EVENTS: `perf record PERF_ARGS` (system-wide) around
+# tailtrace --events EVENTS around httpload (MODEL, CONNS, REQUESTS) against the server
+# server_start started. OUT gets perf.data, tailtrace/, httpload/, httpload.txt and
+# record.err; a failed run ends the script.
+perf_record_load() {
+	local args=() rc
+	while [ "$1" != -- ]; do args+=("$1"); shift; done
+	shift
+	perf record "${args[@]}" -o "$OUT/perf.data" -- \
+		"$TAILTRACE" --events "$1" --out "$OUT/tailtrace" -- \
+		"$HTTPLOAD" --model "$MODEL" --conns "$CONNS" --requests "$REQUESTS" \
+		--url "http://127.0.0.1:$SERVER_PORT/orders" --out "$OUT/httpload" \
+		>"$OUT/httpload.txt" 2>"$OUT/record.err" || {
+		rc=$?
+		cat "$OUT/record.err" >&2
+		die "the recorded run failed with exit status $rc (see $OUT/record.err)"
+	}
+	grep '^tailtrace: events written' "$OUT/record.err" || true
+	grep -i 'lost' "$OUT/record.err" | grep -v '^tailtrace' || true
+}
+
 check_model() { # httpload --model value
 	[[ $1 =~ ^(naive|pool|async)$ ]] || die "--model expects naive, pool or async, got '$1'"
 }

@@ -108,32 +108,10 @@ trap 'echo "$ME: interrupted; partial results in $RESULTS" >&2; exit 130' INT TE
 start_nginx() {
 	local dir=$TMP/nginx i
 	NGINX_PORT=$(port_free)
-	mkdir -p "$dir/tmp"
-	cat >"$dir/nginx.conf" <<EOF
-# Same reply size and keep-alive policy as orders-server: a fixed JSON order.
-worker_processes $SERVER_WORKERS;
-daemon off;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    client_body_temp_path $dir/tmp/body;
-    proxy_temp_path $dir/tmp/proxy;
-    fastcgi_temp_path $dir/tmp/fastcgi;
-    uwsgi_temp_path $dir/tmp/uwsgi;
-    scgi_temp_path $dir/tmp/scgi;
-    server {
-        listen 127.0.0.1:$NGINX_PORT;
-        location / {
-            default_type application/json;
-            return 200 '{"order_id":1,"status":"accepted"}';
-        }
-    }
-}
-EOF
-	nginx -q -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf" &
+	# the same reply size as orders-server: a fixed JSON order
+	nginx_conf "$dir" "$NGINX_PORT" "$SERVER_WORKERS" \
+		"default_type application/json; return 200 '{\"order_id\":1,\"status\":\"accepted\"}';"
+	nginx -q -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf" -g "daemon off;" &
 	NGINX_PID=$!
 	for ((i = 0; i < 100; i++)); do
 		(exec 3<>"/dev/tcp/127.0.0.1/$NGINX_PORT") 2>/dev/null && return 0

@@ -9,38 +9,15 @@
 #   scripts/nginx-demo.sh stop DIR
 set -euo pipefail
 ME=nginx-demo
+TT_ME=$ME TT_TOP=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/lib/common.sh
+. "$TT_TOP/scripts/lib/common.sh"
 
-die() { echo "$ME: error: $*" >&2; exit 1; }
-
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-write_conf() {
+write_conf() { # DIR PORT WORKERS: a 4 KiB index.html served from DIR/www
 	local dir=$1 port=$2 workers=$3
-	mkdir -p "$dir/www" "$dir/tmp"
+	mkdir -p "$dir/www"
 	head -c 4096 /dev/zero | tr '\0' 'x' >"$dir/www/index.html"
-	cat >"$dir/nginx.conf" <<EOF
-# tailtrace demo: everything under $dir; workers run as root so they can read it.
-user root;
-worker_processes $workers;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $dir/tmp/body;
-    proxy_temp_path $dir/tmp/proxy;
-    fastcgi_temp_path $dir/tmp/fastcgi;
-    uwsgi_temp_path $dir/tmp/uwsgi;
-    scgi_temp_path $dir/tmp/scgi;
-    server {
-        listen 127.0.0.1:$port;
-        root $dir/www;
-        location / { index index.html; }
-    }
-}
-EOF
+	nginx_conf "$dir" "$port" "$workers" "root $dir/www; index index.html;"
 }
 
 cmd_start() {
@@ -55,7 +32,7 @@ cmd_start() {
 		shift
 	done
 	command -v nginx >/dev/null 2>&1 || die "nginx is not installed; run: bash scripts/install-deps.sh"
-	[ -n "$port" ] || port=$(free_port)
+	[ -n "$port" ] || port=$(port_free)
 	dir=$(mktemp -d /tmp/tailtrace-nginx.XXXXXX)
 	write_conf "$dir" "$port" "$workers"
 	nginx -q -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf" ||

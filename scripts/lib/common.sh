@@ -226,6 +226,36 @@ server_start() {
 	die "orders-server did not report 'listening' within 10 s (see $log); is the machine overloaded?"
 }
 
+# ---- nginx -----------------------------------------------------------------------
+
+# nginx_conf DIR PORT WORKERS LOCATION: DIR/nginx.conf for a throw-away nginx (pid file,
+# logs and temp files under DIR; workers run as root so they can read it) listening
+# on 127.0.0.1:PORT, serving `location / { LOCATION }`, with keep-alive as orders-server.
+nginx_conf() {
+	local dir=$1 port=$2 workers=$3 location=$4
+	mkdir -p "$dir/tmp"
+	cat >"$dir/nginx.conf" <<EOF
+user root;
+worker_processes $workers;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+    server {
+        listen 127.0.0.1:$port;
+        location / { $location }
+    }
+}
+EOF
+}
+
 # json_mark_incomplete RUN_DIR REASON: meta.json gets "incomplete": true.
 json_mark_incomplete() {
 	local dir=$1 reason=$2
