@@ -217,7 +217,10 @@ server_start() {
 	pg_start "$log" "$TT_SERVER" "$@"
 	SERVER_PID=$PG_PID SERVER_PORT=""
 	for ((i = 0; i < 200; i++)); do
-		SERVER_PORT=$(sed -n 's/^orders-server: listening on .*:\([0-9]*\) workers=.*/\1/p' "$log" 2>/dev/null)
+		# the log may not exist yet (the shell that redirects into it has not run):
+		# sed's failure then must not end a `set -e` caller
+		SERVER_PORT=$(sed -n 's/^orders-server: listening on .*:\([0-9]*\) workers=.*/\1/p' \
+			"$log" 2>/dev/null || true)
 		[ -z "$SERVER_PORT" ] || return 0
 		pid_running "$SERVER_PID" ||
 			die "orders-server exited during start-up: $(tail -1 "$log" 2>/dev/null); fix that (see $log) and rerun"
