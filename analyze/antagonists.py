@@ -264,7 +264,11 @@ def _rows(run) -> dict:
                 continue
             ci, cs, ce, ct, cp, cc, cq = pairs(np.arange(lo, hi))
             lo = hi
-            key = np.lexsort((cs, cq, cp, cc, ci))       # by wait, class, pid, irq, time
+            # by wait, class, pid, irq, then time: one stable sort of a packed key (the
+            # pairs come by wait, in time order; (pid, irq) ranked in their numeric order)
+            _, who = np.unique((cp << 32) | cq, return_inverse=True)
+            key = np.argsort(((ci - ci[0]) << 34) | (cc.astype(i64) << 30) | who,
+                             kind="stable") if len(ci) else np.zeros(0, i64)
             ci, cc, cp, cq, ct, cd = ci[key], cc[key], cp[key], cq[key], ct[key], (ce - cs)[key]
             new = np.ones(len(ci), bool)
             new[1:] = ((ci[1:] != ci[:-1]) | (cc[1:] != cc[:-1]) | (cp[1:] != cp[:-1])
@@ -305,6 +309,24 @@ def _rows(run) -> dict:
             "ns": (e - s)[o]}
 
 
+def _window_index(r: dict) -> dict:
+    """The occupant rows' per-thread blocks (rows lie sorted by victim thread, then time):
+    tids, start, end, and the combined search keys (thread rank · span + time since base)
+    of their starts and ends, when they fit in 63 bits (span 0: they do not)."""
+    vt, rs, re_ = r["victim_tid"], r["t_from_ns"], r["t_to_ns"]
+    brk = np.flatnonzero(vt[1:] != vt[:-1]) + 1
+    start = np.r_[0, brk].astype(np.int64)
+    tids = vt[start].astype(np.int64)
+    end = np.append(start[1:], len(vt))
+    base = int(rs.min())
+    span = int(re_.max()) - base + 2
+    if (len(tids) + 1) * span >= 1 << 62:
+        return {"tids": tids, "start": start, "end": end, "base": base, "span": 0}
+    rank = np.repeat(np.arange(len(tids), dtype=np.int64) * span, end - start)
+    return {"tids": tids, "start": start, "end": end, "base": base, "span": span,
+            "key_end": rank + (re_ - base), "key_start": rank + (rs - base)}
+
+
 def antagonists_in_windows(run, tid, w_start, w_end) -> pd.DataFrame:
     """Occupant time inside windows: for window i of thread tid[i], the part of each
     occupant row of that thread inside [w_start[i], w_end[i]].
@@ -317,22 +339,21 @@ def antagonists_in_windows(run, tid, w_start, w_end) -> pd.DataFrame:
     ws, we = np.asarray(w_start, dtype=np.int64), np.asarray(w_end, dtype=np.int64)
     if not len(r["ns"]) or not len(tid):
         return pd.DataFrame({c: np.zeros(0, np.int64) for c in cols})
-    vt, rs, re_ = r["victim_tid"], r["t_from_ns"], r["t_to_ns"]
-    # per thread, rows are a contiguous block sorted by time (disjoint intervals)
-    tids, start = np.unique(vt, return_index=True)
-    end = np.append(start[1:], len(vt))
+    rs, re_ = r["t_from_ns"], r["t_to_ns"]
+    ix = _per_run(run, "_antagonist_index", (id(r["ns"]),), lambda: _window_index(r))
+    tids, start, end = ix["tids"], ix["start"], ix["end"]
     g = np.minimum(np.searchsorted(tids, tid), len(tids) - 1)
     known = tids[g] == tid
-    # within the thread's block: rows ending after w_start, starting before w_end. The
-    # blocks lie in one array sorted by (thread, time): one search over a combined key
-    # (thread rank · span + time) finds them all, when it fits in 63 bits
-    t_min = int(min(rs.min(), ws.min()))
-    span = int(max(re_.max(), we.max())) - t_min + 1
-    if (len(tids) + 1) * span < 1 << 62:
-        rank = np.searchsorted(tids, vt).astype(np.int64) * span
+    if ix["span"]:
+        # within the thread's block: rows ending after w_start, starting before w_end,
+        # found with one search over the combined key (thread rank · span + time);
+        # windows clipped to the rows' time range select the same rows
+        base, span = ix["base"], ix["span"]
         wrank = g.astype(np.int64) * span
-        first = np.searchsorted(rank + (re_ - t_min), wrank + (ws - t_min), side="right")
-        last = np.searchsorted(rank + (rs - t_min), wrank + (we - t_min), side="left")
+        first = np.searchsorted(ix["key_end"], wrank + (np.clip(ws, base, None) - base),
+                                side="right")
+        last = np.searchsorted(ix["key_start"],
+                               wrank + (np.clip(we, None, base + span - 1) - base), side="left")
     else:
         first = np.zeros(len(tid), np.int64)
         last = np.zeros(len(tid), np.int64)

@@ -116,7 +116,16 @@ def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None) 
     every ns is in exactly one state, as decompose.py counts them: Runnable (a
     runq interval), else off CPU inside a lock wait: Lock wait, else off CPU:
     Blocked, else Running. Adjacent segments of the same state are merged.
+    Built once per run and `observed` (the trace and the critical-path figure share it);
+    t0_ns only bounds the time keys.
     """
+    from .antagonists import _per_run
+    key = (id(run.runq), id(run.switches), id(run.locks), id(observed))
+    return _per_run(run, "_thread_states", key,
+                    lambda: _thread_states(run, t0_ns, observed)).copy()
+
+
+def _thread_states(run, t0_ns: int, observed: pd.DataFrame | None) -> pd.DataFrame:
     iv = _intervals(run)
     cols = ["tid", "state", "t_start_ns", "t_end_ns"]
     if not iv or ("off" not in iv and "runnable" not in iv):
@@ -125,37 +134,42 @@ def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None) 
         iv["observed"] = pd.DataFrame({"tid": observed["tid"].to_numpy(np.int64),
                                        "s": observed["t_start_ns"].to_numpy(np.int64),
                                        "e": observed["t_end_ns"].to_numpy(np.int64)})
-        probed = np.unique(pd.concat([v["tid"] for v in iv.values()]))
+        probed = np.unique(np.concatenate([v["tid"].to_numpy(np.int64) for v in iv.values()]))
         iv["observed"] = iv["observed"][iv["observed"]["tid"].isin(probed)]
-    allv = pd.concat(iv.values(), ignore_index=True)
-    tids = np.unique(allv["tid"].to_numpy(np.int64))
-    t0 = min(int(t0_ns) or int(allv["s"].min()), int(allv["s"].min()))
+    kinds = list(iv)
+    tid_all = np.concatenate([iv[k]["tid"].to_numpy(np.int64) for k in kinds])
+    s_all = np.concatenate([iv[k]["s"].to_numpy(np.int64) for k in kinds])
+    e_all = np.concatenate([iv[k]["e"].to_numpy(np.int64) for k in kinds])
+    at = np.cumsum([0] + [len(iv[k]) for k in kinds])
+    rows = {k: slice(at[i], at[i + 1]) for i, k in enumerate(kinds)}
+    tids, ti = np.unique(tid_all, return_inverse=True)
+    t0 = min(int(t0_ns) or int(s_all.min()), int(s_all.min()))
+    n = len(tid_all)
 
-    def key(tid, t):
-        ti = np.searchsorted(tids, tid).astype(np.int64)
-        rel = np.clip(np.asarray(t, dtype=np.int64) - t0, 0, (1 << _KEY_SHIFT) - 1)
-        return (ti << _KEY_SHIFT) | rel
+    def key(t):
+        rel = np.clip(t - t0, 0, (1 << _KEY_SHIFT) - 1)
+        return (ti.astype(np.int64) << _KEY_SHIFT) | rel
 
-    b = np.sort(np.concatenate([key(allv["tid"], allv["s"]), key(allv["tid"], allv["e"])]))
-    b = b[np.r_[True, b[1:] != b[:-1]]]          # sorted unique boundaries
+    # every edge's place among the sorted unique edges, from one sort (no searches)
+    b, pos = np.unique(np.concatenate([key(s_all), key(e_all)]), return_inverse=True)
+    pos_s, pos_e = pos[:n], pos[n:]
     nseg = len(b) - 1
     if nseg <= 0:
         return pd.DataFrame(columns=cols)
     seg_tid = b[:-1] >> _KEY_SHIFT
     valid = seg_tid == (b[1:] >> _KEY_SHIFT)
 
-    def covered(df):
-        if df is None or df.empty:
+    def covered(kind):
+        if kind not in rows:
             return np.zeros(nseg, dtype=bool)
-        cnt = np.zeros(len(b) + 1, dtype=np.int64)
-        np.add.at(cnt, np.searchsorted(b, key(df["tid"], df["s"])), 1)
-        np.add.at(cnt, np.searchsorted(b, key(df["tid"], df["e"])), -1)
+        r = rows[kind]
+        cnt = (np.bincount(pos_s[r], minlength=len(b)) - np.bincount(pos_e[r], minlength=len(b)))
         return np.cumsum(cnt)[:nseg] > 0
 
-    runnable = covered(iv.get("runnable"))
-    lock = covered(iv.get("lock"))
-    io, sleep = covered(iv.get("io")), covered(iv.get("sleep"))
-    off = covered(iv.get("off"))
+    runnable = covered("runnable")
+    lock = covered("lock")
+    io, sleep = covered("io"), covered("sleep")
+    off = covered("off")
     why = np.where(lock, 2, np.where(io, 4, np.where(sleep, 5, 3)))
     state = np.where(runnable, 1, np.where(off, why, 0))
     idx = np.flatnonzero(valid)
