@@ -225,7 +225,7 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 			(unsigned long long)st->skel->bss->counters[SCHED_CNT_NO_SLOT]);
 	struct tt_task *tasks = NULL;
 	size_t ntasks = 0;
-	int rec_err = probe_flush(st->out, &st->write_err), err;
+	int rec_err = probe_flush(st->out, &st->write_err), err, rq_err;
 
 	/* switches.bin failed (disk full): still try the small side files below,
 	 * the thread names and stacks make what was recorded readable */
@@ -245,17 +245,16 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 					&st->hist_events);
 	if (!err && st->acc)
 		err = write_offcpu(ctx, st, st->acc, ctx->opts->out_dir, tasks, ntasks, NULL);
-	if (!rec_err && !err && (err = runq_part_finish(ctx, &st->rq, st->skel))) {
-		free(tasks);
-		return err; /* its own message */
-	}
+	/* runq.bin and occupancy.bin are flushed whatever became of switches.bin (a full
+	 * disk): the histograms only once drained */
+	rq_err = st->aggregate && err ? 0 : runq_part_finish(ctx, &st->rq, st->skel);
 	if (rec_err)
 		snprintf(ctx->err, sizeof(ctx->err), "sched: writing switches.bin: %s%s",
 			 strerror(-rec_err), err ? " (and tasks/stacks)" : "");
 	else if (err)
 		snprintf(ctx->err, sizeof(ctx->err), "sched: writing tasks/stacks: %s", strerror(-err));
 	free(tasks);
-	return rec_err ?: err;
+	return rec_err ?: err ?: rq_err; /* rq_err has its own message */
 }
 
 static int acc_one(void *arg, uint32_t type, const void *rec)
