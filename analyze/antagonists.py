@@ -33,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .load import (OCC_HARDIRQ, OCC_IRQ_SHIFT, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ,
-                   OCC_TRUNC, SOFTIRQ_NAMES)
+from .load import (OCC_HARDIRQ, OCC_IRQ_SHIFT, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ, OCC_TRUNC,
+                   SOFTIRQ_NAMES, per_run)
 from .peer import also_comm, peer_pids
 
 CLASSES = ["sibling", "peer", "other", "kernel", "irq", "idle", "unknown"]
@@ -82,21 +82,7 @@ def df_occupancy(run) -> pd.DataFrame:
     (TT_OCC_TRUNC: switches between were lost) has tid -1: unknown. A CPU's last record
     opens no segment (its end is unknown). Built once per run (the rows, the trace and the
     CPU lanes all read it); callers do not modify it."""
-    return _per_run(run, "_occupancy_segments", (id(run.occupancy),), lambda: _segments(run))
-
-
-def _per_run(run, attr: str, key: tuple, build):
-    """build()'s result, kept on the run under attr while key (ids of the streams it was
-    built from) holds."""
-    c = getattr(run, attr, None)
-    if c is not None and c[0] == key:
-        return c[1]
-    v = build()
-    try:
-        setattr(run, attr, (key, v))
-    except AttributeError:
-        pass
-    return v
+    return per_run(run, "_occupancy_segments", (id(run.occupancy),), lambda: _segments(run))
 
 
 def _segments(run) -> pd.DataFrame:
@@ -177,7 +163,7 @@ def _rows_cached(run) -> tuple[pd.DataFrame, dict]:
         return pd.DataFrame({k: (pd.Categorical.from_codes(v, categories=CLASSES)
                                  if k == "cls" else v) for k, v in cols.items()},
                             copy=False), cols
-    return _per_run(run, "_antagonist_rows", (id(run.runq), id(run.occupancy)), build)
+    return per_run(run, "_antagonist_rows", (id(run.runq), id(run.occupancy)), build)
 
 
 # Above this many (wait, segment) pairs the rows of one wait are merged by antagonist
@@ -340,7 +326,7 @@ def antagonists_in_windows(run, tid, w_start, w_end) -> pd.DataFrame:
     if not len(r["ns"]) or not len(tid):
         return pd.DataFrame({c: np.zeros(0, np.int64) for c in cols})
     rs, re_ = r["t_from_ns"], r["t_to_ns"]
-    ix = _per_run(run, "_antagonist_index", (id(r["ns"]),), lambda: _window_index(r))
+    ix = per_run(run, "_antagonist_index", (id(r["ns"]),), lambda: _window_index(r))
     tids, start, end = ix["tids"], ix["start"], ix["end"]
     g = np.minimum(np.searchsorted(tids, tid), len(tids) - 1)
     known = tids[g] == tid

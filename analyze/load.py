@@ -502,3 +502,17 @@ def load_run(run_dir, cache: bool = True) -> Run:
     run.stacks = load_stacks(run_dir / "stacks.jsonl", run.warnings)
     run.lost_events = _lost_events(run.meta, run_dir / "meta.json")
     return run
+
+
+def per_run(run, attr: str, key: tuple, build):
+    """build()'s result, kept on the run under attr while key (ids of the streams it was
+    built from) holds."""
+    c = getattr(run, attr, None)
+    if c is not None and c[0] == key:
+        return c[1]
+    v = build()
+    try:
+        setattr(run, attr, (key, v))
+    except AttributeError:
+        pass
+    return v

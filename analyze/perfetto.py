@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .load import WAKER_BLAMES_TASK, thread_names
+from .load import WAKER_BLAMES_TASK, per_run, thread_names
 from .waits import REASONS, has_reasons, reason_codes
 
 STATES = np.array(["Running", "Runnable", "Lock wait", "Blocked", "I/O wait", "Sleep"])
@@ -119,9 +119,8 @@ def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None) 
     Built once per run and `observed` (the trace and the critical-path figure share it);
     t0_ns only bounds the time keys.
     """
-    from .antagonists import _per_run
     key = (id(run.runq), id(run.switches), id(run.locks), id(observed))
-    return _per_run(run, "_thread_states", key,
+    return per_run(run, "_thread_states", key,
                     lambda: _thread_states(run, t0_ns, observed)).copy()
 
 
