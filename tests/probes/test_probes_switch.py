@@ -128,10 +128,13 @@ def test_no_stack_lost_to_stack_map_collisions(tmp_path):
     used to lose them (an offcpu lost event and ustack_id -1). They now go to the spill map
     (probes/sched.h): every blocked switch-out keeps its stack and nothing is lost.
     --debug exact-stacks: every switch-out unwinds (the stack cache would reuse the last
-    stack here, since every path blocks with the same user IP, stack and frame pointer)."""
+    stack here, since every path blocks with the same user IP, stack and frame pointer).
+    Each sleep is 1 ms: a nanosleep whose timer expires before the task reaches schedule()
+    (a vCPU the host stalled for longer than the sleep) returns without a switch; at 50 us
+    that lost 19 of 400 on a noisy host, at 1 ms the stall must outlast the sleep 20-fold."""
     paths = 400
     p = tailtrace(tmp_path, "--debug", "exact-stacks", "--events", "switch,offcpu", "--",
-                  helper("deepstacks"), str(paths), "50")
+                  helper("deepstacks"), str(paths), "1000")
     assert p.returncode == 0, p.stderr
     tid = json_lines(p.stdout)[0]["tid"]
     assert meta(tmp_path)["lost_events"]["offcpu"] == 0
