@@ -6,9 +6,13 @@
  * user stacks: with a few hundred, some land in a bucket of the stack map
  * that another one holds (the map does not chain), which
  * tests/probes/test_probes_switch.py uses to check that no stack is lost to
- * such collisions. Prints {"tid": N} first and {"paths": PATHS} at the end.
+ * such collisions. Prints {"tid": N} first and, at the end, {"paths": PATHS,
+ * "nvcsw": N}: the kernel's own count of the loop's voluntary context switches
+ * (getrusage RUSAGE_THREAD). A sleep whose timer expired before the thread
+ * reached schedule() (a stalled vCPU) is no switch, and the kernel knows.
  */
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -50,6 +54,7 @@ __attribute__((noinline)) static void walk(long i, int level)
 int main(int argc, char **argv)
 {
 	long paths;
+	struct rusage r0, r1;
 
 	if (argc != 3 || (paths = atol(argv[1])) < 1 || paths > (1L << LEVELS) ||
 	    (usec = atol(argv[2])) < 0) {
@@ -58,8 +63,10 @@ int main(int argc, char **argv)
 	}
 	printf("{\"tid\": %d}\n", gettid());
 	fflush(stdout);
+	getrusage(RUSAGE_THREAD, &r0);
 	for (long i = 0; i < paths; i++)
 		walk(i, 0);
-	printf("{\"paths\": %ld}\n", paths);
+	getrusage(RUSAGE_THREAD, &r1);
+	printf("{\"paths\": %ld, \"nvcsw\": %ld}\n", paths, r1.ru_nvcsw - r0.ru_nvcsw);
 	return 0;
 }

@@ -136,14 +136,18 @@ def test_no_stack_lost_to_stack_map_collisions(tmp_path):
     p = tailtrace(tmp_path, "--debug", "exact-stacks", "--events", "switch,offcpu", "--",
                   helper("deepstacks"), str(paths), "1000")
     assert p.returncode == 0, p.stderr
-    tid = json_lines(p.stdout)[0]["tid"]
+    first, last = json_lines(p.stdout)[0], json_lines(p.stdout)[-1]
+    tid, nvcsw = first["tid"], last["nvcsw"]
     assert meta(tmp_path)["lost_events"]["offcpu"] == 0
     stacks = [json.loads(line) for line in (tmp_path / "stacks.jsonl").read_text().splitlines()]
     user = {s["id"]: tuple(s["frames"]) for s in stacks if s["kind"] == "user"}
     sw = intervals(tmp_path)
     blocked = sw[(sw["tid"] == tid) & (sw["voluntary"] == 1)]
-    assert len(blocked) >= 0.97 * paths  # a sleep whose timer beat the block is no switch
+    # the premise: enough paths blocked for collisions to happen (~5 expected at 400)
+    assert nvcsw >= 0.9 * paths, last
+    # every switch the kernel counted in the loop was seen (start and exit may add a few)
+    assert len(blocked) >= nvcsw, (len(blocked), last)
     assert (blocked["ustack_id"] >= 0).all() and set(blocked["ustack_id"].tolist()) <= set(user)
-    # one distinct stack per path (a few more switch-outs may block elsewhere: start, exit)
+    # each path blocks once under its own stack: one distinct stack per switch of the loop
     walks = {fr for fr in user.values() if any("via_a" in f or "via_b" in f for f in fr)}
-    assert len(walks) >= 0.97 * paths
+    assert len(walks) >= nvcsw, (len(walks), last)
