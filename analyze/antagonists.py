@@ -121,19 +121,42 @@ def traced_pids(run) -> set:
 CODE = {c: np.int8(i) for i, c in enumerate(CLASSES)}
 
 
+def _seg_codes(tid, pid, flags, peers: set) -> tuple[np.ndarray, np.ndarray]:
+    """What an occupant's class owes to itself alone: (base, peer). base is the class
+    (CODE) of an idle CPU, an interrupt, a kernel thread or an unknown occupant, and -1
+    for a task, whose class (sibling, peer or other) depends on the waiting thread; peer
+    marks the occupants of a traced process."""
+    base = np.full(len(tid), -1, dtype=np.int8)
+    base[((flags & OCC_KTHREAD) != 0) & (tid > 0)] = CODE["kernel"]
+    idle = tid == 0
+    base[idle] = CODE["idle"]
+    base[idle & ((flags & IRQ_BITS) != 0)] = CODE["irq"]
+    base[tid < 0] = CODE["unknown"]
+    peer = (np.isin(pid, np.fromiter(peers, dtype=np.int64, count=len(peers))) if peers
+            else np.zeros(len(pid), bool))
+    return base, peer
+
+
+def _task_codes(base, peer, victim_tid, victim_pid, tid, pid) -> np.ndarray:
+    """The class of each occupant (CODE) relative to the waiting thread victim_tid of
+    process victim_pid, from its _seg_codes: a task of the victim's process is a sibling,
+    one of another traced process a peer, any other task other."""
+    cls = base.copy()
+    task = cls < 0
+    same = pid == victim_pid
+    cls[task] = CODE["other"]
+    cls[task & peer & ~same] = CODE["peer"]
+    cls[task & same & (tid != victim_tid)] = CODE["sibling"]
+    return cls
+
+
 def _classify_codes(victim_tid, victim_pid, tid, pid, flags, peers: set) -> np.ndarray:
     """The class of each occupant (CODE: an index into CLASSES) relative to the waiting
-    thread victim_tid of process victim_pid (scalars or arrays)."""
-    cls = np.full(len(tid), CODE["other"], dtype=np.int8)
-    if peers:
-        cls[np.isin(pid, np.fromiter(peers, dtype=np.int64, count=len(peers)))] = CODE["peer"]
-    cls[(pid == victim_pid) & (tid != victim_tid)] = CODE["sibling"]
-    cls[((flags & OCC_KTHREAD) != 0) & (tid > 0)] = CODE["kernel"]
-    idle = tid == 0
-    cls[idle] = CODE["idle"]
-    cls[idle & ((flags & IRQ_BITS) != 0)] = CODE["irq"]
-    cls[tid < 0] = CODE["unknown"]
-    return cls
+    thread victim_tid of process victim_pid (scalars or arrays); peers are the traced
+    processes (the victim's own is no peer of itself)."""
+    tid, pid = np.asarray(tid, np.int64), np.asarray(pid, np.int64)
+    base, peer = _seg_codes(tid, pid, np.asarray(flags, np.int64), peers)
+    return _task_codes(base, peer, victim_tid, victim_pid, tid, pid)
 
 
 def classify(victim_tid, victim_pid, tid, pid, flags, peers: set) -> np.ndarray:
@@ -195,10 +218,12 @@ def _expand(sel, first, n, a, b, S, E):
     """The (interval, segment) pairs of intervals sel, clipped: idx, s, e, k (segment)."""
     ns = n[sel]
     rep = np.repeat(sel, ns)
-    k = np.repeat(first[sel], ns) + (np.arange(ns.sum()) - np.repeat(np.cumsum(ns) - ns, ns))
+    k = np.arange(ns.sum()) + np.repeat(first[sel] - (np.cumsum(ns) - ns), ns)
     s = np.maximum(S[k], a[rep])
     e = np.minimum(E[k], b[rep])
     ok = e > s
+    if ok.all():
+        return rep, s, e, k
     return rep[ok], s[ok], e[ok], k[ok]
 
 
@@ -218,50 +243,50 @@ def _rows(run) -> dict:
     sflags = seg["flags"].to_numpy(i64)
     a, b = rq["t_runnable_ns"].to_numpy(i64), rq["t_run_ns"].to_numpy(i64)
     rtid, rpid, rcpu = (rq[c].to_numpy(i64) for c in ("tid", "pid", "cpu"))
-    traced = traced_pids(run)
     first, n = _overlaps(rq, seg)
+    # what each segment's occupant is, whoever waits: computed once, gathered per pair
+    sbase, speer = _seg_codes(stid, spid, sflags, traced_pids(run))
+    sirq = np.where(stid == 0, irq_code(sflags), 0)
 
     def pairs(sel):
         """The clipped (wait, segment) pairs of waits sel, their occupants classified:
-        idx, s, e, tid, pid, cls, irq."""
+        idx, s, e, tid, pid, cls, irq, k (the segment)."""
         idx, s, e, k = _expand(sel, first, n, a, b, S, E)
-        tid, pid, flags = stid[k], spid[k], sflags[k]
-        vp, cls = rpid[idx], np.empty(len(idx), dtype=np.int8)
-        for p in np.unique(vp):
-            m = vp == p
-            cls[m] = _classify_codes(rtid[idx][m], p, tid[m], pid[m], flags[m], traced - {int(p)})
-        return idx, s, e, tid, pid, cls, np.where(tid == 0, irq_code(flags), 0)
+        tid, pid = stid[k], spid[k]
+        cls = _task_codes(sbase[k], speer[k], rtid[idx], rpid[idx], tid, pid)
+        return idx, s, e, tid, pid, cls, sirq[k], k
 
     total = int(n.sum())
     merged = total > ROW_BUDGET
     if not merged:
-        idx, s, e, tid, pid, cls, irq = pairs(np.arange(len(rq)))
+        idx, s, e, tid, pid, cls, irq, _ = pairs(np.arange(len(rq)))
     else:
         run.warnings.append(
             f"cpu occupancy: {total:,} (wait, switch) pairs: each wait's parts are merged by "
             "antagonist (process and class), named by the first of its threads, and laid "
             "back to back inside the wait; totals per wait stay exact")
         parts = {c: [] for c in ("idx", "ns", "tid", "pid", "cls", "irq")}
+        # (pid, irq) of each segment ranked in their numeric order, once for all chunks
+        _, who_seg = np.unique((spid << 32) | sirq, return_inverse=True)
         bounds = np.searchsorted(np.cumsum(n), np.arange(_CHUNK, total + _CHUNK, _CHUNK))
         lo = 0
         for hi in np.unique(np.append(bounds + 1, len(rq))):
             hi = min(int(hi), len(rq))
             if hi <= lo:
                 continue
-            ci, cs, ce, ct, cp, cc, cq = pairs(np.arange(lo, hi))
+            ci, cs, ce, ct, cp, cc, cq, ck = pairs(np.arange(lo, hi))
             lo = hi
             # by wait, class, pid, irq, then time: one stable sort of a packed key (the
-            # pairs come by wait, in time order; (pid, irq) ranked in their numeric order)
-            _, who = np.unique((cp << 32) | cq, return_inverse=True)
-            key = np.argsort(((ci - ci[0]) << 34) | (cc.astype(i64) << 30) | who,
-                             kind="stable") if len(ci) else np.zeros(0, i64)
-            ci, cc, cp, cq, ct, cd = ci[key], cc[key], cp[key], cq[key], ct[key], (ce - cs)[key]
-            new = np.ones(len(ci), bool)
-            new[1:] = ((ci[1:] != ci[:-1]) | (cc[1:] != cc[:-1]) | (cp[1:] != cp[:-1])
-                       | (cq[1:] != cq[:-1]))
-            at = np.flatnonzero(new)
-            for name, v in (("idx", ci[at]), ("cls", cc[at]), ("pid", cp[at]), ("irq", cq[at]),
-                            ("tid", ct[at]), ("ns", np.add.reduceat(cd, at) if len(at) else cd[:0])):
+            # pairs come by wait, in time order)
+            packed = ((ci - ci[0]) << 34) | (cc.astype(i64) << 30) | who_seg[ck]
+            key = np.argsort(packed, kind="stable")
+            packed = packed[key]         # one part per run of equal keys
+            at = np.flatnonzero(np.r_[True, packed[1:] != packed[:-1]]) if len(key) else key
+            first_of = key[at]           # the first pair (in time) of each part
+            cd = (ce - cs)[key]
+            for name, v in (("idx", ci[first_of]), ("cls", cc[first_of]), ("pid", cp[first_of]),
+                            ("irq", cq[first_of]), ("tid", ct[first_of]),
+                            ("ns", np.add.reduceat(cd, at) if len(at) else cd[:0])):
                 parts[name].append(v)
         cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, i64))
         idx, d = cat(parts["idx"]), cat(parts["ns"])
