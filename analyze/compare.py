@@ -27,7 +27,8 @@ from .errors import AnalysisError
 from .html import CSS, esc, fmt_errors, fmt_int, fmt_share, img_tag
 from .html import fmt_run_ms as fmt_ms
 from .load import load_run
-from .report import analyse, run_label
+from .report import analyse
+from .summary import run_label
 from .sweep import df_knee, df_seed_table, knee_sentences, seed_table_markdown
 
 COLUMNS = ["run", "requests", "errors", "throughput_rps", "avg_ms", "p99_ms", "max_ms",

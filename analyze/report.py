@@ -36,11 +36,9 @@ from .lockchain import df_lock_chains
 from .peer import df_peer_runnable
 from .perfetto import df_thread_states, write_trace
 from .sched import LOCK_COLS, THREAD_COLS, df_cpu_placement, df_locks, df_runq_hist, df_threads
-from .summary import cut_note, goroutine_note, summary_dict, uprobe_warnings
+from .summary import (cut_note, goroutine_note, has_sched, report_summary, run_info,
+                      uprobe_warnings, with_outputs)
 
-SCHED_STREAMS = ("runq", "switches")
-NEEDS_PROBES = ("needs probes: run the workload under tailtrace (runq and sched streams) "
-                "to split latency into on-CPU, runnable, lock wait and blocked time")
 PLOTS = {"percentiles": "percentiles.png", "decomposition": "decomposition.png",
          "timeline": "timeline.png", "runq_hist": "runq-hist.png",
          "cpu_placement": "cpu-placement.png", "critical_path": "critical-path.png"}
@@ -76,41 +74,6 @@ def write_csv(path: Path, df: pd.DataFrame) -> None:
     os.replace(tmp, path)
 
 
-def run_info(run_dir) -> dict:
-    """run.json (written by run.sh: its command line, label, start time), or {}."""
-    try:
-        d = json.loads((Path(run_dir) / "run.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return d if isinstance(d, dict) else {}
-
-
-def run_label(run) -> str:
-    """Short name of a run: meta label, else run.sh's label (run.json), else the directory."""
-    return str(run.meta.get("label") or run_info(run.path).get("label")
-               or Path(run.path).resolve().name)
-
-
-def has_sched(run) -> bool:
-    return any(run.has(s) for s in SCHED_STREAMS)
-
-
-def _fill_percentiles(summary: dict, decomp: pd.DataFrame) -> None:
-    """Complete e2e_ms and queue_wait_ms to avg/p50/p90/p99/p999/max (the report's table
-    shows all six for every row; summary_dict's own keys are left as they are)."""
-    qs = {"avg": None, "p50": 50, "p90": 90, "p99": 99, "p999": 99.9, "max": None}
-    for key, col in (("e2e_ms", "e2e_ns"), ("queue_wait_ms", "queue_wait_ns")):
-        x = decomp[col].to_numpy(dtype=np.float64)
-        x = x[np.isfinite(x)]
-        d = summary.setdefault(key, {})
-        if not isinstance(d, dict) or not len(x):
-            continue
-        for k, q in qs.items():
-            if k not in d:
-                v = x.mean() if k == "avg" else x.max() if k == "max" else np.percentile(x, q)
-                d[k] = float(v) / 1e6
-
-
 def analyse(run) -> dict:
     """The computed frames of one loaded run (no files written)."""
     decomp = df_decompose(run)
@@ -126,14 +89,8 @@ def analyse(run) -> dict:
     objs = (jsonable(df_wait_objects(run).to_dict("records"))
             if run.has("switches") and run.has("runq") else None)
     f = Findings(run, decomp, bands, segs, objs)
-    summary = summary_dict(f)
-    _fill_percentiles(summary, decomp)
-    summary.setdefault("source", getattr(run, "source", "requests"))
-    summary.setdefault("label", run_label(run))
-    if decomp.empty:
-        bands = None
-    elif not has_sched(run):
-        summary["attribution"] = NEEDS_PROBES
+    summary = report_summary(f)
+    if decomp.empty or not has_sched(run):
         bands = None
     return {"run": run, "decomp": decomp, "bands": bands, "summary": summary, "segments": segs,
             "findings": f}
@@ -191,9 +148,8 @@ def build_report(run_dir, plots: bool = True) -> dict:
     out = Path(run_dir)
     run = load_run(out)
     a = analyse(run)
-    summary, decomp = a["summary"], a["decomp"]
-    summary["outputs"] = []
-    write_json(out / "summary.json", summary)        # flushed before anything can fail
+    decomp = a["decomp"]
+    write_json(out / "summary.json", with_outputs(a["summary"], []))  # before anything can fail
 
     sched = has_sched(run)
     tables = {"threads": _frame(df_threads, run) if sched else pd.DataFrame(columns=THREAD_COLS),
@@ -206,9 +162,6 @@ def build_report(run_dir, plots: bool = True) -> dict:
     write_csv(out / "threads.csv", tables["threads"])
     write_csv(out / "locks.csv", tables["locks"])
     info = write_trace(run, decomp, out / "trace.json")
-    summary["trace"] = {"events": info.events, "requests": info.requests,
-                        "state_slices": info.state_slices, "truncated": info.truncated,
-                        "note": info.note}
     notes = list(getattr(run, "warnings", []) or []) + uprobe_warnings(run.meta or {})
     if run.cut is not None:
         note = cut_note(run.cut)
@@ -226,8 +179,8 @@ def build_report(run_dir, plots: bool = True) -> dict:
                      "No scheduler streams (runq.bin, switches.bin) in this run: threads, "
                      "run-queue latency and CPU placement need tailtrace --events runq,switch.")
     images = _plots(out, a, tables, notes) if plots else {}
-    summary["outputs"] = ["summary.json", "threads.csv", "locks.csv", "trace.json",
-                          *[PLOTS[k] for k in images], "report.html"]
+    summary = with_outputs(a["summary"], ["summary.json", "threads.csv", "locks.csv", "trace.json",
+                                          *[PLOTS[k] for k in images], "report.html"], info)
     write_json(out / "summary.json", summary)
     inp = ReportInputs(
         summary=jsonable(summary), meta=run.meta, workload=run.workload, run_dir=str(out),

@@ -19,6 +19,11 @@ irq_recorded (the irq event: interrupts are a class of their own)}
 (the same over every traced runnable interval), cut (null, or for a run whose recorder never
 finished {from_ns, to_ns, kept_s}: load.cut_span), and
 note (runs without requests only).
+
+summary.json as written is report_summary(f): summary_dict with e2e_ms and queue_wait_ms
+completed to avg/p50/p90/p99/p999/max, attribution the string NEEDS_PROBES for a run with
+requests but no scheduler stream, and label (run_label); then with_outputs(summary, outputs,
+trace) adds outputs (the files written) and trace (what trace.json holds).
 Percentiles are numpy's default (linear interpolation) over all requests.
 NaN becomes null.
 
@@ -33,7 +38,9 @@ headline describes the scheduler figures instead.
 """
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -55,6 +62,10 @@ SPAN_ERRORS_NOTE = ("span return values are not HTTP statuses: errors counts onl
 NEEDS_REQUESTS = ("needs requests or --span: without requests.bin (httpload --out) or spans.bin "
                   "(tailtrace --span BIN:SYMBOL) there are no requests to split into on-CPU, "
                   "runnable, lock wait and blocked time")
+ALL_PCTS = {"avg": "avg", "p50": 50, "p90": 90, "p99": 99, "p999": 99.9, "max": "max"}
+SCHED_STREAMS = ("runq", "switches")
+NEEDS_PROBES = ("needs probes: run the workload under tailtrace (runq and sched streams) "
+                "to split latency into on-CPU, runnable, lock wait and blocked time")
 NO_REQUESTS_NOTE = ("Without --span there are no requests to decompose: this report shows what "
                     "the scheduler did to the traced threads (run-queue latency, switches, "
                     "migrations, mutexes, off-CPU time). To split request latency into on-CPU, "
@@ -305,8 +316,7 @@ def summary_dict(f: Findings) -> dict:
                    else None),
         "span_ends": span_ends(req) if run.source == "spans" else None,
         "throughput_rps": len(ok) / dur_s if dur_s > 0 else None,
-        "latency_ms": _pcts(decomp["latency_ns"], {"avg": "avg", "p50": 50, "p90": 90, "p99": 99,
-                                                   "p999": 99.9, "max": "max"}),
+        "latency_ms": _pcts(decomp["latency_ns"], ALL_PCTS),
         "e2e_ms": _pcts(decomp["e2e_ns"], {"avg": "avg", "p50": 50, "p99": 99, "max": "max"}),
         "queue_wait_ms": _pcts(decomp["queue_wait_ns"], {"p50": 50, "p99": 99, "max": "max"}),
         "attribution": attribution if len(decomp) else NEEDS_REQUESTS,
@@ -332,3 +342,54 @@ def summary_dict(f: Findings) -> dict:
     if not len(decomp):
         out["note"] = no_requests_note(run.source)
     return _clean(out)
+
+
+def run_info(run_dir) -> dict:
+    """run.json (written by run.sh: its command line, label, start time), or {}."""
+    try:
+        d = json.loads((Path(run_dir) / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def run_label(run) -> str:
+    """Short name of a run: meta label, else run.sh's label (run.json), else the directory."""
+    return str(run.meta.get("label") or run_info(run.path).get("label")
+               or Path(run.path).resolve().name)
+
+
+def has_sched(run) -> bool:
+    return any(run.has(s) for s in SCHED_STREAMS)
+
+
+def _completed(d: dict, ns: pd.Series) -> dict:
+    """d completed to ALL_PCTS (the report's table shows all six for every row): the keys d
+    has are kept, in their order, the missing ones follow; d as it is without a value."""
+    full = _pcts(ns, ALL_PCTS)
+    if full["max"] is None:
+        return d
+    return {**d, **{k: float(v) for k, v in full.items() if k not in d}}
+
+
+def report_summary(f: Findings) -> dict:
+    """The summary of a report (summary.json but for outputs and trace, see the module doc):
+    summary_dict(f), e2e_ms and queue_wait_ms completed, NEEDS_PROBES, label."""
+    out = summary_dict(f)
+    for key, col in (("e2e_ms", "e2e_ns"), ("queue_wait_ms", "queue_wait_ns")):
+        out[key] = _completed(out[key], f.decomp[col])
+    if len(f.decomp) and not has_sched(f.run):
+        out["attribution"] = NEEDS_PROBES
+    out["label"] = run_label(f.run)
+    return out
+
+
+def with_outputs(summary: dict, outputs, trace=None) -> dict:
+    """summary.json as written: a copy of `summary` (report_summary) with outputs (the files
+    written) and, once trace.json is written, trace (what it holds: perfetto.TraceInfo)."""
+    out = dict(summary, outputs=list(outputs))
+    if trace is not None:
+        out["trace"] = {"events": trace.events, "requests": trace.requests,
+                        "state_slices": trace.state_slices, "truncated": trace.truncated,
+                        "note": trace.note}
+    return out
