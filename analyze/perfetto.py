@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .findings import Findings
 from .load import WAKER_BLAMES_TASK, per_run, thread_names
 from .waits import REASONS, has_reasons, reason_codes
 
@@ -351,8 +352,9 @@ def _capped_kinds(run, req, states) -> list:
     return kinds
 
 
-def _build(run, decomp: pd.DataFrame, max_events: int, slow_windows: int):
+def _build(f: Findings, max_events: int, slow_windows: int):
     """(metadata events, [X-event DataFrames], other data, TraceInfo)."""
+    run, decomp = f.run, f.decomp
     info = TraceInfo(t0_ns=_t0(run, decomp))
     t0 = info.t0_ns
     states = df_thread_states(run, t0, observed=decomp)
@@ -480,29 +482,30 @@ def _cpu_tracks(run, t0: int, win) -> tuple[pd.DataFrame, list]:
     return ev, meta
 
 
-def build_trace(run, decomp: pd.DataFrame, max_events: int = 300_000,
+def build_trace(f: Findings, max_events: int = 300_000,
                 slow_windows: int = 40) -> tuple[dict, TraceInfo]:
-    """The trace as a dict ({"traceEvents": [...]}) and what it holds."""
-    meta, ev, other, info = _build(run, decomp, max_events, slow_windows)
+    """The trace of the findings' run and requests (f.run, f.decomp) as a dict
+    ({"traceEvents": [...]}) and what it holds."""
+    meta, ev, other, info = _build(f, max_events, slow_windows)
     events = [r for df in ev for r in df.to_dict("records")]
     return {"traceEvents": meta + events, "displayTimeUnit": "ms", "otherData": other}, info
 
 
-def write_trace(run, decomp: pd.DataFrame, path, max_events: int = 300_000,
+def write_trace(f: Findings, path, max_events: int = 300_000,
                 slow_windows: int = 40) -> TraceInfo:
-    """Write trace.json (the same content as build_trace, serialised by pandas' C
-    encoder); returns what it holds (for the report)."""
-    meta, ev, other, info = _build(run, decomp, max_events, slow_windows)
+    """Write trace.json of the findings (the same content as build_trace, serialised by
+    pandas' C encoder); returns what it holds (for the report)."""
+    meta, ev, other, info = _build(f, max_events, slow_windows)
     parts = [json.dumps(m, ensure_ascii=False, default=_np_default) for m in meta]
     parts += [df.to_json(orient="records", force_ascii=False, double_precision=15)[1:-1]
               for df in ev if len(df)]
     tmp = os.fspath(path) + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write('{"traceEvents":[')
-        f.write(",".join(parts))
-        f.write('],"displayTimeUnit":"ms","otherData":')
-        f.write(json.dumps(other, ensure_ascii=False, default=_np_default))
-        f.write("}")
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write('{"traceEvents":[')
+        out.write(",".join(parts))
+        out.write('],"displayTimeUnit":"ms","otherData":')
+        out.write(json.dumps(other, ensure_ascii=False, default=_np_default))
+        out.write("}")
     os.replace(tmp, path)
     return info
 

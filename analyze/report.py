@@ -161,7 +161,7 @@ def build_report(run_dir, plots: bool = True) -> dict:
               else pd.DataFrame()}
     write_csv(out / "threads.csv", tables["threads"])
     write_csv(out / "locks.csv", tables["locks"])
-    info = write_trace(run, decomp, out / "trace.json")
+    info = write_trace(a["findings"], out / "trace.json")
     notes = list(getattr(run, "warnings", []) or []) + uprobe_warnings(run.meta or {})
     if run.cut is not None:
         note = cut_note(run.cut)

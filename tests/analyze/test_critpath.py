@@ -1,5 +1,6 @@
 """Wait reasons and the critical path on inline fixtures whose answer is known by construction."""
 import numpy as np
+import pandas as pd
 import pytest
 
 from fixtures import MS, make_run, off, req, rq, task
@@ -119,9 +120,10 @@ def test_missing_stream_gives_nan(drop):
 
 
 def test_trace_has_one_arrow_per_wakeup_a_traced_task_caused():
+    from analyze.findings import Findings
     from analyze.perfetto import _STATE_LANE, _TID_SPAN, build_trace
     run = chain_run()
-    trace, info = build_trace(run, df_decompose(run))
+    trace, info = build_trace(Findings(run, df_decompose(run), pd.DataFrame()))
     flows = [e for e in trace["traceEvents"] if e.get("cat") == "wakeup"]
     # only 21 -> 11: the IRQ wakeups (of 21 and of 12) and the untraced waker 999 draw none
     assert sorted(e["ph"] for e in flows) == ["f", "s"] and info.flows == 1

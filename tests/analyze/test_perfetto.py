@@ -7,8 +7,14 @@ import pandas as pd
 
 import synth
 from analyze import perfetto
+from analyze.findings import Findings
 
 US = synth.US
+
+
+def _f(run, decomp) -> Findings:
+    """The findings the trace renders from (it reads only the run and the requests)."""
+    return Findings(run, decomp, pd.DataFrame())
 
 
 def _merged_truth(tr) -> pd.DataFrame:
@@ -79,7 +85,7 @@ def test_trace_json_valid_nested_and_exact(tmp_path):
     tr = synth.truth(400)
     run = synth.frames(tr)
     path = tmp_path / "trace.json"
-    info = perfetto.write_trace(run, tr.decomp, path)
+    info = perfetto.write_trace(_f(run, tr.decomp), path)
     trace = json.loads(path.read_text())
     ev = trace["traceEvents"]
     assert info.events == len(ev) and not info.truncated
@@ -112,7 +118,7 @@ def test_overlapping_requests_get_lanes():
     empty = synth.frames(synth.truth(1))
     run = type(empty)(meta={}, runq=empty.runq.iloc[:0], switches=empty.switches.iloc[:0],
                       locks=empty.locks.iloc[:0], tasks=empty.tasks.iloc[:0])
-    trace, info = perfetto.build_trace(run, d)
+    trace, info = perfetto.build_trace(_f(run, d))
     _check_nesting(trace["traceEvents"])
     lanes = {e["args"]["id"]: e["tid"] >> 22 for e in trace["traceEvents"] if e["ph"] == "X"}
     assert lanes == {0: 0, 1: 1, 2: 2, 3: 0}
@@ -121,7 +127,7 @@ def test_overlapping_requests_get_lanes():
 def test_cap_keeps_windows_around_slowest():
     tr = synth.truth(400)
     run = synth.frames(tr)
-    trace, info = perfetto.build_trace(run, tr.decomp, max_events=1200, slow_windows=4)
+    trace, info = perfetto.build_trace(_f(run, tr.decomp), max_events=1200, slow_windows=4)
     assert info.truncated and "slowest" in info.note
     x = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert len(x) <= 1200 and info.windows == 4
@@ -159,10 +165,10 @@ def test_cap_holds_when_the_slowest_requests_window_alone_exceeds_it():
     every event counts (requests, states, arrows), and the cap holds whatever the run."""
     tr = synth.truth(400)
     run = synth.frames(tr)
-    full, _ = perfetto.build_trace(run, tr.decomp)
+    full, _ = perfetto.build_trace(_f(run, tr.decomp))
     slowest = int(tr.decomp.loc[tr.decomp["latency_ns"].idxmax(), "id"])
     for cap in (40, 12):  # (below what overlaps its last instant it cannot go)
-        trace, info = perfetto.build_trace(run, tr.decomp, max_events=cap, slow_windows=4)
+        trace, info = perfetto.build_trace(_f(run, tr.decomp), max_events=cap, slow_windows=4)
         body = [e for e in trace["traceEvents"] if e["ph"] != "M"]
         assert info.truncated and info.windows == 1 and len(body) <= cap, (cap, len(body))
         assert "slowest request" in info.note, info.note
