@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def format_summary(s: dict) -> str:
     """Headline and a short table (what `report` prints)."""
-    from .html import fmt_errors, fmt_int, fmt_run_ms, req_unit_for
+    from .fmt import fmt_errors, fmt_int, fmt_run_ms, req_unit_for
 
     if not s.get("requests"):
         return _format_sched_only(s)
@@ -76,7 +76,7 @@ def _wait_lines(s: dict, k: int = 2) -> list:
 
 def _format_sched_only(s: dict) -> str:
     """What `report` prints for a run without requests: the scheduler's figures."""
-    from .html import fmt_int, fmt_us
+    from .fmt import fmt_int, fmt_us
 
     sch = s.get("sched") or {}
     return "\n".join([

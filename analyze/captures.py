@@ -20,7 +20,8 @@ import pandas as pd
 
 from .attribute import BANDS, GROUPS
 from .errors import AnalysisError
-from .html import CSS, esc, fmt_int
+from .fmt import fmt_fixed, fmt_int
+from .html import CSS, esc
 
 CAPTURE_COLS = ["dir", "t_start_ns", "latency_ns", "worst_ns", "threshold_ns", "spans", "bytes",
                 "error"]
@@ -102,15 +103,12 @@ def build_captures(run_dir, plots: bool = True, report=None) -> pd.DataFrame:
     return df
 
 
-def _ms(ns) -> str:
-    return "–" if ns is None or pd.isna(ns) else f"{ns / 1e6:,.3f}"
-
-
 def render_index(run_dir: Path, df: pd.DataFrame) -> str:
     meta = json.loads((run_dir / "meta.json").read_text())
     fl = meta.get("flight") or {}
     rows = "".join(
-        f"<tr><td>{r.t_s:,.1f}</td><td>{_ms(r.worst_ns)}</td><td>{_ms(r.threshold_ns)}</td>"
+        f"<tr><td>{r.t_s:,.1f}</td><td>{fmt_fixed(r.worst_ns, ',.3f', 1e6)}</td>"
+        f"<td>{fmt_fixed(r.threshold_ns, ',.3f', 1e6)}</td>"
         f"<td>{fmt_int(r.spans)}</td><td>{esc(GROUPS[r.cause][2] if r.cause else '–')}</td>"
         f'<td class="t"><a href="{esc(r.dir)}/report.html">{esc(r.dir)}</a>: '
         f"{esc(r.headline)}</td></tr>" for r in df.sort_values("t_start_ns").itertuples())

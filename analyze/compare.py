@@ -24,8 +24,9 @@ import pandas as pd
 from . import plot
 from .attribute import BANDS
 from .errors import AnalysisError
-from .html import CSS, esc, fmt_errors, fmt_int, fmt_share, img_tag
-from .html import fmt_run_ms as fmt_ms
+from .fmt import fmt_errors, fmt_int, fmt_share
+from .fmt import fmt_run_ms as fmt_ms
+from .html import CSS, esc, img_tag
 from .load import load_run
 from .report import analyse
 from .summary import run_label

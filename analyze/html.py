@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import base64
 import html
-import math
 import os
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import pandas as pd
 
+from .fmt import (U, fmt_errors, fmt_hex, fmt_int, fmt_ms, fmt_ns_ms, fmt_run_ms, fmt_share,
+                  fmt_stack, fmt_text, fmt_us, fmt_value, num_or_none, request_unit)
 from .plot import PART_COLORS, PART_LABELS, PARTS
 
 esc = html.escape
@@ -46,100 +46,6 @@ class ReportInputs:
     notes: list = field(default_factory=list)     # extra warnings
     top_threads: int = 20
     top_chains: int = 20
-
-
-# ---- formatting ---------------------------------------------------------------------------
-
-def num_or_none(v) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
-
-
-# The unit of the request sections (latencies, bands, critical path): ms, or µs when the
-# run's P99 end to end is under a millisecond (Redis' commands take about one µs: 0.001 ms
-# says nothing). render_report sets it; whole-run tables (threads, locks, waits) stay in ms.
-_REQ_UNIT = {"name": "ms", "scale": 1.0}
-
-
-def req_unit_for(summary: dict) -> tuple[str, float]:
-    """('µs', 1000.0) when the run's P99 end to end is under 1 ms, else ('ms', 1.0)."""
-    p99 = num_or_none((summary.get("e2e_ms") or {}).get("p99"))
-    return ("µs", 1e3) if p99 is not None and p99 < 1 else ("ms", 1.0)
-
-
-def U() -> str:
-    """The request sections' unit name."""
-    return _REQ_UNIT["name"]
-
-
-def _fmt_num(f: float) -> str:
-    return f"{f:,.3f}" if abs(f) < 10 else f"{f:,.1f}" if abs(f) < 1000 else f"{f:,.0f}"
-
-
-def fmt_ms(v) -> str:
-    """A request-section duration given in ms, in the report's unit (U())."""
-    f = num_or_none(v)
-    return "–" if f is None else _fmt_num(f * _REQ_UNIT["scale"])
-
-
-def fmt_run_ms(v) -> str:
-    """A whole-run duration in ms, always."""
-    f = num_or_none(v)
-    return "–" if f is None else _fmt_num(f)
-
-
-def fmt_ns_ms(v) -> str:
-    f = num_or_none(v)
-    return "–" if f is None else fmt_run_ms(f / 1e6)
-
-
-def fmt_share(v) -> str:
-    f = num_or_none(v)
-    return "–" if f is None else f"{f * 100:.0f}%" if abs(f) >= 0.01 or f == 0 else f"{f * 100:.1f}%"
-
-
-def fmt_int(v) -> str:
-    f = num_or_none(v)
-    return "–" if f is None else f"{int(round(f)):,}"
-
-
-def fmt_errors(v) -> str:
-    """Error count; None (requests from spans, or none) is 'n/a', never a count."""
-    return "n/a" if num_or_none(v) is None else fmt_int(v)
-
-
-def fmt_text(v) -> str:
-    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
-
-
-def fmt_stack(v) -> list:
-    """'a;b;c' frames (leaf first) as a list, for one frame per line."""
-    if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":
-        return ["–"]
-    return str(v).split(";")
-
-
-def fmt_us(v) -> str:
-    f = num_or_none(v)
-    return "–" if f is None else f"{f:,.1f} µs"
-
-
-def fmt_value(v) -> str:
-    """A meta/workload value for people: argv lists shell-quoted, dicts as k=v."""
-    if isinstance(v, (list, tuple)):
-        return shlex.join(str(x) for x in v)
-    if isinstance(v, dict):
-        return ", ".join(f"{k}={fmt_value(x)}" for k, x in v.items()
-                         if x not in (None, "", [], {}))
-    return fmt_text(v)
-
-
-def fmt_hex(v) -> str:
-    f = num_or_none(v)
-    return fmt_text(v) if f is None else f"0x{int(f):x}"
 
 
 _TEXT_TD = ' class="t"'
@@ -715,14 +621,11 @@ table.num td.t .stack{display:inline-block;min-width:300px;max-width:460px}
 def render_report(inp: ReportInputs) -> str:
     """The whole page as one string."""
     title = f"tailtrace · {_label(inp)}"
-    _REQ_UNIT["name"], _REQ_UNIT["scale"] = req_unit_for(inp.summary)
-    try:
+    with request_unit(inp.summary):
         parts = [_header(inp), _what_was_run(inp), _summary_table(inp), _attribution(inp),
                  _why_blocked(inp) if has_requests(inp) else _wait_objects(inp),
                  _who_had_cpu(inp), _figures(inp), _scheduler(inp), _locks(inp), _files(inp),
                  _method(inp)]
-    finally:
-        _REQ_UNIT["name"], _REQ_UNIT["scale"] = "ms", 1.0
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width\"><title>{esc(title)}</title>"
             f"<style>{CSS}</style></head><body><main>{''.join(parts)}</main></body></html>\n")

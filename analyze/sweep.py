@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .html import num_or_none, fmt_int
+from .fmt import fmt_fixed, fmt_int
 
 MODELS = ["naive", "pool", "async"]
 SEED_COLUMNS = ["model", "conns", "workers", "throughput_rps", "avg_ms", "p99_ms", "max_ms"]
@@ -32,12 +32,6 @@ def df_seed_table(df: pd.DataFrame) -> pd.DataFrame:
         .reset_index(drop=True)
 
 
-def _cell(v, fmt: str) -> str:
-    """v formatted, "–" when missing (html's number test)."""
-    f = num_or_none(v)
-    return "–" if f is None else format(f, fmt)
-
-
 def seed_table_markdown(table: pd.DataFrame) -> str:
     """The seed's comparison as a markdown table (empty string without rows)."""
     if table.empty:
@@ -45,9 +39,9 @@ def seed_table_markdown(table: pd.DataFrame) -> str:
     lines = ["| model | connections | workers | throughput (req/s) | avg ms | P99 ms | max ms |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for r in table.itertuples():
-        lines.append(f"| {r.model} | {_cell(r.conns, '.0f')} | {_cell(r.workers, '.0f')} | "
-                     f"{fmt_int(r.throughput_rps)} | {_cell(r.avg_ms, '.2f')} | "
-                     f"{_cell(r.p99_ms, '.2f')} | {_cell(r.max_ms, '.2f')} |")
+        lines.append(f"| {r.model} | {fmt_fixed(r.conns, '.0f')} | {fmt_fixed(r.workers, '.0f')} | "
+                     f"{fmt_int(r.throughput_rps)} | {fmt_fixed(r.avg_ms, '.2f')} | "
+                     f"{fmt_fixed(r.p99_ms, '.2f')} | {fmt_fixed(r.max_ms, '.2f')} |")
     return "\n".join(lines) + "\n"
 
 

@@ -2,7 +2,7 @@
 
 Everything here phrases figures already computed (findings.Findings, attribute.py,
 critpath.py, antagonists.py): no function computes a figure of its own beyond the
-comparison its sentence makes. dur() is the one way a duration is written.
+comparison its sentence makes. fmt.dur() is the one way a duration is written.
 """
 from __future__ import annotations
 
@@ -11,16 +11,8 @@ import pandas as pd
 
 from .attribute import BANDS, BLOCKED_GROUPS, GROUPS, MS, dominant_group
 from .critpath import has_wakers
+from .fmt import dur
 from .load import fold_comm
-
-
-def dur(ms: float) -> str:
-    """A duration given in ms, in the unit that shows it: '3.4 ms', '33 µs', '2.1 µs'."""
-    a = abs(ms)
-    if a >= 0.9995 or a == 0:
-        return f"{ms:.1f} ms"
-    us = ms * 1e3
-    return f"{us:.0f} µs" if abs(us) >= 9.95 else f"{us:.1f} µs"
 
 
 def _n(k: int, noun: str) -> str:
