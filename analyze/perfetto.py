@@ -117,12 +117,15 @@ def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None) 
     every ns is in exactly one state, as decompose.py counts them: Runnable (a
     runq interval), else off CPU inside a lock wait: Lock wait, else off CPU:
     Blocked, else Running. Adjacent segments of the same state are merged.
-    Built once per run and `observed` (the trace and the critical-path figure share it);
-    t0_ns only bounds the time keys.
+    Built once per run and `observed` (the trace and the critical-path figure share it:
+    the frame returned is the cached one, never to be modified); t0_ns only bounds the
+    time keys.
     """
     key = (id(run.runq), id(run.switches), id(run.locks), id(observed))
-    return per_run(run, "_thread_states", key,
-                    lambda: _thread_states(run, t0_ns, observed)).copy()
+    return per_run(run, "_thread_states", key, lambda: _thread_states(run, t0_ns, observed))
+
+
+_STATE_CHUNK = 2_000_000        # intervals per chunk of whole threads: bounds the sort's memory
 
 
 def _thread_states(run, t0_ns: int, observed: pd.DataFrame | None) -> pd.DataFrame:
@@ -140,30 +143,51 @@ def _thread_states(run, t0_ns: int, observed: pd.DataFrame | None) -> pd.DataFra
     tid_all = np.concatenate([iv[k]["tid"].to_numpy(np.int64) for k in kinds])
     s_all = np.concatenate([iv[k]["s"].to_numpy(np.int64) for k in kinds])
     e_all = np.concatenate([iv[k]["e"].to_numpy(np.int64) for k in kinds])
-    at = np.cumsum([0] + [len(iv[k]) for k in kinds])
-    rows = {k: slice(at[i], at[i + 1]) for i, k in enumerate(kinds)}
+    kind_all = np.repeat(np.arange(len(kinds), dtype=np.int8), [len(iv[k]) for k in kinds])
+    del iv
     tids, ti = np.unique(tid_all, return_inverse=True)
+    del tid_all
     t0 = min(int(t0_ns) or int(s_all.min()), int(s_all.min()))
-    n = len(tid_all)
+    # threads are independent: whole threads in chunks of about _STATE_CHUNK intervals
+    order = np.argsort(ti, kind="stable")
+    ends = np.cumsum(np.bincount(ti, minlength=len(tids)))
+    cuts = np.unique(np.r_[np.searchsorted(ends, np.arange(_STATE_CHUNK, ends[-1],
+                                                              _STATE_CHUNK)), len(tids) - 1])
+    parts, lo = [], 0
+    for g in cuts:
+        hi = int(ends[g])
+        rows = order[lo:hi]
+        parts.append(_states_of(ti[rows], s_all[rows], e_all[rows], kind_all[rows], kinds, t0))
+        lo = hi
+    out = {c: np.concatenate([p[i] for p in parts]) for i, c in enumerate(cols)}
+    out["tid"] = tids[out["tid"]]
+    out["state"] = STATES[out["state"]]
+    return pd.DataFrame(out)[cols]
+
+
+def _states_of(ti, s, e, kind, kinds: list, t0: int) -> tuple:
+    """The state slices of the intervals of some whole threads (ti: thread index, kind: an
+    index into kinds): (thread index, state code, start, end) arrays, by thread then time."""
+    n = len(ti)
 
     def key(t):
         rel = np.clip(t - t0, 0, (1 << _KEY_SHIFT) - 1)
         return (ti.astype(np.int64) << _KEY_SHIFT) | rel
 
     # every edge's place among the sorted unique edges, from one sort (no searches)
-    b, pos = np.unique(np.concatenate([key(s_all), key(e_all)]), return_inverse=True)
+    b, pos = np.unique(np.concatenate([key(s), key(e)]), return_inverse=True)
     pos_s, pos_e = pos[:n], pos[n:]
     nseg = len(b) - 1
     if nseg <= 0:
-        return pd.DataFrame(columns=cols)
+        return tuple(np.zeros(0, np.int64) for _ in range(4))
     seg_tid = b[:-1] >> _KEY_SHIFT
     valid = seg_tid == (b[1:] >> _KEY_SHIFT)
 
-    def covered(kind):
-        if kind not in rows:
+    def covered(name):
+        if name not in kinds:
             return np.zeros(nseg, dtype=bool)
-        r = rows[kind]
-        cnt = (np.bincount(pos_s[r], minlength=len(b)) - np.bincount(pos_e[r], minlength=len(b)))
+        m = kind == kinds.index(name)
+        cnt = (np.bincount(pos_s[m], minlength=len(b)) - np.bincount(pos_e[m], minlength=len(b)))
         return np.cumsum(cnt)[:nseg] > 0
 
     runnable = covered("runnable")
@@ -173,19 +197,15 @@ def _thread_states(run, t0_ns: int, observed: pd.DataFrame | None) -> pd.DataFra
     why = np.where(lock, 2, np.where(io, 4, np.where(sleep, 5, 3)))
     state = np.where(runnable, 1, np.where(off, why, 0))
     idx = np.flatnonzero(valid)
+    if not len(idx):
+        return tuple(np.zeros(0, np.int64) for _ in range(4))
     st = state[idx]
     new = np.ones(len(idx), dtype=bool)
     new[1:] = (st[1:] != st[:-1]) | (idx[1:] != idx[:-1] + 1)
     first = idx[new]
     last = idx[np.r_[np.flatnonzero(new)[1:] - 1, len(idx) - 1]]
     mask = (1 << _KEY_SHIFT) - 1
-    out = pd.DataFrame({
-        "tid": tids[b[first] >> _KEY_SHIFT],
-        "state": STATES[st[new]],
-        "t_start_ns": (b[first] & mask) + t0,
-        "t_end_ns": (b[last + 1] & mask) + t0,
-    })
-    return out[cols]
+    return (b[first] >> _KEY_SHIFT, st[new], (b[first] & mask) + t0, (b[last + 1] & mask) + t0)
 
 
 def _lanes(tid: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:

@@ -3,6 +3,7 @@ import json
 from collections import defaultdict
 
 import numpy as np
+import pytest
 import pandas as pd
 
 import synth
@@ -63,7 +64,12 @@ def _check_nesting(events):
     return tracks
 
 
-def test_thread_states_exact():
+@pytest.mark.parametrize("chunk", [None, 7])
+def test_thread_states_exact(monkeypatch, chunk):
+    """Exact against the truth; also when the threads are taken a few at a time (chunk:
+    intervals per chunk), which changes nothing but the memory the sort takes."""
+    if chunk:
+        monkeypatch.setattr(perfetto, "_STATE_CHUNK", chunk)
     tr = synth.truth(200)
     run = synth.frames(tr)
     got = perfetto.df_thread_states(run, synth.T_BASE, observed=tr.decomp)
