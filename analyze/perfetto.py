@@ -145,11 +145,11 @@ def _thread_states(run, t0_ns: int, observed: pd.DataFrame | None) -> pd.DataFra
     e_all = np.concatenate([iv[k]["e"].to_numpy(np.int64) for k in kinds])
     kind_all = np.repeat(np.arange(len(kinds), dtype=np.int8), [len(iv[k]) for k in kinds])
     del iv
-    tids, ti = np.unique(tid_all, return_inverse=True)
+    tids, ti = _thread_index(tid_all)
     del tid_all
     t0 = min(int(t0_ns) or int(s_all.min()), int(s_all.min()))
     # threads are independent: whole threads in chunks of about _STATE_CHUNK intervals
-    order = np.argsort(ti, kind="stable")
+    order = np.argsort(ti, kind="stable")    # a radix sort while ti fits in 16 bits
     ends = np.cumsum(np.bincount(ti, minlength=len(tids)))
     cuts = np.unique(np.r_[np.searchsorted(ends, np.arange(_STATE_CHUNK, ends[-1],
                                                               _STATE_CHUNK)), len(tids) - 1])
@@ -161,8 +161,22 @@ def _thread_states(run, t0_ns: int, observed: pd.DataFrame | None) -> pd.DataFra
         lo = hi
     out = {c: np.concatenate([p[i] for p in parts]) for i, c in enumerate(cols)}
     out["tid"] = tids[out["tid"]]
-    out["state"] = STATES[out["state"]]
-    return pd.DataFrame(out)[cols]
+    out["state"] = pd.Categorical.from_codes(out["state"], categories=STATES)
+    return pd.DataFrame(out, copy=False)[cols]
+
+
+def _thread_index(tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct tids, sorted; each row's index among them, in the narrowest integer
+    type): np.unique's answer from a count over the tid values, not a sort, when tids
+    are thread ids (0 <= tid < 2^23)."""
+    if not len(tid) or tid.min() < 0 or tid.max() >= 1 << 23:
+        tids, ti = np.unique(tid, return_inverse=True)
+    else:
+        tids = np.flatnonzero(np.bincount(tid))
+        lut = np.zeros(int(tids[-1]) + 1, dtype=np.int64)
+        lut[tids] = np.arange(len(tids))
+        ti = lut[tid]
+    return tids, ti.astype(np.int16 if len(tids) < 1 << 15 else np.int32)
 
 
 def _states_of(ti, s, e, kind, kinds: list, t0: int) -> tuple:

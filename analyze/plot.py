@@ -405,7 +405,7 @@ def plot_critical_path(decomp: pd.DataFrame, segs: pd.DataFrame, states: pd.Data
         for y, tid in enumerate(lanes):
             st = states[(states["tid"] == tid) & (states["t_end_ns"] > s0)
                         & (states["t_start_ns"] < s1)]
-            for state, g in st.groupby("state", observed=True):
+            for state, g in st.groupby(st["state"].astype(str)):   # by name: legend order
                 a = (np.maximum(g["t_start_ns"], s0) - s0) / 1e6
                 b = (np.minimum(g["t_end_ns"], s1) - s0) / 1e6
                 ax.broken_barh(list(zip(a, b - a)), (-y - 0.4, 0.8),

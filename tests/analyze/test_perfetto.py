@@ -74,9 +74,12 @@ def test_thread_states_exact(monkeypatch, chunk):
     run = synth.frames(tr)
     got = perfetto.df_thread_states(run, synth.T_BASE, observed=tr.decomp)
     want = _merged_truth(tr)
-    pd.testing.assert_frame_equal(got.reset_index(drop=True).astype({"tid": "int64"}),
+    assert list(got["state"].cat.categories) == list(perfetto.STATES)
+    pd.testing.assert_frame_equal(got.reset_index(drop=True).astype({"tid": "int64",
+                                                                     "state": object}),
                                   want.astype({"tid": "int64", "t_start_ns": "int64",
-                                               "t_end_ns": "int64"}), check_dtype=False)
+                                               "t_end_ns": "int64", "state": object}),
+                                  check_dtype=False)
     # by construction: 200 requests, 20 lock waits of 400 µs, 2 preemptions of 5 ms
     lw = got[got["state"] == "Lock wait"]
     assert len(lw) == 20 and ((lw["t_end_ns"] - lw["t_start_ns"]) == 400 * US).all()
