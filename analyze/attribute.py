@@ -57,10 +57,11 @@ def band_masks(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
     return m
 
 
-def band_of(decomp: pd.DataFrame, by: str = "latency_ns") -> pd.Series:
-    """Each request's band among BANDS (≥P99.9 requests are labelled ≥P99)."""
+def band_of(decomp: pd.DataFrame, by: str = "latency_ns", masks: dict | None = None) -> pd.Series:
+    """Each request's band among BANDS (≥P99.9 requests are labelled ≥P99; a request
+    without a latency has none), from band_masks or the masks given."""
     lab = np.full(len(decomp), None, dtype=object)
-    for b, m in band_masks(decomp, by).items():
+    for b, m in (band_masks(decomp, by) if masks is None else masks).items():
         if b in BANDS:
             lab[m] = b
     return pd.Series(pd.Categorical(lab, categories=BANDS), index=decomp.index, name="band")

@@ -7,6 +7,8 @@ segments and the longest waits (critpath.py). What is derived from them is compu
 the first time it is asked for and kept:
 
   masks         {band: boolean mask over decomp rows} (attribute.band_masks)
+  band          each request's band (attribute.band_of): the reports and the trace label
+                requests with it
   tail_excess   the ≥P99 band's excess over the ≤P50 band's, by part (attribute.tail_excess)
   peers         the traced peer processes (peer.df_peers)
   antagonists   who held the CPU while each band was runnable (antagonists.band_antagonists),
@@ -43,6 +45,10 @@ class Findings:
         return band_masks(self.decomp)
 
     @cached_property
+    def band(self) -> pd.Series:
+        return band_of(self.decomp, masks=self.masks)
+
+    @cached_property
     def tail_excess(self) -> dict | None:
         return tail_excess(self.decomp) if len(self.decomp) else None
 
@@ -54,7 +60,7 @@ class Findings:
     def antagonists(self) -> dict | None:
         if self.run is None or not len(self.decomp) or not has_occupancy(self.run):
             return None
-        return band_antagonists(self.run, self.decomp, band_of(self.decomp))
+        return band_antagonists(self.run, self.decomp, self.band)
 
     def root_cause(self, band: str, part: str | None) -> dict | None:
         """critpath.root_cause of `part` for the requests of `band` (None without a run,

@@ -248,13 +248,12 @@ def _lanes(tid: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     return lane
 
 
-def _band_names(lat: np.ndarray) -> np.ndarray:
-    if len(lat) == 0:
-        return np.array([], dtype=object)
-    p50, p90, p99 = np.quantile(lat, [0.5, 0.9, 0.99])
-    return np.select([lat >= p99, lat >= p90, lat > p50],
-                     ["request ≥P99", "request P90–P99", "request P50–P90"],
-                     "request ≤P50").astype(object)
+def _band_names(band: pd.Series) -> np.ndarray:
+    """A request slice's name: its band among the run's requests (Findings.band), so a
+    capped trace labels by the run's percentiles, not those of the requests it kept."""
+    b = band.astype(object).to_numpy()
+    return np.array(["request" if x is None or x != x else f"request {x}" for x in b],
+                    dtype=object)
 
 
 def _windows(decomp: pd.DataFrame, k: int, pad_scale: float = 1.0,
@@ -422,9 +421,8 @@ def _build(f: Findings, max_events: int, slow_windows: int):
         s = req["t_start_ns"].to_numpy(np.int64)
         e = req["t_end_ns"].to_numpy(np.int64)
         lane = _lanes(tid, s, e)
-        lat = (e - s).astype(np.float64)
         rq = pd.DataFrame({
-            "name": _band_names(lat), "cat": "request", "ph": "X",
+            "name": _band_names(f.band.loc[req.index]), "cat": "request", "ph": "X",
             "ts": (s - t0) / 1e3, "dur": (e - s) / 1e3,
             "pid": _pid_of(pids, tid),
             "tid": tid + lane * _TID_SPAN,

@@ -8,6 +8,7 @@ import pandas as pd
 
 import synth
 from analyze import perfetto
+from analyze.attribute import band_of
 from analyze.findings import Findings
 
 US = synth.US
@@ -145,6 +146,12 @@ def test_cap_keeps_windows_around_slowest():
     assert len(ids) < 400
     _check_nesting(trace["traceEvents"])
     assert np.isfinite([e["ts"] for e in x]).all()
+    # a kept request is named by its band among all 400, not among the ones kept: the
+    # windows keep mostly slow ones, whose own median would call some ≤P50 a tail
+    band = band_of(tr.decomp).set_axis(tr.decomp["id"]).astype(str)
+    names = {e["args"]["id"]: e["name"] for e in x if e["cat"] == "request"}
+    assert names == {i: f"request {band[i]}" for i in names}
+    assert {"request ≤P50", "request ≥P99"} <= set(names.values())
 
 
 def test_state_tracks_agree_with_the_decomposition(tmp_path):
