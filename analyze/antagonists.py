@@ -90,11 +90,14 @@ def _segments(run) -> pd.DataFrame:
     cols = ["cpu", "t_from_ns", "t_to_ns", "tid", "pid", "flags"]
     if not len(oc):
         return pd.DataFrame({c: np.zeros(0, np.int64) for c in cols})
-    oc = oc.drop_duplicates(["cpu", "t_ns"], keep="first").sort_values(
-        ["cpu", "t_ns"], kind="stable")
     cpu, t = oc["cpu"].to_numpy(np.int64), oc["t_ns"].to_numpy(np.int64)
-    tid, pid = oc["tid"].to_numpy(np.int64), oc["pid"].to_numpy(np.int64)
-    flags = oc["flags"].to_numpy(np.int64)
+    # by cpu, then time (stable: of records written twice, the first one stays first)
+    o = np.lexsort((t, cpu))
+    cpu, t = cpu[o], t[o]
+    first = np.r_[True, (cpu[1:] != cpu[:-1]) | (t[1:] != t[:-1])]
+    o, cpu, t = o[first], cpu[first], t[first]
+    tid, pid = oc["tid"].to_numpy(np.int64)[o], oc["pid"].to_numpy(np.int64)[o]
+    flags = oc["flags"].to_numpy(np.int64)[o]
     same_next = np.append(cpu[1:] == cpu[:-1], False)
     t_to = np.append(t[1:], 0)
     trunc_next = np.append((flags[1:] & OCC_TRUNC) != 0, False)
