@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import AnalysisError
+from .load import per_run
 from .waits import REASONS, has_reasons, reason_codes
 
 PARTS = ["queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "lock_wait", "io_wait", "sleep",
@@ -241,27 +242,25 @@ def _state_sets(run, tid: np.ndarray, t_lo: int, t_hi: int) -> _StateSets:
     a stream frame was replaced)."""
     frames = tuple((id(getattr(run, s)), len(getattr(run, s)))
                    for s in ("switches", "runq", "locks"))
-    c = getattr(run, "_state_sets", None)
-    if c is not None and c[0] == frames:
-        ax = c[1].axis
-        _, ok = ax.index(np.unique(tid))
-        if ok.all() and t_lo >= ax.t0 and t_hi <= ax.t1:
-            return c[1]
-    parts = [np.unique(tid)]
-    lo, hi = [t_lo], [t_hi]
-    for s, a, b in (("switches", "t_off_ns", "t_on_ns"), ("runq", "t_runnable_ns", "t_run_ns"),
-                    ("locks", "t_request_ns", "t_acquired_ns")):
-        df = getattr(run, s)
-        if len(df):
-            parts.append(np.unique(df["tid"].to_numpy(np.int64)))
-            lo.append(int(df[a].min()))
-            hi.append(int(df[b].max()))
-    sets = _StateSets(run, Axis(np.concatenate(parts), max(min(lo), 1), max(hi)))
-    try:
-        run._state_sets = (frames, sets)
-    except AttributeError:  # a frozen or slotted stand-in: no cache
-        pass
-    return sets
+    tids = np.unique(tid)
+
+    def fits(sets) -> bool:
+        ax = sets.axis
+        return bool(ax.index(tids)[1].all()) and ax.t0 <= t_lo and t_hi <= ax.t1
+
+    def build() -> _StateSets:
+        parts, lo, hi = [tids], [t_lo], [t_hi]
+        for s, a, b in (("switches", "t_off_ns", "t_on_ns"),
+                        ("runq", "t_runnable_ns", "t_run_ns"),
+                        ("locks", "t_request_ns", "t_acquired_ns")):
+            df = getattr(run, s)
+            if len(df):
+                parts.append(np.unique(df["tid"].to_numpy(np.int64)))
+                lo.append(int(df[a].min()))
+                hi.append(int(df[b].max()))
+        return _StateSets(run, Axis(np.concatenate(parts), max(min(lo), 1), max(hi)))
+
+    return per_run(run, "_state_sets", frames, build, fits)
 
 
 def thread_brief(run, tid, w_start, w_end) -> pd.DataFrame:

@@ -504,11 +504,11 @@ def load_run(run_dir, cache: bool = True) -> Run:
     return run
 
 
-def per_run(run, attr: str, key: tuple, build):
+def per_run(run, attr: str, key: tuple, build, fits=None):
     """build()'s result, kept on the run under attr while key (ids of the streams it was
-    built from) holds."""
+    built from) holds and, if given, fits(the kept result) says it serves this call."""
     c = getattr(run, attr, None)
-    if c is not None and c[0] == key:
+    if c is not None and c[0] == key and (fits is None or fits(c[1])):
         return c[1]
     v = build()
     try:
