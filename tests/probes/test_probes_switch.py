@@ -141,13 +141,17 @@ def test_no_stack_lost_to_stack_map_collisions(tmp_path):
     assert meta(tmp_path)["lost_events"]["offcpu"] == 0
     stacks = [json.loads(line) for line in (tmp_path / "stacks.jsonl").read_text().splitlines()]
     user = {s["id"]: tuple(s["frames"]) for s in stacks if s["kind"] == "user"}
-    sw = intervals(tmp_path)
+    sw = records(tmp_path, "switch")
+    gaps = int(((sw["tid"] == tid) & (sw["unmatched"] == 1)).sum())
+    sw = sw[sw["unmatched"] == 0]
     blocked = sw[(sw["tid"] == tid) & (sw["voluntary"] == 1)]
     # the premise: enough paths blocked for collisions to happen (~5 expected at 400)
     assert nvcsw >= 0.9 * paths, last
-    # every switch the kernel counted in the loop was seen (start and exit may add a few)
-    assert len(blocked) >= nvcsw, (len(blocked), last)
+    # every switch the kernel counted in the loop was seen (start and exit may add a few),
+    # or is a gap record: a switch edge the kernel never reported (docs/probes.md; about
+    # one run in five here), counted, never invented
+    assert len(blocked) + gaps >= nvcsw, (len(blocked), gaps, last)
     assert (blocked["ustack_id"] >= 0).all() and set(blocked["ustack_id"].tolist()) <= set(user)
     # each path blocks once under its own stack: one distinct stack per switch of the loop
     walks = {fr for fr in user.values() if any("via_a" in f or "via_b" in f for f in fr)}
-    assert len(walks) >= nvcsw, (len(walks), last)
+    assert len(walks) + gaps >= nvcsw, (len(walks), gaps, last)
