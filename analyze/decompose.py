@@ -249,7 +249,8 @@ def _state_sets(run, tid: np.ndarray, t_lo: int, t_hi: int) -> _StateSets:
         return bool(ax.index(tids)[1].all()) and ax.t0 <= t_lo and t_hi <= ax.t1
 
     def build() -> _StateSets:
-        parts, lo, hi = [tids], [t_lo], [t_hi]
+        # -1 too: a lock chain asks for the unknown holder, which must not cost a rebuild
+        parts, lo, hi = [tids, np.array([-1], np.int64)], [t_lo], [t_hi]
         for s, a, b in (("switches", "t_off_ns", "t_on_ns"),
                         ("runq", "t_runnable_ns", "t_run_ns"),
                         ("locks", "t_request_ns", "t_acquired_ns")):
