@@ -405,14 +405,11 @@ def _build(f: Findings, max_events: int, slow_windows: int):
                      f"are included, {int(keep_r.sum()):,} of {len(req):,} requests")
         req, states = req[keep_r], states[keep_s] if len(states) else states
     names = thread_names(run)
-    pids = {}
-    if len(run.tasks):
-        pids = dict(zip(run.tasks["tid"].astype(int), run.tasks["pid"].astype(int)))
-    if "pid" in decomp:
-        pids.update(dict(zip(decomp["tid"].astype(int), decomp["pid"].astype(int))))
-    for df in (run.switches, run.runq):
-        if len(df):
-            pids.update(dict(zip(df["tid"].astype(int), df["pid"].astype(int))))
+    pids = {}   # tid -> pid: the last word of tasks, then requests, switches, runq
+    for df in (run.tasks, decomp, run.switches, run.runq):
+        if len(df) and "pid" in df:
+            last = df[["tid", "pid"]].drop_duplicates("tid", keep="last")
+            pids.update(zip(last["tid"].astype(int).tolist(), last["pid"].astype(int).tolist()))
 
     ev = []
     # Request slices.
