@@ -107,27 +107,58 @@ def _waits(run) -> pd.DataFrame:
                       "t_off_ns": sw["t_off_ns"].to_numpy(), "t_on_ns": sw["t_on_ns"].to_numpy(),
                       "syscall": sw["syscall"].to_numpy(), "wait_addr": sw["wait_addr"].to_numpy(),
                       "wait_aux": sw["wait_aux"].to_numpy(),
-                      "ustack_id": sw["ustack_id"].to_numpy()})
+                      "ustack_id": sw["ustack_id"].to_numpy()}, copy=False)
+    # each wait's wakeup: the non-preempt runnable interval ending where it ends (same tid,
+    # t_run == t_on; of several, the last), joined on one packed key by a sorted search
     rq = run.runq
-    wk = rq[(rq["kind"] != "preempt").to_numpy()]
-    wk = pd.DataFrame({"tid": wk["tid"].to_numpy(np.int64), "t_on_ns": wk["t_run_ns"].to_numpy(),
-                       "t_wake_ns": wk["t_runnable_ns"].to_numpy(),
-                       "waker_tid": wk["waker_tid"].to_numpy(np.int64),
-                       "waker_pid": wk["waker_pid"].to_numpy(np.int64),
-                       "waker_ctx": wk["waker_ctx"]})
-    wk = wk.drop_duplicates(["tid", "t_on_ns"], keep="last")
-    m = w.merge(wk, on=["tid", "t_on_ns"], how="left", sort=False)
-    found = m["t_wake_ns"].notna().to_numpy()
-    t_wake = m["t_wake_ns"].fillna(m["t_on_ns"]).to_numpy(np.int64)
-    m["t_wake_ns"] = np.clip(t_wake, m["t_off_ns"].to_numpy(), m["t_on_ns"].to_numpy())
-    m["waker_tid"] = np.where(found, m["waker_tid"].fillna(0), 0).astype(np.int64)
-    m["waker_pid"] = np.where(found, m["waker_pid"].fillna(0), 0).astype(np.int64)
-    m["waker_ctx"] = m["waker_ctx"].astype(object).where(found, "unknown").astype(
-        pd.CategoricalDtype(list(rq["waker_ctx"].cat.categories)))
+    wk = (rq["kind"] != "preempt").to_numpy()
+    r_tid, r_on = rq["tid"].to_numpy(np.int64)[wk], rq["t_run_ns"].to_numpy(np.int64)[wk]
+    w_tid, w_on = w["tid"].to_numpy(), w["t_on_ns"].to_numpy(np.int64)
+    pos, found = _match(r_tid, r_on, w_tid, w_on)
+    src = np.flatnonzero(wk)[pos[found]]     # the matched runq rows
+
+    def matched(values, unmatched):
+        out = np.full(len(w_on), unmatched, dtype=np.int64)
+        out[found] = np.asarray(values).astype(np.int64)[src]
+        return out
+
+    m = w
+    t_wake = matched(rq["t_runnable_ns"].to_numpy(), 0)
+    t_wake[~found] = w_on[~found]            # no wakeup seen: woken as it ran
+    m["t_wake_ns"] = np.clip(t_wake, m["t_off_ns"].to_numpy(), w_on)
+    m["waker_tid"] = matched(rq["waker_tid"].to_numpy(), 0)
+    m["waker_pid"] = matched(rq["waker_pid"].to_numpy(), 0)
+    cats = list(rq["waker_ctx"].cat.categories)
+    codes = matched(rq["waker_ctx"].cat.codes.to_numpy(),
+                    cats.index("unknown") if "unknown" in cats else -1)
+    m["waker_ctx"] = pd.Categorical.from_codes(codes.astype(np.int8), categories=cats)
     nr = m["syscall"].to_numpy(np.int64)
     m["reason"] = pd.Categorical.from_codes(reason_codes(nr), categories=REASONS)
     m["call"] = _call_names(nr)
     return m[WAIT_COLS].sort_values(["tid", "t_off_ns"], kind="stable").reset_index(drop=True)
+
+
+def _match(r_tid, r_t, w_tid, w_t) -> tuple[np.ndarray, np.ndarray]:
+    """For each (w_tid, w_t): the index of the last (r_tid, r_t) equal to it, and whether
+    there is one (index 0 where not)."""
+    if not len(r_tid) or not len(w_tid):
+        return np.zeros(len(w_tid), np.int64), np.zeros(len(w_tid), bool)
+    lo = min(int(r_t.min()), int(w_t.min()))
+    span = max(int(r_t.max()), int(w_t.max())) - lo + 1
+    tids = np.union1d(np.unique(r_tid), np.unique(w_tid))
+    if len(tids) * span >= 1 << 62:          # too long a run for ns: rank the times
+        times, inv = np.unique(np.concatenate([r_t, w_t]), return_inverse=True)
+        r_t, w_t, lo, span = inv[:len(r_t)], inv[len(r_t):], 0, len(times)
+    rk = np.searchsorted(tids, r_tid) * span + (r_t - lo)   # thread rank, then time
+    wk = np.searchsorted(tids, w_tid) * span + (w_t - lo)
+    order = np.argsort(rk, kind="stable")
+    keys = rk[order]
+    wo = np.argsort(wk)                      # searched in order: the cache follows
+    j = np.empty(len(wk), np.int64)
+    j[wo] = np.searchsorted(keys, wk[wo], side="right") - 1  # the last equal one, if any
+    jj = np.maximum(j, 0)
+    ok = (j >= 0) & (keys[jj] == wk)
+    return np.where(ok, order[jj], 0), ok
 
 
 def call_name(nr: int) -> str:
