@@ -279,6 +279,8 @@ def _rows(run) -> dict:
                 continue
             ci, cs, ce, ct, cp, cc, cq, ck = pairs(np.arange(lo, hi))
             lo = hi
+            if not len(ci):              # waits that overlap no segment: no part
+                continue
             # by wait, class, pid, irq, then time: one stable sort of a packed key (the
             # pairs come by wait, in time order)
             packed = ((ci - ci[0]) << 34) | (cc.astype(i64) << 30) | who_seg[ck]

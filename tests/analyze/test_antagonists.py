@@ -228,14 +228,18 @@ def test_a_peer_whose_main_thread_never_ran_is_named_by_also_pid():
     assert procs.at[499, "comm"] == "orders-server"
 
 
-def test_over_the_row_budget_each_waits_parts_merge_by_antagonist(monkeypatch):
+@pytest.mark.parametrize("trailing", [False, True])
+def test_over_the_row_budget_each_waits_parts_merge_by_antagonist(monkeypatch, trailing):
     """Above ROW_BUDGET (pairs of a wait and a switch meanwhile) the parts of each wait are
     merged by (class, process, interrupt), in chunks: the same time per wait and antagonist
-    as the exact table, laid back to back inside the wait, and a warning says so."""
+    as the exact table, laid back to back inside the wait, and a warning says so.
+    trailing: the last waits are on a CPU without records, so the last chunk has no pair."""
     occs = OCC + [occ(0, 10 * MS, 102, pid=100), occ(0, 11 * MS, 500), occ(0, 12 * MS, 102,
                                                                          pid=100),
                   occ(0, 13 * MS, 101, pid=100)]
     runq = RUNQ + [rq(101, 9500 * US, 13 * MS, "preempt")]
+    if trailing:
+        runq += [rq(102, 20 * MS, 21 * MS, cpu=1), rq(102, 22 * MS, 23 * MS, cpu=1)]
     exact = A.df_runnable_occupants(run_(occupancy=occs, runq=runq))
     monkeypatch.setattr(A, "ROW_BUDGET", 2)
     monkeypatch.setattr(A, "_CHUNK", 3)
