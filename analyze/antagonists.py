@@ -286,12 +286,12 @@ def _rows(run) -> dict:
             packed = ((ci - ci[0]) << 34) | (cc.astype(i64) << 30) | who_seg[ck]
             key = np.argsort(packed, kind="stable")
             packed = packed[key]         # one part per run of equal keys
-            at = np.flatnonzero(np.r_[True, packed[1:] != packed[:-1]]) if len(key) else key
+            at = np.flatnonzero(np.r_[True, packed[1:] != packed[:-1]])
             first_of = key[at]           # the first pair (in time) of each part
             cd = (ce - cs)[key]
             for name, v in (("idx", ci[first_of]), ("cls", cc[first_of]), ("pid", cp[first_of]),
                             ("irq", cq[first_of]), ("tid", ct[first_of]),
-                            ("ns", np.add.reduceat(cd, at) if len(at) else cd[:0])):
+                            ("ns", np.add.reduceat(cd, at))):
                 parts[name].append(v)
         cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, i64))
         idx, d = cat(parts["idx"]), cat(parts["ns"])

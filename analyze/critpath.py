@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from .decompose import Axis, thread_brief
-from .load import WAKER_BLAMES_TASK, fold_comm, thread_names
+from .load import WAKER_BLAMES_TASK, fold_comm, per_run, thread_names
 from .peer import process_name, also_comm
 from .waits import describe, df_waits
 
@@ -212,19 +212,14 @@ def _dur(s: pd.DataFrame) -> np.ndarray:
 
 def _pid_of_tid(run) -> dict[int, int]:
     """tid -> pid of the traced threads (tasks.bin, switches.bin, runq.bin)."""
-    c = getattr(run, "_pid_of_tid", None)
-    if c is not None:
-        return c
-    m = {}
-    for df in (run.runq, run.switches, run.tasks):
-        if len(df):
-            u = df[["tid", "pid"]].drop_duplicates("tid")
-            m.update(zip(u["tid"].astype(int), u["pid"].astype(int)))
-    try:
-        run._pid_of_tid = m
-    except AttributeError:
-        pass
-    return m
+    def build() -> dict[int, int]:
+        m = {}
+        for df in (run.runq, run.switches, run.tasks):
+            if len(df):
+                u = df[["tid", "pid"]].drop_duplicates("tid")
+                m.update(zip(u["tid"].astype(int), u["pid"].astype(int)))
+        return m
+    return per_run(run, "_pid_of_tid", (id(run.runq), id(run.switches), id(run.tasks)), build)
 
 
 def _proc_comm(run, pid: int, any_thread: bool = False) -> str:

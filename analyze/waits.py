@@ -25,6 +25,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from .load import per_run
+
 REASONS = ["lock", "io", "sleep", "other"]
 
 # x86_64 syscall numbers of the calls a thread commonly blocks in.
@@ -89,15 +91,7 @@ def df_waits(run) -> pd.DataFrame:
     in SYSCALLS, "" when not in a syscall); reason one of REASONS. Cached on the run while
     its switches and runq frames are the same objects."""
     key = (id(run.switches), len(run.switches), id(run.runq), len(run.runq))
-    cached = getattr(run, "_waits", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    w = _waits(run)
-    try:
-        run._waits = (key, w)
-    except AttributeError:
-        pass
-    return w
+    return per_run(run, "_waits", key, lambda: _waits(run))
 
 
 def _waits(run) -> pd.DataFrame:
@@ -237,9 +231,10 @@ def wait_wrappers(run) -> frozenset:
     blocked waits (under any wrappers already found), are called from more than one place —
     an event-loop or latch wrapper, a generic wait helper — so that they say nothing of why
     the thread waited. Found level by level up to MAX_WRAPPERS deep; cached on the run."""
-    c = getattr(run, "_wait_wrappers", None)
-    if c is not None and c[0] == id(run.stacks):
-        return c[1]
+    return per_run(run, "_wait_wrappers", (id(run.stacks),), lambda: _wait_wrappers(run))
+
+
+def _wait_wrappers(run) -> frozenset:
     stacks = {sid: program_frames(fr) for (stream, sid), fr in run.stacks.items()
               if stream == "offcpu"}
     found: set = set()
@@ -252,12 +247,7 @@ def wait_wrappers(run) -> frozenset:
         if not new:
             break
         found |= new
-    out = frozenset(found)
-    try:
-        run._wait_wrappers = (id(run.stacks), out)
-    except AttributeError:
-        pass
-    return out
+    return frozenset(found)
 
 
 def waited_in(run, frames: list | None) -> str:
