@@ -299,9 +299,10 @@ static __always_inline void on_switch_out(void *ctx, bool btf, struct sched_off 
 }
 
 /* next (traced) switched in; s: its slot, NULL when it has none; th: the
- * tp_btf slot s is part of (NULL outside tp_btf). */
+ * tp_btf slot s is part of (NULL outside tp_btf); pid: its tgid (0: not
+ * known here, the slot was made at a switch-out that set it). */
 static __always_inline void on_switch_in(struct tt_thread *th, struct sched_off *s, __u32 tid,
-					 __u64 now)
+					 __u32 pid, __u64 now)
 {
 	__u32 reason;
 
@@ -310,6 +311,8 @@ static __always_inline void on_switch_in(struct tt_thread *th, struct sched_off 
 	if (!s->t_off_ns) { /* its switch-out never reached the tracepoint */
 		if (s->t_on_ns)
 			unmatched(s, tid, s->t_on_ns, now);
+		else if (pid) /* a slot made here: its first switch-in seen */
+			s->pid = pid;
 		s->t_on_ns = now;
 		return;
 	}
@@ -368,9 +371,10 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 	if (btf) { /* one slot per thread for both parts */
 		bool kacct = with_runq && runq_kacct;
 		struct tt_thread *tp = prev_traced ? tt_thread_get(prev, true) : NULL;
-		struct tt_thread *tn = !next_traced ? NULL :
-				       kacct	    ? runq_kacct_slot(next) :
-							tt_thread_get(next, false);
+		/* next's slot is made at its first switch-in too: a first
+		 * switch-out the kernel never reports is then a gap from here,
+		 * not a stretch no record covers (runq_kacct_in skips a new slot) */
+		struct tt_thread *tn = next_traced ? tt_thread_get(next, true) : NULL;
 
 		if ((prev_traced && !tp) || (next_traced && !tn))
 			__sync_fetch_and_add(&counters[SCHED_CNT_NO_SLOT], 1);
@@ -391,7 +395,7 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 		if (aggregate && prev_state == TASK_DEAD && tp) /* task storage goes with it */
 			sched_lhist_drain(tp, (__u32)id, (__u32)(id >> 32));
 		if (next_traced && tn)
-			on_switch_in(tn, &tn->off, next_tid, now);
+			on_switch_in(tn, &tn->off, next_tid, TT_TASK_FIELD(btf, next, tgid), now);
 		return 0;
 	}
 	if (with_runq)
@@ -401,7 +405,7 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 		on_switch_out(ctx, btf, off_slot((__u32)id), now, (__u32)id, (__u32)(id >> 32),
 			      blocked ? prev_state : 0, blocked, prev_state == TASK_DEAD);
 	if (next_traced)
-		on_switch_in(NULL, bpf_map_lookup_elem(&off_ids, &next_tid), next_tid, now);
+		on_switch_in(NULL, off_slot(next_tid), next_tid, TT_TASK_FIELD(btf, next, tgid), now);
 	return 0;
 }
 
@@ -500,7 +504,7 @@ int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
 			      blocked ? (__u32)(state & 0xff) : 0, blocked,
 			      state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE));
 	if (next_tid)
-		on_switch_in(NULL, bpf_map_lookup_elem(&off_ids, &next_tid), next_tid, now);
+		on_switch_in(NULL, bpf_map_lookup_elem(&off_ids, &next_tid), next_tid, 0, now);
 	return 0;
 }
 
