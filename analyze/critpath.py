@@ -38,7 +38,7 @@ from .peer import process_name, also_comm
 from .waits import describe, df_waits
 
 MAX_DEPTH = 3
-MAX_REQUESTS = 50_000   # requests followed in full; above, the tail and a sample (_followed)
+MAX_REQUESTS = 50_000   # requests followed in full; above, ≥P99 and band samples (_followed)
 CP_COLS = ["cp_oncpu_ns", "cp_runnable_ns", "cp_runnable_hop1_ns", "cp_blocked_ns",
            "cp_irq_ns", "cp_unknown_ns"]
 IRQ_CTXS = ("hardirq", "softirq")
@@ -112,18 +112,21 @@ def _resolve(run, seg: pd.DataFrame, traced: np.ndarray) -> pd.DataFrame:
 
 def _followed(decomp: pd.DataFrame, ok: np.ndarray, max_requests: int) -> np.ndarray:
     """Rows of decomp whose critical path is followed: every traced one up to max_requests;
-    beyond, every ≥P90 request (the tail) and an evenly spaced sample of the others, so
-    each band's mean stays measured while the work stays bounded."""
+    beyond, every ≥P99 request (the tail the headline explains) and, in each lower band
+    (≤P50, P50–P90, P90–P99), an evenly spaced sample of an equal share of what is left of
+    max_requests, so every band's means stay measured and the work stays bounded."""
     rows = np.flatnonzero(ok)
     if len(rows) <= max_requests or "latency_ns" not in decomp:
         return rows
     lat = decomp["latency_ns"].to_numpy(np.float64)[rows]
-    tail = lat >= np.percentile(lat, 90)
-    rest = rows[~tail]
-    k = max(max_requests - int(tail.sum()), 1)
-    if k < len(rest):
-        rest = rest[np.linspace(0, len(rest) - 1, k).astype(np.int64)]
-    return np.sort(np.concatenate([rows[tail], rest]))
+    p50, p90, p99 = np.percentile(lat, [50, 90, 99])
+    tail = lat >= p99
+    k = max((max_requests - int(tail.sum())) // 3, 1)
+    keep = [rows[tail]]
+    for band in (lat <= p50, (lat > p50) & (lat <= p90), (lat > p90) & ~tail):
+        r = rows[band]
+        keep.append(r[np.linspace(0, len(r) - 1, k).astype(np.int64)] if k < len(r) else r)
+    return np.sort(np.concatenate(keep))
 
 
 def df_critical_path(run, decomp: pd.DataFrame, max_depth: int = MAX_DEPTH,

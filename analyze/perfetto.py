@@ -74,41 +74,80 @@ def _t0(run, decomp: pd.DataFrame) -> int:
     return start if 0 < start <= first else first
 
 
-def _intervals(run) -> dict[str, pd.DataFrame]:
-    """Per-kind [start, end) intervals with tid, from the probe streams."""
+def _interval_arrays(run, subsets: bool = True) -> dict[str, tuple]:
+    """Per-kind (tid, s, e) arrays of [start, end) intervals from the probe streams, as
+    recorded (views where they can be; _intervals drops the empty ones). lock, io and
+    sleep are off rows (a subset) when the switches carry wait reasons; subsets=False
+    leaves them out then (the edges are off's)."""
     out = {}
+    derived = len(run.switches) and has_reasons(run)
     if len(run.runq):
-        out["runnable"] = pd.DataFrame({"tid": run.runq["tid"].to_numpy(),
-                                        "s": run.runq["t_runnable_ns"].to_numpy(),
-                                        "e": run.runq["t_run_ns"].to_numpy()})
+        out["runnable"] = (run.runq["tid"].to_numpy(), run.runq["t_runnable_ns"].to_numpy(),
+                           run.runq["t_run_ns"].to_numpy())
     if len(run.switches):
-        out["off"] = pd.DataFrame({"tid": run.switches["tid"].to_numpy(),
-                                   "s": run.switches["t_off_ns"].to_numpy(),
-                                   "e": run.switches["t_on_ns"].to_numpy()})
-    if len(run.switches) and has_reasons(run):   # wait reasons: futex, I/O, sleep
         sw = run.switches
-        code = np.where(sw["voluntary"].to_numpy(bool), reason_codes(sw["syscall"].to_numpy()), -1)
-        for k, reason in (("lock", "lock"), ("io", "io"), ("sleep", "sleep")):
-            m = code == REASONS.index(reason)
-            out[k] = pd.DataFrame({"tid": sw["tid"].to_numpy()[m],
-                                   "s": sw["t_off_ns"].to_numpy()[m],
-                                   "e": sw["t_on_ns"].to_numpy()[m]})
+        out["off"] = (sw["tid"].to_numpy(), sw["t_off_ns"].to_numpy(), sw["t_on_ns"].to_numpy())
+        if derived and subsets:   # wait reasons: futex, I/O, sleep
+            code = np.where(sw["voluntary"].to_numpy(bool),
+                            reason_codes(sw["syscall"].to_numpy()), -1)
+            for k in ("lock", "io", "sleep"):
+                m = code == REASONS.index(k)
+                out[k] = tuple(a[m] for a in out["off"])
     if len(run.locks):
         lk = run.locks
         acq = lk["t_acquired_ns"].to_numpy()
-        if "lock" not in out:
-            out["lock"] = pd.DataFrame({"tid": lk["tid"].to_numpy(),
-                                        "s": lk["t_request_ns"].to_numpy(), "e": acq})
+        if not derived:
+            out["lock"] = (lk["tid"].to_numpy(), lk["t_request_ns"].to_numpy(), acq)
         rel = lk["t_released_ns"].to_numpy()
-        out["held"] = pd.DataFrame({"tid": lk["tid"].to_numpy(), "s": acq,
-                                    "e": np.where(rel > acq, rel, acq)})
-    for k, df in list(out.items()):
-        df = df.astype({"tid": np.int64, "s": np.int64, "e": np.int64})
-        out[k] = df[(df["e"] > df["s"]) & (df["s"] > 0)]
+        out["held"] = (lk["tid"].to_numpy(), acq, np.where(rel > acq, rel, acq))
     return out
 
 
-def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None) -> pd.DataFrame:
+def _intervals(run, win: tuple | None = None) -> dict[str, pd.DataFrame]:
+    """Per-kind [start, end) intervals with tid (int64 frames), the empty ones dropped;
+    win: merged windows (_merge_windows), only the intervals that overlap one."""
+    out = {}
+    for k, (tid, s, e) in _interval_arrays(run).items():
+        s, e = s.astype(np.int64, copy=False), e.astype(np.int64, copy=False)
+        ok = (e > s) & (s > 0)
+        if win is not None:
+            ok &= _overlaps(s, e, *win)
+        out[k] = pd.DataFrame({"tid": tid[ok].astype(np.int64), "s": s[ok], "e": e[ok]})
+    return out
+
+
+def _extents(run, observed: pd.DataFrame | None) -> pd.DataFrame:
+    """Each probed thread's [first, last] edge over the whole run (tid, s, e; the requests
+    in `observed` count for a probed thread): the span its state track covers
+    (df_thread_states), for a computation inside windows to know a thread exists there."""
+    src = list(_interval_arrays(run, subsets=False).values())
+    tid = np.concatenate([t for t, _, _ in src]).astype(np.int64) if src else np.zeros(0, int)
+    s = np.concatenate([a for _, a, _ in src]).astype(np.int64) if src else tid
+    e = np.concatenate([z for _, _, z in src]).astype(np.int64) if src else tid
+    ok = (e > s) & (s > 0)
+    tid, s, e = tid[ok], s[ok], e[ok]
+    if observed is not None and len(observed):
+        o_tid = observed["tid"].to_numpy(np.int64)
+        o_s = observed["t_start_ns"].to_numpy(np.int64)
+        o_e = observed["t_end_ns"].to_numpy(np.int64)
+        n_probe = len(tid)
+        tid, s, e = np.r_[tid, o_tid], np.r_[s, o_s], np.r_[e, o_e]
+    else:
+        n_probe = len(tid)
+    if not n_probe:
+        return pd.DataFrame({"tid": [], "s": [], "e": []}, dtype=np.int64)
+    tids, ti = _thread_index(tid)
+    first = np.full(len(tids), np.iinfo(np.int64).max)
+    last = np.full(len(tids), np.iinfo(np.int64).min)
+    np.minimum.at(first, ti, s)
+    np.maximum.at(last, ti, e)
+    probed = np.zeros(len(tids), bool)   # a thread seen only in `observed` has no track
+    probed[ti[:n_probe]] = True
+    return pd.DataFrame({"tid": tids[probed], "s": first[probed], "e": last[probed]})
+
+
+def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None,
+                     windows: np.ndarray | None = None) -> pd.DataFrame:
     """Back-to-back state slices per thread: tid, state, t_start_ns, t_end_ns.
 
     Each thread is observed from its first to its last probe event (a mutex
@@ -117,28 +156,43 @@ def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None) 
     every ns is in exactly one state, as decompose.py counts them: Runnable (a
     runq interval), else off CPU inside a lock wait: Lock wait, else off CPU:
     Blocked, else Running. Adjacent segments of the same state are merged.
-    Built once per run and `observed` (the trace and the critical-path figure share it:
-    the frame returned is the cached one, never to be modified); t0_ns only bounds the
-    time keys.
+    Built once per run, `observed` and `windows` (the frame returned is the cached one,
+    never to be modified); t0_ns only bounds the time keys. windows: [[lo, hi], ...]: only
+    the slices inside them, clipped to them, computed from the intervals that overlap them
+    (the same slices as the whole run's, clipped, at a fraction of the cost).
     """
-    key = (id(run.runq), id(run.switches), id(run.locks), id(observed))
-    return per_run(run, "_thread_states", key, lambda: _thread_states(run, t0_ns, observed))
+    wkey = None if windows is None else np.asarray(windows, np.int64).tobytes()
+    key = (id(run.runq), id(run.switches), id(run.locks), id(observed), wkey)
+    return per_run(run, "_thread_states", key,
+                   lambda: _thread_states(run, t0_ns, observed, windows))
 
 
 _STATE_CHUNK = 2_000_000        # intervals per chunk of whole threads: bounds the sort's memory
 
 
-def _thread_states(run, t0_ns: int, observed: pd.DataFrame | None) -> pd.DataFrame:
-    iv = _intervals(run)
+def _thread_states(run, t0_ns: int, observed: pd.DataFrame | None,
+                   windows: np.ndarray | None) -> pd.DataFrame:
+    win = None if windows is None else _merge_windows(np.asarray(windows, np.int64))
+    iv = _intervals(run, win)
     cols = ["tid", "state", "t_start_ns", "t_end_ns"]
     if not iv or ("off" not in iv and "runnable" not in iv):
         return pd.DataFrame(columns=cols)
+    if win is not None:   # every probed thread's extent: its track spans the windows
+        ext = _extents(run, observed)
+        iv["extent"] = ext[_overlaps(ext["s"].to_numpy(), ext["e"].to_numpy(), *win)]
+        probed = ext["tid"].to_numpy()
     if observed is not None and len(observed):
-        iv["observed"] = pd.DataFrame({"tid": observed["tid"].to_numpy(np.int64),
-                                       "s": observed["t_start_ns"].to_numpy(np.int64),
-                                       "e": observed["t_end_ns"].to_numpy(np.int64)})
-        probed = np.unique(np.concatenate([v["tid"].to_numpy(np.int64) for v in iv.values()]))
-        iv["observed"] = iv["observed"][iv["observed"]["tid"].isin(probed)]
+        if win is None:
+            probed = np.unique(np.concatenate([v["tid"].to_numpy(np.int64)
+                                               for v in iv.values()]))
+        o = pd.DataFrame({"tid": observed["tid"].to_numpy(np.int64),
+                          "s": observed["t_start_ns"].to_numpy(np.int64),
+                          "e": observed["t_end_ns"].to_numpy(np.int64)})
+        o = o[o["tid"].isin(probed)]
+        iv["observed"] = o if win is None else o[_overlaps(o["s"].to_numpy(),
+                                                           o["e"].to_numpy(), *win)]
+    if not sum(len(v) for v in iv.values()):      # nothing inside the windows
+        return pd.DataFrame(columns=cols)
     kinds = list(iv)
     tid_all = np.concatenate([iv[k]["tid"].to_numpy(np.int64) for k in kinds])
     s_all = np.concatenate([iv[k]["s"].to_numpy(np.int64) for k in kinds])
@@ -161,8 +215,37 @@ def _thread_states(run, t0_ns: int, observed: pd.DataFrame | None) -> pd.DataFra
         lo = hi
     out = {c: np.concatenate([p[i] for p in parts]) for i, c in enumerate(cols)}
     out["tid"] = tids[out["tid"]]
+    if win is not None:
+        out = _clip(out, *win)
     out["state"] = pd.Categorical.from_codes(out["state"], categories=STATES)
     return pd.DataFrame(out, copy=False)[cols]
+
+
+def _clip_frame(states: pd.DataFrame, win: np.ndarray) -> pd.DataFrame:
+    """df_thread_states' frame cut to the windows [[lo, hi], ...] (_clip)."""
+    if not len(states):
+        return states
+    cols = ["tid", "state", "t_start_ns", "t_end_ns"]
+    out = _clip({"tid": states["tid"].to_numpy(), "state": states["state"].cat.codes.to_numpy(),
+                 "t_start_ns": states["t_start_ns"].to_numpy(np.int64),
+                 "t_end_ns": states["t_end_ns"].to_numpy(np.int64)}, *_merge_windows(win))
+    out["state"] = pd.Categorical.from_codes(out["state"], categories=STATES)
+    return pd.DataFrame(out, copy=False)[cols]
+
+
+def _clip(sl: dict, lo: np.ndarray, hi: np.ndarray) -> dict:
+    """State slices (arrays tid, state, t_start_ns, t_end_ns) cut to the merged windows
+    [lo, hi]: one piece per window a slice overlaps, none outside them."""
+    s, e = sl["t_start_ns"], sl["t_end_ns"]
+    first = np.searchsorted(hi, s, side="right")          # first window ending after s
+    n = _windows_overlapped(s, e, lo, hi)
+    rows = np.repeat(np.arange(len(s)), n)
+    w = first[rows] + (np.arange(len(rows)) - np.repeat(np.cumsum(n) - n, n))
+    out = {k: v[rows] for k, v in sl.items()}
+    out["t_start_ns"] = np.maximum(s[rows], lo[w])
+    out["t_end_ns"] = np.minimum(e[rows], hi[w])
+    keep = out["t_end_ns"] > out["t_start_ns"]
+    return {k: v[keep] for k, v in out.items()}
 
 
 def _thread_index(tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -271,13 +354,15 @@ def _windows(decomp: pd.DataFrame, k: int, pad_scale: float = 1.0,
 def _fit_windows(req, intervals, max_events: int, k: int):
     """The widest windows whose events fit max_events: fewer slow requests (k halves to
     1), then a narrower margin around the slowest, then only the last part of it (its
-    end, where the tail was decided). intervals: [(start, end, weight, limit)] of every kind
-    of event a window keeps: each kept one counts weight events, at most limit kept (None:
-    no limit). Returns (windows, k, words for the note)."""
+    end, where the tail was decided). intervals: [(start, end, weight, limit, clipped)] of
+    every kind of event a window keeps: each kept one counts weight events, at most limit
+    kept (None: no limit); a clipped one (a state slice) once per window it overlaps.
+    Returns (windows, k, words for the note)."""
     def count(win):
         n = 0
-        for s, e, w, lim in intervals:
-            kept = int(_in_windows(s, e, win).sum())
+        for s, e, w, lim, clipped in intervals:
+            kept = int(_windows_overlapped(s, e, *_merge_windows(win)).sum()) if clipped \
+                else int(_in_windows(s, e, win).sum())
             n += w * (kept if lim is None else min(kept, lim))
         return n
 
@@ -304,11 +389,11 @@ def _fit_windows(req, intervals, max_events: int, k: int):
             f"the last {lo / 1e6:.3g} ms of the slowest request ({lat / 1e6:.3g} ms)")
 
 
-def _in_windows(s, e, win: np.ndarray) -> np.ndarray:
+def _merge_windows(win: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[[lo, hi], ...] as two sorted arrays of disjoint windows (overlapping ones merged)."""
     if len(win) == 0:
-        return np.zeros(len(s), dtype=bool)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     win = win[np.argsort(win[:, 0])]
-    # merge windows, then test overlap with the merged list
     lo, hi = [win[0, 0]], [win[0, 1]]
     for a, z in win[1:]:
         if a <= hi[-1]:
@@ -316,10 +401,23 @@ def _in_windows(s, e, win: np.ndarray) -> np.ndarray:
         else:
             lo.append(a)
             hi.append(z)
-    lo, hi = np.array(lo), np.array(hi)
+    return np.array(lo, np.int64), np.array(hi, np.int64)
+
+
+def _overlaps(s, e, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Does [s, e) overlap one of the merged windows (lo, hi)?"""
     i = np.searchsorted(lo, e, side="left") - 1  # last window starting before e
-    ok = i >= 0
-    return ok & (hi[np.clip(i, 0, None)] > s)
+    return (i >= 0) & (hi[np.clip(i, 0, None)] > s) if len(lo) else np.zeros(len(s), bool)
+
+
+def _windows_overlapped(s, e, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """How many of the merged windows (lo, hi) each [s, e) overlaps."""
+    return np.maximum(np.searchsorted(lo, e, side="left") - np.searchsorted(hi, s, side="right"),
+                      0)
+
+
+def _in_windows(s, e, win: np.ndarray) -> np.ndarray:
+    return _overlaps(s, e, *_merge_windows(win))
 
 
 def _pid_of(pids: dict, tid: np.ndarray) -> np.ndarray:
@@ -366,22 +464,24 @@ def _flows(run, states: pd.DataFrame, pids: dict, t0: int, win) -> list[pd.DataF
 
 
 def _capped_kinds(run, req, states) -> list:
-    """(start, end, weight, limit) of every event kind the cap counts (_fit_windows): requests,
-    thread states, CPU slices, and wakeup arrows (two events each, at most MAX_FLOWS)."""
+    """(start, end, weight, limit, clipped) of every event kind the cap counts (_fit_windows):
+    requests, thread states (cut to the windows), CPU slices, and wakeup arrows (two events
+    each, at most MAX_FLOWS)."""
     i64 = np.int64
-    kinds = [(req["t_start_ns"].to_numpy(i64), req["t_end_ns"].to_numpy(i64), 1, None)] \
+    kinds = [(req["t_start_ns"].to_numpy(i64), req["t_end_ns"].to_numpy(i64), 1, None, False)] \
         if len(req) else []
     if len(states):
         kinds.append((states["t_start_ns"].to_numpy(i64), states["t_end_ns"].to_numpy(i64), 1,
-                      None))
+                      None, True))
     if len(getattr(run, "occupancy", ())):
         from .antagonists import df_occupancy
         seg = df_occupancy(run)
-        kinds.append((seg["t_from_ns"].to_numpy(i64), seg["t_to_ns"].to_numpy(i64), 1, None))
+        kinds.append((seg["t_from_ns"].to_numpy(i64), seg["t_to_ns"].to_numpy(i64), 1, None,
+                      False))
     rq = run.runq
     if len(rq) and "waker_ctx" in rq:
         t = rq["t_runnable_ns"].to_numpy(i64)[_task_wakeups(rq)]
-        kinds.append((t, t + 1, 2, MAX_FLOWS))
+        kinds.append((t, t + 1, 2, MAX_FLOWS, False))
     return kinds
 
 
@@ -390,20 +490,26 @@ def _build(f: Findings, max_events: int, slow_windows: int):
     run, decomp = f.run, f.decomp
     info = TraceInfo(t0_ns=_t0(run, decomp))
     t0 = info.t0_ns
-    states = df_thread_states(run, t0, observed=decomp)
     req = decomp[decomp["t_end_ns"] >= decomp["t_start_ns"]] if len(decomp) else decomp
+    # a thread's state track has a slice per off-CPU interval at least: with more of them
+    # than the cap, the trace is capped for sure, and the states are computed only inside
+    # the widest windows _fit_windows may keep (a fraction of the whole run's cost)
+    sw = run.switches
+    n_off = int(np.count_nonzero(sw["t_on_ns"].to_numpy() > sw["t_off_ns"].to_numpy())) \
+        if len(sw) else 0
+    widest = _windows(req, slow_windows) if len(req) and len(req) + n_off > max_events \
+        else None
+    states = df_thread_states(run, t0, observed=decomp, windows=widest)
     win = None
     kinds = _capped_kinds(run, req, states)
-    if sum(w * (len(s) if lim is None else min(len(s), lim)) for s, _, w, lim in kinds) \
+    if sum(w * (len(s) if lim is None else min(len(s), lim)) for s, _, w, lim, _ in kinds) \
             > max_events and len(req):
         win, k, what = _fit_windows(req, kinds, max_events, slow_windows)
         keep_r = _in_windows(req["t_start_ns"].to_numpy(), req["t_end_ns"].to_numpy(), win)
-        keep_s = _in_windows(states["t_start_ns"].to_numpy(), states["t_end_ns"].to_numpy(),
-                             win) if len(states) else np.zeros(0, bool)
         info.truncated, info.windows = True, k
         info.note = (f"trace capped at {max_events:,} events: only the windows around {what} "
                      f"are included, {int(keep_r.sum()):,} of {len(req):,} requests")
-        req, states = req[keep_r], states[keep_s] if len(states) else states
+        req, states = req[keep_r], _clip_frame(states, win)
     names = thread_names(run)
     pids = {}   # tid -> pid: the last word of tasks, then requests, switches, runq
     for df in (run.tasks, decomp, run.switches, run.runq):

@@ -117,7 +117,8 @@ def _plots(out: Path, a: dict, tables: dict, notes: list) -> dict:
     segs = a.get("segments")
     if segs is not None and len(segs) and segs["blame"].astype(bool).any():
         jobs["critical_path"] = lambda p: plot.plot_critical_path(
-            decomp, segs, df_thread_states(run, observed=decomp), p, names=names,
+            decomp, segs, lambda win: df_thread_states(run, observed=decomp, windows=win), p,
+            names=names,
             occ=df_occupancy(run) if run.has("occupancy") else None, traced=traced_pids(run))
     if run.has("runq"):
         jobs["runq_hist"] = lambda p: plot.plot_runq_hist(tables["runq_hist"], p)

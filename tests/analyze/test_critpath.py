@@ -176,16 +176,20 @@ def test_queue_wait_headline_names_the_workers_lock_only_when_it_matters():
     assert _workers_wait(run, d, [{**obj, "total_ms": 2.0, "threads": "other-w*"}]) == ""
 
 
-def test_above_the_cap_the_tail_and_a_sample_are_followed():
+def test_above_the_cap_the_tail_and_band_samples_are_followed():
     from analyze.critpath import _followed
     d = __import__("pandas").DataFrame({"latency_ns": np.arange(1000, dtype=float)})
     rows = _followed(d, np.ones(1000, bool), 200)
-    assert set(range(900, 1000)) <= set(rows) and len(rows) == 200     # ≥P90 all, 100 others
-    assert rows[0] == 0 and np.all(np.diff(rows[:100]) >= 8)           # spread evenly
+    # ≥P99 (990..999) all; 63 = (200 - 10) // 3 of each lower band, spread evenly over it
+    assert set(range(990, 1000)) <= set(rows) and len(rows) == 10 + 3 * 63
+    for lo, hi in ((0, 500), (500, 900), (900, 990)):    # ≤P50, P50–P90, P90–P99
+        b = rows[(rows >= lo) & (rows < hi)]
+        assert len(b) == 63 and b[0] == lo and b[-1] == hi - 1 and np.all(np.diff(b) >= 1)
+        assert np.diff(b).max() - np.diff(b).min() <= 1
     run = chain_run()
     d = df_decompose(run)
     per, _ = df_critical_path(run, d, max_requests=1)
-    assert per.notna().all().all()         # both are ≥P90 of two equal latencies: kept
+    assert per.notna().all().all()         # both are ≥P99 of two equal latencies: kept
 
 
 def test_a_blocked_waker_is_followed_into_what_it_waited_for():

@@ -192,3 +192,59 @@ def test_cap_holds_when_the_slowest_requests_window_alone_exceeds_it():
         assert slowest in ids, (cap, ids)
         _check_nesting(trace["traceEvents"])
     assert len([e for e in full["traceEvents"] if e["ph"] != "M"]) > 40
+
+
+def test_states_inside_windows_are_the_whole_runs_cut_to_them(tmp_path):
+    """df_thread_states(windows=...) reads only the intervals that overlap the windows, yet
+    gives exactly the whole run's slices cut to them: windows that overlap each other, one
+    inside a single slice, one across the run's start, one past its end, none."""
+    from analyze.decompose import df_decompose
+    from analyze.load import load_run
+
+    synth.make_run(tmp_path, 200)
+    run = load_run(tmp_path)
+    d = df_decompose(run)
+    whole = perfetto.df_thread_states(run, 0, observed=d)
+    t = synth.T_BASE
+    ms = 1_000_000
+    cases = [[[t + 5 * ms, t + 9 * ms], [t + 8 * ms, t + 12 * ms], [t + 40 * ms, t + 41 * ms]],
+             [[t + 20 * ms + 1234, t + 20 * ms + 1300]],
+             [[t - 5 * ms, t + 2 * ms]],
+             [[int(whole["t_end_ns"].max()) - ms, int(whole["t_end_ns"].max()) + 9 * ms]],
+             [[t - 9 * ms, t - 8 * ms]]]
+    key = ["tid", "t_start_ns"]
+    for win in cases:
+        win = np.array(win, np.int64)
+        got = perfetto.df_thread_states(run, 0, observed=d, windows=win)
+        want = perfetto._clip_frame(whole, win)
+        assert len(want) or win[0, 1] < t, win
+        if not len(want):
+            assert not len(got)
+            continue
+        pd.testing.assert_frame_equal(got.sort_values(key).reset_index(drop=True),
+                                      want.sort_values(key).reset_index(drop=True),
+                                      check_dtype=False)
+        lo, hi = win.min(), win.max()
+        assert not len(got) or (got["t_start_ns"].min() >= lo and got["t_end_ns"].max() <= hi)
+
+
+@pytest.mark.parametrize("cap", [1200, 800])
+def test_a_capped_trace_holds_the_state_slices_cut_to_its_windows(cap):
+    """Capped, the trace's state slices are the whole run's cut to the windows it kept, and
+    the cap counts a slice once per window it spans. 400 requests and 484 off-CPU
+    intervals: under a cap of 800 the states are computed inside the windows only."""
+    tr = synth.truth(400)
+    run = synth.frames(tr)
+    whole = perfetto.df_thread_states(run, synth.T_BASE, observed=tr.decomp)
+    trace, info = perfetto.build_trace(_f(run, tr.decomp), max_events=cap, slow_windows=4)
+    assert info.truncated
+    x = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len(x) <= cap
+    got = sorted((e["tid"] % (1 << 22), e["name"], e["ts"], e["dur"]) for e in x
+                 if e["cat"] == "state")
+    win = perfetto._windows(tr.decomp, info.windows)
+    want = perfetto._clip_frame(whole, win)
+    t0 = trace["otherData"]["t0_mono_ns"]
+    assert got == sorted(zip(want["tid"].tolist(), want["state"].astype(str).tolist(),
+                             ((want["t_start_ns"] - t0) / 1e3).tolist(),
+                             ((want["t_end_ns"] - want["t_start_ns"]) / 1e3).tolist()))
