@@ -49,30 +49,60 @@ SEG_COLS = ["request_row", "root", "depth", "tid", "t_start_ns", "t_end_ns", "re
 VERDICTS = ["waker on CPU", "waker runnable", "waker blocked", "interrupt", "unknown waker"]
 
 
+class WaitIndex:
+    """Waits [w_s, w_e) of threads w_tid on one axis, sorted once: many overlaps queries
+    (each critical-path hop, the wait objects) without sorting the run's waits again."""
+
+    def __init__(self, w_tid, w_s, w_e):
+        self.w_s, self.w_e = np.asarray(w_s, np.int64), np.asarray(w_e, np.int64)
+        w_tid = np.asarray(w_tid, np.int64)
+        self.axis = Axis(w_tid, self.w_s.min(), self.w_e.max()) if len(w_tid) else None
+        if self.axis is None:
+            return
+        gw, _ = self.axis.index(w_tid)
+        ks = self.axis.key(gw, self.w_s)
+        self.order = np.argsort(ks, kind="stable")
+        self.ks = ks[self.order]
+        self.reach = np.maximum.accumulate(self.axis.key(gw, self.w_e)[self.order])
+
+    def query(self, q_tid, q_s, q_e):
+        """(query index, wait index, start, end) of each wait of thread q_tid[i] that
+        overlaps window [q_s[i], q_e[i]), clipped to the window. The windows' times are
+        clipped to the waits' span on the axis, which loses no overlap."""
+        z = np.zeros(0, np.int64)
+        q_tid = np.asarray(q_tid, np.int64)
+        if self.axis is None or not len(q_tid):
+            return z, z, z, z
+        q_s, q_e = np.asarray(q_s, np.int64), np.asarray(q_e, np.int64)
+        gq, on = self.axis.index(q_tid)
+        lo = np.searchsorted(self.reach, self.axis.key(gq, q_s), side="right")
+        hi = np.searchsorted(self.ks, self.axis.key(gq, q_e), side="left")
+        cnt = np.where(on, np.maximum(hi - lo, 0), 0)   # a thread without waits: none
+        qi = np.repeat(np.arange(len(q_tid)), cnt)
+        wi = self.order[np.repeat(lo, cnt) + np.arange(cnt.sum())
+                        - np.repeat(np.cumsum(cnt) - cnt, cnt)]
+        a, b = np.maximum(self.w_s[wi], q_s[qi]), np.minimum(self.w_e[wi], q_e[qi])
+        keep = b > a
+        return qi[keep], wi[keep], a[keep], b[keep]
+
+
 def overlaps(w_tid, w_s, w_e, q_tid, q_s, q_e):
     """(query index, wait index, start, end) of each wait [w_s, w_e) of thread q_tid[i]
-    that overlaps window [q_s[i], q_e[i]), clipped to the window."""
-    z = np.zeros(0, np.int64)
-    w_tid, q_tid = np.asarray(w_tid, np.int64), np.asarray(q_tid, np.int64)
-    if not len(w_tid) or not len(q_tid):
-        return z, z, z, z
-    w_s, w_e = np.asarray(w_s, np.int64), np.asarray(w_e, np.int64)
-    q_s, q_e = np.asarray(q_s, np.int64), np.asarray(q_e, np.int64)
-    axis = Axis(np.concatenate([w_tid, q_tid]), min(w_s.min(), q_s.min()),
-                max(w_e.max(), q_e.max()))
-    gw, _ = axis.index(w_tid)
-    gq, _ = axis.index(q_tid)
-    ks = axis.key(gw, w_s)
-    order = np.argsort(ks, kind="stable")
-    ks, reach = ks[order], np.maximum.accumulate(axis.key(gw, w_e)[order])
-    lo = np.searchsorted(reach, axis.key(gq, q_s), side="right")
-    hi = np.searchsorted(ks, axis.key(gq, q_e), side="left")
-    cnt = np.maximum(hi - lo, 0)
-    qi = np.repeat(np.arange(len(q_tid)), cnt)
-    wi = order[np.repeat(lo, cnt) + np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt)]
-    a, b = np.maximum(w_s[wi], q_s[qi]), np.minimum(w_e[wi], q_e[qi])
-    keep = b > a
-    return qi[keep], wi[keep], a[keep], b[keep]
+    that overlaps window [q_s[i], q_e[i]), clipped to the window (WaitIndex.query)."""
+    return WaitIndex(w_tid, w_s, w_e).query(q_tid, q_s, q_e)
+
+
+def _followable(run) -> tuple[pd.DataFrame, np.ndarray, WaitIndex]:
+    """df_waits' frame, the rows of it with a blocked part, and their WaitIndex (kept on
+    the run while df_waits' frame is the same: the rows, not a copy of them)."""
+    w = df_waits(run)
+
+    def build():
+        rows = np.flatnonzero(w["t_wake_ns"].to_numpy() > w["t_off_ns"].to_numpy())
+        return rows, WaitIndex(*(w[c].to_numpy(np.int64)[rows]
+                                 for c in ("tid", "t_off_ns", "t_wake_ns")))
+
+    return (w, *per_run(run, "_followable", (id(w),), build))
 
 
 def _segments(waits: pd.DataFrame, qi, wi, a, b) -> pd.DataFrame:
@@ -138,16 +168,14 @@ def df_critical_path(run, decomp: pd.DataFrame, max_depth: int = MAX_DEPTH,
     per = pd.DataFrame(np.nan, index=decomp.index, columns=CP_COLS)
     if not (run.has("switches") and run.has("runq")) or not len(decomp):
         return per, pd.DataFrame(columns=SEG_COLS)
-    waits = df_waits(run)
-    waits = waits[waits["t_wake_ns"].to_numpy() > waits["t_off_ns"].to_numpy()]
+    waits, wrows, index = _followable(run)
     traced = np.unique(run.switches["tid"].to_numpy(np.int64))
-    w_tid, w_s, w_e = (waits[c].to_numpy(np.int64) for c in ("tid", "t_off_ns", "t_wake_ns"))
     ok = decomp["traced"].to_numpy(bool) if "traced" in decomp else np.ones(len(decomp), bool)
     rows = _followed(decomp, ok, max_requests)
-    qi, wi, a, b = overlaps(w_tid, w_s, w_e, decomp["tid"].to_numpy(np.int64)[rows],
-                            decomp["t_start_ns"].to_numpy(np.int64)[rows],
-                            decomp["t_end_ns"].to_numpy(np.int64)[rows])
-    seg = _segments(waits, qi, wi, a, b)
+    qi, wi, a, b = index.query(decomp["tid"].to_numpy(np.int64)[rows],
+                               decomp["t_start_ns"].to_numpy(np.int64)[rows],
+                               decomp["t_end_ns"].to_numpy(np.int64)[rows])
+    seg = _segments(waits, qi, wrows[wi], a, b)
     seg["request_row"], seg["root"], seg["depth"] = rows[qi], np.arange(len(seg)), 0
     done = []
     for depth in range(max_depth):
@@ -157,10 +185,10 @@ def df_critical_path(run, decomp: pd.DataFrame, max_depth: int = MAX_DEPTH,
         child = pd.DataFrame()
         if depth + 1 < max_depth and seg["blame"].any():
             p = np.flatnonzero(seg["blame"].to_numpy())
-            ci, wi, a, b = overlaps(w_tid, w_s, w_e, seg["waker_tid"].to_numpy(np.int64)[p],
-                                    seg["t_start_ns"].to_numpy(np.int64)[p],
-                                    seg["t_end_ns"].to_numpy(np.int64)[p])
-            child = _segments(waits, p[ci], wi, a, b)
+            ci, wi, a, b = index.query(seg["waker_tid"].to_numpy(np.int64)[p],
+                                       seg["t_start_ns"].to_numpy(np.int64)[p],
+                                       seg["t_end_ns"].to_numpy(np.int64)[p])
+            child = _segments(waits, p[ci], wrows[wi], a, b)
             child["request_row"] = seg["request_row"].to_numpy()[p[ci]]
             child["root"] = seg["root"].to_numpy()[p[ci]]
             child["depth"] = depth + 1

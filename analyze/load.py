@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -376,10 +377,11 @@ def _cache_key(path: Path) -> str:
     return f"v{CACHE_VERSION} {st.st_size} {st.st_mtime_ns}"
 
 
-def load_stream(run_dir: Path, stream: str, schema: dict, cache: bool = True,
+def load_stream(run_dir: Path, stream: str, schema: dict, cache: bool | str = True,
                 cut: list | None = None) -> pd.DataFrame:
     """One stream's DataFrame from RUN/<file>, via the parquet cache when it is fresh
-    (cut: as read_bin's)."""
+    (cut: as read_bin's). cache="background": a stale cache is written by a thread beside
+    what the caller does next (cache_flush() waits for it)."""
     path = run_dir / STREAM_FILE[stream]
     cdir = run_dir / ".cache"
     cfile, kfile = cdir / f"{stream}.parquet", cdir / f"{stream}.key"
@@ -396,9 +398,23 @@ def load_stream(run_dir: Path, stream: str, schema: dict, cache: bool = True,
         raise CorruptRecordsError(f"{run_dir / 'schema.json'}: {STREAM_KIND[stream]} records "
                                   f"have no usable field {e}, so {path.name} cannot be read; "
                                   "copy a good schema.json from `tt-schema`") from None
-    if cache:
+    if cache == "background":
+        t = threading.Thread(target=_write_cache, args=(df, cdir, cfile, kfile, key),
+                             name=f"cache {stream}")
+        t.start()
+        _CACHE_WRITERS.append(t)
+    elif cache:
         _write_cache(df, cdir, cfile, kfile, key)
     return df
+
+
+_CACHE_WRITERS: list[threading.Thread] = []
+
+
+def cache_flush() -> None:
+    """Wait for the parquet cache writes load_run(cache="background") started."""
+    while _CACHE_WRITERS:
+        _CACHE_WRITERS.pop().join()
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
@@ -412,7 +428,7 @@ def _read_parquet(path: Path) -> pd.DataFrame:
 
 def _write_cache(df, cdir: Path, cfile: Path, kfile: Path, key: str) -> None:
     """Best effort: a read-only run directory just goes without a cache."""
-    tmp = cfile.with_suffix(f".tmp{os.getpid()}")
+    tmp = cfile.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
     try:
         cdir.mkdir(exist_ok=True)
         kfile.unlink(missing_ok=True)  # never a fresh key next to a stale parquet
@@ -485,8 +501,10 @@ def cut_span(run) -> dict:
     return {"from_ns": t0, "to_ns": t1, "kept_s": max(t1 - t0, 0) / 1e9}
 
 
-def load_run(run_dir, cache: bool = True) -> Run:
-    """Load every stream present in run_dir. AnalysisError (one line) if it cannot be used."""
+def load_run(run_dir, cache: bool | str = True) -> Run:
+    """Load every stream present in run_dir. AnalysisError (one line) if it cannot be used.
+    cache: read a fresh parquet cache, write a stale one (False: neither; "background":
+    written by threads while the caller goes on, load_stream)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise AnalysisError(f"{run_dir}: no such run directory (pass a directory written by "

@@ -119,30 +119,33 @@ def _intervals(run, win: tuple | None = None) -> dict[str, pd.DataFrame]:
 def _extents(run, observed: pd.DataFrame | None) -> pd.DataFrame:
     """Each probed thread's [first, last] edge over the whole run (tid, s, e; the requests
     in `observed` count for a probed thread): the span its state track covers
-    (df_thread_states), for a computation inside windows to know a thread exists there."""
-    src = list(_interval_arrays(run, subsets=False).values())
-    tid = np.concatenate([t for t, _, _ in src]).astype(np.int64) if src else np.zeros(0, int)
-    s = np.concatenate([a for _, a, _ in src]).astype(np.int64) if src else tid
-    e = np.concatenate([z for _, _, z in src]).astype(np.int64) if src else tid
-    ok = (e > s) & (s > 0)
-    tid, s, e = tid[ok], s[ok], e[ok]
+    (df_thread_states), for a computation inside windows to know a thread exists there.
+    Kept on the run. Reduced source by source, in place: no whole-run copy."""
+    key = (id(run.runq), id(run.switches), id(run.locks), id(observed))
+    return per_run(run, "_extents", key, lambda: _extents_of(run, observed))
+
+
+def _extents_of(run, observed: pd.DataFrame | None) -> pd.DataFrame:
+    src = [(t, a, z, True) for t, a, z in _interval_arrays(run, subsets=False).values()]
     if observed is not None and len(observed):
-        o_tid = observed["tid"].to_numpy(np.int64)
-        o_s = observed["t_start_ns"].to_numpy(np.int64)
-        o_e = observed["t_end_ns"].to_numpy(np.int64)
-        n_probe = len(tid)
-        tid, s, e = np.r_[tid, o_tid], np.r_[s, o_s], np.r_[e, o_e]
-    else:
-        n_probe = len(tid)
-    if not n_probe:
+        src.append(tuple(observed[c].to_numpy(np.int64)
+                         for c in ("tid", "t_start_ns", "t_end_ns")) + (False,))
+    if not src:
         return pd.DataFrame({"tid": [], "s": [], "e": []}, dtype=np.int64)
-    tids, ti = _thread_index(tid)
+    tids = np.unique(np.concatenate([pd.unique(t) for t, _, _, _ in src]).astype(np.int64))
     first = np.full(len(tids), np.iinfo(np.int64).max)
     last = np.full(len(tids), np.iinfo(np.int64).min)
-    np.minimum.at(first, ti, s)
-    np.maximum.at(last, ti, e)
     probed = np.zeros(len(tids), bool)   # a thread seen only in `observed` has no track
-    probed[ti[:n_probe]] = True
+    for tid, s, e, probe in src:
+        s, e = s.astype(np.int64, copy=False), e.astype(np.int64, copy=False)
+        ok = (e > s) & (s > 0)
+        if not ok.all():
+            tid, s, e = tid[ok], s[ok], e[ok]
+        g = np.searchsorted(tids, tid).astype(np.int32)
+        np.minimum.at(first, g, s)
+        np.maximum.at(last, g, e)
+        if probe:
+            probed |= np.bincount(g, minlength=len(tids)) > 0
     return pd.DataFrame({"tid": tids[probed], "s": first[probed], "e": last[probed]})
 
 

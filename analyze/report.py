@@ -31,7 +31,7 @@ from .decompose import df_decompose
 from .findings import Findings
 from .errors import AnalysisError
 from .html import ReportInputs, write_report
-from .load import PROBE_STREAMS, load_run, thread_names
+from .load import PROBE_STREAMS, cache_flush, load_run, thread_names
 from .lockchain import df_lock_chains
 from .peer import df_peer_runnable
 from .perfetto import df_thread_states, write_trace
@@ -147,7 +147,14 @@ def _links(out: Path) -> list[str]:
 def build_report(run_dir, plots: bool = True) -> dict:
     """Analyse run_dir and write every output into it; returns the summary dict."""
     out = Path(run_dir)
-    run = load_run(out)
+    run = load_run(out, cache="background")   # the cache is written beside the analysis
+    try:
+        return _build_report(out, run, plots)
+    finally:
+        cache_flush()
+
+
+def _build_report(out: Path, run, plots: bool) -> dict:
     a = analyse(run)
     decomp = a["decomp"]
     write_json(out / "summary.json", with_outputs(a["summary"], []))  # before anything can fail

@@ -85,6 +85,27 @@ def test_overlaps_finds_each_wait_inside_each_window():
     assert got == [(0, 0, 5, 10), (0, 1, 20, 25), (1, 3, 5, 45)]
 
 
+def test_one_wait_index_answers_any_windows_as_brute_force_does():
+    """Windows before, across and after the waits' span, of threads with and without waits,
+    against every (window, wait) pair checked by hand."""
+    from analyze.critpath import WaitIndex
+    rng = np.random.default_rng(7)
+    w_tid = rng.integers(1, 6, 300)
+    w_s = rng.integers(1_000, 9_000, 300)
+    w_e = w_s + rng.integers(1, 400, 300)
+    idx = WaitIndex(w_tid, w_s, w_e)
+    for _ in range(3):
+        q_tid = rng.integers(0, 8, 200)             # 0, 6, 7: no waits
+        q_s = rng.integers(0, 12_000, 200)
+        q_e = q_s + rng.integers(0, 3_000, 200)
+        qi, wi, a, b = idx.query(q_tid, q_s, q_e)
+        got = sorted(zip(qi.tolist(), wi.tolist(), a.tolist(), b.tolist()))
+        want = sorted((i, j, max(w_s[j], q_s[i]), min(w_e[j], q_e[i]))
+                      for i in range(200) for j in range(300)
+                      if w_tid[j] == q_tid[i] and max(w_s[j], q_s[i]) < min(w_e[j], q_e[i]))
+        assert got == want and len(want) > 50
+
+
 def test_reasons_of_syscalls_and_words_for_a_wait():
     assert [REASONS[c] for c in reason_codes([0, 7, 202, 230, 35, 61, -1, 999, 10, 9])] == \
         ["io", "io", "lock", "sleep", "sleep", "other", "other", "other", "other", "other"]
