@@ -36,7 +36,9 @@ void flight_store_set_max(struct flight_store *s, uint64_t max_bytes);
 /* Free what is older than keep_ns. */
 void flight_store_expire(struct flight_store *s, uint64_t now_ns);
 /* Call fn for every record of `type` held whose time range (flight_rec_range)
- * overlaps [t0, t1]; type 0: every type. Stops at a non-zero return (returned). */
+ * overlaps [t0, t1]; type 0: every type. Stops at a non-zero return (returned).
+ * Records must arrive (flight_store_add's now_ns) no earlier than they end, as
+ * the probes' records do: chunks that arrived before t0 are not read. */
 typedef int (*flight_rec_fn)(void *arg, uint32_t type, const void *rec);
 int flight_store_each(const struct flight_store *s, uint32_t type, uint64_t t0, uint64_t t1,
 		      flight_rec_fn fn, void *arg);

@@ -136,6 +136,34 @@ static void test_store_windows_and_eviction(void)
 	CHECK(ss.oldest_ns == 20 * S && ss.bytes < 3 * FLIGHT_CHUNK_BYTES);
 	flight_store_free(st);
 
+	/* chunks that arrived before the window are skipped, nothing in the window is:
+	 * three full chunks arriving at 10, 20 and 30 s, records ending when they
+	 * arrive; one of the last chunk reaches back to 1 s */
+	st = flight_store_new(3600 * S, 64ull << 20);
+	for (uint64_t t = 1; t <= 3; t++) {
+		struct tt_span w = { .t_start_ns = t * 10 * S - MS, .t_end_ns = t * 10 * S,
+				     .span_id = (uint32_t)t };
+		size_t per = FLIGHT_CHUNK_BYTES / (1 + sizeof(w));
+
+		for (size_t k = 0; k < per; k++) {
+			if (t == 3 && k == per / 2) {
+				struct tt_span longer = { .t_start_ns = 1 * S, .t_end_ns = 30 * S,
+							  .span_id = 99 };
+
+				CHECK(!flight_store_add(st, TT_REC_SPAN, &longer, 1, 30 * S));
+				continue;
+			}
+			CHECK(!flight_store_add(st, TT_REC_SPAN, &w, 1, t * 10 * S));
+		}
+	}
+	memset(&s, 0, sizeof(s));
+	flight_store_each(st, TT_REC_SPAN, 5 * S, 6 * S, note, &s);
+	CHECK(s.n == 1 && s.ids[0] == 99);              /* only the long one reaches back */
+	memset(&s, 0, sizeof(s));
+	flight_store_each(st, TT_REC_SPAN, 20 * S, 20 * S, note, &s);
+	CHECK(s.n == FLIGHT_CHUNK_BYTES / (1 + sizeof(sp)) + 1 && s.ids[0] == 2);
+	flight_store_free(st);
+
 	/* a cap of two chunks: the oldest goes first, counted */
 	st = flight_store_new(3600 * S, 2 * (FLIGHT_CHUNK_BYTES + 4096));
 	for (uint64_t k = 0; k < 5 * FLIGHT_CHUNK_BYTES / (1 + sizeof(sp)); k++) {
