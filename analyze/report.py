@@ -147,9 +147,8 @@ def _links(out: Path) -> list[str]:
 def build_report(run_dir, plots: bool = True) -> dict:
     """Analyse run_dir and write every output into it; returns the summary dict."""
     out = Path(run_dir)
-    run = load_run(out, cache="background")   # the cache is written beside the analysis
-    try:
-        return _build_report(out, run, plots)
+    try:   # the cache is written beside the analysis; waited for whatever happens
+        return _build_report(out, load_run(out, cache="background"), plots)
     finally:
         cache_flush()
 
