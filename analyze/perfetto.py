@@ -171,15 +171,15 @@ def df_thread_states(run, t0_ns: int = 0, observed: pd.DataFrame | None = None,
 
 
 _STATE_CHUNK = 2_000_000        # intervals per chunk of whole threads: bounds the sort's memory
+_STATE_COLS = ["tid", "state", "t_start_ns", "t_end_ns"]
 
 
 def _thread_states(run, t0_ns: int, observed: pd.DataFrame | None,
                    windows: np.ndarray | None) -> pd.DataFrame:
     win = None if windows is None else _merge_windows(np.asarray(windows, np.int64))
     iv = _intervals(run, win)
-    cols = ["tid", "state", "t_start_ns", "t_end_ns"]
     if not iv or ("off" not in iv and "runnable" not in iv):
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame(columns=_STATE_COLS)
     if win is not None:   # every probed thread's extent: its track spans the windows
         ext = _extents(run, observed)
         iv["extent"] = ext[_overlaps(ext["s"].to_numpy(), ext["e"].to_numpy(), *win)]
@@ -195,7 +195,7 @@ def _thread_states(run, t0_ns: int, observed: pd.DataFrame | None,
         iv["observed"] = o if win is None else o[_overlaps(o["s"].to_numpy(),
                                                            o["e"].to_numpy(), *win)]
     if not sum(len(v) for v in iv.values()):      # nothing inside the windows
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame(columns=_STATE_COLS)
     kinds = list(iv)
     tid_all = np.concatenate([iv[k]["tid"].to_numpy(np.int64) for k in kinds])
     s_all = np.concatenate([iv[k]["s"].to_numpy(np.int64) for k in kinds])
@@ -216,24 +216,27 @@ def _thread_states(run, t0_ns: int, observed: pd.DataFrame | None,
         rows = order[lo:hi]
         parts.append(_states_of(ti[rows], s_all[rows], e_all[rows], kind_all[rows], kinds, t0))
         lo = hi
-    out = {c: np.concatenate([p[i] for p in parts]) for i, c in enumerate(cols)}
+    out = {c: np.concatenate([p[i] for p in parts]) for i, c in enumerate(_STATE_COLS)}
     out["tid"] = tids[out["tid"]]
-    if win is not None:
-        out = _clip(out, *win)
-    out["state"] = pd.Categorical.from_codes(out["state"], categories=STATES)
-    return pd.DataFrame(out, copy=False)[cols]
+    return _states_frame(out if win is None else _clip(out, *win))
+
+
+def _states_frame(sl: dict) -> pd.DataFrame:
+    """State slices (arrays of _STATE_COLS, state as codes into STATES) as the frame
+    df_thread_states returns."""
+    sl["state"] = pd.Categorical.from_codes(sl["state"], categories=STATES)
+    return pd.DataFrame(sl, copy=False)[_STATE_COLS]
 
 
 def _clip_frame(states: pd.DataFrame, win: np.ndarray) -> pd.DataFrame:
     """df_thread_states' frame cut to the windows [[lo, hi], ...] (_clip)."""
     if not len(states):
         return states
-    cols = ["tid", "state", "t_start_ns", "t_end_ns"]
-    out = _clip({"tid": states["tid"].to_numpy(), "state": states["state"].cat.codes.to_numpy(),
-                 "t_start_ns": states["t_start_ns"].to_numpy(np.int64),
-                 "t_end_ns": states["t_end_ns"].to_numpy(np.int64)}, *_merge_windows(win))
-    out["state"] = pd.Categorical.from_codes(out["state"], categories=STATES)
-    return pd.DataFrame(out, copy=False)[cols]
+    return _states_frame(_clip({"tid": states["tid"].to_numpy(),
+                                "state": states["state"].cat.codes.to_numpy(),
+                                "t_start_ns": states["t_start_ns"].to_numpy(np.int64),
+                                "t_end_ns": states["t_end_ns"].to_numpy(np.int64)},
+                               *_merge_windows(win)))
 
 
 def _clip(sl: dict, lo: np.ndarray, hi: np.ndarray) -> dict:
@@ -362,10 +365,9 @@ def _fit_windows(req, intervals, max_events: int, k: int):
     kept (None: no limit); a clipped one (a state slice) once per window it overlaps.
     Returns (windows, k, words for the note)."""
     def count(win):
-        n = 0
+        n, merged = 0, _merge_windows(win)
         for s, e, w, lim, clipped in intervals:
-            kept = int(_windows_overlapped(s, e, *_merge_windows(win)).sum()) if clipped \
-                else int(_in_windows(s, e, win).sum())
+            kept = int((_windows_overlapped if clipped else _overlaps)(s, e, *merged).sum())
             n += w * (kept if lim is None else min(kept, lim))
         return n
 

@@ -9,7 +9,7 @@ drawing aids).
 from __future__ import annotations
 
 import os
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import matplotlib
 
@@ -381,21 +381,22 @@ def _cpu_lanes(ax, occ: pd.DataFrame, req, y0: int, s0: int, s1: int,
     return labels
 
 
-def plot_critical_path(decomp: pd.DataFrame, segs: pd.DataFrame, states, path, names: Mapping | None = None, k: int = 4, max_wakers: int = 3,
+def plot_critical_path(decomp: pd.DataFrame, segs: pd.DataFrame,
+                       states_in: Callable[[np.ndarray], pd.DataFrame], path,
+                       names: Mapping | None = None, k: int = 4, max_wakers: int = 3,
                        title: str | None = None, occ: pd.DataFrame | None = None,
                        traced: set | None = None) -> str:
     """The k slowest requests with waits, each as a timeline: the request's thread and the
-    threads that ended its waits, coloured by state (states: perfetto.df_thread_states' frame,
-    or a function of the requests' windows [[t_start_ns, t_end_ns], ...] giving it), an arrow at
-    each wakeup from the waker's lane to the request's; with occupancy segments
-    (antagonists.df_occupancy), one lane per CPU: who held it, by antagonist class (traced:
-    the pids traced together, each one's peers)."""
+    threads that ended its waits, coloured by state (states_in(windows): the thread states
+    inside the requests' [[t_start_ns, t_end_ns], ...], as perfetto.df_thread_states gives
+    them), an arrow at each wakeup from the waker's lane to the request's; with occupancy
+    segments (antagonists.df_occupancy), one lane per CPU: who held it, by antagonist class
+    (traced: the pids traced together, each one's peers)."""
     title = title or "Critical path of the slowest requests (own thread and waker lanes)"
     names = names or {}
     has = set(segs["request_row"]) if len(segs) else set()
     top = decomp.loc[[i for i in decomp.index if i in has]].nlargest(k, "latency_ns")
-    if callable(states) and not top.empty:
-        states = states(top[["t_start_ns", "t_end_ns"]].to_numpy(np.int64))
+    states = states_in(top[["t_start_ns", "t_end_ns"]].to_numpy(np.int64)) if len(top) else None
     if top.empty or states.empty:
         return _empty(path, title, "no waits with a recorded waker")
     extra = 0.5 * occ["cpu"].nunique() if occ is not None and len(occ) else 0

@@ -163,8 +163,8 @@ def test_critical_path_figure_draws(tmp_path):
     run = chain_run()
     d = df_decompose(run)
     _, segs = df_critical_path(run, d)
-    p = plot_critical_path(d, segs, df_thread_states(run, observed=d), tmp_path / "cp.png",
-                           names={11: "naive-c0", 21: "orders-w0"})
+    p = plot_critical_path(d, segs, lambda win: df_thread_states(run, observed=d, windows=win),
+                           tmp_path / "cp.png", names={11: "naive-c0", 21: "orders-w0"})
     assert (tmp_path / "cp.png").stat().st_size > 5000 and p.endswith("cp.png")
 
 
