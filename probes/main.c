@@ -495,6 +495,12 @@ static int poll_loop(struct loader *L)
 			recfile_flush_all(); /* errors stay in each file: its module reports them */
 			next_flush = now + FLUSH_MS * 1000000ull;
 		}
+		for (int i = 0; i < L->nmods; i++) {
+			int ms = L->mods[i]->tick && L->states[i] ?
+					 L->mods[i]->tick(&L->ctx, L->states[i], now) : -1;
+
+			timeout_ms = ms >= 0 && ms < timeout_ms ? ms : timeout_ms;
+		}
 		if (L->ctx.flight) {
 			int fl_ms = flight_tick(L->ctx.flight, now);
 

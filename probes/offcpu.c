@@ -103,20 +103,35 @@ int offcpu_add(struct offcpu_acc *a, const struct tt_switch *r)
 /* ---- symbolization --------------------------------------------------------- */
 
 struct symctx {
-	int fds[SCHED_STACK_LEVELS]; /* the stack map, then its spill maps (sched.h) */
+	struct offcpu_stacks *sm;
 	struct tt_ksyms *ksyms;
 	struct tt_syms_set *syms;    /* the loader's, one per process (syms_set.c) */
 };
 
-/* Frames of one stack, leaf first; returns the count (0 if unreadable). */
-static int stack_frames(struct symctx *c, int32_t id, bool user, int pid,
+/* Where a stack id's stack is, [0, SCHED_STACK_GENS x SCHED_STACK_IDS): its
+ * generation's ids, then its level's; -1 for no stack or an expired one. */
+static int stack_slot(struct symctx *c, int32_t id)
+{
+	uint32_t epoch = (uint32_t)id / SCHED_STACK_IDS, now = c->sm->epoch;
+	uint32_t before = (now + SCHED_STACK_EPOCHS - 1) % SCHED_STACK_EPOCHS;
+
+	if (id < 0 || epoch >= SCHED_STACK_EPOCHS)
+		return -1;
+	if (epoch != now && !(c->sm->epochs && epoch == before)) {
+		c->sm->expired++;
+		return -1;
+	}
+	return (int)((epoch & 1) * SCHED_STACK_IDS + (uint32_t)id % SCHED_STACK_IDS);
+}
+
+/* Frames of one stack (slot: stack_slot), leaf first; returns the count (0 if unreadable). */
+static int stack_frames(struct symctx *c, int slot, bool user, int pid,
 			char frames[][STACKS_FRAME_LEN])
 {
 	__u64 ips[SCHED_STACK_DEPTH];
-	int32_t key = id % SCHED_STACK_ENTRIES;
+	int32_t key = slot % SCHED_STACK_ENTRIES;
 
-	if (id < 0 || id >= SCHED_STACK_IDS ||
-	    bpf_map_lookup_elem(c->fds[id / SCHED_STACK_ENTRIES], &key, ips))
+	if (slot < 0 || bpf_map_lookup_elem(c->sm->fds[slot / SCHED_STACK_ENTRIES], &key, ips))
 		return 0;
 	return stacks_resolve(ips, SCHED_STACK_DEPTH, user,
 			      user ? syms_set_get(c->syms, pid, true) : NULL, c->ksyms, frames);
@@ -152,20 +167,25 @@ static const char *comm_of(const struct tt_task *tasks, size_t n, uint32_t tid)
 }
 
 struct seen {
-	uint8_t k[SCHED_STACK_IDS], u[SCHED_STACK_IDS];
+	uint8_t k[SCHED_STACK_GENS * SCHED_STACK_IDS], u[SCHED_STACK_GENS * SCHED_STACK_IDS];
 };
 
 static void write_entry(struct symctx *c, struct seen *seen, FILE *js, FILE *fold,
 			const struct acc_entry *e, const char *comm)
 {
 	static char kf[SCHED_STACK_DEPTH][STACKS_FRAME_LEN], uf[SCHED_STACK_DEPTH][STACKS_FRAME_LEN];
-	int nk = stack_frames(c, e->kid, false, (int)e->pid, kf);
-	int nu = stack_frames(c, e->uid, true, (int)e->pid, uf);
+	int ks = stack_slot(c, e->kid), us = stack_slot(c, e->uid);
+	int nk = stack_frames(c, ks, false, (int)e->pid, kf);
+	int nu = stack_frames(c, us, true, (int)e->pid, uf);
 
-	if (e->kid >= 0 && e->kid < SCHED_STACK_IDS && !seen->k[e->kid]++)
+	if (ks >= 0 && !seen->k[ks]) {
+		seen->k[ks] = 1;
 		stacks_json_write(js, "offcpu", e->kid, false, kf, nk);
-	if (e->uid >= 0 && e->uid < SCHED_STACK_IDS && !seen->u[e->uid]++)
+	}
+	if (us >= 0 && !seen->u[us]) {
+		seen->u[us] = 1;
 		stacks_json_write(js, "offcpu", e->uid, true, uf, nu);
+	}
 	if (e->sum_ns < 1000)
 		return;
 	for (const char *p = comm; *p; p++)
@@ -185,11 +205,11 @@ static FILE *open_in(const char *dir, const char *name, const char *mode)
 	return fopen(path, mode);
 }
 
-int offcpu_write(struct offcpu_acc *a, const char *dir, const int stack_fds[SCHED_STACK_LEVELS],
+int offcpu_write(struct offcpu_acc *a, const char *dir, struct offcpu_stacks *sm,
 		 const struct tt_task *tasks, size_t ntasks,
 		 struct tt_syms_set *syms, struct tt_ksyms *ksyms)
 {
-	struct symctx c = { .syms = syms };
+	struct symctx c = { .sm = sm, .syms = syms };
 	struct seen *seen = calloc(1, sizeof(*seen));
 	FILE *js = stacks_json_open(dir), *fold = open_in(dir, "offcpu.folded", "w");
 	int err = 0;
@@ -198,7 +218,6 @@ int offcpu_write(struct offcpu_acc *a, const char *dir, const int stack_fds[SCHE
 		err = seen ? -errno : -ENOMEM;
 		goto out;
 	}
-	memcpy(c.fds, stack_fds, sizeof(c.fds));
 	c.ksyms = ksyms ? ksyms : ksyms_load();
 	for (size_t i = 0; i < a->cap; i++)
 		if (a->tab[i].tid)

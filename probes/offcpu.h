@@ -18,13 +18,21 @@ struct offcpu_acc;
 struct offcpu_acc *offcpu_new(void);
 /* Account one switch record (no-op without stacks). 0 or -ENOMEM. */
 int offcpu_add(struct offcpu_acc *a, const struct tt_switch *r);
+/* The stack maps (sched.h): each generation's map and spill maps, in id
+ * order, and the epoch now (its ids and those of the epoch before are read;
+ * the others, of an emptied epoch, count in expired). */
+struct offcpu_stacks {
+	int fds[SCHED_STACK_MAPS];
+	uint32_t epoch;
+	uint64_t epochs;          /* begun after the first: 0, no epoch before */
+	uint64_t expired;         /* out: stack ids of an emptied epoch */
+};
 /* Write DIR/stacks.jsonl (appended: other streams add theirs) and
  * DIR/offcpu.folded. tasks (sorted by tid) give each thread's comm; syms
- * symbolizes target_pid (other pids get their own symbolizer). stack_fds:
- * the stack map, then its spill maps (stack id / SCHED_STACK_ENTRIES, sched.h).
- * ksyms: kernel symbols already read (the flight recorder's captures), or
- * NULL: /proc/kallsyms is read for this call. */
-int offcpu_write(struct offcpu_acc *a, const char *dir, const int stack_fds[SCHED_STACK_LEVELS],
+ * symbolizes target_pid (other pids get their own symbolizer). ksyms: kernel
+ * symbols already read (the flight recorder's captures), or NULL:
+ * /proc/kallsyms is read for this call. */
+int offcpu_write(struct offcpu_acc *a, const char *dir, struct offcpu_stacks *sm,
 		 const struct tt_task *tasks, size_t ntasks,
 		 struct tt_syms_set *syms, struct tt_ksyms *ksyms);
 void offcpu_free(struct offcpu_acc *a);

@@ -143,7 +143,8 @@ static const struct opt_spec {
 	  "hook=tracepoint (force a fallback hook type), btf=PATH (kernel BTF\n"
 	  "file), split-switch (one sched_switch program per event), runq-waking\n"
 	  "(--aggregate: waits from sched_waking), exact-stacks (unwind at every\n"
-	  "switch-out; no stack cache)" },
+	  "switch-out; no stack cache), stack-epoch-ms=N (--flight-recorder: empty\n"
+	  "and switch the off-CPU stack maps every N ms)" },
 	{ .name = "verbose", .arg = NULL, .val = 'v', .help =
 	  "more messages (repeat for libbpf debug output)" },
 	{ .name = "help", .arg = NULL, .val = 'h', .help = "this help" },
@@ -266,13 +267,15 @@ static int parse_debug(struct tt_debug *d, const char *s, char *err, size_t len)
 			d->runq_waking = true;
 		else if (!strcmp(tok, "exact-stacks"))
 			d->exact_stacks = true;
+		else if (!strncmp(tok, "stack-epoch-ms=", 15) && atoi(tok + 15) > 0)
+			d->stack_epoch_ms = (unsigned)atoi(tok + 15);
 		else if (!strncmp(tok, "hook=", 5) && !features_hook_parse(tok + 5, &h))
 			d->hook = (int)h;
 		else if (!strncmp(tok, "btf=", 4) && tok[4])
 			d->btf = strdup(tok + 4); /* kept for the whole run */
 		else {
 			snprintf(err, len, "--debug '%s': give hook=tp_btf|raw_tp|tracepoint, btf=PATH, "
-				 "split-switch, runq-waking or exact-stacks", tok);
+				 "split-switch, runq-waking, exact-stacks or stack-epoch-ms=N", tok);
 			ret = -EINVAL;
 		}
 	}

@@ -74,6 +74,7 @@ struct tt_opts {
 		bool split_switch;    /* one sched_switch program per event */
 		bool runq_waking;     /* --aggregate: waits from sched_waking, not schedstat */
 		bool exact_stacks;    /* unwind at every switch-out: no stack cache */
+		unsigned stack_epoch_ms; /* the flight recorder's stack-map epoch (0: its own) */
 	} debug;
 };
 
@@ -145,6 +146,9 @@ struct tt_probe {
 	/* Optional (--flight-recorder): the side files finish() would write, for
 	 * the records of one capture, into cap->dir (its records are there). */
 	int (*capture)(struct tt_ctx *ctx, void *state, const struct tt_capture *cap);
+	/* Optional: upkeep in the poll loop (now_ns: CLOCK_MONOTONIC); returns the
+	 * ms until it wants to run again, -1: never. */
+	int (*tick)(struct tt_ctx *ctx, void *state, uint64_t now_ns);
 	/* Optional (--listen): the module's maps the exporter serves, into src. */
 	void (*export)(void *state, struct exporter_source *src);
 	/* Optional: cost by program-name prefix, up to a { NULL } entry. */

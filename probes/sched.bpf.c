@@ -85,6 +85,10 @@ struct {
 SCHED_STACK_MAP(stacks);
 SCHED_STACK_MAP(stacks_spill);
 SCHED_STACK_MAP(stacks_spill2);
+/* the second generation (sched.h; one entry each unless the flight recorder) */
+SCHED_STACK_MAP(stacks1);
+SCHED_STACK_MAP(stacks1_spill);
+SCHED_STACK_MAP(stacks1_spill2);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -97,6 +101,7 @@ TT_HIST_MAP(offcpu_hist);
 TT_HIST_MAP(migrate_hist); /* --aggregate: migrations, as the count of slot 0 */
 
 __u64 counters[SCHED_CNT_NR] = {};
+__u32 stack_epoch = 0; /* the loader's (sched.h): which generation, and the ids' base */
 
 static __always_inline struct tt_task *task_get(__u32 tid, __u32 pid)
 {
@@ -121,18 +126,26 @@ static __always_inline long stack_spill(void *ctx, void *map, __u64 flags, int l
 	return id >= 0 ? id + level * SCHED_STACK_ENTRIES : id;
 }
 
-static __always_inline __s32 stack_id(void *ctx, __u64 flags)
+/* A stack's id in one generation's maps, or a negative errno. */
+static __always_inline long stack_take(void *ctx, __u64 flags, void *map, void *spill, void *spill2)
 {
-	long id = bpf_get_stackid(ctx, &stacks, flags);
+	long id = bpf_get_stackid(ctx, map, flags);
 
-	id = stack_spill(ctx, &stacks_spill, flags, 1, id);
-	id = stack_spill(ctx, &stacks_spill2, flags, 2, id);
+	id = stack_spill(ctx, spill, flags, 1, id);
+	return stack_spill(ctx, spill2, flags, 2, id);
+}
+
+static __always_inline __s32 stack_id(void *ctx, __u64 flags, __u32 epoch)
+{
+	long id = epoch & 1 ? stack_take(ctx, flags, &stacks1, &stacks1_spill, &stacks1_spill2) :
+			      stack_take(ctx, flags, &stacks, &stacks_spill, &stacks_spill2);
+
 	if (id < 0) {
 		if (id != -14 /* EFAULT: no user stack (kernel thread) */)
 			__sync_fetch_and_add(&counters[SCHED_CNT_STACK_ERR], 1);
 		return -1;
 	}
-	return (__s32)id;
+	return (__s32)(id + (long)epoch * SCHED_STACK_IDS);
 }
 
 /* raw_tp and classic tracepoints: the thread's slot, made if it has none
@@ -151,9 +164,11 @@ static __always_inline struct sched_off *off_slot(__u32 tid)
 static __always_inline void take_stacks(void *ctx, struct sched_off *s,
 					const struct tt_user_regs *u_at)
 {
+	__u32 epoch = stack_epoch;
+	bool cached = kstack_reuse && s->stack_epoch == epoch; /* ids of an older epoch expire */
 	__s32 u;
 
-	if (kstack_reuse && u_at->ip && u_at->ip == s->last_uip && u_at->sp == s->last_usp &&
+	if (cached && u_at->ip && u_at->ip == s->last_uip && u_at->sp == s->last_usp &&
 	    u_at->bp == s->last_ubp && s->ustack_uses < SCHED_KSTACK_REUSE) {
 		s->ustack_id = s->last_ustack_id; /* same call path: same stacks */
 		s->kstack_id = s->last_kstack_id;
@@ -164,18 +179,19 @@ static __always_inline void take_stacks(void *ctx, struct sched_off *s,
 	s->last_usp = u_at->sp;
 	s->last_ubp = u_at->bp;
 	s->ustack_uses = 0;
-	u = stack_id(ctx, BPF_F_USER_STACK);
+	u = stack_id(ctx, BPF_F_USER_STACK, epoch);
 
 	s->ustack_id = u;
-	if (kstack_reuse && u >= 0 && u == s->last_ustack_id && s->kstack_uses < SCHED_KSTACK_REUSE) {
+	if (cached && u >= 0 && u == s->last_ustack_id && s->kstack_uses < SCHED_KSTACK_REUSE) {
 		s->kstack_id = s->last_kstack_id;
 		s->kstack_uses++;
 		return;
 	}
-	s->kstack_id = stack_id(ctx, 0);
+	s->kstack_id = stack_id(ctx, 0, epoch);
 	s->last_ustack_id = u;
 	s->last_kstack_id = s->kstack_id;
 	s->kstack_uses = 0;
+	s->stack_epoch = (__u16)epoch;
 }
 
 /* The syscall the current (blocking) task sleeps in (user_regs.bpf.h): nr,

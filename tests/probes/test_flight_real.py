@@ -15,11 +15,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from orders_proc import Server
 from test_spans import BUILD, TAILTRACE, expect_error
-from tt_run import free_port
+from tt_run import free_port, records
 
 SERVER = BUILD / "workloads" / "server" / "orders-server"
 HTTPLOAD = BUILD / "workloads" / "httpload" / "httpload"
@@ -172,3 +173,84 @@ def test_a_full_disk_fails_captures_counted_and_the_recorder_goes_on(tmp_path):
     fails = [l for l in p.stderr.splitlines() if re.search(r"capture captures/\d+ failed: ", l)]
     assert fl["failed"] >= 1 and len(fails) == fl["failed"], p.stderr
     assert all(l.endswith("(counted; the recorder goes on)") for l in fails)
+
+
+DEEPSTACKS = BUILD / "tests" / "probes" / "tt-deepstacks"
+IDS = 3 * 16384  # a stack id's epoch is id // IDS (probes/sched.h SCHED_STACK_IDS)
+
+
+def deepstacks_flight(out: Path, epoch_ms: int) -> dict:
+    """tt-deepstacks sleeps 20 ms 400 times, each under its own user stack (path i: ten
+    calls through via_a or via_b as the bits of i say), each sleep a span (walk, from its
+    outermost call) above the trigger: a capture a second (the rate limit). exact-stacks:
+    every switch-out unwinds (the stack cache would keep the first path's stack)."""
+    p = subprocess.run([str(TAILTRACE), "--out", str(out), "--flight-recorder", "4",
+                        "--trigger", "latency>10ms", "--max-captures-per-min", "60",
+                        "--debug", f"exact-stacks,stack-epoch-ms={epoch_ms}",
+                        "--span", f"{DEEPSTACKS}:walk", "--", str(DEEPSTACKS), "400", "20000"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads((out / "meta.json").read_text())
+
+
+def path_of(frames: list[str]) -> int:
+    """The path a user stack was taken on. The compiler folds via_a and via_b into one
+    function, so the bits are in walk's frames: leaf first, the return addresses of its
+    calls to via_a or via_b for bits 9 down to 0 (via_a's call site for a 0). Bit 9 is 0 on
+    every path below 512: the first walk frame's offset is via_a's call site."""
+    walks = [f.split()[0] for f in frames if f.startswith("walk+")]
+    assert len(walks) == 10, frames
+    return sum((w != walks[0]) << (9 - k) for k, w in enumerate(walks))
+
+
+def capture_paths(d: Path) -> tuple[list[int], int]:
+    """A capture's stacked sleeps in time order, as the paths their stacks name (-1: no
+    entry in stacks.jsonl), and how many records it has."""
+    sw = records(d, "switch")
+    sw = sw[(sw["unmatched"] == 0) & (sw["ustack_id"] >= 0)]
+    assert len(set(sw["tid"].tolist())) == 1, d  # the one thread traced
+    user = {}
+    for line in (d / "stacks.jsonl").read_text().splitlines():
+        s = json.loads(line)
+        if s["stream"] == "offcpu" and s["kind"] == "user":
+            user[s["id"]] = s["frames"]
+    sw = np.sort(sw, order="t_off_ns")
+    paths = [path_of(user[int(i)]) if int(i) in user else -1 for i in sw["ustack_id"]]
+    return paths, sw
+
+
+def test_stack_maps_take_turns_and_every_stack_stays_its_own(tmp_path):
+    """--debug stack-epoch-ms: the recorder empties and switches its two generations of
+    off-CPU stack maps every 1.5 s (an hour-long run would otherwise fill them). A stack id
+    carries its epoch (probes/sched.h): the captures (a second or two old at most when
+    written) hold ids of several epochs of both generations, and every one names the stack
+    it was taken on: in time order, the paths count up."""
+    meta = deepstacks_flight(tmp_path / "run", 1500)
+    ep = meta["stack_epochs"]
+    assert ep["period_ms"] == 1500 and ep["begun"] >= 3, ep
+    assert ep["expired"] == 0, ep
+    epochs = set()
+    caps = sorted((tmp_path / "run" / "captures").iterdir())
+    assert len(caps) >= 4
+    for d in caps:
+        paths, sw = capture_paths(d)
+        assert len(paths) >= 2 and -1 not in paths, (d, paths)
+        assert all(b > a for a, b in zip(paths, paths[1:])), (d, paths)
+        epochs |= {int(i) // IDS for i in sw["ustack_id"]}
+    assert len(epochs) >= 3 and {e & 1 for e in epochs} == {0, 1}, epochs
+
+
+def test_stacks_of_an_emptied_epoch_are_counted_never_misnamed(tmp_path):
+    """Epochs of 100 ms, shorter than a capture's age when it is written (up to a second):
+    the records of its window reach back over emptied epochs. Their stack ids are counted as
+    expired and get no entry in stacks.jsonl (the map's bucket may hold a later stack now);
+    the ids of the two live epochs still name their own paths."""
+    meta = deepstacks_flight(tmp_path / "run", 100)
+    assert meta["stack_epochs"]["expired"] > 0, meta["stack_epochs"]
+    assert meta["lost_events"]["offcpu"] >= meta["stack_epochs"]["expired"]
+    named = []
+    for d in sorted((tmp_path / "run" / "captures").iterdir()):
+        paths = [p for p in capture_paths(d)[0] if p >= 0]
+        assert all(b > a for a, b in zip(paths, paths[1:])), (d, paths)
+        named += paths
+    assert named  # the last capture, written at the end, is young enough
