@@ -23,6 +23,7 @@
 #include "filter.bpf.h"
 #include "counter.bpf.h"
 #include "aggregate.bpf.h"
+#include "stack_epoch.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -66,12 +67,9 @@ struct {
 	__type(value, __u64);
 } condwait SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, LOCKS_STACK_ENTRIES);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, LOCKS_STACK_DEPTH * sizeof(__u64));
-} stacks SEC(".maps");
+/* two generations taking turns (the second: the flight recorder's) */
+TT_STACK_MAP(stacks, LOCKS_STACK_ENTRIES, LOCKS_STACK_DEPTH);
+TT_STACK_MAP(stacks1, LOCKS_STACK_ENTRIES, LOCKS_STACK_DEPTH);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -154,8 +152,13 @@ static __always_inline void on_acquired(void *ctx, struct locks_pending *p, __u6
 	if (aggregate) {
 		if (!(p->flags & TT_LOCK_CONDVAR))
 			tt_hist_add(&wait_hists, key.tid, v.pid, 0, now - p->t_request_ns);
-	} else if (capture_stacks)
-		v.ustack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+	} else if (capture_stacks) {
+		__u32 epoch = stack_epoch;
+		long sid = epoch & 1 ? bpf_get_stackid(ctx, &stacks1, BPF_F_USER_STACK) :
+				       bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+
+		v.ustack_id = sid < 0 ? (__s32)sid : (__s32)(sid + (long)epoch * LOCKS_STACK_ENTRIES);
+	}
 	if (bpf_map_update_elem(&held, &key, &v, BPF_NOEXIST))
 		count(LOCKS_CNT_STATE_FULL);
 }

@@ -22,6 +22,9 @@
 #include "recfile.h"
 #include "locks.h"
 #include "locks.skel.h"
+#include "flight_store.h"
+#include "stack_epoch.h"
+#include <tt_clock.h>
 #include "aggregate.h"
 #include "filter.h"
 #include "registry.h"
@@ -34,7 +37,8 @@ struct locks_state {
 	struct recfile *out;
 	const struct tt_opts *opts;
 	int write_err;
-	uint32_t stack_pid[LOCKS_STACK_ENTRIES]; /* stack id -> a pid using it */
+	uint32_t stack_pid[LOCKS_STACK_ENTRIES]; /* stack id -> a pid using it (epoch 0) */
+	struct stack_epochs epochs; /* the stack maps' turns (the flight recorder) */
 	char libc[PATH_MAX];
 	uint64_t site_ns_sum;  /* expected cost of one hit at each attached site, summed */
 	int nsites;
@@ -135,7 +139,8 @@ static int locks_open(struct tt_ctx *ctx, struct locks_state *st)
 	AGGREGATE_CONFIGURE(st->skel->rodata, o);
 	FILTER_CONFIGURE(st->skel->rodata, ctx);
 	probe_size_ringbuf(st->skel->maps.events, o);
-	err = locks_bpf__load(st->skel);
+	err = st->epochs.period_ns ? 0 : bpf_map__set_max_entries(st->skel->maps.stacks1, 1);
+	err = err ?: locks_bpf__load(st->skel);
 	if (err)
 		locks_err(ctx, "locks: cannot load BPF programs: %s",
 			 strerror(-err));
@@ -169,6 +174,7 @@ static int locks_setup(struct tt_ctx *ctx, void **state)
 		locks_err(ctx, "locks: libc.so.6 not found for pid %d (statically linked target?)", pid);
 		goto fail;
 	}
+	stack_epochs_init(&st->epochs, ctx, !ctx->opts->aggregate, LOCKS_STACK_ENTRIES, tt_now_ns());
 	err = locks_open(ctx, st);
 	if (!err)
 		err = locks_attach(ctx, st);
@@ -190,6 +196,9 @@ fail:
 	locks_destroy(st);
 	return err;
 }
+
+static int stacks_write(struct tt_ctx *ctx, struct locks_state *st, const char *dir,
+			struct locks_stack *ids, size_t n);
 
 static uint64_t locks_counter(struct locks_state *st, __u32 idx)
 {
@@ -240,9 +249,7 @@ static int locks_finish(struct tt_ctx *ctx, void *state)
 	e = probe_flush(st->out, &st->write_err);
 	err = err ? err : e;
 	e = ctx->flight ? 0 : /* the flight recorder: each capture has them */
-		    locks_stacks_write(ctx->opts->out_dir, ctx->syms,
-				       bpf_map__fd(st->skel->maps.stacks), st->stack_pid,
-				       LOCKS_STACK_ENTRIES);
+		    stacks_write(ctx, st, ctx->opts->out_dir, NULL, 0);
 	err = err ? err : e;
 	if (err)
 		locks_err(ctx, "locks: writing %s: %s", ctx->opts->out_dir,
@@ -275,16 +282,99 @@ static struct bpf_object *locks_object(void *state)
 	return st && st->skel ? st->skel->obj : NULL;
 }
 
-/* A flight-recorder capture: the acquirers' stacks. */
+struct stack_list {
+	struct locks_stack *v;
+	size_t n, cap;
+};
+
+static int stack_list_add(void *arg, uint32_t type, const void *rec)
+{
+	struct stack_list *l = arg;
+	struct tt_lock r;
+
+	(void)type;
+	memcpy(&r, rec, sizeof(r)); /* the flight store keeps records unaligned */
+	if (r.ustack_id < 0)
+		return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 256;
+		struct locks_stack *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = (struct locks_stack){ r.ustack_id, r.pid };
+	return 0;
+}
+
+static int cmp_stack(const void *a, const void *b)
+{
+	const struct locks_stack *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* DIR/stacks.jsonl: the stacks of ids[0..n) (repeats allowed), or with ids
+ * NULL every stack the run's records used (one epoch: not the recorder). */
+static int stacks_write(struct tt_ctx *ctx, struct locks_state *st, const char *dir,
+			struct locks_stack *ids, size_t n)
+{
+	int fds[2] = { bpf_map__fd(st->skel->maps.stacks), bpf_map__fd(st->skel->maps.stacks1) };
+	struct locks_stack *all = NULL;
+	size_t k = 0;
+	int err;
+
+	if (!ids) {
+		ids = all = calloc(LOCKS_STACK_ENTRIES, sizeof(*all));
+		if (!all)
+			return -ENOMEM;
+		for (int32_t id = 0; id < LOCKS_STACK_ENTRIES; id++)
+			if (st->stack_pid[id])
+				all[n++] = (struct locks_stack){ id, st->stack_pid[id] };
+	}
+	qsort(ids, n, sizeof(*ids), cmp_stack);
+	for (size_t i = 0; i < n; i++) /* distinct ids */
+		if (!k || ids[i].id != ids[k - 1].id)
+			ids[k++] = ids[i];
+	err = locks_stacks_write(dir, ctx->syms, fds, &st->epochs, st->skel->bss->stack_epoch,
+				 ids, k);
+	free(all);
+	return err;
+}
+
+/* A flight-recorder capture: the stacks its acquisitions used. */
 static int locks_capture(struct tt_ctx *ctx, void *state, const struct tt_capture *cap)
 {
 	struct locks_state *st = state;
-	int err = locks_stacks_write(cap->dir, ctx->syms, bpf_map__fd(st->skel->maps.stacks),
-				     st->stack_pid, LOCKS_STACK_ENTRIES);
+	struct stack_list l = { 0 };
+	int err = flight_store_each(cap->store, TT_REC_LOCK, cap->t0_ns, cap->t1_ns,
+				    stack_list_add, &l);
 
+	err = err ?: stacks_write(ctx, st, cap->dir, l.v, l.n);
 	if (err)
 		locks_err(ctx, "locks: writing %s/stacks.jsonl: %s", cap->dir, strerror(-err));
+	free(l.v);
 	return err;
+}
+
+/* The stack maps' next epoch, when due (stack_epoch.h). */
+static int locks_tick(struct tt_ctx *ctx, void *state, uint64_t now_ns)
+{
+	struct locks_state *st = state;
+	int fds[2] = { bpf_map__fd(st->skel->maps.stacks), bpf_map__fd(st->skel->maps.stacks1) };
+	const int *gens[2] = { fds, fds + 1 };
+
+	(void)ctx;
+	return stack_epochs_tick(&st->epochs, &st->skel->bss->stack_epoch, gens, 1, now_ns);
+}
+
+static void locks_meta(void *state, FILE *f)
+{
+	struct locks_state *st = state;
+
+	stack_epochs_meta(&st->epochs, "locks_stack_epochs", f);
 }
 
 const struct tt_probe probe_locks = {
@@ -296,4 +386,6 @@ const struct tt_probe probe_locks = {
 	.destroy = locks_destroy,
 	.object = locks_object,
 	.capture = locks_capture,
+	.tick = locks_tick,
+	.meta = locks_meta,
 };

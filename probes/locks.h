@@ -51,11 +51,22 @@ struct locks_held {
 #include <stdio.h>
 struct tt_syms_set;
 
-/* locks_out.c: side files. Append the user stacks whose stack_pid[id] != 0
- * to OUT/stacks.jsonl as {"stream":"locks","id":N,"kind":"user","frames":[..]}.
- * syms symbolizes target_pid; other pids (--all) get their own symbolizer. */
-int locks_stacks_write(const char *out_dir, struct tt_syms_set *syms, int stacks_fd,
-		       const uint32_t *stack_pid, int n);
+struct stack_epochs;
+
+/* A stack id and a process that used it (its symbols). */
+struct locks_stack {
+	int32_t id;
+	uint32_t pid;
+};
+
+/* locks_out.c: side files. Append the user stacks of ids[0..n) (distinct) to
+ * OUT/stacks.jsonl as {"stream":"locks","id":N,"kind":"user","frames":[..]};
+ * fds: the two generations' maps, epoch: the one now (stack_epoch.h: an
+ * expired id is counted there and not written). syms symbolizes target_pid;
+ * other pids (--all) get their own symbolizer. */
+int locks_stacks_write(const char *out_dir, struct tt_syms_set *syms, const int fds[2],
+		       struct stack_epochs *epochs, uint32_t epoch,
+		       const struct locks_stack *ids, size_t n);
 #endif
 
 #endif

@@ -10,9 +10,11 @@
 #include "stacks_out.h"
 #include "syms.h"
 #include "locks.h"
+#include "stack_epoch.h"
 
-int locks_stacks_write(const char *out_dir, struct tt_syms_set *syms, int stacks_fd,
-		       const uint32_t *stack_pid, int n)
+int locks_stacks_write(const char *out_dir, struct tt_syms_set *syms, const int fds[2],
+		       struct stack_epochs *epochs, uint32_t epoch,
+		       const struct locks_stack *ids, size_t n)
 {
 	static char frames[LOCKS_STACK_DEPTH][STACKS_FRAME_LEN];
 	__u64 ips[LOCKS_STACK_DEPTH];
@@ -21,15 +23,16 @@ int locks_stacks_write(const char *out_dir, struct tt_syms_set *syms, int stacks
 
 	if (!f)
 		return -errno;
-	for (__u32 id = 0; id < (__u32)n; id++) {
-		if (!stack_pid[id])
-			continue;
+	for (size_t i = 0; i < n; i++) {
+		int64_t slot = stack_epochs_slot(epochs, epoch, ids[i].id);
+		__u32 key = (__u32)(slot % LOCKS_STACK_ENTRIES);
+
 		memset(ips, 0, sizeof(ips));
-		if (bpf_map_lookup_elem(stacks_fd, &id, ips))
+		if (slot < 0 || bpf_map_lookup_elem(fds[slot / LOCKS_STACK_ENTRIES], &key, ips))
 			continue;
-		stacks_json_write(f, "locks", id, true, frames,
+		stacks_json_write(f, "locks", ids[i].id, true, frames,
 				  stacks_resolve(ips, LOCKS_STACK_DEPTH, true,
-						 syms_set_get(syms, (int)stack_pid[id], true), NULL,
+						 syms_set_get(syms, (int)ids[i].pid, true), NULL,
 						 frames));
 	}
 	if (fclose(f))

@@ -108,20 +108,10 @@ struct symctx {
 	struct tt_syms_set *syms;    /* the loader's, one per process (syms_set.c) */
 };
 
-/* Where a stack id's stack is, [0, SCHED_STACK_GENS x SCHED_STACK_IDS): its
- * generation's ids, then its level's; -1 for no stack or an expired one. */
+/* Where a stack id's stack is (stack_epochs_slot), -1: none. */
 static int stack_slot(struct symctx *c, int32_t id)
 {
-	uint32_t epoch = (uint32_t)id / SCHED_STACK_IDS, now = c->sm->epoch;
-	uint32_t before = (now + SCHED_STACK_EPOCHS - 1) % SCHED_STACK_EPOCHS;
-
-	if (id < 0 || epoch >= SCHED_STACK_EPOCHS)
-		return -1;
-	if (epoch != now && !(c->sm->epochs && epoch == before)) {
-		c->sm->expired++;
-		return -1;
-	}
-	return (int)((epoch & 1) * SCHED_STACK_IDS + (uint32_t)id % SCHED_STACK_IDS);
+	return (int)stack_epochs_slot(c->sm->epochs, c->sm->epoch, id);
 }
 
 /* Frames of one stack (slot: stack_slot), leaf first; returns the count (0 if unreadable). */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <tailtrace/records.h>
 #include "sched.h"
+#include "stack_epoch.h"
 
 struct tt_syms_set;
 struct tt_ksyms;
@@ -19,13 +20,12 @@ struct offcpu_acc *offcpu_new(void);
 /* Account one switch record (no-op without stacks). 0 or -ENOMEM. */
 int offcpu_add(struct offcpu_acc *a, const struct tt_switch *r);
 /* The stack maps (sched.h): each generation's map and spill maps, in id
- * order, and the epoch now (its ids and those of the epoch before are read;
- * the others, of an emptied epoch, count in expired). */
+ * order, the epoch now and the epochs' state (stack_epoch.h: an expired id
+ * is counted there and written without a stack). */
 struct offcpu_stacks {
 	int fds[SCHED_STACK_MAPS];
 	uint32_t epoch;
-	uint64_t epochs;          /* begun after the first: 0, no epoch before */
-	uint64_t expired;         /* out: stack ids of an emptied epoch */
+	struct stack_epochs *epochs;
 };
 /* Write DIR/stacks.jsonl (appended: other streams add theirs) and
  * DIR/offcpu.folded. tasks (sorted by tid) give each thread's comm; syms

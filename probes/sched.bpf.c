@@ -35,6 +35,7 @@
 #include "aggregate.bpf.h"
 #include "wait_reason.h"
 #include "sched.h"
+#include "stack_epoch.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -73,19 +74,12 @@ struct {
 	__type(value, struct sched_off);
 } off_ids SEC(".maps");
 
-/* The stack map and its spill maps (sched.h): one size, so one bucket index. */
-#define SCHED_STACK_MAP(name)                                                \
-	struct {                                                             \
-		__uint(type, BPF_MAP_TYPE_STACK_TRACE);                      \
-		__uint(max_entries, SCHED_STACK_ENTRIES);                    \
-		__uint(key_size, sizeof(__u32));                             \
-		__uint(value_size, SCHED_STACK_DEPTH * sizeof(__u64));       \
-	} name SEC(".maps")
-
+/* The stack map and its spill maps (sched.h): one size, so one bucket index;
+ * and the second generation (one entry each unless the flight recorder). */
+#define SCHED_STACK_MAP(name) TT_STACK_MAP(name, SCHED_STACK_ENTRIES, SCHED_STACK_DEPTH)
 SCHED_STACK_MAP(stacks);
 SCHED_STACK_MAP(stacks_spill);
 SCHED_STACK_MAP(stacks_spill2);
-/* the second generation (sched.h; one entry each unless the flight recorder) */
 SCHED_STACK_MAP(stacks1);
 SCHED_STACK_MAP(stacks1_spill);
 SCHED_STACK_MAP(stacks1_spill2);
@@ -101,7 +95,6 @@ TT_HIST_MAP(offcpu_hist);
 TT_HIST_MAP(migrate_hist); /* --aggregate: migrations, as the count of slot 0 */
 
 __u64 counters[SCHED_CNT_NR] = {};
-__u32 stack_epoch = 0; /* the loader's (sched.h): which generation, and the ids' base */
 
 static __always_inline struct tt_task *task_get(__u32 tid, __u32 pid)
 {

@@ -26,6 +26,7 @@
 #include "registry.h"
 #include "runq_part.h"
 #include "sched.h"
+#include "stack_epoch.h"
 #include "sched.skel.h"
 
 struct sched_state {
@@ -41,11 +42,7 @@ struct sched_state {
 	struct tt_ksyms *ksyms;   /* read at the first capture, kept for the next */
 	struct tt_syms_set *syms; /* the loader's: processes seen are noted in it */
 	struct runq_part rq;      /* the runq, cpu and irq events */
-	/* the stack maps' epochs (sched.h), the flight recorder's only */
-	uint64_t epoch_ns;        /* an epoch's length, 0: one epoch for the run */
-	uint64_t next_epoch_ns;   /* when the next one begins */
-	uint64_t epochs;          /* begun after the first */
-	uint64_t expired;         /* stacks of an emptied epoch a capture wanted */
+	struct stack_epochs epochs; /* the stack maps' turns (the flight recorder) */
 };
 
 /* The stack maps, in id order: each generation's map and its spill maps (sched.h). */
@@ -57,22 +54,6 @@ static void stack_maps(struct sched_bpf *s, struct bpf_map *out[SCHED_STACK_MAPS
 	out[3] = s->maps.stacks1;
 	out[4] = s->maps.stacks1_spill;
 	out[5] = s->maps.stacks1_spill2;
-}
-
-/* The flight recorder's epoch: long enough that what memory holds keeps its
- * stacks (an off-CPU interval up to an epoch long keeps them: its switch-out
- * is in this epoch or the one before), short enough that a map seldom fills. */
-#define STACK_EPOCH_MIN_NS (60 * 1000000000ull)
-static uint64_t stack_epoch_ns(const struct tt_ctx *ctx)
-{
-	const struct tt_opts *o = ctx->opts;
-	uint64_t ns = (uint64_t)(2 * o->flight_s * 1e9);
-
-	if (!ctx->flight || !(o->events & TT_EV_OFFCPU))
-		return 0;
-	if (o->debug.stack_epoch_ms)
-		return o->debug.stack_epoch_ms * 1000000ull;
-	return ns > STACK_EPOCH_MIN_NS ? ns : STACK_EPOCH_MIN_NS;
 }
 
 static int sched_sample(void *ctx, void *data, size_t size)
@@ -121,7 +102,7 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 		err = bpf_map__set_max_entries(s->maps.switch_rb, 4096);
 	stack_maps(s, stacks);
 	for (int i = 0; !err && i < SCHED_STACK_MAPS; i++) /* the second generation: epochs only */
-		if (!(o->events & TT_EV_OFFCPU) || (i >= SCHED_STACK_LEVELS && !st->epoch_ns))
+		if (!(o->events & TT_EV_OFFCPU) || (i >= SCHED_STACK_LEVELS && !st->epochs.period_ns))
 			err = bpf_map__set_max_entries(stacks[i], 1);
 	if (!err && !o->aggregate) /* histograms: --aggregate only */
 		err = bpf_map__set_max_entries(s->maps.offcpu_hist, 1) ?:
@@ -160,8 +141,7 @@ static int sched_setup(struct tt_ctx *ctx, void **state)
 	*state = st;
 	st->aggregate = o->aggregate;
 	st->flight = ctx->flight != NULL && (o->events & TT_EV_OFFCPU);
-	st->epoch_ns = stack_epoch_ns(ctx);
-	st->next_epoch_ns = tt_now_ns() + st->epoch_ns;
+	stack_epochs_init(&st->epochs, ctx, o->events & TT_EV_OFFCPU, SCHED_STACK_IDS, tt_now_ns());
 	st->syms = ctx->syms;
 	err = sched_open(ctx, st) ?: runq_part_open(ctx, &st->rq, st->skel);
 	if (err)
@@ -236,51 +216,30 @@ static int write_offcpu(struct tt_ctx *ctx, struct sched_state *st, struct offcp
 			struct tt_ksyms *ksyms)
 {
 	struct bpf_map *maps[SCHED_STACK_MAPS];
-	struct offcpu_stacks sm = { .epoch = st->skel->bss->stack_epoch, .epochs = st->epochs };
-	int err;
+	struct offcpu_stacks sm = { .epoch = st->skel->bss->stack_epoch, .epochs = &st->epochs };
 
 	stack_maps(st->skel, maps);
 	for (int i = 0; i < SCHED_STACK_MAPS; i++)
 		sm.fds[i] = bpf_map__fd(maps[i]);
-	err = offcpu_write(acc, dir, &sm, tasks, ntasks, ctx->syms, ksyms);
-	st->expired += sm.expired;
-	return err;
+	return offcpu_write(acc, dir, &sm, tasks, ntasks, ctx->syms, ksyms);
 }
 
-/* Empty one stack map. A key's successor is found before the key goes: from
- * a key it no longer holds, a stack map starts again from its first bucket. */
-static void map_empty(int fd)
-{
-	__u32 key, next;
-	bool more = !bpf_map_get_next_key(fd, NULL, &key);
-
-	while (more) {
-		more = !bpf_map_get_next_key(fd, &key, &next);
-		bpf_map_delete_elem(fd, &key);
-		key = next;
-	}
-}
-
-/* The next epoch of the stack maps: its generation emptied, then begun. No
- * program still uses that generation: it was the current one an epoch ago. */
+/* The stack maps' next epoch, when due (stack_epoch.h). */
 static int sched_tick(struct tt_ctx *ctx, void *state, uint64_t now_ns)
 {
 	struct sched_state *st = state;
 	struct bpf_map *maps[SCHED_STACK_MAPS];
-	uint32_t next = (st->skel->bss->stack_epoch + 1) % SCHED_STACK_EPOCHS;
+	int fds[SCHED_STACK_MAPS];
+	const int *gens[2] = { fds, fds + SCHED_STACK_LEVELS };
 
 	(void)ctx;
-	if (!st->epoch_ns)
+	if (!st->epochs.period_ns)
 		return -1;
-	if (now_ns < st->next_epoch_ns)
-		return (int)((st->next_epoch_ns - now_ns + 999999) / 1000000);
 	stack_maps(st->skel, maps);
-	for (int i = 0; i < SCHED_STACK_LEVELS; i++)
-		map_empty(bpf_map__fd(maps[(next & 1) * SCHED_STACK_LEVELS + i]));
-	__atomic_store_n(&st->skel->bss->stack_epoch, next, __ATOMIC_RELEASE);
-	st->epochs++;
-	st->next_epoch_ns = now_ns + st->epoch_ns;
-	return (int)(st->epoch_ns / 1000000);
+	for (int i = 0; i < SCHED_STACK_MAPS; i++)
+		fds[i] = bpf_map__fd(maps[i]);
+	return stack_epochs_tick(&st->epochs, &st->skel->bss->stack_epoch, gens,
+				 SCHED_STACK_LEVELS, now_ns);
 }
 
 static int sched_finish(struct tt_ctx *ctx, void *state)
@@ -381,7 +340,7 @@ static int sched_stats(void *state, struct tt_stream_stats *out, int max)
 	if ((st->acc || st->flight) && n < max)
 		out[n++] = (struct tt_stream_stats){
 			.stream = "offcpu", .hook = hook, .written = st->stacked,
-			.lost = st->skel->bss->counters[SCHED_CNT_STACK_ERR] + st->expired };
+			.lost = st->skel->bss->counters[SCHED_CNT_STACK_ERR] + st->epochs.expired };
 	if (!st->aggregate && n < max)
 		out[n++] = (struct tt_stream_stats){ .stream = "tasks", .hook = hook,
 						     .written = st->tasks_written };
@@ -441,10 +400,7 @@ static void sched_meta(void *state, FILE *f)
 	struct sched_state *st = state;
 
 	runq_part_meta(&st->rq, st->skel, f);
-	if (st->epoch_ns)
-		fprintf(f, "  \"stack_epochs\": {\"period_ms\": %llu, \"begun\": %llu, "
-			"\"expired\": %llu},\n", (unsigned long long)(st->epoch_ns / 1000000),
-			(unsigned long long)st->epochs, (unsigned long long)st->expired);
+	stack_epochs_meta(&st->epochs, "offcpu_stack_epochs", f);
 }
 
 /* Its programs' cost, by event: the run-queue and occupancy programs apart. */

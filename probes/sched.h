@@ -20,17 +20,10 @@
  * 2 x SCHED_STACK_ENTRIES. */
 #define SCHED_STACK_LEVELS 3 /* the map and its two spill maps */
 #define SCHED_STACK_IDS (SCHED_STACK_LEVELS * SCHED_STACK_ENTRIES)
-/* The flight recorder runs for hours: a map that only fills would keep no
- * stack after a while. So the maps come in two generations, used in turn for
- * an epoch each (the loader's stack_epoch, sched.c): before an epoch begins,
- * its generation (epoch & 1) is emptied. A stack id carries its epoch,
- * id = epoch x SCHED_STACK_IDS + level x SCHED_STACK_ENTRIES + bucket, so an
- * id of an emptied epoch never names a stack of a later one: the loader reads
- * ids of the current and the previous epoch only (the others have expired).
- * Epochs wrap at SCHED_STACK_EPOCHS (even, and the ids stay below 2^31). */
+/* The flight recorder's maps take turns (stack_epoch.h): a second generation
+ * of the three, and ids epoch x SCHED_STACK_IDS + the id above. */
 #define SCHED_STACK_GENS 2
 #define SCHED_STACK_MAPS (SCHED_STACK_GENS * SCHED_STACK_LEVELS)
-#define SCHED_STACK_EPOCHS 43690
 
 /* Per traced thread (key: tid), kept while the thread lives: its open
  * off-CPU interval (t_off_ns != 0) from its switch-out, and the stack cache:

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * deepstacks PATHS USEC: sleeps USEC microseconds PATHS times, each time
+ * deepstacks PATHS USEC [lock]: sleeps USEC microseconds PATHS times, each time
  * under a different user stack (path i: LEVELS calls through via_a or via_b
  * as the bits of i say), so tailtrace's offcpu stream sees PATHS distinct
  * user stacks: with a few hundred, some land in a bucket of the stack map
@@ -10,8 +10,12 @@
  * "nvcsw": N}: the kernel's own count of the loop's voluntary context switches
  * (getrusage RUSAGE_THREAD). A sleep whose timer expired before the thread
  * reached schedule() (a stalled vCPU) is no switch, and the kernel knows.
+ * With "lock", each sleep holds a mutex, taken on the same path (the locks
+ * probe's stacks).
  */
+#include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -19,6 +23,8 @@
 #define LEVELS 10 /* up to 1024 distinct call paths, 12 frames deep at most */
 
 static long usec;
+static int locking;
+static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
 static volatile long sink;
 
 static void walk(long i, int level);
@@ -41,7 +47,11 @@ __attribute__((noinline)) static void via_b(long i, int level)
 __attribute__((noinline)) static void walk(long i, int level)
 {
 	if (level == LEVELS) {
+		if (locking)
+			pthread_mutex_lock(&mutex);
 		usleep((useconds_t)usec);
+		if (locking)
+			pthread_mutex_unlock(&mutex);
 		return;
 	}
 	if ((i >> level) & 1)
@@ -56,11 +66,12 @@ int main(int argc, char **argv)
 	long paths;
 	struct rusage r0, r1;
 
-	if (argc != 3 || (paths = atol(argv[1])) < 1 || paths > (1L << LEVELS) ||
-	    (usec = atol(argv[2])) < 0) {
-		fprintf(stderr, "usage: deepstacks PATHS(1..%d) USEC\n", 1 << LEVELS);
+	if (argc < 3 || argc > 4 || (paths = atol(argv[1])) < 1 || paths > (1L << LEVELS) ||
+	    (usec = atol(argv[2])) < 0 || (argc == 4 && strcmp(argv[3], "lock"))) {
+		fprintf(stderr, "usage: deepstacks PATHS(1..%d) USEC [lock]\n", 1 << LEVELS);
 		return 2;
 	}
+	locking = argc == 4;
 	printf("{\"tid\": %d}\n", gettid());
 	fflush(stdout);
 	getrusage(RUSAGE_THREAD, &r0);

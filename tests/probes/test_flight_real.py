@@ -176,18 +176,21 @@ def test_a_full_disk_fails_captures_counted_and_the_recorder_goes_on(tmp_path):
 
 
 DEEPSTACKS = BUILD / "tests" / "probes" / "tt-deepstacks"
-IDS = 3 * 16384  # a stack id's epoch is id // IDS (probes/sched.h SCHED_STACK_IDS)
+IDS = 3 * 16384  # an offcpu stack id's epoch is id // IDS (probes/sched.h SCHED_STACK_IDS)
+LOCK_IDS = 8192  # a lock stack id's (probes/locks.h LOCKS_STACK_ENTRIES)
 
 
 def deepstacks_flight(out: Path, epoch_ms: int) -> dict:
-    """tt-deepstacks sleeps 20 ms 400 times, each under its own user stack (path i: ten
-    calls through via_a or via_b as the bits of i say), each sleep a span (walk, from its
-    outermost call) above the trigger: a capture a second (the rate limit). exact-stacks:
-    every switch-out unwinds (the stack cache would keep the first path's stack)."""
+    """tt-deepstacks sleeps 20 ms 400 times holding a mutex, each time under its own user
+    stack (path i: ten calls through via_a or via_b as the bits of i say), each sleep a span
+    (walk, from its outermost call) above the trigger: a capture a second (the rate limit).
+    exact-stacks: every switch-out unwinds (the stack cache would keep the first path's)."""
     p = subprocess.run([str(TAILTRACE), "--out", str(out), "--flight-recorder", "4",
                         "--trigger", "latency>10ms", "--max-captures-per-min", "60",
+                        "--events", "runq,switch,offcpu,cpu,locks",
                         "--debug", f"exact-stacks,stack-epoch-ms={epoch_ms}",
-                        "--span", f"{DEEPSTACKS}:walk", "--", str(DEEPSTACKS), "400", "20000"],
+                        "--span", f"{DEEPSTACKS}:walk", "--",
+                        str(DEEPSTACKS), "400", "20000", "lock"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     return json.loads((out / "meta.json").read_text())
@@ -196,27 +199,35 @@ def deepstacks_flight(out: Path, epoch_ms: int) -> dict:
 def path_of(frames: list[str]) -> int:
     """The path a user stack was taken on. The compiler folds via_a and via_b into one
     function, so the bits are in walk's frames: leaf first, the return addresses of its
-    calls to via_a or via_b for bits 9 down to 0 (via_a's call site for a 0). Bit 9 is 0 on
-    every path below 512: the first walk frame's offset is via_a's call site."""
-    walks = [f.split()[0] for f in frames if f.startswith("walk+")]
+    last ten calls to via_a or via_b are bits 9 down to 0 (via_a's call site for a 0; a
+    lock's stack has the lock's call site before them). Bit 9 is 0 on every path below 512:
+    the first of them is via_a's call site."""
+    walks = [f.split()[0] for f in frames if f.startswith("walk+")][-10:]
     assert len(walks) == 10, frames
     return sum((w != walks[0]) << (9 - k) for k, w in enumerate(walks))
 
 
-def capture_paths(d: Path) -> tuple[list[int], int]:
-    """A capture's stacked sleeps in time order, as the paths their stacks name (-1: no
-    entry in stacks.jsonl), and how many records it has."""
-    sw = records(d, "switch")
-    sw = sw[(sw["unmatched"] == 0) & (sw["ustack_id"] >= 0)]
-    assert len(set(sw["tid"].tolist())) == 1, d  # the one thread traced
+def capture_paths(d: Path, stream: str = "offcpu") -> tuple[list[int], np.ndarray]:
+    """A capture's stacked sleeps (offcpu) or acquisitions (locks) in time order, as the
+    paths their user stacks name (-1: no entry in stacks.jsonl), and their records."""
+    if stream == "offcpu":
+        rec = records(d, "switch")
+        rec = rec[(rec["unmatched"] == 0) & (rec["ustack_id"] >= 0)]
+        rec = np.sort(rec, order="t_off_ns")
+    else:
+        rec = records(d, "lock")
+        rec = np.sort(rec[rec["ustack_id"] >= 0], order="t_acquired_ns")
+    assert len(set(rec["tid"].tolist())) == 1, d  # the one thread traced
     user = {}
     for line in (d / "stacks.jsonl").read_text().splitlines():
         s = json.loads(line)
-        if s["stream"] == "offcpu" and s["kind"] == "user":
+        if s["stream"] == stream and s["kind"] == "user":
             user[s["id"]] = s["frames"]
-    sw = np.sort(sw, order="t_off_ns")
-    paths = [path_of(user[int(i)]) if int(i) in user else -1 for i in sw["ustack_id"]]
-    return paths, sw
+    def looped(i) -> bool:  # not libc's and ld.so's own locks, at start and exit
+        return int(i) not in user or any(f.startswith("walk+") for f in user[int(i)])
+    rec = rec[np.array([looped(i) for i in rec["ustack_id"]], dtype=bool)]
+    paths = [path_of(user[int(i)]) if int(i) in user else -1 for i in rec["ustack_id"]]
+    return paths, rec
 
 
 def test_stack_maps_take_turns_and_every_stack_stays_its_own(tmp_path):
@@ -226,18 +237,19 @@ def test_stack_maps_take_turns_and_every_stack_stays_its_own(tmp_path):
     written) hold ids of several epochs of both generations, and every one names the stack
     it was taken on: in time order, the paths count up."""
     meta = deepstacks_flight(tmp_path / "run", 1500)
-    ep = meta["stack_epochs"]
-    assert ep["period_ms"] == 1500 and ep["begun"] >= 3, ep
-    assert ep["expired"] == 0, ep
-    epochs = set()
     caps = sorted((tmp_path / "run" / "captures").iterdir())
     assert len(caps) >= 4
-    for d in caps:
-        paths, sw = capture_paths(d)
-        assert len(paths) >= 2 and -1 not in paths, (d, paths)
-        assert all(b > a for a, b in zip(paths, paths[1:])), (d, paths)
-        epochs |= {int(i) // IDS for i in sw["ustack_id"]}
-    assert len(epochs) >= 3 and {e & 1 for e in epochs} == {0, 1}, epochs
+    for stream, ids in (("offcpu", IDS), ("locks", LOCK_IDS)):
+        ep = meta[f"{stream}_stack_epochs"]
+        assert ep["period_ms"] == 1500 and ep["begun"] >= 3, ep
+        assert ep["expired"] == 0, ep
+        epochs = set()
+        for d in caps:
+            paths, rec = capture_paths(d, stream)
+            assert len(paths) >= 2 and -1 not in paths, (stream, d, paths)
+            assert all(b > a for a, b in zip(paths, paths[1:])), (stream, d, paths)
+            epochs |= {int(i) // ids for i in rec["ustack_id"]}
+        assert len(epochs) >= 3 and {e & 1 for e in epochs} == {0, 1}, (stream, epochs)
 
 
 def test_stacks_of_an_emptied_epoch_are_counted_never_misnamed(tmp_path):
@@ -246,11 +258,12 @@ def test_stacks_of_an_emptied_epoch_are_counted_never_misnamed(tmp_path):
     expired and get no entry in stacks.jsonl (the map's bucket may hold a later stack now);
     the ids of the two live epochs still name their own paths."""
     meta = deepstacks_flight(tmp_path / "run", 100)
-    assert meta["stack_epochs"]["expired"] > 0, meta["stack_epochs"]
-    assert meta["lost_events"]["offcpu"] >= meta["stack_epochs"]["expired"]
-    named = []
-    for d in sorted((tmp_path / "run" / "captures").iterdir()):
-        paths = [p for p in capture_paths(d)[0] if p >= 0]
-        assert all(b > a for a, b in zip(paths, paths[1:])), (d, paths)
-        named += paths
-    assert named  # the last capture, written at the end, is young enough
+    assert meta["lost_events"]["offcpu"] >= meta["offcpu_stack_epochs"]["expired"]
+    for stream in ("offcpu", "locks"):
+        assert meta[f"{stream}_stack_epochs"]["expired"] > 0, meta[f"{stream}_stack_epochs"]
+        named = []
+        for d in sorted((tmp_path / "run" / "captures").iterdir()):
+            paths = [p for p in capture_paths(d, stream)[0] if p >= 0]
+            assert all(b > a for a, b in zip(paths, paths[1:])), (stream, d, paths)
+            named += paths
+        assert named, stream  # the last capture, written at the end, is young enough
