@@ -19,6 +19,8 @@
 #   hooks      build/bench/hook_floor -- httpload: empty programs on the hooks
 #              --aggregate uses (tp_btf sched_switch, sched_waking): the floor
 #              that no tracer of these events goes below
+#   spans      tailtrace --span on httpload's USDT request marks, to disk (the default
+#              events and the spans, all recorded): the recorder's kernel side
 #   flight     tailtrace --flight-recorder 30 with a trigger that never fires (latency>3600s),
 #              httpload's USDT request marks as the spans: the recorder's standing cost
 #   alt        $TAILTRACE_ALT (another tailtrace binary, e.g. an older build) -- httpload
@@ -49,7 +51,7 @@ MODES=none,default,aggregate,perf
 SERVER_WORKERS=$(nproc)
 OUT=""
 SERVER_PID=""
-MODE_NAMES=none,default,aggregate,listen,listencpu,spanfloor,perf,runqlat,hooks,flight,alt,altlisten # and events=A+B
+MODE_NAMES=none,default,aggregate,listen,listencpu,spanfloor,spans,perf,runqlat,hooks,flight,alt,altlisten # and events=A+B
 TMP=$(mktemp -d)
 . "$TOP/bench/tt_bench_lib.sh"
 
@@ -129,6 +131,8 @@ measure() { # mode round: one httpload run under that mode; appends a JSON line
 	hooks) "$HOOK_FLOOR" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	spanfloor) "$HOOK_FLOOR" --usdt "$HTTPLOAD:httpload:request__start" \
 		--usdt "$HTTPLOAD:httpload:request__done" -- "$TAILTRACE" --out "$run" -- "${load[@]}" \
+		>"$TMP/out" 2>"$TMP/err" ;;
+	spans) "$TAILTRACE" --out "$run" --span "usdt:$HTTPLOAD:httpload:request" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" ;;
 	flight) "$TAILTRACE" --flight-recorder 30 --trigger 'latency>3600s' --out "$run" \
 		--span "usdt:$HTTPLOAD:httpload:request" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;

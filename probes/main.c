@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
 
@@ -721,6 +723,23 @@ static void signals_install(void)
 	sigaction(SIGCHLD, &sa, NULL); /* interrupts the poll when the child exits */
 }
 
+/* The loader's thread runs at LOADER_NICE once the target runs (the target
+ * keeps its own: nice is per thread and set after its fork). At nice 0, one
+ * thread among a target's busy ones gets a share of one in a hundred
+ * (naive/100): it fell seconds behind, its ring buffers filled and the
+ * recorder lost ~20% of the run-queue and CPU records a run, while the work it
+ * has (a few tens of ns a record) is small. Captures lower it (flight.c). */
+#define LOADER_NICE -10
+static void loader_priority_raise(void)
+{
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+
+	if (setpriority(PRIO_PROCESS, (id_t)tid, LOADER_NICE))
+		fprintf(stderr, "tailtrace: cannot raise the loader's priority (nice %d): %s; on a "
+			"busy machine it may fall behind and lose events (counted)\n", LOADER_NICE,
+			strerror(errno));
+}
+
 /* Attached: release the target, trace, finish. Returns the exit code. */
 static int run(struct loader *L)
 {
@@ -749,6 +768,7 @@ static int run(struct loader *L)
 	 * see them with a user stack): its exec has happened. */
 	if (L->ctx.target_pid > 0)
 		syms_set_get(L->ctx.syms, L->ctx.target_pid, true);
+	loader_priority_raise();
 	cost_loop_start(&L->cost);
 	toggle_err = toggle_start(&L->toggle, L->cli.opts.toggle_ms, L->cli.opts.out_dir,
 				  tt_now_ns());

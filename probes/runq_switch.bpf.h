@@ -139,7 +139,7 @@ static __always_inline void runq_msg_send(struct runq_msg *m)
 	if (m->nocc >= OCC_BATCH)
 		n = OCC_BATCH;
 	size = sizeof(*m) - (OCC_BATCH - n) * sizeof(m->occ[0]);
-	if (bpf_ringbuf_output(&runq_rb, m, size, tt_rb_flags(&runq_rb, rb_wakeup_bytes))) {
+	if (bpf_ringbuf_output(&runq_rb, m, size, tt_rb_flags(&runq_rb, rb_wakeup_bytes, size))) {
 		tt_count(&occ_counters, OCC_CNT_LOST);
 		if (m->kind == RUNQ_MSG_RUNQ)
 			tt_count(&runq_counters, RUNQ_CNT_LOST);
@@ -222,7 +222,7 @@ static __always_inline void runq_emit(struct tt_thread *th, __u32 tid, __u32 pid
 		return;
 	}
 	runq_fill(r, tid, pid, t0, now, kind, waker, waker_pid, ctx);
-	bpf_ringbuf_submit(r, tt_rb_flags(&runq_rb, rb_wakeup_bytes));
+	bpf_ringbuf_submit(r, tt_rb_flags(&runq_rb, rb_wakeup_bytes, sizeof(*r)));
 }
 
 /* Move a thread's run-queue histograms into runq_hist: at its exit, and from

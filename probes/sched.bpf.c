@@ -231,7 +231,7 @@ static __always_inline void emit(struct sched_off *s, __u32 tid, __u64 now)
 	r->voluntary = s->voluntary;
 	r->unmatched = 0;
 	r->pad[0] = r->pad[1] = 0;
-	bpf_ringbuf_submit(r, tt_rb_flags(&switch_rb, rb_wakeup_bytes));
+	bpf_ringbuf_submit(r, tt_rb_flags(&switch_rb, rb_wakeup_bytes, sizeof(*r)));
 }
 
 /* An edge the kernel never reported (docs/probes.md, "Unmatched intervals"):
@@ -259,7 +259,7 @@ static __always_inline void unmatched(struct sched_off *s, __u32 tid, __u64 t_fr
 	r->kstack_id = r->ustack_id = -1;
 	r->syscall = -1;
 	r->unmatched = 1;
-	bpf_ringbuf_submit(r, tt_rb_flags(&switch_rb, rb_wakeup_bytes));
+	bpf_ringbuf_submit(r, tt_rb_flags(&switch_rb, rb_wakeup_bytes, sizeof(*r)));
 }
 
 /* prev (the current task, traced) switched out; s: its slot (NULL: none

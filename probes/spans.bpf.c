@@ -103,7 +103,7 @@ static __always_inline void span_emit(struct spans_key *k, struct spans_frame *f
 	r->span_id = f->span_id;
 	r->depth = depth;
 	r->end = end;
-	bpf_ringbuf_submit(r, tt_rb_flags(&events, rb_wakeup_bytes));
+	bpf_ringbuf_submit(r, tt_rb_flags(&events, rb_wakeup_bytes, sizeof(*r)));
 }
 
 /* Drop open frames at `level` or deeper: their end was never seen (a call in
