@@ -340,7 +340,7 @@ static int sched_stats(void *state, struct tt_stream_stats *out, int max)
 	if ((st->acc || st->flight) && n < max)
 		out[n++] = (struct tt_stream_stats){
 			.stream = "offcpu", .hook = hook, .written = st->stacked,
-			.lost = st->skel->bss->counters[SCHED_CNT_STACK_ERR] + st->epochs.expired };
+			.lost = st->skel->bss->counters[SCHED_CNT_STACK_ERR] };
 	if (!st->aggregate && n < max)
 		out[n++] = (struct tt_stream_stats){ .stream = "tasks", .hook = hook,
 						     .written = st->tasks_written };
