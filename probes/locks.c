@@ -197,8 +197,7 @@ fail:
 	return err;
 }
 
-static int stacks_write(struct tt_ctx *ctx, struct locks_state *st, const char *dir,
-			struct locks_stack *ids, size_t n);
+static int stacks_write_all(struct tt_ctx *ctx, struct locks_state *st);
 
 static uint64_t locks_counter(struct locks_state *st, __u32 idx)
 {
@@ -249,7 +248,7 @@ static int locks_finish(struct tt_ctx *ctx, void *state)
 	e = probe_flush(st->out, &st->write_err);
 	err = err ? err : e;
 	e = ctx->flight ? 0 : /* the flight recorder: each capture has them */
-		    stacks_write(ctx, st, ctx->opts->out_dir, NULL, 0);
+		    stacks_write_all(ctx, st);
 	err = err ? err : e;
 	if (err)
 		locks_err(ctx, "locks: writing %s: %s", ctx->opts->out_dir,
@@ -316,30 +315,35 @@ static int cmp_stack(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* DIR/stacks.jsonl: the stacks of ids[0..n) (repeats allowed), or with ids
- * NULL every stack the run's records used (one epoch: not the recorder). */
+/* DIR/stacks.jsonl: the stacks of ids[0..n) (repeats allowed; sorted here). */
 static int stacks_write(struct tt_ctx *ctx, struct locks_state *st, const char *dir,
 			struct locks_stack *ids, size_t n)
 {
 	int fds[2] = { bpf_map__fd(st->skel->maps.stacks), bpf_map__fd(st->skel->maps.stacks1) };
-	struct locks_stack *all = NULL;
 	size_t k = 0;
-	int err;
 
-	if (!ids) {
-		ids = all = calloc(LOCKS_STACK_ENTRIES, sizeof(*all));
-		if (!all)
-			return -ENOMEM;
-		for (int32_t id = 0; id < LOCKS_STACK_ENTRIES; id++)
-			if (st->stack_pid[id])
-				all[n++] = (struct locks_stack){ id, st->stack_pid[id] };
-	}
-	qsort(ids, n, sizeof(*ids), cmp_stack);
+	if (n)
+		qsort(ids, n, sizeof(*ids), cmp_stack);
 	for (size_t i = 0; i < n; i++) /* distinct ids */
 		if (!k || ids[i].id != ids[k - 1].id)
 			ids[k++] = ids[i];
-	err = locks_stacks_write(dir, ctx->syms, fds, &st->epochs, st->skel->bss->stack_epoch,
-				 ids, k);
+	return locks_stacks_write(dir, ctx->syms, fds, &st->epochs, st->skel->bss->stack_epoch,
+				  ids, k);
+}
+
+/* The run's DIR/stacks.jsonl: every stack its records used (one epoch: not the recorder). */
+static int stacks_write_all(struct tt_ctx *ctx, struct locks_state *st)
+{
+	struct locks_stack *all = calloc(LOCKS_STACK_ENTRIES, sizeof(*all));
+	size_t n = 0;
+	int err;
+
+	if (!all)
+		return -ENOMEM;
+	for (int32_t id = 0; id < LOCKS_STACK_ENTRIES; id++)
+		if (st->stack_pid[id])
+			all[n++] = (struct locks_stack){ id, st->stack_pid[id] };
+	err = stacks_write(ctx, st, ctx->opts->out_dir, all, n);
 	free(all);
 	return err;
 }

@@ -207,9 +207,10 @@ def path_of(frames: list[str]) -> int:
     return sum((w != walks[0]) << (9 - k) for k, w in enumerate(walks))
 
 
-def capture_paths(d: Path, stream: str = "offcpu") -> tuple[list[int], np.ndarray]:
+def capture_paths(d: Path, stream: str = "offcpu") -> tuple[list[int], np.ndarray, tuple]:
     """A capture's stacked sleeps (offcpu) or acquisitions (locks) in time order, as the
-    paths their user stacks name (-1: no entry in stacks.jsonl), and their records."""
+    paths their user stacks name (-1: no entry in stacks.jsonl), their records, and the ids
+    the stream's records carry beside those stacks.jsonl holds."""
     if stream == "offcpu":
         rec = records(d, "switch")
         rec = rec[(rec["unmatched"] == 0) & (rec["ustack_id"] >= 0)]
@@ -223,11 +224,14 @@ def capture_paths(d: Path, stream: str = "offcpu") -> tuple[list[int], np.ndarra
         s = json.loads(line)
         if s["stream"] == stream and s["kind"] == "user":
             user[s["id"]] = s["frames"]
+    ids = (set(rec["ustack_id"].tolist()), set(user))
+
     def looped(i) -> bool:  # not libc's and ld.so's own locks, at start and exit
         return int(i) not in user or any(f.startswith("walk+") for f in user[int(i)])
+
     rec = rec[np.array([looped(i) for i in rec["ustack_id"]], dtype=bool)]
     paths = [path_of(user[int(i)]) if int(i) in user else -1 for i in rec["ustack_id"]]
-    return paths, rec
+    return paths, rec, ids
 
 
 def test_stack_maps_take_turns_and_every_stack_stays_its_own(tmp_path):
@@ -245,8 +249,9 @@ def test_stack_maps_take_turns_and_every_stack_stays_its_own(tmp_path):
         assert ep["expired"] == 0, ep
         epochs = set()
         for d in caps:
-            paths, rec = capture_paths(d, stream)
+            paths, rec, (used, written) = capture_paths(d, stream)
             assert len(paths) >= 2 and -1 not in paths, (stream, d, paths)
+            assert written == used, (stream, d)  # its own stacks, not every one seen
             assert all(b > a for a, b in zip(paths, paths[1:])), (stream, d, paths)
             epochs |= {int(i) // ids for i in rec["ustack_id"]}
         assert len(epochs) >= 3 and {e & 1 for e in epochs} == {0, 1}, (stream, epochs)
