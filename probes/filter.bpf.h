@@ -113,12 +113,14 @@ static __always_inline bool tt_current_traced(void)
  * consumer also polls on a timer. Not "whenever a batch waits": a consumer
  * that lags (a loaded machine) would then be woken at every record, each an
  * irq_work and, in a VM, a self-IPI: the programs took 3-5 us a run instead
- * of 0.5-0.8. A crossing two CPUs both miss is caught at the next multiple. */
+ * of 0.5-0.8. A crossing two CPUs both miss is caught at the next multiple.
+ * wakeup_bytes is a power of two (an eighth of a ring, probe_ringbuf_bytes):
+ * a crossing changes a bit at or above it, so no division per record. */
 static __always_inline __u64 tt_rb_flags(void *rb, __u64 wakeup_bytes, __u64 size)
 {
 	__u64 avail = bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA);
 
-	return avail >= size && avail / wakeup_bytes != (avail - size) / wakeup_bytes ?
+	return avail >= size && (avail ^ (avail - size)) >= wakeup_bytes ?
 		       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
