@@ -35,7 +35,8 @@ import pandas as pd
 from .decompose import Axis, thread_brief
 from .load import WAKER_BLAMES_TASK, fold_comm, per_run, thread_names
 from .peer import process_name, also_comm
-from .waits import describe, df_waits
+from .order import argsort_unless_sorted
+from .waits import REASONS, describe, df_waits
 
 MAX_DEPTH = 3
 MAX_REQUESTS = 50_000   # requests followed in full; above, ≥P99 and band samples (_followed)
@@ -61,9 +62,10 @@ class WaitIndex:
             return
         gw, _ = self.axis.index(w_tid)
         ks = self.axis.key(gw, self.w_s)
-        self.order = np.argsort(ks, kind="stable")
-        self.ks = ks[self.order]
-        self.reach = np.maximum.accumulate(self.axis.key(gw, self.w_e)[self.order])
+        self.order = argsort_unless_sorted(ks, stable=True)     # None: in order already
+        self.ks = ks if self.order is None else ks[self.order]
+        ke = self.axis.key(gw, self.w_e)
+        self.reach = np.maximum.accumulate(ke if self.order is None else ke[self.order])
 
     def query(self, q_tid, q_s, q_e):
         """(query index, wait index, start, end) of each wait of thread q_tid[i] that
@@ -79,8 +81,9 @@ class WaitIndex:
         hi = np.searchsorted(self.ks, self.axis.key(gq, q_e), side="left")
         cnt = np.where(on, np.maximum(hi - lo, 0), 0)   # a thread without waits: none
         qi = np.repeat(np.arange(len(q_tid)), cnt)
-        wi = self.order[np.repeat(lo, cnt) + np.arange(cnt.sum())
-                        - np.repeat(np.cumsum(cnt) - cnt, cnt)]
+        wi = np.arange(cnt.sum()) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+        if self.order is not None:
+            wi = self.order[wi]
         a, b = np.maximum(self.w_s[wi], q_s[qi]), np.minimum(self.w_e[wi], q_e[qi])
         keep = b > a
         return qi[keep], wi[keep], a[keep], b[keep]
@@ -106,10 +109,19 @@ def _followable(run) -> tuple[pd.DataFrame, np.ndarray, WaitIndex]:
 
 
 def _segments(waits: pd.DataFrame, qi, wi, a, b) -> pd.DataFrame:
-    seg = waits.iloc[wi][["tid", "reason", "call", "wait_addr", "wait_aux", "ustack_id",
-                          "waker_tid", "waker_pid", "waker_ctx"]].reset_index(drop=True)
+    seg = {c: take(waits[c], wi) for c in ("tid", "reason", "call", "wait_addr", "wait_aux",
+                                           "ustack_id", "waker_tid", "waker_pid", "waker_ctx")}
     seg["t_start_ns"], seg["t_end_ns"], seg["parent"] = a, b, qi
-    return seg
+    return pd.DataFrame(seg, copy=False)
+
+
+def take(col: pd.Series, rows: np.ndarray):
+    """col's values at rows, as an array (a Categorical for a categorical column): without
+    indexing the whole frame they belong to."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return pd.Categorical.from_codes(col.cat.codes.to_numpy()[rows],
+                                         dtype=col.dtype)
+    return col.to_numpy()[rows]
 
 
 def _resolve(run, seg: pd.DataFrame, traced: np.ndarray) -> pd.DataFrame:
@@ -464,18 +476,23 @@ OBJ_COLS = ["pid", "processes", "reason", "what", "threads", "waits", "total_ms"
             "unknown_share"]
 
 
-def _object_keys(run, w: pd.DataFrame) -> np.ndarray:
+def _object_keys(run, w: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """A futex is one object per address; other waits are grouped by syscall (fds of many
     connections are one kind of wait). The processes of one program (same name: a pre-fork
-    server's workers) count as one. One integer per (program, syscall, futex address)."""
-    lock = (w["reason"] == "lock").to_numpy()
-    addr = np.where(lock, w["wait_addr"].to_numpy(np.uint64), 0)
-    pids = w["pid"].to_numpy(np.int64)
+    server's workers) count as one. One integer per (program, syscall, futex address) of
+    each of w's rows, numbered in order of first appearance."""
+    lock = w["reason"].cat.codes.to_numpy()[rows] == REASONS.index("lock")
+    pids = w["pid"].to_numpy(np.int64)[rows]
     u, inv = np.unique(pids, return_inverse=True)
-    prog = np.array([_proc_comm(run, int(p), True) or f"pid {int(p)}" for p in u],
-                    dtype=object)[inv.reshape(-1)]
-    k = pd.DataFrame({"p": prog, "s": w["syscall"].to_numpy(), "a": addr})
-    return k.groupby(["p", "s", "a"], sort=False).ngroup().to_numpy()
+    prog = pd.factorize(np.array([_proc_comm(run, int(p), True) or f"pid {int(p)}"
+                                  for p in u], dtype=object))[0]
+    call = w["syscall"].to_numpy(np.int64)[rows]
+    call -= call.min()
+    k = prog[inv.reshape(-1)].astype(np.int64) * (int(call.max()) + 1) + call
+    addr = pd.factorize(np.where(lock, w["wait_addr"].to_numpy(np.uint64)[rows], 0))[0]
+    k *= int(addr.max()) + 1
+    k += addr
+    return pd.factorize(k)[0]
 
 
 def df_wait_objects(run, top: int = 10, max_depth: int = 2,
@@ -490,46 +507,51 @@ def df_wait_objects(run, top: int = 10, max_depth: int = 2,
     most SAMPLE_WAITS evenly spaced waits per object (count and total: all of them)."""
     if not (run.has("switches") and run.has("runq")) or not len(run.switches):
         return pd.DataFrame(columns=OBJ_COLS)
-    w = df_waits(run)
-    w = w[w["t_wake_ns"].to_numpy() > w["t_off_ns"].to_numpy()].reset_index(drop=True)
-    if w.empty:
+    w, blocked, _ = _followable(run)        # the waits with a blocked part
+    if not len(blocked):
         return pd.DataFrame(columns=OBJ_COLS)
-    w["key"], w["d"] = _object_keys(run, w), (w["t_wake_ns"] - w["t_off_ns"]).to_numpy(np.float64)
-    per_key = w.groupby("key")["d"].agg(["sum", "size"])
+    key = _object_keys(run, w, blocked)
+    d = (w["t_wake_ns"].to_numpy()[blocked] - w["t_off_ns"].to_numpy()[blocked]).astype(
+        np.float64)
+    tot, size = np.bincount(key, weights=d), np.bincount(key)
     # a thread that waited once or twice for the whole run (main() joining its workers)
     # says little: objects waited on at least MIN_WAITS times
-    keys = per_key[per_key["size"] >= min_waits]["sum"].nlargest(top).index
-    sel = w[w["key"].isin(keys)].reset_index(drop=True)
+    per_key = pd.Series(tot)[size >= min_waits]
+    keys = per_key.nlargest(top).index.to_numpy()
+    if not len(keys):
+        return pd.DataFrame(columns=OBJ_COLS)
     # the shares need a sample, not every wait: at most SAMPLE_WAITS per object, evenly spaced
-    rank = sel.groupby("key").cumcount().to_numpy()
-    size = sel.groupby("key")["key"].transform("size").to_numpy()
-    step = np.maximum(size // SAMPLE_WAITS, 1)
-    sample = sel[(rank % step == 0)].reset_index(drop=True)
-    pseudo = pd.DataFrame({"tid": sample["tid"], "pid": sample["pid"],
-                           "t_start_ns": sample["t_off_ns"], "t_end_ns": sample["t_wake_ns"],
-                           "traced": True})
+    members = {k: np.flatnonzero(key == k) for k in keys}   # into blocked, in order
+    sample = np.sort(np.concatenate(
+        [m[::max(len(m) // SAMPLE_WAITS, 1)] for m in members.values()]))
+    rows = blocked[sample]
+    pseudo = pd.DataFrame({"tid": w["tid"].to_numpy()[rows], "pid": w["pid"].to_numpy()[rows],
+                           "t_start_ns": w["t_off_ns"].to_numpy()[rows],
+                           "t_end_ns": w["t_wake_ns"].to_numpy()[rows], "traced": True})
     per, segs = df_critical_path(run, pseudo, max_depth=max_depth)
-    sample = pd.concat([sample, per], axis=1)
     names = thread_names(run)
-    rows = []
-    for key in keys:
-        g, gs = sel[sel["key"] == key], sample[sample["key"] == key]
-        tot, tot_s = g["d"].sum(), gs["d"].sum()
-        comms = sorted({fold_comm(str(names.get(int(t), t))) for t in g["tid"].unique()})
-        first = segs[np.isin(segs["request_row"], gs.index) & (segs["depth"] == 0)]
-        sh = {c: gs[f"cp_{c}_ns"].sum() / tot_s for c in ("oncpu", "runnable", "blocked",
-                                                            "irq", "unknown")}
-        rows.append({"pid": int(g["pid"].iloc[0]), "processes": int(g["pid"].nunique()),
-                     "reason": str(g["reason"].iloc[0]),
-                     "what": describe(run, g.iloc[0]), "threads": ", ".join(comms[:4]),
-                     "waits": len(g), "total_ms": tot / 1e6, "mean_us": tot / len(g) / 1e3,
-                     "ended_by": _who(run, first, []) if len(first) else "",
-                     "waker_oncpu_share": sh["oncpu"], "waker_runnable_share": sh["runnable"],
-                     "waker_blocked_share": sh["blocked"], "irq_share": sh["irq"],
-                     "unknown_share": sh["unknown"]})
-    return pd.DataFrame(rows, columns=OBJ_COLS)
-
-
+    first_segs = segs[segs["depth"].to_numpy() == 0]
+    s_key, s_d = key[sample], d[sample]
+    out = []
+    for k in keys:
+        g = blocked[members[k]]
+        total, n = float(tot[k]), len(g)
+        tids, pids = w["tid"].to_numpy()[g], w["pid"].to_numpy()[g]
+        comms = sorted({fold_comm(str(names.get(int(t), t))) for t in np.unique(tids)})
+        mine = np.flatnonzero(s_key == k)
+        first = first_segs[np.isin(first_segs["request_row"].to_numpy(), mine)]
+        tot_s = s_d[mine].sum()
+        sh = {c: per[f"cp_{c}_ns"].to_numpy()[mine].sum() / tot_s
+              for c in ("oncpu", "runnable", "blocked", "irq", "unknown")}
+        out.append({"pid": int(pids[0]), "processes": int(len(np.unique(pids))),
+                    "reason": str(w["reason"].iloc[g[0]]),
+                    "what": describe(run, w.iloc[g[0]]), "threads": ", ".join(comms[:4]),
+                    "waits": n, "total_ms": total / 1e6, "mean_us": total / n / 1e3,
+                    "ended_by": _who(run, first, []) if len(first) else "",
+                    "waker_oncpu_share": sh["oncpu"], "waker_runnable_share": sh["runnable"],
+                    "waker_blocked_share": sh["blocked"], "irq_share": sh["irq"],
+                    "unknown_share": sh["unknown"]})
+    return pd.DataFrame(out, columns=OBJ_COLS)
 
 
 def wait_object_line(o: dict) -> str:

@@ -28,13 +28,13 @@ np.searchsorted, with the partial intervals at the window edges exact.
 """
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 import pandas as pd
 
 from .errors import AnalysisError
-from .load import per_run
+from .load import RUNQ_KINDS, per_run
+from .order import argsort_unless_sorted
 from .waits import REASONS, has_reasons, reason_codes
 
 PARTS = ["queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "lock_wait", "io_wait", "sleep",
@@ -56,26 +56,53 @@ class Axis:
         if self.span <= 0 or (len(self.tids) + 1) * self.span >= 2 ** 62:
             raise AnalysisError(f"time range {self.t0}..{self.t1} over {len(self.tids)} threads "
                                 "does not fit one int64 axis: are the timestamps CLOCK_MONOTONIC ns?")
+        self._lut = None   # tid -> index, built at the first index() of small tids
 
     def index(self, tid) -> tuple[np.ndarray, np.ndarray]:
         """Thread index of each tid and whether the tid is on the axis."""
-        tid = np.asarray(tid, dtype=np.int64)
-        g = np.searchsorted(self.tids, tid)
-        g = np.minimum(g, max(len(self.tids) - 1, 0))
-        ok = (self.tids[g] == tid) if len(self.tids) else np.zeros(len(tid), bool)
-        return g, ok
+        tid = np.asarray(tid)
+        if not len(self.tids):
+            return np.zeros(len(tid), np.int64), np.zeros(len(tid), bool)
+        lo = int(self.tids[0])
+        if self._lut is None and int(self.tids[-1]) - lo < 1 << 23:
+            # slot 0 and the last: below and above the range of tids
+            self._lut = np.full(int(self.tids[-1]) - lo + 3, -1, np.int64)
+            self._lut[self.tids - lo + 1] = np.arange(len(self.tids))
+        if self._lut is not None:
+            i = tid.astype(np.int64)
+            i -= lo - 1
+            g = self._lut[np.clip(i, 0, len(self._lut) - 1, out=i)]
+            ok = g >= 0
+            return np.maximum(g, 0, out=g), ok
+        tid = tid.astype(np.int64, copy=False)
+        g = np.minimum(np.searchsorted(self.tids, tid), len(self.tids) - 1)
+        return g, self.tids[g] == tid
 
     def key(self, g: np.ndarray, t) -> np.ndarray:
-        t = np.clip(np.asarray(t, dtype=np.int64), self.t0, self.t1)
-        return g * self.span + (t - self.t0)
+        k = np.clip(np.asarray(t, dtype=np.int64), self.t0, self.t1)
+        k -= self.t0
+        k += g * self.span
+        return k
 
     def intervals(self, tid, t_s, t_e) -> tuple[np.ndarray, np.ndarray]:
         """Keys of intervals [t_s, t_e] of threads on the axis, clipped to [t0, t1]."""
+        s, e, _ = self.rows(tid, t_s, t_e, sort=False)
+        return s, e
+
+    def rows(self, tid, t_s, t_e, sort: bool = True):
+        """(s, e, rows): intervals() with the rows of the input they come from; with sort,
+        in the order of their start keys (an input already in that order is not sorted)."""
         g, ok = self.index(tid)
         t_s, t_e = np.asarray(t_s, dtype=np.int64), np.asarray(t_e, dtype=np.int64)
         ok &= (t_e > t_s) & (t_e > self.t0) & (t_s < self.t1)
-        g = g[ok]
-        return self.key(g, t_s[ok]), self.key(g, t_e[ok])
+        rows = np.flatnonzero(ok)
+        del ok
+        g = g[rows]
+        s, e = self.key(g, t_s[rows]), self.key(g, t_e[rows])
+        o = argsort_unless_sorted(s, stable=True) if sort else None
+        if o is not None:
+            s, e, rows = s[o], e[o], rows[o]
+        return s, e, rows
 
 
 def iv_union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -93,35 +120,24 @@ def iv_union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[first], reach[last]
 
 
-def _low_bit(code: np.ndarray) -> np.ndarray:
-    """code & 1 as int8 without an int64 temporary (low byte of each little-endian word)."""
-    if sys.byteorder == "little" and code.dtype == np.int64 and code.flags.c_contiguous:
-        return (code.view(np.uint8)[::8] & np.uint8(1)).view(np.int8)
-    return (code & 1).astype(np.int8)
-
-
-def _edges(s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Interleaved edge codes s0*2+1, e0*2, s1*2+1, ... of a disjoint sorted set."""
-    code = np.empty(2 * len(s), dtype=np.int64)
-    code[0::2] = s * 2 + 1
-    code[1::2] = e * 2
-    return code
-
-
 def iv_intersect(a_s, a_e, b_s, b_e) -> tuple[np.ndarray, np.ndarray]:
-    """Intersection of two sets of disjoint, sorted intervals (as iv_union returns)."""
+    """Intersection of two sets of disjoint, sorted intervals (as iv_union returns): for
+    each interval of a, the run of b's intervals that overlap it (two sorted searches),
+    clipped to it; the result is disjoint and sorted."""
     if len(a_s) == 0 or len(b_s) == 0:
         z = np.zeros(0, dtype=np.int64)
         return z, z
-    # code = key*2 + is_start: at one key, ends sort before starts (half-open).
-    # Each disjoint sorted set interleaves into one sorted run (s0 < e0 <= s1 ...),
-    # so a stable sort (timsort) only merges two runs: linear time.
-    code = np.concatenate([_edges(a_s, a_e), _edges(b_s, b_e)])
-    code.sort(kind="stable")
-    depth = np.cumsum(_low_bit(code) * np.int8(2) - np.int8(1), dtype=np.int8)  # 0..2
-    i = np.flatnonzero(depth == 2)
-    del depth
-    s, e = code[i] >> 1, code[i + 1] >> 1
+    lo = np.searchsorted(b_e, a_s, side="right")    # the first of b to end after a starts
+    hi = np.searchsorted(b_s, a_e, side="left")     # past the last of b to start before a ends
+    cnt = np.maximum(hi - lo, 0)
+    del hi
+    n = int(cnt.sum())
+    ai = np.repeat(np.arange(len(a_s)), cnt)
+    bi = np.arange(n, dtype=np.int64)
+    bi += np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+    del lo, cnt
+    s = np.maximum(a_s[ai], b_s[bi])
+    e = np.minimum(a_e[ai], b_e[bi])
     keep = e > s
     return s[keep], e[keep]
 
@@ -130,19 +146,47 @@ class _Set:
     """Intervals [s, e] on the thread axis, ready to be measured inside any windows.
 
     sum(w_s, w_e), for each window: the sum over intervals of |[s, e] ∩ window|
-    (overlapping intervals count once each). With G(q) = sum |[s,e] ∩ (-inf, q]|
-    = q·#(s≤q) − Σ(s≤q) − q·#(e≤q) + Σ(e≤q), the answer is G(w_e) − G(w_s): sorted
-    starts and ends and their cumulative sums, built once, serve every query. The
-    cumulative sums may wrap around int64; the difference is still exact (two's
-    complement arithmetic is exact modulo 2**64 and the result is small).
-    disjoint=True: s and e are a disjoint sorted set (iv_union / iv_intersect output,
-    whose starts and ends are both sorted), so no sorting is needed.
+    (overlapping intervals count once each), as G(w_e) − G(w_s) with G(q) = sum
+    |[s, e] ∩ (-inf, q]|, from arrays built once that serve every query.
+
+    A disjoint set (no two intervals overlap: a thread's own off-CPU or runnable
+    intervals, iv_union / iv_intersect output) is kept as its sorted starts S and the
+    prefix sums L of its lengths: with i = #(S ≤ q), G(q) = L[i−1] + min(q − S[i−1],
+    length i−1): 16 bytes an interval and one search a bound. Overlapping intervals
+    (streams that disagree) keep sorted starts and ends and their cumulative sums:
+    G(q) = q·#(s≤q) − Σ(s≤q) − q·#(e≤q) + Σ(e≤q); those sums may wrap around int64, the
+    difference is still exact (two's complement is exact modulo 2**64, the result small).
+    disjoint=True: s, e are known disjoint and sorted; otherwise that is checked after
+    sorting by start (a sorted input is not sorted again).
     """
 
     def __init__(self, s: np.ndarray, e: np.ndarray, disjoint: bool = False):
-        self.S, self.E = (s, e) if disjoint else (np.sort(s), np.sort(e))
-        self.cS = np.concatenate([[0], np.cumsum(self.S)])
-        self.cE = np.concatenate([[0], np.cumsum(self.E)])
+        if not disjoint and len(s) > 1:
+            o = argsort_unless_sorted(s, stable=True)
+            if o is not None:
+                s, e = s[o], e[o]
+            disjoint = _Set.is_disjoint(s, e)
+        self.disjoint = disjoint or len(s) <= 1
+        if self.disjoint:
+            self.S = s
+            self.L = np.zeros(len(s) + 1, dtype=np.int64)
+            np.cumsum(e - s, out=self.L[1:])
+        else:
+            self.S, self.E = np.sort(s), np.sort(e)
+            self.cS = np.concatenate([[0], np.cumsum(self.S)])
+            self.cE = np.concatenate([[0], np.cumsum(self.E)])
+
+    def __len__(self) -> int:
+        return len(self.S)
+
+    @staticmethod
+    def is_disjoint(s: np.ndarray, e: np.ndarray) -> bool:
+        """Do intervals sorted by start not overlap (each ends at or before the next starts)?"""
+        return len(s) <= 1 or bool((s[1:] >= e[:-1]).all())
+
+    def ends(self) -> np.ndarray:
+        """The ends of a disjoint set's intervals, in order."""
+        return self.S + np.diff(self.L)
 
     def sum(self, w_s, w_e=None) -> np.ndarray:
         """w_s, w_e: the windows' bounds, or w_s a _Windows (the same windows measured in
@@ -151,12 +195,18 @@ class _Set:
         if not len(self.S):
             return np.zeros(q.n, dtype=np.int64)
         x = q.sorted
-        with np.errstate(over="ignore"):
-            ns = np.searchsorted(self.S, x, side="right")
-            ne = np.searchsorted(self.E, x, side="right")
-            g = np.empty(2 * q.n, dtype=np.int64)
-            g[q.order] = x * (ns - ne) - self.cS[ns] + self.cE[ne]
-            return g[q.n:] - g[:q.n]
+        g = np.empty(2 * q.n, dtype=np.int64)
+        if self.disjoint:
+            i = np.searchsorted(self.S, x, side="right")
+            j = np.maximum(i - 1, 0)
+            part = np.minimum(x - self.S[j], self.L[i] - self.L[j])
+            g[q.order] = self.L[j] + np.where(i > 0, part, 0)
+        else:
+            with np.errstate(over="ignore"):
+                ns = np.searchsorted(self.S, x, side="right")
+                ne = np.searchsorted(self.E, x, side="right")
+                g[q.order] = x * (ns - ne) - self.cS[ns] + self.cE[ne]
+        return g[q.n:] - g[:q.n]
 
 
 class _Windows:
@@ -199,33 +249,35 @@ class _StateSets:
         self.has_sw, self.has_rq = run.has("switches"), run.has("runq")
         self.reasons = self.has_sw and has_reasons(run)
         self.locks = self.has_sw and not self.reasons and run.has("locks")
-        ou, rin = None, _EMPTY
+        ou, rin, self.why = None, _EMPTY, {}
         if self.has_sw:
+            # sorted by key once; each subset below is then sorted too, and disjoint when
+            # the whole is (a thread's own off-CPU intervals do not overlap)
             sw = run.switches
-            o = axis.intervals(sw["tid"].to_numpy(), sw["t_off_ns"].to_numpy(),
-                               sw["t_on_ns"].to_numpy())
-            self.off, ou = _Set(*o), iv_union(*o)
-            self.off_union = _Set(*ou, disjoint=True)
+            s, e, rows = axis.rows(*(sw[c].to_numpy() for c in ("tid", "t_off_ns", "t_on_ns")))
+            self.off = _Set(s, e)
+            ou = (s, e) if self.off.disjoint else iv_union(s, e)
+            self.off_union = self.off if self.off.disjoint else _Set(*ou, disjoint=True)
         if self.has_rq:
             rq = run.runq
-            pre = (rq["kind"] == "preempt").to_numpy()
-            r_t, r_a, r_b = (rq[c].to_numpy() for c in ("tid", "t_runnable_ns", "t_run_ns"))
-            p, u = axis.intervals(r_t[pre], r_a[pre], r_b[pre]), axis.intervals(
-                r_t[~pre], r_a[~pre], r_b[~pre])
-            self.preempt, self.wakeup = _Set(*p), _Set(*u)
+            r_s, r_e, r_rows = axis.rows(*(rq[c].to_numpy()
+                                           for c in ("tid", "t_runnable_ns", "t_run_ns")))
+            pre = (rq["kind"].cat.codes.to_numpy() == RUNQ_KINDS.index("preempt"))[r_rows]
+            del r_rows
+            self.preempt, self.wakeup = _Set(r_s[pre], r_e[pre]), _Set(r_s[~pre], r_e[~pre])
+            del pre
             if ou is not None:
-                rin = iv_intersect(*iv_union(np.concatenate([p[0], u[0]]),
-                                             np.concatenate([p[1], u[1]])), *ou)
+                ru = (r_s, r_e) if _Set.is_disjoint(r_s, r_e) else iv_union(r_s, r_e)
+                rin = iv_intersect(*ru, *ou)
+            del r_s, r_e
         self.rin = _Set(*rin, disjoint=True)
-        self.why = {}
         if self.reasons:
             sw = run.switches
-            vol = sw["voluntary"].to_numpy(bool)
-            code = reason_codes(sw["syscall"].to_numpy())
-            tid, t_off, t_on = (sw[c].to_numpy() for c in ("tid", "t_off_ns", "t_on_ns"))
+            vol = sw["voluntary"].to_numpy(bool)[rows]
+            code = reason_codes(sw["syscall"].to_numpy()[rows])
             for reason, part in REASON_PARTS.items():
                 m = vol & (code == REASONS.index(reason))
-                u = iv_union(*axis.intervals(tid[m], t_off[m], t_on[m]))
+                u = (s[m], e[m]) if self.off.disjoint else iv_union(s[m], e[m])
                 self.why[part] = (_Set(*u, disjoint=True),
                                   _Set(*iv_intersect(*u, *rin), disjoint=True))
         elif self.locks:

@@ -25,7 +25,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from .load import per_run
+from .load import RUNQ_KINDS, per_run
+from .order import argsort_unless_sorted, thread_time_order
 
 REASONS = ["lock", "io", "sleep", "other"]
 
@@ -96,40 +97,46 @@ def df_waits(run) -> pd.DataFrame:
 
 def _waits(run) -> pd.DataFrame:
     sw = run.switches
-    sw = sw[sw["voluntary"].to_numpy(bool)]
-    w = pd.DataFrame({"tid": sw["tid"].to_numpy(np.int64), "pid": sw["pid"].to_numpy(np.int64),
-                      "t_off_ns": sw["t_off_ns"].to_numpy(), "t_on_ns": sw["t_on_ns"].to_numpy(),
-                      "syscall": sw["syscall"].to_numpy(), "wait_addr": sw["wait_addr"].to_numpy(),
-                      "wait_aux": sw["wait_aux"].to_numpy(),
-                      "ustack_id": sw["ustack_id"].to_numpy()}, copy=False)
+    rows = np.flatnonzero(sw["voluntary"].to_numpy(bool))
+    w_tid, t_off = sw["tid"].to_numpy()[rows], sw["t_off_ns"].to_numpy()[rows]
+    order = thread_time_order(w_tid, t_off)         # by (tid, t_off), stable
+    if order is not None:
+        rows, w_tid, t_off = rows[order], w_tid[order], t_off[order]
+    del order
+    w = {"tid": w_tid.astype(np.int64), "pid": sw["pid"].to_numpy()[rows].astype(np.int64),
+         "t_off_ns": t_off}
+    w_on = sw["t_on_ns"].to_numpy()[rows]
     # each wait's wakeup: the non-preempt runnable interval ending where it ends (same tid,
     # t_run == t_on; of several, the last), joined on one packed key by a sorted search
     rq = run.runq
-    wk = (rq["kind"] != "preempt").to_numpy()
-    r_tid, r_on = rq["tid"].to_numpy(np.int64)[wk], rq["t_run_ns"].to_numpy(np.int64)[wk]
-    w_tid, w_on = w["tid"].to_numpy(), w["t_on_ns"].to_numpy(np.int64)
-    pos, found = _match(r_tid, r_on, w_tid, w_on)
-    src = np.flatnonzero(wk)[pos[found]]     # the matched runq rows
+    wk = np.flatnonzero(rq["kind"].cat.codes.to_numpy() != RUNQ_KINDS.index("preempt"))
+    pos, found = _match(rq["tid"].to_numpy()[wk], rq["t_run_ns"].to_numpy()[wk], w_tid, w_on)
+    src = wk[pos[found]]                     # the matched runq rows
+    del wk, pos
 
-    def matched(values, unmatched):
-        out = np.full(len(w_on), unmatched, dtype=np.int64)
-        out[found] = np.asarray(values).astype(np.int64)[src]
+    def matched(values, unmatched, dtype=np.int64):
+        out = np.full(len(w_on), unmatched, dtype=dtype)
+        out[found] = np.asarray(values)[src]
         return out
 
-    m = w
     t_wake = matched(rq["t_runnable_ns"].to_numpy(), 0)
     t_wake[~found] = w_on[~found]            # no wakeup seen: woken as it ran
-    m["t_wake_ns"] = np.clip(t_wake, m["t_off_ns"].to_numpy(), w_on)
-    m["waker_tid"] = matched(rq["waker_tid"].to_numpy(), 0)
-    m["waker_pid"] = matched(rq["waker_pid"].to_numpy(), 0)
-    cats = list(rq["waker_ctx"].cat.categories)
-    codes = matched(rq["waker_ctx"].cat.codes.to_numpy(),
-                    cats.index("unknown") if "unknown" in cats else -1)
-    m["waker_ctx"] = pd.Categorical.from_codes(codes.astype(np.int8), categories=cats)
-    nr = m["syscall"].to_numpy(np.int64)
-    m["reason"] = pd.Categorical.from_codes(reason_codes(nr), categories=REASONS)
-    m["call"] = _call_names(nr)
-    return m[WAIT_COLS].sort_values(["tid", "t_off_ns"], kind="stable").reset_index(drop=True)
+    w["t_wake_ns"] = np.clip(t_wake, t_off, w_on, out=t_wake)
+    w["t_on_ns"] = w_on
+    nr = sw["syscall"].to_numpy()[rows]
+    w["syscall"] = nr
+    w["call"] = _call_names(nr)
+    w["reason"] = pd.Categorical.from_codes(reason_codes(nr), categories=REASONS)
+    for c in ("wait_addr", "wait_aux", "ustack_id"):
+        w[c] = sw[c].to_numpy()[rows]
+    w["waker_tid"] = matched(rq["waker_tid"].to_numpy(), 0)
+    w["waker_pid"] = matched(rq["waker_pid"].to_numpy(), 0)
+    ctx = rq["waker_ctx"].cat
+    cats = list(ctx.categories)
+    codes = matched(ctx.codes.to_numpy(), cats.index("unknown") if "unknown" in cats else -1,
+                    np.int8)
+    w["waker_ctx"] = pd.Categorical.from_codes(codes, categories=cats)
+    return pd.DataFrame({c: w[c] for c in WAIT_COLS}, copy=False)
 
 
 def _match(r_tid, r_t, w_tid, w_t) -> tuple[np.ndarray, np.ndarray]:
@@ -137,6 +144,7 @@ def _match(r_tid, r_t, w_tid, w_t) -> tuple[np.ndarray, np.ndarray]:
     there is one (index 0 where not)."""
     if not len(r_tid) or not len(w_tid):
         return np.zeros(len(w_tid), np.int64), np.zeros(len(w_tid), bool)
+    r_t, w_t = np.asarray(r_t, np.int64), np.asarray(w_t, np.int64)
     lo = min(int(r_t.min()), int(w_t.min()))
     span = max(int(r_t.max()), int(w_t.max())) - lo + 1
     tids = np.union1d(np.unique(r_tid), np.unique(w_tid))
@@ -145,14 +153,19 @@ def _match(r_tid, r_t, w_tid, w_t) -> tuple[np.ndarray, np.ndarray]:
         r_t, w_t, lo, span = inv[:len(r_t)], inv[len(r_t):], 0, len(times)
     rk = np.searchsorted(tids, r_tid) * span + (r_t - lo)   # thread rank, then time
     wk = np.searchsorted(tids, w_tid) * span + (w_t - lo)
-    order = np.argsort(rk, kind="stable")
-    keys = rk[order]
-    wo = np.argsort(wk)                      # searched in order: the cache follows
+    order = argsort_unless_sorted(rk, stable=True)
+    keys = rk if order is None else rk[order]
+    del rk
+    wo = argsort_unless_sorted(wk)                        # searched in order: the cache follows
     j = np.empty(len(wk), np.int64)
-    j[wo] = np.searchsorted(keys, wk[wo], side="right") - 1  # the last equal one, if any
+    if wo is None:
+        j[:] = np.searchsorted(keys, wk, side="right")
+    else:
+        j[wo] = np.searchsorted(keys, wk[wo], side="right")
+    j -= 1                                   # the last equal one, if any
     jj = np.maximum(j, 0)
     ok = (j >= 0) & (keys[jj] == wk)
-    return np.where(ok, order[jj], 0), ok
+    return np.where(ok, jj if order is None else order[jj], 0), ok
 
 
 def call_name(nr: int) -> str:
@@ -160,10 +173,13 @@ def call_name(nr: int) -> str:
     return "" if nr < 0 else SYSCALLS.get(nr, f"syscall {nr}")
 
 
-def _call_names(nr: np.ndarray) -> list:
+def _call_names(nr: np.ndarray) -> pd.Categorical:
+    """call_name of each syscall number, as a Categorical (one category per name)."""
     u, inv = np.unique(nr, return_inverse=True)
-    names = np.array([call_name(int(x)) for x in u], dtype=object)
-    return list(names[inv.reshape(-1)])
+    names = [call_name(int(x)) for x in u]
+    cats = list(dict.fromkeys(names))
+    code = np.array([cats.index(n) for n in names], dtype=np.int16)
+    return pd.Categorical.from_codes(code[inv.reshape(-1)], categories=cats)
 
 
 # ---- naming what was waited for (report sentences) --------------------------
