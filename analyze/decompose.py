@@ -34,7 +34,7 @@ import pandas as pd
 
 from .errors import AnalysisError
 from .load import RUNQ_KINDS, per_run
-from .order import argsort_unless_sorted
+from .order import Lookup, argsort_unless_sorted
 from .waits import REASONS, has_reasons, reason_codes
 
 PARTS = ["queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "lock_wait", "io_wait", "sleep",
@@ -56,27 +56,11 @@ class Axis:
         if self.span <= 0 or (len(self.tids) + 1) * self.span >= 2 ** 62:
             raise AnalysisError(f"time range {self.t0}..{self.t1} over {len(self.tids)} threads "
                                 "does not fit one int64 axis: are the timestamps CLOCK_MONOTONIC ns?")
-        self._lut = None   # tid -> index, built at the first index() of small tids
+        self._lookup = Lookup(self.tids)
 
     def index(self, tid) -> tuple[np.ndarray, np.ndarray]:
         """Thread index of each tid and whether the tid is on the axis."""
-        tid = np.asarray(tid)
-        if not len(self.tids):
-            return np.zeros(len(tid), np.int64), np.zeros(len(tid), bool)
-        lo = int(self.tids[0])
-        if self._lut is None and int(self.tids[-1]) - lo < 1 << 23:
-            # slot 0 and the last: below and above the range of tids
-            self._lut = np.full(int(self.tids[-1]) - lo + 3, -1, np.int64)
-            self._lut[self.tids - lo + 1] = np.arange(len(self.tids))
-        if self._lut is not None:
-            i = tid.astype(np.int64)
-            i -= lo - 1
-            g = self._lut[np.clip(i, 0, len(self._lut) - 1, out=i)]
-            ok = g >= 0
-            return np.maximum(g, 0, out=g), ok
-        tid = tid.astype(np.int64, copy=False)
-        g = np.minimum(np.searchsorted(self.tids, tid), len(self.tids) - 1)
-        return g, self.tids[g] == tid
+        return self._lookup(tid)
 
     def key(self, g: np.ndarray, t) -> np.ndarray:
         k = np.clip(np.asarray(t, dtype=np.int64), self.t0, self.t1)

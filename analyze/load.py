@@ -211,8 +211,9 @@ def thread_names(run) -> dict[int, str]:
     return dict(zip(t["tid"].astype(int), t["comm"].astype(str)))
 
 
-def frame_from_records(stream: str, rec) -> pd.DataFrame:
-    """DataFrame of one stream from raw record fields (structured array or dict of arrays)."""
+def frame_from_records(stream: str, rec, owned: bool = False) -> pd.DataFrame:
+    """DataFrame of one stream from raw record fields (structured array or dict of arrays);
+    owned: the arrays are the caller's to give away (read_bin's), used without a copy."""
     r = {k: np.asarray(rec[k]) for k in (rec.dtype.names if hasattr(rec, "dtype") else rec)}
     _defaults(stream, r)
     if stream == "requests":
@@ -261,7 +262,7 @@ def frame_from_records(stream: str, rec) -> pd.DataFrame:
         raise ValueError(f"unknown stream {stream!r}")
     # a column per array, no block consolidation (a 2-D copy of every column: 2.3 s for
     # 10M rows of 12 columns); views of the records become contiguous copies of their own
-    given = {id(v) for v in r.values()}
+    given = set() if owned else {id(v) for v in r.values()}
     return pd.DataFrame({c: _own(d[c], given) for c in COLUMNS[stream]}, copy=False)
 
 
@@ -340,8 +341,8 @@ def set_request_source(run: Run) -> None:
 
 # ---- files ----------------------------------------------------------------
 
-def read_bin(path: Path, schema: dict, kind: str, cut: list | None = None) -> np.ndarray:
-    """Structured array of one .bin file; CorruptRecordsError names the file. cut: the
+def read_bin(path: Path, schema: dict, kind: str, cut: list | None = None) -> dict:
+    """One .bin file's records as {field: array}; CorruptRecordsError names the file. cut: the
     writer did not finish (meta.json finished=false): a last partial record is left out
     and noted in this list instead."""
     rec = schema["records"][kind]
@@ -369,7 +370,41 @@ def read_bin(path: Path, schema: dict, kind: str, cut: list | None = None) -> np
             raise CorruptRecordsError(
                 f"{path}: truncated: {body} bytes is not a whole number of {rsize}-byte records; "
                 "re-run the capture (or cut the file to the last whole record)")
-        return np.fromfile(f, dtype=record_dtype(schema, kind), count=body // rsize)
+        return _read_columns(f, record_dtype(schema, kind), body // rsize)
+
+
+READ_CHUNK = 1 << 16   # records read at a time: 4 MiB of 64-byte records, in the CPU's cache
+
+
+# unsigned fields that stay unsigned in the frames (addresses); the others become the
+# signed type of their width while they are read, as frame_from_records wants them
+_UNSIGNED = {"wait_addr", "mutex", "cgroup_id"}
+
+
+def _column_dtype(name: str, t: np.dtype) -> np.dtype:
+    if t.kind == "u" and t.itemsize >= 4 and name not in _UNSIGNED:
+        return np.dtype(f"i{t.itemsize}")
+    return t
+
+
+def _read_columns(f, dt: np.dtype, n: int) -> dict[str, np.ndarray]:
+    """n records of dtype dt from f as one contiguous array per field, read a chunk at a
+    time (each column filled from a cached chunk, never a copy of the whole file)."""
+    cols = {name: np.empty(n, dtype=_column_dtype(name, dt.fields[name][0]))
+            for name in dt.names}
+    buf = np.empty(min(n, READ_CHUNK), dtype=dt)
+    raw = buf.view(np.uint8)
+    i = 0
+    while i < n:
+        k = min(len(buf), n - i)
+        got = f.readinto(memoryview(raw[:k * dt.itemsize]))
+        if got != k * dt.itemsize:
+            raise CorruptRecordsError(f"{f.name}: shorter than its size said (read {got} of "
+                                      f"{k * dt.itemsize} bytes): was it written to meanwhile?")
+        for name, col in cols.items():
+            col[i:i + k] = buf[name][:k]
+        i += k
+    return cols
 
 
 def _cache_key(path: Path) -> str:
@@ -393,7 +428,7 @@ def load_stream(run_dir: Path, stream: str, schema: dict, cache: bool | str = Tr
             pass
     recs = read_bin(path, schema, STREAM_KIND[stream], cut)
     try:
-        df = frame_from_records(stream, recs)
+        df = frame_from_records(stream, recs, owned=True)
     except (KeyError, ValueError) as e:  # schema.json lacks a field this loader needs
         raise CorruptRecordsError(f"{run_dir / 'schema.json'}: {STREAM_KIND[stream]} records "
                                   f"have no usable field {e}, so {path.name} cannot be read; "

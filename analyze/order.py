@@ -25,3 +25,48 @@ def thread_time_order(tid: np.ndarray, t: np.ndarray) -> np.ndarray | None:
     if bool(((tid[1:] > tid[:-1]) | (same & (t[1:] >= t[:-1]))).all()):
         return None
     return np.lexsort((t, tid))
+
+
+class Lookup:
+    """Position of each value in a sorted array of unique integers (thread ids, CPUs): a
+    table over their range when it is small (one gather a value), else a binary search."""
+
+    def __init__(self, keys: np.ndarray):
+        self.keys = np.asarray(keys, dtype=np.int64)
+        self._lut = None
+        if len(self.keys) and int(self.keys[-1]) - int(self.keys[0]) < 1 << 23:
+            # slot 0 and the last: below and above the range of keys
+            self._lut = np.full(int(self.keys[-1]) - int(self.keys[0]) + 3, -1, np.int64)
+            self._lut[self.keys - self.keys[0] + 1] = np.arange(len(self.keys))
+
+    def __call__(self, values) -> tuple[np.ndarray, np.ndarray]:
+        """(position of each value, whether it is one of the keys); position 0 where not."""
+        values = np.asarray(values)
+        if not len(self.keys):
+            return np.zeros(len(values), np.int64), np.zeros(len(values), bool)
+        if self._lut is not None:
+            i = values.astype(np.int64)
+            i -= int(self.keys[0]) - 1
+            g = self._lut[np.clip(i, 0, len(self._lut) - 1, out=i)]
+            ok = g >= 0
+            return np.maximum(g, 0, out=g), ok
+        v = values.astype(np.int64, copy=False)
+        g = np.minimum(np.searchsorted(self.keys, v), len(self.keys) - 1)
+        return g, self.keys[g] == v
+
+
+def unique_of(*arrays) -> np.ndarray:
+    """The sorted unique values of integer arrays, as int64."""
+    parts = [np.unique(np.asarray(a)) for a in arrays if len(a)]
+    if not parts:
+        return np.zeros(0, np.int64)
+    return np.unique(np.concatenate([p.astype(np.int64) for p in parts]))
+
+
+def switch_order(run) -> np.ndarray | None:
+    """The rows of run.switches by (tid, t_off_ns), stable, or None when they are in that
+    order; kept on the run (the waits, the on-CPU slices and the views all want it)."""
+    from .load import per_run
+    sw = run.switches
+    return per_run(run, "_switch_order", (id(sw), len(sw)),
+                   lambda: thread_time_order(sw["tid"].to_numpy(), sw["t_off_ns"].to_numpy()))

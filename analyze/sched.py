@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 
 from .antagonists import CLASSES, has_occupancy, thread_antagonists
+from .load import per_run
+from .order import Lookup, switch_order, unique_of
 
 THREAD_COLS = ["tid", "comm", "role", "runq_ns", "oncpu_ns", "offcpu_ns", "voluntary",
                "involuntary", "migrations", "cpus"]
@@ -32,43 +34,58 @@ LOCK_FUNCS = ("pthread_mutex_lock", "pthread_mutex_trylock", "__pthread_mutex_lo
               "___pthread_mutex_lock", "__GI___pthread_mutex_lock")
 
 
-def _oncpu_slices(sw: pd.DataFrame) -> pd.DataFrame:
-    """On-CPU slices between consecutive switches of a thread: tid, cpu, t_start_ns, dur_ns."""
-    s = sw.sort_values(["tid", "t_off_ns"], kind="stable")
-    tid = s["tid"].to_numpy()
-    nxt_off = np.roll(s["t_off_ns"].to_numpy(), -1)
-    same = np.zeros(len(tid), dtype=bool)
-    same[:-1] = tid[1:] == tid[:-1]
-    dur = np.where(same, nxt_off - s["t_on_ns"].to_numpy(), 0)
-    return pd.DataFrame({"tid": tid, "cpu": s["cpu_on"].to_numpy(),
-                         "t_start_ns": s["t_on_ns"].to_numpy(),
-                         "dur_ns": np.maximum(dur, 0)})[same]
+def _oncpu_by_cpu(run) -> pd.DataFrame:
+    """On-CPU ns of each thread (index tid) on each CPU (columns cpu), summed over its slices
+    between consecutive switches; only threads and CPUs with a slice. Kept on the run."""
+    sw = run.switches
+    return per_run(run, "_oncpu_by_cpu", (id(sw), len(sw)), lambda: _oncpu_table(run))
+
+
+def _oncpu_table(run) -> pd.DataFrame:
+    sw = run.switches
+    o = switch_order(run)
+
+    def col(c):
+        v = sw[c].to_numpy()
+        return v if o is None else v[o]
+
+    tid = col("tid")
+    same = tid[1:] == tid[:-1]               # a slice: a switch-in to the thread's next switch-out
+    dur = np.maximum(col("t_off_ns")[1:] - col("t_on_ns")[:-1], 0)[same]
+    cpu, tid = col("cpu_on")[:-1][same], tid[:-1][same]
+    tids, cpus = np.unique(tid), np.unique(cpu)
+    cell = Lookup(tids)(tid)[0] * len(cpus) + Lookup(cpus)(cpu)[0]
+    ns = np.bincount(cell, weights=dur, minlength=len(tids) * len(cpus))  # exact below 2**53
+    return pd.DataFrame(ns.astype(np.int64).reshape(len(tids), len(cpus)),
+                        index=pd.Index(tids, name="tid"), columns=pd.Index(cpus, name="cpu"))
+
+
+def _per_thread(tids: np.ndarray, tid, weights=None) -> np.ndarray:
+    """Sum of weights (count without) per thread of tids, int64 (exact below 2**53)."""
+    g, ok = Lookup(tids)(tid)
+    w = None if weights is None else np.asarray(weights)[ok]
+    return np.bincount(g[ok], weights=w, minlength=len(tids)).astype(np.int64)
 
 
 def df_threads(run) -> pd.DataFrame:
     """One row per thread seen in tasks, switches or runq (columns THREAD_COLS, and with
     the cpu event ANTAGONIST_COLS: the shares of its runnable time by what held its CPU,
     and the process that held it most)."""
-    tids = np.unique(np.concatenate([run.tasks["tid"].to_numpy(), run.switches["tid"].to_numpy(),
-                                     run.runq["tid"].to_numpy()])).astype(np.int64)
+    sw, rq = run.switches, run.runq
+    tids = unique_of(run.tasks["tid"].to_numpy(), sw["tid"].to_numpy(), rq["tid"].to_numpy())
     df = pd.DataFrame({"tid": tids}).set_index("tid")
     t = run.tasks.drop_duplicates("tid", keep="last").set_index("tid")
     df["comm"] = t["comm"].reindex(df.index).fillna("").astype(str)
     df["role"] = t["role"].reindex(df.index).fillna("other").astype(str)
-    df["runq_ns"] = run.runq.groupby("tid")["dur_ns"].sum().reindex(df.index, fill_value=0)
-    sl = _oncpu_slices(run.switches)
-    df["oncpu_ns"] = sl.groupby("tid")["dur_ns"].sum().reindex(df.index, fill_value=0)
-    sw = run.switches
-    df["offcpu_ns"] = sw.groupby("tid")["dur_ns"].sum().reindex(df.index, fill_value=0)
-    df["voluntary"] = sw[sw["voluntary"]].groupby("tid").size().reindex(df.index, fill_value=0)
-    df["involuntary"] = sw[~sw["voluntary"]].groupby("tid").size().reindex(df.index, fill_value=0)
+    df["runq_ns"] = _per_thread(tids, rq["tid"].to_numpy(), rq["dur_ns"].to_numpy())
+    df["oncpu_ns"] = _oncpu_by_cpu(run).sum(axis=1).reindex(df.index, fill_value=0)
+    df["offcpu_ns"] = _per_thread(tids, sw["tid"].to_numpy(), sw["dur_ns"].to_numpy())
+    vol = sw["voluntary"].to_numpy(bool)
+    df["voluntary"] = _per_thread(tids, sw["tid"].to_numpy()[vol])
+    df["involuntary"] = _per_thread(tids, sw["tid"].to_numpy()[~vol])
     df["migrations"] = t["migrations"].reindex(df.index).fillna(0).astype(np.int64)
-    cpus = pd.concat([pd.DataFrame({"tid": t_, "cpu": c_}).drop_duplicates() for t_, c_ in
-                      ((sw["tid"], sw["cpu_on"]), (sw["tid"], sw["cpu_off"]),
-                       (run.runq["tid"], run.runq["cpu"]))])
-    cpus = cpus.drop_duplicates().sort_values(["tid", "cpu"])
-    lists = cpus.groupby("tid")["cpu"].agg(lambda c: ",".join(str(int(x)) for x in c))
-    df["cpus"] = lists.reindex(df.index).astype(object).fillna("")  # empty: float dtype
+    df["cpus"] = pd.Series(_cpu_lists(tids, ((sw["tid"], sw["cpu_on"]), (sw["tid"], sw["cpu_off"]),
+                                             (rq["tid"], rq["cpu"]))), index=df.index, dtype=object)
     for c in ("runq_ns", "oncpu_ns", "offcpu_ns", "voluntary", "involuntary"):
         df[c] = df[c].astype(np.int64)
     if not has_occupancy(run):
@@ -79,6 +96,19 @@ def df_threads(run) -> pd.DataFrame:
     df["top_antagonist"] = ant["top_antagonist"].reindex(df.index).fillna("")
     df["top_antagonist_share"] = ant["top_share"].reindex(df.index)
     return df.reset_index()[THREAD_COLS + ANTAGONIST_COLS]
+
+
+def _cpu_lists(tids: np.ndarray, pairs) -> list[str]:
+    """'0,1' for each thread of tids: the CPUs of its (tid, cpu) pairs, ascending."""
+    cpus = unique_of(*(c.to_numpy() for _, c in pairs))
+    if not len(cpus):
+        return [""] * len(tids)
+    seen = np.zeros(len(tids) * len(cpus), bool)
+    for tid, cpu in pairs:
+        g, ok = Lookup(tids)(tid.to_numpy())
+        seen[g[ok] * len(cpus) + Lookup(cpus)(cpu.to_numpy()[ok])[0]] = True
+    seen = seen.reshape(len(tids), -1)
+    return [",".join(str(int(c)) for c in cpus[row]) for row in seen]
 
 
 def _stack_text(run, sid) -> str:
@@ -145,9 +175,5 @@ def df_runq_hist(run) -> pd.DataFrame:
 
 def df_cpu_placement(run) -> pd.DataFrame:
     """On-CPU ns per thread (index tid) and CPU (columns), from on-CPU slices."""
-    sl = _oncpu_slices(run.switches)
-    if len(sl) == 0:
-        return pd.DataFrame(dtype=np.int64)
-    p = sl.pivot_table(index="tid", columns="cpu", values="dur_ns", aggfunc="sum", fill_value=0)
-    p.columns.name = "cpu"
-    return p.astype(np.int64)
+    p = _oncpu_by_cpu(run)
+    return pd.DataFrame(dtype=np.int64) if p.empty else p.copy()

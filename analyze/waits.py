@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .load import RUNQ_KINDS, per_run
-from .order import argsort_unless_sorted, thread_time_order
+from .order import argsort_unless_sorted, switch_order
 
 REASONS = ["lock", "io", "sleep", "other"]
 
@@ -97,12 +97,11 @@ def df_waits(run) -> pd.DataFrame:
 
 def _waits(run) -> pd.DataFrame:
     sw = run.switches
-    rows = np.flatnonzero(sw["voluntary"].to_numpy(bool))
+    vol = sw["voluntary"].to_numpy(bool)
+    order = switch_order(run)                # by (tid, t_off), stable
+    rows = np.flatnonzero(vol) if order is None else order[vol[order]]
+    del vol, order
     w_tid, t_off = sw["tid"].to_numpy()[rows], sw["t_off_ns"].to_numpy()[rows]
-    order = thread_time_order(w_tid, t_off)         # by (tid, t_off), stable
-    if order is not None:
-        rows, w_tid, t_off = rows[order], w_tid[order], t_off[order]
-    del order
     w = {"tid": w_tid.astype(np.int64), "pid": sw["pid"].to_numpy()[rows].astype(np.int64),
          "t_off_ns": t_off}
     w_on = sw["t_on_ns"].to_numpy()[rows]
