@@ -52,19 +52,23 @@ VERDICTS = ["waker on CPU", "waker runnable", "waker blocked", "interrupt", "unk
 
 class WaitIndex:
     """Waits [w_s, w_e) of threads w_tid on one axis, sorted once: many overlaps queries
-    (each critical-path hop, the wait objects) without sorting the run's waits again."""
+    (each critical-path hop, the wait objects) without sorting the run's waits again.
+    rows: only these rows of the arrays are waits (wait i is row rows[i]; no copy made)."""
 
-    def __init__(self, w_tid, w_s, w_e):
+    def __init__(self, w_tid, w_s, w_e, rows: np.ndarray | None = None):
         self.w_s, self.w_e = np.asarray(w_s, np.int64), np.asarray(w_e, np.int64)
-        w_tid = np.asarray(w_tid, np.int64)
-        self.axis = Axis(w_tid, self.w_s.min(), self.w_e.max()) if len(w_tid) else None
+        self.rows = rows
+        w_tid = np.asarray(w_tid, np.int64 if rows is None else None)
+        pick = (lambda a: a) if rows is None else (lambda a: a[rows])
+        n = len(w_tid) if rows is None else len(rows)
+        self.axis = Axis(pick(w_tid), pick(self.w_s).min(), pick(self.w_e).max()) if n else None
         if self.axis is None:
             return
-        gw, _ = self.axis.index(w_tid)
-        ks = self.axis.key(gw, self.w_s)
+        gw, _ = self.axis.index(pick(w_tid))
+        ks = self.axis.key(gw, pick(self.w_s))
         self.order = argsort_unless_sorted(ks, stable=True)     # None: in order already
         self.ks = ks if self.order is None else ks[self.order]
-        ke = self.axis.key(gw, self.w_e)
+        ke = self.axis.key(gw, pick(self.w_e))
         self.reach = np.maximum.accumulate(ke if self.order is None else ke[self.order])
 
     def query(self, q_tid, q_s, q_e):
@@ -84,7 +88,8 @@ class WaitIndex:
         wi = np.arange(cnt.sum()) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
         if self.order is not None:
             wi = self.order[wi]
-        a, b = np.maximum(self.w_s[wi], q_s[qi]), np.minimum(self.w_e[wi], q_e[qi])
+        r = wi if self.rows is None else self.rows[wi]
+        a, b = np.maximum(self.w_s[r], q_s[qi]), np.minimum(self.w_e[r], q_e[qi])
         keep = b > a
         return qi[keep], wi[keep], a[keep], b[keep]
 
@@ -102,8 +107,8 @@ def _followable(run) -> tuple[pd.DataFrame, np.ndarray, WaitIndex]:
 
     def build():
         rows = np.flatnonzero(w["t_wake_ns"].to_numpy() > w["t_off_ns"].to_numpy())
-        return rows, WaitIndex(*(w[c].to_numpy(np.int64)[rows]
-                                 for c in ("tid", "t_off_ns", "t_wake_ns")))
+        return rows, WaitIndex(*(w[c].to_numpy() for c in ("tid", "t_off_ns", "t_wake_ns")),
+                               rows=rows)
 
     return (w, *per_run(run, "_followable", (id(w),), build))
 
@@ -296,7 +301,9 @@ def _who(run, first: pd.DataFrame, own_pids) -> str:
     more = f" and {len(tids) - 2} more" if len(tids) > 2 else ""
     pids = _pid_of_tid(run)
     mine = b[b["waker_pid"].to_numpy(np.int64) == pid]
-    waiting = pd.Series(_dur(mine), index=[pids.get(int(t), -1) for t in mine["tid"]])
+    u, inv = np.unique(mine["tid"].to_numpy(np.int64), return_inverse=True)
+    waiting = pd.Series(_dur(mine), index=np.array([pids.get(int(t), -1) for t in u],
+                                                   dtype=np.int64)[inv.reshape(-1)])
     waiting = waiting.groupby(level=0).sum()
     if len(waiting) and int(waiting.idxmax()) == pid:
         return f"{', '.join(comms)}{more} (same process)"
@@ -320,7 +327,8 @@ def root_cause(run, decomp: pd.DataFrame, segs: pd.DataFrame, mask, part: str) -
         return None
     rows = np.flatnonzero(np.asarray(mask, bool))
     first = segs[(segs["depth"].to_numpy() == 0) & np.isin(segs["request_row"], rows)
-                 & (segs["reason"].astype(str).to_numpy() == REASON_OF_PART[part])]
+                 & (segs["reason"].cat.codes.to_numpy()
+                    == REASONS.index(REASON_OF_PART[part]))]
     if first.empty:
         return None
     chain = segs[np.isin(segs["root"], first["root"])]
@@ -350,12 +358,12 @@ def root_cause(run, decomp: pd.DataFrame, segs: pd.DataFrame, mask, part: str) -
         phrase = f"mostly {what} ({share * 100:.0f}% of it)"
     elif share < 0.5 and what:
         phrase = f"spread over {len(obj)} futexes (the largest: {what}, {share * 100:.0f}%)"
-    ctx = first["waker_ctx"].astype(str).to_numpy()
+    by_task = first["waker_ctx"].isin(WAKER_BLAMES_TASK).to_numpy()
     d1 = _dur(first)
     out = {**ms, "what": what, "what_share": share, "what_phrase": phrase,
            "who": _who(run, first, own),
            # who ended the waits: a task of the traced program(s), or an interrupt
-           "ended_by_task_share": float(d1[np.isin(ctx, WAKER_BLAMES_TASK)].sum() / d1.sum())
+           "ended_by_task_share": float(d1[by_task].sum() / d1.sum())
            if d1.sum() else 0.0}
     out["hop2"] = _second_hop(run, chain, own)
     out["verdict"], out["sentence"] = _verdict(out, part)

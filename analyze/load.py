@@ -581,3 +581,11 @@ def per_run(run, attr: str, key: tuple, build, fits=None):
     except AttributeError:
         pass
     return v
+
+
+def per_run_release(run, *attrs: str) -> None:
+    """Forget what per_run kept on the run under attrs (once no later phase needs it: its
+    memory goes back before the phases that follow; a later call would build it again)."""
+    for a in attrs:
+        if getattr(run, a, None) is not None:
+            setattr(run, a, None)

@@ -105,15 +105,37 @@ def _interval_arrays(run, subsets: bool = True) -> dict[str, tuple]:
 
 def _intervals(run, win: tuple | None = None) -> dict[str, pd.DataFrame]:
     """Per-kind [start, end) intervals with tid (int64 frames), the empty ones dropped;
-    win: merged windows (_merge_windows), only the intervals that overlap one."""
+    win: merged windows (_merge_windows), only the intervals that overlap one. The wait
+    reasons' subsets are taken from the off rows kept, not from the whole run."""
     out = {}
-    for k, (tid, s, e) in _interval_arrays(run).items():
-        s, e = s.astype(np.int64, copy=False), e.astype(np.int64, copy=False)
-        ok = (e > s) & (s > 0)
-        if win is not None:
-            ok &= _overlaps(s, e, *win)
-        out[k] = pd.DataFrame({"tid": tid[ok].astype(np.int64), "s": s[ok], "e": e[ok]})
+    sw = run.switches
+    derived = len(sw) and has_reasons(run)
+    for k, (tid, s, e) in _interval_arrays(run, subsets=False).items():
+        rows = _rows_in(s, e, win)
+        out[k] = pd.DataFrame({"tid": tid[rows].astype(np.int64),
+                               "s": s[rows].astype(np.int64, copy=False),
+                               "e": e[rows].astype(np.int64, copy=False)})
+        if k == "off" and derived:   # wait reasons: futex, I/O, sleep
+            code = np.where(sw["voluntary"].to_numpy(bool)[rows],
+                            reason_codes(sw["syscall"].to_numpy()[rows]), -1)
+            for r in ("lock", "io", "sleep"):
+                out[r] = out["off"][code == REASONS.index(r)].reset_index(drop=True)
     return out
+
+
+def _rows_in(s, e, win: tuple | None) -> np.ndarray:
+    """The rows of non-empty intervals [s, e) (s > 0) that overlap the merged windows
+    win (all of them without)."""
+    ok = (e > s) & (s > 0)
+    if win is not None:
+        lo, hi = win
+        if not len(lo):
+            return np.zeros(0, np.int64)
+        ok &= (e > lo[0]) & (s < hi[-1])      # inside the windows' span: a cheap cut first
+        rows = np.flatnonzero(ok)
+        return rows[_overlaps(s[rows].astype(np.int64, copy=False),
+                              e[rows].astype(np.int64, copy=False), lo, hi)]
+    return np.flatnonzero(ok)
 
 
 def _extents(run, observed: pd.DataFrame | None) -> pd.DataFrame:

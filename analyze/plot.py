@@ -394,8 +394,8 @@ def plot_critical_path(decomp: pd.DataFrame, segs: pd.DataFrame,
     (traced: the pids traced together, each one's peers)."""
     title = title or "Critical path of the slowest requests (own thread and waker lanes)"
     names = names or {}
-    has = set(segs["request_row"]) if len(segs) else set()
-    top = decomp.loc[[i for i in decomp.index if i in has]].nlargest(k, "latency_ns")
+    has = segs["request_row"].unique() if len(segs) else []
+    top = decomp[np.isin(decomp.index, has)].nlargest(k, "latency_ns")
     states = states_in(top[["t_start_ns", "t_end_ns"]].to_numpy(np.int64)) if len(top) else None
     if top.empty or states.empty:
         return _empty(path, title, "no waits with a recorded waker")

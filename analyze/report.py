@@ -31,7 +31,7 @@ from .decompose import df_decompose
 from .findings import Findings
 from .errors import AnalysisError
 from .html import ReportInputs, write_report
-from .load import PROBE_STREAMS, cache_flush, load_run, thread_names
+from .load import PROBE_STREAMS, cache_flush, load_run, per_run_release, thread_names
 from .lockchain import df_lock_chains
 from .peer import df_peer_runnable
 from .perfetto import df_thread_states, write_trace
@@ -144,11 +144,12 @@ def _links(out: Path) -> list[str]:
     return [n for n in fixed + diffs + rest if (out / n).exists()]
 
 
-def build_report(run_dir, plots: bool = True) -> dict:
-    """Analyse run_dir and write every output into it; returns the summary dict."""
+def build_report(run_dir, plots: bool = True, cache: bool | str = "background") -> dict:
+    """Analyse run_dir and write every output into it; returns the summary dict. cache:
+    as load_run's (by default a stale cache is written beside the analysis)."""
     out = Path(run_dir)
     try:   # the cache is written beside the analysis; waited for whatever happens
-        return _build_report(out, load_run(out, cache="background"), plots)
+        return _build_report(out, load_run(out, cache=cache), plots)
     finally:
         cache_flush()
 
@@ -166,6 +167,9 @@ def _build_report(out: Path, run, plots: bool) -> dict:
               "runq_hist": _frame(df_runq_hist, run) if run.has("runq") else pd.DataFrame(),
               "placement": _frame(df_cpu_placement, run) if run.has("switches")
               else pd.DataFrame()}
+    # the interval sets and the waits served the decomposition, the critical path, the
+    # summary and the lock chains: the trace and the figures have their own (1-2 GB at 10M)
+    per_run_release(run, "_state_sets", "_waits", "_followable")
     write_csv(out / "threads.csv", tables["threads"])
     write_csv(out / "locks.csv", tables["locks"])
     info = write_trace(a["findings"], out / "trace.json")

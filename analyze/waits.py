@@ -89,7 +89,8 @@ def df_waits(run) -> pd.DataFrame:
     [t_off_ns, t_wake_ns] is the blocked part, [t_wake_ns, t_on_ns] the runnable part.
     Without a matching wakeup record t_wake_ns = t_on_ns and the waker is unknown
     (waker_tid 0, waker_ctx "unknown"). call is the syscall's name ("syscall N" when not
-    in SYSCALLS, "" when not in a syscall); reason one of REASONS. Cached on the run while
+    in SYSCALLS, "" when not in a syscall, a Categorical); reason one of REASONS. Ids are
+    int32 as in the streams, times int64. Rows by (tid, t_off_ns). Cached on the run while
     its switches and runq frames are the same objects."""
     key = (id(run.switches), len(run.switches), id(run.runq), len(run.runq))
     return per_run(run, "_waits", key, lambda: _waits(run))
@@ -102,8 +103,7 @@ def _waits(run) -> pd.DataFrame:
     rows = np.flatnonzero(vol) if order is None else order[vol[order]]
     del vol, order
     w_tid, t_off = sw["tid"].to_numpy()[rows], sw["t_off_ns"].to_numpy()[rows]
-    w = {"tid": w_tid.astype(np.int64), "pid": sw["pid"].to_numpy()[rows].astype(np.int64),
-         "t_off_ns": t_off}
+    w = {"tid": w_tid, "pid": sw["pid"].to_numpy()[rows], "t_off_ns": t_off}
     w_on = sw["t_on_ns"].to_numpy()[rows]
     # each wait's wakeup: the non-preempt runnable interval ending where it ends (same tid,
     # t_run == t_on; of several, the last), joined on one packed key by a sorted search
@@ -128,8 +128,8 @@ def _waits(run) -> pd.DataFrame:
     w["reason"] = pd.Categorical.from_codes(reason_codes(nr), categories=REASONS)
     for c in ("wait_addr", "wait_aux", "ustack_id"):
         w[c] = sw[c].to_numpy()[rows]
-    w["waker_tid"] = matched(rq["waker_tid"].to_numpy(), 0)
-    w["waker_pid"] = matched(rq["waker_pid"].to_numpy(), 0)
+    w["waker_tid"] = matched(rq["waker_tid"].to_numpy(), 0, np.int32)
+    w["waker_pid"] = matched(rq["waker_pid"].to_numpy(), 0, np.int32)
     ctx = rq["waker_ctx"].cat
     cats = list(ctx.categories)
     codes = matched(ctx.codes.to_numpy(), cats.index("unknown") if "unknown" in cats else -1,
