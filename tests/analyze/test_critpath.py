@@ -261,3 +261,19 @@ def test_a_lock_convoy_is_named_by_the_thread_it_formed_behind():
     _, segs = df_critical_path(run, d)
     rc = root_cause(run, d, segs, np.array([True]), "io_wait")
     assert rc["hop2"] == "mutex 0xf00, a convoy behind orders-ledger (same process)"
+
+
+def test_wait_index_over_some_rows_answers_as_over_their_copy():
+    """WaitIndex(rows=...) indexes rows of the arrays in place: the same overlaps, its wait
+    indices counting those rows, as an index built over a copy of them."""
+    from analyze.critpath import WaitIndex
+    rng = np.random.default_rng(5)
+    tid = rng.integers(1, 4, 300)
+    s = rng.integers(0, 10_000, 300)
+    e = s + rng.integers(1, 200, 300)
+    rows = np.flatnonzero(rng.random(300) < 0.5)
+    q = (rng.integers(0, 5, 50), rng.integers(0, 10_000, 50))
+    q = (*q, q[1] + rng.integers(1, 500, 50))
+    a = WaitIndex(tid, s, e, rows=rows).query(*q)
+    b = WaitIndex(tid[rows], s[rows], e[rows]).query(*q)
+    assert len(a[0]) > 0 and all(np.array_equal(x, y) for x, y in zip(a, b))

@@ -231,3 +231,54 @@ def test_axis_keeps_threads_apart_and_thread_states_window():
     run = make_run(switches=[off(5, 10, 20, voluntary=False)], runq=[rq(5, 10, 20, "preempt")])
     st = thread_states(run, [5, 5], [T0 + 0, T0 + 15], [T0 + 30, T0 + 30])
     assert st["runq_preempt_ns"].tolist() == [10, 5] and st["oncpu_ns"].tolist() == [20, 10]
+
+
+def _disjoint(rng, n, touching: bool):
+    """n disjoint intervals in random order (touching ones share an edge), as (s, e)."""
+    gaps = rng.integers(0 if touching else 1, 30, n)
+    lens = rng.integers(1, 40, n)
+    s = np.cumsum(gaps + np.r_[0, lens[:-1]])
+    o = rng.permutation(n)
+    return s[o], (s + lens)[o]
+
+
+@pytest.mark.parametrize("touching", [False, True])
+def test_disjoint_sets_are_kept_compact_and_measure_exactly(touching):
+    """A disjoint set (given in any order) is found disjoint and kept as starts and length
+    prefix sums; its sums equal brute force, windows before, across and after it included."""
+    from analyze.decompose import _Set
+    rng = np.random.default_rng(3)
+    s, e = _disjoint(rng, 200, touching)
+    st = _Set(s, e)
+    assert st.disjoint and not hasattr(st, "E")
+    assert np.array_equal(st.ends(), np.sort(e))
+    ws = rng.integers(-50, int(e.max()) + 50, 300)
+    we = ws + rng.integers(0, 400, 300)
+    assert np.array_equal(st.sum(ws, we), _brute_sum(s, e, ws, we))
+    # one overlapping pair makes it the general form, with the same answers
+    s2, e2 = np.r_[s, s[0]], np.r_[e, e[0] + 3]
+    assert not _Set(s2, e2).disjoint
+    assert np.array_equal(_Set(s2, e2).sum(ws, we), _brute_sum(s2, e2, ws, we))
+
+
+def test_intersection_of_touching_disjoint_sets_matches_brute_force():
+    """iv_intersect's sets may touch (a thread's back-to-back intervals): each overlapping
+    pair gives its piece, in order, and the points are the intersection's."""
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        a_s, a_e = _disjoint(rng, 40, True)
+        b_s, b_e = _disjoint(rng, 40, True)
+        oa, ob = np.argsort(a_s), np.argsort(b_s)
+        s, e = iv_intersect(a_s[oa], a_e[oa], b_s[ob], b_e[ob])
+        assert np.all(e > s) and np.all(s[1:] >= e[:-1])        # disjoint and sorted
+        assert _points(s, e) == _points(a_s, a_e) & _points(b_s, b_e)
+
+
+def test_axis_rows_sort_by_thread_then_time_and_name_their_rows():
+    ax = Axis(np.array([5, 9]), T0, T0 + 1000)
+    tid = np.array([9, 5, 7, 9, 5])
+    t_s = T0 + np.array([10, 300, 5, 5, 20])
+    t_e = t_s + np.array([5, 5, 5, 0, 5])             # row 3 is empty, row 2 off the axis
+    s, e, rows = ax.rows(tid, t_s, t_e)
+    assert rows.tolist() == [4, 1, 0]
+    assert np.all(s[1:] >= s[:-1]) and np.array_equal(e - s, (t_e - t_s)[rows])

@@ -197,3 +197,18 @@ def test_read_only_run_dir_loads_without_cache(tmp_path, schema):
     finally:
         if (d / ".cache").is_dir():
             os.chmod(d / ".cache", 0o700)
+
+
+def test_records_read_a_chunk_at_a_time_are_the_same_frames(tmp_path, schema, monkeypatch):
+    """read_bin fills each column chunk by chunk: with chunks of 2 records (files of 1, 2,
+    3 and 7 records: chunk edges inside and at the end), every stream's frame equals the
+    one read in a single chunk, dtypes included."""
+    import analyze.load as L
+    many = [off(11, k * MS, k * MS + 5, cpu_on=k % 2, ustack=k) for k in range(7)]
+    d = full_run(tmp_path, schema, switches=many)
+    one = load_run(d, cache=False)
+    monkeypatch.setattr(L, "READ_CHUNK", 2)
+    two = load_run(d, cache=False)
+    for s in COLUMNS:
+        pd.testing.assert_frame_equal(getattr(one, s), getattr(two, s), check_exact=True)
+    assert two.switches["ustack_id"].tolist() == list(range(7))
