@@ -549,7 +549,8 @@ def df_wait_objects(run, top: int = 10, max_depth: int = 2,
         mine = np.flatnonzero(s_key == k)
         first = first_segs[np.isin(first_segs["request_row"].to_numpy(), mine)]
         tot_s = s_d[mine].sum()
-        sh = {c: per[f"cp_{c}_ns"].to_numpy()[mine].sum() / tot_s
+        # waits the critical path did not follow (above its MAX_REQUESTS) are NaN: skipped
+        sh = {c: np.nansum(per[f"cp_{c}_ns"].to_numpy()[mine]) / tot_s
               for c in ("oncpu", "runnable", "blocked", "irq", "unknown")}
         out.append({"pid": int(pids[0]), "processes": int(len(np.unique(pids))),
                     "reason": str(w["reason"].iloc[g[0]]),

@@ -28,7 +28,6 @@ np.searchsorted, with the partial intervals at the window edges exact.
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 
