@@ -58,17 +58,16 @@ class WaitIndex:
     def __init__(self, w_tid, w_s, w_e, rows: np.ndarray | None = None):
         self.w_s, self.w_e = np.asarray(w_s, np.int64), np.asarray(w_e, np.int64)
         self.rows = rows
-        w_tid = np.asarray(w_tid, np.int64 if rows is None else None)
-        pick = (lambda a: a) if rows is None else (lambda a: a[rows])
-        n = len(w_tid) if rows is None else len(rows)
-        self.axis = Axis(pick(w_tid), pick(self.w_s).min(), pick(self.w_e).max()) if n else None
+        sel = slice(None) if rows is None else rows     # a view, or the rows' values
+        tid, s, e = np.asarray(w_tid)[sel], self.w_s[sel], self.w_e[sel]
+        self.axis = Axis(tid, s.min(), e.max()) if len(tid) else None
         if self.axis is None:
             return
-        gw, _ = self.axis.index(pick(w_tid))
-        ks = self.axis.key(gw, pick(self.w_s))
+        gw, _ = self.axis.index(tid)
+        ks = self.axis.key(gw, s)
         self.order = argsort_unless_sorted(ks, stable=True)     # None: in order already
         self.ks = ks if self.order is None else ks[self.order]
-        ke = self.axis.key(gw, pick(self.w_e))
+        ke = self.axis.key(gw, e)
         self.reach = np.maximum.accumulate(ke if self.order is None else ke[self.order])
 
     def query(self, q_tid, q_s, q_e):

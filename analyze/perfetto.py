@@ -74,11 +74,11 @@ def _t0(run, decomp: pd.DataFrame) -> int:
     return start if 0 < start <= first else first
 
 
-def _interval_arrays(run, subsets: bool = True) -> dict[str, tuple]:
+def _interval_arrays(run) -> dict[str, tuple]:
     """Per-kind (tid, s, e) arrays of [start, end) intervals from the probe streams, as
-    recorded (views where they can be; _intervals drops the empty ones). lock, io and
-    sleep are off rows (a subset) when the switches carry wait reasons; subsets=False
-    leaves them out then (the edges are off's)."""
+    recorded (views where they can be; _intervals drops the empty ones): runnable, off, and
+    the uprobe lock waits when the switches carry no wait reasons (with them, _intervals
+    takes lock, io and sleep from the off rows it keeps), held."""
     out = {}
     derived = len(run.switches) and has_reasons(run)
     if len(run.runq):
@@ -87,12 +87,6 @@ def _interval_arrays(run, subsets: bool = True) -> dict[str, tuple]:
     if len(run.switches):
         sw = run.switches
         out["off"] = (sw["tid"].to_numpy(), sw["t_off_ns"].to_numpy(), sw["t_on_ns"].to_numpy())
-        if derived and subsets:   # wait reasons: futex, I/O, sleep
-            code = np.where(sw["voluntary"].to_numpy(bool),
-                            reason_codes(sw["syscall"].to_numpy()), -1)
-            for k in ("lock", "io", "sleep"):
-                m = code == REASONS.index(k)
-                out[k] = tuple(a[m] for a in out["off"])
     if len(run.locks):
         lk = run.locks
         acq = lk["t_acquired_ns"].to_numpy()
@@ -110,7 +104,7 @@ def _intervals(run, win: tuple | None = None) -> dict[str, pd.DataFrame]:
     out = {}
     sw = run.switches
     derived = len(sw) and has_reasons(run)
-    for k, (tid, s, e) in _interval_arrays(run, subsets=False).items():
+    for k, (tid, s, e) in _interval_arrays(run).items():
         rows = _rows_in(s, e, win)
         out[k] = pd.DataFrame({"tid": tid[rows].astype(np.int64),
                                "s": s[rows].astype(np.int64, copy=False),
@@ -148,7 +142,7 @@ def _extents(run, observed: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def _extents_of(run, observed: pd.DataFrame | None) -> pd.DataFrame:
-    src = [(t, a, z, True) for t, a, z in _interval_arrays(run, subsets=False).values()]
+    src = [(t, a, z, True) for t, a, z in _interval_arrays(run).values()]
     if observed is not None and len(observed):
         src.append(tuple(observed[c].to_numpy(np.int64)
                          for c in ("tid", "t_start_ns", "t_end_ns")) + (False,))

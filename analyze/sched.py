@@ -60,11 +60,11 @@ def _oncpu_table(run) -> pd.DataFrame:
                         index=pd.Index(tids, name="tid"), columns=pd.Index(cpus, name="cpu"))
 
 
-def _per_thread(tids: np.ndarray, tid, weights=None) -> np.ndarray:
-    """Sum of weights (count without) per thread of tids, int64 (exact below 2**53)."""
-    g, ok = Lookup(tids)(tid)
+def _per_thread(thread: Lookup, tid, weights=None) -> np.ndarray:
+    """Sum of weights (count without) per thread of thread.keys, int64 (exact below 2**53)."""
+    g, ok = thread(tid)
     w = None if weights is None else np.asarray(weights)[ok]
-    return np.bincount(g[ok], weights=w, minlength=len(tids)).astype(np.int64)
+    return np.bincount(g[ok], weights=w, minlength=len(thread.keys)).astype(np.int64)
 
 
 def df_threads(run) -> pd.DataFrame:
@@ -73,19 +73,21 @@ def df_threads(run) -> pd.DataFrame:
     and the process that held it most)."""
     sw, rq = run.switches, run.runq
     tids = unique_of(run.tasks["tid"].to_numpy(), sw["tid"].to_numpy(), rq["tid"].to_numpy())
+    thread = Lookup(tids)
     df = pd.DataFrame({"tid": tids}).set_index("tid")
     t = run.tasks.drop_duplicates("tid", keep="last").set_index("tid")
     df["comm"] = t["comm"].reindex(df.index).fillna("").astype(str)
     df["role"] = t["role"].reindex(df.index).fillna("other").astype(str)
-    df["runq_ns"] = _per_thread(tids, rq["tid"].to_numpy(), rq["dur_ns"].to_numpy())
+    df["runq_ns"] = _per_thread(thread, rq["tid"].to_numpy(), rq["dur_ns"].to_numpy())
     df["oncpu_ns"] = _oncpu_by_cpu(run).sum(axis=1).reindex(df.index, fill_value=0)
-    df["offcpu_ns"] = _per_thread(tids, sw["tid"].to_numpy(), sw["dur_ns"].to_numpy())
+    df["offcpu_ns"] = _per_thread(thread, sw["tid"].to_numpy(), sw["dur_ns"].to_numpy())
     vol = sw["voluntary"].to_numpy(bool)
-    df["voluntary"] = _per_thread(tids, sw["tid"].to_numpy()[vol])
-    df["involuntary"] = _per_thread(tids, sw["tid"].to_numpy()[~vol])
+    df["voluntary"] = _per_thread(thread, sw["tid"].to_numpy()[vol])
+    df["involuntary"] = _per_thread(thread, sw["tid"].to_numpy()[~vol])
     df["migrations"] = t["migrations"].reindex(df.index).fillna(0).astype(np.int64)
-    df["cpus"] = pd.Series(_cpu_lists(tids, ((sw["tid"], sw["cpu_on"]), (sw["tid"], sw["cpu_off"]),
-                                             (rq["tid"], rq["cpu"]))), index=df.index, dtype=object)
+    cpus = _cpu_lists(thread, ((sw["tid"], sw["cpu_on"]), (sw["tid"], sw["cpu_off"]),
+                               (rq["tid"], rq["cpu"])))
+    df["cpus"] = pd.Series(cpus, index=df.index, dtype=object)
     for c in ("runq_ns", "oncpu_ns", "offcpu_ns", "voluntary", "involuntary"):
         df[c] = df[c].astype(np.int64)
     if not has_occupancy(run):
@@ -98,16 +100,18 @@ def df_threads(run) -> pd.DataFrame:
     return df.reset_index()[THREAD_COLS + ANTAGONIST_COLS]
 
 
-def _cpu_lists(tids: np.ndarray, pairs) -> list[str]:
-    """'0,1' for each thread of tids: the CPUs of its (tid, cpu) pairs, ascending."""
+def _cpu_lists(thread: Lookup, pairs) -> list[str]:
+    """'0,1' for each thread of thread.keys: the CPUs of its (tid, cpu) pairs, ascending."""
     cpus = unique_of(*(c.to_numpy() for _, c in pairs))
+    n = len(thread.keys)
     if not len(cpus):
-        return [""] * len(tids)
-    seen = np.zeros(len(tids) * len(cpus), bool)
+        return [""] * n
+    cpu_of = Lookup(cpus)
+    seen = np.zeros(n * len(cpus), bool)
     for tid, cpu in pairs:
-        g, ok = Lookup(tids)(tid.to_numpy())
-        seen[g[ok] * len(cpus) + Lookup(cpus)(cpu.to_numpy()[ok])[0]] = True
-    seen = seen.reshape(len(tids), -1)
+        g, ok = thread(tid.to_numpy())
+        seen[g[ok] * len(cpus) + cpu_of(cpu.to_numpy()[ok])[0]] = True
+    seen = seen.reshape(n, -1)
     return [",".join(str(int(c)) for c in cpus[row]) for row in seen]
 
 

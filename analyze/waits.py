@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .load import RUNQ_KINDS, per_run
-from .order import argsort_unless_sorted, switch_order
+from .order import Lookup, argsort_unless_sorted, switch_order, unique_of
 
 REASONS = ["lock", "io", "sleep", "other"]
 
@@ -146,12 +146,12 @@ def _match(r_tid, r_t, w_tid, w_t) -> tuple[np.ndarray, np.ndarray]:
     r_t, w_t = np.asarray(r_t, np.int64), np.asarray(w_t, np.int64)
     lo = min(int(r_t.min()), int(w_t.min()))
     span = max(int(r_t.max()), int(w_t.max())) - lo + 1
-    tids = np.union1d(np.unique(r_tid), np.unique(w_tid))
-    if len(tids) * span >= 1 << 62:          # too long a run for ns: rank the times
+    rank = Lookup(unique_of(r_tid, w_tid))
+    if len(rank.keys) * span >= 1 << 62:     # too long a run for ns: rank the times
         times, inv = np.unique(np.concatenate([r_t, w_t]), return_inverse=True)
         r_t, w_t, lo, span = inv[:len(r_t)], inv[len(r_t):], 0, len(times)
-    rk = np.searchsorted(tids, r_tid) * span + (r_t - lo)   # thread rank, then time
-    wk = np.searchsorted(tids, w_tid) * span + (w_t - lo)
+    rk = rank(r_tid)[0] * span + (r_t - lo)  # thread rank, then time
+    wk = rank(w_tid)[0] * span + (w_t - lo)
     order = argsort_unless_sorted(rk, stable=True)
     keys = rk if order is None else rk[order]
     del rk
