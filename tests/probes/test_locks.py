@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from analyze.schema import load_schema, read_records
+from tt_run import wait_target_running
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))
@@ -179,7 +180,7 @@ def test_lost_records_are_counted(tmp_path):
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = tt.stderr.readline()
     assert "attached" in first, first
-    time.sleep(0.05)                 # the held child is released right after that line
+    wait_target_running(tt.pid, str(HOLDER))  # released after that line: now locking
     os.kill(tt.pid, signal.SIGSTOP)  # 0.5 s: > 5,000 traced pairs at ~100 us/pair or less
     time.sleep(0.5)
     os.kill(tt.pid, signal.SIGCONT)

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import time
 
-from tt_run import TAILTRACE, helper, meta, needs_root, records
+from tt_run import TAILTRACE, helper, meta, needs_root, records, wait_target_running
 
 pytestmark = needs_root
 ROUNDS, PAIRS, STALL_S = 30000, 4, 0.3
@@ -23,12 +23,14 @@ def final_counts(stderr: str) -> tuple[dict[str, int], dict[str, int]]:
 
 
 def stalled_storm(out, *args: str) -> tuple[int, str]:
+    target = helper("pingpong")
     cmd = [str(TAILTRACE), "--out", str(out), "--events", "runq,switch", *args, "--",
-           helper("pingpong"), str(ROUNDS), str(PAIRS)]
+           target, str(ROUNDS), str(PAIRS)]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         first = p.stderr.readline()
         assert first.startswith("tailtrace: attached"), first
+        wait_target_running(p.pid, target, threads=1 + 2 * PAIRS)  # the storm is on
         p.send_signal(signal.SIGSTOP)
         time.sleep(STALL_S)
         p.send_signal(signal.SIGCONT)

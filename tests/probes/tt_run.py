@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,26 @@ def tailtrace(out: Path, *args: str, env: dict | None = None, timeout: float = 6
     full_env = dict(os.environ, **(env or {}))
     return subprocess.run([str(TAILTRACE), "--out", str(out), *args], capture_output=True,
                           text=True, timeout=timeout, env=full_env, **kw)
+
+
+def wait_target_running(loader_pid: int, exe: str, threads: int = 1,
+                        timeout_s: float = 30) -> int:
+    """Wait until the loader's child has exec'd `exe` and runs >= `threads` threads; its pid.
+    The loader prints "attached" before it releases the held child, so a test that must
+    stall the loader while the target runs waits for this, not for a fixed time."""
+    comm = Path(exe).name[:15]
+    children = Path(f"/proc/{loader_pid}/task/{loader_pid}/children")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for pid in children.read_text().split():
+            try:
+                if (Path(f"/proc/{pid}/comm").read_text().strip() == comm
+                        and len(os.listdir(f"/proc/{pid}/task")) >= threads):
+                    return int(pid)
+            except FileNotFoundError:
+                pass
+        time.sleep(0.002)
+    raise AssertionError(f"{exe} not running with {threads} threads after {timeout_s} s")
 
 
 def cgroup2_root() -> Path | None:
