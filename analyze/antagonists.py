@@ -35,6 +35,7 @@ import pandas as pd
 
 from .load import (OCC_HARDIRQ, OCC_IRQ_SHIFT, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ, OCC_TRUNC,
                    SOFTIRQ_NAMES, per_run)
+from .order import thread_time_order
 from .peer import also_comm, peer_pids
 
 CLASSES = ["sibling", "peer", "other", "kernel", "irq", "idle", "unknown"]
@@ -196,24 +197,64 @@ def _rows_cached(run) -> tuple[pd.DataFrame, dict]:
 # (_rows): the table would take several GB (naive/100 for 10 s: 56M pairs, 11 GB).
 ROW_BUDGET = 12_000_000
 _CHUNK = 2_000_000
+# In the merged table, an occupant (process, interrupt) of a CPU whose (wait, segment) pairs
+# there exceed HEAVY × the CPU's waits is summed from prefix sums (a few searches per wait)
+# instead of pair by pair: the threads of an oversubscribed process hold the CPU in
+# hundreds of slices during one wait.
+HEAVY = 2.0
 
 
-def _overlaps(rq, seg) -> tuple[np.ndarray, np.ndarray]:
-    """Per runnable interval: the index in seg of the first occupancy segment overlapping
-    it (its CPU's), and how many do."""
+class _Occ:
+    """The occupancy segments of a run as arrays (by CPU, then time: df_occupancy), with
+    what each occupant is whoever waits (_seg_codes), its interrupt, and its antagonist
+    `who` (rank()): the rank of (pid, irq) among the run's (pid_of[who], irq_of[who])."""
+
+    def __init__(self, run):
+        i64 = np.int64
+        seg = df_occupancy(run)
+        self.cpu = seg["cpu"].to_numpy(i64)
+        self.S, self.E = seg["t_from_ns"].to_numpy(i64), seg["t_to_ns"].to_numpy(i64)
+        self.tid, self.pid = seg["tid"].to_numpy(i64), seg["pid"].to_numpy(i64)
+        flags = seg["flags"].to_numpy(i64)
+        self.base, self.peer = _seg_codes(self.tid, self.pid, flags, traced_pids(run))
+        self.irq = np.where(self.tid == 0, irq_code(flags), 0)
+
+    def rank(self) -> None:
+        """Name the antagonists (the merged rows' unit): who, pid_of, irq_of, uniform."""
+        keys, self.who = np.unique((self.pid << 32) | self.irq, return_inverse=True)
+        self.pid_of, self.irq_of = keys >> 32, keys & 0xffffffff
+        # antagonists whose segments all have one base class (heavy ones must: _heavy)
+        kinds = np.bincount(np.unique(self.who * 8 + self.base + 1) // 8, minlength=len(keys))
+        self.uniform = kinds == 1
+
+    def cpu_slice(self, cpu: int) -> slice:
+        return slice(int(np.searchsorted(self.cpu, cpu, "left")),
+                     int(np.searchsorted(self.cpu, cpu, "right")))
+
+
+class _Waits:
+    """The runnable intervals (run.runq) as arrays: a, b (its bounds), tid, pid, cpu."""
+
+    def __init__(self, rq):
+        i64 = np.int64
+        self.a, self.b = rq["t_runnable_ns"].to_numpy(i64), rq["t_run_ns"].to_numpy(i64)
+        self.tid, self.pid, self.cpu = (rq[c].to_numpy(i64) for c in ("tid", "pid", "cpu"))
+
+
+def _overlaps(w: _Waits, S: np.ndarray, cpu_slice) -> tuple[np.ndarray, np.ndarray]:
+    """Per runnable interval: the index in S (segment starts, by CPU then time) of the first
+    segment of its CPU that may overlap it, and how many segments from there start before
+    its end (cpu_slice(cpu): the CPU's segments)."""
     i64 = np.int64
-    scpu, S = seg["cpu"].to_numpy(i64), seg["t_from_ns"].to_numpy(i64)
-    a, b = rq["t_runnable_ns"].to_numpy(i64), rq["t_run_ns"].to_numpy(i64)
-    rcpu = rq["cpu"].to_numpy(i64)
-    first, n = np.zeros(len(rq), i64), np.zeros(len(rq), i64)
-    for cpu in np.unique(rcpu):
-        ri = np.flatnonzero(rcpu == cpu)
-        lo_c, hi_c = np.searchsorted(scpu, cpu, "left"), np.searchsorted(scpu, cpu, "right")
-        Sc = S[lo_c:hi_c]
-        lo = np.searchsorted(Sc, a[ri], side="right") - 1       # segment holding t_runnable
-        hi = np.searchsorted(Sc, b[ri], side="left")            # first segment from t_run on
+    first, n = np.zeros(len(w.a), i64), np.zeros(len(w.a), i64)
+    for cpu in np.unique(w.cpu):
+        ri = np.flatnonzero(w.cpu == cpu)
+        sl = cpu_slice(cpu)
+        Sc = S[sl]
+        lo = np.searchsorted(Sc, w.a[ri], side="right") - 1     # segment holding t_runnable
+        hi = np.searchsorted(Sc, w.b[ri], side="left")          # first segment from t_run on
         f = np.maximum(lo, 0)
-        first[ri], n[ri] = lo_c + f, np.maximum(hi - f, 0)
+        first[ri], n[ri] = sl.start + f, np.maximum(hi - f, 0)
     return first, n
 
 
@@ -230,99 +271,239 @@ def _expand(sel, first, n, a, b, S, E):
     return rep[ok], s[ok], e[ok], k[ok]
 
 
+def _pair_cls(o: _Occ, w: _Waits, idx, k) -> np.ndarray:
+    """The class (CODE) of segment k's occupant for wait idx."""
+    return _task_codes(o.base[k], o.peer[k], w.tid[idx], w.pid[idx], o.tid[k], o.pid[k])
+
+
 def _rows(run) -> dict:
     """df_runnable_occupants' columns as numpy arrays (cls as CODE). Beyond ROW_BUDGET
-    pairs, each wait's parts are merged by (class, process, interrupt), in chunks: Σ per
-    wait still exact, but a merged part names the first thread of its process that held
-    the CPU, and the parts are laid back to back from the wait's start (their order and
-    place inside the wait are lost: run.warnings says so)."""
+    pairs, each wait's parts are merged by (class, process, interrupt) (_merged_rows)."""
     rq = run.runq
     i64 = np.int64
     if not has_occupancy(run) or not len(rq):
         return {c: np.zeros(0, np.int8 if c == "cls" else i64) for c in ROW_COLS}
-    seg = df_occupancy(run)          # sorted by cpu, then time
-    S, E = seg["t_from_ns"].to_numpy(i64), seg["t_to_ns"].to_numpy(i64)
-    stid, spid = seg["tid"].to_numpy(i64), seg["pid"].to_numpy(i64)
-    sflags = seg["flags"].to_numpy(i64)
-    a, b = rq["t_runnable_ns"].to_numpy(i64), rq["t_run_ns"].to_numpy(i64)
-    rtid, rpid, rcpu = (rq[c].to_numpy(i64) for c in ("tid", "pid", "cpu"))
-    first, n = _overlaps(rq, seg)
-    # what each segment's occupant is, whoever waits: computed once, gathered per pair
-    sbase, speer = _seg_codes(stid, spid, sflags, traced_pids(run))
-    sirq = np.where(stid == 0, irq_code(sflags), 0)
-
-    def pairs(sel):
-        """The clipped (wait, segment) pairs of waits sel, their occupants classified:
-        idx, s, e, tid, pid, cls, irq, k (the segment)."""
-        idx, s, e, k = _expand(sel, first, n, a, b, S, E)
-        tid, pid = stid[k], spid[k]
-        cls = _task_codes(sbase[k], speer[k], rtid[idx], rpid[idx], tid, pid)
-        return idx, s, e, tid, pid, cls, sirq[k], k
-
+    o, w = _Occ(run), _Waits(rq)
+    first, n = _overlaps(w, o.S, o.cpu_slice)
     total = int(n.sum())
-    merged = total > ROW_BUDGET
-    if not merged:
-        idx, s, e, tid, pid, cls, irq, _ = pairs(np.arange(len(rq)))
-    else:
+    if total > ROW_BUDGET:
         run.warnings.append(
             f"cpu occupancy: {total:,} (wait, switch) pairs: each wait's parts are merged by "
             "antagonist (process and class), named by the first of its threads, and laid "
             "back to back inside the wait; totals per wait stay exact")
-        parts = {c: [] for c in ("idx", "ns", "tid", "pid", "cls", "irq")}
-        # (pid, irq) of each segment ranked in their numeric order, once for all chunks
-        _, who_seg = np.unique((spid << 32) | sirq, return_inverse=True)
-        bounds = np.searchsorted(np.cumsum(n), np.arange(_CHUNK, total + _CHUNK, _CHUNK))
-        lo = 0
-        for hi in np.unique(np.append(bounds + 1, len(rq))):
-            hi = min(int(hi), len(rq))
-            if hi <= lo:
-                continue
-            ci, cs, ce, ct, cp, cc, cq, ck = pairs(np.arange(lo, hi))
-            lo = hi
-            if not len(ci):              # waits that overlap no segment: no part
-                continue
-            # by wait, class, pid, irq, then time: one stable sort of a packed key (the
-            # pairs come by wait, in time order)
-            packed = ((ci - ci[0]) << 34) | (cc.astype(i64) << 30) | who_seg[ck]
-            key = np.argsort(packed, kind="stable")
-            packed = packed[key]         # one part per run of equal keys
-            at = np.flatnonzero(np.r_[True, packed[1:] != packed[:-1]])
-            first_of = key[at]           # the first pair (in time) of each part
-            cd = (ce - cs)[key]
-            for name, v in (("idx", ci[first_of]), ("cls", cc[first_of]), ("pid", cp[first_of]),
-                            ("irq", cq[first_of]), ("tid", ct[first_of]),
-                            ("ns", np.add.reduceat(cd, at))):
-                parts[name].append(v)
-        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, i64))
-        idx, d = cat(parts["idx"]), cat(parts["ns"])
-        tid, pid, irq = cat(parts["tid"]), cat(parts["pid"]), cat(parts["irq"])
-        cls = np.concatenate(parts["cls"]) if parts["cls"] else np.zeros(0, np.int8)
-        # back to back from each wait's start (rows of a wait are together, by key order)
-        start_of = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]]) if len(idx) else idx
-        before = np.cumsum(d) - d
-        s = a[idx] + (before - np.repeat(before[start_of], np.diff(np.r_[start_of, len(idx)])))
-        e = s + d
+        del first, n
+        return _merged_rows(o, w)
+    idx, s, e, k = _expand(np.arange(len(rq)), first, n, w.a, w.b, o.S, o.E)
+    tid, pid, irq, cls = o.tid[k], o.pid[k], o.irq[k], _pair_cls(o, w, idx, k)
     # what no segment covers: the rest of each interval, unknown
     covered = np.bincount(idx, weights=(e - s).astype(np.float64), minlength=len(rq))
-    dur = (b - a).astype(np.float64)
+    dur = (w.b - w.a).astype(np.float64)
     gap = np.flatnonzero(dur - covered > 0.5)
     if len(gap):  # one row per interval with a gap (its place in time is approximate)
-        g0 = a[gap] + (covered[gap].astype(i64) if merged else 0)
         idx = np.concatenate([idx, gap])
-        s = np.concatenate([s, g0])
-        e = np.concatenate([e, g0 + (dur[gap] - covered[gap]).astype(i64)])
+        s = np.concatenate([s, w.a[gap]])
+        e = np.concatenate([e, w.a[gap] + (dur[gap] - covered[gap]).astype(i64)])
         tid = np.concatenate([tid, np.full(len(gap), -1)])
         pid = np.concatenate([pid, np.full(len(gap), -1)])
         cls = np.concatenate([cls, np.full(len(gap), CODE["unknown"], np.int8)])
         irq = np.concatenate([irq, np.zeros(len(gap), i64)])
-    vt = rtid[idx]
-    o = np.lexsort((s, vt))          # by victim, then time
+    return _row_columns(w, np.lexsort((s, w.tid[idx])), idx, s, e, tid, pid, cls, irq)
+
+
+def _row_columns(w: _Waits, r, idx, s, e, tid, pid, cls, irq) -> dict:
+    """ROW_COLS from the rows' columns, taken in order r (by victim, then time)."""
     i32 = np.int32                   # narrow columns: ids fit in 32 bits (pid_max 2^22)
-    return {"runq_idx": idx[o].astype(i32), "victim_tid": vt[o].astype(i32),
-            "victim_pid": rpid[idx][o].astype(i32), "cpu": rcpu[idx][o].astype(np.int16),
-            "t_from_ns": s[o], "t_to_ns": e[o], "tid": tid[o].astype(i32),
-            "pid": pid[o].astype(i32), "cls": cls[o], "irq": irq[o].astype(np.uint32),
-            "ns": (e - s)[o]}
+    idx = idx[r]
+    return {"runq_idx": idx.astype(i32), "victim_tid": w.tid[idx].astype(i32),
+            "victim_pid": w.pid[idx].astype(i32), "cpu": w.cpu[idx].astype(np.int16),
+            "t_from_ns": s[r], "t_to_ns": e[r], "tid": tid[r].astype(i32),
+            "pid": pid[r].astype(i32), "cls": cls[r], "irq": irq[r].astype(np.uint32),
+            "ns": (e - s)[r]}
+
+
+def _merged_rows(o: _Occ, w: _Waits) -> dict:
+    """ROW_COLS with one row per (wait, class, antagonist), named by its first thread in
+    time (_merged_parts), and one of class unknown for the rest of the wait no record
+    covers. A wait's rows are laid back to back from its start, by class then (pid, irq),
+    the unknown rest last: Σ per wait exact, their order and place inside the wait lost."""
+    o.rank()
+    by_thread = thread_time_order(w.tid, w.a)
+    by_thread = np.arange(len(w.a)) if by_thread is None else by_thread
+    p = _merged_parts(o, w, by_thread)
+    covered = np.bincount(p["idx"], weights=p["ns"].astype(np.float64), minlength=len(w.a))
+    dur = (w.b - w.a).astype(np.float64)
+    gap = np.flatnonzero(dur - covered > 0.5)
+    gap_cls = len(CLASSES)           # sorts after every class
+    # rows by victim, then wait (a thread's waits are disjoint), then class and who
+    rank = np.empty(len(w.a), np.int64)
+    rank[by_thread] = np.arange(len(w.a))
+    idx = np.concatenate([p["idx"], gap])
+    key = np.concatenate([(p["cls"].astype(np.int64) << 30) | p["who"],
+                          np.full(len(gap), gap_cls << 30, np.int64)])
+    order = np.argsort((rank[idx] << 34) | key)
+    idx = idx[order]
+    d = np.concatenate([p["ns"], (dur[gap] - covered[gap]).astype(np.int64)])[order]
+    who = np.concatenate([p["who"], np.zeros(len(gap), np.int64)])[order]
+    known = order < len(p["idx"])
+    tid = np.where(known, np.concatenate([p["tid"], np.zeros(len(gap), np.int64)])[order], -1)
+    pid = np.where(known, o.pid_of[who], -1) if len(who) else who
+    irq = np.where(known, o.irq_of[who], 0) if len(who) else who
+    cls = np.concatenate([p["cls"], np.full(len(gap), CODE["unknown"], np.int8)])[order]
+    start_of = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]]) if len(idx) else idx
+    before = np.cumsum(d) - d
+    s = w.a[idx] + (before - np.repeat(before[start_of], np.diff(np.r_[start_of, len(idx)])))
+    return _row_columns(w, slice(None), idx, s, s + d, tid, pid, cls, irq)
+
+
+_PART_COLS = ("idx", "cls", "who", "tid", "ns")
+
+
+def _merged_parts(o: _Occ, w: _Waits, by_thread) -> dict:
+    """Each wait's time per antagonist: one part per (wait, class, who) with ns > 0, named
+    (tid) by the first of its segments in time. Per CPU, an antagonist with many pairs is
+    summed by _heavy_parts, the others pair by pair (_light_parts). by_thread: the waits
+    by (tid, a)."""
+    out = {c: [] for c in _PART_COLS}
+    for cpu in np.unique(w.cpu):
+        sl = o.cpu_slice(cpu)
+        if sl.stop == sl.start:
+            continue
+        ri = np.flatnonzero(w.cpu == cpu)
+        ri = ri[np.argsort(w.a[ri], kind="stable")]  # by start: searches in order
+        heavy = _heavy(o, w, ri, sl)
+        in_heavy = np.isin(o.who[sl], heavy)
+        parts = list(_light_parts(o, w, ri, sl.start + np.flatnonzero(~in_heavy)))
+        own = _own_pairs(o, w, by_thread[w.cpu[by_thread] == cpu],
+                         sl.start + np.flatnonzero(in_heavy & (o.base[sl] < 0)))
+        for g in heavy:
+            parts += _heavy_parts(o, w, ri, sl.start + np.flatnonzero(o.who[sl] == g), own)
+        for part in parts:
+            for c in _PART_COLS:
+                out[c].append(part[c])
+    return {c: (np.concatenate(v) if v else np.zeros(0, np.int8 if c == "cls" else np.int64))
+            for c, v in out.items()}
+
+
+def _heavy(o: _Occ, w: _Waits, ri, sl) -> np.ndarray:
+    """The antagonists (who) of one CPU's segments sl summed by prefix sums for its waits
+    ri (by start): more (wait, segment) pairs than HEAVY × the waits, all segments of one
+    base class (a heavy part takes its class from one)."""
+    # pairs per segment: waits with a < E, less those with b <= S (a subset, as a < b)
+    npairs = (np.searchsorted(w.a[ri], o.E[sl], "left")
+              - np.searchsorted(np.sort(w.b[ri]), o.S[sl], "right"))
+    pairs = np.bincount(o.who[sl], weights=npairs, minlength=len(o.uniform))
+    return np.flatnonzero((pairs > HEAVY * len(ri)) & o.uniform)
+
+
+def _reduce_pairs(o: _Occ, idx, pos, s, e, k, cls) -> dict:
+    """Pairs (by wait position pos, then time) -> parts: one per (wait, class, who), named
+    by its first pair in time."""
+    who = o.who[k]
+    packed = ((pos - pos[0]) << 34) | (cls.astype(np.int64) << 30) | who
+    key = np.argsort(packed, kind="stable")
+    packed = packed[key]
+    at = np.flatnonzero(np.r_[True, packed[1:] != packed[:-1]])
+    f = key[at]
+    return {"idx": idx[f], "cls": cls[f], "who": who[f], "tid": o.tid[k[f]],
+            "ns": np.add.reduceat((e - s)[key], at)}
+
+
+def _light_parts(o: _Occ, w: _Waits, ri, light):
+    """The parts of waits ri (one CPU's, by start) with the segments `light` (that CPU's,
+    in time order), pair by pair, in chunks of about _CHUNK pairs (a generator)."""
+    if not len(light):
+        return
+    S, E = o.S[light], o.E[light]
+    a, b = w.a[ri], w.b[ri]
+    f = np.maximum(np.searchsorted(S, a, "right") - 1, 0)
+    n = np.maximum(np.searchsorted(S, b, "left") - f, 0)
+    cum = np.cumsum(n)
+    if not len(cum) or not cum[-1]:
+        return
+    cuts = np.searchsorted(cum, np.arange(_CHUNK, cum[-1] + _CHUNK, _CHUNK), "left") + 1
+    lo = 0
+    for hi in np.unique(np.minimum(np.r_[cuts, len(ri)], len(ri))):
+        if hi <= lo:
+            continue
+        pos, s, e, k = _expand(np.arange(lo, hi), f, n, a, b, S, E)
+        lo = hi
+        if len(pos):
+            idx, k = ri[pos], light[k]
+            yield _reduce_pairs(o, idx, pos, s, e, k, _pair_cls(o, w, idx, k))
+
+
+def _own_pairs(o: _Occ, w: _Waits, ri, cand) -> dict:
+    """The (wait, segment) pairs where a heavy task segment (cand, one CPU's) is the waiting
+    thread itself, whose class is not its siblings': idx, s, e, k, by wait then time; ri:
+    the CPU's waits by (tid, a).
+    A runnable thread holds no CPU: these are clock-edge slivers, if any. Searched in one
+    key, (thread rank · span + time), over batches of threads that keep it in 62 bits."""
+    i64 = np.int64
+    parts = {c: [np.zeros(0, i64)] for c in ("idx", "s", "e", "k")}
+    cand = cand[np.lexsort((o.S[cand], o.tid[cand]))]        # by thread, then time
+    if len(cand):
+        tids, start, count = np.unique(o.tid[cand], return_index=True, return_counts=True)
+        g = np.minimum(np.searchsorted(tids, w.tid[ri]), len(tids) - 1)
+        mine = np.flatnonzero(tids[g] == w.tid[ri])
+        t0 = int(o.S[cand].min())
+        span = int(o.E[cand].max()) - t0 + 2
+        per = max(1, (1 << 62) // span - 1)                # threads per batch
+        rank = np.repeat(np.arange(len(tids), dtype=i64), count)
+        for b0 in range(0, len(tids), per):
+            cs = slice(start[b0], len(cand) if b0 + per >= len(tids) else start[b0 + per])
+            sel = mine[(g[mine] >= b0) & (g[mine] < b0 + per)]
+            wi, seg = ri[sel], cand[cs]
+            base = (rank[cs] - b0) * span - t0
+            gw = (g[sel] - b0) * span - t0
+            a, b = w.a[wi], w.b[wi]
+            f = np.searchsorted(base + o.E[seg], gw + np.maximum(a, t0), "right")
+            n = np.searchsorted(base + o.S[seg], gw + np.minimum(b, t0 + span - 1), "left") - f
+            some = np.flatnonzero(n > 0)                        # almost always none
+            pos, s, e, k = _expand(np.arange(len(some)), f[some], n[some], a[some], b[some],
+                                   o.S[seg], o.E[seg])
+            idx, k = wi[some[pos]], seg[k]
+            same = o.pid[k] == w.pid[idx]
+            for c, v in (("idx", idx), ("s", s), ("e", e), ("k", k)):
+                parts[c].append(v[same])
+    out = {c: np.concatenate(v) for c, v in parts.items()}
+    r = np.lexsort((out["s"], out["idx"]))
+    return {c: v[r] for c, v in out.items()}
+
+
+def _heavy_parts(o: _Occ, w: _Waits, ri, segs, own: dict) -> list[dict]:
+    """The parts of waits ri (by start) with one heavy antagonist, its segments segs (one
+    CPU's, in time order): its time inside [a, b] from prefix sums of its segments'
+    lengths, named by its first segment in time; the waiting thread's own segments (own)
+    apart."""
+    S, E = o.S[segs], o.E[segs]
+    L = np.r_[0, np.cumsum(E - S)]
+    i = np.searchsorted(E, w.a[ri], "right")     # first segment ending after a
+    j = np.searchsorted(S, w.b[ri], "left")      # first segment starting at b or later
+    has = j > i
+    idx, i, j = ri[has], i[has], j[has]
+    a, b = w.a[idx], w.b[idx]
+    ns = L[j] - L[i] - np.maximum(a - S[i], 0) - np.maximum(E[j - 1] - b, 0)
+    out = []
+    mine = np.isin(own["k"], segs)
+    if mine.any():
+        oi, os_, oe, ok = (own[c][mine] for c in ("idx", "s", "e", "k"))
+        at = np.argsort(idx, kind="stable")
+        np.subtract.at(ns, at[np.searchsorted(idx[at], oi)], oe - os_)
+        out.append(_reduce_pairs(o, oi, oi, os_, oe, ok, _pair_cls(o, w, oi, ok)))
+        # the part's name: its first segment that is not the waiting thread's
+        bad = (o.tid[segs[i]] == w.tid[idx]) & (o.pid[segs[i]] == w.pid[idx])
+        while bad.any():
+            i[bad] += 1
+            bad &= i < j
+            bi = np.flatnonzero(bad)
+            k = segs[i[bi]]
+            bad[bi] = (o.tid[k] == w.tid[idx[bi]]) & (o.pid[k] == w.pid[idx[bi]])
+        keep = ns > 0
+        idx, i, ns = idx[keep], i[keep], ns[keep]
+    k = segs[i]
+    out.append({"idx": idx, "cls": _pair_cls(o, w, idx, k), "who": o.who[k],
+                "tid": o.tid[k], "ns": ns})
+    return out
 
 
 def _window_index(r: dict) -> dict:
@@ -517,30 +698,34 @@ def thread_antagonists(run) -> pd.DataFrame:
     """Per traced thread: its whole runnable time split by class, and its main antagonist.
 
     Columns: tid, runnable_ms, <class>_share for each class, top_antagonist (name), top_share."""
-    rows = df_runnable_occupants(run)
+    _, r = _rows_cached(run)
     cols = ["tid", "runnable_ms"] + [f"{c}_share" for c in CLASSES] + ["top_antagonist",
                                                                        "top_share"]
-    if not len(rows):
+    vt, ns = r["victim_tid"], r["ns"]
+    if not len(ns):
         return pd.DataFrame({c: [] for c in cols})
-    procs = process_table(run)
-    names = dict(zip(procs["pid"].astype(int), procs["comm"].astype(str)))
-    tot = rows.groupby("victim_tid")["ns"].sum()
-    by = rows.groupby(["victim_tid", "cls"], observed=True)["ns"].sum().unstack(fill_value=0)
-    proc = rows[rows["pid"] > 0].groupby(["victim_tid", "pid"])["ns"].sum()
-    out = pd.DataFrame({"tid": tot.index.astype(np.int64), "runnable_ms": tot.to_numpy() / 1e6})
-    for c in CLASSES:
-        v = by[c].reindex(tot.index, fill_value=0).to_numpy() if c in by else np.zeros(len(tot))
-        out[f"{c}_share"] = v / np.maximum(tot.to_numpy(), 1)
-    top_name, top_share = [], []
-    for t, total in zip(tot.index, tot.to_numpy()):
-        if t in proc.index.get_level_values(0):
-            p = proc.loc[t]
-            pid = int(p.idxmax())
-            top_name.append(f"{names.get(pid, '?')} (pid {pid})")
-            top_share.append(float(p.max()) / max(total, 1))
-        else:
-            top_name.append("")
-            top_share.append(0.0)
+    # rows lie by victim thread: one block each
+    start = np.flatnonzero(np.r_[True, vt[1:] != vt[:-1]])
+    g = np.repeat(np.arange(len(start)), np.diff(np.r_[start, len(vt)]))
+    tot = np.add.reduceat(ns, start)
+    ncls = len(CLASSES)
+    by = np.bincount(g * ncls + r["cls"], weights=ns, minlength=len(start) * ncls)
+    out = pd.DataFrame({"tid": vt[start].astype(np.int64), "runnable_ms": tot / 1e6})
+    for i, c in enumerate(CLASSES):
+        out[f"{c}_share"] = by[i::ncls] / np.maximum(tot, 1)
+    # the process that held the CPU longest while each thread waited (ties: lowest pid)
+    task = r["pid"] > 0
+    keys, inv = np.unique((g[task].astype(np.int64) << 32) | r["pid"][task], return_inverse=True)
+    held = np.bincount(inv, weights=ns[task])
+    kg = keys >> 32
+    o = np.lexsort((-held, kg))
+    first = o[np.r_[True, kg[o][1:] != kg[o][:-1]]] if len(o) else o
+    names = dict(zip(*(process_table(run)[c].to_numpy() for c in ("pid", "comm"))))
+    top_name, top_share = np.full(len(start), "", dtype=object), np.zeros(len(start))
+    for k, h in zip(first, held[first]):
+        pid = int(keys[k] & 0xffffffff)
+        top_name[kg[k]] = f"{names.get(pid, '?')} (pid {pid})"
+        top_share[kg[k]] = float(h) / max(tot[kg[k]], 1)
     out["top_antagonist"], out["top_share"] = top_name, top_share
     return out[cols]
 

@@ -224,7 +224,7 @@ def df_critical_path(run, decomp: pd.DataFrame, max_depth: int = MAX_DEPTH,
 
 def has_wakers(run) -> bool:
     """Were wakers recorded (any wakeup with a context other than none / unknown)?"""
-    ctx = run.runq["waker_ctx"].astype(str)
+    ctx = run.runq["waker_ctx"]     # categorical: compared by code, not as 3M strings
     return bool(len(ctx)) and bool((~ctx.isin(("none", "unknown"))).any())
 
 
@@ -412,13 +412,17 @@ def _convoy_holder(run, d1: pd.DataFrame, top, own) -> str:
         return ""
     w = df_waits(run)
     t0, t1 = int(b["t_start_ns"].min()), int(b["t_end_ns"].max())
-    same = w[(w["call"].astype(str).to_numpy() == top[0]) & (w["wait_addr"].to_numpy() == top[1])
-             & (w["t_wake_ns"].to_numpy() >= t0 - (t1 - t0)) & (w["t_off_ns"].to_numpy() <= t1)]
+    # the waits on that object (call is categorical: compared by code)
+    near = np.flatnonzero((w["wait_addr"].to_numpy() == top[1])
+                          & (w["t_wake_ns"].to_numpy() >= t0 - (t1 - t0))
+                          & (w["t_off_ns"].to_numpy() <= t1))
+    same = w.iloc[near]
+    same = same[(same["call"] == top[0]).to_numpy()]
     waiters = set(same["tid"].astype(int))
     if not set(b["waker_tid"].astype(int)) & waiters:
         return ""               # the releasers did not wait for it: no convoy
     held = same[~same["waker_tid"].isin(waiters).to_numpy()
-                & same["waker_ctx"].astype(str).isin(WAKER_BLAMES_TASK).to_numpy()]
+                & same["waker_ctx"].isin(WAKER_BLAMES_TASK).to_numpy()]
     if held.empty:
         return ""
     held = held.assign(t_start_ns=held["t_off_ns"], t_end_ns=held["t_wake_ns"], blame=True)

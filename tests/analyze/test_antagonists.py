@@ -9,6 +9,7 @@ Every expected figure is computed by hand from the inline records (ns offsets fr
     [8.2, 9]: hog 0.8 ms
   sibling 102 runnable on CPU 1 [2 ms, 4 ms]: no record covers it: unknown 2 ms
 """
+import pandas as pd
 import pytest
 
 from fixtures import MS, T0, US, make_run, occ, occupant, req, rq, task
@@ -206,6 +207,59 @@ def test_a_vanished_cgroup_and_a_reused_tid_are_named_as_such():
     occs = OCC + [occ(1, 0, 999), occ(1, 3 * MS, 102, pid=100)]
     rows = A.df_runnable_occupants(run_(occupancy=occs))
     assert int(rows.loc[rows["pid"] == 999, "ns"].sum()) == 1 * MS   # CPU 1, [2 ms, 3 ms]
+
+
+def oversubscribed_cpu():
+    """CPU 0 round-robins 100 µs slices: threads 101..104 of process 100, now and then the
+    hog (500, another process), a kernel thread (7) or nothing (idle). Each thread is
+    runnable from the end of one of its slices to the start of its next; one wait of 102
+    starts 10 µs before its slice ended and one of 104 ends 50 µs into its next (clock-edge
+    slivers of their own time, class "other"), and 103 waits once on CPU 1, which has no
+    record (unknown)."""
+    cycle = [(101, 100), (102, 100), (500, 500), (103, 100), (104, 100), (7, 7), (0, 0)]
+    occs, slices = [], {}
+    for k in range(140):
+        tid, pid = cycle[k % len(cycle)]
+        occs.append(occ(0, k * 100 * US, tid, pid=pid, flags=OCC_KTHREAD if tid == 7 else 0))
+        slices.setdefault(tid, []).append(k * 100 * US)
+    runq = []
+    for tid in (101, 102, 103, 104):
+        for k, (t_on, t_next) in enumerate(zip(slices[tid][:-1], slices[tid][1:])):
+            early = 10 * US if (tid, k) == (102, 4) else 0
+            late = 50 * US if (tid, k) == (104, 2) else 0
+            runq.append(rq(tid, t_on + 100 * US - early, t_next + late, "preempt"))
+    runq.append(rq(103, 20 * MS, 21 * MS, cpu=1))
+    return run_(occupancy=occs, runq=runq)
+
+
+@pytest.mark.parametrize("heavy", [0.0, 1e18])
+def test_merged_parts_equal_the_exact_tables_sums_and_first_thread(monkeypatch, heavy):
+    """The merged table, each antagonist summed by prefix sums (HEAVY 0) or pair by pair
+    (HEAVY huge): per (wait, class, pid) the exact table's time, named by its first thread
+    in time; the victim's own sliver stays apart (class other)."""
+    exact = A.df_runnable_occupants(oversubscribed_cpu())
+    monkeypatch.setattr(A, "ROW_BUDGET", 10)
+    monkeypatch.setattr(A, "HEAVY", heavy)
+    merged = A.df_runnable_occupants(oversubscribed_cpu())
+    key = ["runq_idx", "cls", "pid"]
+    want = exact.sort_values(["runq_idx", "t_from_ns"]).groupby(key, observed=True).agg(
+        ns=("ns", "sum"), tid=("tid", "first"))
+    got = merged.groupby(key, observed=True).agg(ns=("ns", "sum"), tid=("tid", "first"))
+    assert got.to_dict() == want.to_dict()
+    assert len(merged) < len(exact)
+    own = merged[(merged["cls"] == "other") & (merged["pid"] == 100)]
+    assert own["ns"].tolist() == [10 * US, 50 * US] and own["tid"].tolist() == [102, 104]
+    assert set(merged["cls"]) == {"sibling", "other", "kernel", "idle", "unknown"}
+
+
+def test_merged_parts_are_the_same_summed_or_paired(monkeypatch):
+    """Both ways of merging give the same table, row for row."""
+    monkeypatch.setattr(A, "ROW_BUDGET", 10)
+    tables = []
+    for heavy in (0.0, 1e18):
+        monkeypatch.setattr(A, "HEAVY", heavy)
+        tables.append(A.df_runnable_occupants(oversubscribed_cpu()))
+    pd.testing.assert_frame_equal(tables[0], tables[1], check_exact=True)
 
 
 def test_a_traced_process_is_named_as_it_was_last_seen():
