@@ -233,12 +233,14 @@ class _Occ:
 
 
 class _Waits:
-    """The runnable intervals (run.runq) as arrays: a, b (its bounds), tid, pid, cpu."""
+    """The runnable intervals (run.runq) as arrays: a, b (its bounds), tid, pid, cpu (and
+    tid32, pid32 to gather rows' columns from)."""
 
     def __init__(self, rq):
         i64 = np.int64
         self.a, self.b = rq["t_runnable_ns"].to_numpy(i64), rq["t_run_ns"].to_numpy(i64)
         self.tid, self.pid, self.cpu = (rq[c].to_numpy(i64) for c in ("tid", "pid", "cpu"))
+        self.tid32, self.pid32 = (rq[c].to_numpy(np.int32) for c in ("tid", "pid"))
 
 
 def _overlaps(w: _Waits, S: np.ndarray, cpu_slice) -> tuple[np.ndarray, np.ndarray]:
@@ -330,40 +332,52 @@ def _merged_rows(o: _Occ, w: _Waits) -> dict:
     by_thread = thread_time_order(w.tid, w.a)
     by_thread = np.arange(len(w.a)) if by_thread is None else by_thread
     p = _merged_parts(o, w, by_thread)
-    covered = np.bincount(p["idx"], weights=p["ns"].astype(np.float64), minlength=len(w.a))
-    dur = (w.b - w.a).astype(np.float64)
-    gap = np.flatnonzero(dur - covered > 0.5)
-    gap_cls = len(CLASSES)           # sorts after every class
-    # rows by victim, then wait (a thread's waits are disjoint), then class and who
+    # rows by victim, then wait (a thread's waits are disjoint), then class and who (the
+    # rest last: its who sorts after every antagonist's)
     rank = np.empty(len(w.a), np.int64)
     rank[by_thread] = np.arange(len(w.a))
-    idx = np.concatenate([p["idx"], gap])
-    key = np.concatenate([(p["cls"].astype(np.int64) << 30) | p["who"],
-                          np.full(len(gap), gap_cls << 30, np.int64)])
-    order = np.argsort((rank[idx] << 34) | key)
-    idx = idx[order]
-    d = np.concatenate([p["ns"], (dur[gap] - covered[gap]).astype(np.int64)])[order]
-    who = np.concatenate([p["who"], np.zeros(len(gap), np.int64)])[order]
-    known = order < len(p["idx"])
-    tid = np.where(known, np.concatenate([p["tid"], np.zeros(len(gap), np.int64)])[order], -1)
-    pid = np.where(known, o.pid_of[who], -1) if len(who) else who
-    irq = np.where(known, o.irq_of[who], 0) if len(who) else who
-    cls = np.concatenate([p["cls"], np.full(len(gap), CODE["unknown"], np.int8)])[order]
+    del by_thread
+    key = rank[p["idx"]]
+    del rank
+    key <<= 3
+    key |= p["cls"]
+    key <<= 30
+    key |= p["who"]
+    order = np.argsort(key)
+    del key
+    idx, d, who = p["idx"][order], p["ns"][order], p["who"][order]
     start_of = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]]) if len(idx) else idx
-    before = np.cumsum(d) - d
-    s = w.a[idx] + (before - np.repeat(before[start_of], np.diff(np.r_[start_of, len(idx)])))
-    return _row_columns(w, slice(None), idx, s, s + d, tid, pid, cls, irq)
+    s = np.cumsum(d)
+    s -= d                           # time before each row in the run of rows ...
+    s -= np.repeat(s[start_of], np.diff(np.r_[start_of, len(idx)]))  # ... of its wait
+    s += w.a[idx]
+    return {"runq_idx": idx, "victim_tid": w.tid32[idx], "victim_pid": w.pid32[idx],
+            "cpu": w.cpu[idx].astype(np.int16), "t_from_ns": s, "t_to_ns": s + d,
+            "tid": p["tid"][order], "pid": np.r_[o.pid_of, -1].astype(np.int32)[who],
+            "cls": p["cls"][order], "irq": np.r_[o.irq_of, 0].astype(np.uint32)[who],
+            "ns": d}
 
 
-_PART_COLS = ("idx", "cls", "who", "tid", "ns")
+# the merged parts' columns and their types (narrow: a row per (wait, antagonist))
+_PART_COLS = {"idx": np.int32, "cls": np.int8, "who": np.int32, "tid": np.int32,
+              "ns": np.int64}
 
 
 def _merged_parts(o: _Occ, w: _Waits, by_thread) -> dict:
     """Each wait's time per antagonist: one part per (wait, class, who) with ns > 0, named
-    (tid) by the first of its segments in time. Per CPU, an antagonist with many pairs is
-    summed by _heavy_parts, the others pair by pair (_light_parts). by_thread: the waits
-    by (tid, a)."""
+    (tid) by the first of its segments in time; then, for each wait not covered to the ns,
+    a part of class unknown, who len(pid_of), tid -1, for the rest. Per CPU, an antagonist
+    with many pairs is summed by _heavy_parts, the others pair by pair (_light_parts).
+    by_thread: the waits by (tid, a)."""
     out = {c: [] for c in _PART_COLS}
+    covered = np.zeros(len(w.a), np.float64)
+
+    def add(part):
+        nonlocal covered
+        covered += np.bincount(part["idx"], weights=part["ns"], minlength=len(w.a))
+        for c, t in _PART_COLS.items():
+            out[c].append(part[c].astype(t, copy=False))
+
     for cpu in np.unique(w.cpu):
         sl = o.cpu_slice(cpu)
         if sl.stop == sl.start:
@@ -372,16 +386,19 @@ def _merged_parts(o: _Occ, w: _Waits, by_thread) -> dict:
         ri = ri[np.argsort(w.a[ri], kind="stable")]  # by start: searches in order
         heavy = _heavy(o, w, ri, sl)
         in_heavy = np.isin(o.who[sl], heavy)
-        parts = list(_light_parts(o, w, ri, sl.start + np.flatnonzero(~in_heavy)))
+        for part in _light_parts(o, w, ri, sl.start + np.flatnonzero(~in_heavy)):
+            add(part)
         own = _own_pairs(o, w, by_thread[w.cpu[by_thread] == cpu],
                          sl.start + np.flatnonzero(in_heavy & (o.base[sl] < 0)))
         for g in heavy:
-            parts += _heavy_parts(o, w, ri, sl.start + np.flatnonzero(o.who[sl] == g), own)
-        for part in parts:
-            for c in _PART_COLS:
-                out[c].append(part[c])
-    return {c: (np.concatenate(v) if v else np.zeros(0, np.int8 if c == "cls" else np.int64))
-            for c, v in out.items()}
+            for part in _heavy_parts(o, w, ri, sl.start + np.flatnonzero(o.who[sl] == g), own):
+                add(part)
+    dur = (w.b - w.a).astype(np.float64)
+    gap = np.flatnonzero(dur - covered > 0.5)
+    add({"idx": gap, "cls": np.full(len(gap), CODE["unknown"]),
+         "who": np.full(len(gap), len(o.pid_of)), "tid": np.full(len(gap), -1),
+         "ns": (dur[gap] - covered[gap]).astype(np.int64)})
+    return {c: np.concatenate(v) for c, v in out.items()}
 
 
 def _heavy(o: _Occ, w: _Waits, ri, sl) -> np.ndarray:
