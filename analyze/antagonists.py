@@ -35,7 +35,7 @@ import pandas as pd
 
 from .load import (OCC_HARDIRQ, OCC_IRQ_SHIFT, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ, OCC_TRUNC,
                    SOFTIRQ_NAMES, per_run)
-from .order import thread_time_order
+from .order import argsort_unless_sorted, search_in_order, thread_time_order
 from .peer import also_comm, peer_pids
 
 CLASSES = ["sibling", "peer", "other", "kernel", "irq", "idle", "unknown"]
@@ -252,9 +252,10 @@ def _overlaps(w: _Waits, S: np.ndarray, cpu_slice) -> tuple[np.ndarray, np.ndarr
     for cpu in np.unique(w.cpu):
         ri = np.flatnonzero(w.cpu == cpu)
         sl = cpu_slice(cpu)
-        Sc = S[sl]
-        lo = np.searchsorted(Sc, w.a[ri], side="right") - 1     # segment holding t_runnable
-        hi = np.searchsorted(Sc, w.b[ri], side="left")          # first segment from t_run on
+        Sc, a, b = S[sl], w.a[ri], w.b[ri]
+        by_a = argsort_unless_sorted(a)                         # both searches in order
+        lo = search_in_order(Sc, a, "right", by_a) - 1          # segment holding t_runnable
+        hi = search_in_order(Sc, b, "left", by_a)               # first segment from t_run on
         f = np.maximum(lo, 0)
         first[ri], n[ri] = sl.start + f, np.maximum(hi - f, 0)
     return first, n
@@ -564,10 +565,11 @@ def antagonists_in_windows(run, tid, w_start, w_end) -> pd.DataFrame:
         # windows clipped to the rows' time range select the same rows
         base, span = ix["base"], ix["span"]
         wrank = g.astype(np.int64) * span
-        first = np.searchsorted(ix["key_end"], wrank + (np.clip(ws, base, None) - base),
-                                side="right")
-        last = np.searchsorted(ix["key_start"],
-                               wrank + (np.clip(we, None, base + span - 1) - base), side="left")
+        q = wrank + (np.clip(ws, base, None) - base)
+        by_key = argsort_unless_sorted(q)     # both searches in (thread, start) order
+        first = search_in_order(ix["key_end"], q, "right", by_key)
+        last = search_in_order(ix["key_start"], wrank + (np.clip(we, None, base + span - 1)
+                                                          - base), "left", by_key)
     else:
         first = np.zeros(len(tid), np.int64)
         last = np.zeros(len(tid), np.int64)

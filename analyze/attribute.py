@@ -139,11 +139,26 @@ def tail_excess(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
 
 def spearman_runnable(decomp: pd.DataFrame) -> float:
     """Spearman rank correlation of runnable_ns with latency_ns (NaN if undefined)."""
-    d = decomp[["runnable_ns", "latency_ns"]].dropna()
-    if len(d) < 3 or d["runnable_ns"].nunique() < 2 or d["latency_ns"].nunique() < 2:
+    x, y = (decomp[c].to_numpy(np.float64) for c in ("runnable_ns", "latency_ns"))
+    ok = ~(np.isnan(x) | np.isnan(y))
+    if ok.sum() < 3:
         return float("nan")
-    r = d.rank(method="average")
-    return float(np.corrcoef(r["runnable_ns"], r["latency_ns"])[0, 1])
+    (rx, nx), (ry, ny) = _average_ranks(x[ok]), _average_ranks(y[ok])
+    if nx < 2 or ny < 2:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _average_ranks(v: np.ndarray) -> tuple[np.ndarray, int]:
+    """(1-based ranks of v, ties given their mean rank as pandas' rank(method="average"),
+    how many distinct values)."""
+    o = np.argsort(v, kind="stable")
+    sv = v[o]
+    start = np.flatnonzero(np.r_[True, sv[1:] != sv[:-1]])
+    end = np.r_[start[1:], len(v)]
+    r = np.empty(len(v))
+    r[o] = np.repeat((start + end + 1) / 2, end - start)
+    return r, len(start)
 
 
 def dominant_group(bands: pd.DataFrame, band: str = BANDS[3]) -> tuple[str, float, float]:

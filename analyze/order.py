@@ -16,6 +16,24 @@ def argsort_unless_sorted(k: np.ndarray, stable: bool = False) -> np.ndarray | N
     return np.argsort(k, kind="stable" if stable else None)
 
 
+def search_in_order(a: np.ndarray, v: np.ndarray, side: str = "left",
+                    order: np.ndarray | None = None) -> np.ndarray:
+    """np.searchsorted(a, v, side), the queries taken in `order` (by default their sorted
+    order, unless they are sorted already). A binary search for each of many queries in
+    random order misses the CPU's cache at every level of a large array; in sorted order
+    the probes walk it front to back (1.7M queries into 4.9M keys here: 0.86 s in random
+    order, 0.15 s sorted, the argsort included). Pass order to share one sort between
+    searches whose queries come in nearly the same order."""
+    v = np.asarray(v)
+    if order is None:
+        order = argsort_unless_sorted(v)
+        if order is None:
+            return np.searchsorted(a, v, side)
+    out = np.empty(len(v), dtype=np.intp)
+    out[order] = np.searchsorted(a, v[order], side)
+    return out
+
+
 def thread_time_order(tid: np.ndarray, t: np.ndarray) -> np.ndarray | None:
     """The stable order of rows by (tid, t), or None when they are in it already."""
     if len(tid) < 2:

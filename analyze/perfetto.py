@@ -38,6 +38,7 @@ import pandas as pd
 
 from .findings import Findings
 from .load import WAKER_BLAMES_TASK, per_run, thread_names
+from .order import Lookup
 from .waits import REASONS, has_reasons, reason_codes
 
 STATES = np.array(["Running", "Runnable", "Lock wait", "Blocked", "I/O wait", "Sleep"])
@@ -152,12 +153,13 @@ def _extents_of(run, observed: pd.DataFrame | None) -> pd.DataFrame:
     first = np.full(len(tids), np.iinfo(np.int64).max)
     last = np.full(len(tids), np.iinfo(np.int64).min)
     probed = np.zeros(len(tids), bool)   # a thread seen only in `observed` has no track
+    lookup = Lookup(tids)
     for tid, s, e, probe in src:
         s, e = s.astype(np.int64, copy=False), e.astype(np.int64, copy=False)
         ok = (e > s) & (s > 0)
         if not ok.all():
             tid, s, e = tid[ok], s[ok], e[ok]
-        g = np.searchsorted(tids, tid).astype(np.int32)
+        g = lookup(tid)[0]
         np.minimum.at(first, g, s)
         np.maximum.at(last, g, e)
         if probe:

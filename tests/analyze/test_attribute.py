@@ -114,6 +114,18 @@ def test_spearman_runnable():
     assert np.isnan(spearman_runnable(decomp_from(lat)))  # constant runnable: undefined
 
 
+def test_spearman_ranks_ties_by_their_mean():
+    """Ties take their mean rank (x ranks 1.5 1.5 3 4, y ranks 1 2 3 4): by hand,
+    Pearson of the ranks = 4.5 / sqrt(4.5 · 5) = 0.9487; requests without a runnable
+    part (NaN) are left out."""
+    from analyze.attribute import _average_ranks
+    r, n = _average_ranks(np.array([5.0, 5.0, 7.0, 9.0]))
+    assert r.tolist() == [1.5, 1.5, 3.0, 4.0] and n == 3
+    d = pd.DataFrame({"runnable_ns": [5.0, 5.0, 7.0, 9.0, np.nan],
+                      "latency_ns": [1, 2, 3, 4, 0]})
+    assert spearman_runnable(d) == pytest.approx(4.5 / np.sqrt(4.5 * 5))
+
+
 def test_durations_in_sentences_keep_their_figures_below_a_millisecond():
     """A 33 µs tail must not read '0.0 ms' (nginx's requests are tens of µs)."""
     from analyze.fmt import dur
