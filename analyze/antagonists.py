@@ -106,7 +106,7 @@ def _segments(run) -> pd.DataFrame:
     pid = np.where(trunc_next, -1, pid)
     keep = same_next
     return pd.DataFrame({"cpu": cpu[keep], "t_from_ns": t[keep], "t_to_ns": t_to[keep],
-                         "tid": tid[keep], "pid": pid[keep], "flags": flags[keep]})
+                         "tid": tid[keep], "pid": pid[keep], "flags": flags[keep]}, copy=False)
 
 
 def traced_pids(run) -> set:
@@ -588,7 +588,7 @@ def antagonists_in_windows(run, tid, w_start, w_end) -> pd.DataFrame:
     k = k[ok]
     return pd.DataFrame({"win": win[ok], "tid": r["tid"][k], "pid": r["pid"][k],
                          "cls": pd.Categorical.from_codes(r["cls"][k], categories=CLASSES),
-                         "irq": r["irq"][k], "ns": ns[ok]})
+                         "irq": r["irq"][k], "ns": ns[ok]}, copy=False)
 
 
 # ---- names ------------------------------------------------------------------

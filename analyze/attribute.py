@@ -126,7 +126,8 @@ def tail_excess(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
      "parts": {part or "runnable": {"ms": excess, "share": excess / total excess}}}
     """
     m = band_masks(decomp, by)
-    tail, med = decomp[m[BANDS[3]]], decomp[m[BANDS[0]]]
+    cols = [c for c in ["e2e_ns"] + [f"{p}_ns" for p in PARTS + ["runnable"]] if c in decomp]
+    tail, med = decomp.loc[m[BANDS[3]], cols], decomp.loc[m[BANDS[0]], cols]
     ex = (tail["e2e_ns"].mean() - med["e2e_ns"].mean()) / MS
     out = {"n_tail": int(len(tail)), "n_median": int(len(med)),
            "tail_ms": tail["e2e_ns"].mean() / MS, "median_ms": med["e2e_ns"].mean() / MS,

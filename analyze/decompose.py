@@ -318,7 +318,7 @@ def thread_brief(run, tid, w_start, w_end) -> pd.DataFrame:
     rn = st.wakeup.sum(k) + st.preempt.sum(k) if st.has_rq else nan
     bl = st.off.sum(k) - st.rin.sum(k) if st.has_sw else nan
     res = {"oncpu_ns": on, "runnable_ns": rn, "blocked_all_ns": bl}
-    return pd.DataFrame({c: np.where(valid, v, np.nan) for c, v in res.items()})
+    return pd.DataFrame({c: np.where(valid, v, np.nan) for c, v in res.items()}, copy=False)
 
 
 def thread_states(run, tid, w_start, w_end) -> pd.DataFrame:
@@ -362,7 +362,7 @@ def thread_states(run, tid, w_start, w_end) -> pd.DataFrame:
            "lock_wait_ns": why["lock_wait"], "io_wait_ns": why["io_wait"],
            "sleep_ns": why["sleep"], "blocked_ns": blocked, "offcpu_ns": off_sum,
            "closure_err": err}
-    return pd.DataFrame({c: np.where(valid, v, np.nan) for c, v in res.items()})
+    return pd.DataFrame({c: np.where(valid, v, np.nan) for c, v in res.items()}, copy=False)
 
 
 def blocked_all(states: pd.DataFrame) -> np.ndarray:

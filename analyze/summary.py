@@ -49,7 +49,7 @@ from .antagonists import class_shares, df_runnable_occupants, has_occupancy
 from .attribute import dominant_blocked, spearman_runnable
 from .decompose import PARTS, valid_requests
 from .findings import Findings
-from .load import SPAN_ENDS
+from .load import SPAN_ENDS, rows_where
 from .sched import sched_figures
 from .words import headline, no_requests_headline
 
@@ -302,7 +302,7 @@ def summary_dict(f: Findings) -> dict:
         for p in PARTS + ["runnable"]:
             a[f"{p}_ms"], a[f"{p}_share"] = row[f"{p}_ms"], row[f"{p}_share"]
         attribution[b] = a
-    judged = decomp[decomp["closure_err"].notna()] if len(decomp) else decomp
+    judged = rows_where(decomp, decomp["closure_err"].notna()) if len(decomp) else decomp
     none = run.source == "none"
     sched, threads = sched_figures(run), n_threads(run)
     out = {
