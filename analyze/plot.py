@@ -361,10 +361,19 @@ def _cpu_lanes(ax, occ: pd.DataFrame, req, y0: int, s0: int, s1: int,
     """Lanes below the threads': who held each CPU during the request (occupancy
     segments, coloured by antagonist class relative to the request's process)."""
     from .antagonists import classify
-    seg = occ[(occ["t_to_ns"] > s0) & (occ["t_from_ns"] < s1)]
+    # occ lies by CPU, then time (df_occupancy): each CPU's segments inside [s0, s1] are
+    # one slice, found by two searches (not a mask over every CPU's whole run)
+    cpus = occ["cpu"].to_numpy()
+    t_from, t_to = occ["t_from_ns"].to_numpy(), occ["t_to_ns"].to_numpy()
     labels = []
-    for i, (cpu, g) in enumerate(seg.groupby("cpu")):
-        y = y0 + i
+    for cpu in pd.unique(cpus):
+        lo, hi = np.searchsorted(cpus, cpu, "left"), np.searchsorted(cpus, cpu, "right")
+        first = lo + np.searchsorted(t_to[lo:hi], s0, "right")      # ends after s0
+        last = lo + np.searchsorted(t_from[lo:hi], s1, "left")      # starts before s1
+        if first >= last:
+            continue                 # no lane for a CPU without a segment inside
+        g = occ.iloc[first:last]
+        y = y0 + len(labels)
         cls = classify(int(req.tid), int(req.pid), g["tid"].to_numpy(np.int64),
                         g["pid"].to_numpy(np.int64), g["flags"].to_numpy(np.int64),
                         traced - {int(req.pid)})
