@@ -211,12 +211,6 @@ def thread_names(run) -> dict[int, str]:
     return dict(zip(t["tid"].astype(int), t["comm"].astype(str)))
 
 
-def rows_where(df: pd.DataFrame, mask) -> pd.DataFrame:
-    """df[mask], or df itself when the mask keeps every row (no copy of a whole frame)."""
-    mask = np.asarray(mask, dtype=bool)
-    return df if mask.all() else df[mask]
-
-
 def frame_from_records(stream: str, rec, owned: bool = False) -> pd.DataFrame:
     """DataFrame of one stream from raw record fields (structured array or dict of arrays);
     owned: the arrays are the caller's to give away (read_bin's), used without a copy."""

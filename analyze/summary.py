@@ -49,7 +49,7 @@ from .antagonists import class_shares, df_runnable_occupants, has_occupancy
 from .attribute import dominant_blocked, spearman_runnable
 from .decompose import PARTS, valid_requests
 from .findings import Findings
-from .load import SPAN_ENDS, rows_where
+from .load import SPAN_ENDS
 from .sched import sched_figures
 from .words import headline, no_requests_headline
 
@@ -302,7 +302,8 @@ def summary_dict(f: Findings) -> dict:
         for p in PARTS + ["runnable"]:
             a[f"{p}_ms"], a[f"{p}_share"] = row[f"{p}_ms"], row[f"{p}_share"]
         attribution[b] = a
-    judged = rows_where(decomp, decomp["closure_err"].notna()) if len(decomp) else decomp
+    # the requests the closure judges: those with a closure error (one column, not the frame)
+    judged = decomp["closes"][decomp["closure_err"].notna()] if len(decomp) else decomp
     none = run.source == "none"
     sched, threads = sched_figures(run), n_threads(run)
     out = {
@@ -326,7 +327,7 @@ def summary_dict(f: Findings) -> dict:
         "threads": threads,
         "lost_events": dict(run.lost_events),
         "lost_events_total": int(sum(run.lost_events.values())),
-        "closure_ratio": float(judged["closes"].mean()) if len(judged) else None,
+        "closure_ratio": float(judged.mean()) if len(judged) else None,
         "source": run.source,
         "tail_excess": f.tail_excess,
         "spearman_runnable": spearman_runnable(decomp),

@@ -12,7 +12,7 @@ import pandas as pd
 from .attribute import BANDS, BLOCKED_GROUPS, GROUPS, MS, dominant_group
 from .critpath import has_wakers
 from .fmt import dur
-from .load import fold_comm, rows_where
+from .load import fold_comm
 
 
 def _n(k: int, noun: str) -> str:
@@ -164,7 +164,9 @@ def headline(f) -> str:
         if lost:
             caveats.append("events were lost (" + ", ".join(f"{k}: {v}" for k, v in lost.items())
                            + ")")
-    traced = rows_where(decomp, decomp["traced"]) if "traced" in decomp else decomp
+    # the traced requests' two columns this needs, not the whole frame
+    traced = (decomp[["oncpu_ns", "closes"]][decomp["traced"].to_numpy(bool)]
+              if "traced" in decomp else decomp)
     if len(traced) and traced["oncpu_ns"].notna().any():
         closes = traced["closes"].mean()
         if closes < 0.99:
