@@ -287,15 +287,16 @@ def _rows(run) -> dict:
     if not has_occupancy(run) or not len(rq):
         return {c: np.zeros(0, np.int8 if c == "cls" else i64) for c in ROW_COLS}
     o, w = _Occ(run), _Waits(rq)
-    first, n = _overlaps(w, o.S, o.cpu_slice)
-    total = int(n.sum())
+    cpus = _cpu_waits(o, w)
+    total = int(sum(npairs.sum() for _, _, npairs in cpus))
     if total > ROW_BUDGET:
         run.warnings.append(
             f"cpu occupancy: {total:,} (wait, switch) pairs: each wait's parts are merged by "
             "antagonist (process and class), named by the first of its threads, and laid "
             "back to back inside the wait; totals per wait stay exact")
-        del first, n
-        return _merged_rows(o, w)
+        return _merged_rows(o, w, cpus)
+    del cpus
+    first, n = _overlaps(w, o.S, o.cpu_slice)
     idx, s, e, k = _expand(np.arange(len(rq)), first, n, w.a, w.b, o.S, o.E)
     tid, pid, irq, cls = o.tid[k], o.pid[k], o.irq[k], _pair_cls(o, w, idx, k)
     # what no segment covers: the rest of each interval, unknown
@@ -324,7 +325,24 @@ def _row_columns(w: _Waits, r, idx, s, e, tid, pid, cls, irq) -> dict:
             "ns": (e - s)[r]}
 
 
-def _merged_rows(o: _Occ, w: _Waits) -> dict:
+def _cpu_waits(o: _Occ, w: _Waits) -> list[tuple[np.ndarray, slice, np.ndarray]]:
+    """Per CPU with segments: (its waits by start, its segments' slice of o, each segment's
+    count of (wait, segment) pairs: the waits with a < E, less those with b <= S, a subset
+    as a < b; their sum is the pairs _overlaps counts from the waits' side)."""
+    out = []
+    for cpu in np.unique(w.cpu):
+        sl = o.cpu_slice(cpu)
+        if sl.stop == sl.start:
+            continue
+        ri = np.flatnonzero(w.cpu == cpu)
+        ri = ri[np.argsort(w.a[ri], kind="stable")]  # by start: searches in order
+        npairs = (np.searchsorted(w.a[ri], o.E[sl], "left")
+                  - np.searchsorted(np.sort(w.b[ri]), o.S[sl], "right"))
+        out.append((ri, sl, npairs))
+    return out
+
+
+def _merged_rows(o: _Occ, w: _Waits, cpus) -> dict:
     """ROW_COLS with one row per (wait, class, antagonist), named by its first thread in
     time (_merged_parts), and one of class unknown for the rest of the wait no record
     covers. A wait's rows are laid back to back from its start, by class then (pid, irq),
@@ -332,7 +350,7 @@ def _merged_rows(o: _Occ, w: _Waits) -> dict:
     o.rank()
     by_thread = thread_time_order(w.tid, w.a)
     by_thread = np.arange(len(w.a)) if by_thread is None else by_thread
-    p = _merged_parts(o, w, by_thread)
+    p = _merged_parts(o, w, by_thread, cpus)
     # rows by victim, then wait (a thread's waits are disjoint), then class and who (the
     # rest last: its who sorts after every antagonist's)
     rank = np.empty(len(w.a), np.int64)
@@ -364,12 +382,12 @@ _PART_COLS = {"idx": np.int32, "cls": np.int8, "who": np.int32, "tid": np.int32,
               "ns": np.int64}
 
 
-def _merged_parts(o: _Occ, w: _Waits, by_thread) -> dict:
+def _merged_parts(o: _Occ, w: _Waits, by_thread, cpus) -> dict:
     """Each wait's time per antagonist: one part per (wait, class, who) with ns > 0, named
     (tid) by the first of its segments in time; then, for each wait not covered to the ns,
     a part of class unknown, who len(pid_of), tid -1, for the rest. Per CPU, an antagonist
     with many pairs is summed by _heavy_parts, the others pair by pair (_light_parts).
-    by_thread: the waits by (tid, a)."""
+    by_thread: the waits by (tid, a); cpus: _cpu_waits."""
     out = {c: [] for c in _PART_COLS}
     covered = np.zeros(len(w.a), np.float64)
 
@@ -379,13 +397,9 @@ def _merged_parts(o: _Occ, w: _Waits, by_thread) -> dict:
         for c, t in _PART_COLS.items():
             out[c].append(part[c].astype(t, copy=False))
 
-    for cpu in np.unique(w.cpu):
-        sl = o.cpu_slice(cpu)
-        if sl.stop == sl.start:
-            continue
-        ri = np.flatnonzero(w.cpu == cpu)
-        ri = ri[np.argsort(w.a[ri], kind="stable")]  # by start: searches in order
-        heavy = _heavy(o, w, ri, sl)
+    for ri, sl, npairs in cpus:
+        cpu = w.cpu[ri[0]]
+        heavy = _heavy(o, ri, sl, npairs)
         in_heavy = np.isin(o.who[sl], heavy)
         for part in _light_parts(o, w, ri, sl.start + np.flatnonzero(~in_heavy)):
             add(part)
@@ -402,13 +416,10 @@ def _merged_parts(o: _Occ, w: _Waits, by_thread) -> dict:
     return {c: np.concatenate(v) for c, v in out.items()}
 
 
-def _heavy(o: _Occ, w: _Waits, ri, sl) -> np.ndarray:
+def _heavy(o: _Occ, ri, sl, npairs) -> np.ndarray:
     """The antagonists (who) of one CPU's segments sl summed by prefix sums for its waits
-    ri (by start): more (wait, segment) pairs than HEAVY × the waits, all segments of one
-    base class (a heavy part takes its class from one)."""
-    # pairs per segment: waits with a < E, less those with b <= S (a subset, as a < b)
-    npairs = (np.searchsorted(w.a[ri], o.E[sl], "left")
-              - np.searchsorted(np.sort(w.b[ri]), o.S[sl], "right"))
+    ri: more (wait, segment) pairs (npairs: _cpu_waits) than HEAVY × the waits, all
+    segments of one base class (a heavy part takes its class from one)."""
     pairs = np.bincount(o.who[sl], weights=npairs, minlength=len(o.uniform))
     return np.flatnonzero((pairs > HEAVY * len(ri)) & o.uniform)
 

@@ -252,6 +252,16 @@ def test_merged_parts_equal_the_exact_tables_sums_and_first_thread(monkeypatch, 
     assert set(merged["cls"]) == {"sibling", "other", "kernel", "idle", "unknown"}
 
 
+@pytest.mark.parametrize("make", [lambda: run_(), oversubscribed_cpu])
+def test_pairs_counted_from_the_segments_equal_those_from_the_waits(make):
+    """ROW_BUDGET is checked against the pairs counted per segment (_cpu_waits, which the
+    merged table reuses); per wait (_overlaps) they are the same pairs."""
+    run = make()
+    o, w = A._Occ(run), A._Waits(run.runq)
+    by_segment = sum(int(p.sum()) for _, _, p in A._cpu_waits(o, w))
+    assert by_segment == int(A._overlaps(w, o.S, o.cpu_slice)[1].sum()) > 0
+
+
 def test_merged_parts_are_the_same_summed_or_paired(monkeypatch):
     """Both ways of merging give the same table, row for row."""
     monkeypatch.setattr(A, "ROW_BUDGET", 10)
