@@ -60,11 +60,12 @@ def band_masks(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
 def band_of(decomp: pd.DataFrame, by: str = "latency_ns", masks: dict | None = None) -> pd.Series:
     """Each request's band among BANDS (≥P99.9 requests are labelled ≥P99; a request
     without a latency has none), from band_masks or the masks given."""
-    lab = np.full(len(decomp), None, dtype=object)
+    codes = np.full(len(decomp), -1, dtype=np.int8)     # -1: no band (NaN)
     for b, m in (band_masks(decomp, by) if masks is None else masks).items():
         if b in BANDS:
-            lab[m] = b
-    return pd.Series(pd.Categorical(lab, categories=BANDS), index=decomp.index, name="band")
+            codes[m] = BANDS.index(b)
+    return pd.Series(pd.Categorical.from_codes(codes, categories=BANDS), index=decomp.index,
+                     name="band")
 
 
 def _mean(d: pd.DataFrame, col: str) -> float:

@@ -271,17 +271,18 @@ class _StateSets:
                                      _Set(*iv_intersect(*lu, *rin), disjoint=True))
 
 
-def _state_sets(run, tid: np.ndarray, t_lo: int, t_hi: int) -> _StateSets:
+def _state_sets(run, tid: np.ndarray, t_lo: int, t_hi: int, why: bool = True) -> _StateSets:
     """The run's _StateSets on an axis holding every traced thread and the query's threads
     over the run's whole time, cached on the run (rebuilt when a query falls outside it or
-    a stream frame was replaced)."""
+    a stream frame was replaced, or when why is wanted and drop_reason_sets dropped it)."""
     frames = tuple((id(getattr(run, s)), len(getattr(run, s)))
                    for s in ("switches", "runq", "locks"))
     tids = np.unique(tid)
 
     def fits(sets) -> bool:
         ax = sets.axis
-        return bool(ax.index(tids)[1].all()) and ax.t0 <= t_lo and t_hi <= ax.t1
+        return (bool(ax.index(tids)[1].all()) and ax.t0 <= t_lo and t_hi <= ax.t1
+                and (sets.why is not None or not why))
 
     def build() -> _StateSets:
         # -1 too: a lock chain asks for the unknown holder, which must not cost a rebuild
@@ -299,6 +300,15 @@ def _state_sets(run, tid: np.ndarray, t_lo: int, t_hi: int) -> _StateSets:
     return per_run(run, "_state_sets", frames, build, fits)
 
 
+def drop_reason_sets(run) -> None:
+    """Let go of the per-reason sets (the why of _StateSets: blocked on a lock, IO, sleep,
+    and their runnable parts) kept on the run, once only thread_brief needs the sets (the
+    critical path's hops): a later thread_states builds them all again."""
+    c = getattr(run, "_state_sets", None)
+    if c is not None:
+        c[1].why = None
+
+
 def thread_brief(run, tid, w_start, w_end) -> pd.DataFrame:
     """oncpu_ns, runnable_ns, blocked_all_ns (whatever the reason) of thread tid[i] during
     [w_start[i], w_end[i]]: thread_states' three totals for windows that need no more (each
@@ -310,7 +320,7 @@ def thread_brief(run, tid, w_start, w_end) -> pd.DataFrame:
     valid = (we >= ws) & (ws > 0)
     if not valid.any():
         return pd.DataFrame({"oncpu_ns": nan, "runnable_ns": nan, "blocked_all_ns": nan})
-    st = _state_sets(run, tid[valid], int(ws[valid].min()), int(we[valid].max()))
+    st = _state_sets(run, tid[valid], int(ws[valid].min()), int(we[valid].max()), why=False)
     g, _ = st.axis.index(tid)
     k = _Windows(st.axis.key(g, ws), st.axis.key(g, we))
     lat = (we - ws).astype(np.float64)

@@ -27,7 +27,7 @@ from . import plot
 from .attribute import df_bands
 from .antagonists import df_occupancy, traced_pids
 from .critpath import CP_COLS, df_critical_path, df_wait_objects
-from .decompose import df_decompose
+from .decompose import df_decompose, drop_reason_sets
 from .findings import Findings
 from .errors import AnalysisError
 from .html import ReportInputs, write_report
@@ -74,11 +74,19 @@ def write_csv(path: Path, df: pd.DataFrame) -> None:
     os.replace(tmp, path)
 
 
-def analyse(run) -> dict:
-    """The computed frames of one loaded run (no files written)."""
+def analyse(run, lock_chains: bool = False) -> dict:
+    """The computed frames of one loaded run (no files written); with lock_chains also
+    df_lock_chains' ("chains", None without locks). The interval sets are let go of once
+    nothing more needs them: the lock chains measure whole thread states (every set), so
+    they come before the critical path, whose hops (the wait objects' too) need five sets;
+    nothing needs any after the wait objects (0.7 GB at 10M switches). The waits go once
+    the summary is made."""
     decomp = df_decompose(run)
     peer = df_peer_runnable(run, decomp)
     decomp[list(peer.columns)] = peer
+    chains = (_frame(df_lock_chains, run, decomp) if lock_chains and run.has("locks")
+              else None)
+    drop_reason_sets(run)
     cp, segs = df_critical_path(run, decomp)
     decomp[CP_COLS] = cp
     if decomp.empty and not any(run.has(s) for s in PROBE_STREAMS):
@@ -88,12 +96,14 @@ def analyse(run) -> dict:
     bands = df_bands(decomp) if len(decomp) else pd.DataFrame()
     objs = (jsonable(df_wait_objects(run).to_dict("records"))
             if run.has("switches") and run.has("runq") else None)
+    per_run_release(run, "_state_sets")
     f = Findings(run, decomp, bands, segs, objs)
     summary = report_summary(f)
+    per_run_release(run, "_waits", "_followable")     # the critical path's (0.5 GB at 10M)
     if decomp.empty or not has_sched(run):
         bands = None
     return {"run": run, "decomp": decomp, "bands": bands, "summary": summary, "segments": segs,
-            "findings": f}
+            "findings": f, "chains": chains}
 
 
 def _frame(fn, run, *args) -> pd.DataFrame:
@@ -155,7 +165,7 @@ def build_report(run_dir, plots: bool = True, cache: bool | str = "background") 
 
 
 def _build_report(out: Path, run, plots: bool) -> dict:
-    a = analyse(run)
+    a = analyse(run, lock_chains=True)
     decomp = a["decomp"]
     write_json(out / "summary.json", with_outputs(a["summary"], []))  # before anything can fail
 
@@ -163,13 +173,10 @@ def _build_report(out: Path, run, plots: bool) -> dict:
     tables = {"threads": _frame(df_threads, run) if sched else pd.DataFrame(columns=THREAD_COLS),
               "locks": _frame(df_locks, run) if run.has("locks")
               else pd.DataFrame(columns=LOCK_COLS),
-              "chains": _frame(df_lock_chains, run, decomp) if run.has("locks") else pd.DataFrame(),
+              "chains": a["chains"] if a["chains"] is not None else pd.DataFrame(),
               "runq_hist": _frame(df_runq_hist, run) if run.has("runq") else pd.DataFrame(),
               "placement": _frame(df_cpu_placement, run) if run.has("switches")
               else pd.DataFrame()}
-    # the interval sets and the waits served the decomposition, the critical path, the
-    # summary and the lock chains: the trace and the figures have their own (1-2 GB at 10M)
-    per_run_release(run, "_state_sets", "_waits", "_followable")
     write_csv(out / "threads.csv", tables["threads"])
     write_csv(out / "locks.csv", tables["locks"])
     info = write_trace(a["findings"], out / "trace.json")

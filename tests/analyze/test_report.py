@@ -177,3 +177,21 @@ def test_run_json_label_and_command(tmp_path):
     assert "tailtrace report · pool-c20" in page
     assert "./run.sh --workload pool --label &#x27;a b&#x27;" in page    # shell-quoted, escaped
     assert "recorded by" in page and "2026-11-21T10:32:32Z" in page
+
+
+def test_analyse_lets_go_of_the_interval_sets_and_the_waits(tmp_path):
+    """analyse() measures the lock chains before the critical path (they need every interval
+    set, the hops five) and keeps neither the sets nor the waits once the summary is made;
+    its chains are df_lock_chains' own."""
+    from analyze.decompose import df_decompose
+    from analyze.load import load_run
+    from analyze.lockchain import df_lock_chains
+    synth.make_run(tmp_path, 200)
+    run = load_run(tmp_path, cache=False)
+    a = report.analyse(run, lock_chains=True)
+    assert all(getattr(run, k, None) is None for k in ("_state_sets", "_waits", "_followable"))
+    fresh = load_run(tmp_path, cache=False)
+    want = df_lock_chains(fresh, df_decompose(fresh))
+    assert len(want) > 0
+    pd.testing.assert_frame_equal(a["chains"], want, check_exact=True)
+    assert report.analyse(load_run(tmp_path, cache=False))["chains"] is None
