@@ -35,6 +35,7 @@ import pandas as pd
 
 from .load import (OCC_HARDIRQ, OCC_IRQ_SHIFT, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ, OCC_TRUNC,
                    SOFTIRQ_NAMES, per_run)
+from .decompose import Axis
 from .order import argsort_unless_sorted, search_in_order, thread_time_order
 from .peer import also_comm, peer_pids
 
@@ -465,38 +466,27 @@ def _own_pairs(o: _Occ, w: _Waits, ri, cand) -> dict:
     """The (wait, segment) pairs where a heavy task segment (cand, one CPU's) is the waiting
     thread itself, whose class is not its siblings': idx, s, e, k, by wait then time; ri:
     the CPU's waits by (tid, a).
-    A runnable thread holds no CPU: these are clock-edge slivers, if any. Searched in one
-    key, (thread rank · span + time), over batches of threads that keep it in 62 bits."""
+    A runnable thread holds no CPU: these are clock-edge slivers, if any. Searched on the
+    decomposition's thread axis (decompose.Axis: one key per (thread, time))."""
     i64 = np.int64
-    parts = {c: [np.zeros(0, i64)] for c in ("idx", "s", "e", "k")}
     cand = cand[np.lexsort((o.S[cand], o.tid[cand]))]        # by thread, then time
+    idx, s, e, k = (np.zeros(0, i64),) * 4
     if len(cand):
-        tids, start, count = np.unique(o.tid[cand], return_index=True, return_counts=True)
-        g = np.minimum(np.searchsorted(tids, w.tid[ri]), len(tids) - 1)
-        mine = np.flatnonzero(tids[g] == w.tid[ri])
-        t0 = int(o.S[cand].min())
-        span = int(o.E[cand].max()) - t0 + 2
-        per = max(1, (1 << 62) // span - 1)                # threads per batch
-        rank = np.repeat(np.arange(len(tids), dtype=i64), count)
-        for b0 in range(0, len(tids), per):
-            cs = slice(start[b0], len(cand) if b0 + per >= len(tids) else start[b0 + per])
-            sel = mine[(g[mine] >= b0) & (g[mine] < b0 + per)]
-            wi, seg = ri[sel], cand[cs]
-            base = (rank[cs] - b0) * span - t0
-            gw = (g[sel] - b0) * span - t0
-            a, b = w.a[wi], w.b[wi]
-            f = np.searchsorted(base + o.E[seg], gw + np.maximum(a, t0), "right")
-            n = np.searchsorted(base + o.S[seg], gw + np.minimum(b, t0 + span - 1), "left") - f
-            some = np.flatnonzero(n > 0)                        # almost always none
-            pos, s, e, k = _expand(np.arange(len(some)), f[some], n[some], a[some], b[some],
-                                   o.S[seg], o.E[seg])
-            idx, k = wi[some[pos]], seg[k]
-            same = o.pid[k] == w.pid[idx]
-            for c, v in (("idx", idx), ("s", s), ("e", e), ("k", k)):
-                parts[c].append(v[same])
-    out = {c: np.concatenate(v) for c, v in parts.items()}
-    r = np.lexsort((out["s"], out["idx"]))
-    return {c: v[r] for c, v in out.items()}
+        ax = Axis(o.tid[cand], int(o.S[cand].min()), int(o.E[cand].max()))
+        gs, _ = ax.index(o.tid[cand])
+        gw, mine = ax.index(w.tid[ri])
+        wi, gw = ri[mine], gw[mine]
+        a, b = w.a[wi], w.b[wi]
+        f = np.searchsorted(ax.key(gs, o.E[cand]), ax.key(gw, a), "right")  # ends after a
+        n = np.searchsorted(ax.key(gs, o.S[cand]), ax.key(gw, b), "left") - f
+        some = np.flatnonzero(n > 0)                            # almost always none
+        pos, s, e, k = _expand(np.arange(len(some)), f[some], n[some], a[some], b[some],
+                               o.S[cand], o.E[cand])
+        idx, k = wi[some[pos]], cand[k]
+        same = o.pid[k] == w.pid[idx]
+        idx, s, e, k = idx[same], s[same], e[same], k[same]
+    r = np.lexsort((s, idx))
+    return {"idx": idx[r], "s": s[r], "e": e[r], "k": k[r]}
 
 
 def _heavy_parts(o: _Occ, w: _Waits, ri, segs, own: dict) -> list[dict]:
