@@ -375,41 +375,57 @@ def _windows(decomp: pd.DataFrame, k: int, pad_scale: float = 1.0,
     return np.stack([s - pad, e + pad], axis=1)
 
 
-def _fit_windows(req, intervals, max_events: int, k: int):
+def _fit_windows(req, intervals, max_events: int, k: int, states_in):
     """The widest windows whose events fit max_events: fewer slow requests (k halves to
     1), then a narrower margin around the slowest, then only the last part of it (its
-    end, where the tail was decided). intervals: [(start, end, weight, limit, clipped)] of
-    every kind of event a window keeps: each kept one counts weight events, at most limit
-    kept (None: no limit); a clipped one (a state slice) once per window it overlaps.
-    Returns (windows, k, words for the note)."""
-    def count(win):
-        n, merged = 0, _merge_windows(win)
-        for s, e, w, lim, clipped in intervals:
-            kept = int((_windows_overlapped if clipped else _overlaps)(s, e, *merged).sum())
+    end, where the tail was decided). intervals: [(start, end, weight, limit)] of every
+    kind of event a window keeps besides the thread states: each kept one counts weight
+    events, at most limit kept (None: no limit). states_in(windows): the thread-state
+    slices inside the windows, cut to them; a slice counts once per window it overlaps.
+    The counts grow with the windows, so the search starts from the slowest request's
+    window and widens while the next fits: no window's states are computed beyond the
+    first that overflows (the 40 slowest requests' windows of a busy run hold millions of
+    slices; the slowest one's, a few hundred thousand). Narrower windows are counted on
+    the slowest one's slices. Returns (windows, k, words for the note, their states)."""
+    def count(win, st):
+        lo, hi = _merge_windows(win)
+        n = int(_windows_overlapped(st["t_start_ns"].to_numpy(np.int64),
+                                    st["t_end_ns"].to_numpy(np.int64), lo, hi).sum()) \
+            if len(st) else 0
+        for s, e, w, lim in intervals:
+            kept = int(_overlaps(s, e, lo, hi).sum())
             n += w * (kept if lim is None else min(kept, lim))
         return n
 
-    while True:
-        win = _windows(req, k)
-        if count(win) <= max_events or k == 1:
-            break
-        k = max(1, k // 2)
-    if count(win) <= max_events:
-        return win, k, f"the {k} slowest requests (± one request length, at least 1 ms)"
+    ks = [k]
+    while ks[-1] > 1:
+        ks.append(max(1, ks[-1] // 2))
+    win = _windows(req, 1)
+    st = states_in(win)
+    if count(win, st) <= max_events:
+        k = 1
+        for wider in reversed(ks[:-1]):
+            w2 = _windows(req, wider)
+            s2 = states_in(w2)
+            if count(w2, s2) > max_events:
+                break
+            win, k, st = w2, wider, s2
+        return win, k, f"the {k} slowest requests (± one request length, at least 1 ms)", st
     for scale in (0.25, 0.05, 0.0):
-        win = _windows(req, 1, scale)
-        if count(win) <= max_events:
-            return win, 1, f"the slowest request (± {scale:g} of its length)"
+        w2 = _windows(req, 1, scale)
+        if count(w2, st) <= max_events:
+            return w2, 1, f"the slowest request (± {scale:g} of its length)", _clip_frame(st, w2)
     lat = int(req["latency_ns"].max())
     lo, hi = 1, max(lat, 1)              # the longest tail of it that fits
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if count(_windows(req, 1, tail_ns=mid)) <= max_events:
+        if count(_windows(req, 1, tail_ns=mid), st) <= max_events:
             lo = mid
         else:
             hi = mid - 1
-    return (_windows(req, 1, tail_ns=lo), 1,
-            f"the last {lo / 1e6:.3g} ms of the slowest request ({lat / 1e6:.3g} ms)")
+    w2 = _windows(req, 1, tail_ns=lo)
+    return (w2, 1, f"the last {lo / 1e6:.3g} ms of the slowest request ({lat / 1e6:.3g} ms)",
+            _clip_frame(st, w2))
 
 
 def _merge_windows(win: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -486,25 +502,21 @@ def _flows(run, states: pd.DataFrame, pids: dict, t0: int, win) -> list[pd.DataF
     return [start, end]
 
 
-def _capped_kinds(run, req, states) -> list:
-    """(start, end, weight, limit, clipped) of every event kind the cap counts (_fit_windows):
-    requests, thread states (cut to the windows), CPU slices, and wakeup arrows (two events
-    each, at most MAX_FLOWS)."""
+def _capped_kinds(run, req) -> list:
+    """(start, end, weight, limit) of every event kind the cap counts (_fit_windows) besides
+    the thread states: requests, CPU slices, and wakeup arrows (two events each, at most
+    MAX_FLOWS)."""
     i64 = np.int64
-    kinds = [(req["t_start_ns"].to_numpy(i64), req["t_end_ns"].to_numpy(i64), 1, None, False)] \
+    kinds = [(req["t_start_ns"].to_numpy(i64), req["t_end_ns"].to_numpy(i64), 1, None)] \
         if len(req) else []
-    if len(states):
-        kinds.append((states["t_start_ns"].to_numpy(i64), states["t_end_ns"].to_numpy(i64), 1,
-                      None, True))
     if len(getattr(run, "occupancy", ())):
         from .antagonists import df_occupancy
         seg = df_occupancy(run)
-        kinds.append((seg["t_from_ns"].to_numpy(i64), seg["t_to_ns"].to_numpy(i64), 1, None,
-                      False))
+        kinds.append((seg["t_from_ns"].to_numpy(i64), seg["t_to_ns"].to_numpy(i64), 1, None))
     rq = run.runq
     if len(rq) and "waker_ctx" in rq:
         t = rq["t_runnable_ns"].to_numpy(i64)[_task_wakeups(rq)]
-        kinds.append((t, t + 1, 2, MAX_FLOWS, False))
+        kinds.append((t, t + 1, 2, MAX_FLOWS))
     return kinds
 
 
@@ -516,23 +528,26 @@ def _build(f: Findings, max_events: int, slow_windows: int):
     req = decomp[decomp["t_end_ns"] >= decomp["t_start_ns"]] if len(decomp) else decomp
     # a thread's state track has a slice per off-CPU interval at least: with more of them
     # than the cap, the trace is capped for sure, and the states are computed only inside
-    # the widest windows _fit_windows may keep (a fraction of the whole run's cost)
+    # the windows _fit_windows tries (a fraction of the whole run's cost)
     sw = run.switches
     n_off = int(np.count_nonzero(sw["t_on_ns"].to_numpy() > sw["t_off_ns"].to_numpy())) \
         if len(sw) else 0
-    widest = _windows(req, slow_windows) if len(req) and len(req) + n_off > max_events \
-        else None
-    states = df_thread_states(run, t0, observed=decomp, windows=widest)
+    certain = bool(len(req)) and len(req) + n_off > max_events
+    states = None if certain else df_thread_states(run, t0, observed=decomp)
     win = None
-    kinds = _capped_kinds(run, req, states)
-    if sum(w * (len(s) if lim is None else min(len(s), lim)) for s, _, w, lim, _ in kinds) \
-            > max_events and len(req):
-        win, k, what = _fit_windows(req, kinds, max_events, slow_windows)
+    kinds = _capped_kinds(run, req)
+    if certain or (len(req) and len(states) + sum(
+            w * (len(s) if lim is None else min(len(s), lim)) for s, _, w, lim in kinds)
+            > max_events):
+        whole = states
+        states_in = ((lambda w: df_thread_states(run, t0, observed=decomp, windows=w))
+                     if whole is None else (lambda w: _clip_frame(whole, w)))
+        win, k, what, states = _fit_windows(req, kinds, max_events, slow_windows, states_in)
         keep_r = _in_windows(req["t_start_ns"].to_numpy(), req["t_end_ns"].to_numpy(), win)
         info.truncated, info.windows = True, k
         info.note = (f"trace capped at {max_events:,} events: only the windows around {what} "
                      f"are included, {int(keep_r.sum()):,} of {len(req):,} requests")
-        req, states = req[keep_r], _clip_frame(states, win)
+        req = req[keep_r]
     names = thread_names(run)
     pids = {}   # tid -> pid: the last word of tasks, then requests, switches, runq
     for df in (run.tasks, decomp, run.switches, run.runq):

@@ -248,3 +248,38 @@ def test_a_capped_trace_holds_the_state_slices_cut_to_its_windows(cap):
     assert got == sorted(zip(want["tid"].tolist(), want["state"].astype(str).tolist(),
                              ((want["t_start_ns"] - t0) / 1e3).tolist(),
                              ((want["t_end_ns"] - want["t_start_ns"]) / 1e3).tolist()))
+
+
+def test_the_fit_widens_from_the_slowest_window_and_stops_at_the_first_overflow(monkeypatch):
+    """The cap keeps the most slow requests' windows that fit (k of 8, 4, 2, 1), counted
+    exhaustively here on the whole run's states; the trace computes states for no window
+    set wider than the first that overflows."""
+    tr = synth.truth(400)
+    run = synth.frames(tr)
+    whole = perfetto.df_thread_states(run, synth.T_BASE, observed=tr.decomp)
+    req = tr.decomp
+
+    def events(k):
+        lo, hi = perfetto._merge_windows(perfetto._windows(req, k))
+        n = len(perfetto._clip_frame(whole, perfetto._windows(req, k)))
+        for s, e, w, lim in perfetto._capped_kinds(run, req):
+            kept = int(perfetto._overlaps(s, e, lo, hi).sum())
+            n += w * (kept if lim is None else min(kept, lim))
+        return n
+
+    counts = {k: events(k) for k in (1, 2, 4, 8)}
+    assert counts[1] < counts[2] < counts[4] < counts[8], counts
+    calls = []
+    real = perfetto.df_thread_states
+
+    def spy(run, t0_ns=0, observed=None, windows=None):
+        calls.append(None if windows is None else len(windows))
+        return real(run, t0_ns, observed=observed, windows=windows)
+
+    monkeypatch.setattr(perfetto, "df_thread_states", spy)
+    # below the whole run's events, and below what 400 requests alone make: capped for sure
+    trace, info = perfetto.build_trace(_f(run, tr.decomp), max_events=counts[2],
+                                       slow_windows=8)
+    assert info.truncated and info.windows == 2, info
+    assert len([e for e in trace["traceEvents"] if e["ph"] != "M"]) == counts[2]
+    assert calls and max(c for c in calls if c is not None) <= 4, calls
