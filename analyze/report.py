@@ -31,7 +31,7 @@ from .decompose import df_decompose, drop_reason_sets
 from .findings import Findings
 from .errors import AnalysisError
 from .html import ReportInputs, write_report
-from .load import PROBE_STREAMS, cache_flush, load_run, per_run_release, thread_names
+from .load import PROBE_STREAMS, cache_flush, heap_trim, load_run, per_run_release, thread_names
 from .lockchain import df_lock_chains
 from .peer import df_peer_runnable
 from .perfetto import df_thread_states, write_trace
@@ -87,8 +87,10 @@ def analyse(run, lock_chains: bool = False) -> dict:
     chains = (_frame(df_lock_chains, run, decomp) if lock_chains and run.has("locks")
               else None)
     drop_reason_sets(run)
+    heap_trim()
     cp, segs = df_critical_path(run, decomp)
     decomp[CP_COLS] = cp
+    heap_trim()
     if decomp.empty and not any(run.has(s) for s in PROBE_STREAMS):
         raise AnalysisError(f"{run.path}: no requests recorded (requests.bin and spans.bin are "
                             "empty) and no scheduler stream: check that the workload ran and "
