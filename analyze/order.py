@@ -63,8 +63,15 @@ class Lookup:
         if not len(self.keys):
             return np.zeros(len(values), np.int64), np.zeros(len(values), bool)
         if self._lut is not None:
+            off = int(self.keys[0]) - 1          # the value in slot 0
+            if (values.dtype.kind == "i" and values.dtype.itemsize >= 4 or
+                    values.dtype.kind == "u" and off >= 0) and len(values) \
+                    and off <= int(values.min()) and int(values.max()) < off + len(self._lut):
+                g = self._lut[values - off if off else values]  # all inside: no copy, no clip
+                ok = g >= 0
+                return np.maximum(g, 0, out=g), ok
             i = values.astype(np.int64)
-            i -= int(self.keys[0]) - 1
+            i -= off
             g = self._lut[np.clip(i, 0, len(self._lut) - 1, out=i)]
             ok = g >= 0
             return np.maximum(g, 0, out=g), ok
@@ -74,10 +81,18 @@ class Lookup:
 
 
 def unique_of(*arrays) -> np.ndarray:
-    """The sorted unique values of integer arrays, as int64."""
-    parts = [np.unique(np.asarray(a)) for a in arrays if len(a)]
-    if not parts:
+    """The sorted unique values of integer arrays, as int64: from a table of the values
+    seen when they are small non-negative ones (thread ids, CPUs: one pass, no hashing)."""
+    arrays = [np.asarray(a) for a in arrays if len(a)]
+    if not arrays:
         return np.zeros(0, np.int64)
+    if all(a.dtype.kind in "iu" for a in arrays) and min(int(a.min()) for a in arrays) >= 0 \
+            and (top := max(int(a.max()) for a in arrays)) < 1 << 23:
+        seen = np.zeros(top + 1, bool)
+        for a in arrays:
+            seen[a] = True
+        return np.flatnonzero(seen).astype(np.int64)
+    parts = [np.unique(a) for a in arrays]
     return np.unique(np.concatenate([p.astype(np.int64) for p in parts]))
 
 

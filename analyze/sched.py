@@ -53,18 +53,17 @@ def _oncpu_table(run) -> pd.DataFrame:
     same = tid[1:] == tid[:-1]               # a slice: a switch-in to the thread's next switch-out
     dur = np.maximum(col("t_off_ns")[1:] - col("t_on_ns")[:-1], 0)[same]
     cpu, tid = col("cpu_on")[:-1][same], tid[:-1][same]
-    tids, cpus = np.unique(tid), np.unique(cpu)
+    tids, cpus = unique_of(tid), unique_of(cpu)
     cell = Lookup(tids)(tid)[0] * len(cpus) + Lookup(cpus)(cpu)[0]
     ns = np.bincount(cell, weights=dur, minlength=len(tids) * len(cpus))  # exact below 2**53
     return pd.DataFrame(ns.astype(np.int64).reshape(len(tids), len(cpus)),
                         index=pd.Index(tids, name="tid"), columns=pd.Index(cpus, name="cpu"))
 
 
-def _per_thread(thread: Lookup, tid, weights=None) -> np.ndarray:
-    """Sum of weights (count without) per thread of thread.keys, int64 (exact below 2**53)."""
-    g, ok = thread(tid)
-    w = None if weights is None else np.asarray(weights)[ok]
-    return np.bincount(g[ok], weights=w, minlength=len(thread.keys)).astype(np.int64)
+def _per_thread(n: int, g: np.ndarray, weights=None) -> np.ndarray:
+    """Sum of weights (count without) per thread index g (of n threads), int64 (exact below
+    2**53)."""
+    return np.bincount(g, weights=weights, minlength=n).astype(np.int64)
 
 
 def df_threads(run) -> pd.DataFrame:
@@ -73,20 +72,20 @@ def df_threads(run) -> pd.DataFrame:
     and the process that held it most)."""
     sw, rq = run.switches, run.runq
     tids = unique_of(run.tasks["tid"].to_numpy(), sw["tid"].to_numpy(), rq["tid"].to_numpy())
-    thread = Lookup(tids)
+    n, thread = len(tids), Lookup(tids)
+    g_sw, g_rq = thread(sw["tid"].to_numpy())[0], thread(rq["tid"].to_numpy())[0]  # all known
     df = pd.DataFrame({"tid": tids}).set_index("tid")
     t = run.tasks.drop_duplicates("tid", keep="last").set_index("tid")
     df["comm"] = t["comm"].reindex(df.index).fillna("").astype(str)
     df["role"] = t["role"].reindex(df.index).fillna("other").astype(str)
-    df["runq_ns"] = _per_thread(thread, rq["tid"].to_numpy(), rq["dur_ns"].to_numpy())
+    df["runq_ns"] = _per_thread(n, g_rq, rq["dur_ns"].to_numpy())
     df["oncpu_ns"] = _oncpu_by_cpu(run).sum(axis=1).reindex(df.index, fill_value=0)
-    df["offcpu_ns"] = _per_thread(thread, sw["tid"].to_numpy(), sw["dur_ns"].to_numpy())
-    vol = sw["voluntary"].to_numpy(bool)
-    df["voluntary"] = _per_thread(thread, sw["tid"].to_numpy()[vol])
-    df["involuntary"] = _per_thread(thread, sw["tid"].to_numpy()[~vol])
+    df["offcpu_ns"] = _per_thread(n, g_sw, sw["dur_ns"].to_numpy())
+    vol = _per_thread(n, g_sw, sw["voluntary"].to_numpy(np.float64))
+    df["voluntary"] = vol
+    df["involuntary"] = _per_thread(n, g_sw) - vol
     df["migrations"] = t["migrations"].reindex(df.index).fillna(0).astype(np.int64)
-    cpus = _cpu_lists(thread, ((sw["tid"], sw["cpu_on"]), (sw["tid"], sw["cpu_off"]),
-                               (rq["tid"], rq["cpu"])))
+    cpus = _cpu_lists(n, ((g_sw, sw["cpu_on"]), (g_sw, sw["cpu_off"]), (g_rq, rq["cpu"])))
     df["cpus"] = pd.Series(cpus, index=df.index, dtype=object)
     for c in ("runq_ns", "oncpu_ns", "offcpu_ns", "voluntary", "involuntary"):
         df[c] = df[c].astype(np.int64)
@@ -100,17 +99,15 @@ def df_threads(run) -> pd.DataFrame:
     return df.reset_index()[THREAD_COLS + ANTAGONIST_COLS]
 
 
-def _cpu_lists(thread: Lookup, pairs) -> list[str]:
-    """'0,1' for each thread of thread.keys: the CPUs of its (tid, cpu) pairs, ascending."""
+def _cpu_lists(n: int, pairs) -> list[str]:
+    """'0,1' for each of n threads: the CPUs of its (thread index, cpu) pairs, ascending."""
     cpus = unique_of(*(c.to_numpy() for _, c in pairs))
-    n = len(thread.keys)
     if not len(cpus):
         return [""] * n
     cpu_of = Lookup(cpus)
     seen = np.zeros(n * len(cpus), bool)
-    for tid, cpu in pairs:
-        g, ok = thread(tid.to_numpy())
-        seen[g[ok] * len(cpus) + cpu_of(cpu.to_numpy()[ok])[0]] = True
+    for g, cpu in pairs:
+        seen[g * len(cpus) + cpu_of(cpu.to_numpy())[0]] = True
     seen = seen.reshape(n, -1)
     return [",".join(str(int(c)) for c in cpus[row]) for row in seen]
 
