@@ -422,12 +422,14 @@ def plot_critical_path(decomp: pd.DataFrame, segs: pd.DataFrame,
                 b = (np.minimum(g["t_end_ns"], s1) - s0) / 1e6
                 ax.broken_barh(list(zip(a, b - a)), (-y - 0.4, 0.8),
                                color=STATE_COLORS.get(state, "#999"), label=state)
-        mine = segs[(segs["request_row"] == req.Index) & (segs["depth"] == 0)]
-        for w in mine.itertuples():
-            if int(w.waker_tid) in lanes[1:] and bool(w.blame):
-                x = (int(w.t_end_ns) - s0) / 1e6
-                ax.annotate("", xy=(x, 0), xytext=(x, -lanes.index(int(w.waker_tid))),
-                            arrowprops=dict(arrowstyle="->", lw=0.8, color="black"))
+        mine = segs[(segs["request_row"] == req.Index) & (segs["depth"] == 0)
+                    & segs["blame"].astype(bool) & segs["waker_tid"].isin(lanes[1:])]
+        if len(mine):       # one arrow per wakeup, drawn as one collection
+            x = (mine["t_end_ns"].to_numpy(np.int64) - s0) / 1e6
+            y = -np.array([lanes.index(int(t)) for t in mine["waker_tid"]], np.float64)
+            ax.quiver(x, y, np.zeros_like(x), -y, angles="xy", scale_units="xy", scale=1,
+                      width=0.0012, headwidth=6, headlength=7, headaxislength=6,
+                      color="black", zorder=3)
         labels = [f"{names.get(t, 'tid')} {t}" + (" (request)" if i == 0 else "")
                   for i, t in enumerate(lanes)]
         if occ is not None and len(occ):
