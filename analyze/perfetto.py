@@ -121,16 +121,14 @@ def _intervals(run, win: tuple | None = None) -> dict[str, pd.DataFrame]:
 def _rows_in(s, e, win: tuple | None) -> np.ndarray:
     """The rows of non-empty intervals [s, e) (s > 0) that overlap the merged windows
     win (all of them without)."""
-    ok = (e > s) & (s > 0)
-    if win is not None:
-        lo, hi = win
-        if not len(lo):
-            return np.zeros(0, np.int64)
-        ok &= (e > lo[0]) & (s < hi[-1])      # inside the windows' span: a cheap cut first
-        rows = np.flatnonzero(ok)
-        return rows[_overlaps(s[rows].astype(np.int64, copy=False),
-                              e[rows].astype(np.int64, copy=False), lo, hi)]
-    return np.flatnonzero(ok)
+    if win is None:
+        return np.flatnonzero((e > s) & (s > 0))
+    lo, hi = win
+    if not len(lo):
+        return np.zeros(0, np.int64)
+    rows = np.flatnonzero((e > lo[0]) & (s < hi[-1]))   # inside the windows' span: cut first
+    s, e = s[rows].astype(np.int64, copy=False), e[rows].astype(np.int64, copy=False)
+    return rows[(e > s) & (s > 0) & _overlaps(s, e, lo, hi)]
 
 
 def _extents(run, observed: pd.DataFrame | None) -> pd.DataFrame:
