@@ -41,8 +41,6 @@ flags and stack ids are int32 to halve the memory of large traces):
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
 import os
 import re
@@ -54,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import AnalysisError, CorruptRecordsError, MissingStreamError
+from .heap import heap_trim, heap_tune
 from .schema import SchemaError, load_schema, record_dtype
 
 CACHE_VERSION = 4
@@ -542,6 +541,7 @@ def load_run(run_dir, cache: bool | str = True) -> Run:
     """Load every stream present in run_dir. AnalysisError (one line) if it cannot be used.
     cache: read a fresh parquet cache, write a stale one (False: neither; "background":
     written by threads while the caller goes on, load_stream)."""
+    heap_tune()
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise AnalysisError(f"{run_dir}: no such run directory (pass a directory written by "
@@ -593,19 +593,3 @@ def per_run_release(run, *attrs: str) -> None:
             setattr(run, a, None)
     heap_trim()
 
-
-_LIBC = []
-
-
-def heap_trim() -> None:
-    """Hand the C heap's free pages back to the system (glibc's malloc_trim), between
-    phases. Arrays below malloc's mmap threshold (which rises to 32 MiB as large arrays are
-    freed) live in the heap; freed, they leave holes that the next phase's large arrays,
-    mapped apart, do not reuse: 0.45 GB of a 2.4 GB process after the analysis of 10M
-    switches, given back in 5 ms. Nothing happens off glibc."""
-    if not _LIBC:
-        name = ctypes.util.find_library("c")
-        lib = ctypes.CDLL(name) if name else None
-        _LIBC.append(lib if lib is not None and hasattr(lib, "malloc_trim") else None)
-    if _LIBC[0] is not None:
-        _LIBC[0].malloc_trim(0)

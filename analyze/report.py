@@ -31,7 +31,8 @@ from .decompose import df_decompose, drop_reason_sets
 from .findings import Findings
 from .errors import AnalysisError
 from .html import ReportInputs, write_report
-from .load import PROBE_STREAMS, cache_flush, heap_trim, load_run, per_run_release, thread_names
+from .heap import heap_trim
+from .load import PROBE_STREAMS, cache_flush, load_run, per_run_release, thread_names
 from .lockchain import df_lock_chains
 from .peer import df_peer_runnable
 from .perfetto import df_thread_states, write_trace
