@@ -35,7 +35,7 @@ import pandas as pd
 from .decompose import Axis, thread_brief
 from .load import WAKER_BLAMES_TASK, fold_comm, per_run, thread_names
 from .peer import process_name, also_comm
-from .order import argsort_unless_sorted
+from .order import argsort_unless_sorted, unique_of
 from .waits import REASONS, describe, df_waits
 
 MAX_DEPTH = 3
@@ -185,7 +185,7 @@ def df_critical_path(run, decomp: pd.DataFrame, max_depth: int = MAX_DEPTH,
     if not (run.has("switches") and run.has("runq")) or not len(decomp):
         return per, pd.DataFrame(columns=SEG_COLS)
     waits, wrows, index = _followable(run)
-    traced = np.unique(run.switches["tid"].to_numpy(np.int64))
+    traced = unique_of(run.switches["tid"].to_numpy())
     ok = decomp["traced"].to_numpy(bool) if "traced" in decomp else np.ones(len(decomp), bool)
     rows = _followed(decomp, ok, max_requests)
     qi, wi, a, b = index.query(decomp["tid"].to_numpy(np.int64)[rows],

@@ -33,7 +33,7 @@ import pandas as pd
 
 from .errors import AnalysisError
 from .load import RUNQ_KINDS, per_run
-from .order import Lookup, argsort_unless_sorted
+from .order import Lookup, argsort_unless_sorted, unique_of
 from .waits import REASONS, has_reasons, reason_codes
 
 PARTS = ["queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "lock_wait", "io_wait", "sleep",
@@ -49,7 +49,7 @@ class Axis:
     """Maps (tid, t) to one int64 key: each thread owns [g*span, g*span + span)."""
 
     def __init__(self, tids: np.ndarray, t0: int, t1: int):
-        self.tids = np.unique(np.asarray(tids, dtype=np.int64))
+        self.tids = unique_of(tids)
         self.t0, self.t1 = int(t0), int(t1)
         self.span = self.t1 - self.t0 + 1
         if self.span <= 0 or (len(self.tids) + 1) * self.span >= 2 ** 62:
@@ -62,9 +62,12 @@ class Axis:
         return self._lookup(tid)
 
     def key(self, g: np.ndarray, t) -> np.ndarray:
-        k = np.clip(np.asarray(t, dtype=np.int64), self.t0, self.t1)
+        t = np.asarray(t)
+        if len(t) and (int(t.min()) < self.t0 or int(t.max()) > self.t1):
+            t = np.clip(t.astype(np.int64, copy=False), self.t0, self.t1)
+        k = np.multiply(g, self.span, dtype=np.int64)
+        k += t
         k -= self.t0
-        k += g * self.span
         return k
 
     def intervals(self, tid, t_s, t_e) -> tuple[np.ndarray, np.ndarray]:
@@ -78,10 +81,14 @@ class Axis:
         g, ok = self.index(tid)
         t_s, t_e = np.asarray(t_s, dtype=np.int64), np.asarray(t_e, dtype=np.int64)
         ok &= (t_e > t_s) & (t_e > self.t0) & (t_s < self.t1)
-        rows = np.flatnonzero(ok)
+        if ok.all():                              # every row: no copies of the inputs
+            rows = np.arange(len(ok))
+            s, e = self.key(g, t_s), self.key(g, t_e)
+        else:
+            rows = np.flatnonzero(ok)
+            g = g[rows]
+            s, e = self.key(g, t_s[rows]), self.key(g, t_e[rows])
         del ok
-        g = g[rows]
-        s, e = self.key(g, t_s[rows]), self.key(g, t_e[rows])
         o = argsort_unless_sorted(s, stable=True) if sort else None
         if o is not None:
             s, e, rows = s[o], e[o], rows[o]
