@@ -79,9 +79,10 @@ def analyse(run, lock_chains: bool = False) -> dict:
     """The computed frames of one loaded run (no files written); with lock_chains also
     df_lock_chains' ("chains", None without locks). The interval sets are let go of once
     nothing more needs them: the lock chains measure whole thread states (every set), so
-    they come before the critical path, whose hops (the wait objects' too) need five sets;
-    nothing needs any after the wait objects (0.7 GB at 10M switches). The waits go once
-    the summary is made."""
+    they come first; the wait objects' hops and the critical path's need five sets, and
+    nothing needs any after them (0.7 GB at 10M switches). The wait objects come before
+    the critical path: their transient arrays (one per wait) then do not stack on its
+    segments. The waits go once the summary is made."""
     decomp = df_decompose(run)
     peer = df_peer_runnable(run, decomp)
     decomp[list(peer.columns)] = peer
@@ -89,17 +90,17 @@ def analyse(run, lock_chains: bool = False) -> dict:
               else None)
     drop_reason_sets(run)
     heap_trim()
-    cp, segs = df_critical_path(run, decomp)
-    decomp[CP_COLS] = cp
-    heap_trim()
     if decomp.empty and not any(run.has(s) for s in PROBE_STREAMS):
         raise AnalysisError(f"{run.path}: no requests recorded (requests.bin and spans.bin are "
                             "empty) and no scheduler stream: check that the workload ran and "
                             "reached the server")
-    bands = df_bands(decomp) if len(decomp) else pd.DataFrame()
     objs = (jsonable(df_wait_objects(run).to_dict("records"))
             if run.has("switches") and run.has("runq") else None)
+    heap_trim()
+    cp, segs = df_critical_path(run, decomp)
+    decomp[CP_COLS] = cp
     per_run_release(run, "_state_sets")
+    bands = df_bands(decomp) if len(decomp) else pd.DataFrame()
     f = Findings(run, decomp, bands, segs, objs)
     summary = report_summary(f)
     per_run_release(run, "_waits", "_followable")     # the critical path's (0.5 GB at 10M)
