@@ -35,7 +35,7 @@ import pandas as pd
 from .decompose import Axis, thread_brief
 from .load import WAKER_BLAMES_TASK, fold_comm, per_run, thread_names
 from .peer import process_name, also_comm
-from .order import argsort_unless_sorted, unique_of
+from .order import Lookup, argsort_unless_sorted, unique_of
 from .waits import REASONS, describe, df_waits
 
 MAX_DEPTH = 3
@@ -149,9 +149,9 @@ def _resolve(run, seg: pd.DataFrame, traced: np.ndarray) -> pd.DataFrame:
         rn[b] = st["runnable_ns"].fillna(0).to_numpy()
         bl[b] = st["blocked_all_ns"].fillna(0).to_numpy()
     seg["w_oncpu_ns"], seg["w_runnable_ns"], seg["w_blocked_ns"] = on, rn, bl
-    v = np.argmax(np.stack([on, rn, bl]), axis=0)
-    seg["verdict"] = np.where(blame, np.array(VERDICTS)[v],
-                              np.where(irq, VERDICTS[3], VERDICTS[4]))
+    v = np.argmax(np.stack([on, rn, bl]), axis=0)       # VERDICTS[0..2]
+    seg["verdict"] = pd.Categorical.from_codes(np.where(blame, v, np.where(irq, 3, 4)),
+                                               categories=VERDICTS)
     seg["blame"] = blame
     return seg
 
@@ -233,7 +233,6 @@ def _accumulate(per: pd.DataFrame, segs: pd.DataFrame, index) -> None:
     n = len(index)
     row = segs["request_row"].to_numpy(np.int64)
     dur = (segs["t_end_ns"] - segs["t_start_ns"]).to_numpy(np.float64)
-    verdict = segs["verdict"].to_numpy()
     blame = segs["blame"].to_numpy(bool)
 
     def total(w):
@@ -244,8 +243,13 @@ def _accumulate(per: pd.DataFrame, segs: pd.DataFrame, index) -> None:
     per["cp_runnable_ns"] = total(segs["w_runnable_ns"].to_numpy())
     per["cp_runnable_hop1_ns"] = total(np.where(hop1, segs["w_runnable_ns"], 0))
     per["cp_blocked_ns"] = total(np.where(blame, segs["w_blocked_rest_ns"], 0))
-    per["cp_irq_ns"] = total(np.where(verdict == VERDICTS[3], dur, 0))
-    per["cp_unknown_ns"] = total(np.where(verdict == VERDICTS[4], dur, 0))
+    per["cp_irq_ns"] = total(np.where(_is(segs["verdict"], VERDICTS[3]), dur, 0))
+    per["cp_unknown_ns"] = total(np.where(_is(segs["verdict"], VERDICTS[4]), dur, 0))
+
+
+def _is(col: pd.Series, value: str) -> np.ndarray:
+    """col == value as a bool array (a categorical column compared by its code)."""
+    return (col == value).to_numpy(bool)
 
 
 # ---- the root cause of a band's blocked time, in numbers and in words -----------------
@@ -332,15 +336,14 @@ def root_cause(run, decomp: pd.DataFrame, segs: pd.DataFrame, mask, part: str) -
         return None
     chain = segs[np.isin(segs["root"], first["root"])]
     dur, blame = _dur(chain), chain["blame"].to_numpy(bool)
-    v = chain["verdict"].to_numpy()
     ms = {"wait_ms": _dur(first).sum() / 1e6,
           "waker_oncpu_ms": chain["w_oncpu_ns"].sum() / 1e6,
           "waker_runnable_ms": chain["w_runnable_ns"].sum() / 1e6,
           "waker_runnable_hop1_ms": first["w_runnable_ns"].sum() / 1e6,
           "waker_blocked_ms": np.where(blame, chain["w_blocked_rest_ns"], 0).sum() / 1e6,
-          "irq_ms": dur[v == VERDICTS[3]].sum() / 1e6,
-          "irq_hop1_ms": _dur(first)[first["verdict"].to_numpy() == VERDICTS[3]].sum() / 1e6,
-          "unknown_ms": dur[v == VERDICTS[4]].sum() / 1e6}
+          "irq_ms": dur[_is(chain["verdict"], VERDICTS[3])].sum() / 1e6,
+          "irq_hop1_ms": _dur(first)[_is(first["verdict"], VERDICTS[3])].sum() / 1e6,
+          "unknown_ms": dur[_is(chain["verdict"], VERDICTS[4])].sum() / 1e6}
     obj = first.assign(_d=_dur(first)).groupby(["call", "wait_addr", "wait_aux"],
                                                observed=True)["_d"].sum()
     top = obj.idxmax()
@@ -395,12 +398,19 @@ def _second_hop(run, chain: pd.DataFrame, own) -> str:
     holder = _convoy_holder(run, d1, top, own)
     if holder:
         return f"{what}, a convoy behind {holder}"
-    by_verdict = pd.Series(d, index=d1["verdict"].astype(str).to_numpy()).groupby(level=0).sum()
     who = _who(run, d1, own)
-    how = HOP2_END.get(by_verdict.idxmax(), "")
+    how = HOP2_END.get(_top_verdict(d1["verdict"], d), "")
     if not who:
         return what
     return f"{what}, which {who} ended" + (f" after being {how}" if how else "")
+
+
+def _top_verdict(verdict: pd.Series, d: np.ndarray) -> str:
+    """The verdict with the most time d (of a tie, the first by name)."""
+    code = pd.Categorical(verdict, categories=VERDICTS).codes
+    seen = np.bincount(code, minlength=len(VERDICTS)) > 0
+    tot = np.bincount(code, weights=d, minlength=len(VERDICTS))
+    return min(v for v, n, t in zip(VERDICTS, seen, tot) if n and t == tot[seen].max())
 
 
 def _convoy_holder(run, d1: pd.DataFrame, top, own) -> str:
@@ -493,14 +503,21 @@ def _object_keys(run, w: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     server's workers) count as one. One integer per (program, syscall, futex address) of
     each of w's rows, numbered in order of first appearance."""
     lock = w["reason"].cat.codes.to_numpy()[rows] == REASONS.index("lock")
-    pids = w["pid"].to_numpy(np.int64)[rows]
-    u, inv = np.unique(pids, return_inverse=True)
+    pids = w["pid"].to_numpy()[rows]
+    u = unique_of(pids)
     prog = pd.factorize(np.array([_proc_comm(run, int(p), True) or f"pid {int(p)}"
-                                  for p in u], dtype=object))[0]
-    call = w["syscall"].to_numpy(np.int64)[rows]
-    call -= call.min()
-    k = prog[inv.reshape(-1)].astype(np.int64) * (int(call.max()) + 1) + call
-    addr = pd.factorize(np.where(lock, w["wait_addr"].to_numpy(np.uint64)[rows], 0))[0]
+                                  for p in u], dtype=object))[0].astype(np.int64)
+    k = prog[Lookup(u)(pids)[0]]
+    del pids
+    call = w["syscall"].to_numpy()[rows]
+    lo = int(call.min())
+    k *= int(call.max()) - lo + 1
+    k += call
+    k -= lo
+    del call
+    # the reason follows the call: only futex waits (lock) have an object per address
+    addr = np.zeros(len(rows), np.int64)
+    addr[lock] = pd.factorize(w["wait_addr"].to_numpy()[rows[lock]])[0] + 1
     k *= int(addr.max()) + 1
     k += addr
     return pd.factorize(k)[0]
