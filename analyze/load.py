@@ -14,8 +14,8 @@ flags and stack ids are int32 to halve the memory of large traces):
             raw return value, which is not an HTTP status; end says how the call ended)
   runq:     pid, tid, cpu, waker_tid, waker_pid, kind (categorical wakeup|preempt|wakeup_new),
             waker_ctx (categorical, WAKER_CTXS: the context sched_waking ran in),
-            t_runnable_ns, t_run_ns, dur_ns
-  switches: pid, tid, cpu_off, cpu_on, t_off_ns, t_on_ns, dur_ns, voluntary (bool),
+            t_runnable_ns, t_run_ns (the runnable time is t_run_ns - t_runnable_ns)
+  switches: pid, tid, cpu_off, cpu_on, t_off_ns, t_on_ns, voluntary (bool),
             prev_state, kstack_id, ustack_id, syscall (-1: not blocked in a syscall or
             unknown), wait_addr (uint64: the syscall's first argument), wait_aux (its second
             argument: futex op, poll nfds)
@@ -55,7 +55,7 @@ from .errors import AnalysisError, CorruptRecordsError, MissingStreamError
 from .heap import heap_trim, heap_tune
 from .schema import SchemaError, load_schema, record_dtype
 
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 STREAMS = ("requests", "runq", "switches", "locks", "spans", "tasks", "occupancy", "occupants")
 # stream -> (schema record kind, file name, what writes it)
 STREAM_KIND = {"requests": "request", "runq": "runq", "switches": "switch",
@@ -87,8 +87,8 @@ COLUMNS = {
     "requests": ["id", "conn", "tid", "pid", "status", "bytes",
                  "t_enqueue_ns", "t_start_ns", "t_end_ns"],
     "runq": ["pid", "tid", "cpu", "waker_tid", "waker_pid", "kind", "waker_ctx",
-             "t_runnable_ns", "t_run_ns", "dur_ns"],
-    "switches": ["pid", "tid", "cpu_off", "cpu_on", "t_off_ns", "t_on_ns", "dur_ns",
+             "t_runnable_ns", "t_run_ns"],
+    "switches": ["pid", "tid", "cpu_off", "cpu_on", "t_off_ns", "t_on_ns",
                  "voluntary", "prev_state", "kstack_id", "ustack_id", "syscall", "wait_addr",
                  "wait_aux", "unmatched"],
     "locks": ["pid", "tid", "mutex", "t_request_ns", "t_acquired_ns", "t_released_ns",
@@ -224,11 +224,9 @@ def frame_from_records(stream: str, rec, owned: bool = False) -> pd.DataFrame:
         d["kind"] = _categorical(r["kind"], RUNQ_KINDS)
         d["waker_ctx"] = _categorical(r["waker_ctx"], WAKER_CTXS)
         d["t_runnable_ns"], d["t_run_ns"] = _i64(r["t_runnable_ns"]), _i64(r["t_run_ns"])
-        d["dur_ns"] = d["t_run_ns"] - d["t_runnable_ns"]
     elif stream == "switches":
         d = {c: _i32(r[c]) for c in ("pid", "tid", "cpu_off", "cpu_on")}
         d["t_off_ns"], d["t_on_ns"] = _i64(r["t_off_ns"]), _i64(r["t_on_ns"])
-        d["dur_ns"] = d["t_on_ns"] - d["t_off_ns"]
         d["voluntary"] = np.asarray(r["voluntary"]).astype(bool)
         for c in ("prev_state", "kstack_id", "ustack_id", "syscall", "wait_aux"):
             d[c] = _i32(r[c])

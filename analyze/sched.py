@@ -60,6 +60,11 @@ def _oncpu_table(run) -> pd.DataFrame:
                         index=pd.Index(tids, name="tid"), columns=pd.Index(cpus, name="cpu"))
 
 
+def _runnable_ns(rq: pd.DataFrame) -> np.ndarray:
+    """Each runq interval's length (int64 ns)."""
+    return rq["t_run_ns"].to_numpy(np.int64) - rq["t_runnable_ns"].to_numpy(np.int64)
+
+
 def _per_thread(n: int, g: np.ndarray, weights=None) -> np.ndarray:
     """Sum of weights (count without) per thread index g (of n threads), int64 (exact below
     2**53)."""
@@ -78,9 +83,9 @@ def df_threads(run) -> pd.DataFrame:
     t = run.tasks.drop_duplicates("tid", keep="last").set_index("tid")
     df["comm"] = t["comm"].reindex(df.index).fillna("").astype(str)
     df["role"] = t["role"].reindex(df.index).fillna("other").astype(str)
-    df["runq_ns"] = _per_thread(n, g_rq, rq["dur_ns"].to_numpy())
+    df["runq_ns"] = _per_thread(n, g_rq, _runnable_ns(rq))
     df["oncpu_ns"] = _oncpu_by_cpu(run).sum(axis=1).reindex(df.index, fill_value=0)
-    df["offcpu_ns"] = _per_thread(n, g_sw, sw["dur_ns"].to_numpy())
+    df["offcpu_ns"] = _per_thread(n, g_sw, sw["t_on_ns"].to_numpy() - sw["t_off_ns"].to_numpy())
     vol = _per_thread(n, g_sw, sw["voluntary"].to_numpy(np.float64))
     df["voluntary"] = vol
     df["involuntary"] = _per_thread(n, g_sw) - vol
@@ -149,7 +154,7 @@ def sched_figures(run) -> dict:
     """The run's scheduler figures (summary.json sched): run-queue latency runq_p50_us,
     runq_p99_us over every traced runnable interval (None without any), voluntary and
     involuntary switches, migrations."""
-    d = run.runq["dur_ns"].to_numpy(dtype=np.float64)
+    d = _runnable_ns(run.runq).astype(np.float64)
     sw = run.switches
     return {"runq_p50_us": np.percentile(d, 50) / 1e3 if len(d) else None,
             "runq_p99_us": np.percentile(d, 99) / 1e3 if len(d) else None,
@@ -160,7 +165,7 @@ def sched_figures(run) -> dict:
 
 def df_runq_hist(run) -> pd.DataFrame:
     """Run-queue latency histogram: slot k holds [2^(k-1), 2^k − 1] µs (slot 0: 0 µs)."""
-    us = np.maximum(run.runq["dur_ns"].to_numpy(dtype=np.int64), 0) // 1000
+    us = np.maximum(_runnable_ns(run.runq), 0) // 1000
     if len(us) == 0:
         return pd.DataFrame({"lo_us": pd.Series(dtype=np.int64), "hi_us": pd.Series(dtype=np.int64),
                              "count": pd.Series(dtype=np.int64)})

@@ -181,12 +181,10 @@ def frames(tr) -> SimpleNamespace:
     rq = pd.DataFrame(tr.runq, columns=["t_runnable_ns", "t_run_ns", "pid", "tid", "cpu",
                                         "waker_tid", "kind"])
     rq["kind"] = pd.Categorical(rq["kind"].map({0: "wakeup", 1: "preempt", 2: "wakeup_new"}))
-    rq["dur_ns"] = rq["t_run_ns"] - rq["t_runnable_ns"]
     sw = pd.DataFrame(tr.switches, columns=["t_off_ns", "t_on_ns", "pid", "tid", "cpu_off",
                                             "cpu_on", "kstack_id", "ustack_id", "prev_state",
                                             "voluntary"])
     sw["voluntary"] = sw["voluntary"].astype(bool)
-    sw["dur_ns"] = sw["t_on_ns"] - sw["t_off_ns"]
     lk = pd.DataFrame(tr.locks, columns=["mutex", "t_request_ns", "t_acquired_ns",
                                          "t_released_ns", "pid", "tid", "ustack_id", "flags"])
     lk["wait_ns"] = lk["t_acquired_ns"] - lk["t_request_ns"]
