@@ -183,7 +183,9 @@ def _build_report(out: Path, run, plots: bool) -> dict:
               else pd.DataFrame()}
     write_csv(out / "threads.csv", tables["threads"])
     write_csv(out / "locks.csv", tables["locks"])
+    heap_trim()
     info = write_trace(a["findings"], out / "trace.json")
+    heap_trim()
     notes = list(getattr(run, "warnings", []) or []) + uprobe_warnings(run.meta or {})
     if run.cut is not None:
         note = cut_note(run.cut)
@@ -201,6 +203,7 @@ def _build_report(out: Path, run, plots: bool) -> dict:
                      "No scheduler streams (runq.bin, switches.bin) in this run: threads, "
                      "run-queue latency and CPU placement need tailtrace --events runq,switch.")
     images = _plots(out, a, tables, notes) if plots else {}
+    heap_trim()
     summary = with_outputs(a["summary"], ["summary.json", "threads.csv", "locks.csv", "trace.json",
                                           *[PLOTS[k] for k in images], "report.html"], info)
     write_json(out / "summary.json", summary)

@@ -154,10 +154,10 @@ def sched_figures(run) -> dict:
     """The run's scheduler figures (summary.json sched): run-queue latency runq_p50_us,
     runq_p99_us over every traced runnable interval (None without any), voluntary and
     involuntary switches, migrations."""
-    d = _runnable_ns(run.runq).astype(np.float64)
+    d = _runnable_ns(run.runq)
+    p50, p99 = np.percentile(d, [50, 99]) / 1e3 if len(d) else (None, None)
     sw = run.switches
-    return {"runq_p50_us": np.percentile(d, 50) / 1e3 if len(d) else None,
-            "runq_p99_us": np.percentile(d, 99) / 1e3 if len(d) else None,
+    return {"runq_p50_us": p50, "runq_p99_us": p99,
             "voluntary": int(sw["voluntary"].sum()),
             "involuntary": int((~sw["voluntary"]).sum()),
             "migrations": int(run.tasks["migrations"].sum())}

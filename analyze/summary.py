@@ -50,6 +50,7 @@ from .attribute import dominant_blocked, spearman_runnable
 from .decompose import PARTS, valid_requests
 from .findings import Findings
 from .load import SPAN_ENDS
+from .order import unique_of
 from .sched import sched_figures
 from .words import headline, no_requests_headline
 
@@ -120,8 +121,8 @@ def _failed(status: pd.Series) -> np.ndarray:
 
 def n_threads(run) -> int:
     """Threads seen by the probes (tasks, switches, runq, locks)."""
-    return int(len(np.unique(np.concatenate([df["tid"].to_numpy(np.int64) for df in
-                                             (run.tasks, run.switches, run.runq, run.locks)]))))
+    return len(unique_of(*(df["tid"].to_numpy() for df in
+                           (run.tasks, run.switches, run.runq, run.locks))))
 
 
 def uprobe_warnings(meta: dict) -> list:
