@@ -106,6 +106,8 @@ def _followable(run) -> tuple[pd.DataFrame, np.ndarray, WaitIndex]:
 
     def build():
         rows = np.flatnonzero(w["t_wake_ns"].to_numpy() > w["t_off_ns"].to_numpy())
+        if len(w) < 1 << 31:
+            rows = rows.astype(np.int32)      # half the index's memory
         return rows, WaitIndex(*(w[c].to_numpy() for c in ("tid", "t_off_ns", "t_wake_ns")),
                                rows=rows)
 

@@ -7,8 +7,8 @@ is optional: an absent stream is an empty DataFrame with the right columns
 and `Run.has(stream)` is False. Each converted stream is cached as parquet in
 RUN/.cache/, keyed on the .bin's size and mtime (and this loader's version).
 
-Columns (int64 ns unless said; in runq, switches and locks the ids, CPUs,
-flags and stack ids are int32 to halve the memory of large traces):
+Columns (int64 ns unless said; in runq, switches and locks the ids, flags and
+stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
   requests: id, conn, tid, pid, status, bytes, t_enqueue_ns, t_start_ns, t_end_ns
             (+ ret, end, goroutine when built from spans: status then holds the same
             raw return value, which is not an HTTP status; end says how the call ended)
@@ -55,7 +55,7 @@ from .errors import AnalysisError, CorruptRecordsError, MissingStreamError
 from .heap import heap_trim, heap_tune
 from .schema import SchemaError, load_schema, record_dtype
 
-CACHE_VERSION = 5
+CACHE_VERSION = 6
 STREAMS = ("requests", "runq", "switches", "locks", "spans", "tasks", "occupancy", "occupants")
 # stream -> (schema record kind, file name, what writes it)
 STREAM_KIND = {"requests": "request", "runq": "runq", "switches": "switch",
@@ -158,8 +158,13 @@ def _i64(a) -> np.ndarray:
 
 
 def _i32(a) -> np.ndarray:
-    """ids, CPUs, flags of the big streams: int32 halves their memory (tids < 2**22)."""
+    """ids, flags of the big streams: int32 halves their memory (tids < 2**22)."""
     return np.asarray(a).astype(np.int32, copy=False)
+
+
+def _i16(a) -> np.ndarray:
+    """CPUs of the big streams (the kernel's NR_CPUS is at most 8192; -1 stays -1)."""
+    return np.asarray(a).astype(np.int16, copy=False)
 
 
 def role_of(comm: str) -> str:
@@ -220,12 +225,15 @@ def frame_from_records(stream: str, rec, owned: bool = False) -> pd.DataFrame:
     if stream == "requests":
         d = {c: _i64(r[c]) for c in COLUMNS["requests"]}
     elif stream == "runq":
-        d = {c: _i32(r[c]) for c in ("pid", "tid", "cpu", "waker_tid", "waker_pid")}
+        d = {c: _i32(r[c]) for c in ("pid", "tid")}
+        d["cpu"] = _i16(r["cpu"])
+        d["waker_tid"], d["waker_pid"] = _i32(r["waker_tid"]), _i32(r["waker_pid"])
         d["kind"] = _categorical(r["kind"], RUNQ_KINDS)
         d["waker_ctx"] = _categorical(r["waker_ctx"], WAKER_CTXS)
         d["t_runnable_ns"], d["t_run_ns"] = _i64(r["t_runnable_ns"]), _i64(r["t_run_ns"])
     elif stream == "switches":
-        d = {c: _i32(r[c]) for c in ("pid", "tid", "cpu_off", "cpu_on")}
+        d = {c: _i32(r[c]) for c in ("pid", "tid")}
+        d["cpu_off"], d["cpu_on"] = _i16(r["cpu_off"]), _i16(r["cpu_on"])
         d["t_off_ns"], d["t_on_ns"] = _i64(r["t_off_ns"]), _i64(r["t_on_ns"])
         d["voluntary"] = np.asarray(r["voluntary"]).astype(bool)
         for c in ("prev_state", "kstack_id", "ustack_id", "syscall", "wait_aux"):

@@ -64,8 +64,7 @@ class Lookup:
             return np.zeros(len(values), np.int64), np.zeros(len(values), bool)
         if self._lut is not None:
             off = int(self.keys[0]) - 1          # the value in slot 0
-            if (values.dtype.kind == "i" and values.dtype.itemsize >= 4 or
-                    values.dtype.kind == "u" and off >= 0) and len(values) \
+            if values.dtype.kind in "iu" and len(values) and _fits(values.dtype, off) \
                     and off <= int(values.min()) and int(values.max()) < off + len(self._lut):
                 g = self._lut[values - off if off else values]  # all inside: no copy, no clip
                 ok = g >= 0
@@ -78,6 +77,12 @@ class Lookup:
         v = values.astype(np.int64, copy=False)
         g = np.minimum(np.searchsorted(self.keys, v), len(self.keys) - 1)
         return g, self.keys[g] == v
+
+
+def _fits(dt: np.dtype, v: int) -> bool:
+    """Can integers of dtype dt take v (so that values - v computes in dt)?"""
+    i = np.iinfo(dt)
+    return i.min <= v <= i.max
 
 
 def unique_of(*arrays) -> np.ndarray:
