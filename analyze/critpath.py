@@ -36,7 +36,7 @@ from .decompose import Axis, thread_brief
 from .load import WAKER_BLAMES_TASK, fold_comm, per_run, thread_names
 from .peer import process_name, also_comm
 from .order import Lookup, argsort_unless_sorted, unique_of
-from .waits import REASONS, describe, df_waits
+from .waits import REASONS, describe, switch_fields, wait_core
 
 MAX_DEPTH = 3
 MAX_REQUESTS = 50_000   # requests followed in full; above, ≥P99 and band samples (_followed)
@@ -100,9 +100,9 @@ def overlaps(w_tid, w_s, w_e, q_tid, q_s, q_e):
 
 
 def _followable(run) -> tuple[pd.DataFrame, np.ndarray, WaitIndex]:
-    """df_waits' frame, the rows of it with a blocked part, and their WaitIndex (kept on
-    the run while df_waits' frame is the same: the rows, not a copy of them)."""
-    w = df_waits(run)
+    """wait_core's frame, the rows of it with a blocked part, and their WaitIndex (kept on
+    the run while wait_core's frame is the same: the rows, not a copy of them)."""
+    w = wait_core(run)
 
     def build():
         rows = np.flatnonzero(w["t_wake_ns"].to_numpy() > w["t_off_ns"].to_numpy())
@@ -114,9 +114,10 @@ def _followable(run) -> tuple[pd.DataFrame, np.ndarray, WaitIndex]:
     return (w, *per_run(run, "_followable", (id(w),), build))
 
 
-def _segments(waits: pd.DataFrame, qi, wi, a, b) -> pd.DataFrame:
-    seg = {c: take(waits[c], wi) for c in ("tid", "reason", "call", "wait_addr", "wait_aux",
-                                           "ustack_id", "waker_tid", "waker_pid", "waker_ctx")}
+def _segments(run, waits: pd.DataFrame, qi, wi, a, b) -> pd.DataFrame:
+    seg = {c: take(waits[c], wi) for c in ("tid", "reason", "call")}
+    seg.update(switch_fields(run, waits, wi, ("wait_addr", "wait_aux", "ustack_id")))
+    seg.update({c: take(waits[c], wi) for c in ("waker_tid", "waker_pid", "waker_ctx")})
     seg["t_start_ns"], seg["t_end_ns"], seg["parent"] = a, b, qi
     return pd.DataFrame(seg, copy=False)
 
@@ -193,7 +194,7 @@ def df_critical_path(run, decomp: pd.DataFrame, max_depth: int = MAX_DEPTH,
     qi, wi, a, b = index.query(decomp["tid"].to_numpy(np.int64)[rows],
                                decomp["t_start_ns"].to_numpy(np.int64)[rows],
                                decomp["t_end_ns"].to_numpy(np.int64)[rows])
-    seg = _segments(waits, qi, wrows[wi], a, b)
+    seg = _segments(run, waits, qi, wrows[wi], a, b)
     seg["request_row"], seg["root"], seg["depth"] = rows[qi], np.arange(len(seg)), 0
     done = []
     for depth in range(max_depth):
@@ -206,7 +207,7 @@ def df_critical_path(run, decomp: pd.DataFrame, max_depth: int = MAX_DEPTH,
             ci, wi, a, b = index.query(seg["waker_tid"].to_numpy(np.int64)[p],
                                        seg["t_start_ns"].to_numpy(np.int64)[p],
                                        seg["t_end_ns"].to_numpy(np.int64)[p])
-            child = _segments(waits, p[ci], wrows[wi], a, b)
+            child = _segments(run, waits, p[ci], wrows[wi], a, b)
             child["request_row"] = seg["request_row"].to_numpy()[p[ci]]
             child["root"] = seg["root"].to_numpy()[p[ci]]
             child["depth"] = depth + 1
@@ -422,12 +423,12 @@ def _convoy_holder(run, d1: pd.DataFrame, top, own) -> str:
     b = d1[d1["blame"].to_numpy(bool)]
     if b.empty or top[0] not in ("futex", "futex_waitv"):
         return ""
-    w = df_waits(run)
+    w = wait_core(run)
     t0, t1 = int(b["t_start_ns"].min()), int(b["t_end_ns"].max())
     # the waits on that object (call is categorical: compared by code)
-    near = np.flatnonzero((w["wait_addr"].to_numpy() == top[1])
-                          & (w["t_wake_ns"].to_numpy() >= t0 - (t1 - t0))
+    near = np.flatnonzero((w["t_wake_ns"].to_numpy() >= t0 - (t1 - t0))
                           & (w["t_off_ns"].to_numpy() <= t1))
+    near = near[switch_fields(run, w, near, ("wait_addr",))["wait_addr"] == top[1]]
     same = w.iloc[near]
     same = same[(same["call"] == top[0]).to_numpy()]
     waiters = set(same["tid"].astype(int))
@@ -505,13 +506,13 @@ def _object_keys(run, w: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     server's workers) count as one. One integer per (program, syscall, futex address) of
     each of w's rows, numbered in order of first appearance."""
     lock = w["reason"].cat.codes.to_numpy()[rows] == REASONS.index("lock")
-    pids = w["pid"].to_numpy()[rows]
+    pids = switch_fields(run, w, rows, ("pid",))["pid"]
     u = unique_of(pids)
     prog = pd.factorize(np.array([_proc_comm(run, int(p), True) or f"pid {int(p)}"
                                   for p in u], dtype=object))[0].astype(np.int64)
     k = prog[Lookup(u)(pids)[0]]
     del pids
-    call = w["syscall"].to_numpy()[rows]
+    call = switch_fields(run, w, rows, ("syscall",))["syscall"]
     lo = int(call.min())
     k *= int(call.max()) - lo + 1
     k += call
@@ -519,10 +520,17 @@ def _object_keys(run, w: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     del call
     # the reason follows the call: only futex waits (lock) have an object per address
     addr = np.zeros(len(rows), np.int64)
-    addr[lock] = pd.factorize(w["wait_addr"].to_numpy()[rows[lock]])[0] + 1
+    futex = switch_fields(run, w, rows[lock], ("wait_addr",))["wait_addr"]
+    addr[lock] = pd.factorize(futex)[0] + 1
     k *= int(addr.max()) + 1
     k += addr
     return pd.factorize(k)[0]
+
+
+def _wait_row(run, w: pd.DataFrame, i: int) -> dict:
+    """Row i of wait_core's frame with the switch record's fields: what describe reads."""
+    f = switch_fields(run, w, np.array([i]), ("wait_addr", "wait_aux", "ustack_id"))
+    return {**w.iloc[i].to_dict(), **{c: v[0] for c, v in f.items()}}
 
 
 def df_wait_objects(run, top: int = 10, max_depth: int = 2,
@@ -555,7 +563,8 @@ def df_wait_objects(run, top: int = 10, max_depth: int = 2,
     sample = np.sort(np.concatenate(
         [m[::max(len(m) // SAMPLE_WAITS, 1)] for m in members.values()]))
     rows = blocked[sample]
-    pseudo = pd.DataFrame({"tid": w["tid"].to_numpy()[rows], "pid": w["pid"].to_numpy()[rows],
+    pseudo = pd.DataFrame({"tid": w["tid"].to_numpy()[rows],
+                           "pid": switch_fields(run, w, rows, ("pid",))["pid"],
                            "t_start_ns": w["t_off_ns"].to_numpy()[rows],
                            "t_end_ns": w["t_wake_ns"].to_numpy()[rows], "traced": True})
     per, segs = df_critical_path(run, pseudo, max_depth=max_depth)
@@ -566,7 +575,7 @@ def df_wait_objects(run, top: int = 10, max_depth: int = 2,
     for k in keys:
         g = blocked[members[k]]
         total, n = float(tot[k]), len(g)
-        tids, pids = w["tid"].to_numpy()[g], w["pid"].to_numpy()[g]
+        tids, pids = w["tid"].to_numpy()[g], switch_fields(run, w, g, ("pid",))["pid"]
         comms = sorted({fold_comm(str(names.get(int(t), t))) for t in np.unique(tids)})
         mine = np.flatnonzero(s_key == k)
         first = first_segs[np.isin(first_segs["request_row"].to_numpy(), mine)]
@@ -576,7 +585,8 @@ def df_wait_objects(run, top: int = 10, max_depth: int = 2,
               for c in ("oncpu", "runnable", "blocked", "irq", "unknown")}
         out.append({"pid": int(pids[0]), "processes": int(len(np.unique(pids))),
                     "reason": str(w["reason"].iloc[g[0]]),
-                    "what": describe(run, w.iloc[g[0]]), "threads": ", ".join(comms[:4]),
+                    "what": describe(run, _wait_row(run, w, g[0])),
+                    "threads": ", ".join(comms[:4]),
                     "waits": n, "total_ms": total / 1e6, "mean_us": total / n / 1e3,
                     "ended_by": _who(run, first, []) if len(first) else "",
                     "waker_oncpu_share": sh["oncpu"], "waker_runnable_share": sh["runnable"],
