@@ -56,9 +56,9 @@ WAIT_COLS = ["tid", "pid", "t_off_ns", "t_wake_ns", "t_on_ns", "syscall", "call"
              "wait_addr", "wait_aux", "ustack_id", "waker_tid", "waker_pid", "waker_ctx"]
 # what wait_core keeps of them; the rest are the switch record's fields, read through
 # sw_row (the wait's row in run.switches) by switch_fields
-CORE_COLS = ["tid", "t_off_ns", "t_wake_ns", "t_on_ns", "call", "reason", "waker_tid",
-             "waker_pid", "waker_ctx", "sw_row"]
-SWITCH_FIELDS = ["pid", "syscall", "wait_addr", "wait_aux", "ustack_id"]
+CORE_COLS = ["tid", "t_off_ns", "t_wake_ns", "call", "reason", "waker_tid", "waker_pid",
+             "waker_ctx", "sw_row"]
+SWITCH_FIELDS = ["pid", "t_on_ns", "syscall", "wait_addr", "wait_aux", "ustack_id"]
 
 
 def _reason_table() -> np.ndarray:
@@ -107,7 +107,7 @@ def wait_core(run) -> pd.DataFrame:
     """df_waits' rows with the columns CORE_COLS: what the critical path reads of every
     wait; the switch record's own fields (SWITCH_FIELDS) stay in run.switches, at sw_row
     (switch_fields). Cached on the run while its switches and runq frames are the same
-    objects (at 10M switches, 7.5M waits: 0.3 GB, where the whole of WAIT_COLS is 0.5)."""
+    objects (at 10M switches, 7.5M waits: 0.25 GB, where the whole of WAIT_COLS is 0.5)."""
     key = (id(run.switches), len(run.switches), id(run.runq), len(run.runq))
     return per_run(run, "_waits", key, lambda: _waits(run))
 
@@ -141,14 +141,14 @@ def _waits(run) -> pd.DataFrame:
     del wk, pos
 
     def matched(values, unmatched, dtype=np.int64):
-        out = np.full(len(w_on), unmatched, dtype=dtype)
+        out = np.full(len(rows), unmatched, dtype=dtype)
         out[found] = np.asarray(values)[src]
         return out
 
     t_wake = matched(rq["t_runnable_ns"].to_numpy(), 0)
     t_wake[~found] = w_on[~found]            # no wakeup seen: woken as it ran
     w["t_wake_ns"] = np.clip(t_wake, t_off, w_on, out=t_wake)
-    w["t_on_ns"] = w_on
+    del w_on
     nr = sw["syscall"].to_numpy()[rows]
     w["call"] = _call_names(nr)
     w["reason"] = pd.Categorical.from_codes(reason_codes(nr), categories=REASONS)
