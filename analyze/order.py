@@ -76,7 +76,9 @@ class Lookup:
             return np.maximum(g, 0, out=g), ok
         v = values.astype(np.int64, copy=False)
         g = np.minimum(np.searchsorted(self.keys, v), len(self.keys) - 1)
-        return g, self.keys[g] == v
+        ok = self.keys[g] == v
+        g[~ok] = 0
+        return g, ok
 
 
 def _fits(dt: np.dtype, v: int) -> bool:
