@@ -14,7 +14,7 @@ analysis then runs in a fresh child process twice (cold: .bin -> DataFrames +
 parquet cache written; warm: parquet cache read), each reporting its own wall
 time per phase and its peak RSS (resource.getrusage ru_maxrss); then the cache
 is removed and the full report is built cold in a fresh child (build_report).
-Targets: the core ≤ 60 s and ≤ 6 GiB; the full report ≤ 30 s and ≤ 3 GiB.
+Targets: the core ≤ 60 s and ≤ 6 GiB; the full report ≤ 30 s and ≤ 3 GB (2,861 MiB).
 
   python3 bench/analyze_scale.py                   # full size (on a quiet machine)
   python3 bench/analyze_scale.py --scale 0.1       # 1M intervals, 100k requests
@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 T0 = 10_000_000_000_000  # 10 000 s after boot
+REPORT_RSS_MIB = 3e9 / 2**20   # the full report's target: 3 GB
 
 
 def _header(schema: dict, kind: str) -> bytes:
@@ -231,11 +232,12 @@ def main(argv=None) -> int:
         if not a.no_report:
             shutil.rmtree(run_dir / ".cache", ignore_errors=True)
             r = _child(["--_report", str(run_dir)])
-            met = r["report_s"] <= 30 and r["peak_rss_mib"] <= 3 * 1024
+            met = r["report_s"] <= 30 and r["peak_rss_mib"] <= REPORT_RSS_MIB
             print(f"{'full report (cold)':26s} total {r['report_s']:6.2f} s  peak RSS "
                   f"{r['peak_rss_mib']:7.0f} MiB  trace.json {r['trace_events']} events, "
                   f"{r['trace_mb']:.1f} MB")
-            print("target (full size): ≤ 30 s and ≤ 3072 MiB:", "MET" if met else "NOT MET", at)
+            print(f"target (full size): ≤ 30 s and ≤ {REPORT_RSS_MIB:.0f} MiB (3 GB):",
+                  "MET" if met else "NOT MET", at)
             ok &= met
         return 0 if ok else 1
     finally:
