@@ -178,6 +178,9 @@ def _followed(decomp: pd.DataFrame, ok: np.ndarray, max_requests: int) -> np.nda
     return np.sort(np.concatenate(keep))
 
 
+CP_CHUNK = 10_000   # requests followed at a time: bounds the hops' temporary arrays
+
+
 def df_critical_path(run, decomp: pd.DataFrame, max_depth: int = MAX_DEPTH,
                      max_requests: int = MAX_REQUESTS):
     """(per request, segments): per request (decomp's index) the CP_COLS; segments: one
@@ -191,38 +194,67 @@ def df_critical_path(run, decomp: pd.DataFrame, max_depth: int = MAX_DEPTH,
     traced = unique_of(run.switches["tid"].to_numpy())
     ok = decomp["traced"].to_numpy(bool) if "traced" in decomp else np.ones(len(decomp), bool)
     rows = _followed(decomp, ok, max_requests)
-    qi, wi, a, b = index.query(decomp["tid"].to_numpy(np.int64)[rows],
-                               decomp["t_start_ns"].to_numpy(np.int64)[rows],
-                               decomp["t_end_ns"].to_numpy(np.int64)[rows])
-    seg = _segments(run, waits, qi, wrows[wi], a, b)
-    seg["request_row"], seg["root"], seg["depth"] = rows[qi], np.arange(len(seg)), 0
-    done = []
-    for depth in range(max_depth):
-        if not len(seg):
-            break
-        seg = _resolve(run, seg, traced)
-        child = pd.DataFrame()
-        if depth + 1 < max_depth and seg["blame"].any():
-            p = np.flatnonzero(seg["blame"].to_numpy())
-            ci, wi, a, b = index.query(seg["waker_tid"].to_numpy(np.int64)[p],
-                                       seg["t_start_ns"].to_numpy(np.int64)[p],
-                                       seg["t_end_ns"].to_numpy(np.int64)[p])
-            child = _segments(run, waits, p[ci], wrows[wi], a, b)
-            child["request_row"] = seg["request_row"].to_numpy()[p[ci]]
-            child["root"] = seg["root"].to_numpy()[p[ci]]
-            child["depth"] = depth + 1
-            followed = np.bincount(p[ci], weights=(b - a), minlength=len(seg))
-            seg["w_blocked_rest_ns"] = np.maximum(seg["w_blocked_ns"].to_numpy() - followed, 0)
-        else:
-            seg["w_blocked_rest_ns"] = seg["w_blocked_ns"]
-        done.append(seg)
-        seg = child
-    segs = pd.concat(done, ignore_index=True) if done else pd.DataFrame(columns=SEG_COLS)
+    tid, t_s, t_e = (decomp[c].to_numpy(np.int64) for c in ("tid", "t_start_ns", "t_end_ns"))
+    by_depth = [[] for _ in range(max_depth)]   # each depth's segments, chunk after chunk
+    n_seg = [0] * max_depth                      # and how many so far: parent / root offsets
+    seg = child = None
+    for lo in range(0, len(rows), CP_CHUNK):
+        part = rows[lo:lo + CP_CHUNK]
+        qi, wi, a, b = index.query(tid[part], t_s[part], t_e[part])
+        seg = _segments(run, waits, qi + lo, wrows[wi], a, b)
+        seg["request_row"], seg["root"], seg["depth"] = \
+            part[qi], np.arange(len(seg)) + n_seg[0], 0
+        for depth in range(max_depth):
+            if not len(seg):
+                break
+            seg = _resolve(run, seg, traced)
+            child = pd.DataFrame()
+            if depth + 1 < max_depth and seg["blame"].any():
+                p = np.flatnonzero(seg["blame"].to_numpy())
+                ci, wi, a, b = index.query(seg["waker_tid"].to_numpy(np.int64)[p],
+                                           seg["t_start_ns"].to_numpy(np.int64)[p],
+                                           seg["t_end_ns"].to_numpy(np.int64)[p])
+                child = _segments(run, waits, p[ci] + n_seg[depth], wrows[wi], a, b)
+                child["request_row"] = seg["request_row"].to_numpy()[p[ci]]
+                child["root"] = seg["root"].to_numpy()[p[ci]]
+                child["depth"] = depth + 1
+                followed = np.bincount(p[ci], weights=(b - a), minlength=len(seg))
+                seg["w_blocked_rest_ns"] = np.maximum(seg["w_blocked_ns"].to_numpy() - followed,
+                                                      0)
+            else:
+                seg["w_blocked_rest_ns"] = seg["w_blocked_ns"]
+            by_depth[depth].append(seg)
+            n_seg[depth] += len(seg)
+            seg = child
+    done = [f for fs in by_depth for f in fs]
+    del by_depth, seg, child
+    segs = _stack(done) if done else pd.DataFrame(columns=SEG_COLS)
     _accumulate(per, segs, decomp.index)
     skipped = np.ones(len(decomp), bool)
     skipped[rows] = False
     per.loc[skipped] = np.nan
     return per, segs
+
+
+def _stack(frames: list) -> pd.DataFrame:
+    """pd.concat(frames, ignore_index=True) of frames with the same columns and dtypes,
+    column after column, the columns of one dtype together: each piece is let go of once
+    joined, so the segments are held about once, not twice (frames is emptied)."""
+    pieces = [{c: f[c] for c in f.columns} for f in frames]
+    names, dtypes = list(frames[0].columns), frames[0].dtypes
+    frames.clear()
+    out = {}
+    for c in sorted(names, key=lambda c: str(dtypes[c])):
+        col = [p.pop(c) for p in pieces]
+        if isinstance(dtypes[c], pd.CategoricalDtype):
+            out[c] = pd.Categorical.from_codes(
+                np.concatenate([x.cat.codes.to_numpy() for x in col]), dtype=dtypes[c])
+        elif isinstance(dtypes[c], np.dtype):
+            out[c] = np.concatenate([x.to_numpy() for x in col])
+        else:                                           # another extension type
+            out[c] = pd.concat(col, ignore_index=True)
+        del col
+    return pd.DataFrame({c: out.pop(c) for c in names}, copy=False)
 
 
 def has_wakers(run) -> bool:

@@ -277,3 +277,33 @@ def test_wait_index_over_some_rows_answers_as_over_their_copy():
     a = WaitIndex(tid, s, e, rows=rows).query(*q)
     b = WaitIndex(tid[rows], s[rows], e[rows]).query(*q)
     assert len(a[0]) > 0 and all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 4])
+def test_requests_followed_in_chunks_give_the_same_path(monkeypatch, chunk):
+    """The critical path follows the requests CP_CHUNK at a time (bounding its temporary
+    arrays): per-request columns and segments, their order, roots and parents included,
+    equal those of one pass. Five requests, each read woken by a server thread that waited
+    on a futex its ledger thread released (two hops)."""
+    import analyze.critpath as C
+    switches, runq, requests = [], [], []
+    for i in range(5):
+        t = i * 20 * MS
+        switches += [off(11 + i, t + 1 * MS, t + 9 * MS, syscall=READ, addr=5),
+                     off(21, t + 2 * MS, t + 8 * MS, syscall=FUTEX, addr=0xF00, aux=128,
+                         pid=200),
+                     off(22, t, t + 7 * MS, syscall=CLOCK_NANOSLEEP, pid=200)]
+        runq += [rq(11 + i, t + 9 * MS, t + 9 * MS, waker=21, waker_pid=200),
+                 rq(21, t + 8 * MS, t + 8 * MS, waker=22, waker_pid=200, pid=200),
+                 rq(22, t + 7 * MS, t + 7 * MS, waker=0, waker_pid=0, ctx="hardirq",
+                    pid=200)]
+        requests.append(req(i, 11 + i, t, t + 10 * MS))
+    run = make_run(requests=requests, switches=switches, runq=runq,
+                   tasks=[task(21, "orders-w0", pid=200), task(22, "orders-ledger", pid=200)])
+    d = df_decompose(run)
+    per1, segs1 = df_critical_path(run, d)
+    assert len(segs1) == 15 and set(segs1["depth"]) == {0, 1, 2}
+    monkeypatch.setattr(C, "CP_CHUNK", chunk)
+    per, segs = df_critical_path(run, d)
+    pd.testing.assert_frame_equal(per, per1)
+    pd.testing.assert_frame_equal(segs, segs1)
