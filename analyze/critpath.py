@@ -1,7 +1,7 @@
 """Critical path: who ended each wait of a request, and what that thread was doing.
 
 A request on thread T is blocked during [t0, t1] (a blocked interval of
-waits.df_waits clipped to the request's window), and the wakeup at t1 names
+waits.wait_core clipped to the request's window), and the wakeup at t1 names
 the waker H (runq.bin, taken at sched_waking in H's context). H's time in
 [t0, t1] is on CPU, runnable (waiting for a CPU) or itself blocked, measured
 with the same interval algebra as the decomposition (decompose.thread_brief).
@@ -25,7 +25,8 @@ of the closure; it explains the blocked parts.
 
 Every step is vectorised: the waits that overlap a set of windows are found with
 one searchsorted on a thread axis (overlaps), and each hop is one thread_brief
-call over all of that hop's segments (the run's interval sets are built once).
+call over all of that hop's segments (the run's interval sets are built once), for
+CP_CHUNK requests at a time.
 """
 from __future__ import annotations
 

@@ -162,6 +162,7 @@ def analyse(run_dir: Path) -> dict:
             "peak_rss_mib": rss, "lockchain_s": t[4] - t[3], "lock_chains": len(chains),
             "sched_views_s": t[5] - t[4], "critpath_s": t[6] - t[5],
             "critpath_segments": len(segs), "wait_objects_s": t[7] - t[6],
+            "wait_objects": len(objs),
             "peak_rss_all_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "excess_ms": te["excess_ms"], "spearman_runnable": rho, "headline": h}
 
@@ -222,7 +223,7 @@ def main(argv=None) -> int:
             print(f"{'':26s} (outside the target: lock chains {r['lockchain_s']:.2f} s for "
                   f"{r['lock_chains']} waits, threads/locks/runq views {r['sched_views_s']:.2f} s, "
                   f"critical path {r['critpath_s']:.2f} s for {r['critpath_segments']} "
-                  f"segments, wait objects {r['wait_objects_s']:.2f} s, "
+                  f"segments, {r['wait_objects']} wait objects {r['wait_objects_s']:.2f} s, "
                   f"peak RSS with them {r['peak_rss_all_mib']:.0f} MiB)")
             ok &= r["total_s"] <= 60 and r["peak_rss_mib"] <= 6 * 1024 and r["closure_ratio"] == 1.0
         print("headline:", r["headline"])
