@@ -36,7 +36,7 @@ import pandas as pd
 from .decompose import Axis, thread_brief
 from .load import WAKER_BLAMES_TASK, fold_comm, per_run, thread_names
 from .peer import process_name, also_comm
-from .order import Lookup, argsort_unless_sorted, unique_of
+from .order import Lookup, argsort_unless_sorted, row_index, unique_of
 from .waits import REASONS, describe, switch_fields, wait_core
 
 MAX_DEPTH = 3
@@ -106,9 +106,8 @@ def _followable(run) -> tuple[pd.DataFrame, np.ndarray, WaitIndex]:
     w = wait_core(run)
 
     def build():
-        rows = np.flatnonzero(w["t_wake_ns"].to_numpy() > w["t_off_ns"].to_numpy())
-        if len(w) < 1 << 31:
-            rows = rows.astype(np.int32)      # half the index's memory
+        rows = row_index(np.flatnonzero(w["t_wake_ns"].to_numpy() > w["t_off_ns"].to_numpy()),
+                         len(w))
         return rows, WaitIndex(*(w[c].to_numpy() for c in ("tid", "t_off_ns", "t_wake_ns")),
                                rows=rows)
 

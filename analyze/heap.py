@@ -23,7 +23,7 @@ import ctypes.util
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3         # glibc's mallopt parameters
 MMAP_THRESHOLD_B = 1 << 30
-TRIM_THRESHOLD_B = 1 << 34
+TRIM_THRESHOLD_B = (1 << 31) - 1   # mallopt takes an int: 2 GiB at most
 
 _LIBC = []
 
@@ -48,7 +48,7 @@ def heap_tune() -> None:
     lib = _libc()
     if lib is not None:
         lib.mallopt(M_MMAP_THRESHOLD, ctypes.c_int(MMAP_THRESHOLD_B))
-        lib.mallopt(M_TRIM_THRESHOLD, ctypes.c_int(min(TRIM_THRESHOLD_B, (1 << 31) - 1)))
+        lib.mallopt(M_TRIM_THRESHOLD, ctypes.c_int(TRIM_THRESHOLD_B))
 
 
 def heap_trim() -> None:

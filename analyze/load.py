@@ -598,4 +598,3 @@ def per_run_release(run, *attrs: str) -> None:
         if getattr(run, a, None) is not None:
             setattr(run, a, None)
     heap_trim()
-

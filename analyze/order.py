@@ -66,12 +66,12 @@ class Lookup:
             off = int(self.keys[0]) - 1          # the value in slot 0
             if values.dtype.kind in "iu" and len(values) and _fits(values.dtype, off) \
                     and off <= int(values.min()) and int(values.max()) < off + len(self._lut):
-                g = self._lut[values - off if off else values]  # all inside: no copy, no clip
-                ok = g >= 0
-                return np.maximum(g, 0, out=g), ok
-            i = values.astype(np.int64)
-            i -= off
-            g = self._lut[np.clip(i, 0, len(self._lut) - 1, out=i)]
+                i = values - off if off else values      # all inside: no copy, no clip
+            else:
+                i = values.astype(np.int64)
+                i -= off
+                np.clip(i, 0, len(self._lut) - 1, out=i)
+            g = self._lut[i]
             ok = g >= 0
             return np.maximum(g, 0, out=g), ok
         v = values.astype(np.int64, copy=False)
@@ -85,6 +85,12 @@ def _fits(dt: np.dtype, v: int) -> bool:
     """Can integers of dtype dt take v (so that values - v computes in dt)?"""
     i = np.iinfo(dt)
     return i.min <= v <= i.max
+
+
+def row_index(rows: np.ndarray, n: int) -> np.ndarray:
+    """Row numbers into an array of n rows, as int32 when they fit (half the memory of a
+    large frame's row index)."""
+    return rows.astype(np.int32) if n < 1 << 31 else rows
 
 
 def unique_of(*arrays) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .load import RUNQ_KINDS, per_run
-from .order import Lookup, argsort_unless_sorted, switch_order, unique_of
+from .order import Lookup, argsort_unless_sorted, row_index, switch_order, unique_of
 
 REASONS = ["lock", "io", "sleep", "other"]
 
@@ -127,8 +127,7 @@ def _waits(run) -> pd.DataFrame:
     order = switch_order(run)                # by (tid, t_off), stable
     rows = np.flatnonzero(vol) if order is None else order[vol[order]]
     del vol, order
-    if len(sw) < 1 << 31:
-        rows = rows.astype(np.int32)
+    rows = row_index(rows, len(sw))
     w_tid, t_off = sw["tid"].to_numpy()[rows], sw["t_off_ns"].to_numpy()[rows]
     w = {"tid": w_tid, "t_off_ns": t_off, "sw_row": rows}
     w_on = sw["t_on_ns"].to_numpy()[rows]
