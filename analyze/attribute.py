@@ -6,6 +6,13 @@ with numpy's default (linear interpolation):
   ≤P50: x ≤ p50    P50–P90: p50 < x ≤ p90    P90–P99: p90 < x < p99    ≥P99: x ≥ p99
 and, when there are at least 10 000 requests, ≥P99.9: x ≥ p99.9 (a subset of ≥P99).
 Shares are of the band's mean e2e (queue wait + service time).
+
+The bands are cut among the requests whose parts are known (decompose.decomposed): a
+request whose thread or window the probes did not cover (a capture's window, the
+trace's edges) has a latency but no parts, and a band that averaged the latencies of
+some requests and the parts of others would not add up. Each band also checks itself:
+parts_share = Σ part means / mean e2e (1 when its requests close), and counts the
+requests whose own parts do not close (not_closing).
 """
 from __future__ import annotations
 
@@ -13,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .critpath import CP_COLS
-from .decompose import PARTS
+from .decompose import CLOSE_TOL, PARTS, decomposed
 
 BANDS = ["≤P50", "P50–P90", "P90–P99", "≥P99"]
 BAND_P999 = "≥P99.9"
@@ -35,8 +42,9 @@ GROUPS = {
 
 
 def band_edges(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
-    """Percentile cut points of decomp[by]: {"p50", "p90", "p99", "p999"}."""
-    x = decomp[by].to_numpy(dtype=np.float64)
+    """Percentile cut points of decomp[by] among the decomposed requests: {"p50", "p90",
+    "p99", "p999"}."""
+    x = decomp[by].to_numpy(dtype=np.float64)[decomposed(decomp)]
     x = x[np.isfinite(x)]
     if len(x) == 0:
         return {k: np.nan for k in ("p50", "p90", "p99", "p999")}
@@ -45,14 +53,17 @@ def band_edges(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
 
 
 def band_masks(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
-    """{band: boolean mask over decomp rows}, ≥P99.9 only with ≥ 10k requests."""
-    x = decomp[by].to_numpy(dtype=np.float64)
+    """{band: boolean mask over decomp rows}, ≥P99.9 only with ≥ 10k requests; a request
+    whose parts are unknown (decompose.decomposed) is in no band."""
+    x = decomp[by].to_numpy(dtype=np.float64).copy()
+    scope = decomposed(decomp)
+    x[~scope] = np.nan                       # compares false: in no band
     e = band_edges(decomp, by)
     m = {BANDS[0]: x <= e["p50"],
          BANDS[1]: (x > e["p50"]) & (x <= e["p90"]),
          BANDS[2]: (x > e["p90"]) & (x < e["p99"]),
          BANDS[3]: x >= e["p99"]}
-    if len(decomp) >= P999_MIN_REQUESTS:
+    if int(scope.sum()) >= P999_MIN_REQUESTS:
         m[BAND_P999] = x >= e["p999"]
     return m
 
@@ -84,6 +95,10 @@ def _band_row(d: pd.DataFrame, lo: float, hi: float) -> dict:
     run_ns = d["runq_wakeup_ns"].mean() + d["runq_preempt_ns"].mean()
     row["runnable_ms"], row["runnable_share"] = run_ns / MS, (run_ns / e2e if e2e else np.nan)
     row["closes_share"] = d["closes"].mean() if len(d) else np.nan
+    known = [row[f"{p}_ms"] for p in PARTS if pd.notna(row[f"{p}_ms"])]
+    row["parts_share"] = (sum(known) * MS / e2e if e2e and len(known) > 1 else np.nan)
+    row["not_closing"] = (int((d["closure_err"] > CLOSE_TOL).sum())
+                          if "closure_err" in d else 0)
     blocked = (d["blocked_all_ns"] if "blocked_all_ns" in d else d["blocked_ns"]).mean()
     row["blocked_all_ms"] = blocked / MS
     for c in CP_COLS:
@@ -102,6 +117,8 @@ def _band_row(d: pd.DataFrame, lo: float, hi: float) -> dict:
 def df_bands(decomp: pd.DataFrame, by: str = "latency_ns") -> pd.DataFrame:
     """Index = band; columns n, lo_ms/hi_ms (band's range of `by`), latency_ms, e2e_ms,
     {part}_ms and {part}_share for every part in PARTS, runnable_ms/_share, closes_share,
+    parts_share (Σ part means / mean e2e: 1 when the band adds up; NaN when only queue
+    wait is known), not_closing (requests whose own parts miss their latency by > 1%),
     blocked_all_ms (blocked for any reason: lock_wait + io_wait + sleep + blocked);
     with a peer_runnable_ns column in decomp (analyze/peer.py) also peer_runnable_ms (mean),
     peer_runnable_all_ms (mean of peer_runnable_all_ns) and peer_runnable_of_blocked (mean
@@ -117,7 +134,19 @@ def df_bands(decomp: pd.DataFrame, by: str = "latency_ns") -> pd.DataFrame:
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = "band"
     df["n"] = df["n"].astype(np.int64)
+    df["not_closing"] = df["not_closing"].astype(np.int64)
     return df
+
+
+def adds_up(row) -> bool:
+    """Does a band's row (df_bands) add up: its parts within CLOSE_TOL of its mean e2e, no
+    part above it? True where the parts are unknown (nothing to check)."""
+    ps = row.get("parts_share", np.nan)
+    if pd.isna(ps):
+        return True
+    shares = [row.get(f"{p}_share", np.nan) for p in PARTS] + [row.get("runnable_share")]
+    return abs(ps - 1) <= CLOSE_TOL and not any(pd.notna(v) and v > 1 + CLOSE_TOL
+                                                 for v in shares)
 
 
 def tail_excess(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:

@@ -19,7 +19,15 @@ from the uprobe locks stream when present (|lock-wait ∩ off-CPU ∖ runnable|)
 and leave io_wait and sleep NaN: that time stays in blocked.
 
 so sum(parts) − latency = (off-CPU overlaps with each other) + (runnable time
-outside off-CPU time): zero when the streams agree, positive otherwise.
+outside off-CPU time): zero when the streams agree, positive otherwise. Both terms are
+kept per request (overlap_ns, outside_ns), so a request that does not close says why.
+
+Every request gets a check (CHECKS, column `check`): its parts are known and close
+("ok"), known and do not ("overlap", "outside": the larger of the two terms), or
+unknown: its thread was never seen by the probes ("thread"), it ran partly outside
+the recorded time (a capture's window, the trace's start or end: "window"), or it
+overlaps an edge the kernel never reported ("gap"); "no_switches" without the switch
+stream. The bands (attribute.py) are cut among the requests whose parts are known.
 
 Everything is vectorised: threads are laid end to end on one int64 axis
 (key = thread index × span + t − t0), interval sets are sorted once, and the
@@ -221,7 +229,7 @@ def window_sum(s, e, w_s, w_e, disjoint: bool = False) -> np.ndarray:
 # ---- thread states over windows ----------------------------------------------
 
 STATE_COLS = ["oncpu_ns", "runq_wakeup_ns", "runq_preempt_ns", "lock_wait_ns", "io_wait_ns",
-              "sleep_ns", "blocked_ns", "offcpu_ns", "closure_err"]
+              "sleep_ns", "blocked_ns", "offcpu_ns", "overlap_ns", "outside_ns", "closure_err"]
 
 
 _EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -343,7 +351,9 @@ def thread_states(run, tid, w_start, w_end) -> pd.DataFrame:
 
     Columns STATE_COLS (ns; float with NaN where a needed stream is absent or
     the window is invalid). offcpu_ns is the sum of off-CPU intervals (before
-    de-duplication). closure_err = |Σ parts − window| / window. Without
+    de-duplication). closure_err = |Σ parts − window| / window, and Σ parts − window =
+    overlap_ns (off-CPU time counted more than once: off-CPU intervals that overlap)
+    + outside_ns (runnable time outside off-CPU time; NaN without runq). Without
     switches only the runnable parts are known; without runq the runnable
     parts are NaN and that time stays in blocked; without wait reasons io_wait
     and sleep are NaN, and lock_wait comes from the locks stream (NaN without
@@ -375,10 +385,12 @@ def thread_states(run, tid, w_start, w_end) -> pd.DataFrame:
     with np.errstate(divide="ignore", invalid="ignore"):
         err = np.abs(total - lat) / lat
     err = np.where(lat == 0, np.where(np.abs(total - lat) == 0, 0.0, np.inf), err)
+    overlap = off_sum - (lat - oncpu)                     # NaN without switches
+    outside = rq_w + rq_p - rq_in_off                     # NaN without runq
     res = {"oncpu_ns": oncpu, "runq_wakeup_ns": rq_w, "runq_preempt_ns": rq_p,
            "lock_wait_ns": why["lock_wait"], "io_wait_ns": why["io_wait"],
            "sleep_ns": why["sleep"], "blocked_ns": blocked, "offcpu_ns": off_sum,
-           "closure_err": err}
+           "overlap_ns": overlap, "outside_ns": outside, "closure_err": err}
     return pd.DataFrame({c: np.where(valid, v, np.nan) for c, v in res.items()}, copy=False)
 
 
@@ -389,8 +401,26 @@ def blocked_all(states: pd.DataFrame) -> np.ndarray:
     return states["blocked_ns"].to_numpy() + known
 
 
-def _traced(run, req: pd.DataFrame) -> np.ndarray:
-    """Requests whose thread and window the probes covered.
+# Each request's check (column `check`): why its parts are what they are.
+CHECKS = ["ok", "overlap", "outside", "thread", "window", "gap", "no_switches"]
+CHECK_WHY = {   # "N requests ..." / a failed request "..."
+    "ok": "add up to their latency (within 1%)",
+    "overlap": "have parts that exceed their latency: off-CPU intervals of their thread "
+               "overlap (time counted twice: streams that disagree, or lost events)",
+    "outside": "have parts that exceed their latency: runnable time outside their thread's "
+               "off-CPU time (a run-queue record without its switch)",
+    "thread": "ran on a thread the probes did not trace (parts unknown)",
+    "window": "ran partly outside the recorded time, before the trace or the capture's "
+              "window began or after it ended (parts unknown)",
+    "gap": "overlap a context-switch edge the kernel never reported (parts unknown)",
+    "no_switches": "have no switch records (on-CPU and blocked time unknown)",
+}
+UNTRACED = ("thread", "window", "gap")
+
+
+def _untraced(run, req: pd.DataFrame) -> np.ndarray:
+    """Why each request's thread and window were not covered by the probes: a code into
+    CHECKS ("thread", "window", "gap"), 0 where they were.
 
     A thread is traced when it appears in any scheduler stream or in tasks.bin
     (tailtrace lists every traced thread there); without tasks.bin every thread
@@ -398,23 +428,48 @@ def _traced(run, req: pd.DataFrame) -> np.ndarray:
     must not overlap a gap of its thread (run.gaps: a switch the kernel never
     reported, so the time there would otherwise pass for time on CPU).
     """
-    ok = np.ones(len(req), dtype=bool)
+    why = np.zeros(len(req), dtype=np.int8)
+    gaps = getattr(run, "gaps", None)
+    if gaps is not None and len(gaps):
+        why[overlaps_gap(gaps, req["tid"].to_numpy(), req["t_start_ns"].to_numpy(),
+                         req["t_end_ns"].to_numpy())] = CHECKS.index("gap")
+    t0, t1 = run.meta.get("mono_start_ns"), run.meta.get("mono_end_ns")
+    out = np.zeros(len(req), dtype=bool)
+    if t0:
+        out |= req["t_start_ns"].to_numpy() < int(t0)
+    if t1:
+        out |= req["t_end_ns"].to_numpy() > int(t1)
+    why[out] = CHECKS.index("window")
     if len(run.tasks):
         tids, inv = np.unique(req["tid"].to_numpy(), return_inverse=True)
         seen = np.zeros(len(tids), dtype=bool)
         for df in (run.tasks, run.switches, run.runq):
             seen |= np.isin(tids, df["tid"].to_numpy())
-        ok &= seen[inv.reshape(-1)]
-    gaps = getattr(run, "gaps", None)
-    if gaps is not None and len(gaps):
-        ok &= ~overlaps_gap(gaps, req["tid"].to_numpy(), req["t_start_ns"].to_numpy(),
-                            req["t_end_ns"].to_numpy())
-    t0, t1 = run.meta.get("mono_start_ns"), run.meta.get("mono_end_ns")
-    if t0:
-        ok &= req["t_start_ns"].to_numpy() >= int(t0)
-    if t1:
-        ok &= req["t_end_ns"].to_numpy() <= int(t1)
-    return ok
+        why[~seen[inv.reshape(-1)]] = CHECKS.index("thread")
+    return why
+
+
+def check_of(untraced: np.ndarray, st: pd.DataFrame) -> pd.Categorical:
+    """The requests' checks (CHECKS) from _untraced's codes and their thread_states."""
+    code = untraced.copy()
+    err, ov, out = (st[c].to_numpy() for c in ("closure_err", "overlap_ns", "outside_ns"))
+    known = code == 0
+    code[known & np.isnan(err)] = CHECKS.index("no_switches")
+    fails = known & (err > CLOSE_TOL)
+    code[fails] = np.where(np.nan_to_num(out[fails]) > np.nan_to_num(ov[fails]),
+                           CHECKS.index("outside"), CHECKS.index("overlap"))
+    return pd.Categorical.from_codes(code, categories=CHECKS)
+
+
+def decomposed(decomp: pd.DataFrame) -> np.ndarray:
+    """Requests whose parts are known (checked "ok", "overlap" or "outside"): the ones the
+    bands are cut among. Where no request's parts are known (no scheduler streams), every
+    request: then latency and queue wait are all there is."""
+    if "check" not in decomp:
+        return np.ones(len(decomp), dtype=bool)
+    c = decomp["check"].cat.codes.to_numpy()
+    m = c <= CHECKS.index("outside")
+    return m if m.any() else np.ones(len(decomp), dtype=bool)
 
 
 def overlaps_gap(gaps: pd.DataFrame, tid, t0, t1) -> np.ndarray:
@@ -451,7 +506,8 @@ def df_decompose(run) -> pd.DataFrame:
     queue_wait_ns, oncpu_ns, runq_wakeup_ns, runq_preempt_ns, lock_wait_ns, io_wait_ns,
     sleep_ns, blocked_ns (blocked for other reasons), blocked_all_ns (lock_wait + io_wait +
     sleep + blocked), runnable_ns (wakeup + preempt), offcpu_ns, traced (bool),
-    closure_err (|Σ parts − latency| / latency), closes (closure_err ≤ 1 %).
+    closure_err (|Σ parts − latency| / latency), closes (closure_err ≤ 1 %), check
+    (CHECKS: why the parts are what they are, CHECK_WHY says it in words).
     Parts are NaN where the stream they come from is absent or the request's
     thread/window was not traced; such requests do not close.
     """
@@ -463,7 +519,8 @@ def df_decompose(run) -> pd.DataFrame:
     out["queue_wait_ns"] = out["t_start_ns"] - out["t_enqueue_ns"]
     st = thread_states(run, out["tid"].to_numpy(), out["t_start_ns"].to_numpy(),
                        out["t_end_ns"].to_numpy())
-    traced = _traced(run, out)
+    untraced = _untraced(run, out)
+    traced = untraced == 0
     for c in ["oncpu_ns", "runq_wakeup_ns", "runq_preempt_ns", "lock_wait_ns", "io_wait_ns",
               "sleep_ns", "blocked_ns"]:
         out[c] = np.where(traced, st[c].to_numpy(), np.nan)
@@ -473,4 +530,56 @@ def df_decompose(run) -> pd.DataFrame:
     out["traced"] = traced
     out["closure_err"] = np.where(traced, st["closure_err"].to_numpy(), np.nan)
     out["closes"] = (out["closure_err"] <= CLOSE_TOL).to_numpy()
+    out["check"] = check_of(untraced, st)
     return out
+
+
+def check_summary(decomp: pd.DataFrame, bands: pd.DataFrame | None = None,
+                  n_failed: int = 10) -> dict:
+    """summary.json "checks": how many requests were decomposed, how many close, why the
+    others did not (by CHECKS), which bands add up (attribute.adds_up), and the slowest
+    n_failed requests that failed a check, each with its reason in words.
+
+    {"requests", "decomposed", "close", "left_out" (not in any band: parts unknown),
+     "by_check": {check: n} (non-zero only), "bands_add_up": {band: bool},
+     "failed": [{id, tid, pid, t_start_ns, latency_ms, parts_ms, check, why}]}"""
+    from .attribute import adds_up
+    chk = decomp["check"] if "check" in decomp else pd.Series(pd.Categorical([], CHECKS))
+    counts = chk.value_counts()
+    scope = decomposed(decomp)
+    known = scope & (chk.cat.codes.to_numpy() <= CHECKS.index("outside")) if len(chk) else scope
+    bad = ~chk.isin(["ok", "no_switches"]).to_numpy() if len(chk) else np.zeros(0, bool)
+    rows = np.flatnonzero(bad)
+    lat = decomp["latency_ns"].to_numpy()
+    rows = rows[np.argsort(-lat[rows], kind="stable")][:n_failed]
+    failed = []
+    for i in rows:
+        r = decomp.iloc[i]
+        c = str(r["check"])
+        parts = (r["latency_ns"] * (1 + r["closure_err"]) if pd.notna(r["closure_err"])
+                 else np.nan)
+        failed.append({"id": int(r["id"]), "tid": int(r["tid"]), "pid": int(r["pid"]),
+                       "t_start_ns": int(r["t_start_ns"]), "latency_ms": r["latency_ns"] / 1e6,
+                       "parts_ms": None if pd.isna(parts) else parts / 1e6, "check": c,
+                       "why": CHECK_WHY[c]})
+    return {"requests": int(len(decomp)), "decomposed": int(known.sum()),
+            "close": int((chk == "ok").sum()) if len(chk) else 0,
+            "left_out": int((~scope).sum()),
+            "by_check": {c: int(counts.get(c, 0)) for c in CHECKS if counts.get(c, 0)},
+            "bands_add_up": ({} if bands is None or bands.empty else
+                             {b: bool(adds_up(r)) for b, r in bands.iterrows()}),
+            "failed": failed}
+
+
+def check_words(checks: dict) -> str | None:
+    """The checks in one sentence for the warnings and the report, or None when every
+    request's parts are known and close."""
+    by = checks.get("by_check") or {}
+    bad = {c: n for c, n in by.items() if c not in ("ok", "no_switches")}
+    if not bad:
+        return None
+    reasons = "; ".join(f"{n:,} {CHECK_WHY[c]}" for c, n in bad.items())
+    out = checks.get("left_out", 0)
+    tail = (f" The {out:,} whose parts are unknown are left out of the bands." if out else "")
+    return (f"{sum(bad.values()):,} of {checks['requests']:,} requests fail the "
+            f"decomposition check: {reasons}.{tail}")

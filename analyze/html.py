@@ -18,6 +18,8 @@ import pandas as pd
 
 from .fmt import (U, fmt_errors, fmt_hex, fmt_int, fmt_ms, fmt_ns_ms, fmt_run_ms, fmt_share,
                   fmt_stack, fmt_text, fmt_us, fmt_value, num_or_none, request_unit)
+from .attribute import adds_up
+from .decompose import check_words
 from .plot import PART_COLORS, PART_LABELS, PARTS
 
 esc = html.escape
@@ -245,8 +247,9 @@ def _attribution(inp: ReportInputs) -> str:
                else "–")
         cells = [str(band), fmt_int(r.get("n")), rng, fmt_ms(r.get("e2e_ms")),
                  fmt_ms(r.get("latency_ms"))]
-        cells += [f"{fmt_ms(r.get(f'{p}_ms'))} · {fmt_share(r.get(f'{p}_share'))}"
-                  for p in PARTS]
+        fits = adds_up(r)        # a band whose parts do not add up shows no share
+        cells += [f"{fmt_ms(r.get(f'{p}_ms'))} · "
+                  f"{fmt_share(r.get(f'{p}_share')) if fits else 'no share'}" for p in PARTS]
         if peer:
             cells.append(f"{fmt_ms(r.get('peer_runnable_ms'))} · "
                          f"{fmt_share(r.get('peer_runnable_of_blocked'))}")
@@ -255,7 +258,8 @@ def _attribution(inp: ReportInputs) -> str:
              "</tbody></table>")
     body = (_p("Requests are grouped by service-time percentile. Each part cell is the band's "
                f"mean per request in {U()} · its share of the band's mean end-to-end time.")
-            + table + (_peer_note(inp.summary.get("peer")) if peer else ""))
+            + table + _checks_note(inp.summary.get("checks"), b)
+            + (_peer_note(inp.summary.get("peer")) if peer else ""))
     if "decomposition" in inp.images:
         body += img_tag(inp.images["decomposition"], "stacked decomposition per latency band")
     body += _tail_excess(inp.tail_excess)
@@ -390,6 +394,30 @@ def _wait_objects(inp: ReportInputs) -> str:
                           ("waker_oncpu_share", "on CPU", fmt_share),
                           ("irq_share", "interrupt", fmt_share),
                           ("unknown_share", "not traced", fmt_share)], cls="num"))
+
+
+def _checks_note(checks: dict | None, bands: pd.DataFrame) -> str:
+    """Under the band table: the bands whose parts do not add up (no share shown for them),
+    and the requests that failed the decomposition check, why, and the slowest of them
+    (summary.json checks); '' when every request closes."""
+    if not checks:
+        return ""
+    out = ""
+    for band, r in bands.iterrows():
+        if not adds_up(r):
+            out += (f'<p class="warn">{esc(str(band))}: its parts add up to '
+                    f"{r['parts_share'] * 100:.1f}% of its mean end-to-end time, not 100%: no "
+                    f"share is shown. {fmt_int(r.get('not_closing'))} of its "
+                    f"{fmt_int(r.get('n'))} requests do not close.</p>")
+    words = check_words(checks)
+    if not words:
+        return out
+    failed = pd.DataFrame(checks.get("failed") or [])
+    tbl = _table(failed, [("id", "request", fmt_int), ("tid", "thread", fmt_int),
+                          ("latency_ms", f"latency {U()}", fmt_ms),
+                          ("parts_ms", f"parts {U()}", fmt_ms), ("why", "why", fmt_text)],
+                 cls="num") if len(failed) else ""
+    return out + _p(f"Checks: {words} The slowest of them:") + tbl
 
 
 def _peer_note(peer: dict | None) -> str:

@@ -19,6 +19,7 @@ import matplotlib.ticker  # noqa: E402,F401
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .attribute import adds_up  # noqa: E402
 from .decompose import PARTS  # noqa: E402
 
 #: Parts of a request's latency, in stacking order, with one colour each.
@@ -140,10 +141,13 @@ def plot_decomposition(bands: pd.DataFrame, path, title: str | None = None) -> s
     fig, (ax_ms, ax_sh) = plt.subplots(1, 2, figsize=(12, 4.8))
     bottom_ms = np.zeros(len(bands))
     bottom_sh = np.zeros(len(bands))
+    # a band whose parts do not add up gets no share bars (attribute.adds_up)
+    fits = np.array([adds_up(r) for _, r in bands.iterrows()])
     for p in parts:
         ms = bands[f"{p}_ms"].fillna(0).to_numpy(dtype=float) * scale
         share = bands[f"{p}_share"].fillna(0).to_numpy(dtype=float) * 100 \
             if f"{p}_share" in bands else np.zeros(len(bands))
+        share = np.where(fits, share, 0.0)
         kw = dict(color=PART_COLORS[p], edgecolor="white", linewidth=0.5, width=0.62)
         ax_ms.bar(x, ms, bottom=bottom_ms, label=PART_LABELS[p], **kw)
         ax_sh.bar(x, share, bottom=bottom_sh, **kw)
@@ -155,6 +159,9 @@ def plot_decomposition(bands: pd.DataFrame, path, title: str | None = None) -> s
         bottom_sh += share
     for i, tot in enumerate(bottom_ms):
         ax_ms.text(x[i], tot, f"{tot:.2f} {unit}", ha="center", va="bottom", fontsize=8.5)
+    for i in np.flatnonzero(~fits):
+        ax_sh.text(x[i], 50, "parts do not\nadd up:\nno shares", ha="center", va="center",
+                   fontsize=8.5, color="#b00020")
     for ax in (ax_ms, ax_sh):
         ax.set_xticks(x)
         ax.set_xticklabels(labels, fontsize=9)

@@ -5,7 +5,9 @@ latency_ms{avg,p50,p90,p99,p999,max}, e2e_ms{avg,p50,p99,max},
 queue_wait_ms{p50,p99,max}, attribution{band:{n, latency_ms, e2e_ms,
 <part>_ms, <part>_share}}, headline, sched{runq_p50_us, runq_p99_us,
 voluntary, involuntary, migrations}, threads, lost_events{stream:n},
-closure_ratio, plus source, tail_excess, spearman_runnable, warnings,
+closure_ratio, checks (decompose.check_summary: requests decomposed, closing, left out
+of the bands and why, whether each band adds up, the slowest requests that failed a
+check), plus source, tail_excess, spearman_runnable, warnings,
 peer (null unless another process was traced with --also-pid: {pids, comms,
 names, runnable_ms{band}, runnable_all_ms{band}, runnable_of_blocked{band}},
 analyze/peer.py), blocked_reasons{band: {lock_wait_ms, io_wait_ms, sleep_ms, other_ms}}
@@ -47,7 +49,7 @@ import pandas as pd
 
 from .antagonists import class_shares, df_runnable_occupants, has_occupancy
 from .attribute import dominant_blocked, spearman_runnable
-from .decompose import PARTS, valid_requests
+from .decompose import PARTS, check_summary, check_words, valid_requests
 from .findings import Findings
 from .load import SPAN_ENDS
 from .order import unique_of
@@ -223,9 +225,8 @@ def _warnings(run, decomp) -> list:
         w.append(f"the kernel never reported {len(gaps)} context-switch edge(s) of traced "
                  "threads (meta.json unmatched_events; docs/probes.md, 'Unmatched intervals'): "
                  "requests overlapping one are counted as not traced, not as time on CPU")
-    if "traced" in decomp and len(decomp) and not decomp["traced"].all():
-        w.append(f"{int((~decomp['traced']).sum())} requests ran on threads or at times "
-                 "the probes did not cover: their parts are unknown")
+    if "check" in decomp and len(decomp) and (words := check_words(check_summary(decomp))):
+        w.append(words)
     return w
 
 
@@ -329,6 +330,7 @@ def summary_dict(f: Findings) -> dict:
         "lost_events": dict(run.lost_events),
         "lost_events_total": int(sum(run.lost_events.values())),
         "closure_ratio": float(judged.mean()) if len(judged) else None,
+        "checks": check_summary(decomp, bands) if len(decomp) else None,
         "source": run.source,
         "tail_excess": f.tail_excess,
         "spearman_runnable": spearman_runnable(decomp),

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .attribute import BANDS, BLOCKED_GROUPS, GROUPS, MS, dominant_group
+from .attribute import BANDS, BLOCKED_GROUPS, GROUPS, MS, adds_up, dominant_group
 from .critpath import has_wakers
+from .decompose import CHECK_WHY
 from .fmt import dur
 from .load import fold_comm
 
@@ -113,6 +114,17 @@ def _antagonist_words(f) -> str:
     return f" While runnable, they {words}." if words else ""
 
 
+def _not_adding_up(row, decomp: pd.DataFrame, mask: np.ndarray) -> str:
+    """The headline's end for a ≥P99 band whose parts do not add up: no share, the check
+    that failed and why (decompose.CHECK_WHY of the band's commonest failure)."""
+    chk = decomp["check"][mask] if "check" in decomp else pd.Series(dtype="category")
+    bad = chk[~chk.isin(["ok", "no_switches"])].astype(str).value_counts()
+    why = (f"; {bad.iloc[0]:,} {CHECK_WHY[bad.index[0]]}" if len(bad) else "")
+    return (f": their parts add up to {row['parts_share'] * 100:.0f}% of their time, not "
+            f"100%, so no share is given ({int(row['not_closing']):,} of them fail the "
+            f"decomposition check{why}; summary.json checks lists them).")
+
+
 def headline(f) -> str:
     """One plain sentence naming the dominant part of the ≥P99 band of the findings
     (findings.Findings), with figures; when it is a blocked part and the wakers were
@@ -130,6 +142,8 @@ def headline(f) -> str:
         return (head + ": no part could be measured: they ran on threads or at times the "
                 "probes did not cover (an edge the kernel never reported, or outside the "
                 "trace).")
+    if not adds_up(row):
+        return head + _not_adding_up(row, decomp, f.masks[BANDS[3]])
     _, label, noun = GROUPS[g]
     te = f.tail_excess
     ex = te["excess_ms"]

@@ -18,17 +18,13 @@
 #include <json_out.h>
 #include <recfile.h>
 #include "exporter.h"
+#include "flight_window.h"
 #include "wait_reason.h"
 #include <schema.h>
 #include <tt_clock.h>
 
 #define REFRESH_NS 250000000ull     /* the live threshold, recomputed this often */
-#define ARRIVE_NS 300000000ull      /* after a window ends, its records are in by then
-				     * (the rings wake the loader in batches; it polls
-				     * every 100 ms) */
 #define MAX_WINDOW_NS 10000000000ull /* a capture coalesces triggers up to this long */
-#define OCC_BEFORE_NS 1000000000ull  /* occupancy records this far before a window:
-				      * who held a CPU when a wait in it began */
 #define MAX_PENDING 8
 #define SAMPLE_NS 10000000000ull     /* thresholds.jsonl: a line this often */
 
@@ -76,6 +72,9 @@ struct flight {
 		double wall_s;
 	} exemplar[HIST_N + 1];                   /* the last capture in each bucket */
 	uint64_t by_state[ST_NR];
+	struct recfile *tee[TT_REC_TYPES];  /* --debug flight-tee: the whole run's files */
+	int tee_err;
+	bool tee_closed;                    /* the run ended: nothing more goes there */
 	uint64_t size_at_ns, size_added;   /* auto_size: the last rate reading */
 	double peak_rate;                   /* bytes a second, the highest reading */
 };
@@ -89,6 +88,7 @@ int flight_opts_from(const struct tt_opts *o, struct flight_opts *fo, char *err,
 	fo->margin_ns = (uint64_t)o->flight_margin_ms * 1000000ull;
 	fo->max_per_min = o->max_captures_per_min;
 	fo->max_disk_bytes = (uint64_t)o->max_disk_mb << 20;
+	fo->tee = o->debug.flight_tee;
 	if (fo->max_per_min && fo->seconds < 60.0 / fo->max_per_min + 2) {
 		/* a slot's slowest request is written at the slot's end: its records must still
 		 * be in memory then */
@@ -108,7 +108,7 @@ struct flight *flight_new(const struct flight_opts *fo, const char *out_dir, fli
 	if (!f)
 		return NULL;
 	f->o = *fo;
-	f->store = flight_store_new((uint64_t)(fo->seconds * 1e9), fo->max_bytes);
+	f->store = flight_store_new((uint64_t)(fo->seconds * 1e9), fo->max_bytes, 0);
 	f->live = fo->trig.q ? calloc(1, sizeof(*f->live)) : NULL;
 	if (!f->store || (fo->trig.q && !f->live)) {
 		flight_free(f);
@@ -123,10 +123,39 @@ struct flight *flight_new(const struct flight_opts *fo, const char *out_dir, fli
 	return f;
 }
 
+/* --debug flight-tee: the records also go to OUT/<kind>.bin, the whole run a
+ * capture is checked against (tests/probes/test_flight_postgres.py). */
+static void tee_write(struct flight *f, uint32_t type, const void *recs, size_t n)
+{
+	int err;
+
+	if (!f->o.tee || type >= TT_REC_TYPES || f->tee_err || f->tee_closed)
+		return;
+	if (!f->tee[type] && !(f->tee[type] = recfile_open_kind(f->out_dir, type)))
+		err = -errno;
+	else
+		err = recfile_write(f->tee[type], recs, n);
+	if (err) {
+		f->tee_err = err;
+		fprintf(stderr, "tailtrace: --debug flight-tee: %s: %s (no more records written "
+			"there)\n", f->out_dir, strerror(-err));
+	}
+}
+
+static void tee_close(struct flight *f)
+{
+	for (int t = 0; t < TT_REC_TYPES; t++) {
+		recfile_close(f->tee[t]);
+		f->tee[t] = NULL;
+	}
+	f->tee_closed = true;
+}
+
 void flight_free(struct flight *f)
 {
 	if (!f)
 		return;
+	tee_close(f);
 	flight_store_free(f->store);
 	free(f->live);
 	free(f);
@@ -182,7 +211,7 @@ static void slot_close(struct flight *f, uint64_t now_ns)
 		f->skipped_rate++;
 		return;
 	}
-	f->cand.due = f->cand.t1 + ARRIVE_NS > now_ns ? f->cand.t1 + ARRIVE_NS : now_ns;
+	f->cand.due = f->cand.t1 + FLIGHT_ARRIVE_NS > now_ns ? f->cand.t1 + FLIGHT_ARRIVE_NS : now_ns;
 	f->q[f->nq++] = f->cand;
 }
 
@@ -219,6 +248,7 @@ int flight_sink(void *arg, uint32_t rec_type, const void *recs, size_t n)
 
 	if (rec_type < 32)
 		f->types_seen |= 1u << rec_type;
+	tee_write(f, rec_type, recs, n);
 	for (size_t i = 0; rec_type == TT_REC_SPAN && i < n; i++) {
 		struct tt_span s;
 
@@ -259,46 +289,6 @@ static void refresh(struct flight *f, uint64_t now_ns)
 }
 
 /* ---- captures --------------------------------------------------------------- */
-
-struct dump {
-	struct recfile *out;
-	uint64_t n;
-	int err;
-};
-
-static int dump_one(void *arg, uint32_t type, const void *rec)
-{
-	struct dump *d = arg;
-	int err = recfile_write(d->out, rec, 1);
-
-	(void)type;
-	d->n += !err;
-	d->err = d->err ?: err;
-	return 0;
-}
-
-/* Every type that arrived: its records in the window, into dir. */
-static int dump_records(struct flight *f, struct tt_capture *cap)
-{
-	int err = 0;
-
-	for (uint32_t t = 1; t < TT_REC_TYPES && !err; t++) {
-		struct dump d = { 0 };
-		uint64_t t0 = cap->t0_ns;
-
-		if (!(f->types_seen & (1u << t)))
-			continue;
-		if (t == TT_REC_OCC)
-			t0 = t0 > OCC_BEFORE_NS ? t0 - OCC_BEFORE_NS : 0;
-		d.out = recfile_open_kind(cap->dir, t);
-		if (!d.out)
-			return -errno;
-		flight_store_each(f->store, t, t0, cap->t1_ns, dump_one, &d);
-		err = recfile_close(d.out) ?: d.err;
-		cap->records[t] = d.n;
-	}
-	return err;
-}
 
 /* ---- what the triggering thread did: on CPU, runnable or blocked (and why) ------ */
 
@@ -440,9 +430,10 @@ static int make_dirs(const char *out, const char *rel, char *dir, size_t len)
  * ~0.3% of a CPU, the captures waited for minutes and the ring buffers filled
  * meanwhile; at nice 10 it yields ~90% of a contended CPU and still finishes. */
 #define CAPTURE_NICE 10
-static void capture(struct flight *f, const struct pending *p, uint64_t now_ns);
+static void capture(struct flight *f, const struct pending *p, const struct flight_window *w);
 
-static void capture_niced(struct flight *f, const struct pending *p, uint64_t now_ns)
+static void capture_niced(struct flight *f, const struct pending *p,
+			  const struct flight_window *w)
 {
 	pid_t tid = (pid_t)syscall(SYS_gettid);
 	int old;
@@ -452,15 +443,15 @@ static void capture_niced(struct flight *f, const struct pending *p, uint64_t no
 	bool lowered = !errno && old < CAPTURE_NICE &&
 		       !setpriority(PRIO_PROCESS, (id_t)tid, CAPTURE_NICE);
 
-	capture(f, p, now_ns);
+	capture(f, p, w);
 	if (lowered)
 		setpriority(PRIO_PROCESS, (id_t)tid, old);
 }
 
-static void capture(struct flight *f, const struct pending *p, uint64_t now_ns)
+static void capture(struct flight *f, const struct pending *p, const struct flight_window *w)
 {
 	char rel[32], dir[PATH_MAX + 64], json[1024];
-	struct tt_capture cap = { .dir = dir, .t0_ns = p->t0, .t1_ns = p->t1, .store = f->store,
+	struct tt_capture cap = { .dir = dir, .t0_ns = w->r0, .t1_ns = w->r1, .store = f->store,
 				  .json = json };
 	uint64_t bytes;
 	int err;
@@ -470,7 +461,7 @@ static void capture(struct flight *f, const struct pending *p, uint64_t now_ns)
 	capture_json(f, p, json, sizeof(json));
 	err = make_dirs(f->out_dir, rel, dir, sizeof(dir));
 	err = err ?: schema_write_dir(dir);
-	err = err ?: dump_records(f, &cap);
+	err = err ?: flight_window_write(f->store, w, f->types_seen, dir, cap.records);
 	err = err ?: f->write(f->arg, &cap);
 	bytes = dir_bytes(dir);
 	f->disk_bytes += bytes;
@@ -500,13 +491,25 @@ static void capture(struct flight *f, const struct pending *p, uint64_t now_ns)
 		ULL(cap.records[TT_REC_SWITCH]), ULL(cap.records[TT_REC_RUNQ]), bytes / 1048576.0);
 }
 
-static void capture_head(struct flight *f, uint64_t now_ns)
+/* Write the first capture in the queue, once the records of its spans have
+ * arrived: a span that overlaps its window and ended less than FLIGHT_ARRIVE_NS
+ * ago puts it off until they have (up to FLIGHT_WIDEN_MAX_NS past the window).
+ * At the end of a run (final) the rings are drained: nothing waits. */
+static void capture_head(struct flight *f, uint64_t now_ns, bool final)
 {
 	struct pending p = f->q[0];
+	uint64_t arrived = final || now_ns < FLIGHT_ARRIVE_NS ? now_ns : now_ns - FLIGHT_ARRIVE_NS;
+	uint64_t latest = p.t1 + FLIGHT_WIDEN_MAX_NS;
+	struct flight_window w;
 
+	flight_window_plan(f->store, p.t0, p.t1, arrived, &w);
+	if (!final && w.span_end > w.r1 && w.r1 < latest) {
+		f->q[0].due = (w.span_end < latest ? w.span_end : latest) + FLIGHT_ARRIVE_NS;
+		return;
+	}
 	memmove(f->q, f->q + 1, (size_t)(f->nq - 1) * sizeof(f->q[0]));
 	f->nq--;
-	capture_niced(f, &p, now_ns);
+	capture_niced(f, &p, &w);
 }
 
 /* Without --flight-mb, the cap is twice what SECONDS of the highest record
@@ -547,7 +550,7 @@ int flight_tick(struct flight *f, uint64_t now_ns)
 	}
 	slot_close(f, now_ns);
 	while (f->nq && now_ns >= f->q[0].due)
-		capture_head(f, now_ns);
+		capture_head(f, now_ns, false);
 	next = f->next_refresh;
 	if (f->have_cand && f->slot_end < next)
 		next = f->slot_end;
@@ -561,7 +564,8 @@ void flight_finish(struct flight *f)
 	f->slot_end = 0;
 	slot_close(f, tt_now_ns());
 	while (f->nq)
-		capture_head(f, tt_now_ns());
+		capture_head(f, tt_now_ns(), true);
+	tee_close(f);
 }
 
 void flight_counts(const struct flight *f, struct flight_counts *out)

@@ -5,7 +5,8 @@
  * directory; each span is checked against the trigger (flight_trigger.c) as it
  * arrives. A span above it schedules a capture of [start - margin, end +
  * margin], written once the records of that window have arrived: a run
- * directory OUT/captures/NNNN with the window's records, the side files the
+ * directory OUT/captures/NNNN with the window's records (widened to cover
+ * every span that overlaps it: flight_window.h), the side files the
  * modules write for them (tasks, stacks, occupants) and meta.json "capture",
  * listed in OUT/captures.jsonl. Triggers whose windows overlap one pending
  * coalesce into it; --max-captures-per-min and --max-disk-mb skip the rest,
@@ -29,6 +30,7 @@ struct flight_opts {
 	uint64_t margin_ns;        /* kept before and after a triggering span */
 	unsigned max_per_min;      /* captures a minute */
 	uint64_t max_disk_bytes;   /* all captures together */
+	bool tee;                  /* --debug flight-tee: every record also to OUT/<kind>.bin */
 };
 
 /* Write a capture's side files and meta.json (the loader: every module's

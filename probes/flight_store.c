@@ -18,26 +18,33 @@ struct chunk {
 	uint64_t t_first_ns, t_last_ns; /* arrival times of its first and last record */
 	uint64_t records;
 	size_t used;
-	unsigned char data[FLIGHT_CHUNK_BYTES];
+	unsigned char data[];   /* the store's chunk_bytes */
 };
 
 struct flight_store {
 	struct chunk *head, *tail;      /* oldest, newest */
 	uint64_t keep_ns, max_bytes;
+	size_t chunk_bytes;             /* a chunk's records; mapped: that + its header */
 	uint64_t bytes, peak_bytes, records, evicted_early, refused, added_bytes;
 };
 
-void flight_store_set_max(struct flight_store *s, uint64_t max_bytes)
+static size_t chunk_size(const struct flight_store *s)
 {
-	s->max_bytes = max_bytes < sizeof(struct chunk) ? sizeof(struct chunk) : max_bytes;
+	return sizeof(struct chunk) + s->chunk_bytes;
 }
 
-struct flight_store *flight_store_new(uint64_t keep_ns, uint64_t max_bytes)
+void flight_store_set_max(struct flight_store *s, uint64_t max_bytes)
+{
+	s->max_bytes = max_bytes < chunk_size(s) ? chunk_size(s) : max_bytes;
+}
+
+struct flight_store *flight_store_new(uint64_t keep_ns, uint64_t max_bytes, size_t chunk_bytes)
 {
 	struct flight_store *s = calloc(1, sizeof(*s));
 
 	if (s) {
 		s->keep_ns = keep_ns;
+		s->chunk_bytes = chunk_bytes ? chunk_bytes : FLIGHT_CHUNK_BYTES;
 		flight_store_set_max(s, max_bytes);
 	}
 	return s;
@@ -50,9 +57,9 @@ static void drop_head(struct flight_store *s)
 	s->head = c->next;
 	if (!s->head)
 		s->tail = NULL;
-	s->bytes -= sizeof(*c);
+	s->bytes -= chunk_size(s);
 	s->records -= c->records;
-	munmap(c, sizeof(*c));
+	munmap(c, chunk_size(s));
 }
 
 void flight_store_free(struct flight_store *s)
@@ -74,14 +81,14 @@ static struct chunk *chunk_add(struct flight_store *s, uint64_t now_ns)
 	struct chunk *c;
 
 	flight_store_expire(s, now_ns);
-	while (s->head && s->bytes + sizeof(*c) > s->max_bytes) {
+	while (s->head && s->bytes + chunk_size(s) > s->max_bytes) {
 		drop_head(s);
 		s->evicted_early++;
 	}
 	/* mapped, not malloc'd: a freed chunk goes back to the system at once (glibc
 	 * would soon serve 1 MiB blocks from its heap and keep them), so the
 	 * loader's memory follows what the store holds */
-	c = mmap(NULL, sizeof(*c), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	c = mmap(NULL, chunk_size(s), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (c == MAP_FAILED)
 		return NULL;
 	c->next = NULL;
@@ -93,7 +100,7 @@ static struct chunk *chunk_add(struct flight_store *s, uint64_t now_ns)
 	else
 		s->head = c;
 	s->tail = c;
-	s->bytes += sizeof(*c);
+	s->bytes += chunk_size(s);
 	if (s->bytes > s->peak_bytes)
 		s->peak_bytes = s->bytes;
 	return c;
@@ -105,12 +112,12 @@ int flight_store_add(struct flight_store *s, uint32_t type, const void *recs, si
 	size_t size = recfile_kind_size(type);
 	const unsigned char *r = recs;
 
-	if (!size || type > 255)
+	if (!size || type > 255 || 1 + size > s->chunk_bytes)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++, r += size) {
 		struct chunk *c = s->tail;
 
-		if (!c || c->used + 1 + size > sizeof(c->data))
+		if (!c || c->used + 1 + size > s->chunk_bytes)
 			c = chunk_add(s, now_ns);
 		if (!c) {
 			s->refused += n - i;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * flight_store: the flight recorder's memory (--flight-recorder). Records of
- * every stream, in arrival order, in 1 MiB chunks; a chunk whose newest record
+ * every stream, in arrival order, in chunks (1 MiB); a chunk whose newest record
  * arrived more than keep_ns ago is freed, and the oldest goes early when the
  * store would pass max_bytes (counted: the window was shorter than asked).
  * Nothing here touches the disk.
@@ -26,7 +26,8 @@ struct flight_store_stats {
 	uint64_t max_bytes;          /* the cap now */
 };
 
-struct flight_store *flight_store_new(uint64_t keep_ns, uint64_t max_bytes);
+/* chunk_bytes: records a chunk holds (0: FLIGHT_CHUNK_BYTES; tests vary it). */
+struct flight_store *flight_store_new(uint64_t keep_ns, uint64_t max_bytes, size_t chunk_bytes);
 void flight_store_free(struct flight_store *s);
 /* Keep n records of one type (records.h), arrived at now_ns. 0 or -ENOMEM. */
 int flight_store_add(struct flight_store *s, uint32_t type, const void *recs, size_t n,

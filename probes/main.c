@@ -313,6 +313,8 @@ static int capture_write(void *arg, const struct tt_capture *cap)
 	m.nstats = L->nstats;
 	m.mono_start_ns = cap->t0_ns;
 	m.mono_end_ns = cap->t1_ns;
+	m.counted_from_ns = L->meta.mono_start_ns; /* the uprobe counters: since the start */
+	m.counted_to_ns = tt_now_ns();
 	m.cost = NULL;
 	m.capture_json = cap->json;
 	m.mods = L->mods;

@@ -102,9 +102,17 @@ static void write_streams(FILE *f, const struct tt_meta *m, const char *key, int
 	fprintf(f, "},\n");
 }
 
+/* The time the stream counters were counted over, ns. */
+static double counted_ns(const struct tt_meta *m)
+{
+	if (m->counted_to_ns > m->counted_from_ns)
+		return (double)(m->counted_to_ns - m->counted_from_ns);
+	return (double)(m->mono_end_ns - m->mono_start_ns);
+}
+
 double meta_uprobe_rate(const struct tt_meta *m, const struct tt_stream_stats *s)
 {
-	double dur_s = (double)(m->mono_end_ns - m->mono_start_ns) / 1e9;
+	double dur_s = counted_ns(m) / 1e9;
 
 	if (!s->hook || strcmp(s->hook, "uprobe") || dur_s <= 0)
 		return 0;
@@ -113,7 +121,7 @@ double meta_uprobe_rate(const struct tt_meta *m, const struct tt_stream_stats *s
 
 double meta_uprobe_share(const struct tt_meta *m, const struct tt_stream_stats *s)
 {
-	double dur_ns = (double)(m->mono_end_ns - m->mono_start_ns);
+	double dur_ns = counted_ns(m);
 
 	if (!s->hook || strcmp(s->hook, "uprobe") || dur_ns <= 0)
 		return 0;
@@ -163,6 +171,8 @@ static void write_uprobe_hits(FILE *f, const struct tt_meta *m)
 		}
 		fprintf(f, "},\n");
 	}
+	if (m->counted_to_ns > m->counted_from_ns)
+		fprintf(f, "  \"uprobe_counted_s\": %.3f,\n", counted_ns(m) / 1e9);
 }
 
 static void write_options(FILE *f, const struct tt_meta *m)

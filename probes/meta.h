@@ -16,6 +16,10 @@ struct tt_meta {
 	const char *events_str;
 	char wall_start[40];         /* ISO-8601 UTC */
 	uint64_t mono_start_ns, mono_end_ns;
+	/* the time the streams' uprobe hits and cost were counted over (a capture's
+	 * counters run from the recorder's start, its records cover a window);
+	 * 0: mono_start_ns..mono_end_ns */
+	uint64_t counted_from_ns, counted_to_ns;
 	const struct tt_stream_stats *stats;
 	int nstats;
 	bool incomplete;

@@ -144,7 +144,9 @@ static const struct opt_spec {
 	  "file), split-switch (one sched_switch program per event), runq-waking\n"
 	  "(--aggregate: waits from sched_waking), exact-stacks (unwind at every\n"
 	  "switch-out; no stack cache), stack-epoch-ms=N (--flight-recorder: empty\n"
-	  "and switch the off-CPU stack maps every N ms)" },
+	  "and switch the off-CPU stack maps every N ms), flight-tee\n"
+	  "(--flight-recorder: also write every record to OUT, the whole run a\n"
+	  "capture is checked against)" },
 	{ .name = "verbose", .arg = NULL, .val = 'v', .help =
 	  "more messages (repeat for libbpf debug output)" },
 	{ .name = "help", .arg = NULL, .val = 'h', .help = "this help" },
@@ -267,6 +269,8 @@ static int parse_debug(struct tt_debug *d, const char *s, char *err, size_t len)
 			d->runq_waking = true;
 		else if (!strcmp(tok, "exact-stacks"))
 			d->exact_stacks = true;
+		else if (!strcmp(tok, "flight-tee"))
+			d->flight_tee = true;
 		else if (!strncmp(tok, "stack-epoch-ms=", 15) && atoi(tok + 15) > 0)
 			d->stack_epoch_ms = (unsigned)atoi(tok + 15);
 		else if (!strncmp(tok, "hook=", 5) && !features_hook_parse(tok + 5, &h))
@@ -275,7 +279,8 @@ static int parse_debug(struct tt_debug *d, const char *s, char *err, size_t len)
 			d->btf = strdup(tok + 4); /* kept for the whole run */
 		else {
 			snprintf(err, len, "--debug '%s': give hook=tp_btf|raw_tp|tracepoint, btf=PATH, "
-				 "split-switch, runq-waking, exact-stacks or stack-epoch-ms=N", tok);
+				 "split-switch, runq-waking, exact-stacks, stack-epoch-ms=N or flight-tee",
+				 tok);
 			ret = -EINVAL;
 		}
 	}

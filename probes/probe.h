@@ -75,6 +75,7 @@ struct tt_opts {
 		bool runq_waking;     /* --aggregate: waits from sched_waking, not schedstat */
 		bool exact_stacks;    /* unwind at every switch-out: no stack cache */
 		unsigned stack_epoch_ms; /* the flight recorder's stack-map epoch (0: its own) */
+		bool flight_tee;      /* the flight recorder also writes every record to OUT */
 	} debug;
 };
 
@@ -84,12 +85,11 @@ struct exporter_source;
 struct flight;
 struct flight_store;
 
-#define TT_REC_TYPES 9 /* enum tt_rec_type values are below this */
-
 /* One capture of the flight recorder (flight.h): a run directory for a window. */
 struct tt_capture {
 	const char *dir;
-	uint64_t t0_ns, t1_ns;            /* the window its records overlap */
+	uint64_t t0_ns, t1_ns;            /* the window its records overlap (flight_window.h:
+					   * the trigger window widened to its spans) */
 	const struct flight_store *store; /* where they are (flight_store_each) */
 	const char *json;                 /* meta.json "capture": trigger, threshold, spans */
 	uint64_t records[TT_REC_TYPES];   /* records written, by type */

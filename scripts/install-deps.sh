@@ -14,6 +14,7 @@ APT_PKGS=(
     libbpf-dev bpftool bpftrace linux-perf libbpf-tools
     libcurl4-openssl-dev libnuma-dev libssl-dev
     nginx wrk curl jq procps psmisc redis-server redis-tools stress-ng
+    postgresql util-linux
     prometheus
     python3 python3-pip python3-venv
     chromium
@@ -36,10 +37,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Debian's nginx, prometheus and redis packages start system services (ports 80, 9090, 6379);
-# tailtrace's tests start their own.
+# Debian's nginx, prometheus, redis and postgresql packages start system services (ports 80,
+# 9090, 6379, 5432); tailtrace's tests start their own (PostgreSQL: a private cluster on a Unix
+# socket, tests/probes/test_flight_postgres.py).
 if command -v systemctl >/dev/null 2>&1; then
-    systemctl disable --now nginx prometheus redis-server >/dev/null 2>&1 || true
+    systemctl disable --now nginx prometheus redis-server postgresql >/dev/null 2>&1 || true
 fi
 pkill -x nginx 2>/dev/null || true
 pkill -x prometheus 2>/dev/null || true

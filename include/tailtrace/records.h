@@ -209,6 +209,7 @@ enum tt_rec_type {
 	TT_REC_OCC = 7,
 	TT_REC_OCCUPANT = 8,
 };
+#define TT_REC_TYPES 9 /* enum tt_rec_type values are below this */
 
 /* Every .bin file starts with this 16-byte header, then records back to back. */
 #define TT_FILE_MAGIC "TTREC01" /* 7 chars + NUL = 8 bytes */

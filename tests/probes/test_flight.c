@@ -99,7 +99,7 @@ static int note(void *arg, uint32_t type, const void *rec)
 
 static void test_store_windows_and_eviction(void)
 {
-	struct flight_store *st = flight_store_new(10 * S, 64ull << 20);
+	struct flight_store *st = flight_store_new(10 * S, 64ull << 20, 0);
 	struct flight_store_stats ss;
 	struct tt_span sp = { 0 };
 	struct tt_runq rq = { .t_runnable_ns = 5 * S, .t_run_ns = 5 * S + 1 };
@@ -121,7 +121,7 @@ static void test_store_windows_and_eviction(void)
 	flight_store_free(st);
 
 	/* keep 100 s: three chunks filled at 0, 20 and 40 s; at 111 s the first goes */
-	st = flight_store_new(100 * S, 64ull << 20);
+	st = flight_store_new(100 * S, 64ull << 20, 0);
 	for (uint64_t t = 0; t < 3; t++) {
 		struct tt_switch w = { .t_off_ns = t * S, .t_on_ns = t * S + 1 };
 		size_t per = FLIGHT_CHUNK_BYTES / (1 + sizeof(w));
@@ -139,7 +139,7 @@ static void test_store_windows_and_eviction(void)
 	/* chunks that arrived before the window are skipped, nothing in the window is:
 	 * three full chunks arriving at 10, 20 and 30 s, records ending when they
 	 * arrive; one of the last chunk reaches back to 1 s */
-	st = flight_store_new(3600 * S, 64ull << 20);
+	st = flight_store_new(3600 * S, 64ull << 20, 0);
 	for (uint64_t t = 1; t <= 3; t++) {
 		struct tt_span w = { .t_start_ns = t * 10 * S - MS, .t_end_ns = t * 10 * S,
 				     .span_id = (uint32_t)t };
@@ -165,7 +165,7 @@ static void test_store_windows_and_eviction(void)
 	flight_store_free(st);
 
 	/* a cap of two chunks: the oldest goes first, counted */
-	st = flight_store_new(3600 * S, 2 * (FLIGHT_CHUNK_BYTES + 4096));
+	st = flight_store_new(3600 * S, 2 * (FLIGHT_CHUNK_BYTES + 4096), 0);
 	for (uint64_t k = 0; k < 5 * FLIGHT_CHUNK_BYTES / (1 + sizeof(sp)); k++) {
 		sp.t_start_ns = k;
 		CHECK(!flight_store_add(st, TT_REC_SPAN, &sp, 1, k));
