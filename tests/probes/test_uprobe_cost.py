@@ -61,5 +61,7 @@ def test_a_span_costs_what_its_sites_predict_in_order(tmp_path):
         cost[site] = min(g[0] for g in got) - base
         predicted = got[0][1]["cost_ns_per_call"]
         assert predicted / 10 <= cost[site] <= predicted * 10, (site, cost[site], predicted)
-    assert cost["mov"] > 5 * cost["push"]
-    assert cost["mov_push"] < cost["mov"] / 5
+    # a span pays its uretprobe too (~1 us here): the entry classes' 14x shows as 4-6x, so
+    # the bound is the order, with room for a busy machine
+    assert cost["mov"] > 2 * cost["push"]
+    assert cost["mov_push"] < cost["mov"] / 2
