@@ -197,8 +197,20 @@ def cut_note(cut: dict) -> str:
             "names, stacks and counts written at the end are missing")
 
 
+def kernel_warnings(meta: dict) -> list:
+    """One line per kernel fallback of the recording (meta.json kernel_fallbacks) that cost
+    the run something: what, the kernel feature it lacked and since when, what was lost."""
+    out = []
+    for f in meta.get("kernel_fallbacks") or []:
+        if isinstance(f, dict) and f.get("loses"):
+            out.append(f"{f.get('what')}: this kernel lacks {f.get('needs')} (Linux "
+                       f"{f.get('since')}+): {f.get('loses')}")
+    return out
+
+
 def _warnings(run, decomp) -> list:
     w = list(getattr(run, "warnings", []))
+    w += kernel_warnings(run.meta or {})
     w += uprobe_warnings(run.meta or {})
     if run.source == "spans":
         w.append(SPAN_ERRORS_NOTE)

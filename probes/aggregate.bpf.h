@@ -74,7 +74,10 @@ static __always_inline void tt_hist_add(void *map, __u32 tid, __u32 pid, __u32 s
 		return;
 	__sync_fetch_and_add(&h->slots[slot], 1);
 	__sync_fetch_and_add(&h->count, 1);
-	__sync_fetch_and_add(&h->sum_ns, delta_ns);
+	/* not with 0 (a migration's): clang makes `+= 0` an atomic `|= 0`, which
+	 * kernels before 5.12 do not load (only the plain atomic add) */
+	if (delta_ns)
+		__sync_fetch_and_add(&h->sum_ns, delta_ns);
 	if (delta_ns > h->max_ns)
 		h->max_ns = delta_ns; /* racy max: a thread runs on one CPU at a time */
 }

@@ -10,6 +10,7 @@
 
 #include <tt_clock.h>
 #include "calib.skel.h"
+#include "features.h"
 #include "disasm.h"
 #include "syms.h"
 
@@ -80,7 +81,11 @@ int calibrate_uprobes(void)
 	if (len <= 0)
 		return -errno;
 	self[len] = '\0';
-	skel = calib_bpf__open_and_load();
+	skel = calib_bpf__open_opts(features_open_opts());
+	if (skel && calib_bpf__load(skel)) {
+		calib_bpf__destroy(skel);
+		skel = NULL;
+	}
 	if (!skel)
 		return -errno;
 	err = measure(skel, self, "tt_calib_push", tt_calib_push, false, 2000, &emu);

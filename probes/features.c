@@ -25,6 +25,71 @@
 
 static enum tt_hook chosen = TT_HOOK_TP_BTF;
 
+static unsigned without; /* --debug without=FEATURE */
+
+static const char *const without_names[] = { "bpf-loop", "uprobe-cookie", "atomics",
+					     "task-regs", "switch-state", "ringbuf" };
+
+unsigned features_without_parse(const char *name)
+{
+	for (size_t i = 0; i < sizeof(without_names) / sizeof(without_names[0]); i++)
+		if (!strcmp(name, without_names[i]))
+			return 1u << i;
+	return 0;
+}
+
+void features_set_without(unsigned mask)
+{
+	without = mask;
+}
+
+static struct features_note notes[FEATURES_MAX_NOTES];
+static int nnotes;
+
+static void note_add(bool refused, const char *what, const char *needs, const char *since,
+		     const char *instead, const char *loses)
+{
+	struct features_note *n;
+
+	for (int i = 0; i < nnotes; i++)
+		if (!strcmp(notes[i].what, what) && !strcmp(notes[i].needs, needs))
+			return; /* said once */
+	if (nnotes == FEATURES_MAX_NOTES)
+		return;
+	n = &notes[nnotes++];
+	/* kept for meta.json, written at the end: copies (a --span's text is not a literal) */
+	*n = (struct features_note){ .refused = refused, .what = strdup(what), .needs = needs,
+				     .since = since, .instead = instead ? strdup(instead) : NULL,
+				     .loses = loses ? strdup(loses) : NULL };
+	if (!n->what) {
+		nnotes--;
+		return;
+	}
+	if (refused)
+		fprintf(stderr, "tailtrace: %s needs %s (Linux %s+); recording without it%s%s\n",
+			what, needs, since, loses ? ": " : "", loses ? loses : "");
+	else
+		fprintf(stderr, "tailtrace: %s need %s (Linux %s+): %s%s%s\n", what, needs, since,
+			instead, loses ? "; " : "", loses ? loses : "");
+}
+
+void features_fallback(const char *what, const char *needs, const char *since,
+		       const char *instead, const char *loses)
+{
+	note_add(false, what, needs, since, instead, loses);
+}
+
+void features_refuse(const char *what, const char *needs, const char *since, const char *loses)
+{
+	note_add(true, what, needs, since, NULL, loses);
+}
+
+const struct features_note *features_notes(int *n)
+{
+	*n = nnotes;
+	return notes;
+}
+
 static const char *const hook_names[] = { "tp_btf", "raw_tp", "tracepoint" };
 
 const char *features_hook_name(enum tt_hook h)
@@ -53,7 +118,17 @@ bool features_privileged(void)
 	return (eff & (1ull << CAP_BPF)) && (eff & (1ull << CAP_PERFMON));
 }
 
-static const char *btf_path = "/sys/kernel/btf/vmlinux";
+#define SYS_BTF "/sys/kernel/btf/vmlinux"
+static const char *btf_path = SYS_BTF;
+
+const struct bpf_object_open_opts *features_open_opts(void)
+{
+	static struct bpf_object_open_opts opts;
+
+	opts.sz = sizeof(opts);
+	opts.btf_custom_path = strcmp(btf_path, SYS_BTF) ? btf_path : NULL;
+	return &opts;
+}
 
 void features_set_btf_path(const char *path)
 {
@@ -85,11 +160,14 @@ static const struct btf *vmlinux_btf(void)
 
 	if (!tried) {
 		tried = true;
-		btf = btf__load_vmlinux_btf();
+		btf = strcmp(btf_path, SYS_BTF) ? btf__parse(btf_path, NULL)
+						 : btf__load_vmlinux_btf();
 	}
 	return btf;
 }
 
+/* tp_btf programs keep per-thread state in task storage (5.11) and read typed
+ * task pointers (bpf_get_current_task_btf, 5.11); without them, raw_tp. */
 static bool probe_tp_btf(void)
 {
 	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_TRACE_RAW_TP);
@@ -98,6 +176,11 @@ static bool probe_tp_btf(void)
 
 	if (!btf)
 		return false;
+	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) <= 0) {
+		features_fallback("tp_btf scheduler programs", "task storage", "5.11",
+				  "raw_tp programs, per-thread state in tid-keyed hashes", NULL);
+		return false;
+	}
 	id = btf__find_by_name_kind(btf, "btf_trace_sched_switch", BTF_KIND_TYPEDEF);
 	if (id <= 0)
 		return false;
@@ -241,14 +324,135 @@ static enum bpf_prog_type hook_prog_type(enum tt_hook h)
 	return h == TT_HOOK_TRACEPOINT ? BPF_PROG_TYPE_TRACEPOINT : BPF_PROG_TYPE_RAW_TRACEPOINT;
 }
 
+bool features_typed_task(void)
+{
+	static int cached = -1;
+
+	if (cached < 0)
+		cached = libbpf_probe_bpf_helper(hook_prog_type(chosen),
+						 BPF_FUNC_get_current_task_btf, NULL) > 0;
+	return cached;
+}
+
 bool features_task_regs(void)
 {
 	static int cached = -1;
 	enum bpf_prog_type t = hook_prog_type(chosen);
 
 	if (cached < 0)
-		cached = libbpf_probe_bpf_helper(t, BPF_FUNC_task_pt_regs, NULL) > 0 &&
+		cached = !(without & TT_WITHOUT_TASK_REGS) &&
+			 libbpf_probe_bpf_helper(t, BPF_FUNC_task_pt_regs, NULL) > 0 &&
 			 libbpf_probe_bpf_helper(t, BPF_FUNC_get_current_task_btf, NULL) > 0;
+	return cached;
+}
+
+static bool btf_has_members(const struct btf *btf, const char *name, const char *const *want,
+			    size_t n);
+
+/* THREAD_SIZE on x86-64: 16 KiB, twice that with KASAN (its functions are in BTF). */
+static unsigned thread_size(void)
+{
+	const struct btf *btf = vmlinux_btf();
+
+	return btf && btf__find_by_name_kind(btf, "kasan_report", BTF_KIND_FUNC) > 0 ? 32768
+										    : 16384;
+}
+
+int features_user_regs(unsigned *kernel_thread_size)
+{
+	static int cached = -1;
+	const struct btf *btf;
+	static const char *const stack[] = { "stack" };
+
+	*kernel_thread_size = thread_size();
+	if (cached >= 0)
+		return cached;
+	if (features_task_regs())
+		return cached = FEATURES_REGS_HELPER;
+#if defined(__x86_64__)
+	btf = vmlinux_btf();
+	if (btf && btf_has_members(btf, "task_struct", stack, 1)) {
+		if (chosen == TT_HOOK_TP_BTF)
+			features_fallback("wait reasons", "bpf_task_pt_regs", "5.15",
+					  "the user registers read at the top of the task's kernel "
+					  "stack (x86-64's task_pt_regs)", NULL);
+		return cached = FEATURES_REGS_STACK;
+	}
+#endif
+	features_refuse("the wait-reason split", "bpf_task_pt_regs", "5.15",
+			"blocked time is not split into lock, I/O and sleep");
+	return cached = FEATURES_REGS_NONE;
+}
+
+bool features_ringbuf(void)
+{
+	return !(without & TT_WITHOUT_RINGBUF) &&
+	       libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) > 0;
+}
+
+bool features_uprobe_cookie(void)
+{
+	static int cached = -1;
+
+	if (cached < 0)
+		cached = !(without & TT_WITHOUT_UPROBE_COOKIE) &&
+			 libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, BPF_FUNC_get_attach_cookie,
+						 NULL) > 0;
+	return cached;
+}
+
+/* r1 = 0; *(u64 *)(fp - 8) = r1; r0 = 0; r0 = cmpxchg(fp - 8, r0, r1); r0 = 0; exit */
+static const struct bpf_insn cmpxchg_prog[] = {
+	{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_1, .imm = 0 },
+	{ .code = BPF_STX | BPF_MEM | BPF_DW, .dst_reg = BPF_REG_10, .src_reg = BPF_REG_1, .off = -8 },
+	{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+	{ .code = BPF_STX | BPF_ATOMIC | BPF_DW, .dst_reg = BPF_REG_10, .src_reg = BPF_REG_1,
+	  .off = -8, .imm = BPF_CMPXCHG },
+	{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+	{ .code = BPF_JMP | BPF_EXIT },
+};
+
+bool features_atomics(void)
+{
+	static int cached = -1;
+	int fd;
+
+	if (cached < 0 && (without & TT_WITHOUT_ATOMICS))
+		cached = 0;
+	if (cached < 0) {
+		fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, NULL, "GPL", cmpxchg_prog,
+				   sizeof(cmpxchg_prog) / sizeof(cmpxchg_prog[0]), NULL);
+		cached = fd >= 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	return cached;
+}
+
+bool features_switch_state_arg(void)
+{
+	const struct btf *btf = vmlinux_btf();
+	const struct btf_type *t;
+	int id;
+
+	if (without & TT_WITHOUT_SWITCH_STATE)
+		return false;
+	if (!btf || (id = btf__find_by_name_kind(btf, "btf_trace_sched_switch",
+						 BTF_KIND_TYPEDEF)) <= 0)
+		return true;
+	t = btf__type_by_id(btf, id);                /* typedef -> pointer -> prototype */
+	t = btf__type_by_id(btf, t->type);
+	t = btf_is_ptr(t) ? btf__type_by_id(btf, t->type) : t;
+	return !btf_is_func_proto(t) || btf_vlen(t) >= 5; /* void *, preempt, prev, next, state */
+}
+
+bool features_bpf_loop(void)
+{
+	static int cached = -1;
+
+	if (cached < 0)
+		cached = !(without & TT_WITHOUT_BPF_LOOP) &&
+			 libbpf_probe_bpf_helper(hook_prog_type(chosen), BPF_FUNC_loop, NULL) > 0;
 	return cached;
 }
 

@@ -16,6 +16,7 @@
 #include <bpf/libbpf.h>
 
 #include "disasm.h"
+#include "features.h"
 #include "probe.h"
 #include "span_plan.h"
 #include "syms.h"
@@ -131,7 +132,7 @@ static int locks_open(struct tt_ctx *ctx, struct locks_state *st)
 	const struct tt_opts *o = st->opts;
 	int err;
 
-	st->skel = locks_bpf__open();
+	st->skel = locks_bpf__open_opts(features_open_opts());
 	if (!st->skel) {
 		locks_err(ctx, "locks: cannot open BPF object");
 		return -errno ? -errno : -EINVAL;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <sys/utsname.h>
 #include <bpf/libbpf.h>
 
 #include <recfile.h>
@@ -94,17 +95,27 @@ static void die_line(const char *msg)
 
 static int preflight(struct loader *L)
 {
-	char err[256];
+	char err[512];
+	struct utsname u;
 
 	if (!features_privileged()) {
 		die_line("needs root (or CAP_BPF and CAP_PERFMON) to load BPF programs: run it as root");
 		return -EPERM;
 	}
 	if (access(features_btf_path(), R_OK)) {
-		snprintf(err, sizeof(err), "kernel BTF not found (%s missing): use a kernel built "
-			 "with CONFIG_DEBUG_INFO_BTF=y", features_btf_path());
+		snprintf(err, sizeof(err), "kernel BTF not found (%s missing: a kernel built "
+			 "without CONFIG_DEBUG_INFO_BTF): give this kernel's BTF with --debug btf=PATH "
+			 "(BTFHub has it for many distribution kernels)", features_btf_path());
 		die_line(err);
 		return -ENOENT;
+	}
+	if (!features_ringbuf()) {
+		uname(&u);
+		snprintf(err, sizeof(err), "this kernel (%s) has no BPF ring buffer, which came in "
+			 "Linux 5.8: tailtrace needs 5.8 or newer (the oldest tested is 5.10: "
+			 "docs/kernels.md)", u.release);
+		die_line(err);
+		return -ENOTSUP;
 	}
 	return 0;
 }
@@ -808,6 +819,7 @@ int main(int argc, char **argv)
 	L.meta.opts = &L.cli.opts;
 	libbpf_set_print(libbpf_print);
 	features_set_btf_path(L.cli.opts.debug.btf);
+	features_set_without(L.cli.opts.debug.without);
 	signals_install();
 	if (preflight(&L) || events_resolve(&L))
 		return 1;

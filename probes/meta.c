@@ -204,15 +204,47 @@ static void write_options(FILE *f, const struct tt_meta *m)
  * (docs/probes.md, "Wait reasons", "Run-queue waits under --aggregate"). */
 static void write_evidence(FILE *f, const struct tt_meta *m)
 {
+	static const char *const regs[] = { "none", "task_pt_regs", "task_stack" };
 	bool kacct = probe_runq_kacct(m->opts);
+	unsigned thread_size;
 	long rq, pc, co;
 
 	fprintf(f, "  \"evidence\": {\"wait_reason\": \"%s\", \"runq_wait\": \"%s\", "
 		"\"waker\": \"%s\", \"waker_ctx\": \"%s\"},\n",
-		features_task_regs() ? "task_pt_regs" : "none",
+		regs[features_user_regs(&thread_size)],
 		kacct ? "sched_info" : "sched_waking", kacct ? "none" : "sched_waking",
-		features_task_regs() && !features_percpu_layout(&rq, &pc, &co) ? "preempt_count"
+		features_typed_task() && !features_percpu_layout(&rq, &pc, &co) ? "preempt_count"
 									   : "idle_task_only");
+}
+
+/* "kernel_fallbacks": what the running kernel lacks and what was done instead, or
+ * refused (features.h; docs/kernels.md). */
+static void write_fallbacks(FILE *f)
+{
+	int n;
+	const struct features_note *v = features_notes(&n);
+
+	fprintf(f, "  \"kernel_fallbacks\": [");
+	for (int i = 0; i < n; i++) {
+		fprintf(f, "%s{\"what\": ", i ? ", " : "");
+		json_write_string(f, v[i].what);
+		fprintf(f, ", \"needs\": ");
+		json_write_string(f, v[i].needs);
+		fprintf(f, ", \"since\": ");
+		json_write_string(f, v[i].since);
+		fprintf(f, ", \"refused\": %s, \"instead\": ", v[i].refused ? "true" : "false");
+		if (v[i].instead)
+			json_write_string(f, v[i].instead);
+		else
+			fputs("null", f);
+		fprintf(f, ", \"loses\": ");
+		if (v[i].loses)
+			json_write_string(f, v[i].loses);
+		else
+			fputs("null", f);
+		fputc('}', f);
+	}
+	fprintf(f, "],\n");
 }
 
 static void write_body(FILE *f, const struct tt_meta *m)
@@ -238,6 +270,7 @@ static void write_body(FILE *f, const struct tt_meta *m)
 	write_uprobe_hits(f, m);
 	write_uprobe_cost(f, m);
 	write_evidence(f, m);
+	write_fallbacks(f);
 	fprintf(f, "  \"tool_versions\": {\"tailtrace\": \"%s\", \"libbpf\": \"%s\"},\n",
 		TT_VERSION, libbpf_version_string());
 	fprintf(f, "  \"wall_start\": \"%s\",\n  \"mono_start_ns\": %llu,\n  \"mono_end_ns\": %llu,\n",

@@ -17,6 +17,29 @@
 
 #define PF_KTHREAD 0x00200000
 
+/* A loop over ring slots, fn(i, ctx) for i = 0.. until it returns non-zero:
+ * bpf_loop (5.17+); in sched_noloop.bpf.o, built with TT_NO_BPF_LOOP for the
+ * kernels without it (the loader picks the object), a bounded loop, which the
+ * verifier walks iteration by iteration (5.3+). A program that so much as
+ * names a bpf_loop callback does not load on those kernels, so the choice is
+ * made when the object is built, not with a flag. */
+#ifdef TT_NO_BPF_LOOP
+/* the verifier walks each iteration: at most this many slots a loop (a wait
+ * whose CPU switched more often keeps its last ones, the first marked
+ * truncated and counted: OCC_CNT_TRUNC) */
+#define OCC_LOOP_MAX 48
+#define occ_loop(n, fn, ctx)                                                    \
+	do {                                                                    \
+		_Pragma("clang loop unroll(disable)")                           \
+		for (__u32 i_ = 0; i_ < (n); i_++)                              \
+			if (fn(i_, ctx))                                        \
+				break;                                          \
+	} while (0)
+#else
+#define OCC_LOOP_MAX OCC_RING
+#define occ_loop(n, fn, ctx) bpf_loop(n, fn, ctx, 0)
+#endif
+
 const volatile bool occ_on = false; /* the loader sets it with the cpu event */
 const volatile bool occ_irq = false; /* and this with the irq event */
 
@@ -275,7 +298,7 @@ static __always_inline __u32 occ_class_of(const struct occ_slot *s, __u32 pid, _
 	return OCC_CLS_OTHER;
 }
 
-/* bpf_loop step: slot seq - 1 - i held the CPU from its time to w->end. */
+/* occ_loop step: slot seq - 1 - i held the CPU from its time to w->end. */
 static long occ_blame_one(__u32 i, void *arg)
 {
 	struct occ_blame_ctx *w = arg;
@@ -316,8 +339,8 @@ __noinline int occ_blame_wait(__u32 tid, __u32 pid, __u64 t0, __u64 now)
 		return 0;
 	w.k.pid = pid;
 	w.seq = c->seq;
-	w.oldest = w.seq > OCC_RING ? w.seq - OCC_RING : 0;
-	bpf_loop(OCC_RING, occ_blame_one, &w, 0);
+	w.oldest = w.seq > OCC_LOOP_MAX ? w.seq - OCC_LOOP_MAX : 0;
+	occ_loop(OCC_LOOP_MAX, occ_blame_one, &w);
 	if (!w.found && w.end > t0) {
 		occ_blame_add(&w, OCC_CLS_UNKNOWN, 0, w.end - t0);
 		tt_count(&occ_counters, OCC_CNT_TRUNC);
@@ -335,17 +358,25 @@ struct occ_emit_ctx {
 	__u32 trunc;    /* TT_OCC_TRUNC on the first slot: its predecessor was lost */
 };
 
-/* bpf_loop step (defined with the ring buffer, runq_switch.bpf.h): slot from + i. */
+/* occ_loop step (defined with the ring buffer, runq_switch.bpf.h): slot from + i. */
 static long occ_append_one(__u32 i, void *arg);
 
-static __always_inline void occ_append(struct runq_msg *m, struct occ_known *known, __u32 cpu,
-				       __u64 from, __u64 to, __u32 trunc)
+/* Append slots [from, to) to m; returns the first slot appended (later than from
+ * when more than OCC_LOOP_MAX were asked). */
+static __always_inline __u64 occ_append(struct runq_msg *m, struct occ_known *known, __u32 cpu,
+					__u64 from, __u64 to, __u32 trunc)
 {
 	struct occ_emit_ctx w = { .m = m, .known = known, .cpu = cpu, .trunc = trunc, .from = from,
 				  .to = to };
 
+	if (to > from + OCC_LOOP_MAX) { /* the last slots, the first marked: its start is lost */
+		w.from = to - OCC_LOOP_MAX;
+		w.trunc = TT_OCC_TRUNC;
+		tt_count(&occ_counters, OCC_CNT_TRUNC);
+	}
 	if (from < to)
-		bpf_loop(OCC_RING, occ_append_one, &w, 0);
+		occ_loop(OCC_LOOP_MAX, occ_append_one, &w);
+	return w.from;
 }
 
 /* The slot that held the CPU at t0: the last one noted at or before t0 among
@@ -404,14 +435,16 @@ static __always_inline void occ_emit(struct runq_msg *m, __u64 t0)
 		}
 	}
 	if (c->hi_seq <= a || c->hi_seq < oldest) { /* nothing of it written yet */
-		occ_append(m, known, cpu, a, seq, trunc);
-		c->lo_seq = a;
+		c->lo_seq = occ_append(m, known, cpu, a, seq, trunc);
 	} else {
+		__u64 lo = c->lo_seq, from;
+
 		if (a < c->lo_seq) /* an older wait: its start too */
-			occ_append(m, known, cpu, a, c->lo_seq, trunc);
-		occ_append(m, known, cpu, c->hi_seq, seq, 0);
-		if (a < c->lo_seq)
-			c->lo_seq = a;
+			lo = occ_append(m, known, cpu, a, c->lo_seq, trunc);
+		from = occ_append(m, known, cpu, c->hi_seq, seq, 0);
+		if (from > c->hi_seq) /* cut short (no bpf_loop): the written range restarts */
+			lo = from;
+		c->lo_seq = lo;
 	}
 	c->hi_seq = seq;
 }

@@ -146,7 +146,9 @@ static const struct opt_spec {
 	  "switch-out; no stack cache), stack-epoch-ms=N (--flight-recorder: empty\n"
 	  "and switch the off-CPU stack maps every N ms), flight-tee\n"
 	  "(--flight-recorder: also write every record to OUT, the whole run a\n"
-	  "capture is checked against)" },
+	  "capture is checked against), without=FEATURE (take a kernel feature as\n"
+	  "missing, to run an older kernel's path here: bpf-loop, uprobe-cookie,\n"
+	  "atomics, task-regs, switch-state, ringbuf)" },
 	{ .name = "verbose", .arg = NULL, .val = 'v', .help =
 	  "more messages (repeat for libbpf debug output)" },
 	{ .name = "help", .arg = NULL, .val = 'h', .help = "this help" },
@@ -271,6 +273,8 @@ static int parse_debug(struct tt_debug *d, const char *s, char *err, size_t len)
 			d->exact_stacks = true;
 		else if (!strcmp(tok, "flight-tee"))
 			d->flight_tee = true;
+		else if (!strncmp(tok, "without=", 8) && features_without_parse(tok + 8))
+			d->without |= features_without_parse(tok + 8);
 		else if (!strncmp(tok, "stack-epoch-ms=", 15) && atoi(tok + 15) > 0)
 			d->stack_epoch_ms = (unsigned)atoi(tok + 15);
 		else if (!strncmp(tok, "hook=", 5) && !features_hook_parse(tok + 5, &h))
@@ -279,7 +283,8 @@ static int parse_debug(struct tt_debug *d, const char *s, char *err, size_t len)
 			d->btf = strdup(tok + 4); /* kept for the whole run */
 		else {
 			snprintf(err, len, "--debug '%s': give hook=tp_btf|raw_tp|tracepoint, btf=PATH, "
-				 "split-switch, runq-waking, exact-stacks, stack-epoch-ms=N or flight-tee",
+				 "split-switch, runq-waking, exact-stacks, stack-epoch-ms=N, flight-tee "
+				 "or without=bpf-loop|uprobe-cookie|atomics|task-regs|switch-state|ringbuf",
 				 tok);
 			ret = -EINVAL;
 		}

@@ -76,6 +76,7 @@ struct tt_opts {
 		bool exact_stacks;    /* unwind at every switch-out: no stack cache */
 		unsigned stack_epoch_ms; /* the flight recorder's stack-map epoch (0: its own) */
 		bool flight_tee;      /* the flight recorder also writes every record to OUT */
+		unsigned without;     /* kernel features taken as missing: TT_WITHOUT_* (features.h) */
 	} debug;
 };
 

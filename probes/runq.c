@@ -43,9 +43,15 @@ static void waker_ctx_configure(struct sched_bpf *skel)
 {
 	long rq, pc, cur;
 
-	skel->rodata->have_task_regs = features_task_regs();
-	if (features_percpu_layout(&rq, &pc, &cur))
+	skel->rodata->have_typed_task = features_typed_task();
+	if (!skel->rodata->have_typed_task || features_percpu_layout(&rq, &pc, &cur)) {
+		features_fallback("wakeup contexts (a task, or an interrupt)",
+				  "bpf_get_current_task_btf", "5.11",
+				  "an interrupt is told apart only when it wakes over the idle task",
+				  "a wait an interrupt ended over a running task names that task as "
+				  "its waker, marked a guess");
 		return;
+	}
 	skel->rodata->have_preempt_count = true;
 	skel->rodata->pcpu_pc_delta = pc - rq;
 	skel->rodata->pcpu_cur_delta = cur - rq;

@@ -138,7 +138,9 @@ static __always_inline void runq_msg_send(struct runq_msg *m)
 
 	if (m->nocc >= OCC_BATCH)
 		n = OCC_BATCH;
-	size = sizeof(*m) - (OCC_BATCH - n) * sizeof(m->occ[0]);
+	/* the header plus n slots, as a product of non-negative bounded terms: a
+	 * 6.1 verifier loses the bounds of (OCC_BATCH - n) * -size */
+	size = __builtin_offsetof(struct runq_msg, occ) + n * sizeof(m->occ[0]);
 	if (bpf_ringbuf_output(&runq_rb, m, size, tt_rb_flags(&runq_rb, rb_wakeup_bytes, size))) {
 		tt_count(&occ_counters, OCC_CNT_LOST);
 		if (m->kind == RUNQ_MSG_RUNQ)
@@ -148,7 +150,7 @@ static __always_inline void runq_msg_send(struct runq_msg *m)
 	m->nocc = 0;
 }
 
-/* bpf_loop step of occ_append: slot from + i into the message (its name read if
+/* occ_loop step of occ_append: slot from + i into the message (its name read if
  * new); a full message goes out and the next slots start another. */
 static long occ_append_one(__u32 i, void *arg)
 {
@@ -167,6 +169,31 @@ static long occ_append_one(__u32 i, void *arg)
 	m->occ[k].flags = s->flags | (i == 0 ? w->trunc : 0);
 	m->nocc = k + 1;
 	if (m->nocc == OCC_BATCH)
+		runq_msg_send(m);
+	return 0;
+}
+
+/* The runq record in this CPU's scratch message (runq_emit filled it) goes out
+ * with this CPU's switches that cover its wait since t0 (occupancy.bpf.h), in
+ * one message or more. Without bpf_loop a global function: the verifier checks
+ * it once, not in every program that writes a runnable interval, where its
+ * bounded loops inlined do not fit the verifier's budget. With bpf_loop inlined:
+ * as a call of its own its frame, between the program's and the loop step's,
+ * passes the 512 bytes of stack the three may take together before 6.13
+ * (measured on 6.1: 544). */
+#ifdef TT_NO_BPF_LOOP
+__noinline int runq_emit_occ(__u64 t0)
+#else
+static __always_inline int runq_emit_occ(__u64 t0)
+#endif
+{
+	__u32 zero = 0;
+	struct runq_msg *m = bpf_map_lookup_elem(&runq_scratch, &zero);
+
+	if (!m)
+		return 0;
+	occ_emit(m, t0);
+	if (m->kind == RUNQ_MSG_RUNQ || m->nocc)
 		runq_msg_send(m);
 	return 0;
 }
@@ -211,9 +238,7 @@ static __always_inline void runq_emit(struct tt_thread *th, __u32 tid, __u32 pid
 		runq_fill(&m->r, tid, pid, t0, now, kind, waker, waker_pid, ctx);
 		m->kind = RUNQ_MSG_RUNQ;
 		m->nocc = 0;
-		occ_emit(m, t0);
-		if (m->kind == RUNQ_MSG_RUNQ || m->nocc)
-			runq_msg_send(m);
+		runq_emit_occ(t0);
 		return;
 	}
 	r = bpf_ringbuf_reserve(&runq_rb, sizeof(*r), 0);

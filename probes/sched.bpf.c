@@ -51,11 +51,33 @@ const volatile bool want_stacks = true;  /* offcpu: stacks at blocking switch-ou
 const volatile __u64 min_offcpu_ns = 0;
 const volatile bool kstack_reuse = true; /* see struct sched_off */
 const volatile __u64 rb_wakeup_bytes = 1 << 20;
-const volatile bool want_reason = true;  /* wait reasons (bpf_task_pt_regs) */
+const volatile bool want_reason = true;  /* wait reasons (user_regs.bpf.h) */
 const volatile bool with_runq = false;   /* do runq's switch work too (runq_switch.bpf.h) */
 const volatile bool shared_clock = true; /* runq's own switch program runs too: one time for both */
 
 #include "runq_switch.bpf.h"
+
+/* sched_switch passes prev_state since 5.18 (the loader reads the tracepoint's
+ * prototype in the kernel's BTF: features_switch_state_arg). Before, a typed or
+ * raw program that reads a fourth argument does not attach: the state is read
+ * from prev instead, as the tracepoint itself did (task_struct.__state since
+ * 5.14, .state before). */
+const volatile bool switch_state_arg = true;
+
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline unsigned int task_state(bool btf, struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->__state))
+		return TT_TASK_FIELD(btf, t, __state);
+	return (unsigned int)BPF_CORE_READ((struct task_struct___pre514 *)t, state);
+}
+
+/* prev_state of a sched_switch: its fourth argument, or prev's own state. */
+#define SWITCH_PREV_STATE(btf, ctx, prev) \
+	(switch_state_arg ? (unsigned int)(ctx)[3] : task_state(btf, prev))
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -440,10 +462,9 @@ static __always_inline int on_migrate(bool btf, struct task_struct *p)
 }
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(sched_switch_btf, bool preempt, struct task_struct *prev,
-	     struct task_struct *next, unsigned int prev_state)
+int BPF_PROG(sched_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return switch_task(ctx, true, preempt, prev, next, prev_state);
+	return switch_task(ctx, true, preempt, prev, next, SWITCH_PREV_STATE(true, ctx, prev));
 }
 
 SEC("tp_btf/sched_migrate_task")
@@ -484,10 +505,9 @@ int BPF_PROG(sched_exec_raw, struct task_struct *p, pid_t old_pid, struct linux_
 }
 
 SEC("raw_tp/sched_switch")
-int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev,
-	     struct task_struct *next, unsigned int prev_state)
+int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return switch_task(ctx, false, preempt, prev, next, prev_state);
+	return switch_task(ctx, false, preempt, prev, next, SWITCH_PREV_STATE(false, ctx, prev));
 }
 
 SEC("raw_tp/sched_migrate_task")
@@ -682,10 +702,9 @@ int BPF_PROG(runq_wakeup_new_btf, struct task_struct *p)
 }
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(runq_switch_btf, bool preempt, struct task_struct *prev,
-	     struct task_struct *next, unsigned int prev_state)
+int BPF_PROG(runq_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return runq_switch_task(true, preempt, prev, next, prev_state);
+	return runq_switch_task(true, preempt, prev, next, SWITCH_PREV_STATE(true, ctx, prev));
 }
 
 SEC("raw_tp/sched_waking")
@@ -701,10 +720,9 @@ int BPF_PROG(runq_wakeup_new_raw, struct task_struct *p)
 }
 
 SEC("raw_tp/sched_switch")
-int BPF_PROG(runq_switch_raw, bool preempt, struct task_struct *prev,
-	     struct task_struct *next, unsigned int prev_state)
+int BPF_PROG(runq_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return runq_switch_task(false, preempt, prev, next, prev_state);
+	return runq_switch_task(false, preempt, prev, next, SWITCH_PREV_STATE(false, ctx, prev));
 }
 
 /* ---- the irq event: interrupts on the CPUs (occupancy.bpf.h) ------------- */

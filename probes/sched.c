@@ -28,6 +28,7 @@
 #include "sched.h"
 #include "stack_epoch.h"
 #include "sched.skel.h"
+#include "sched_noloop.skel.h"
 
 struct sched_state {
 	struct sched_bpf *skel;
@@ -77,14 +78,43 @@ static int sched_sample(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/* sched's skeleton, over the object built without bpf_loop when the kernel lacks
+ * it (occupancy.bpf.h): the same maps, programs and variables, so one skeleton
+ * serves both. NULL with errno. */
+static struct sched_bpf *sched_skel_open(bool bpf_loop)
+{
+	struct sched_bpf *s = calloc(1, sizeof(*s));
+	int err;
+
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	err = sched_bpf__create_skeleton(s);
+	if (!err && !bpf_loop)
+		s->skeleton->data = (void *)sched_noloop_bpf__elf_bytes(&s->skeleton->data_sz);
+	err = err ?: bpf_object__open_skeleton(s->skeleton, features_open_opts());
+	if (err) {
+		sched_bpf__destroy(s);
+		errno = -err;
+		return NULL;
+	}
+	return s;
+}
+
 static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 {
 	const struct tt_opts *o = ctx->opts;
 	struct bpf_map *stacks[SCHED_STACK_MAPS];
 	struct sched_bpf *s;
+	unsigned thread_size;
 	int err;
 
-	s = st->skel = sched_bpf__open();
+	if (!features_bpf_loop() && occ_wanted(o))
+		features_fallback("the cpu event's loops", "bpf_loop", "5.17", "bounded loops",
+				  "a wait during which its CPU switched more than 48 times keeps "
+				  "the last 48 switches (counted as truncated)");
+	s = st->skel = sched_skel_open(features_bpf_loop());
 	if (!s) {
 		snprintf(ctx->err, sizeof(ctx->err), "sched: cannot open BPF object: %s", strerror(errno));
 		return -errno;
@@ -95,7 +125,10 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	s->rodata->want_stacks = (o->events & TT_EV_OFFCPU) != 0;
 	s->rodata->min_offcpu_ns = o->min_offcpu_us * 1000;
 	s->rodata->kstack_reuse = !o->debug.exact_stacks;
-	s->rodata->want_reason = features_task_regs();
+	s->rodata->user_regs_how = (__u8)features_user_regs(&thread_size);
+	s->rodata->kernel_thread_size = thread_size;
+	s->rodata->want_reason = s->rodata->user_regs_how != FEATURES_REGS_NONE;
+	s->rodata->switch_state_arg = features_switch_state_arg();
 	s->rodata->rb_wakeup_bytes = probe_ringbuf_bytes(o) / 8;
 	err = probe_size_ringbuf(s->maps.switch_rb, o);
 	if (!err && (o->aggregate || !(o->events & (TT_EV_SWITCH | TT_EV_OFFCPU))))

@@ -134,10 +134,9 @@ static __always_inline bool close_top(struct spans_key *k, struct spans_stack *s
 	return true;
 }
 
-SEC("uprobe")
-int span_enter(struct pt_regs *ctx)
+static __always_inline int span_enter_at(struct pt_regs *ctx, __u64 cookie)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx), sp = PT_REGS_SP(ctx), level;
+	__u64 sp = PT_REGS_SP(ctx), level;
 	__u32 flags = SPANS_COOKIE_FLAGS(cookie), d;
 	struct spans_stack *s;
 	struct spans_frame *f;
@@ -170,13 +169,17 @@ int span_enter(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("uretprobe")
-int span_exit(struct pt_regs *ctx)
+SEC("uprobe")
+int span_enter(struct pt_regs *ctx)
+{
+	return span_enter_at(ctx, bpf_get_attach_cookie(ctx));
+}
+
+static __always_inline int span_exit_at(struct pt_regs *ctx, __u32 span_id)
 {
 	/* after `ret` popped the return address: the entry stack pointer + 8 */
 	__u64 level = 0 - (PT_REGS_SP(ctx) - 8);
 	__s64 rc = (__s64)PT_REGS_RC(ctx);
-	__u32 span_id = SPANS_COOKIE_SPAN(bpf_get_attach_cookie(ctx));
 	struct spans_key k = { .id = (__u32)bpf_get_current_pid_tgid(),
 			       .pid = bpf_get_current_pid_tgid() >> 32 };
 	struct spans_stack *s = bpf_map_lookup_elem(&open_spans, &k);
@@ -199,6 +202,12 @@ int span_exit(struct pt_regs *ctx)
 			s->depth--; /* another span's frame at our level: it is over too */
 	}
 	return 0;
+}
+
+SEC("uretprobe")
+int span_exit(struct pt_regs *ctx)
+{
+	return span_exit_at(ctx, SPANS_COOKIE_SPAN(bpf_get_attach_cookie(ctx)));
 }
 
 /* Does jcc condition `nibble` hold for these flags? (Intel SDM Jcc table) */
@@ -288,10 +297,8 @@ static __always_inline __u64 longjmp_target_sp(struct pt_regs *ctx)
 	return ((m >> 0x11) | (m << (64 - 0x11))) ^ guard;
 }
 
-SEC("uprobe")
-int span_guard(struct pt_regs *ctx)
+static __always_inline int span_guard_at(struct pt_regs *ctx, __u32 guard)
 {
-	__u32 guard = (__u32)bpf_get_attach_cookie(ctx);
 	__u64 id = bpf_get_current_pid_tgid(), sp = PT_REGS_SP(ctx), to;
 	struct spans_key k = { .id = (__u32)id, .pid = id >> 32 };
 	struct spans_stack *s = bpf_map_lookup_elem(&open_spans, &k);
@@ -311,6 +318,51 @@ int span_guard(struct pt_regs *ctx)
 		unwind_from(&k, s, 0 - to + 1, TT_SPAN_LONGJMP);
 	}
 	return 0;
+}
+
+SEC("uprobe")
+int span_guard(struct pt_regs *ctx)
+{
+	return span_guard_at(ctx, (__u32)bpf_get_attach_cookie(ctx));
+}
+
+/* ---- kernels without BPF cookies on uprobes (before 5.15) ------------------
+ * A site's cookie says which --span it serves. Without cookies each --span's
+ * entry and uretprobe have programs of their own, the span's index compiled
+ * in, and each guard kind too; the loader loads these instead of the cookie
+ * programs (spans.c). Exits by uprobes on return instructions (Go, files with
+ * exception machinery) tell their sites apart by cookie only: refused there. */
+#define SPAN_NO_COOKIE(n)                                                       \
+	SEC("uprobe")                                                           \
+	int span_enter_nc##n(struct pt_regs *ctx)                               \
+	{                                                                       \
+		return span_enter_at(ctx, SPANS_COOKIE(n, SPANS_SITE_ENTRY, 0, 0)); \
+	}                                                                       \
+	SEC("uretprobe")                                                        \
+	int span_exit_nc##n(struct pt_regs *ctx)                                \
+	{                                                                       \
+		return span_exit_at(ctx, n);                                    \
+	}
+SPAN_NO_COOKIE(0)
+SPAN_NO_COOKIE(1)
+SPAN_NO_COOKIE(2)
+SPAN_NO_COOKIE(3)
+SPAN_NO_COOKIE(4)
+SPAN_NO_COOKIE(5)
+SPAN_NO_COOKIE(6)
+SPAN_NO_COOKIE(7)
+_Static_assert(SPANS_NO_COOKIE_PROGS == 8, "a program pair per --span");
+
+SEC("uprobe")
+int span_guard_catch_nc(struct pt_regs *ctx)
+{
+	return span_guard_at(ctx, SPANS_GUARD_CATCH);
+}
+
+SEC("uprobe")
+int span_guard_longjmp_nc(struct pt_regs *ctx)
+{
+	return span_guard_at(ctx, SPANS_GUARD_LONGJMP);
 }
 
 /* ---- spans between two USDT probes ---------------------------------------- */
@@ -394,8 +446,10 @@ static __always_inline bool mark_key(struct pt_regs *ctx, __u64 cookie, struct s
 	return true;
 }
 
-SEC("usdt")
-int span_mark_start(struct pt_regs *ctx)
+/* slots: the compare-and-swap fast path (mark_slots); the _hash programs do without
+ * it, for kernels before 5.12, which load no compare-and-swap instruction at all
+ * (not even in code never run: the loader picks the programs). */
+static __always_inline int mark_start_at(struct pt_regs *ctx, bool slots)
 {
 	struct spans_mark m = { .t_start_ns = bpf_ktime_get_ns(),
 				.tid = (__u32)bpf_get_current_pid_tgid() };
@@ -405,7 +459,7 @@ int span_mark_start(struct pt_regs *ctx)
 	count(SPANS_CNT_HITS);
 	if (!tt_current_traced() || !mark_key(ctx, bpf_usdt_cookie(ctx), &k))
 		return 0;
-	if (mark_slot_start(&k, m.t_start_ns, m.tid))
+	if (slots && mark_slot_start(&k, m.t_start_ns, m.tid))
 		return 0;
 	err = bpf_map_update_elem(&open_marks, &k, &m, BPF_NOEXIST);
 	if (err == -EEXIST) { /* the same request started again: its earlier end was never seen */
@@ -417,8 +471,7 @@ int span_mark_start(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("usdt")
-int span_mark_end(struct pt_regs *ctx)
+static __always_inline int mark_end_at(struct pt_regs *ctx, bool slots)
 {
 	__u64 cookie = bpf_usdt_cookie(ctx);
 	struct spans_mark_key k;
@@ -430,7 +483,7 @@ int span_mark_end(struct pt_regs *ctx)
 	count(SPANS_CNT_HITS);
 	if (!mark_key(ctx, cookie, &k))
 		return 0;
-	if (mark_slot_end(&k, &kept)) {
+	if (slots && mark_slot_end(&k, &kept)) {
 		m = &kept;
 	} else if ((m = bpf_map_lookup_elem(&open_marks, &k))) {
 		kept = *m;
@@ -447,4 +500,28 @@ int span_mark_end(struct pt_regs *ctx)
 		count(SPANS_CNT_NO_ARG);
 	span_emit(&sk, &f, 0, bpf_ktime_get_ns(), ret, TT_SPAN_RETURN);
 	return 0;
+}
+
+SEC("usdt")
+int span_mark_start(struct pt_regs *ctx)
+{
+	return mark_start_at(ctx, true);
+}
+
+SEC("usdt")
+int span_mark_end(struct pt_regs *ctx)
+{
+	return mark_end_at(ctx, true);
+}
+
+SEC("usdt")
+int span_mark_start_hash(struct pt_regs *ctx)
+{
+	return mark_start_at(ctx, false);
+}
+
+SEC("usdt")
+int span_mark_end_hash(struct pt_regs *ctx)
+{
+	return mark_end_at(ctx, false);
 }

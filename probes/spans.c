@@ -20,6 +20,7 @@
 
 #include <json_out.h>
 #include "disasm.h"
+#include "features.h"
 #include "probe.h"
 #include "span_plan.h"
 #include "syms.h"
@@ -50,6 +51,8 @@ struct spans_state {
 	struct span_plan plans[TT_MAX_SPANS];
 	int nplans;
 	int guards;              /* guard sites attached */
+	bool cookies;            /* uprobes take BPF cookies (features_uprobe_cookie) */
+	bool refused[TT_MAX_SPANS]; /* a --span this kernel cannot trace: not attached */
 	struct recfile *out;
 	int write_err;
 };
@@ -158,10 +161,19 @@ static int attach_usdt(struct tt_ctx *ctx, struct spans_state *st, struct bpf_pr
 	return link_add(ctx, st, l);
 }
 
+static struct bpf_program *prog_named(const struct spans_state *st, const char *fmt, int n)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), fmt, n);
+	return bpf_object__find_program_by_name(st->skel->obj, name);
+}
+
 static int attach(struct tt_ctx *ctx, struct spans_state *st, struct bpf_program *prog,
 		  const char *path, uint64_t off, bool ret, uint64_t cookie, const char *what)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret, .bpf_cookie = cookie);
+	/* without cookies the program says which site it is (and libbpf refuses a cookie) */
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret, .bpf_cookie = st->cookies ? cookie : 0);
 	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, target_pid(ctx), path, off, &uo);
 
 	if (!l) {
@@ -174,6 +186,38 @@ static int attach(struct tt_ctx *ctx, struct spans_state *st, struct bpf_program
 	return link_add(ctx, st, l);
 }
 
+/* A USDT span where libbpf, without cookies, must find each probe by its address
+ * in the running process: a position-independent file (an executable or a library)
+ * of a process not started yet (-- CMD), or of every process (--all). Refused in
+ * one line; the run goes on without it. */
+static void usdt_refuse(struct tt_ctx *ctx, struct spans_state *st, int i)
+{
+	char what[600];
+
+	snprintf(what, sizeof(what), "--span usdt:%s:%s:%s (%s is position-independent and "
+		 "its process %s)", ctx->opts->spans[i].binary, st->plans[i].usdt.provider,
+		 ctx->opts->spans[i].symbol, st->plans[i].path,
+		 ctx->opts->all ? "any of the machine's" : "not started yet");
+	features_refuse(what, "BPF cookies on uprobes", "5.15",
+			"no spans of it (--pid on the running process does without cookies)");
+	st->refused[i] = true;
+}
+
+/* A --span whose exits are uprobes on its return instructions (Go, a file with
+ * exception machinery, --span-exit ret): which exit fired is told by BPF cookie
+ * only. Refused in one line; the run goes on without it. */
+static void spans_refuse(struct spans_state *st, const struct tt_opts *o, int i)
+{
+	char what[600];
+
+	snprintf(what, sizeof(what), "--span %s:%s (it ends by uprobes on its return "
+		 "instructions: %s)", o->spans[i].binary, st->plans[i].symbol, st->plans[i].why);
+	features_refuse(what, "BPF cookies on uprobes", "5.15",
+			"no spans of it (--span-exit uretprobe does without cookies, if no C++ "
+			"exception, longjmp or Go stack passes through the function)");
+	st->refused[i] = true;
+}
+
 /* Exits before the entry: a call entered while attaching then has its exit
  * hooked but no entry (counted unmatched), never an entry whose exit is missed. */
 static int attach_span(struct tt_ctx *ctx, struct spans_state *st, int i)
@@ -183,23 +227,36 @@ static int attach_span(struct tt_ctx *ctx, struct spans_state *st, int i)
 	char what[160];
 	int err = 0;
 
+	if (st->refused[i])
+		return 0;
 	if (p->mode == SPAN_EXIT_USDT) {
+		bool hash = !features_atomics();
+
 		flags = (p->usdt.by_arg ? SPANS_COOKIE_BY_ARG : 0) |
 			(p->usdt.end_nargs >= 2 ? SPANS_COOKIE_RET_ARG : 0);
-		err = attach_usdt(ctx, st, st->skel->progs.span_mark_end, p, p->usdt.end,
+		err = attach_usdt(ctx, st, prog_named(st, hash ? "span_mark_end_hash" :
+						      "span_mark_end", 0), p, p->usdt.end,
 				  SPANS_COOKIE(i, SPANS_SITE_RET, 0, flags));
-		return err ?: attach_usdt(ctx, st, st->skel->progs.span_mark_start, p,
-					  p->usdt.start, SPANS_COOKIE(i, SPANS_SITE_ENTRY, 0, flags));
+		err = err ?: attach_usdt(ctx, st, prog_named(st, hash ? "span_mark_start_hash" :
+							     "span_mark_start", 0), p,
+					 p->usdt.start, SPANS_COOKIE(i, SPANS_SITE_ENTRY, 0, flags));
+		if (err && !st->cookies && (err == -ESRCH || err == -ENOTSUP || err == -EOPNOTSUPP)) {
+			usdt_refuse(ctx, st, i);
+			err = 0;
+		}
+		return err;
 	}
 	snprintf(what, sizeof(what), "--span %s:%s", ctx->opts->spans[i].binary, p->symbol);
 	if (p->mode == SPAN_EXIT_URET)
-		err = attach(ctx, st, st->skel->progs.span_exit, p->path, p->entry.offset, true,
-			     SPANS_COOKIE(i, SPANS_SITE_RET, 0, flags), what);
+		err = attach(ctx, st, st->cookies ? st->skel->progs.span_exit :
+				 prog_named(st, "span_exit_nc%d", i), p->path, p->entry.offset,
+			     true, SPANS_COOKIE(i, SPANS_SITE_RET, 0, flags), what);
 	for (int k = 0; !err && p->mode == SPAN_EXIT_RET && k < p->nexits; k++)
 		err = attach(ctx, st, st->skel->progs.span_ret, p->path, p->exits[k].offset, false,
 			     SPANS_COOKIE(i, p->exits[k].site, p->exits[k].cc, flags), what);
-	return err ?: attach(ctx, st, st->skel->progs.span_enter, p->path, p->entry.offset, false,
-			     SPANS_COOKIE(i, SPANS_SITE_ENTRY, 0, flags), what);
+	return err ?: attach(ctx, st, st->cookies ? st->skel->progs.span_enter :
+				 prog_named(st, "span_enter_nc%d", i), p->path, p->entry.offset,
+			     false, SPANS_COOKIE(i, SPANS_SITE_ENTRY, 0, flags), what);
 }
 
 /* The unwinder, catch and longjmp sites of the target's libraries that exist
@@ -213,8 +270,12 @@ static void attach_guards(struct tt_ctx *ctx, struct spans_state *st, bool any_t
 		if (syms_find_library(ctx->target_pid, guard_sites[g].lib, path, sizeof(path)) ||
 		    span_plan_entry(path, guard_sites[g].func, &s))
 			continue;
-		if (!attach(ctx, st, st->skel->progs.span_guard, path, s.offset, false,
-			    (uint64_t)guard_sites[g].guard, guard_sites[g].func))
+		struct bpf_program *prog = st->cookies ? st->skel->progs.span_guard :
+			guard_sites[g].guard == SPANS_GUARD_CATCH ? st->skel->progs.span_guard_catch_nc :
+			st->skel->progs.span_guard_longjmp_nc;
+
+		if (!attach(ctx, st, prog, path, s.offset, false, (uint64_t)guard_sites[g].guard,
+			    guard_sites[g].func))
 			st->guards++;
 		else if (ctx->opts->verbose)
 			fprintf(stderr, "tailtrace: spans: %s (its exits are not watched)\n", ctx->err);
@@ -234,11 +295,39 @@ static void spans_destroy(void *state)
 	free(st);
 }
 
+/* Load only what this kernel runs and the spans use: the cookie programs, or a
+ * pair per --span and one per guard kind (features_uprobe_cookie); USDT with
+ * the compare-and-swap fast path or without (features_atomics). */
+static void spans_select_progs(struct spans_state *st)
+{
+	bool usdt = false, atomics = features_atomics();
+	struct bpf_program *p;
+
+	for (int i = 0; i < st->nplans; i++)
+		usdt |= !st->refused[i] && st->plans[i].mode == SPAN_EXIT_USDT;
+	bpf_object__for_each_program(p, st->skel->obj) {
+		const char *name = bpf_program__name(p);
+		const char *nc = strstr(name, "_nc");
+		bool load;
+
+		if (!strncmp(name, "span_mark_", 10))
+			load = usdt && (strstr(name, "_hash") ? !atomics : atomics);
+		else if (nc && nc[3] >= '0' && nc[3] <= '9') /* span_enter_ncN, span_exit_ncN */
+			load = !st->cookies && nc[3] - '0' < st->nplans &&
+			       !st->refused[nc[3] - '0'] && st->plans[nc[3] - '0'].mode != SPAN_EXIT_USDT;
+		else if (nc)                                 /* the guards' */
+			load = !st->cookies;
+		else
+			load = st->cookies;
+		bpf_program__set_autoload(p, load);
+	}
+}
+
 static int spans_load(struct tt_ctx *ctx, struct spans_state *st)
 {
 	int err;
 
-	st->skel = spans_bpf__open();
+	st->skel = spans_bpf__open_opts(features_open_opts());
 	if (!st->skel) {
 		spans_err(ctx, "spans: cannot open BPF object");
 		return -errno ? -errno : -EINVAL;
@@ -246,6 +335,7 @@ static int spans_load(struct tt_ctx *ctx, struct spans_state *st)
 	FILTER_CONFIGURE(st->skel->rodata, ctx);
 	probe_size_ringbuf(st->skel->maps.events, ctx->opts);
 	st->skel->rodata->rb_wakeup_bytes = probe_ringbuf_bytes(ctx->opts) / 8;
+	spans_select_progs(st);
 	err = spans_bpf__load(st->skel);
 	if (err)
 		spans_err(ctx, "spans: cannot load BPF programs: %s", strerror(-err));
@@ -259,6 +349,8 @@ static void print_plans(struct tt_ctx *ctx, const struct spans_state *st)
 	for (int i = 0; i < st->nplans; i++) {
 		const struct span_plan *p = &st->plans[i];
 
+		if (st->refused[i])
+			continue;
 		span_plan_describe(p, desc, sizeof(desc));
 		fprintf(stderr, "tailtrace: span %s%s: %s\n", p->symbol,
 			p->go ? " (Go: keyed by goroutine)" : "", desc);
@@ -287,8 +379,12 @@ static int spans_setup(struct tt_ctx *ctx, void **state)
 		goto fail;
 	}
 	span_plan_target(ctx->target_exe, o->pid, &target);
-	for (int i = 0; !err && i < o->nspans; i++, st->nplans++)
+	st->cookies = features_uprobe_cookie();
+	for (int i = 0; !err && i < o->nspans; i++, st->nplans++) {
 		err = spans_plan_one(ctx, &o->spans[i], &target, &st->plans[i]);
+		if (!err && !st->cookies && st->plans[i].mode == SPAN_EXIT_RET)
+			spans_refuse(st, o, i);
+	}
 	for (int i = 0; !err && i < st->nplans; i++)
 		any_thread |= !st->plans[i].go && st->plans[i].mode != SPAN_EXIT_USDT;
 	err = err ?: spans_load(ctx, st);

@@ -52,6 +52,10 @@ enum spans_site {
 #define SPANS_COOKIE_CC(c) ((__u32)((c) >> 16) & 0xff)
 #define SPANS_COOKIE_FLAGS(c) ((__u32)((c) >> 24) & 0xff)
 
+/* Programs a kernel without BPF cookies gets per --span (span_enter_ncN,
+ * span_exit_ncN): TT_MAX_SPANS (probe.h). */
+#define SPANS_NO_COOKIE_PROGS 8
+
 /* Which site a guard program sits on (its cookie). */
 enum spans_guard {
 	SPANS_GUARD_CATCH = 0,  /* __cxa_begin_catch */

@@ -6,15 +6,27 @@
  * exception (page fault) or interrupt entry leaves another ax or orig_ax < 0.
  * What /proc/PID/syscall shows. Used by sched.bpf.c (wait reasons, the stack
  * cache) and waker_ctx.bpf.h (a softirq run inside the waker's own syscall).
- * Callers check the loader's feature flag (features_task_regs) first.
- * pt_regs is a BTF pointer: direct (probe-mem) loads, no helper per field.
+ * Callers check the loader's feature flag (features_user_regs) first.
+ *
+ * How they are read (user_regs_how, set by the loader):
+ *   TT_REGS_HELPER  bpf_task_pt_regs (5.15+, typed task pointers: tp_btf): pt_regs
+ *                   is a BTF pointer, direct (probe-mem) loads
+ *   TT_REGS_STACK   the pt_regs at the top of the task's kernel stack, where the
+ *                   kernel's own task_pt_regs() finds them on x86-64 (stack +
+ *                   THREAD_SIZE - sizeof(pt_regs)): kernels before 5.15, and raw_tp
+ *                   and classic tracepoint programs, whose task pointers are untyped
  */
 #ifndef TT_USER_REGS_BPF_H
 #define TT_USER_REGS_BPF_H
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 
 #define TT_PF_KTHREAD 0x00200000
 #define TT_ENOSYS 38
+
+enum { TT_REGS_NONE = 0, TT_REGS_HELPER = 1, TT_REGS_STACK = 2 };
+const volatile __u8 user_regs_how = TT_REGS_NONE;
+const volatile __u32 kernel_thread_size = 16384; /* THREAD_SIZE: 16 KiB, 32 with KASAN */
 
 struct tt_user_regs {
 	long nr;          /* syscall number, -1: not in a syscall */
@@ -22,23 +34,59 @@ struct tt_user_regs {
 	__u64 ip, sp, bp; /* user IP, stack and frame pointer */
 };
 
-/* false for a kernel thread or on an architecture we do not read. */
+static __always_inline void tt_user_regs_fill(struct tt_user_regs *r, long orig_ax, long ax,
+					      __u64 di, __u64 si, __u64 ip, __u64 sp, __u64 bp)
+{
+	r->nr = orig_ax >= 0 && ax == -TT_ENOSYS ? orig_ax : -1;
+	r->arg0 = di;
+	r->arg1 = si;
+	r->ip = ip;
+	r->sp = sp;
+	r->bp = bp;
+}
+
+/* false for a kernel thread, when they cannot be read, or on an architecture we do
+ * not read. */
 static __always_inline bool tt_user_regs_read(struct tt_user_regs *r)
 {
 #if defined(__TARGET_ARCH_x86)
-	struct task_struct *t = bpf_get_current_task_btf();
-	struct pt_regs *regs;
+	if (user_regs_how == TT_REGS_HELPER) {
+		struct task_struct *t = bpf_get_current_task_btf();
+		struct pt_regs *regs;
 
-	if (t->flags & TT_PF_KTHREAD)
-		return false;
-	regs = (struct pt_regs *)bpf_task_pt_regs(t);
-	r->nr = (long)regs->orig_ax >= 0 && (long)regs->ax == -TT_ENOSYS ? (long)regs->orig_ax : -1;
-	r->arg0 = regs->di;
-	r->arg1 = regs->si;
-	r->ip = regs->ip;
-	r->sp = regs->sp;
-	r->bp = regs->bp;
-	return true;
+		if (t->flags & TT_PF_KTHREAD)
+			return false;
+		regs = (struct pt_regs *)bpf_task_pt_regs(t);
+		tt_user_regs_fill(r, (long)regs->orig_ax, (long)regs->ax, regs->di, regs->si,
+				  regs->ip, regs->sp, regs->bp);
+		return true;
+	}
+	if (user_regs_how == TT_REGS_STACK) {
+		struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+		struct pt_regs *regs;
+		long orig_ax = -1, ax = 0;
+		void *stack;
+
+		if (BPF_CORE_READ(t, flags) & TT_PF_KTHREAD)
+			return false;
+		stack = BPF_CORE_READ(t, stack);
+		if (!stack)
+			return false;
+		regs = (struct pt_regs *)(stack + kernel_thread_size) - 1;
+		/* field by field, not a copy of pt_regs: its 168 bytes on the program's
+		 * stack pass the 512 a program and its calls share before 6.13 */
+		if (bpf_core_read(&orig_ax, sizeof(orig_ax), &regs->orig_ax) ||
+		    bpf_core_read(&ax, sizeof(ax), &regs->ax) ||
+		    bpf_core_read(&r->arg0, sizeof(r->arg0), &regs->di) ||
+		    bpf_core_read(&r->arg1, sizeof(r->arg1), &regs->si) ||
+		    bpf_core_read(&r->ip, sizeof(r->ip), &regs->ip) ||
+		    bpf_core_read(&r->sp, sizeof(r->sp), &regs->sp) ||
+		    bpf_core_read(&r->bp, sizeof(r->bp), &regs->bp))
+			return false;
+		r->nr = orig_ax >= 0 && ax == -TT_ENOSYS ? orig_ax : -1;
+		return true;
+	}
+	return false;
 #else
 	return false;
 #endif

@@ -22,7 +22,7 @@
 const volatile bool have_preempt_count = false;
 const volatile long pcpu_pc_delta = 0;    /* __preempt_count - runqueues */
 const volatile long pcpu_cur_delta = 0; /* current_task - runqueues */
-const volatile bool have_task_regs = false; /* bpf_get_current_task_btf, bpf_task_pt_regs */
+const volatile bool have_typed_task = false; /* bpf_get_current_task_btf (5.11) */
 
 #define TT_NMI_MASK 0x00f00000
 #define TT_HARDIRQ_MASK 0x000f0000
@@ -48,7 +48,7 @@ static __always_inline bool tt_current_in_syscall(void)
 {
 	struct tt_user_regs r;
 
-	return have_task_regs && tt_user_regs_read(&r) && r.nr >= 0;
+	return user_regs_how != TT_REGS_NONE && tt_user_regs_read(&r) && r.nr >= 0;
 }
 
 /* The context the current wakeup runs in. Without a verified preempt_count
@@ -57,7 +57,7 @@ static __always_inline __u8 tt_waker_context(void)
 {
 	int pc = 0;
 
-	if (!have_preempt_count || !have_task_regs || tt_preempt_count(&pc))
+	if (!have_preempt_count || !have_typed_task || tt_preempt_count(&pc))
 		return (__u32)bpf_get_current_pid_tgid() ? TT_WAKER_TASK_GUESS : TT_WAKER_HARDIRQ;
 	if (pc & (TT_NMI_MASK | TT_HARDIRQ_MASK))
 		return TT_WAKER_HARDIRQ;

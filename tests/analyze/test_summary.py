@@ -94,3 +94,15 @@ def test_printed_table_switches_to_microseconds_below_a_millisecond():
     assert lines[3].split() == ["service", "0.600", "0.500", "0.700", "1.100", "3.000", "1,200"]
     s["e2e_ms"] = dict(pct, p99=2.0)
     assert format_summary(s).splitlines()[2].split()[0] == "ms"
+
+
+def test_a_kernel_fallback_that_loses_information_is_one_warning():
+    from analyze.summary import kernel_warnings
+    meta = {"kernel_fallbacks": [
+        {"what": "tp_btf scheduler programs", "needs": "task storage", "since": "5.11",
+         "refused": False, "instead": "raw_tp programs", "loses": None},
+        {"what": "the cpu event's loops", "needs": "bpf_loop", "since": "5.17", "refused": False,
+         "instead": "bounded loops", "loses": "a wait keeps its last 48 switches"}]}
+    assert kernel_warnings(meta) == ["the cpu event's loops: this kernel lacks bpf_loop (Linux "
+                                     "5.17+): a wait keeps its last 48 switches"]
+    assert kernel_warnings({}) == []

@@ -211,7 +211,12 @@ def test_error_missing_cgroup(tmp_path):
 
 def test_error_no_btf(tmp_path):
     one_line_error(tailtrace(tmp_path, "--all", "--debug", "btf=/nonexistent/vmlinux"),
-                   "BTF", "CONFIG_DEBUG_INFO_BTF")
+                   "BTF", "CONFIG_DEBUG_INFO_BTF", "--debug btf=PATH", "BTFHub")
+
+
+def test_error_kernel_older_than_the_ring_buffer(tmp_path):
+    one_line_error(tailtrace(tmp_path, "--all", "--debug", "without=ringbuf"),
+                   "no BPF ring buffer", "Linux 5.8", "5.8 or newer", "docs/kernels.md")
 
 
 def test_error_bad_debug_feature(tmp_path):
