@@ -15,6 +15,7 @@ APT_PKGS=(
     libcurl4-openssl-dev libnuma-dev libssl-dev
     nginx wrk curl jq procps psmisc redis-server redis-tools stress-ng
     postgresql util-linux
+    qemu-system-x86 kmod busybox-static libseccomp-dev libcap-ng-dev
     prometheus
     python3 python3-pip python3-venv
     chromium
@@ -47,12 +48,14 @@ pkill -x nginx 2>/dev/null || true
 pkill -x prometheus 2>/dev/null || true
 pkill -x redis-server 2>/dev/null || true
 
-# Python side: the analysis package and its test runner.
+# Python side: the analysis package and its test runner; prometheus-client's strict
+# OpenMetrics parser checks the exporter; virtme-ng boots the kernel matrix's kernels
+# (scripts/kernels.sh).
 here=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
 "$PY" -m pip install -q --disable-pip-version-check \
     'pandas>=1.5' 'pyarrow>=10' 'numpy>=1.23' 'matplotlib>=3.6' 'pytest>=7' \
-    'prometheus-client>=0.16'  # its strict OpenMetrics parser checks the exporter
+    'prometheus-client>=0.16' 'virtme-ng>=1.30'
 if [ -f "$here/analyze/pyproject.toml" ] || [ -f "$here/pyproject.toml" ]; then
     "$PY" -m pip install -q --disable-pip-version-check -e "$here" 2>/dev/null || true
 fi
@@ -64,6 +67,17 @@ sys.exit(not any(os.path.basename(l.split()[-1]).startswith("libcurl.so.4") for 
 if ! "$PY" -c "$pycurl_links_system_libcurl" 2>/dev/null; then
     "$PY" -m pip uninstall -y -q pycurl >/dev/null 2>&1 || true
     PYCURL_SSL_LIBRARY=openssl "$PY" -m pip install -q --disable-pip-version-check --no-binary pycurl pycurl
+fi
+
+# The kernel matrix's guests read this machine's root file system through virtio-fs: the Rust
+# virtiofsd (Debian 12 has only QEMU's old C one, which virtme-ng does not use; over 9p the
+# guests' Python imports take 5x as long).
+if ! command -v virtiofsd >/dev/null 2>&1; then
+    if command -v cargo >/dev/null 2>&1; then
+        cargo install virtiofsd --locked -q || echo "install-deps: virtiofsd not installed (scripts/kernels.sh falls back to 9p, slower)" >&2
+    else
+        echo "install-deps: cargo not found; scripts/kernels.sh wants 'cargo install virtiofsd --locked'" >&2
+    fi
 fi
 
 # Flame graphs: inferno (Rust). Optional; skipped when cargo is absent.

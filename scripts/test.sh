@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The test command: build, then every C test (ctest) and every Python test (pytest);
+# then the kernel matrix: the kernel suite (tests/kernels) on Debian's 5.10, 6.1 and
+# 6.12, each booted under QEMU (scripts/kernels.sh; TT_TEST_KERNELS=LIST to choose);
 # then the reliability passes: the tests again under ASan+UBSan and TSan
 # (scripts/sanitize.sh) and each fuzz target for TT_FUZZ_SECONDS (default 60,
-# scripts/fuzz.sh). TT_TEST_QUICK=1 skips the reliability passes.
+# scripts/fuzz.sh). TT_TEST_QUICK=1 skips the matrix and the reliability passes.
 # TT_TEST_BUSY=1 keeps one CPU busy for the whole run (stress-ng --cpu 1): the
 # suite must hold on a busy machine (docs/reliability.md, "Timing in tests").
 # Integration tests load real BPF and need root.
@@ -30,6 +32,8 @@ status=0
 ctest --test-dir "$BUILD" --output-on-failure "$@" || status=1
 python3 -m pytest -q tests || status=1
 if [ "${TT_TEST_QUICK:-0}" != 1 ]; then
+	scripts/kernels.sh --kernels "${TT_TEST_KERNELS:-5.10,6.1,6.12}" --out "$BUILD/kernels" ||
+		status=1
 	scripts/sanitize.sh || status=1
 	scripts/fuzz.sh --seconds "${TT_FUZZ_SECONDS:-60}" || status=1
 fi
