@@ -288,11 +288,12 @@ void features_select_progs(struct bpf_object *obj, enum tt_hook h)
 	}
 }
 
-int features_percpu_offset(const char *name, long *off)
+/* The per-CPU variable `name`'s offset in .data..percpu; its BTF type id in *type_id. */
+static int percpu_var(const char *name, long *off, __u32 *type_id)
 {
 	const struct btf *btf = vmlinux_btf();
 	const struct btf_var_secinfo *v;
-	const struct btf_type *t;
+	const struct btf_type *t, *var;
 	int sec;
 
 	if (!btf)
@@ -302,19 +303,68 @@ int features_percpu_offset(const char *name, long *off)
 		return -ENOENT;
 	t = btf__type_by_id(btf, sec);
 	v = btf_var_secinfos(t);
-	for (int i = 0; i < btf_vlen(t); i++, v++)
-		if (!strcmp(btf__name_by_offset(btf, btf__type_by_id(btf, v->type)->name_off), name)) {
+	for (int i = 0; i < btf_vlen(t); i++, v++) {
+		var = btf__type_by_id(btf, v->type);
+		if (!strcmp(btf__name_by_offset(btf, var->name_off), name)) {
 			*off = (long)v->offset;
+			*type_id = var->type;
 			return 0;
 		}
+	}
 	return -ENOENT;
+}
+
+int features_percpu_offset(const char *name, long *off)
+{
+	__u32 type_id;
+
+	return percpu_var(name, off, &type_id);
+}
+
+/* The byte offset of member `name` in struct or union `id`, looking into its anonymous
+ * members too. */
+static int member_offset(const struct btf *btf, __u32 id, const char *name, long *off)
+{
+	const struct btf_type *t = btf__type_by_id(btf, btf__resolve_type(btf, id));
+	const struct btf_member *m;
+
+	if (!t || (!btf_is_struct(t) && !btf_is_union(t)))
+		return -ENOENT;
+	m = btf_members(t);
+	for (int i = 0; i < btf_vlen(t); i++, m++) {
+		long inner;
+		const char *mname = btf__name_by_offset(btf, m->name_off);
+
+		if (mname && *mname ? !strcmp(mname, name)
+				    : !member_offset(btf, m->type, name, &inner)) {
+			*off = (long)(btf_member_bit_offset(t, i) / 8) + (mname && *mname ? 0 : inner);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* A per-CPU variable of its own, or (Linux 6.2 to 6.14) a member of x86's
+ * struct pcpu_hot, which held current_task and preempt_count together. */
+static int percpu_hot(const char *var, const char *member, long *off)
+{
+	long hot;
+	__u32 type_id;
+
+	if (!features_percpu_offset(var, off))
+		return 0;
+	if (percpu_var("pcpu_hot", &hot, &type_id) ||
+	    member_offset(vmlinux_btf(), type_id, member, off))
+		return -ENOENT;
+	*off += hot;
+	return 0;
 }
 
 int features_percpu_layout(long *runqueues, long *preempt_count, long *current_task)
 {
 	return features_percpu_offset("runqueues", runqueues) ?:
-	       features_percpu_offset("__preempt_count", preempt_count) ?:
-	       features_percpu_offset("current_task", current_task);
+	       percpu_hot("__preempt_count", "preempt_count", preempt_count) ?:
+	       percpu_hot("current_task", "current_task", current_task);
 }
 
 /* The program type the chosen hook loads as (tp_btf programs get the helpers

@@ -29,7 +29,7 @@ OUT=""
 TESTS=""
 VM_MEMORY=4G
 VM_CPUS=2
-VM_TIMEOUT_S=${TT_KERNEL_TIMEOUT_S:-1500}
+VM_TIMEOUT_S=${TT_KERNEL_TIMEOUT_S:-900}  # a suite takes ~4 min under emulation
 
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 
@@ -109,10 +109,11 @@ run_suite() {
 		# the host's root file system, read-only; OUT writable; the work tree writable in
 		# the guest only (an overlay). No AVX in the guest: QEMU 7.2's emulation of it
 		# crashes numpy's sort (a segfault in np.unique, measured; without AVX it runs).
-		timeout "$VM_TIMEOUT_S" vng -r "$vmlinuz" --disable-kvm --memory "$VM_MEMORY" \
+		# --verbose: the guest kernel's console (a lockup, a hung task) goes to NAME.console
+		timeout "$VM_TIMEOUT_S" vng -r "$vmlinuz" --disable-kvm --verbose --memory "$VM_MEMORY" \
 			--cpus "$VM_CPUS" --rwdir "$OUT" --overlay-rwdir "$top" --cwd "$top" \
 			--qemu-opts="-cpu max,-avx,-avx2" \
-			--exec "env PATH='$PATH' TT_KERNEL_NAME=$name TT_KERNEL_OUT=$OUT TT_KERNEL_TESTS='$TESTS' $guest" \
+			--exec "env PATH='$PATH' TT_KERNEL_VM=1 TT_KERNEL_NAME=$name TT_KERNEL_OUT=$OUT TT_KERNEL_TESTS='$TESTS' $guest" \
 			>"$OUT/$name.console" 2>&1 || rc=$?
 		# vng's own exit status says little (255 when the guest script ran on its
 		# console); the suite's junit file says whether it ran
@@ -141,7 +142,7 @@ for k in "${kernels[@]}"; do
 		phase "$k (${vmlinuz##*/vmlinuz-}): booting under QEMU, the kernel suite"
 		run_suite "$k" "$vmlinuz"
 	fi
-	phase "$k: $(tail -1 "$OUT/$k.log" 2>/dev/null || echo 'no log')"
+	phase "$k: $(tail -1 "$OUT/$k.log" 2>/dev/null | sed 's/^=* //; s/ =*$//' || echo 'no log')"
 done
 
 python3 "$top/scripts/lib/kernel_matrix.py" "$OUT" "${kernels[@]}" | tee "$OUT/matrix.md"

@@ -128,6 +128,12 @@ def test_wait_reasons_and_wakers_pingpong(tmp_path, record_property):
         mine = rq[(rq["tid"] == me) & (rq["kind"] == 0)]
         woken_by_other.append(float((mine["waker_tid"] == other).mean()))
     assert min(woken_by_other) >= 0.9, woken_by_other
+    # a write() wakes the reader from process context: where tailtrace reads the waker's
+    # preempt_count (per-CPU layout from BTF, pcpu_hot on 6.2-6.14), it must say so
+    waker_ctx = meta(tmp_path)["evidence"]["waker_ctx"]
+    mine = rq[np.isin(rq["tid"], busy) & (rq["kind"] == 0)]
+    task_ctx = float((mine["waker_ctx"] == (1 if waker_ctx == "preempt_count" else 6)).mean())
+    assert task_ctx >= 0.9, (waker_ctx, task_ctx)
     vol = sw[np.isin(sw["tid"], busy) & (sw["voluntary"] == 1)]
     if refused(record_property, p.stderr, "wait-reason", "wait reasons", tmp_path,
                woken_by_other=min(woken_by_other)):
@@ -136,7 +142,7 @@ def test_wait_reasons_and_wakers_pingpong(tmp_path, record_property):
     in_read = float((vol["syscall"] == 0).mean())
     assert in_read >= 0.9, in_read
     report(record_property, "wait reasons", tmp_path, in_read=in_read,
-           woken_by_other=min(woken_by_other))
+           woken_by_other=min(woken_by_other), waker_ctx=waker_ctx, task_ctx=task_ctx)
 
 
 # ---- spans -----------------------------------------------------------------------------
