@@ -106,7 +106,8 @@ static const struct opt_spec {
 	{ .name = "flight-recorder", .arg = "SECONDS", .val = OPT_FLIGHT, .help =
 	  "keep the last SECONDS of records in memory and write\n"
 	  "nothing until a span ends above --trigger; then a capture: a run\n"
-	  "directory OUT/captures/NNNN of [start - margin, end + margin]" },
+	  "directory OUT/captures/NNNN of [start - margin, end + margin],\n"
+	  "widened to the whole of every span it holds" },
 	{ .name = "trigger", .arg = "EXPR", .val = OPT_TRIGGER, .help =
 	  "latency>5ms (ns, us, ms, s), or p99, p99.9: above the live percentile\n"
 	  "of the spans that ended in the last minute, once it holds\n"
