@@ -392,7 +392,7 @@ bool features_task_regs(void)
 	if (cached < 0)
 		cached = !(without & TT_WITHOUT_TASK_REGS) &&
 			 libbpf_probe_bpf_helper(t, BPF_FUNC_task_pt_regs, NULL) > 0 &&
-			 libbpf_probe_bpf_helper(t, BPF_FUNC_get_current_task_btf, NULL) > 0;
+			 features_typed_task();
 	return cached;
 }
 
