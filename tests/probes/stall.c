@@ -5,6 +5,9 @@
  * meanwhile (the kernel's RT throttling leaves 5% of each second). An injected
  * CPU stall of a known time for the flight-recorder tests: each is written to
  * LOG (default stdout) as "stall T_START_NS T_END_NS" (CLOCK_MONOTONIC).
+ * The spinners start on their own CPUs, and tt-stall itself runs SCHED_FIFO
+ * above them: a spinner must not take the CPU of the thread that has yet to
+ * start the next one (that CPU stayed free for tens of ms of the stall).
  * Needs root (SCHED_FIFO).
  */
 #include <pthread.h>
@@ -17,17 +20,15 @@
 #include <tt_clock.h>
 
 #define MAX_CPUS 64
+#define SPIN_PRIO 10 /* the spinners; tt-stall itself runs at SPIN_PRIO + 1 */
 
 static uint64_t t_end_ns;
 
 static void *spin(void *arg)
 {
-	cpu_set_t set;
 	volatile uint64_t x = 0;
 
-	CPU_ZERO(&set);
-	CPU_SET((int)(long)arg, &set);
-	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	(void)arg;
 	while (tt_now_ns() < t_end_ns)
 		for (int i = 0; i < 1000; i++)
 			x++;
@@ -39,7 +40,8 @@ static int stall_once(int ncpu, uint64_t stall_ns)
 {
 	pthread_t th[MAX_CPUS];
 	pthread_attr_t a;
-	struct sched_param sp = { .sched_priority = 10 };
+	struct sched_param sp = { .sched_priority = SPIN_PRIO };
+	cpu_set_t set;
 	int err = 0, n = 0;
 
 	pthread_attr_init(&a);
@@ -47,8 +49,13 @@ static int stall_once(int ncpu, uint64_t stall_ns)
 	pthread_attr_setschedpolicy(&a, SCHED_FIFO);
 	pthread_attr_setschedparam(&a, &sp);
 	t_end_ns = tt_now_ns() + stall_ns;
-	for (; n < ncpu && !err; n++)
-		err = pthread_create(&th[n], &a, spin, (void *)(long)n);
+	for (; n < ncpu && !err; n++) {
+		CPU_ZERO(&set);
+		CPU_SET(n, &set);
+		err = pthread_attr_setaffinity_np(&a, sizeof(set), &set);
+		if (!err)
+			err = pthread_create(&th[n], &a, spin, NULL);
+	}
 	n -= err != 0;
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
@@ -73,6 +80,11 @@ int main(int argc, char **argv)
 	if (!every_ns || !stall_ns || stall_ns >= every_ns || ncpu < 1 || ncpu > MAX_CPUS) {
 		fprintf(stderr, "tt-stall: STALL_MS must be below EVERY_MS, both above 0\n");
 		return 2;
+	}
+	err = sched_setscheduler(0, SCHED_FIFO, &(struct sched_param){ .sched_priority = SPIN_PRIO + 1 });
+	if (err) {
+		perror("tt-stall: SCHED_FIFO (run as root)");
+		return 1;
 	}
 	if (argc == 5 && !(log = fopen(argv[4], "we"))) {
 		perror(argv[4]);
