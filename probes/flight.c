@@ -163,15 +163,32 @@ void flight_free(struct flight *f)
 
 /* ---- triggers --------------------------------------------------------------- */
 
+/* At the end of a slot its candidate waits for the records of its window. */
+static void slot_close(struct flight *f, uint64_t now_ns)
+{
+	if (!f->have_cand || now_ns < f->slot_end)
+		return;
+	f->have_cand = false;
+	if (f->nq == MAX_PENDING) {
+		f->skipped_rate++;
+		return;
+	}
+	f->cand.due = f->cand.t1 + FLIGHT_ARRIVE_NS > now_ns ? f->cand.t1 + FLIGHT_ARRIVE_NS : now_ns;
+	f->q[f->nq++] = f->cand;
+}
+
 /* The capture budget (--max-captures-per-min) is one capture a slot of 60 s /
  * N: a slot keeps its slowest trigger (and what overlaps it), so a burst of
  * ordinary tail requests cannot use up the captures before a real stall. */
-static void trigger(struct flight *f, const struct tt_span *s, uint64_t lat, uint64_t now_ns)
+static void trigger(struct flight *f, const struct tt_span *s, uint64_t lat)
 {
 	uint64_t t0 = s->t_start_ns > f->o.margin_ns ? s->t_start_ns - f->o.margin_ns : 0;
 	uint64_t t1 = s->t_end_ns + f->o.margin_ns;
 	struct pending *c = &f->cand;
 
+	/* slots run on the requests' clock, not on when their records are read: a loader
+	 * that falls behind (a capture being written) reads two slots' triggers at once */
+	slot_close(f, s->t_end_ns);
 	f->triggers++;
 	if (f->have_cand && t0 <= c->t1 && t1 >= c->t0 &&
 	    (t1 > c->t1 ? t1 : c->t1) - (t0 < c->t0 ? t0 : c->t0) <= MAX_WINDOW_NS) {
@@ -193,26 +210,12 @@ static void trigger(struct flight *f, const struct tt_span *s, uint64_t lat, uin
 		f->skipped_rate++; /* one of the two goes: the faster */
 		if (lat <= c->worst_ns)
 			return;
-	} else if (f->slot_end <= now_ns) {
-		f->slot_end = now_ns + f->slot_ns;
+	} else if (f->slot_end <= s->t_end_ns) {
+		f->slot_end = s->t_end_ns + f->slot_ns;
 	}
 	*c = (struct pending){ .t0 = t0, .t1 = t1, .first = *s, .worst_ns = lat,
 			       .threshold_ns = f->threshold_ns, .live_n = f->live_n, .nspans = 1 };
 	f->have_cand = true;
-}
-
-/* At the end of a slot its candidate waits for the records of its window. */
-static void slot_close(struct flight *f, uint64_t now_ns)
-{
-	if (!f->have_cand || now_ns < f->slot_end)
-		return;
-	f->have_cand = false;
-	if (f->nq == MAX_PENDING) {
-		f->skipped_rate++;
-		return;
-	}
-	f->cand.due = f->cand.t1 + FLIGHT_ARRIVE_NS > now_ns ? f->cand.t1 + FLIGHT_ARRIVE_NS : now_ns;
-	f->q[f->nq++] = f->cand;
 }
 
 static unsigned hist_bucket(uint64_t ns)
@@ -225,7 +228,7 @@ static unsigned hist_bucket(uint64_t ns)
 	return k;
 }
 
-static void on_span(struct flight *f, const struct tt_span *s, uint64_t now_ns)
+static void on_span(struct flight *f, const struct tt_span *s)
 {
 	uint64_t lat = s->t_end_ns > s->t_start_ns ? s->t_end_ns - s->t_start_ns : 0;
 
@@ -237,7 +240,7 @@ static void on_span(struct flight *f, const struct tt_span *s, uint64_t now_ns)
 	if (f->live)
 		flight_live_add(f->live, s->t_end_ns, lat);
 	if (f->threshold_ns && lat > f->threshold_ns)
-		trigger(f, s, lat, now_ns);
+		trigger(f, s, lat);
 }
 
 int flight_sink(void *arg, uint32_t rec_type, const void *recs, size_t n)
@@ -253,7 +256,7 @@ int flight_sink(void *arg, uint32_t rec_type, const void *recs, size_t n)
 		struct tt_span s;
 
 		memcpy(&s, (const char *)recs + i * sizeof(s), sizeof(s));
-		on_span(f, &s, now);
+		on_span(f, &s);
 	}
 	return err;
 }

@@ -9,8 +9,11 @@ Bounded in time (~30 s). Real BPF: run as root."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -23,6 +26,7 @@ from test_spans import BUILD, TAILTRACE, expect_error
 from tt_run import free_port, records
 
 SERVER = BUILD / "workloads" / "server" / "orders-server"
+SPAN_TARGET = BUILD / "tests" / "probes" / "span_target"
 HTTPLOAD = BUILD / "workloads" / "httpload" / "httpload"
 USDT = f"usdt:{HTTPLOAD}:httpload:request"
 
@@ -128,6 +132,65 @@ def test_exporter_serves_an_exemplar_naming_the_capture(tmp_path):
     assert float(value) <= float(le) and (out / cap / "meta.json").exists()
     assert re.search(r'^tailtrace_flight_captures_total\{trigger="latency>15ms",state="[a-z_]+"\} '
                      r'[1-9]', body, re.M)
+
+
+def wait_stderr(p: subprocess.Popen, text: str, timeout_s: float = 60) -> None:
+    """Read p's stderr until a line holds text; p is killed if none does within timeout_s."""
+    said = []
+    watchdog = threading.Timer(timeout_s, p.kill)
+    watchdog.start()
+    try:
+        for line in iter(p.stderr.readline, ""):
+            said.append(line)
+            if text in line:
+                return
+    finally:
+        watchdog.cancel()
+    raise AssertionError(f"no '{text}' from tailtrace: {''.join(said)[-2000:]}")
+
+
+def test_a_recorder_that_falls_behind_still_captures_each_slot(tmp_path):
+    """Two slow calls 1.5 s apart (span_target stopped 100 ms during a 10 ms call) while
+    tailtrace itself is stopped, as a capture being written on a loaded machine stops its loop:
+    read in one batch when it resumes, they are two slots of --max-captures-per-min 60 (1 s
+    each, on the requests' clock) and two captures, none skipped by the budget."""
+    target = subprocess.Popen([str(SPAN_TARGET), "work", "1500", "10000"])
+    out = tmp_path / "rec"
+    tt = subprocess.Popen([str(TAILTRACE), "--out", str(out), "--flight-recorder", "8",
+                           "--trigger", "latency>50ms", "--max-captures-per-min", "60",
+                           "--span", f"{SPAN_TARGET}:tt_span_work", "--pid", str(target.pid)],
+                          stderr=subprocess.PIPE, text=True)
+    slow = []
+    try:
+        wait_stderr(tt, "attached to PID")
+        time.sleep(0.5)
+        os.kill(tt.pid, signal.SIGSTOP)
+        try:
+            for _ in range(2):
+                time.sleep(0.5)
+                t0 = time.monotonic_ns()
+                os.kill(target.pid, signal.SIGSTOP)
+                time.sleep(0.1)
+                os.kill(target.pid, signal.SIGCONT)
+                slow.append((t0, time.monotonic_ns()))
+                time.sleep(1.0)
+        finally:
+            os.kill(tt.pid, signal.SIGCONT)
+        time.sleep(2.0)  # the second slot closes, its records arrive
+    finally:
+        tt.send_signal(signal.SIGINT)
+        _, err = tt.communicate(timeout=60)
+        target.kill()
+        target.wait()
+    assert tt.returncode == 0, err
+    fl = json.loads((out / "meta.json").read_text())["flight"]
+    assert (fl["triggers"], fl["captures"], fl["skipped_rate"]) == (2, 2, 0), fl
+    windows = []
+    for line in (out / "captures.jsonl").read_text().splitlines():
+        cm = json.loads((out / json.loads(line)["dir"] / "meta.json").read_text())["capture"]
+        windows.append((cm["t0_ns"], cm["t1_ns"]))
+    for a, b in slow:
+        assert sum(w0 <= b and a <= w1 for w0, w1 in windows) == 1, (slow, windows)
 
 
 def test_bad_flight_settings_are_refused_before_anything_runs(tmp_path):
