@@ -2,8 +2,8 @@
 
     python3 scripts/lib/kernel_matrix.py OUT NAME...
 
-reads OUT/NAME.xml (tests/kernels, with each test's feature, outcome, hook, fallbacks and
-figures as properties), OUT/NAME.uname and OUT/NAME.rc, and prints markdown: feature x kernel
+reads OUT/NAME.xml (tests/kernels, with each test's feature, outcome, hook, fallbacks,
+figures and the kernel events written, lost and unmatched as properties), OUT/NAME.uname and OUT/NAME.rc, and prints markdown: feature x kernel
 (pass, refused, FAIL, or not run), the hook and figures of each cell, then every fallback and
 refusal each kernel's runs reported. Exits 1 when a kernel failed (a test failed, or the
 suite did not finish).
@@ -38,8 +38,17 @@ def cases(xml: Path) -> list[dict]:
                     "hook": props.get("hook", ""),
                     "fallbacks": json.loads(props.get("fallbacks") or "[]"),
                     "figures": json.loads(props.get("figures") or "{}"),
+                    "events": json.loads(props.get("events") or "{}"),
                     "message": msg})
     return out
+
+
+def counted(ev: dict) -> str:
+    """What the run's kernel events came to: '; events E, lost L, unmatched U' (meta.json's
+    events, lost_events and unmatched_events, summed over the kinds), or '' when not told."""
+    if not ev:
+        return ""
+    return f"; events {ev['events']}, lost {ev['lost']}, unmatched {ev['unmatched']}"
 
 
 def cell(c: dict | None) -> str:
@@ -47,11 +56,12 @@ def cell(c: dict | None) -> str:
         return "not run"
     figs = ", ".join(f"{k} {v}" for k, v in c["figures"].items() if k not in ("needs", "since"))
     if c["outcome"] == "refused":
-        return f"refused: needs {c['figures'].get('needs')} ({c['figures'].get('since')}+)"
+        return (f"refused: needs {c['figures'].get('needs')} ({c['figures'].get('since')}+)"
+                + counted(c["events"]))
     if c["outcome"] == "FAIL":
         return f"**FAIL** {c['message']}"
     hook = f" ({c['hook']})" if c["hook"] else ""
-    return f"{c['outcome']}{hook}" + (f": {figs}" if figs else "")
+    return f"{c['outcome']}{hook}" + (f": {figs}" if figs else "") + counted(c["events"])
 
 
 def main(out: Path, names: list[str]) -> int:
