@@ -10,10 +10,11 @@ cd "$top" || exit 1
 uname -r >"$out/$name.uname"
 export PYTHONDONTWRITEBYTECODE=1 MPLCONFIGDIR=/tmp/tt-mpl  # the host's home is read-only
 # Under QEMU's emulation (TT_KERNEL_VM=1) the BPF statistics stay on for the whole suite:
-# tailtrace's sampled cost windows flip their static key 20 times a second, and QEMU 7.2's
-# multi-threaded TCG can leave a vCPU executing a patch site's stale int3 with interrupts off
-# (seen on 6.1: both vCPUs spinning at bpf_trace_run1's static branch, the guest hung).
-# With the statistics on, tailtrace counts them continuously and flips nothing.
+# tailtrace's sampled cost windows flip their static key 20 times a second, a live patch of
+# the kernel's text each time, and QEMU 7.2's multi-threaded TCG could leave a vCPU executing
+# a patch site's stale int3 with interrupts off (seen on 6.1: both vCPUs spinning at
+# bpf_trace_run1's static branch, the guest hung). With the statistics on, tailtrace counts
+# them continuously and flips nothing.
 if [ "${TT_KERNEL_VM:-0}" = 1 ]; then
 	echo 1 >/proc/sys/kernel/bpf_stats_enabled
 fi
