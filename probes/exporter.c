@@ -11,13 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <bpf/libbpf.h>
 
 #include <tailtrace/records.h>
 #include <tt_clock.h>
 #include "aggregate.h"
 #include "exporter_antagonists.h"
+#include "exposition.h"
 #include "http_serve.h"
 #include "target.h"
 #include "wait_reason.h"
@@ -72,7 +72,7 @@ struct exporter {
 	uint64_t next_collect_ns, next_rank_ns;
 	double collect_s;       /* duration of the last collection */
 	uint64_t pid_reuses;    /* labelled pids found naming another process */
-	enum exporter_format fmt; /* of the exposition being rendered */
+	enum expo_format fmt;   /* of the exposition being rendered */
 	struct ants *ants;        /* the cpu event: run-queue wait by antagonist */
 };
 
@@ -415,24 +415,13 @@ void exporter_collect(struct exporter *ex)
 
 /* ---- the exposition ------------------------------------------------------ */
 
-void exporter_label_value(FILE *f, const char *v)
-{
-	for (; *v; v++)
-		if (*v == '\\' || *v == '"')
-			fprintf(f, "\\%c", *v);
-		else if (*v == '\n')
-			fputs("\\n", f);
-		else
-			fputc(*v, f);
-}
-
 static void put_labels(FILE *f, const struct series *s, const char *key, const char *val)
 {
 	fputs("{comm=\"", f);
 	if (s->pid) {
-		exporter_label_value(f, s->comm);
+		expo_label_value(f, s->comm);
 		fprintf(f, "\",pid=\"%u\",cgroup=\"", s->pid);
-		exporter_label_value(f, s->cgroup);
+		expo_label_value(f, s->cgroup);
 	} else {
 		fputs("other\",pid=\"\",cgroup=\"", f);
 	}
@@ -471,31 +460,11 @@ static void put_hist(FILE *f, const char *name, const struct series *s, const ch
 	fprintf(f, "} %llu\n", (unsigned long long)h->count);
 }
 
-/* HELP and TYPE of a metric family. OpenMetrics names a counter's family
- * without the _total its samples carry, and escapes quotes in HELP too. */
+/* HELP and TYPE of a metric family, in the format being rendered. */
 static void header(const struct exporter *ex, FILE *f, const char *name, const char *type,
 		   const char *help)
 {
-	exporter_family(f, ex->fmt, name, type, help);
-}
-
-void exporter_family(FILE *f, enum exporter_format fmt, const char *name, const char *type,
-		     const char *help)
-{
-	bool om = fmt == EXPORTER_OPENMETRICS;
-	size_t n = strlen(name);
-
-	if (om && !strcmp(type, "counter") && n > 6 && !strcmp(name + n - 6, "_total"))
-		n -= 6;
-	fprintf(f, "# HELP %.*s ", (int)n, name);
-	for (const char *c = help; *c; c++)
-		if (*c == '\\' || (om && *c == '"'))
-			fprintf(f, "\\%c", *c);
-		else if (*c == '\n')
-			fputs("\\n", f);
-		else
-			fputc(*c, f);
-	fprintf(f, "\n# TYPE %.*s %s\n", (int)n, name, type);
+	expo_family(f, ex->fmt, name, type, help);
 }
 
 static void render_hists(struct exporter *ex, FILE *f, const char *name, int base, int n,
@@ -579,53 +548,7 @@ static void render_self(struct exporter *ex, FILE *f)
 	fprintf(f, "tailtrace_build_info{version=\"%s\"} 1\n", TT_VERSION);
 }
 
-/* One media range of an Accept header ("type/sub; version=V; q=Q"), split:
- * its type, and its version ("" if none) and q (1 if none). */
-struct media_range {
-	char type[64], version[16];
-	double q;
-};
-
-static void media_parse(const char *r, size_t n, struct media_range *m)
-{
-	char buf[256], *save = NULL, *tok;
-
-	snprintf(buf, sizeof(buf), "%.*s", (int)n, r);
-	m->type[0] = m->version[0] = '\0';
-	m->q = 1.0;
-	for (tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
-		tok += strspn(tok, " \t");
-		tok[strcspn(tok, " \t")] = '\0';
-		if (!m->type[0])
-			snprintf(m->type, sizeof(m->type), "%s", tok);
-		else if (!strncasecmp(tok, "version=", 8))
-			snprintf(m->version, sizeof(m->version), "%s", tok + 8);
-		else if (!strncasecmp(tok, "q=", 2))
-			m->q = strtod(tok + 2, NULL);
-	}
-}
-
-enum exporter_format exporter_negotiate(const char *accept)
-{
-	double q_om = 0, q_text = 0;
-
-	for (const char *r = accept; *r;) {
-		size_t n = strcspn(r, ",");
-		struct media_range m;
-
-		media_parse(r, n, &m);
-		if (!strcasecmp(m.type, "application/openmetrics-text") &&
-		    (!m.version[0] || !strcmp(m.version, "1.0.0")) && m.q > q_om)
-			q_om = m.q;
-		else if (!strcasecmp(m.type, "text/plain") &&
-			 (!m.version[0] || !strcmp(m.version, "0.0.4")) && m.q > q_text)
-			q_text = m.q;
-		r += n + (r[n] == ',');
-	}
-	return q_om > 0 && q_om > q_text ? EXPORTER_OPENMETRICS : EXPORTER_TEXT;
-}
-
-int exporter_render(struct exporter *ex, enum exporter_format fmt, char **text, size_t *len)
+int exporter_render(struct exporter *ex, enum expo_format fmt, char **text, size_t *len)
 {
 	FILE *f = open_memstream(text, len);
 
@@ -654,7 +577,7 @@ int exporter_render(struct exporter *ex, enum exporter_format fmt, char **text, 
 	render_self(ex, f);
 	if (ex->src.extra)
 		ex->src.extra(ex->src.arg, f, (int)fmt);
-	if (fmt == EXPORTER_OPENMETRICS)
+	if (fmt == EXPO_OPENMETRICS)
 		fputs("# EOF\n", f);
 	if (fclose(f))
 		return -errno;
@@ -667,7 +590,7 @@ static int handle(void *arg, const char *path, const char *accept, char **body, 
 		  const char **type)
 {
 	struct exporter *ex = arg;
-	enum exporter_format fmt;
+	enum expo_format fmt;
 
 	if (!strcmp(path, "/")) {
 		static const char page[] = "tailtrace exporter: metrics at /metrics\n";
@@ -679,8 +602,8 @@ static int handle(void *arg, const char *path, const char *accept, char **body, 
 	if (strcmp(path, "/metrics"))
 		return 404;
 	exporter_collect(ex);
-	fmt = exporter_negotiate(accept);
-	*type = fmt == EXPORTER_OPENMETRICS ?
+	fmt = expo_negotiate(accept);
+	*type = fmt == EXPO_OPENMETRICS ?
 			"application/openmetrics-text; version=1.0.0; charset=utf-8" :
 			"text/plain; version=0.0.4; charset=utf-8";
 	return exporter_render(ex, fmt, body, len) ? 500 : 200;

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "exposition.h"
 #include "probe.h"
 
 #define EXPORTER_DEFAULT_TOP 20
@@ -43,7 +44,7 @@ struct exporter_source {
 	 * them (aggregate_drain); NULL: nothing to do */
 	void (*drain)(void *arg);
 	/* more families, rendered after tailtrace's own (the flight recorder's); NULL:
-	 * none. fmt: enum exporter_format */
+	 * none. fmt: enum expo_format (exposition.h) */
 	void (*extra)(void *arg, FILE *f, int fmt);
 	void *arg;
 };
@@ -54,28 +55,14 @@ struct exporter;
  * 0, or -errno with one line in err. */
 int exporter_open(struct exporter **ex, const char *addr, int top_n, char *err, size_t len);
 void exporter_set_source(struct exporter *ex, const struct exporter_source *src);
-/* A label value, escaped (backslash, double quote, newline). */
-void exporter_label_value(FILE *f, const char *v);
 /* "127.0.0.1:9431": where it listens (a port of 0 resolved). */
 const char *exporter_address(const struct exporter *ex);
 /* Wait up to timeout_ms for scrapes and answer them; collect when due. */
 void exporter_poll(struct exporter *ex, int timeout_ms);
 /* Read the maps now (the final collection before the run ends). */
 void exporter_collect(struct exporter *ex);
-enum exporter_format {
-	EXPORTER_TEXT,        /* Prometheus text 0.0.4 */
-	EXPORTER_OPENMETRICS, /* OpenMetrics 1.0.0 */
-};
-/* The format an HTTP Accept header asks for: OpenMetrics when it ranks
- * application/openmetrics-text (version 1.0.0 or unversioned) above
- * text/plain (0.0.4 or unversioned) by q; the text format otherwise. */
-enum exporter_format exporter_negotiate(const char *accept);
-/* The # HELP and # TYPE lines of one family (OpenMetrics: a counter's name without
- * _total), for extra() renderers. */
-void exporter_family(FILE *f, enum exporter_format fmt, const char *name, const char *type,
-		     const char *help);
 /* The exposition (malloc'd) in that format, after a collection. 0 or -errno. */
-int exporter_render(struct exporter *ex, enum exporter_format fmt, char **text, size_t *len);
+int exporter_render(struct exporter *ex, enum expo_format fmt, char **text, size_t *len);
 void exporter_free(struct exporter *ex);
 
 #endif

@@ -8,7 +8,7 @@
 #include <bpf/libbpf.h>
 
 #include <tailtrace/records.h>
-#include "exporter.h"
+#include "exposition.h"
 #include "occupancy.h"
 #include "target.h"
 
@@ -217,7 +217,7 @@ void ants_render(const struct ants *a, FILE *f, int (*used)(void *arg, int serie
 			fputs("tailtrace_runqueue_wait_by_antagonist_seconds_total", f);
 			labels(arg, f, si);
 			fprintf(f, ",class=\"%s\",antagonist=\"", class_name[r->cls]);
-			exporter_label_value(f, r->name);
+			expo_label_value(f, r->name);
 			if (process)
 				fprintf(f, "\",antagonist_pid=\"%u\"} %.9f\n", r->occ, r->ns / 1e9);
 			else

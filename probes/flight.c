@@ -17,7 +17,7 @@
 
 #include <json_out.h>
 #include <recfile.h>
-#include "exporter.h"
+#include "exposition.h"
 #include "flight_window.h"
 #include "wait_reason.h"
 #include <schema.h>
@@ -626,13 +626,13 @@ void flight_print(const struct flight *f, FILE *out)
 void flight_render(void *arg, FILE *out, int fmt)
 {
 	const struct flight *f = arg;
-	bool om = fmt == EXPORTER_OPENMETRICS;
+	bool om = fmt == EXPO_OPENMETRICS;
 	struct flight_store_stats ss;
 	uint64_t cum = 0;
 
-	exporter_family(out, fmt, "tailtrace_span_latency_seconds", "histogram",
-			"Latency of the spans (requests) the flight recorder saw; with OpenMetrics, "
-			"each bucket's exemplar names the last capture of a request in it.");
+	expo_family(out, fmt, "tailtrace_span_latency_seconds", "histogram",
+		    "Latency of the spans (requests) the flight recorder saw; with OpenMetrics, "
+		    "each bucket's exemplar names the last capture of a request in it.");
 	for (unsigned k = 0; k <= HIST_N; k++) {
 		cum += f->hist[k];
 		if (k < HIST_N)
@@ -648,30 +648,30 @@ void flight_render(void *arg, FILE *out, int fmt)
 	}
 	fprintf(out, "tailtrace_span_latency_seconds_sum %.9f\n", f->hist_sum_ns / 1e9);
 	fprintf(out, "tailtrace_span_latency_seconds_count %llu\n", ULL(cum));
-	exporter_family(out, fmt, "tailtrace_flight_triggers_total", "counter",
-			"Spans that ended above the trigger.");
+	expo_family(out, fmt, "tailtrace_flight_triggers_total", "counter",
+		    "Spans that ended above the trigger.");
 	fprintf(out, "tailtrace_flight_triggers_total{trigger=\"%s\"} %llu\n", f->o.trig.text,
 		ULL(f->triggers));
-	exporter_family(out, fmt, "tailtrace_flight_captures_total", "counter",
-			"Captures written, by what the triggering request's own thread did most "
-			"(on_cpu, runnable, blocked_lock/io/sleep/other; the capture's report "
-			"follows the waits to their cause).");
+	expo_family(out, fmt, "tailtrace_flight_captures_total", "counter",
+		    "Captures written, by what the triggering request's own thread did most "
+		    "(on_cpu, runnable, blocked_lock/io/sleep/other; the capture's report "
+		    "follows the waits to their cause).");
 	for (int k = 0; k < ST_NR; k++)
 		fprintf(out, "tailtrace_flight_captures_total{trigger=\"%s\",state=\"%s\"} %llu\n",
 			f->o.trig.text, state_name[k], ULL(f->by_state[k]));
-	exporter_family(out, fmt, "tailtrace_flight_not_captured_total", "counter",
-			"Triggers without a capture of their own: coalesced into an overlapping one, "
-			"skipped by --max-captures-per-min or --max-disk-mb, or failed to write.");
+	expo_family(out, fmt, "tailtrace_flight_not_captured_total", "counter",
+		    "Triggers without a capture of their own: coalesced into an overlapping one, "
+		    "skipped by --max-captures-per-min or --max-disk-mb, or failed to write.");
 	fprintf(out, "tailtrace_flight_not_captured_total{reason=\"coalesced\"} %llu\n"
 		"tailtrace_flight_not_captured_total{reason=\"budget\"} %llu\n"
 		"tailtrace_flight_not_captured_total{reason=\"disk\"} %llu\n"
 		"tailtrace_flight_not_captured_total{reason=\"failed\"} %llu\n",
 		ULL(f->coalesced), ULL(f->skipped_rate), ULL(f->skipped_disk), ULL(f->failed));
-	exporter_family(out, fmt, "tailtrace_flight_threshold_seconds", "gauge",
-			"The trigger's threshold now (0 while a percentile warms up).");
+	expo_family(out, fmt, "tailtrace_flight_threshold_seconds", "gauge",
+		    "The trigger's threshold now (0 while a percentile warms up).");
 	fprintf(out, "tailtrace_flight_threshold_seconds %.9f\n", f->threshold_ns / 1e9);
 	flight_store_stats(f->store, &ss);
-	exporter_family(out, fmt, "tailtrace_flight_memory_bytes", "gauge",
-			"Memory holding the recent records.");
+	expo_family(out, fmt, "tailtrace_flight_memory_bytes", "gauge",
+		    "Memory holding the recent records.");
 	fprintf(out, "tailtrace_flight_memory_bytes %llu\n", ULL(ss.bytes));
 }
