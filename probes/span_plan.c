@@ -13,7 +13,6 @@
 #include <linux/types.h>
 
 #include "disasm.h"
-#include "spans.h"
 
 #define MAX_FUNC_BYTES (1u << 20) /* larger "functions" are not disassembled */
 

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "spans_site.h"
 #include "syms.h"
 
 enum span_exit_mode {

@@ -17,7 +17,6 @@
 #include <linux/types.h>
 
 #include "disasm.h"
-#include "spans.h"
 
 /* Names tried for NAME, in order: DTrace's convention first. */
 static const char *const start_suffix[] = { "__start", "_start", "__begin", "_begin" };

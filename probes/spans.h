@@ -14,6 +14,7 @@
  */
 #ifndef TT_SPANS_H
 #define TT_SPANS_H
+#include "spans_site.h"
 
 #define SPANS_MAX_DEPTH 16 /* nested span calls tracked per thread or goroutine */
 
@@ -29,15 +30,6 @@ enum spans_counter {
 	SPANS_CNT_NO_G,      /* Go site whose goroutine could not be read */
 	SPANS_CNT_NO_ARG,    /* USDT site whose argument could not be read */
 	SPANS_CNT_NR,
-};
-
-/* What a span program's site is (bits 8..15 of its BPF cookie). */
-enum spans_site {
-	SPANS_SITE_ENTRY = 0,
-	SPANS_SITE_RET,       /* a ret of the spanned function */
-	SPANS_SITE_FOLLOWED,  /* a ret of a function it jumps to (tail call, .cold part):
-			       * not ours unless the stack level matches */
-	SPANS_SITE_TAIL_END,  /* a jump to code not followed: the span ends there */
 };
 
 /* Cookie: span index, site, condition (1 + jcc nibble: the site is a
