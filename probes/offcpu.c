@@ -9,7 +9,6 @@
 #include <string.h>
 #include <bpf/bpf.h>
 
-#include "sched.h"
 #include "stacks_out.h"
 #include "syms.h"
 

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <tailtrace/records.h>
-#include "sched.h"
+#include "sched_stacks.h"
 #include "stack_epoch.h"
 
 struct tt_syms_set;
@@ -19,7 +19,7 @@ struct offcpu_acc;
 struct offcpu_acc *offcpu_new(void);
 /* Account one switch record (no-op without stacks). 0 or -ENOMEM. */
 int offcpu_add(struct offcpu_acc *a, const struct tt_switch *r);
-/* The stack maps (sched.h): each generation's map and spill maps, in id
+/* The stack maps (sched_stacks.h): each generation's map and spill maps, in id
  * order, the epoch now and the epochs' state (stack_epoch.h: an expired id
  * is counted there and written without a stack). */
 struct offcpu_stacks {
