@@ -1,10 +1,10 @@
 """Why a thread was blocked, and who ended the wait: one row per blocked interval.
 
 Every voluntary switch-out in switches.bin carries the syscall the thread slept
-in and its first argument (probes/sched.bpf.c reads them from the thread's user
-registers, as /proc/PID/syscall does), and the wakeup that ended the interval is
-in runq.bin with the waker taken at sched_waking (probes/runq.bpf.c). The two
-records of one wakeup share their switch-in timestamp (one clock per
+in and its first argument (probes/sched/sched.bpf.c reads them from the thread's
+user registers, as /proc/PID/syscall does), and the wakeup that ended the
+interval is in runq.bin with the waker taken at sched_waking (the same object).
+The two records of one wakeup share their switch-in timestamp (one clock per
 sched_switch: t_run_ns == t_on_ns), so they join exactly on (tid, time).
 
 Reasons (REASONS), from the syscall:

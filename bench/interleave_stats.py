@@ -36,7 +36,7 @@ from analyze.schema import load_schema, read_records  # noqa: E402
 
 
 def read_toggles(path: Path) -> list[tuple[int, int, str]]:
-    """[(begin_ns, end_ns, "on"|"off"|"end"), ...] in time order (probes/toggle.h):
+    """[(begin_ns, end_ns, "on"|"off"|"end"), ...] in time order (probes/core/toggle.h):
     between begin and end a change was under way; starts with "on"."""
     rows = []
     for line in path.read_text().splitlines():

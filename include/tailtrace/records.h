@@ -153,7 +153,7 @@ enum tt_span_end {
 	A(char, comm, 16)
 
 /* occupancy.bin: who held a CPU while a traced thread waited for it
- * (probes/occupancy.h). Each record: from t_ns, tid ran on cpu, until that
+ * (probes/sched/occupancy.h). Each record: from t_ns, tid ran on cpu, until that
  * cpu's next record. Written only around traced threads' runnable intervals. */
 #define TT_OCC_FIELDS(F, A)                                                  \
 	F(u64, t_ns)          /* tid switched in on cpu */                   \

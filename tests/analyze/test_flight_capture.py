@@ -4,7 +4,7 @@ Property, over random windows, store chunk sizes, store lengths, ring-buffer pol
 periods and capture times: the records of a synthetic pre-fork server
 (synth_server.py: several processes, waits woken by other processes, a heavy tail)
 go through the recorder's own store and capture code (tests/probes/flight_replay.c:
-probes/flight_store.c, probes/flight_window.c), and the capture, analysed as a run
+probes/flight/flight_store.c, probes/flight/flight_window.c), and the capture, analysed as a run
 directory, must
 
   - hold only requests of the whole run, each once;
@@ -34,7 +34,7 @@ from analyze.schema import load_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLAY = Path(os.environ.get("TT_BUILD", ROOT / "build")) / "tests" / "probes" / "flight_replay"
-ARRIVE_NS = 300_000_000          # FLIGHT_ARRIVE_NS (probes/flight_window.h)
+ARRIVE_NS = 300_000_000          # FLIGHT_ARRIVE_NS (probes/flight/flight_window.h)
 WIDEN_MAX_NS = 10_000_000_000    # FLIGHT_WIDEN_MAX_NS
 MARGIN_NS = 20_000_000           # --flight-margin-ms default
 SEEDS = 3

@@ -20,8 +20,8 @@
 #include <string.h>
 #include <recfile.h>
 #include <tailtrace/records.h>
-#include "flight_store.h"
-#include "flight_window.h"
+#include "flight/flight_store.h"
+#include "flight/flight_window.h"
 
 static const uint32_t replay_types[] = { TT_REC_RUNQ, TT_REC_SWITCH, TT_REC_LOCK, TT_REC_SPAN,
 					 TT_REC_OCC };

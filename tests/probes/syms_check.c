@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Drives probes/syms.c for tests/probes/test_syms.py.
+ * Drives probes/symbols/syms.c for tests/probes/test_syms.py.
  *   syms_check self              resolve addresses of this process (PIE or
  *                                not) and of libc, print "want got" pairs
  *   syms_check exited            resolve in a child after it exited
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "syms.h"
+#include "symbols/syms.h"
 
 int main(int argc, char **argv);
 

@@ -175,7 +175,7 @@ def test_cost_sampled_burst_then_quiet(tmp_path):
 
 
 def window_count(traced_s: float, dense_s: float) -> int:
-    """The sampled windows of a run (probes/cost.h): one every 100 ms for dense_s, then one
+    """The sampled windows of a run (probes/core/cost.h): one every 100 ms for dense_s, then one
     every 1000 ms; a window opens at the start."""
     dense = min(traced_s, dense_s)
     return int(dense / 0.1) + 1 + max(0, int(traced_s - dense_s - 1e-9))

@@ -4,7 +4,7 @@
  * GOT), with indirect jumps counted. */
 #include <stdio.h>
 #include <stdlib.h>
-#include "disasm.h"
+#include "spans/disasm.h"
 
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c); exit(1); } } while (0)
 #define CLASS(...) ({ static const uint8_t b_[] = { __VA_ARGS__ }; disasm_site_class(b_, sizeof(b_)); })

@@ -130,7 +130,7 @@ def scrape(url: str, accept: str | None = None, want: str = "text/plain; version
 
 
 def test_wait_reasons_are_the_analysis_classes():
-    """The BPF side's syscall -> reason table (probes/wait_reason.h) is analyze/waits.py's."""
+    """The BPF side's syscall -> reason table (probes/sched/wait_reason.h) is analyze/waits.py's."""
     dump = HELPERS / "wait_reason_dump"
     assert dump.exists(), f"{dump} missing: build first"
     rows = np.array([line.split() for line in subprocess.run(

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <tailtrace/records.h>
-#include "flight_store.h"
-#include "flight_trigger.h"
+#include "flight/flight_store.h"
+#include "flight/flight_trigger.h"
 
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c); exit(1); } } while (0)
 #define S 1000000000ull

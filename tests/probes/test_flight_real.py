@@ -239,8 +239,9 @@ def test_a_full_disk_fails_captures_counted_and_the_recorder_goes_on(tmp_path):
 
 
 DEEPSTACKS = BUILD / "tests" / "probes" / "tt-deepstacks"
-IDS = 3 * 16384  # an offcpu stack id's epoch is id // IDS (probes/sched.h SCHED_STACK_IDS)
-LOCK_IDS = 8192  # a lock stack id's (probes/locks.h LOCKS_STACK_ENTRIES)
+IDS = 3 * 16384  # an offcpu stack id's epoch is id // IDS (SCHED_STACK_IDS,
+                 # probes/sched/sched_stacks.h)
+LOCK_IDS = 8192  # a lock stack id's (probes/locks/locks.h LOCKS_STACK_ENTRIES)
 
 
 def deepstacks_flight(out: Path, epoch_ms: int) -> dict:
@@ -300,7 +301,7 @@ def capture_paths(d: Path, stream: str = "offcpu") -> tuple[list[int], np.ndarra
 def test_stack_maps_take_turns_and_every_stack_stays_its_own(tmp_path):
     """--debug stack-epoch-ms: the recorder empties and switches its two generations of
     off-CPU stack maps every 1.5 s (an hour-long run would otherwise fill them). A stack id
-    carries its epoch (probes/sched.h): the captures (a second or two old at most when
+    carries its epoch (probes/sched/sched_stacks.h): the captures (a second or two old at most when
     written) hold ids of several epochs of both generations, and every one names the stack
     it was taken on: in time order, the paths count up."""
     meta = deepstacks_flight(tmp_path / "run", 1500)

@@ -126,7 +126,7 @@ def test_no_stack_lost_to_stack_map_collisions(tmp_path):
     """tt-deepstacks sleeps under PATHS distinct user stacks. A stack map keeps one stack per
     bucket: with 400 stacks in 16384 buckets about 5 collide (expected 400^2 / 2^15), which
     used to lose them (an offcpu lost event and ustack_id -1). They now go to the spill map
-    (probes/sched.h): every blocked switch-out keeps its stack and nothing is lost.
+    (probes/sched/sched_stacks.h): every blocked switch-out keeps its stack and nothing is lost.
     --debug exact-stacks: every switch-out unwinds (the stack cache would reuse the last
     stack here, since every path blocks with the same user IP, stack and frame pointer).
     Each sleep is 1 ms: a nanosleep whose timer expires before the task reaches schedule()

@@ -1,4 +1,4 @@
-"""probes/syms.c through the syms_check driver: symbolization of PIE and
+"""probes/symbols/syms.c through the syms_check driver: symbolization of PIE and
 non-PIE executables and shared libraries, snapshots kept after exit, uprobe
 file offsets checked against the ELF headers (readelf), suggestions, library
 lookup and kernel symbols."""

@@ -1,4 +1,4 @@
-"""--toggle-ms (probes/toggle.h): the programs detached and attached in turn, for
+"""--toggle-ms (probes/core/toggle.h): the programs detached and attached in turn, for
 bench/overhead_interleave.sh. Oracle by construction: a switch record is written by
 the switch program at the switch-in it closes (t_on_ns, the same CLOCK_MONOTONIC as
 toggles.txt), so no record may close inside a window where every program was

@@ -1,4 +1,4 @@
-"""The uprobe cost model (probes/disasm.c, calibrate.c) against uprobe_sites.c, whose
+"""The uprobe cost model (probes/spans/disasm.c, calibrate.c) against uprobe_sites.c, whose
 functions start with a push, a nop, a 5-byte nop, a mov, an endbr64, and a mov followed by
 a push. The class tailtrace predicts for each entry site is exact; the costs it measured
 here go into meta.json; and what a span really costs the program orders the classes the

@@ -2,7 +2,7 @@
 /*
  * uprobe_sites NAME N: calls site_NAME() N times and prints "ns_per_call X".
  * Each site_* function starts with one kind of instruction, as the kernel's
- * uprobe code classes them (probes/disasm.c): push (emulated), nop (emulated),
+ * uprobe code classes them (probes/spans/disasm.c): push (emulated), nop (emulated),
  * nop5 (the 5-byte nop: optimized), mov and endbr64 (single-stepped), and
  * mov_push: a mov, then a push before any branch, where tailtrace's entry
  * probe moves to the push. Ground truth for the uprobe cost model

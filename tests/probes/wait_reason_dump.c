@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-/* wait_reason_dump: probes/wait_reason.h's class of every syscall number
+/* wait_reason_dump: probes/sched/wait_reason.h's class of every syscall number
  * -1..511, one per line, for tests/probes/test_exporter.py to compare with
  * analyze/waits.py. */
 #include <stdio.h>
 
-#include "wait_reason.h"
+#include "sched/wait_reason.h"
 
 int main(void)
 {

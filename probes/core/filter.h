@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Target filter settings, shared by the BPF side (filter.bpf.h) and the
+ * loader (filter_configure() sets a skeleton's const volatile copies).
+ */
+#ifndef TT_FILTER_H
+#define TT_FILTER_H
+
+#define TT_FILTER_TGID   0x1 /* task->tgid == tt_targ_tgid (threads follow) */
+#define TT_FILTER_COMM   0x2 /* task->group_leader->comm == tt_targ_comm */
+#define TT_FILTER_CGROUP 0x4 /* task's cgroup v2 id == tt_targ_cgid */
+#define TT_COMM_LEN 16
+#define TT_ALSO_MAX 4    /* == TT_MAX_ALSO_PIDS (probe.h): --also-pid tgids */
+
+#ifndef __VMLINUX_H__
+#include <string.h>
+#include <unistd.h>
+#include "core/probe.h"
+
+/* Set the filter globals of any skeleton whose .bpf.c includes filter.bpf.h. */
+#define FILTER_CONFIGURE(rodata, ctx)                                            \
+	do {                                                                     \
+		const struct tt_opts *o__ = (ctx)->opts;                          \
+		(rodata)->tt_self_tgid = (__u32)getpid();                        \
+		(rodata)->tt_filter = 0;                                         \
+		if ((ctx)->target_pid > 0) {                                     \
+			(rodata)->tt_filter |= TT_FILTER_TGID;                   \
+			(rodata)->tt_targ_tgid = (__u32)(ctx)->target_pid;       \
+			for (int a__ = 0; a__ < o__->nalso; a__++)               \
+				(rodata)->tt_also_tgid[a__] = (__u32)o__->also_pids[a__]; \
+		}                                                                \
+		if (o__->comm) {                                                 \
+			(rodata)->tt_filter |= TT_FILTER_COMM;                   \
+			strncpy((char *)(rodata)->tt_targ_comm, o__->comm,       \
+				TT_COMM_LEN - 1);                                \
+		}                                                                \
+		if ((ctx)->cgroup_id) {                                          \
+			(rodata)->tt_filter |= TT_FILTER_CGROUP;                 \
+			(rodata)->tt_targ_cgid = (ctx)->cgroup_id;               \
+		}                                                                \
+	} while (0)
+#endif
+
+#endif

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sched: off-CPU intervals (struct tt_switch), their stacks (offcpu),
+ * migrations and the traced threads (struct tt_task, tasks.bin).
+ */
+#ifndef TT_SCHED_H
+#define TT_SCHED_H
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+#include "sched/sched_stacks.h"
+
+/* Per traced thread (key: tid), kept while the thread lives: its open
+ * off-CPU interval (t_off_ns != 0) from its switch-out, and the stack cache:
+ * a thread blocking again from the same user IP with the same user stack and
+ * frame pointers (its registers at kernel entry) is on the same call path, so both
+ * stack ids are reused, up to SCHED_KSTACK_REUSE times in a row; else a
+ * thread blocking from the same user stack blocks through the same kernel
+ * path: the kernel stack, the costly one to unwind, is reused up to
+ * SCHED_KSTACK_REUSE times, then taken afresh. */
+struct sched_off {
+	__u64 t_off_ns;          /* 0: on CPU, no open interval */
+	__u64 t_on_ns;           /* its last switch-in (0: none seen) */
+	__u64 wait_addr;         /* wait reason at the switch-out (struct tt_switch) */
+	__s32 syscall;
+	__s32 wait_aux;
+	__u32 pid;
+	__u32 cpu_off;
+	__u32 prev_state;
+	__s32 kstack_id;
+	__s32 ustack_id;
+	__s32 last_ustack_id;
+	__s32 last_kstack_id;
+	__u64 last_uip;          /* user IP, SP and frame pointer of the last */
+	__u64 last_usp;          /* stacked switch-out (a fingerprint of the */
+	__u64 last_ubp;          /* call path) */
+	__u16 kstack_uses;
+	__u16 ustack_uses;
+	__u8 voluntary;
+	__u8 task_seen;          /* tasks map entry made */
+	__u16 stack_epoch;       /* the epoch of the cached stack ids */
+};
+
+#define SCHED_KSTACK_REUSE 32
+
+enum sched_counter {
+	SCHED_CNT_LOST = 0,     /* ring buffer full: switch record dropped */
+	SCHED_CNT_STACK_ERR,    /* stack map full / collision: stack not kept */
+	SCHED_CNT_UNMATCHED,    /* an edge that never reached sched_switch: a switch-out
+				 * with its interval still open, or a switch-in without
+				 * one (each becomes a gap record) */
+	SCHED_CNT_NO_SLOT,      /* a traced thread's task storage could not be read at
+				 * sched_switch (tp_btf): that edge is lost */
+	SCHED_CNT_NR,
+};
+
+#endif

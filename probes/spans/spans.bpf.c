@@ -1,0 +1,527 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Request spans (spans.h). Programs:
+ *   span_enter   uprobe at the function's entry site: push a frame
+ *   span_exit    uretprobe (URET mode): pop the frame at the return
+ *   span_ret     uprobe at a ret or a jump out of it (RET mode)
+ *   span_guard   uprobes on __cxa_begin_catch and longjmp: frames left by a
+ *                C++ exception or a longjmp end there, marked as such
+ *   span_mark_start, span_mark_end   USDT probes that start and end a request
+ * The cookie of each program says which --span, which site and how it keys.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/usdt.bpf.h>
+#include <tailtrace/records.h>
+#include "spans/spans.h"
+#include "core/filter.bpf.h"
+#include "core/counter.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* glibc x86-64: jmp_buf[6] holds the stack pointer, mangled with the
+ * thread's pointer guard (tcbhead_t at %fs:0x30): rol 0x11 after xor. */
+#define JB_RSP 6
+#define POINTER_GUARD_OFF 0x30
+#define GO_G_STACK_HI 8   /* runtime.g: stack.lo, stack.hi first */
+#define GO_MAX_STACK (1ull << 30)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+/* Kept while the thread or goroutine lives (an LRU: the state of threads gone is
+ * reclaimed when the map fills): creating and deleting it around every call
+ * cost more than the rest of the span. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct spans_key);
+	__type(value, struct spans_stack);
+} open_spans SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SPANS_CNT_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count(__u32 idx)
+{
+	tt_count(&counters, idx);
+}
+
+/* Wake the loader once this much waits (it also polls on a timer): not once a call. */
+const volatile __u64 rb_wakeup_bytes = 1 << 20;
+
+static const struct spans_stack empty_stack;
+
+#define TOP(s) (&(s)->f[((s)->depth - 1) & (SPANS_MAX_DEPTH - 1)])
+
+/* The key of the running thread or goroutine and the stack level of `sp`. */
+static __always_inline bool span_key(struct pt_regs *ctx, bool go, __u64 sp,
+				     struct spans_key *k, __u64 *level)
+{
+	__u64 id = bpf_get_current_pid_tgid(), hi = 0;
+
+	k->pid = id >> 32;
+	k->go = go;
+	k->id = (__u32)id;
+	*level = 0 - sp;
+	if (!go)
+		return true;
+	k->id = ctx->r14; /* ABIInternal (Go >= 1.17): the current g */
+	if (!k->id || bpf_probe_read_user(&hi, sizeof(hi), (void *)(k->id + GO_G_STACK_HI)) ||
+	    sp > hi || hi - sp > GO_MAX_STACK) {
+		count(SPANS_CNT_NO_G);
+		return false;
+	}
+	*level = hi - sp;
+	return true;
+}
+
+static __always_inline void span_emit(struct spans_key *k, struct spans_frame *f, __u32 depth,
+				      __u64 now, __s64 ret, __u32 end)
+{
+	struct tt_span *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+
+	if (!r) {
+		count(SPANS_CNT_LOST);
+		return;
+	}
+	r->t_start_ns = f->t_start_ns;
+	r->t_end_ns = now;
+	r->ret = ret;
+	r->goroutine = k->go ? k->id : 0;
+	r->pid = k->pid;
+	r->tid = f->tid;
+	r->end_tid = (__u32)bpf_get_current_pid_tgid();
+	r->span_id = f->span_id;
+	r->depth = depth;
+	r->end = end;
+	bpf_ringbuf_submit(r, tt_rb_flags(&events, rb_wakeup_bytes, sizeof(*r)));
+}
+
+/* Drop open frames at `level` or deeper: their end was never seen (a call in
+ * flight while the probes attached, an exit no site covers). */
+static __always_inline void drop_from(struct spans_stack *s, __u64 level)
+{
+	for (int i = 0; i < SPANS_MAX_DEPTH; i++) {
+		if (!s->depth || s->depth > SPANS_MAX_DEPTH || TOP(s)->level < level)
+			return;
+		s->depth--;
+		count(SPANS_CNT_STALE);
+	}
+}
+
+/* Pop the top frame at exactly `level` as ended now; false if it is not there. */
+static __always_inline bool close_top(struct spans_key *k, struct spans_stack *s, __u64 level,
+				      __u32 span_id, __s64 ret, __u32 end)
+{
+	struct spans_frame f;
+	__u32 d;
+
+	if (!s->depth || s->depth > SPANS_MAX_DEPTH || TOP(s)->level != level ||
+	    TOP(s)->span_id != span_id)
+		return false;
+	f = *TOP(s);
+	d = --s->depth;
+	span_emit(k, &f, d, bpf_ktime_get_ns(), ret, end);
+	return true;
+}
+
+static __always_inline int span_enter_at(struct pt_regs *ctx, __u64 cookie)
+{
+	__u64 sp = PT_REGS_SP(ctx), level;
+	__u32 flags = SPANS_COOKIE_FLAGS(cookie), d;
+	struct spans_stack *s;
+	struct spans_frame *f;
+	struct spans_key k;
+
+	count(SPANS_CNT_HITS);
+	if (!tt_current_traced() || !span_key(ctx, flags & SPANS_COOKIE_GO, sp, &k, &level))
+		return 0;
+	s = bpf_map_lookup_elem(&open_spans, &k);
+	if (!s) {
+		bpf_map_update_elem(&open_spans, &k, &empty_stack, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&open_spans, &k);
+		if (!s) {
+			count(SPANS_CNT_STATE_FULL);
+			return 0;
+		}
+	}
+	/* a new call at this level: anything open here or deeper has ended */
+	drop_from(s, level);
+	d = s->depth++;
+	if (d >= SPANS_MAX_DEPTH) {
+		count(SPANS_CNT_TOO_DEEP);
+		return 0;
+	}
+	f = &s->f[d & (SPANS_MAX_DEPTH - 1)];
+	f->t_start_ns = bpf_ktime_get_ns();
+	f->level = level;
+	f->span_id = SPANS_COOKIE_SPAN(cookie);
+	f->tid = (__u32)bpf_get_current_pid_tgid();
+	return 0;
+}
+
+SEC("uprobe")
+int span_enter(struct pt_regs *ctx)
+{
+	return span_enter_at(ctx, bpf_get_attach_cookie(ctx));
+}
+
+static __always_inline int span_exit_at(struct pt_regs *ctx, __u32 span_id)
+{
+	/* after `ret` popped the return address: the entry stack pointer + 8 */
+	__u64 level = 0 - (PT_REGS_SP(ctx) - 8);
+	__s64 rc = (__s64)PT_REGS_RC(ctx);
+	struct spans_key k = { .id = (__u32)bpf_get_current_pid_tgid(),
+			       .pid = bpf_get_current_pid_tgid() >> 32 };
+	struct spans_stack *s = bpf_map_lookup_elem(&open_spans, &k);
+
+	count(SPANS_CNT_HITS);
+	if (!s) {
+		if (tt_current_traced()) /* not a forked child's inherited return */
+			count(SPANS_CNT_UNMATCHED);
+		return 0;
+	}
+	if (s->depth > SPANS_MAX_DEPTH) { /* a call nested too deep to be recorded returns */
+		s->depth--;
+		return 0;
+	}
+	/* deeper frames than ours are gone; the frame below must be ours */
+	drop_from(s, level + 1);
+	if (!close_top(&k, s, level, span_id, rc, TT_SPAN_RETURN)) {
+		count(SPANS_CNT_UNMATCHED);
+		if (s->depth && s->depth <= SPANS_MAX_DEPTH && TOP(s)->level == level)
+			s->depth--; /* another span's frame at our level: it is over too */
+	}
+	return 0;
+}
+
+SEC("uretprobe")
+int span_exit(struct pt_regs *ctx)
+{
+	return span_exit_at(ctx, SPANS_COOKIE_SPAN(bpf_get_attach_cookie(ctx)));
+}
+
+/* Does jcc condition `nibble` hold for these flags? (Intel SDM Jcc table) */
+static __always_inline bool cc_holds(__u64 fl, __u32 nibble)
+{
+	bool cf = fl & 1, pf = fl >> 2 & 1, zf = fl >> 6 & 1, sf = fl >> 7 & 1, of = fl >> 11 & 1;
+	bool r;
+
+	switch (nibble >> 1) {
+	case 0: r = of; break;
+	case 1: r = cf; break;
+	case 2: r = zf; break;
+	case 3: r = cf || zf; break;
+	case 4: r = sf; break;
+	case 5: r = pf; break;
+	case 6: r = sf != of; break;
+	default: r = zf || sf != of; break;
+	}
+	return nibble & 1 ? !r : r;
+}
+
+SEC("uprobe")
+int span_ret(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx), level, fl = ctx->flags;
+	__u32 site = SPANS_COOKIE_SITE(cookie), cc = SPANS_COOKIE_CC(cookie);
+	__s64 rc = site == SPANS_SITE_TAIL_END ? 0 : (__s64)PT_REGS_RC(ctx);
+	struct spans_stack *s;
+	struct spans_key k;
+
+	count(SPANS_CNT_HITS);
+	if (cc && !cc_holds(fl, cc - 1))
+		return 0; /* a conditional jump out, not taken this time */
+	if (!span_key(ctx, SPANS_COOKIE_FLAGS(cookie) & SPANS_COOKIE_GO, PT_REGS_SP(ctx), &k, &level))
+		return 0;
+	s = bpf_map_lookup_elem(&open_spans, &k);
+	if (s && s->depth > SPANS_MAX_DEPTH) {
+		/* a call nested too deep to be recorded: its own ret (deeper than the last
+		 * recorded frame) pops it */
+		if (site == SPANS_SITE_RET && level > s->f[SPANS_MAX_DEPTH - 1].level)
+			s->depth--;
+		return 0;
+	}
+	if (!s || !s->depth || TOP(s)->level < level) {
+		/* no open frame here or deeper: a followed function's own call
+		 * (not ours), or a call in flight when the probes attached */
+		if (site == SPANS_SITE_RET)
+			count(SPANS_CNT_UNMATCHED);
+		return 0;
+	}
+	drop_from(s, level + 1); /* frames deeper than this exit have ended */
+	if (!close_top(&k, s, level, SPANS_COOKIE_SPAN(cookie), rc,
+		       site == SPANS_SITE_TAIL_END ? TT_SPAN_TAILCALL : TT_SPAN_RETURN) &&
+	    site == SPANS_SITE_RET)
+		count(SPANS_CNT_UNMATCHED);
+	return 0;
+}
+
+/* ---- exits that are not returns ------------------------------------------ */
+
+/* End every frame at `level` or deeper as left by an exception or longjmp. */
+static __always_inline void unwind_from(struct spans_key *k, struct spans_stack *s, __u64 level,
+					__u32 end)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	for (int i = 0; i < SPANS_MAX_DEPTH; i++) {
+		struct spans_frame f;
+
+		if (!s->depth || s->depth > SPANS_MAX_DEPTH || TOP(s)->level < level)
+			return;
+		f = *TOP(s);
+		s->depth--;
+		span_emit(k, &f, s->depth, now, 0, end);
+	}
+}
+
+/* The stack pointer a longjmp will restore, or 0. */
+static __always_inline __u64 longjmp_target_sp(struct pt_regs *ctx)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	__u64 fsbase = BPF_CORE_READ(t, thread.fsbase), guard = 0, m = 0;
+
+	if (bpf_probe_read_user(&m, sizeof(m), (void *)(PT_REGS_PARM1(ctx) + JB_RSP * 8)) ||
+	    bpf_probe_read_user(&guard, sizeof(guard), (void *)(fsbase + POINTER_GUARD_OFF)))
+		return 0;
+	return ((m >> 0x11) | (m << (64 - 0x11))) ^ guard;
+}
+
+static __always_inline int span_guard_at(struct pt_regs *ctx, __u32 guard)
+{
+	__u64 id = bpf_get_current_pid_tgid(), sp = PT_REGS_SP(ctx), to;
+	struct spans_key k = { .id = (__u32)id, .pid = id >> 32 };
+	struct spans_stack *s = bpf_map_lookup_elem(&open_spans, &k);
+
+	if (!s)
+		return 0; /* no span open on this thread: nothing to do */
+	count(SPANS_CNT_GUARD_HITS);
+	if (guard == SPANS_GUARD_CATCH) {
+		/* called from the catching frame: frames at its call level or deeper are gone */
+		unwind_from(&k, s, 0 - sp, TT_SPAN_EXCEPTION);
+	} else {
+		to = longjmp_target_sp(ctx);
+		if (!to || to <= sp) {
+			count(SPANS_CNT_BAD_JMPBUF);
+			return 0;
+		}
+		unwind_from(&k, s, 0 - to + 1, TT_SPAN_LONGJMP);
+	}
+	return 0;
+}
+
+SEC("uprobe")
+int span_guard(struct pt_regs *ctx)
+{
+	return span_guard_at(ctx, (__u32)bpf_get_attach_cookie(ctx));
+}
+
+/* ---- kernels without BPF cookies on uprobes (before 5.15) ------------------
+ * A site's cookie says which --span it serves. Without cookies each --span's
+ * entry and uretprobe have programs of their own, the span's index compiled
+ * in, and each guard kind too; the loader loads these instead of the cookie
+ * programs (spans.c). Exits by uprobes on return instructions (Go, files with
+ * exception machinery) tell their sites apart by cookie only: refused there. */
+#define SPAN_NO_COOKIE(n)                                                       \
+	SEC("uprobe")                                                           \
+	int span_enter_nc##n(struct pt_regs *ctx)                               \
+	{                                                                       \
+		return span_enter_at(ctx, SPANS_COOKIE(n, SPANS_SITE_ENTRY, 0, 0)); \
+	}                                                                       \
+	SEC("uretprobe")                                                        \
+	int span_exit_nc##n(struct pt_regs *ctx)                                \
+	{                                                                       \
+		return span_exit_at(ctx, n);                                    \
+	}
+SPAN_NO_COOKIE(0)
+SPAN_NO_COOKIE(1)
+SPAN_NO_COOKIE(2)
+SPAN_NO_COOKIE(3)
+SPAN_NO_COOKIE(4)
+SPAN_NO_COOKIE(5)
+SPAN_NO_COOKIE(6)
+SPAN_NO_COOKIE(7)
+_Static_assert(SPANS_NO_COOKIE_PROGS == 8, "a program pair per --span");
+
+SEC("uprobe")
+int span_guard_catch_nc(struct pt_regs *ctx)
+{
+	return span_guard_at(ctx, SPANS_GUARD_CATCH);
+}
+
+SEC("uprobe")
+int span_guard_longjmp_nc(struct pt_regs *ctx)
+{
+	return span_guard_at(ctx, SPANS_GUARD_LONGJMP);
+}
+
+/* ---- spans between two USDT probes ---------------------------------------- */
+
+/* Open USDT spans by request. A start whose end never comes (its process
+ * died) stays: counted as state-map overflows once it fills. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct spans_mark_key);
+	__type(value, struct spans_mark);
+} open_marks SEC(".maps");
+
+/* Open marks by a hash of their key: most starts find their slot free and
+ * their end finds them there, two array lookups and a compare-and-swap in all.
+ * A start whose slot is taken by another open mark goes to open_marks. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SPANS_MARK_SLOTS);
+	__type(key, __u32);
+	__type(value, struct spans_mark_slot);
+} mark_slots SEC(".maps");
+
+static __always_inline struct spans_mark_slot *mark_slot(const struct spans_mark_key *k)
+{
+	__u32 i = (__u32)(k->id * 0x9E3779B97F4A7C15ull >> 32) ^ k->pid ^ (k->span_id << 7);
+
+	i &= SPANS_MARK_SLOTS - 1;
+	return bpf_map_lookup_elem(&mark_slots, &i);
+}
+
+/* The start at t in the key's slot: true if it is kept there (the slot was
+ * free, or held this very key: a start again whose end was never seen). */
+static __always_inline bool mark_slot_start(const struct spans_mark_key *k, __u64 t, __u32 tid)
+{
+	struct spans_mark_slot *s = mark_slot(k);
+	__u64 tag = k->id + 1, was;
+
+	if (!s || !tag)
+		return false;
+	was = __sync_val_compare_and_swap(&s->tag, 0, tag);
+	if (was && !(was == tag && s->pid == k->pid && s->span_id == k->span_id))
+		return false;
+	if (was)
+		count(SPANS_CNT_STALE);
+	s->t_start_ns = t;
+	s->tid = tid;
+	s->pid = k->pid;
+	s->span_id = k->span_id;
+	return true;
+}
+
+/* The key's start from its slot (freed), if it is there. */
+static __always_inline bool mark_slot_end(const struct spans_mark_key *k, struct spans_mark *m)
+{
+	struct spans_mark_slot *s = mark_slot(k);
+
+	if (!s || s->tag != k->id + 1 || s->pid != k->pid || s->span_id != k->span_id)
+		return false;
+	m->t_start_ns = s->t_start_ns;
+	m->tid = s->tid;
+	__sync_val_compare_and_swap(&s->tag, k->id + 1, 0);
+	return true;
+}
+
+static __always_inline bool mark_key(struct pt_regs *ctx, __u64 cookie, struct spans_mark_key *k)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	long arg = 0;
+
+	k->pid = id >> 32;
+	k->span_id = SPANS_COOKIE_SPAN(cookie);
+	k->id = (__u32)id;
+	if (!(SPANS_COOKIE_FLAGS(cookie) & SPANS_COOKIE_BY_ARG))
+		return true;
+	if (bpf_usdt_arg(ctx, 0, &arg)) {
+		count(SPANS_CNT_NO_ARG);
+		return false;
+	}
+	k->id = (__u64)arg;
+	return true;
+}
+
+/* slots: the compare-and-swap fast path (mark_slots); the _hash programs do without
+ * it, for kernels before 5.12, which load no compare-and-swap instruction at all
+ * (not even in code never run: the loader picks the programs). */
+static __always_inline int mark_start_at(struct pt_regs *ctx, bool slots)
+{
+	struct spans_mark m = { .t_start_ns = bpf_ktime_get_ns(),
+				.tid = (__u32)bpf_get_current_pid_tgid() };
+	struct spans_mark_key k;
+	long err;
+
+	count(SPANS_CNT_HITS);
+	if (!tt_current_traced() || !mark_key(ctx, bpf_usdt_cookie(ctx), &k))
+		return 0;
+	if (slots && mark_slot_start(&k, m.t_start_ns, m.tid))
+		return 0;
+	err = bpf_map_update_elem(&open_marks, &k, &m, BPF_NOEXIST);
+	if (err == -EEXIST) { /* the same request started again: its earlier end was never seen */
+		count(SPANS_CNT_STALE);
+		bpf_map_update_elem(&open_marks, &k, &m, BPF_EXIST);
+	} else if (err) {
+		count(SPANS_CNT_STATE_FULL);
+	}
+	return 0;
+}
+
+static __always_inline int mark_end_at(struct pt_regs *ctx, bool slots)
+{
+	__u64 cookie = bpf_usdt_cookie(ctx);
+	struct spans_mark_key k;
+	struct spans_mark *m, kept;
+	struct spans_frame f = { .span_id = SPANS_COOKIE_SPAN(cookie) };
+	struct spans_key sk = { .pid = bpf_get_current_pid_tgid() >> 32 };
+	long ret = 0;
+
+	count(SPANS_CNT_HITS);
+	if (!mark_key(ctx, cookie, &k))
+		return 0;
+	if (slots && mark_slot_end(&k, &kept)) {
+		m = &kept;
+	} else if ((m = bpf_map_lookup_elem(&open_marks, &k))) {
+		kept = *m;
+		m = &kept;
+		bpf_map_delete_elem(&open_marks, &k);
+	} else {
+		if (tt_current_traced())
+			count(SPANS_CNT_UNMATCHED);
+		return 0;
+	}
+	f.t_start_ns = m->t_start_ns;
+	f.tid = m->tid;
+	if ((SPANS_COOKIE_FLAGS(cookie) & SPANS_COOKIE_RET_ARG) && bpf_usdt_arg(ctx, 1, &ret))
+		count(SPANS_CNT_NO_ARG);
+	span_emit(&sk, &f, 0, bpf_ktime_get_ns(), ret, TT_SPAN_RETURN);
+	return 0;
+}
+
+SEC("usdt")
+int span_mark_start(struct pt_regs *ctx)
+{
+	return mark_start_at(ctx, true);
+}
+
+SEC("usdt")
+int span_mark_end(struct pt_regs *ctx)
+{
+	return mark_end_at(ctx, true);
+}
+
+SEC("usdt")
+int span_mark_start_hash(struct pt_regs *ctx)
+{
+	return mark_start_at(ctx, false);
+}
+
+SEC("usdt")
+int span_mark_end_hash(struct pt_regs *ctx)
+{
+	return mark_end_at(ctx, false);
+}

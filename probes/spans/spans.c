@@ -1,0 +1,532 @@
+// SPDX-License-Identifier: MIT
+/*
+ * spans: loader side of spans.bpf.c. Each --span BINARY_OR_LIB:SYMBOL is
+ * resolved to a file (path, the target's mapping, ldconfig cache, standard
+ * dirs, $PATH) and planned from its machine code (span_plan.c): the entry
+ * site and either a uretprobe (only where nothing can unwind through it) or
+ * uprobes on every way out. Then the guards: __cxa_begin_catch and longjmp of
+ * the target's libraries, so calls left by an exception or a longjmp end
+ * there. Uprobes are inode-based: a library the target loads only later (a
+ * command held before exec) is traced.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <json_out.h>
+#include "spans/disasm.h"
+#include "core/features.h"
+#include "core/probe.h"
+#include "spans/span_plan.h"
+#include "symbols/syms.h"
+#include "recfile.h"
+#include "spans/spans.h"
+#include "spans.skel.h"
+#include "core/filter.h"
+#include "core/registry.h"
+
+#define MAX_LINKS (TT_MAX_SPANS * (SPAN_MAX_SITES + 2) + 16)
+
+/* Where the guards go: library, function, guard kind. */
+static const struct {
+	const char *lib, *func;
+	int guard;
+} guard_sites[] = {
+	{ "libstdc++.so.6", "__cxa_begin_catch", SPANS_GUARD_CATCH },
+	{ "libc.so.6", "longjmp", SPANS_GUARD_LONGJMP }, /* = siglongjmp, _longjmp */
+	{ "libc.so.6", "__longjmp_chk", SPANS_GUARD_LONGJMP },
+};
+#define N_GUARDS (sizeof(guard_sites) / sizeof(guard_sites[0]))
+
+struct spans_state {
+	uint64_t calls[TT_MAX_SPANS]; /* span records, by --span index */
+	struct spans_bpf *skel;
+	struct bpf_link *links[MAX_LINKS];
+	int nlinks;
+	struct span_plan plans[TT_MAX_SPANS];
+	int nplans;
+	int guards;              /* guard sites attached */
+	bool cookies;            /* uprobes take BPF cookies (features_uprobe_cookie) */
+	bool refused[TT_MAX_SPANS]; /* a --span this kernel cannot trace: not attached */
+	struct recfile *out;
+	int write_err;
+};
+
+/* One-line reason for the loader (vsnprintf: truncation is intended). */
+__attribute__((format(printf, 2, 3)))
+static void spans_err(struct tt_ctx *ctx, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(ctx->err, sizeof(ctx->err), fmt, ap);
+	va_end(ap);
+}
+
+static int spans_on_event(void *arg, void *data, size_t size)
+{
+	struct spans_state *st = arg;
+
+	if (size >= sizeof(struct tt_span)) {
+		const struct tt_span *r = data;
+
+		probe_write(st->out, data, &st->write_err);
+		st->calls[r->span_id % TT_MAX_SPANS]++;
+	}
+	return 0;
+}
+
+/* Resolve one --span option to a file and plan it; ctx->err says why not. */
+static int spans_plan_one(struct tt_ctx *ctx, const struct tt_span_spec *sp,
+			  const struct span_target *t, struct span_plan *plan)
+{
+	char warn[PATH_MAX + 200];
+	const int pid = ctx->opts->pid; /* > 0: attaching to a running process */
+	char path[PATH_MAX], near[200];
+	uint64_t off;
+	int err;
+
+	err = syms_find_library(ctx->target_pid, sp->binary, path, sizeof(path));
+	if (err) {
+		spans_err(ctx, "--span %s%s:%s: '%s' not found (not a file, not mapped by the target, "
+			 "not in the ldconfig cache, standard lib dirs or $PATH)",
+			 sp->provider ? "usdt:" : "", sp->binary, sp->symbol, sp->binary);
+		return err;
+	}
+	if (pid > 0 && !syms_is_mapped(pid, path)) {
+		spans_err(ctx, "--span %s:%s: %s is not mapped by pid %d (start it with -- CMD to "
+			 "trace a library it loads later)", sp->binary, sp->symbol, path, pid);
+		return -ENOENT;
+	}
+	if (sp->provider)
+		return span_plan_usdt(path, sp->provider, sp->symbol, plan, ctx->err,
+				      sizeof(ctx->err));
+	err = syms_elf_offset(path, sp->symbol, &off);
+	if (err == -ENOENT) {
+		if (syms_suggest(path, sp->symbol, near, sizeof(near), 5) > 0)
+			spans_err(ctx, "symbol %s not found in %s (did you mean: %s)",
+				 sp->symbol, path, near);
+		else
+			spans_err(ctx, "symbol %s not found in %s (no similar symbol)",
+				 sp->symbol, path);
+		return err;
+	} else if (err) {
+		spans_err(ctx, "--span %s:%s: cannot read ELF %s: %s",
+			 sp->binary, sp->symbol, path, strerror(-err));
+		return err;
+	}
+	err = span_plan_build(path, sp->symbol, ctx->opts->span_exit, t, plan, ctx->err,
+			      sizeof(ctx->err), warn, sizeof(warn));
+	if (!err && warn[0])
+		fprintf(stderr, "tailtrace: warning: %s\n", warn);
+	return err;
+}
+
+static int link_add(struct tt_ctx *ctx, struct spans_state *st, struct bpf_link *l)
+{
+	if (st->nlinks >= MAX_LINKS) {
+		bpf_link__destroy(l);
+		spans_err(ctx, "spans: more than %d probe sites", MAX_LINKS);
+		return -E2BIG;
+	}
+	st->links[st->nlinks++] = l;
+	return 0;
+}
+
+static int target_pid(const struct tt_ctx *ctx)
+{
+	return ctx->opts->all || ctx->target_pid <= 0 ? -1 : ctx->target_pid;
+}
+
+/* Every site of one USDT probe (libbpf: semaphores, arguments). */
+static int attach_usdt(struct tt_ctx *ctx, struct spans_state *st, struct bpf_program *prog,
+		       const struct span_plan *p, const char *name, uint64_t cookie)
+{
+	LIBBPF_OPTS(bpf_usdt_opts, uo, .usdt_cookie = cookie);
+	struct bpf_link *l = bpf_program__attach_usdt(prog, target_pid(ctx), p->path,
+						      p->usdt.provider, name, &uo);
+
+	if (!l) {
+		int err = -errno;
+
+		spans_err(ctx, "usdt:%s:%s:%s: cannot attach: %s", p->path, p->usdt.provider, name,
+			 strerror(-err));
+		return err;
+	}
+	return link_add(ctx, st, l);
+}
+
+static struct bpf_program *prog_named(const struct spans_state *st, const char *fmt, int n)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), fmt, n);
+	return bpf_object__find_program_by_name(st->skel->obj, name);
+}
+
+static int attach(struct tt_ctx *ctx, struct spans_state *st, struct bpf_program *prog,
+		  const char *path, uint64_t off, bool ret, uint64_t cookie, const char *what)
+{
+	/* without cookies the program says which site it is (and libbpf refuses a cookie) */
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret, .bpf_cookie = st->cookies ? cookie : 0);
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, target_pid(ctx), path, off, &uo);
+
+	if (!l) {
+		int err = -errno;
+
+		spans_err(ctx, "%s: cannot attach a %s to %s+0x%llx: %s", what,
+			 ret ? "uretprobe" : "uprobe", path, (unsigned long long)off, strerror(-err));
+		return err;
+	}
+	return link_add(ctx, st, l);
+}
+
+/* A USDT span where libbpf, without cookies, must find each probe by its address
+ * in the running process: a position-independent file (an executable or a library)
+ * of a process not started yet (-- CMD), or of every process (--all). Refused in
+ * one line; the run goes on without it. */
+static void usdt_refuse(struct tt_ctx *ctx, struct spans_state *st, int i)
+{
+	char what[600];
+
+	snprintf(what, sizeof(what), "--span usdt:%s:%s:%s (%s is position-independent and "
+		 "its process %s)", ctx->opts->spans[i].binary, st->plans[i].usdt.provider,
+		 ctx->opts->spans[i].symbol, st->plans[i].path,
+		 ctx->opts->all ? "any of the machine's" : "not started yet");
+	features_refuse(what, "BPF cookies on uprobes", "5.15",
+			"no spans of it (--pid on the running process does without cookies)");
+	st->refused[i] = true;
+}
+
+/* A --span whose exits are uprobes on its return instructions (Go, a file with
+ * exception machinery, --span-exit ret): which exit fired is told by BPF cookie
+ * only. Refused in one line; the run goes on without it. */
+static void spans_refuse(struct spans_state *st, const struct tt_opts *o, int i)
+{
+	char what[600];
+
+	snprintf(what, sizeof(what), "--span %s:%s (it ends by uprobes on its return "
+		 "instructions: %s)", o->spans[i].binary, st->plans[i].symbol, st->plans[i].why);
+	features_refuse(what, "BPF cookies on uprobes", "5.15",
+			"no spans of it (--span-exit uretprobe does without cookies, if no C++ "
+			"exception, longjmp or Go stack passes through the function)");
+	st->refused[i] = true;
+}
+
+/* Exits before the entry: a call entered while attaching then has its exit
+ * hooked but no entry (counted unmatched), never an entry whose exit is missed. */
+static int attach_span(struct tt_ctx *ctx, struct spans_state *st, int i)
+{
+	const struct span_plan *p = &st->plans[i];
+	unsigned flags = p->go ? SPANS_COOKIE_GO : 0;
+	char what[160];
+	int err = 0;
+
+	if (st->refused[i])
+		return 0;
+	if (p->mode == SPAN_EXIT_USDT) {
+		bool hash = !features_atomics();
+
+		flags = (p->usdt.by_arg ? SPANS_COOKIE_BY_ARG : 0) |
+			(p->usdt.end_nargs >= 2 ? SPANS_COOKIE_RET_ARG : 0);
+		err = attach_usdt(ctx, st, prog_named(st, hash ? "span_mark_end_hash" :
+						      "span_mark_end", 0), p, p->usdt.end,
+				  SPANS_COOKIE(i, SPANS_SITE_RET, 0, flags));
+		err = err ?: attach_usdt(ctx, st, prog_named(st, hash ? "span_mark_start_hash" :
+							     "span_mark_start", 0), p,
+					 p->usdt.start, SPANS_COOKIE(i, SPANS_SITE_ENTRY, 0, flags));
+		if (err && !st->cookies && (err == -ESRCH || err == -ENOTSUP || err == -EOPNOTSUPP)) {
+			usdt_refuse(ctx, st, i);
+			err = 0;
+		}
+		return err;
+	}
+	snprintf(what, sizeof(what), "--span %s:%s", ctx->opts->spans[i].binary, p->symbol);
+	if (p->mode == SPAN_EXIT_URET)
+		err = attach(ctx, st, st->cookies ? st->skel->progs.span_exit :
+				 prog_named(st, "span_exit_nc%d", i), p->path, p->entry.offset,
+			     true, SPANS_COOKIE(i, SPANS_SITE_RET, 0, flags), what);
+	for (int k = 0; !err && p->mode == SPAN_EXIT_RET && k < p->nexits; k++)
+		err = attach(ctx, st, st->skel->progs.span_ret, p->path, p->exits[k].offset, false,
+			     SPANS_COOKIE(i, p->exits[k].site, p->exits[k].cc, flags), what);
+	return err ?: attach(ctx, st, st->cookies ? st->skel->progs.span_enter :
+				 prog_named(st, "span_enter_nc%d", i), p->path, p->entry.offset,
+			     false, SPANS_COOKIE(i, SPANS_SITE_ENTRY, 0, flags), what);
+}
+
+/* The unwinder, catch and longjmp sites of the target's libraries that exist
+ * here; a library it does not use is simply not there (or never hit). */
+static void attach_guards(struct tt_ctx *ctx, struct spans_state *st, bool any_thread)
+{
+	char path[PATH_MAX];
+	struct span_site s;
+
+	for (size_t g = 0; any_thread && g < N_GUARDS; g++) {
+		if (syms_find_library(ctx->target_pid, guard_sites[g].lib, path, sizeof(path)) ||
+		    span_plan_entry(path, guard_sites[g].func, &s))
+			continue;
+		struct bpf_program *prog = st->cookies ? st->skel->progs.span_guard :
+			guard_sites[g].guard == SPANS_GUARD_CATCH ? st->skel->progs.span_guard_catch_nc :
+			st->skel->progs.span_guard_longjmp_nc;
+
+		if (!attach(ctx, st, prog, path, s.offset, false, (uint64_t)guard_sites[g].guard,
+			    guard_sites[g].func))
+			st->guards++;
+		else if (ctx->opts->verbose)
+			fprintf(stderr, "tailtrace: spans: %s (its exits are not watched)\n", ctx->err);
+	}
+}
+
+static void spans_destroy(void *state)
+{
+	struct spans_state *st = state;
+
+	if (!st)
+		return;
+	for (int i = 0; i < st->nlinks; i++)
+		bpf_link__destroy(st->links[i]);
+	spans_bpf__destroy(st->skel);
+	recfile_close(st->out);
+	free(st);
+}
+
+/* Load only what this kernel runs and the spans use: the cookie programs, or a
+ * pair per --span and one per guard kind (features_uprobe_cookie); USDT with
+ * the compare-and-swap fast path or without (features_atomics). */
+static void spans_select_progs(struct spans_state *st)
+{
+	bool usdt = false, atomics = features_atomics();
+	struct bpf_program *p;
+
+	for (int i = 0; i < st->nplans; i++)
+		usdt |= !st->refused[i] && st->plans[i].mode == SPAN_EXIT_USDT;
+	bpf_object__for_each_program(p, st->skel->obj) {
+		const char *name = bpf_program__name(p);
+		const char *nc = strstr(name, "_nc");
+		bool load;
+
+		if (!strncmp(name, "span_mark_", 10))
+			load = usdt && (strstr(name, "_hash") ? !atomics : atomics);
+		else if (nc && nc[3] >= '0' && nc[3] <= '9') /* span_enter_ncN, span_exit_ncN */
+			load = !st->cookies && nc[3] - '0' < st->nplans &&
+			       !st->refused[nc[3] - '0'] && st->plans[nc[3] - '0'].mode != SPAN_EXIT_USDT;
+		else if (nc)                                 /* the guards' */
+			load = !st->cookies;
+		else
+			load = st->cookies;
+		bpf_program__set_autoload(p, load);
+	}
+}
+
+static int spans_load(struct tt_ctx *ctx, struct spans_state *st)
+{
+	int err;
+
+	st->skel = spans_bpf__open_opts(features_open_opts());
+	if (!st->skel) {
+		spans_err(ctx, "spans: cannot open BPF object");
+		return -errno ? -errno : -EINVAL;
+	}
+	FILTER_CONFIGURE(st->skel->rodata, ctx);
+	probe_size_ringbuf(st->skel->maps.events, ctx->opts);
+	st->skel->rodata->rb_wakeup_bytes = probe_ringbuf_bytes(ctx->opts) / 8;
+	spans_select_progs(st);
+	err = spans_bpf__load(st->skel);
+	if (err)
+		spans_err(ctx, "spans: cannot load BPF programs: %s", strerror(-err));
+	return err;
+}
+
+static void print_plans(struct tt_ctx *ctx, const struct spans_state *st)
+{
+	char desc[400];
+
+	for (int i = 0; i < st->nplans; i++) {
+		const struct span_plan *p = &st->plans[i];
+
+		if (st->refused[i])
+			continue;
+		span_plan_describe(p, desc, sizeof(desc));
+		fprintf(stderr, "tailtrace: span %s%s: %s\n", p->symbol,
+			p->go ? " (Go: keyed by goroutine)" : "", desc);
+		if (ctx->opts->verbose && p->mode != SPAN_EXIT_USDT)
+			fprintf(stderr, "tailtrace: span %s ends by %s: %s\n", p->symbol,
+				p->mode == SPAN_EXIT_RET ? "uprobes on its returns" : "uretprobe",
+				p->why);
+	}
+	if (ctx->opts->verbose)
+		fprintf(stderr, "tailtrace: spans: %d catch/longjmp sites watched\n", st->guards);
+}
+
+static int spans_setup(struct tt_ctx *ctx, void **state)
+{
+	const struct tt_opts *o = ctx->opts;
+	struct spans_state *st = calloc(1, sizeof(*st));
+	struct span_target target;
+	bool any_thread = false;
+	int err = 0;
+
+	if (!st)
+		return -ENOMEM;
+	if (o->nspans < 1 || o->nspans > TT_MAX_SPANS) {
+		spans_err(ctx, "spans: give 1..%d --span BINARY:SYMBOL options", TT_MAX_SPANS);
+		err = -EINVAL;
+		goto fail;
+	}
+	span_plan_target(ctx->target_exe, o->pid, &target);
+	st->cookies = features_uprobe_cookie();
+	for (int i = 0; !err && i < o->nspans; i++, st->nplans++) {
+		err = spans_plan_one(ctx, &o->spans[i], &target, &st->plans[i]);
+		if (!err && !st->cookies && st->plans[i].mode == SPAN_EXIT_RET)
+			spans_refuse(st, o, i);
+	}
+	for (int i = 0; !err && i < st->nplans; i++)
+		any_thread |= !st->plans[i].go && st->plans[i].mode != SPAN_EXIT_USDT;
+	err = err ?: spans_load(ctx, st);
+	for (int i = 0; !err && i < st->nplans; i++)
+		err = attach_span(ctx, st, i);
+	if (!err)
+		attach_guards(ctx, st, any_thread);
+	if (!err && !(st->out = probe_open_kind(ctx, TT_REC_SPAN))) {
+		err = -errno;
+		spans_err(ctx, "spans: cannot create %s/spans.bin: %s", o->out_dir, strerror(errno));
+	}
+	if (!err)
+		err = probe_add_ringbuf(ctx, st->skel->maps.events, spans_on_event, st);
+	if (err)
+		goto fail;
+	print_plans(ctx, st);
+	*state = st;
+	return 0;
+fail:
+	spans_destroy(st);
+	return err;
+}
+
+static uint64_t spans_counter(struct spans_state *st, __u32 idx)
+{
+	return probe_counter_sum(st->skel->maps.counters, idx);
+}
+
+static int spans_finish(struct tt_ctx *ctx, void *state)
+{
+	struct spans_state *st = state;
+	int err = probe_flush(st->out, &st->write_err);
+
+	if (ctx->opts->verbose)
+		fprintf(stderr, "tailtrace: spans: %llu calls nested deeper than %d, %llu returns "
+			"without an entry, %llu entries whose return was never seen, "
+			"%llu state-map overflows, %llu unreadable goroutines, %llu unreadable "
+			"jmp_bufs, %llu unreadable USDT arguments\n",
+			(unsigned long long)spans_counter(st, SPANS_CNT_TOO_DEEP), SPANS_MAX_DEPTH,
+			(unsigned long long)spans_counter(st, SPANS_CNT_UNMATCHED),
+			(unsigned long long)spans_counter(st, SPANS_CNT_STALE),
+			(unsigned long long)spans_counter(st, SPANS_CNT_STATE_FULL),
+			(unsigned long long)spans_counter(st, SPANS_CNT_NO_G),
+			(unsigned long long)spans_counter(st, SPANS_CNT_BAD_JMPBUF),
+			(unsigned long long)spans_counter(st, SPANS_CNT_NO_ARG));
+	if (err)
+		spans_err(ctx, "spans: writing %s/spans.bin: %s",
+			 ctx->opts->out_dir, strerror(-err));
+	return err;
+}
+
+/* Each span's calls at its plan's cost (entry and exit sites, this machine's costs). */
+static uint64_t spans_cost_ns(const struct spans_state *st)
+{
+	uint64_t ns = 0;
+
+	for (int i = 0; i < st->nplans; i++)
+		ns += st->calls[i] * span_plan_cost_ns(&st->plans[i]);
+	return ns;
+}
+
+static int spans_stats(void *state, struct tt_stream_stats *out, int max)
+{
+	struct spans_state *st = state;
+
+	if (max < 1)
+		return 0;
+	out[0] = (struct tt_stream_stats){
+		.stream = "spans", .hook = "uprobe",
+		.written = recfile_count(st->out),
+		.lost = spans_counter(st, SPANS_CNT_LOST) + recfile_dropped(st->out),
+		/* calls seen at one end only: entry without return, return without entry */
+		.unmatched = spans_counter(st, SPANS_CNT_STALE) + spans_counter(st, SPANS_CNT_UNMATCHED),
+		.uprobe_hits = spans_counter(st, SPANS_CNT_HITS) + spans_counter(st, SPANS_CNT_GUARD_HITS),
+		.uprobe_cost_ns = spans_cost_ns(st),
+	};
+	return 1;
+}
+
+static void site_json(FILE *f, const struct span_plan *p, const struct span_site *s)
+{
+	fprintf(f, "{\"offset\": %llu, \"at\": %llu, \"class\": \"%s\"}",
+		(unsigned long long)s->offset, (unsigned long long)(s->vaddr - p->fn.vaddr),
+		usite_class_name((enum usite_class)s->cls));
+}
+
+/* meta.json "span_sites": how each span was planned (docs/probes.md). */
+static void spans_meta(void *state, FILE *f)
+{
+	struct spans_state *st = state;
+
+	fprintf(f, "  \"span_sites\": [");
+	for (int i = 0; i < st->nplans; i++) {
+		const struct span_plan *p = &st->plans[i];
+
+		fprintf(f, "%s{\"symbol\": ", i ? ", " : "");
+		json_write_string(f, p->symbol);
+		fprintf(f, ", \"path\": ");
+		json_write_string(f, p->path);
+		fprintf(f, ", \"go\": %s, \"exit\": \"%s\", \"why\": ", p->go ? "true" : "false",
+			span_exit_mode_name(p->mode));
+		json_write_string(f, p->why);
+		fprintf(f, ", \"entry\": ");
+		site_json(f, p, &p->entry);
+		fprintf(f, ", \"first_class\": \"%s\", \"exits\": [",
+			usite_class_name((enum usite_class)p->first_cls));
+		for (int k = 0; p->mode != SPAN_EXIT_URET && k < p->nexits; k++) {
+			fputs(k ? ", " : "", f);
+			site_json(f, p, &p->exits[k]);
+		}
+		if (p->mode == SPAN_EXIT_USDT) {
+			fprintf(f, "], \"usdt\": {\"provider\": ");
+			json_write_string(f, p->usdt.provider);
+			fprintf(f, ", \"start\": ");
+			json_write_string(f, p->usdt.start);
+			fprintf(f, ", \"end\": ");
+			json_write_string(f, p->usdt.end);
+			fprintf(f, ", \"start_sites\": %d, \"end_sites\": %d, \"paired_by\": \"%s\"}",
+				p->usdt.start_sites, p->usdt.end_sites,
+				p->usdt.by_arg ? "argument" : "thread");
+		}
+		fprintf(f, "%s, \"followed\": %d, \"tail_ends\": %d, \"indirect_jumps\": %d, "
+			"\"cost_ns_per_call\": %llu}", p->mode == SPAN_EXIT_USDT ? "" : "]", p->followed, p->tail_ends, p->indirect_jumps,
+			(unsigned long long)span_plan_cost_ns(p));
+	}
+	fprintf(f, "],\n  \"span_guards\": %d,\n", st->guards);
+}
+
+static struct bpf_object *spans_object(void *state)
+{
+	struct spans_state *st = state;
+
+	return st && st->skel ? st->skel->obj : NULL;
+}
+
+const struct tt_probe probe_spans = {
+	.name = "spans",
+	.events = TT_EV_SPANS,
+	.setup = spans_setup,
+	.finish = spans_finish,
+	.stats = spans_stats,
+	.destroy = spans_destroy,
+	.object = spans_object,
+	.meta = spans_meta,
+};

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * spans: --span BINARY_OR_LIB:SYMBOL -> one struct tt_span (records.h) per
+ * call. Types shared with spans.bpf.c.
+ *
+ * A span opens at the function's entry site and closes at one of its exit
+ * sites: a uretprobe (URET mode), or uprobes on its ret instructions and
+ * jumps out of it (RET mode: nothing on the target's stack is touched), or
+ * where a C++ exception is caught or a longjmp lands (guards).
+ * Frames are keyed by thread, or for Go by goroutine (runtime.g in r14),
+ * and matched by stack level, so nesting, recursion and stack copying pair.
+ * A USDT span (usdt:BIN:PROVIDER:NAME) opens at a start probe and closes at
+ * an end probe of the same request: same first argument, or same thread.
+ */
+#ifndef TT_SPANS_H
+#define TT_SPANS_H
+#include "spans/spans_site.h"
+
+#define SPANS_MAX_DEPTH 16 /* nested span calls tracked per thread or goroutine */
+
+enum spans_counter {
+	SPANS_CNT_LOST = 0,  /* ring buffer full: record dropped */
+	SPANS_CNT_TOO_DEEP,  /* nesting deeper than SPANS_MAX_DEPTH: not recorded */
+	SPANS_CNT_UNMATCHED, /* return without a matching entry */
+	SPANS_CNT_STATE_FULL,
+	SPANS_CNT_STALE,     /* open frame whose end was never seen, dropped */
+	SPANS_CNT_HITS,      /* program runs at span sites (their cost) */
+	SPANS_CNT_GUARD_HITS, /* program runs at catch and longjmp sites with a span open */
+	SPANS_CNT_BAD_JMPBUF, /* longjmp whose target stack could not be read */
+	SPANS_CNT_NO_G,      /* Go site whose goroutine could not be read */
+	SPANS_CNT_NO_ARG,    /* USDT site whose argument could not be read */
+	SPANS_CNT_NR,
+};
+
+/* Cookie: span index, site, condition (1 + jcc nibble: the site is a
+ * conditional jump, taken only when it holds; 0: always), flags. */
+#define SPANS_COOKIE_GO 0x1u     /* keyed by goroutine */
+#define SPANS_COOKIE_BY_ARG 0x2u /* USDT: paired by the probes' first argument, not the thread */
+#define SPANS_COOKIE_RET_ARG 0x4u /* USDT end: its second argument is the return value */
+#define SPANS_COOKIE(span, site, cc, flags)                                        \
+	((__u64)(span) | (__u64)(site) << 8 | (__u64)(cc) << 16 | (__u64)(flags) << 24)
+#define SPANS_COOKIE_SPAN(c) ((__u32)(c) & 0xff)
+#define SPANS_COOKIE_SITE(c) ((__u32)((c) >> 8) & 0xff)
+#define SPANS_COOKIE_CC(c) ((__u32)((c) >> 16) & 0xff)
+#define SPANS_COOKIE_FLAGS(c) ((__u32)((c) >> 24) & 0xff)
+
+/* Programs a kernel without BPF cookies gets per --span (span_enter_ncN,
+ * span_exit_ncN): TT_MAX_SPANS (probe.h). */
+#define SPANS_NO_COOKIE_PROGS 8
+
+/* Which site a guard program sits on (its cookie). */
+enum spans_guard {
+	SPANS_GUARD_CATCH = 0,  /* __cxa_begin_catch */
+	SPANS_GUARD_LONGJMP,    /* longjmp, siglongjmp, __longjmp_chk */
+};
+
+struct spans_key {
+	__u64 id;  /* tid, or the goroutine's runtime.g address */
+	__u32 pid;
+	__u32 go;
+};
+
+struct spans_frame {
+	__u64 t_start_ns;
+	__u64 level;     /* depth on its stack, larger = deeper: 0 - sp for a thread,
+			  * stack.hi - sp for a goroutine (a copied stack keeps it) */
+	__u32 span_id;
+	__u32 tid;       /* thread at entry */
+};
+
+/* An open USDT span (usdt:BIN:PROVIDER:NAME): its start was seen. */
+struct spans_mark_key {
+	__u64 id;        /* the probes' first argument, or the thread id */
+	__u32 pid;
+	__u32 span_id;
+};
+
+struct spans_mark {
+	__u64 t_start_ns;
+	__u32 tid;       /* thread at the start */
+	__u32 pad;
+};
+
+/* A slot of the open-mark table (spans.bpf.c): the common case, a start and
+ * its end, without a hash update and delete. tag: the key's id + 1 while the
+ * slot holds an open mark, 0 when free (taken with a compare-and-swap). */
+struct spans_mark_slot {
+	__u64 tag;
+	__u64 t_start_ns;
+	__u32 pid, span_id;
+	__u32 tid, pad;
+};
+#define SPANS_MARK_SLOTS 16384 /* a power of two */
+
+/* Open span calls of one thread or goroutine, innermost last. */
+struct spans_stack {
+	__u32 depth;
+	__u32 pad;
+	struct spans_frame f[SPANS_MAX_DEPTH];
+};
+
+#endif

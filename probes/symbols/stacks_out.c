@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+/* Symbolized stacks into stacks.jsonl (stacks_out.h). */
+#include "symbols/stacks_out.h"
+
+#include <limits.h>
+#include <string.h>
+#include <json_out.h>
+
+/* The tracing machinery that ran our program sits on top of every kernel
+ * stack taken at a tracepoint (bpf_prog_*, bpf_trace_run4, __traceiter_*...):
+ * the stack proper starts below it. */
+static bool tracing_frame(const char *f)
+{
+	static const char *const prefixes[] = { "bpf_prog_", "bpf_trace_run", "__traceiter_",
+						"__bpf_trace_", "perf_trace_", "trace_call_bpf",
+						"bpf_get_stack", "trace_event_raw_event_" };
+
+	for (unsigned i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (!strncmp(f, prefixes[i], strlen(prefixes[i])))
+			return true;
+	return false;
+}
+
+static int trim_tracing(char frames[][STACKS_FRAME_LEN], int n)
+{
+	int skip = 0;
+
+	for (int i = 0; i < n && i < 8; i++)
+		if (tracing_frame(frames[i]))
+			skip = i + 1;
+	if (skip)
+		memmove(frames, frames + skip, (size_t)(n - skip) * sizeof(frames[0]));
+	return n - skip;
+}
+
+int stacks_resolve(const __u64 *ips, int depth, bool user, struct tt_syms *syms,
+		   struct tt_ksyms *ksyms, char frames[][STACKS_FRAME_LEN])
+{
+	int n = 0;
+
+	for (; n < depth && ips[n]; n++) {
+		if (user && syms)
+			syms_resolve(syms, ips[n], frames[n], STACKS_FRAME_LEN);
+		else if (!user && ksyms)
+			ksyms_resolve(ksyms, ips[n], frames[n], STACKS_FRAME_LEN);
+		else
+			snprintf(frames[n], STACKS_FRAME_LEN, "[unknown] (0x%llx)",
+				 (unsigned long long)ips[n]);
+	}
+	return user ? n : trim_tracing(frames, n);
+}
+
+void stacks_json_write(FILE *f, const char *stream, int64_t id, bool user,
+		       char frames[][STACKS_FRAME_LEN], int n)
+{
+	fprintf(f, "{\"stream\":\"%s\",\"id\":%lld,\"kind\":\"%s\",\"frames\":[", stream,
+		(long long)id, user ? "user" : "kernel");
+	for (int i = 0; i < n; i++) {
+		if (i)
+			fputc(',', f);
+		json_write_string(f, frames[i]);
+	}
+	fputs("]}\n", f);
+}
+
+FILE *stacks_json_open(const char *dir)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/stacks.jsonl", dir);
+	return fopen(path, "ae");
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stacks for the run directory, for every module that takes them (offcpu,
+ * locks): instruction pointers read from a BPF stack map -> symbolized frames
+ * -> one stacks.jsonl line {"stream","id","kind","frames"} (docs/architecture.md).
+ */
+#ifndef TT_STACKS_OUT_H
+#define TT_STACKS_OUT_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <linux/types.h>
+
+#include "symbols/syms.h"
+
+#define STACKS_FRAME_LEN 256
+
+/* The frames of ips[0..depth) (leaf first, up to the first 0) into frames:
+ * user frames with syms (the process's symbolizer; NULL: addresses only),
+ * kernel frames with ksyms, without the tracing machinery that ran the BPF
+ * program on top. Returns the count. */
+int stacks_resolve(const __u64 *ips, int depth, bool user, struct tt_syms *syms,
+		   struct tt_ksyms *ksyms, char frames[][STACKS_FRAME_LEN]);
+/* One stacks.jsonl line. */
+void stacks_json_write(FILE *f, const char *stream, int64_t id, bool user,
+		       char frames[][STACKS_FRAME_LEN], int n);
+/* DIR/stacks.jsonl opened for appending (each module adds its own lines): a
+ * FILE, or NULL with errno. */
+FILE *stacks_json_open(const char *dir);
+
+#endif

@@ -1,0 +1,786 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Symbols from /proc/PID/maps, ELF files on disk (libelf) and /proc/kallsyms.
+ *
+ * User addresses: addr -> mapping (sorted snapshot, newest wins on overlap)
+ * -> file offset (addr - start + pgoff) -> ELF vaddr through the PT_LOAD
+ * program header containing that offset -> symbol (binary search). That
+ * chain is right for PIE executables, shared libraries and ET_EXEC alike,
+ * because it never assumes a load bias. ELF files are read lazily, once per
+ * path, .symtab if present else .dynsym (stripped libraries).
+ */
+#include "symbols/syms.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <grow.h>
+
+struct sym {
+	uint64_t addr;
+	uint64_t size;
+	const char *name; /* into elf_file.strs */
+};
+
+struct seg {
+	uint64_t vaddr, off, filesz;
+};
+
+struct elf_file {
+	char *path;
+	bool loaded;     /* tried (even if it failed) */
+	struct sym *syms;
+	size_t nsyms;
+	char *strs;      /* concatenated names */
+	struct seg *segs;
+	size_t nsegs;
+};
+
+struct mapping {
+	uint64_t start, end, pgoff;
+	struct elf_file *file;
+};
+
+struct tt_syms {
+	int pid;
+	struct mapping *maps; /* sorted by start, non-overlapping */
+	size_t nmaps, cap;
+	struct elf_file **files;
+	size_t nfiles;
+};
+
+/* ---- ELF reading -------------------------------------------------------- */
+
+static int elf_open_path(const char *path, int *fd, Elf **elf)
+{
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0)
+		return -errno;
+	*elf = elf_begin(*fd, ELF_C_READ, NULL);
+	if (!*elf || elf_kind(*elf) != ELF_K_ELF) {
+		if (*elf)
+			elf_end(*elf);
+		close(*fd);
+		return -ENOEXEC;
+	}
+	return 0;
+}
+
+static void elf_close_path(int fd, Elf *elf)
+{
+	elf_end(elf);
+	close(fd);
+}
+
+static Elf_Scn *elf_find_symtab(Elf *elf, Elf64_Word type, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (gelf_getshdr(scn, sh) && sh->sh_type == type && sh->sh_entsize)
+			return scn;
+	}
+	return NULL;
+}
+
+/* Iterate the function symbols of .symtab, else .dynsym. hidden: a
+ * non-default symbol version (pthread_cond_wait@GLIBC_2.2.5, the compat
+ * one, next to the default pthread_cond_wait@@GLIBC_2.3.2).
+ * fn returns non-zero to stop; that value is returned. */
+typedef int (*sym_fn)(const char *name, const GElf_Sym *sym, bool hidden, void *arg);
+
+static Elf_Data *elf_versym(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(elf, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_GNU_versym)
+			return elf_getdata(scn, NULL);
+	return NULL;
+}
+
+static int elf_for_each_func(Elf *elf, sym_fn fn, void *arg)
+{
+	static const Elf64_Word types[] = { SHT_SYMTAB, SHT_DYNSYM };
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return -EINVAL;
+	for (int t = 0; t < 2; t++) {
+		GElf_Shdr sh;
+		Elf_Scn *scn = elf_find_symtab(elf, types[t], &sh);
+		Elf_Data *data = scn ? elf_getdata(scn, NULL) : NULL;
+		Elf_Data *ver = types[t] == SHT_DYNSYM ? elf_versym(elf) : NULL;
+		size_t n = data ? sh.sh_size / sh.sh_entsize : 0;
+
+		for (size_t i = 0; i < n; i++) {
+			GElf_Sym s;
+			const char *name;
+			int type;
+
+			if (!gelf_getsym(data, (int)i, &s))
+				continue;
+			type = GELF_ST_TYPE(s.st_info);
+			if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
+			    s.st_shndx == SHN_UNDEF || !s.st_value)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, s.st_name);
+			if (!name || !*name)
+				continue;
+			GElf_Versym vs = 0;
+
+			if (ver)
+				gelf_getversym(ver, (int)i, &vs);
+			int r = fn(name, &s, (vs & 0x8000) != 0, arg);
+			if (r)
+				return r;
+		}
+		if (n)
+			return 0; /* .symtab found: .dynsym is a subset */
+	}
+	return 0;
+}
+
+static int elf_read_segs(Elf *elf, struct seg **out, size_t *nout)
+{
+	size_t phnum;
+
+	if (elf_getphdrnum(elf, &phnum))
+		return -EINVAL;
+	*out = calloc(phnum ? phnum : 1, sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	*nout = 0;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		(*out)[(*nout)++] = (struct seg){ ph.p_vaddr, ph.p_offset, ph.p_filesz };
+	}
+	return 0;
+}
+
+struct collect {
+	struct sym *syms;
+	size_t n, cap;
+	char *strs;
+	size_t slen, scap;
+};
+
+static int collect_sym(const char *name, const GElf_Sym *s, bool hidden, void *arg)
+{
+	struct collect *c = arg;
+	size_t len = strlen(name) + 1;
+
+	if (TT_GROW(c->syms, c->n, c->cap, 1024))
+		return -ENOMEM;
+	if (c->slen + len > c->scap) {
+		size_t cap = c->scap ? c->scap * 2 : 65536;
+		char *p;
+
+		while (cap < c->slen + len)
+			cap *= 2;
+		p = realloc(c->strs, cap);
+		if (!p)
+			return -ENOMEM;
+		c->strs = p, c->scap = cap;
+	}
+	memcpy(c->strs + c->slen, name, len);
+	/* name stored as an offset until strs stops moving */
+	c->syms[c->n++] = (struct sym){ s->st_value, s->st_size, (const char *)(uintptr_t)c->slen };
+	c->slen += len;
+	return 0;
+}
+
+static int sym_cmp(const void *a, const void *b)
+{
+	const struct sym *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return x->size > y->size ? -1 : x->size < y->size; /* sized first */
+}
+
+static void file_load(struct elf_file *f)
+{
+	struct collect c = { 0 };
+	Elf *elf;
+	int fd;
+
+	f->loaded = true;
+	if (elf_open_path(f->path, &fd, &elf))
+		return;
+	if (elf_read_segs(elf, &f->segs, &f->nsegs) == 0 &&
+	    elf_for_each_func(elf, collect_sym, &c) == 0) {
+		for (size_t i = 0; i < c.n; i++)
+			c.syms[i].name = c.strs + (uintptr_t)c.syms[i].name;
+		if (c.n) /* a stripped file may hold no function at all */
+			qsort(c.syms, c.n, sizeof(*c.syms), sym_cmp);
+		f->syms = c.syms, f->nsyms = c.n, f->strs = c.strs;
+	} else {
+		free(c.syms);
+		free(c.strs);
+	}
+	elf_close_path(fd, elf);
+}
+
+/* File offset -> ELF vaddr through the PT_LOAD segment holding it. */
+static bool file_off_to_vaddr(const struct elf_file *f, uint64_t off, uint64_t *vaddr)
+{
+	for (size_t i = 0; i < f->nsegs; i++) {
+		const struct seg *s = &f->segs[i];
+
+		if (off >= s->off && off < s->off + s->filesz) {
+			*vaddr = off - s->off + s->vaddr;
+			return true;
+		}
+	}
+	return false;
+}
+
+static const struct sym *file_lookup(const struct elf_file *f, uint64_t vaddr)
+{
+	size_t lo = 0, hi = f->nsyms;
+
+	while (lo < hi) { /* first symbol with addr > vaddr */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (f->syms[mid].addr <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	/* among aliases at the same address the sized one sorts first */
+	const struct sym *s = &f->syms[lo - 1];
+
+	while (s > f->syms && s[-1].addr == s->addr)
+		s--;
+	if (s->size && vaddr >= s->addr + s->size)
+		return NULL;
+	return s;
+}
+
+/* ---- maps snapshots ----------------------------------------------------- */
+
+static struct elf_file *syms_file(struct tt_syms *s, const char *path)
+{
+	struct elf_file **p, *f;
+
+	for (size_t i = 0; i < s->nfiles; i++)
+		if (!strcmp(s->files[i]->path, path))
+			return s->files[i];
+	p = realloc(s->files, (s->nfiles + 1) * sizeof(*p));
+	if (!p)
+		return NULL;
+	s->files = p;
+	f = calloc(1, sizeof(*f));
+	if (!f || !(f->path = strdup(path))) {
+		free(f);
+		return NULL;
+	}
+	s->files[s->nfiles++] = f;
+	return f;
+}
+
+/* Insert m, dropping older mappings it overlaps (an exec or re-mmap). */
+static int maps_insert(struct tt_syms *s, const struct mapping *m)
+{
+	size_t i = 0, j;
+
+	while (i < s->nmaps && s->maps[i].end <= m->start)
+		i++;
+	if (i < s->nmaps && s->maps[i].start == m->start && s->maps[i].end == m->end &&
+	    s->maps[i].pgoff == m->pgoff && s->maps[i].file == m->file)
+		return 0; /* unchanged */
+	for (j = i; j < s->nmaps && s->maps[j].start < m->end; j++)
+		;
+	if (j == i && TT_GROW(s->maps, s->nmaps, s->cap, 64)) /* pure insertion needs room */
+		return -ENOMEM;
+	/* replace [i, j) by m */
+	memmove(&s->maps[i + 1], &s->maps[j], (s->nmaps - j) * sizeof(*m));
+	s->maps[i] = *m;
+	s->nmaps = s->nmaps - (j - i) + 1;
+	return 0;
+}
+
+static int maps_parse_line(const char *line, struct mapping *m, char *path, size_t len)
+{
+	char perms[8];
+	unsigned long long start, end, pgoff, inode;
+	int pos = 0;
+
+	if (sscanf(line, "%llx-%llx %7s %llx %*x:%*x %llu %n", &start, &end, perms,
+		   &pgoff, &inode, &pos) < 5 || !pos)
+		return -EINVAL;
+	if (perms[2] != 'x' || line[pos] != '/')
+		return -ENOENT;
+	snprintf(path, len, "%s", line + pos);
+	path[strcspn(path, "\n")] = 0;
+	*m = (struct mapping){ start, end, pgoff, NULL };
+	return 0;
+}
+
+int syms_refresh(struct tt_syms *s)
+{
+	char fn[64], line[4096 + 128], path[4096];
+	FILE *f;
+	int err = 0;
+
+	if (s->pid <= 0)
+		return 0;
+	snprintf(fn, sizeof(fn), "/proc/%d/maps", s->pid);
+	f = fopen(fn, "re");
+	if (!f)
+		return -errno; /* exited: earlier snapshots stay */
+	while (!err && fgets(line, sizeof(line), f)) {
+		struct mapping m;
+
+		if (maps_parse_line(line, &m, path, sizeof(path)))
+			continue;
+		m.file = syms_file(s, path);
+		err = m.file ? maps_insert(s, &m) : -ENOMEM;
+	}
+	fclose(f);
+	return err;
+}
+
+struct tt_syms *syms_new(int pid)
+{
+	struct tt_syms *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->pid = pid;
+	syms_refresh(s);
+	return s;
+}
+
+static const struct mapping *maps_find(const struct tt_syms *s, uint64_t addr)
+{
+	size_t lo = 0, hi = s->nmaps;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->maps[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < s->nmaps && s->maps[lo].start <= addr ? &s->maps[lo] : NULL;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	return b ? b + 1 : path;
+}
+
+const char *syms_resolve(struct tt_syms *s, uint64_t addr, char *buf, size_t len)
+{
+	const struct mapping *m = s ? maps_find(s, addr) : NULL;
+	const struct sym *sym = NULL;
+	uint64_t off, vaddr = 0;
+
+	if (!m) {
+		snprintf(buf, len, "[unknown] (0x%llx)", (unsigned long long)addr);
+		return buf;
+	}
+	if (!m->file->loaded)
+		file_load(m->file);
+	off = addr - m->start + m->pgoff;
+	if (file_off_to_vaddr(m->file, off, &vaddr))
+		sym = file_lookup(m->file, vaddr);
+	if (sym)
+		snprintf(buf, len, "%s+0x%llx (%s)", sym->name,
+			 (unsigned long long)(vaddr - sym->addr), base_name(m->file->path));
+	else
+		snprintf(buf, len, "[unknown] (%s+0x%llx)", base_name(m->file->path),
+			 (unsigned long long)off);
+	return buf;
+}
+
+void syms_free(struct tt_syms *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nfiles; i++) {
+		free(s->files[i]->path);
+		free(s->files[i]->syms);
+		free(s->files[i]->strs);
+		free(s->files[i]->segs);
+		free(s->files[i]);
+	}
+	free(s->files);
+	free(s->maps);
+	free(s);
+}
+
+/* ---- uprobe offsets and suggestions -------------------------------------- */
+
+struct find_arg {
+	const char *name;
+	uint64_t vaddr, size;
+	bool found;
+};
+
+/* The default version wins; a compat-only symbol is used if nothing else. */
+static int find_sym(const char *name, const GElf_Sym *s, bool hidden, void *arg)
+{
+	struct find_arg *a = arg;
+
+	if (strcmp(name, a->name) || (hidden && a->found))
+		return 0;
+	a->vaddr = s->st_value;
+	a->size = s->st_size;
+	a->found = true;
+	return hidden ? 0 : 1;
+}
+
+/* ELF vaddr -> file offset through the PT_LOAD segment holding it. */
+static int segs_vaddr_to_off(const struct seg *segs, size_t n, uint64_t vaddr, uint64_t *off)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (vaddr >= segs[i].vaddr && vaddr < segs[i].vaddr + segs[i].filesz) {
+			*off = vaddr - segs[i].vaddr + segs[i].off;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int syms_elf_func(const char *path, const char *symbol, struct syms_func *f)
+{
+	struct find_arg a = { symbol, 0, 0, false };
+	struct seg *segs = NULL;
+	size_t nsegs = 0;
+	Elf *elf;
+	int fd, err;
+
+	err = elf_open_path(path, &fd, &elf);
+	if (err)
+		return err;
+	err = elf_for_each_func(elf, find_sym, &a);
+	err = err < 0 ? err : a.found ? 0 : -ENOENT;
+	if (!err)
+		err = elf_read_segs(elf, &segs, &nsegs);
+	if (!err) {
+		f->vaddr = a.vaddr;
+		f->size = a.size;
+		err = segs_vaddr_to_off(segs, nsegs, a.vaddr, &f->offset);
+	}
+	free(segs);
+	elf_close_path(fd, elf);
+	return err;
+}
+
+int syms_elf_offset(const char *path, const char *symbol, uint64_t *offset)
+{
+	struct syms_func f;
+	int err = syms_elf_func(path, symbol, &f);
+
+	if (!err)
+		*offset = f.offset;
+	return err;
+}
+
+int syms_elf_func_at(const char *path, uint64_t vaddr, struct syms_func *f, char *name, size_t len)
+{
+	struct elf_file file = { .path = (char *)path };
+	const struct sym *s;
+	int err = -ENOENT;
+
+	file_load(&file);
+	s = file_lookup(&file, vaddr);
+	if (s && s->size) {
+		f->vaddr = s->addr;
+		f->size = s->size;
+		err = segs_vaddr_to_off(file.segs, file.nsegs, s->addr, &f->offset);
+		if (!err && name)
+			snprintf(name, len, "%s", s->name);
+	}
+	free(file.syms);
+	free(file.strs);
+	free(file.segs);
+	return err;
+}
+
+int syms_elf_needed(const char *path, int (*fn)(const char *lib, void *arg), void *arg)
+{
+	Elf_Scn *scn = NULL;
+	Elf *elf;
+	int fd, r = 0, err = elf_open_path(path, &fd, &elf);
+
+	if (err)
+		return err;
+	while (!r && (scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize ||
+		    !(d = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 0; !r && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Dyn dyn;
+			const char *lib;
+
+			if (gelf_getdyn(d, (int)i, &dyn) && dyn.d_tag == DT_NEEDED &&
+			    (lib = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val)))
+				r = fn(lib, arg);
+		}
+	}
+	elf_close_path(fd, elf);
+	return r;
+}
+
+int syms_elf_has_symbol(const char *path, const char *name)
+{
+	static const Elf64_Word types[] = { SHT_SYMTAB, SHT_DYNSYM };
+	Elf *elf;
+	int fd, found = 0, err = elf_open_path(path, &fd, &elf);
+
+	if (err)
+		return err;
+	for (int t = 0; !found && t < 2; t++) {
+		GElf_Shdr sh;
+		Elf_Scn *scn = elf_find_symtab(elf, types[t], &sh);
+		Elf_Data *data = scn ? elf_getdata(scn, NULL) : NULL;
+		size_t n = data ? sh.sh_size / sh.sh_entsize : 0;
+
+		for (size_t i = 0; !found && i < n; i++) {
+			GElf_Sym s;
+			const char *sn;
+
+			if (gelf_getsym(data, (int)i, &s) && (sn = elf_strptr(elf, sh.sh_link, s.st_name)))
+				found = !strcmp(sn, name);
+		}
+	}
+	elf_close_path(fd, elf);
+	return found;
+}
+
+int syms_elf_has_section(const char *path, const char *name)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	Elf *elf;
+	int fd, found = 0, err = elf_open_path(path, &fd, &elf);
+
+	if (err)
+		return err;
+	if (elf_getshdrstrndx(elf, &shstrndx)) {
+		elf_close_path(fd, elf);
+		return -EINVAL;
+	}
+	while (!found && (scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *n;
+
+		if (gelf_getshdr(scn, &sh) && (n = elf_strptr(elf, shstrndx, sh.sh_name)))
+			found = !strcmp(n, name);
+	}
+	elf_close_path(fd, elf);
+	return found;
+}
+
+/* ---- USDT notes ---------------------------------------------------------- */
+
+#define STAPSDT_NOTE_TYPE 3
+
+/* The vaddr of the named section, or 0. */
+static uint64_t elf_section_addr(Elf *elf, const char *want, GElf_Shdr *out)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return 0;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *n;
+
+		if (gelf_getshdr(scn, out) && (n = elf_strptr(elf, shstrndx, out->sh_name)) &&
+		    !strcmp(n, want))
+			return out->sh_addr;
+	}
+	return 0;
+}
+
+static int count_args(const char *a)
+{
+	int n = 0;
+
+	for (bool in = false; *a; a++) {
+		if (!isspace((unsigned char)*a) && !in)
+			n++;
+		in = !isspace((unsigned char)*a);
+	}
+	return n;
+}
+
+/* One note's descriptor: pc, base, semaphore (8 bytes each), then provider,
+ * name and argument strings. The pc moves with the .stapsdt.base section
+ * (prelink); a semaphore lives in .probes. */
+static int usdt_note(const char *desc, size_t len, uint64_t base, const GElf_Shdr *probes,
+		     const struct seg *segs, size_t nsegs, struct syms_usdt *u)
+{
+	uint64_t pc, note_base, sema;
+	const char *end = desc + len, *p = desc + 24;
+
+	if (len < 27)
+		return -EINVAL;
+	memcpy(&pc, desc, 8);
+	memcpy(&note_base, desc + 8, 8);
+	memcpy(&sema, desc + 16, 8);
+	u->provider = p;
+	p = memchr(p, '\0', (size_t)(end - p));
+	u->name = p ? p + 1 : NULL;
+	p = p ? memchr(p + 1, '\0', (size_t)(end - p - 1)) : NULL;
+	u->args = p && p + 1 < end ? p + 1 : "";
+	if (!u->name || !p || !memchr(u->args, '\0', (size_t)(end - u->args)))
+		return -EINVAL;
+	u->vaddr = base && note_base ? pc + base - note_base : pc;
+	u->nargs = count_args(u->args);
+	u->sema = 0;
+	if (sema && probes->sh_addr && sema >= probes->sh_addr &&
+	    sema < probes->sh_addr + probes->sh_size)
+		u->sema = sema - probes->sh_addr + probes->sh_offset;
+	return segs_vaddr_to_off(segs, nsegs, u->vaddr, &u->offset);
+}
+
+int syms_elf_usdt(const char *path, int (*fn)(const struct syms_usdt *u, void *arg), void *arg)
+{
+	GElf_Shdr base_sh, probes = { 0 };
+	struct seg *segs = NULL;
+	Elf_Scn *scn = NULL;
+	uint64_t base;
+	size_t nsegs = 0;
+	Elf *elf;
+	int fd, r, err = elf_open_path(path, &fd, &elf);
+
+	if (err)
+		return err;
+	base = elf_section_addr(elf, ".stapsdt.base", &base_sh);
+	if (!elf_section_addr(elf, ".probes", &probes))
+		memset(&probes, 0, sizeof(probes));
+	r = elf_read_segs(elf, &segs, &nsegs);
+	while (!r && (scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		GElf_Nhdr nh;
+		Elf_Data *d;
+		size_t off = 0, name_off, desc_off;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE || !(d = elf_getdata(scn, NULL)))
+			continue;
+		while (!r && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+			struct syms_usdt u;
+
+			if (nh.n_type != STAPSDT_NOTE_TYPE || nh.n_namesz != 8 ||
+			    memcmp((char *)d->d_buf + name_off, "stapsdt", 8))
+				continue;
+			if (!usdt_note((char *)d->d_buf + desc_off, nh.n_descsz, base, &probes, segs,
+				       nsegs, &u))
+				r = fn(&u, arg);
+		}
+	}
+	free(segs);
+	elf_close_path(fd, elf);
+	return r;
+}
+
+/* Edit distance, case-insensitive, capped (names are short). */
+static int edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	int row[128], prev;
+
+	if (la > 120 || lb > 120)
+		return 1000;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (int)j;
+	for (size_t i = 1; i <= la; i++) {
+		prev = row[0];
+		row[0] = (int)i;
+		for (size_t j = 1; j <= lb; j++) {
+			int cur = row[j];
+			int sub = prev + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+			int del = row[j] + 1, ins = row[j - 1] + 1;
+
+			row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+			prev = cur;
+		}
+	}
+	return row[lb];
+}
+
+struct suggest_arg {
+	const char *want;
+	int max, n;
+	struct { int score; char name[96]; } best[16];
+};
+
+/* Edit distance to want (lower is closer), or -1: not a close match. Close:
+ * contains want, is a large part of it, or is within a third of its length. */
+static int suggest_score(const char *want, const char *name)
+{
+	size_t lw = strlen(want), ln = strlen(name);
+	int d = edit_distance(want, name);
+
+	if (strcasestr(name, want) || (strcasestr(want, name) && 2 * ln >= lw))
+		return d;
+	return d <= (int)lw / 3 + 1 ? d : -1;
+}
+
+static int suggest_sym(const char *name, const GElf_Sym *s, bool hidden, void *arg)
+{
+	struct suggest_arg *a = arg;
+	int score = suggest_score(a->want, name), i;
+
+	if (score < 0 || strlen(name) >= sizeof(a->best[0].name))
+		return 0;
+	for (i = 0; i < a->n; i++)
+		if (!strcmp(a->best[i].name, name))
+			return 0; /* alias / versioned duplicate */
+	if (a->n == a->max && score >= a->best[a->n - 1].score)
+		return 0;
+	i = a->n < a->max ? a->n++ : a->n - 1;
+	while (i > 0 && a->best[i - 1].score > score) {
+		a->best[i] = a->best[i - 1];
+		i--;
+	}
+	a->best[i].score = score;
+	snprintf(a->best[i].name, sizeof(a->best[i].name), "%s", name);
+	return 0;
+}
+
+int syms_suggest(const char *path, const char *symbol, char *buf, size_t len, int max)
+{
+	struct suggest_arg a = { .want = symbol };
+	size_t used = 0;
+	Elf *elf;
+	int fd;
+
+	if (len)
+		buf[0] = 0;
+	a.max = max < 1 ? 1 : max > 16 ? 16 : max;
+	if (elf_open_path(path, &fd, &elf))
+		return 0;
+	elf_for_each_func(elf, suggest_sym, &a);
+	elf_close_path(fd, elf);
+	for (int i = 0; i < a.n && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", a.best[i].name);
+	return a.n;
+}
