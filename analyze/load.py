@@ -22,7 +22,7 @@ stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
   Records from before these fields existed load with waker_pid 0, waker_ctx "task_guess"
   (preemptions "none"), syscall -1, wait_addr 0, wait_aux 0.
   gaps:     pid, tid, t_from_ns, t_to_ns: the switch records flagged unmatched (an edge the
-            kernel never reported, docs/probes.md), taken out of `switches`: the thread's
+            kernel never reported, docs/probes/sched.md), taken out of `switches`: the thread's
             state between the two times is unknown (decompose marks requests overlapping
             one as not traced).
   locks:    pid, tid, mutex (uint64), t_request_ns, t_acquired_ns, t_released_ns,

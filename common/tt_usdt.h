@@ -4,7 +4,7 @@
  * .note.stapsdt per site: bpftrace, perf, libbpf and `tailtrace --span
  * usdt:BIN:PROVIDER:NAME` find them) but on a 5-byte nop instead of sdt.h's
  * 1-byte one: the kernel turns a uprobe on a 5-byte nop into a call (optimized
- * uprobes, 6.16+), ~0.2 us a hit instead of ~0.4 (docs/probes.md).
+ * uprobes, 6.16+), ~0.2 us a hit instead of ~0.4 (docs/probes/spans.md).
  *
  * Convention (docs/third-party.md): NAME__start(id, ...) and NAME__done(id,
  * status); id names the request among those in flight in the process.

@@ -201,7 +201,8 @@ static void write_options(FILE *f, const struct tt_meta *m)
 }
 
 /* How wait reasons, run-queue waits and waker contexts were read
- * (docs/probes.md, "Wait reasons", "Run-queue waits under --aggregate"). */
+ * (docs/probes/sched.md, "Wait reasons"; docs/probes/export.md, "Run-queue waits under
+ * --aggregate"). */
 static void write_evidence(FILE *f, const struct tt_meta *m)
 {
 	static const char *const regs[] = { "none", "task_pt_regs", "task_stack" };

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* meta.json of a run directory (docs/architecture.md, docs/probes.md). */
+/* meta.json of a run directory (docs/architecture.md, docs/probes/README.md). */
 #ifndef TT_META_H
 #define TT_META_H
 #include <stdbool.h>

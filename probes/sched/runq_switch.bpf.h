@@ -333,7 +333,7 @@ static __always_inline void runq_kacct_out(struct tt_thread *th, struct task_str
 	}
 	if (runq_kacct_out_pending(th)) {
 		/* Its switch-in never reached the tracepoint (mostly an idle
-		 * CPU's: docs/probes.md, "Unmatched intervals"). The kernel
+		 * CPU's: docs/probes/sched.md, "Unmatched intervals"). The kernel
 		 * still added that wait to run_delay: counted all the same. */
 		tt_count(&runq_counters, RUNQ_CNT_UNMATCHED);
 		if (!runq_kacct_tainted(th, prev))

@@ -256,7 +256,7 @@ static __always_inline void emit(struct sched_off *s, __u32 tid, __u64 now)
 	bpf_ringbuf_submit(r, tt_rb_flags(&switch_rb, rb_wakeup_bytes, sizeof(*r)));
 }
 
-/* An edge the kernel never reported (docs/probes.md, "Unmatched intervals"):
+/* An edge the kernel never reported (docs/probes/sched.md, "Unmatched intervals"):
  * count it and, unless only histograms are kept, write [t_from, now] as a
  * gap record so the analysis knows the thread's state there is unknown
  * instead of taking it for time on CPU. */

@@ -5,7 +5,8 @@
  * What a uprobe costs depends on the instruction it replaces: the kernel
  * emulates a few (push, nop, jmp/jcc/call rel), optimizes a 5-byte nop into a
  * call (6.16+), and executes every other one out of line with a single-step
- * trap, which costs ~30x more on a VM (docs/probes.md, "What a uprobe costs").
+ * trap, which costs ~30x more on a VM (docs/probes/cost.md, "Uprobes: what a
+ * hit costs").
  * disasm_site_class() mirrors the kernel's rules (arch/x86/kernel/uprobes.c).
  *
  * disasm_function() reads one function's code and finds where a span begins

@@ -471,7 +471,7 @@ static void site_json(FILE *f, const struct span_plan *p, const struct span_site
 		usite_class_name((enum usite_class)s->cls));
 }
 
-/* meta.json "span_sites": how each span was planned (docs/probes.md). */
+/* meta.json "span_sites": how each span was planned (docs/probes/spans.md). */
 static void spans_meta(void *state, FILE *f)
 {
 	struct spans_state *st = state;

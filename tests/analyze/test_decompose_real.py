@@ -42,7 +42,7 @@ def test_sleeping_calls_decompose_into_sleep_time(tmp_path):
     assert run.source == "spans" and len(run.requests) == CALLS
     assert run.has("switches") and run.has("runq")
     d = df_decompose(run)
-    # A switch edge the kernel never reported (docs/probes.md, "Unmatched intervals": rare,
+    # A switch edge the kernel never reported (docs/probes/sched.md, "Unmatched intervals": rare,
     # seen under load) is a gap record, and the requests it overlaps are not traced:
     # their parts are unknown, never passed off as time on CPU.
     assert len(run.gaps) == run.meta["unmatched_events"]["switch"]
@@ -73,7 +73,7 @@ def test_lock_chain_of_a_sleeping_holder(tmp_path):
     for p in (TAILTRACE, target):
         assert p.exists(), f"{p} missing: build first (cmake --build build)"
     holds = 30
-    # A switch-in the kernel never reported (docs/probes.md, "Unmatched intervals") leaves
+    # A switch-in the kernel never reported (docs/probes/sched.md, "Unmatched intervals") leaves
     # a gap, and a request overlapping one is not traced: then, and only then, run again.
     for attempt in range(3):
         out = tmp_path / f"run{attempt}"

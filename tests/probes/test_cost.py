@@ -1,4 +1,4 @@
-"""tailtrace's own cost (docs/probes.md, "Cost"): with BPF run-time statistics
+"""tailtrace's own cost (docs/probes/cost.md, "Cost"): with BPF run-time statistics
 on (--bpf-stats always), meta.json cost.bpf holds every module's program runs
 and time. Oracle by construction: every record a stream writes was produced by
 at least one run of that module's programs, so run_cnt >= records written (the

@@ -52,7 +52,7 @@ def runnable_within(run, tid: int, segs: pd.DataFrame) -> int:
 
 def test_answerer_behind_two_spinners_ends_the_requesters_wait(tmp_path):
     run, first, d = traced_waits(tmp_path, "pipe", ROUNDS, WORK_MS)
-    # A switch-in the kernel never reported (docs/probes.md, "Unmatched intervals";
+    # A switch-in the kernel never reported (docs/probes/sched.md, "Unmatched intervals";
     # bpftrace misses the same ones) leaves a gap: the rounds it overlaps, and only
     # those, are not traced. Traced rounds must close.
     untraced = ~d["traced"].to_numpy()

@@ -184,7 +184,7 @@ def test_target_that_execs_mid_run_stays_traced(tmp_path):
     sw = intervals(tmp_path)
     mine = sw[sw["tid"] == pid]
     # python's 300 ms sleep before the exec: one blocked interval, or, when the kernel
-    # never reported one of its two edges (docs/probes.md), a gap record over it; either
+    # never reported one of its two edges (docs/probes/sched.md), a gap record over it; either
     # is written only for a traced thread (a CI run once had the gap)
     everything = records(tmp_path, "switch")
     before = everything[(everything["tid"] == pid) &

@@ -45,7 +45,7 @@ def test_held_child_is_traced_from_its_first_instruction(tmp_path):
     rq = records(tmp_path, "runq")
     first = rq[rq["tid"] == info["early_tid"]]
     if not (first["kind"] == WAKEUP_NEW).any() and meta(tmp_path)["unmatched_events"]["runq"]:
-        # its first switch-in never reached the tracepoint (docs/probes.md, "Unmatched
+        # its first switch-in never reached the tracepoint (docs/probes/sched.md, "Unmatched
         # intervals"): tailtrace counted it; there is no interval to check in this run
         pytest.skip("the kernel did not report the new thread's first switch-in (counted)")
     # the thread main() starts before anything else is seen from its birth

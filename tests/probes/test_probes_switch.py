@@ -8,7 +8,7 @@ run-queue interval; its stacks end in the kernel's schedule() and its user
 stack shows the libc sleep call.
 
 On the shared 6.18 VM a switch-in occasionally never reaches the programs
-(docs/probes.md, "Unmatched intervals"); tailtrace writes a gap record instead
+(docs/probes/sched.md, "Unmatched intervals"); tailtrace writes a gap record instead
 of such an interval and counts it in meta.json unmatched_events, so intervals +
 unmatched = the kernel's count.
 """
@@ -148,7 +148,7 @@ def test_no_stack_lost_to_stack_map_collisions(tmp_path):
     # the premise: enough paths blocked for collisions to happen (~5 expected at 400)
     assert nvcsw >= 0.9 * paths, last
     # every switch the kernel counted in the loop was seen (start and exit may add a few),
-    # or is a gap record: a switch edge the kernel never reported (docs/probes.md; about
+    # or is a gap record: a switch edge the kernel never reported (docs/probes/sched.md; about
     # one run in five here), counted, never invented
     assert len(blocked) + gaps >= nvcsw, (len(blocked), gaps, last)
     assert (blocked["ustack_id"] >= 0).all() and set(blocked["ustack_id"].tolist()) <= set(user)

@@ -29,7 +29,7 @@ def test_migrations_counted_per_thread(tmp_path):
     assert HOPS - 1 <= int(row["migrations"][0]) <= 3 * HOPS
     sw = records(tmp_path, "switch")
     mine = sw[sw["tid"] == info["tid"]]
-    # a gap record stands for a switch-in the kernel never reported (docs/probes.md,
+    # a gap record stands for a switch-in the kernel never reported (docs/probes/sched.md,
     # "Unmatched intervals"): that hop's arrival CPU is unknown
     gaps = int(mine["unmatched"].sum())
     crossed = mine[(mine["cpu_off"] != mine["cpu_on"]) & (mine["unmatched"] == 0)]

@@ -87,7 +87,7 @@ def records(run_dir: Path, kind: str) -> np.ndarray:
 
 def intervals(run_dir: Path) -> np.ndarray:
     """switches.bin without its gap records (unmatched: a switch edge the kernel never
-    reported, docs/probes.md): the off-CPU intervals proper."""
+    reported, docs/probes/sched.md): the off-CPU intervals proper."""
     sw = records(run_dir, "switch")
     return sw[sw["unmatched"] == 0]
 
