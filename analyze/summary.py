@@ -235,8 +235,9 @@ def _warnings(run, decomp) -> list:
     gaps = getattr(run, "gaps", None)
     if gaps is not None and len(gaps):
         w.append(f"the kernel never reported {len(gaps)} context-switch edge(s) of traced "
-                 "threads (meta.json unmatched_events; docs/probes.md, 'Unmatched intervals'): "
-                 "requests overlapping one are counted as not traced, not as time on CPU")
+                 "threads (meta.json unmatched_events; docs/probes/sched.md, "
+                 "'Unmatched intervals'): requests overlapping one are counted as not traced, "
+                 "not as time on CPU")
     if "check" in decomp and len(decomp) and (words := check_words(check_summary(decomp))):
         w.append(words)
     return w

@@ -518,7 +518,8 @@ static void render_self(struct exporter *ex, FILE *f)
 		fprintf(f, "tailtrace_lost_events_total{stream=\"%s\"} %llu\n", st[i].stream,
 			(unsigned long long)st[i].lost);
 	header(ex, f, "tailtrace_unmatched_events_total", "counter",
-	       "Intervals dropped because the kernel never reported their end (docs/probes.md).");
+	       "Intervals dropped because the kernel never reported their end "
+	       "(docs/probes/sched.md).");
 	for (int i = 0; i < n; i++)
 		fprintf(f, "tailtrace_unmatched_events_total{stream=\"%s\"} %llu\n", st[i].stream,
 			(unsigned long long)st[i].unmatched);
