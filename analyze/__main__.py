@@ -89,7 +89,7 @@ def _format_sched_only(s: dict) -> str:
 
 
 def _report(args) -> int:
-    from .report import build_report
+    from .pipeline import build_report
 
     s = build_report(args.run_dir, plots=not args.no_plots)
     print(format_summary(s))
@@ -100,7 +100,8 @@ def _report(args) -> int:
 
 
 def _compare(args) -> int:
-    from .compare import format_table, write_compare
+    from .compare import format_table
+    from .pipeline import write_compare
     from .sweep import df_knee, df_seed_table, knee_sentences, seed_table_markdown
 
     df, files = write_compare(args.run_dirs, args.out, plots=not args.no_plots)
@@ -115,7 +116,7 @@ def _compare(args) -> int:
 
 
 def _captures(args) -> int:
-    from .captures import build_captures
+    from .pipeline import build_captures
 
     df = build_captures(args.run_dir, plots=not args.no_plots)
     for r in df.sort_values("t_start_ns").itertuples():

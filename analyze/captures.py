@@ -3,8 +3,9 @@
 A recorder run directory holds meta.json ("flight": settings and counters), captures.jsonl
 (one line a capture: dir, t_start_ns, latency_ns, worst_ns, threshold_ns, spans, bytes, error)
 and captures/NNNN/, each an ordinary run directory of one window. `python3 -m analyze captures
-DIR` reports every capture and writes DIR/captures.html: the captures by time, with each one's
-latency, the threshold that fired and its headline, and how many fell into each cause.
+DIR` reports every capture (pipeline.build_captures) and writes DIR/captures.html
+(render_index): the captures by time, with each one's latency, the threshold that fired and
+its headline, and how many fell into each cause.
 
 df_captures(dir) -> DataFrame, one row per captures.jsonl line, columns:
   dir, t_start_ns, latency_ns, worst_ns, threshold_ns, spans, bytes, error (None: written),
@@ -77,30 +78,6 @@ def who_of(summary: dict) -> str:
         return f"{t.get('comm') or '?'}" + (f" (pid {t['pid']})" if t.get("pid") else "")
     cp = (summary.get("critical_path") or {}).get(BANDS[3]) or {}
     return cp.get("who") or ""
-
-
-def build_captures(run_dir, plots: bool = True, report=None) -> pd.DataFrame:
-    """Report every capture that was written, then DIR/captures.html; returns df_captures
-    with cause, headline and who filled in. report(capture_dir, plots) -> summary dict
-    (analyze.report.build_report by default)."""
-    if report is None:
-        from .report import build_report as report
-    d = Path(run_dir)
-    df = df_captures(d)
-    causes, heads, whos = [], [], []
-    for r in df.itertuples():
-        s = {}
-        if r.error is None and (d / r.dir / "meta.json").exists():
-            try:
-                s = report(d / r.dir, plots)
-            except AnalysisError as e:
-                s = {"headline": f"(not analysed: {e})"}
-        causes.append(cause_of(s))
-        heads.append(s.get("headline") or (f"(not written: {r.error})" if r.error else ""))
-        whos.append(who_of(s))
-    df["cause"], df["headline"], df["who"] = causes, heads, whos
-    (d / "captures.html").write_text(render_index(d, df), encoding="utf-8")
-    return df
 
 
 def render_index(run_dir: Path, df: pd.DataFrame) -> str:

@@ -1,6 +1,7 @@
-"""Runs side by side: one table, one percentile plot, compare.html.
+"""Runs side by side: the table of their summaries, its text and compare.html (the pipeline's
+write_compare analyses the runs and writes the files).
 
-Columns of df_compare (one row per run, in the order given):
+Columns of compare_table (one row per run, in the order given):
   run (label), requests, errors (None when unknown: no requests; shown as "n/a"; for
   requests built from spans, the calls that did not return), throughput_rps, avg_ms, p99_ms, max_ms (end to end:
   what a client saw, queue wait included), p99_service_ms, queue_p99_ms,
@@ -15,22 +16,15 @@ Columns of df_compare (one row per run, in the order given):
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
-from . import plot
 from .attribute import BANDS
-from .errors import AnalysisError
 from .fmt import fmt_errors, fmt_int, fmt_share
 from .fmt import fmt_run_ms as fmt_ms
 from .html import CSS, esc, img_tag
-from .load import load_run
-from .report import analyse
 from .summary import run_label
-from .sweep import df_knee, df_seed_table, knee_sentences, seed_table_markdown
+from .sweep import df_knee, knee_sentences
 
 COLUMNS = ["run", "requests", "errors", "throughput_rps", "avg_ms", "p99_ms", "max_ms",
            "p99_service_ms", "queue_p99_ms", "p99_runnable_share", "closure_ratio", "headline",
@@ -78,11 +72,8 @@ def _peer(summary: dict, key: str) -> float:
     return np.nan if v is None else v
 
 
-def df_compare(run_dirs) -> tuple[pd.DataFrame, dict]:
-    """(table, {label: decomposition}) of the given run directories."""
-    if not run_dirs:
-        raise AnalysisError("compare needs at least one run directory")
-    analysed = [analyse(load_run(d)) for d in run_dirs]
+def compare_table(analysed: list[dict]) -> tuple[pd.DataFrame, dict]:
+    """(table, {label: decomposition}) of analysed runs (pipeline.analyse's dicts), in order."""
     labels = _unique([run_label(a["run"]) for a in analysed])
     rows = [compare_row(lab, a["summary"]) for lab, a in zip(labels, analysed)]
     df = pd.DataFrame(rows, columns=COLUMNS)
@@ -160,30 +151,3 @@ def render_compare(df: pd.DataFrame, png: str | None, knee_png: str | None = Non
             + _knee_section(df_knee(df), knee_png) +
             f'<section><h2>Headlines</h2><ul>{heads_html}</ul></section>'
             "</main></body></html>\n")
-
-
-def write_compare(run_dirs, out_dir, plots: bool = True) -> tuple[pd.DataFrame, list[str]]:
-    """Write compare.html (+ percentiles.png) into out_dir; returns (table, files)."""
-    df, decomps = df_compare(run_dirs)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    files = []
-    png = None
-    if plots:
-        png = plot.plot_percentiles(decomps, out / "percentiles.png", column="e2e_ns",
-                                    title="End-to-end latency by percentile, all runs")
-        files.append(png)
-    knee, knee_png = df_knee(df), None
-    if plots and not knee.empty:
-        knee_png = plot.plot_workers(knee, out / "workers.png")
-        files.append(knee_png)
-    md = seed_table_markdown(df_seed_table(df))
-    if md:
-        (out / "sweep.md").write_text(md, encoding="utf-8")
-        files.append(str(out / "sweep.md"))
-    html_path = out / "compare.html"
-    tmp = html_path.with_name("compare.html.tmp")
-    tmp.write_text(render_compare(df, png, knee_png), encoding="utf-8")
-    os.replace(tmp, html_path)
-    files.append(str(html_path))
-    return df, files

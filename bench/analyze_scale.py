@@ -169,7 +169,7 @@ def analyse(run_dir: Path) -> dict:
 
 def report(run_dir: Path) -> dict:
     """The full report, as `python3 -m analyze report` writes it: wall s and peak RSS."""
-    from analyze.report import build_report
+    from analyze.pipeline import build_report
     t = time.perf_counter()
     summary = build_report(run_dir)
     return {"report_s": time.perf_counter() - t,

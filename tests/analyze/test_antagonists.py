@@ -161,7 +161,7 @@ def test_report_section_and_perfetto_cpu_tracks(tmp_path):
     import json
     from fixtures import write_run
     from analyze.perfetto import CPU_PID
-    from analyze.report import build_report
+    from analyze.pipeline import build_report
     from analyze.schema import load_schema
     d = write_run(tmp_path / "run", load_schema(), meta={**META, "mono_start_ns": T0},
                   requests=[req(1, 101, 0, 10 * MS)], runq=RUNQ, occupancy=OCC,
@@ -183,7 +183,7 @@ def test_report_section_and_perfetto_cpu_tracks(tmp_path):
 
 def test_report_says_what_is_needed_without_the_cpu_event(tmp_path):
     from fixtures import write_run
-    from analyze.report import build_report
+    from analyze.pipeline import build_report
     from analyze.schema import load_schema
     d = write_run(tmp_path / "run", load_schema(), meta=META, requests=[req(1, 101, 0, 10 * MS)],
                   runq=RUNQ, switches=[], tasks=[task(101, "w1")])

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 import synth
-from analyze import compare
+from analyze import compare, pipeline
+from analyze.errors import AnalysisError
 
 
 def _expected(tr):
@@ -27,7 +28,7 @@ def runs(tmp_path_factory):
 
 def test_table_values_from_fixtures(runs):
     base, trs = runs
-    df, decomps = compare.df_compare([t.path for t in trs])
+    df, decomps = pipeline.df_compare([t.path for t in trs])
     assert list(df["run"]) == ["pool-5ms", "pool-10ms", "pool-10ms#2"]
     assert list(decomps) == list(df["run"])
     for (_, row), tr in zip(df.iterrows(), trs[:2]):
@@ -44,7 +45,7 @@ def test_table_values_from_fixtures(runs):
 
 def test_text_table_and_html(runs, tmp_path):
     base, trs = runs
-    df, files = compare.write_compare([t.path for t in trs], tmp_path)
+    df, files = pipeline.write_compare([t.path for t in trs], tmp_path)
     text = compare.format_table(df)
     lines = text.splitlines()
     assert lines[0].split()[0] == "run" and len(lines) == 2 + 3
@@ -58,5 +59,5 @@ def test_text_table_and_html(runs, tmp_path):
 
 
 def test_no_runs_is_an_error():
-    with pytest.raises(compare.AnalysisError):
-        compare.df_compare([])
+    with pytest.raises(AnalysisError):
+        pipeline.df_compare([])

@@ -5,13 +5,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyze import compare, report
+from analyze import compare, pipeline
 from analyze.attribute import df_bands
 from analyze.words import headline
 from analyze.decompose import df_decompose
 from analyze.html import ReportInputs, render_report
 from analyze.peer import df_peer_runnable, df_peers
-from analyze.report import analyse, jsonable
+from analyze.pipeline import analyse, jsonable
 from analyze.schema import load_schema
 from analyze.findings import Findings
 from fixtures import MS, T0, make_run, off, req, rq, task, write_run
@@ -246,7 +246,7 @@ def test_build_report_from_bin_files_writes_peer_into_summary_json(tmp_path):
     """Through load_run: real .bin files, meta.json also_pids, tasks comm orders-w* → server."""
     meta = dict(ALSO, mono_start_ns=T0 - MS, mono_end_ns=T0 + 200_000 * MS)
     write_run(tmp_path, load_schema(), meta=meta, **tail_rows(lambda i: 100 if i == 99 else 0))
-    s = report.build_report(tmp_path, plots=False)
+    s = pipeline.build_report(tmp_path, plots=False)
     disk = json.loads((tmp_path / "summary.json").read_text())
     assert disk["peer"]["pids"] == [SERVER] and disk["peer"]["comms"] == ["orders-server"]
     assert disk["peer"]["runnable_ms"]["≥P99"] == 100.0

@@ -8,8 +8,11 @@ import pandas as pd
 import pytest
 
 import synth
-from analyze import plot, report
+from analyze import pipeline, plot
+from analyze.decompose import df_decompose
 from analyze.errors import AnalysisError
+from analyze.load import load_run
+from analyze.lockchain import df_lock_chains
 
 PNGS = ["percentiles.png", "timeline.png", "decomposition.png", "runq-hist.png",
         "cpu-placement.png"]
@@ -19,7 +22,7 @@ PNGS = ["percentiles.png", "timeline.png", "decomposition.png", "runq-hist.png",
 def probed(tmp_path_factory):
     d = tmp_path_factory.mktemp("probed")
     tr = synth.make_run(d, 400)
-    return tr, report.build_report(d)
+    return tr, pipeline.build_report(d)
 
 
 def test_every_output_written(probed):
@@ -58,8 +61,7 @@ def test_tables_match_construction(probed):
     assert len(lk) == 1 and lk.loc[0, "acquisitions"] == 80 and lk.loc[0, "contended"] == 40
     assert lk.loc[0, "wait_p99_ns"] == 450_000 and lk.loc[0, "hold_p99_ns"] == 460_000
     assert th.loc[100, "involuntary"] == 40 and th.loc[100, "runq_ns"] == 40 * 445_000
-    ch = report.df_lock_chains(report.load_run(tr.path), report.df_decompose(
-        report.load_run(tr.path)))
+    ch = df_lock_chains(load_run(tr.path), df_decompose(load_run(tr.path)))
     assert len(ch) == 40 and (ch["holder_tid"] == 100).all()
     assert (ch["verdict"] == "holder preempted").all()
     assert (ch["holder_runnable_ns"] == 445_000).all()
@@ -75,7 +77,7 @@ def test_report_html_is_self_contained(probed):
 
 def test_without_probes_summary_says_needs_probes(tmp_path):
     tr = synth.make_run(tmp_path, 200, probes=False)
-    s = report.build_report(tmp_path)
+    s = pipeline.build_report(tmp_path)
     assert isinstance(s["attribution"], str) and s["attribution"].startswith("needs probes")
     assert s["requests"] == 200 and s["latency_ms"]["max"] == pytest.approx(tr.decomp["latency_ns"].max() / 1e6)
     on_disk = json.loads((tmp_path / "summary.json").read_text())
@@ -91,7 +93,7 @@ def test_without_probes_summary_says_needs_probes(tmp_path):
 
 def test_no_plots(tmp_path):
     synth.make_run(tmp_path, 100)
-    s = report.build_report(tmp_path, plots=False)
+    s = pipeline.build_report(tmp_path, plots=False)
     assert not list(tmp_path.glob("*.png"))
     assert synth.check_self_contained((tmp_path / "report.html").read_text()) == 0
     assert s["requests"] == 100
@@ -103,7 +105,7 @@ def test_a_failing_figure_does_not_lose_the_rest(tmp_path, monkeypatch, capsys):
     def boom(*a, **k):
         raise ValueError("synthetic failure")
     monkeypatch.setattr(plot, "plot_timeline", boom)
-    s = report.build_report(tmp_path)
+    s = pipeline.build_report(tmp_path)
     assert "timeline.png" not in s["outputs"] and "percentiles.png" in s["outputs"]
     page = (tmp_path / "report.html").read_text()
     assert "timeline.png could not be drawn: ValueError: synthetic failure" in page
@@ -112,16 +114,16 @@ def test_a_failing_figure_does_not_lose_the_rest(tmp_path, monkeypatch, capsys):
 
 def test_bad_run_dirs(tmp_path):
     with pytest.raises(AnalysisError, match="no such run directory"):
-        report.build_report(tmp_path / "missing")
+        pipeline.build_report(tmp_path / "missing")
     synth.make_run(tmp_path, 50)
     raw = (tmp_path / "requests.bin").read_bytes()
     (tmp_path / "requests.bin").write_bytes(raw[:-7])      # a torn last record
     with pytest.raises(AnalysisError, match="requests.bin"):
-        report.build_report(tmp_path)
+        pipeline.build_report(tmp_path)
 
 
 def test_jsonable():
-    out = report.jsonable({"a": np.int64(3), "b": float("nan"), "c": [np.float32(0.5)],
+    out = pipeline.jsonable({"a": np.int64(3), "b": float("nan"), "c": [np.float32(0.5)],
                            1: np.bool_(True)})
     assert out == {"a": 3, "b": None, "c": [0.5], "1": True}
     json.dumps(out, allow_nan=False)
@@ -139,7 +141,7 @@ def test_stream_subsets(tmp_path, drop, figures, text):
     """tailtrace --events subsets: each section shows what it can and names what is missing."""
     synth.make_run(tmp_path, 100)
     (tmp_path / drop).unlink()
-    s = report.build_report(tmp_path)
+    s = pipeline.build_report(tmp_path)
     assert {o[:-4] for o in s["outputs"] if o.endswith(".png")} == figures
     page = (tmp_path / "report.html").read_text()
     assert synth.check_self_contained(page) == len(figures)
@@ -148,7 +150,7 @@ def test_stream_subsets(tmp_path, drop, figures, text):
 
 def test_lost_events_are_a_visible_warning(tmp_path):
     synth.make_run(tmp_path, 100, lost=7)
-    report.build_report(tmp_path)
+    pipeline.build_report(tmp_path)
     page = (tmp_path / "report.html").read_text()
     warns = re.findall(r'<div class="warn">(.*?)</div>', page)
     assert any("runq: 7" in w for w in warns)
@@ -171,7 +173,7 @@ def test_run_json_label_and_command(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps(
         {"command": ["./run.sh", "--workload", "pool", "--label", "a b"], "label": "pool-c20",
          "started_utc": "2026-11-21T10:32:32Z"}))
-    s = report.build_report(tmp_path)
+    s = pipeline.build_report(tmp_path)
     assert s["label"] == "pool-c20"
     page = (tmp_path / "report.html").read_text()
     assert "tailtrace report · pool-c20" in page
@@ -183,15 +185,12 @@ def test_analyse_lets_go_of_the_interval_sets_and_the_waits(tmp_path):
     """analyse() measures the lock chains before the critical path (they need every interval
     set, the hops five) and keeps neither the sets nor the waits once the summary is made;
     its chains are df_lock_chains' own."""
-    from analyze.decompose import df_decompose
-    from analyze.load import load_run
-    from analyze.lockchain import df_lock_chains
     synth.make_run(tmp_path, 200)
     run = load_run(tmp_path, cache=False)
-    a = report.analyse(run, lock_chains=True)
+    a = pipeline.analyse(run, lock_chains=True)
     assert all(getattr(run, k, None) is None for k in ("_state_sets", "_waits", "_followable"))
     fresh = load_run(tmp_path, cache=False)
     want = df_lock_chains(fresh, df_decompose(fresh))
     assert len(want) > 0
     pd.testing.assert_frame_equal(a["chains"], want, check_exact=True)
-    assert report.analyse(load_run(tmp_path, cache=False))["chains"] is None
+    assert pipeline.analyse(load_run(tmp_path, cache=False))["chains"] is None

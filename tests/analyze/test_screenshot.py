@@ -15,7 +15,7 @@ import pytest
 from matplotlib import image as mpimg
 
 import synth
-from analyze import report
+from analyze import pipeline
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -61,7 +61,7 @@ def image_check(tmp_path, page: str) -> dict:
 def run_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("shot")
     synth.make_run(d, 400)
-    report.build_report(d)
+    pipeline.build_report(d)
     return d
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from analyze import antagonists as A
 from analyze.load import OCC_HARDIRQ, OCC_IRQ_TIMER, load_run
-from analyze.report import build_report
+from analyze.pipeline import build_report
 from tt_run import BUILD, cgroup2_root, helper, meta, needs_root, records, tailtrace
 
 pytestmark = needs_root

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 from tt_run import needs_root, tailtrace
-from analyze.captures import build_captures
+from analyze.pipeline import build_captures
 from analyze.decompose import PARTS, df_decompose
 from analyze.load import load_run
 

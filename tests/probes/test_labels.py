@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from analyze.report import build_report
+from analyze.pipeline import build_report
 from tt_run import BUILD, needs_root, TAILTRACE
 
 pytestmark = needs_root

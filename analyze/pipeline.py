@@ -1,4 +1,8 @@
-"""One run, every output: load → decompose → bands → summary → files.
+"""The pipeline: load → explain → render, and the files each command writes.
+
+The stages (analyze/load, analyze/explain, analyze/render) import one way; this module
+drives them, for one run (`report`), several runs side by side (`compare`) and a flight
+recorder's captures (`captures`).
 
 `build_report(run_dir, plots=True) -> dict` writes into the run directory:
 summary.json (first, so it survives a later failure, then completed),
@@ -11,6 +15,11 @@ attribution "needs requests or --span"), threads.csv, locks.csv, trace.json
 with thread-state tracks only, the scheduler figures and report.html with a
 line at the top saying how to get requests. Only a run with no probe stream
 and no request is an error.
+
+`write_compare(run_dirs, out_dir, plots=True) -> (table, files)` analyses each run
+(`df_compare`) and writes compare.html, percentiles.png, workers.png and sweep.md (compare.py,
+sweep.py). `build_captures(dir, plots=True)` reports every capture of a flight-recorder run
+and writes DIR/captures.html (captures.py).
 """
 from __future__ import annotations
 
@@ -26,6 +35,8 @@ import pandas as pd
 from . import plot
 from .attribute import df_bands
 from .antagonists import df_occupancy, traced_pids
+from .captures import cause_of, df_captures, render_index, who_of
+from .compare import compare_table, render_compare
 from .critpath import CP_COLS, df_critical_path, df_wait_objects
 from .decompose import df_decompose, drop_reason_sets
 from .findings import Findings
@@ -39,6 +50,7 @@ from .perfetto import df_thread_states, write_trace
 from .sched import LOCK_COLS, THREAD_COLS, df_cpu_placement, df_locks, df_runq_hist, df_threads
 from .summary import (cut_note, goroutine_note, has_sched, report_summary, run_info,
                       uprobe_warnings, with_outputs)
+from .sweep import df_knee, df_seed_table, seed_table_markdown
 
 PLOTS = {"percentiles": "percentiles.png", "decomposition": "decomposition.png",
          "timeline": "timeline.png", "runq_hist": "runq-hist.png",
@@ -218,3 +230,60 @@ def _build_report(out: Path, run, plots: bool) -> dict:
         notes=notes)
     write_report(out / "report.html", inp)
     return summary
+
+
+def df_compare(run_dirs) -> tuple[pd.DataFrame, dict]:
+    """(table, {label: decomposition}) of the given run directories (compare.compare_table)."""
+    if not run_dirs:
+        raise AnalysisError("compare needs at least one run directory")
+    return compare_table([analyse(load_run(d)) for d in run_dirs])
+
+
+def write_compare(run_dirs, out_dir, plots: bool = True) -> tuple[pd.DataFrame, list[str]]:
+    """Write compare.html (+ percentiles.png) into out_dir; returns (table, files)."""
+    df, decomps = df_compare(run_dirs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    png = None
+    if plots:
+        png = plot.plot_percentiles(decomps, out / "percentiles.png", column="e2e_ns",
+                                    title="End-to-end latency by percentile, all runs")
+        files.append(png)
+    knee, knee_png = df_knee(df), None
+    if plots and not knee.empty:
+        knee_png = plot.plot_workers(knee, out / "workers.png")
+        files.append(knee_png)
+    md = seed_table_markdown(df_seed_table(df))
+    if md:
+        (out / "sweep.md").write_text(md, encoding="utf-8")
+        files.append(str(out / "sweep.md"))
+    html_path = out / "compare.html"
+    tmp = html_path.with_name("compare.html.tmp")
+    tmp.write_text(render_compare(df, png, knee_png), encoding="utf-8")
+    os.replace(tmp, html_path)
+    files.append(str(html_path))
+    return df, files
+
+
+def build_captures(run_dir, plots: bool = True, report=None) -> pd.DataFrame:
+    """Report every capture that was written, then DIR/captures.html; returns df_captures
+    with cause, headline and who filled in. report(capture_dir, plots) -> summary dict
+    (build_report by default)."""
+    report = report or build_report
+    d = Path(run_dir)
+    df = df_captures(d)
+    causes, heads, whos = [], [], []
+    for r in df.itertuples():
+        s = {}
+        if r.error is None and (d / r.dir / "meta.json").exists():
+            try:
+                s = report(d / r.dir, plots)
+            except AnalysisError as e:
+                s = {"headline": f"(not analysed: {e})"}
+        causes.append(cause_of(s))
+        heads.append(s.get("headline") or (f"(not written: {r.error})" if r.error else ""))
+        whos.append(who_of(s))
+    df["cause"], df["headline"], df["who"] = causes, heads, whos
+    (d / "captures.html").write_text(render_index(d, df), encoding="utf-8")
+    return df
