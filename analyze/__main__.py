@@ -10,7 +10,7 @@ import argparse
 import errno
 import sys
 
-from .errors import AnalysisError
+from .load.errors import AnalysisError
 
 EXIT_BAD_INPUT = 2
 EXIT_WRITE_FAILED = 1

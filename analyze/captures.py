@@ -7,10 +7,9 @@ DIR` reports every capture (pipeline.build_captures) and writes DIR/captures.htm
 (render_index): the captures by time, with each one's latency, the threshold that fired and
 its headline, and how many fell into each cause.
 
-df_captures(dir) -> DataFrame, one row per captures.jsonl line, columns:
-  dir, t_start_ns, latency_ns, worst_ns, threshold_ns, spans, bytes, error (None: written),
-  t_s (seconds since the recorder started), cause (the ≥P99 band's largest part, after
-  report), headline, who (the antagonist or the waker the headline names, '' if none).
+The captures' table is load/captures.df_captures; after each capture's report,
+pipeline.build_captures adds: cause (the ≥P99 band's largest part, cause_of), headline,
+who (the antagonist or the waker the headline names, who_of; '' if none).
 """
 from __future__ import annotations
 
@@ -20,41 +19,8 @@ from pathlib import Path
 import pandas as pd
 
 from .attribute import BANDS, GROUPS
-from .errors import AnalysisError
 from .fmt import fmt_fixed, fmt_int
 from .html import CSS, esc
-
-CAPTURE_COLS = ["dir", "t_start_ns", "latency_ns", "worst_ns", "threshold_ns", "spans", "bytes",
-                "error"]
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    rows = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            raise AnalysisError(f"{path}:{n}: not JSON ({e.msg}): a capture list tailtrace "
-                                "--flight-recorder writes") from None
-    return rows
-
-
-def df_captures(run_dir) -> pd.DataFrame:
-    """captures.jsonl of a recorder run as a DataFrame (columns in the module doc)."""
-    d = Path(run_dir)
-    path = d / "captures.jsonl"
-    if not (d / "meta.json").exists():
-        raise AnalysisError(f"{d}: no meta.json: not a tailtrace run directory")
-    meta = json.loads((d / "meta.json").read_text())
-    if "flight" not in meta:
-        raise AnalysisError(f"{d}: not a flight-recorder run (meta.json has no 'flight'): "
-                            "record one with tailtrace --flight-recorder SECONDS --span ...")
-    df = pd.DataFrame(_read_jsonl(path) if path.exists() else [], columns=CAPTURE_COLS)
-    t0 = int(meta.get("mono_start_ns") or 0)
-    df["t_s"] = (df["t_start_ns"].astype("float64") - t0) / 1e9 if len(df) else []
-    return df
 
 
 def cause_of(summary: dict) -> str:

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .decompose import Axis, thread_brief
-from .load import WAKER_BLAMES_TASK, fold_comm, per_run, thread_names
+from .load.load import WAKER_BLAMES_TASK, fold_comm, per_run, thread_names
 from .peer import process_name, also_comm
 from .order import Lookup, argsort_unless_sorted, row_index, unique_of
 from .waits import REASONS, describe, switch_fields, wait_core

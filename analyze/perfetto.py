@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from .findings import Findings
-from .load import WAKER_BLAMES_TASK, per_run, thread_names
+from .load.load import WAKER_BLAMES_TASK, per_run, thread_names
 from .order import Lookup
 from .waits import REASONS, has_reasons, reason_codes
 

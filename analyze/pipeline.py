@@ -35,15 +35,16 @@ import pandas as pd
 from . import plot
 from .attribute import df_bands
 from .antagonists import df_occupancy, traced_pids
-from .captures import cause_of, df_captures, render_index, who_of
+from .captures import cause_of, render_index, who_of
 from .compare import compare_table, render_compare
 from .critpath import CP_COLS, df_critical_path, df_wait_objects
 from .decompose import df_decompose, drop_reason_sets
 from .findings import Findings
-from .errors import AnalysisError
+from .load.errors import AnalysisError
 from .html import ReportInputs, write_report
-from .heap import heap_trim
-from .load import PROBE_STREAMS, cache_flush, load_run, per_run_release, thread_names
+from .load.captures import df_captures
+from .load.heap import heap_trim
+from .load.load import PROBE_STREAMS, cache_flush, load_run, per_run_release, thread_names
 from .lockchain import df_lock_chains
 from .peer import df_peer_runnable
 from .perfetto import df_thread_states, write_trace

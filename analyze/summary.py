@@ -51,7 +51,7 @@ from .antagonists import class_shares, df_runnable_occupants, has_occupancy
 from .attribute import dominant_blocked, spearman_runnable
 from .decompose import PARTS, check_summary, check_words, valid_requests
 from .findings import Findings
-from .load import SPAN_ENDS
+from .load.load import SPAN_ENDS
 from .order import unique_of
 from .sched import sched_figures
 from .words import headline, no_requests_headline

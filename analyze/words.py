@@ -13,7 +13,7 @@ from .attribute import BANDS, BLOCKED_GROUPS, GROUPS, MS, adds_up, dominant_grou
 from .critpath import has_wakers
 from .decompose import CHECK_WHY
 from .fmt import dur
-from .load import fold_comm
+from .load.load import fold_comm
 
 
 def _n(k: int, noun: str) -> str:

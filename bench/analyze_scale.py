@@ -49,7 +49,7 @@ def _header(schema: dict, kind: str) -> bytes:
 
 def generate(run_dir: Path, n_intervals: int, n_requests: int, n_threads: int, seed: int) -> dict:
     """Write requests/switches/runq/locks/tasks .bin files; returns the counts written."""
-    from analyze.schema import load_schema, record_dtype
+    from analyze.load.schema import load_schema, record_dtype
     schema = load_schema()
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "schema.json").write_text(json.dumps(schema))
@@ -132,7 +132,7 @@ def analyse(run_dir: Path) -> dict:
     from analyze.words import headline
     from analyze.findings import Findings
     from analyze.decompose import df_decompose
-    from analyze.load import load_run
+    from analyze.load.load import load_run
     t = [time.perf_counter()]
     run = load_run(run_dir)
     t.append(time.perf_counter())

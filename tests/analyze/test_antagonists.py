@@ -17,7 +17,7 @@ from analyze import antagonists as A
 from analyze.attribute import df_bands
 from analyze.decompose import df_decompose
 from analyze.findings import Findings
-from analyze.load import OCC_HARDIRQ, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ, OCC_TRUNC
+from analyze.load.load import OCC_HARDIRQ, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ, OCC_TRUNC
 from analyze.summary import summary_dict
 
 OCC = [occ(0, 0, 500), occ(0, 3 * MS, 102, pid=100), occ(0, 5 * MS, 7, flags=OCC_KTHREAD),
@@ -162,7 +162,7 @@ def test_report_section_and_perfetto_cpu_tracks(tmp_path):
     from fixtures import write_run
     from analyze.perfetto import CPU_PID
     from analyze.pipeline import build_report
-    from analyze.schema import load_schema
+    from analyze.load.schema import load_schema
     d = write_run(tmp_path / "run", load_schema(), meta={**META, "mono_start_ns": T0},
                   requests=[req(1, 101, 0, 10 * MS)], runq=RUNQ, occupancy=OCC,
                   occupants=OCCUPANTS, switches=[], tasks=[task(101, "w1"), task(102, "w2")])
@@ -184,7 +184,7 @@ def test_report_section_and_perfetto_cpu_tracks(tmp_path):
 def test_report_says_what_is_needed_without_the_cpu_event(tmp_path):
     from fixtures import write_run
     from analyze.pipeline import build_report
-    from analyze.schema import load_schema
+    from analyze.load.schema import load_schema
     d = write_run(tmp_path / "run", load_schema(), meta=META, requests=[req(1, 101, 0, 10 * MS)],
                   runq=RUNQ, switches=[], tasks=[task(101, "w1")])
     build_report(d, plots=False)

@@ -4,7 +4,7 @@ import pytest
 
 import synth
 from analyze import compare, pipeline
-from analyze.errors import AnalysisError
+from analyze.load.errors import AnalysisError
 
 
 def _expected(tr):

@@ -16,7 +16,7 @@ import pytest
 
 from analyze.attribute import df_bands
 from analyze.decompose import df_decompose, overlaps_gap
-from analyze.load import load_run
+from analyze.load.load import load_run
 from analyze.lockchain import RELEASE_SKEW_NS, df_lock_chains
 from analyze.summary import summary_dict
 from analyze.findings import Findings

@@ -29,8 +29,8 @@ import pytest
 from synth_server import write_server_run
 from analyze.attribute import df_bands
 from analyze.decompose import PARTS, check_summary, df_decompose
-from analyze.load import load_run
-from analyze.schema import load_schema
+from analyze.load.load import load_run
+from analyze.load.schema import load_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLAY = Path(os.environ.get("TT_BUILD", ROOT / "build")) / "tests" / "probes" / "flight_replay"

@@ -1,4 +1,4 @@
-"""analyze/heap.py: a freed large array keeps its pages in the heap (glibc would unmap it),
+"""analyze/load/heap.py: a freed large array keeps its pages in the heap (glibc would unmap it),
 heap_trim gives them back, numpy asks for no huge pages. Measured in a child process."""
 import subprocess
 import sys
@@ -11,7 +11,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 from numpy._core import multiarray
-from analyze.heap import heap_trim, heap_tune
+from analyze.load.heap import heap_trim, heap_tune
 
 def rss_mb():
     with open("/proc/self/statm") as f:

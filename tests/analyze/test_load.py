@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from fixtures import MS, T0, lk, occ, occupant, off, req, rq, span, task, write_run
-from analyze.errors import AnalysisError, CorruptRecordsError, MissingStreamError
-from analyze.load import COLUMNS, load_run
-from analyze.schema import load_schema
+from analyze.load.errors import AnalysisError, CorruptRecordsError, MissingStreamError
+from analyze.load.load import COLUMNS, load_run
+from analyze.load.schema import load_schema
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +206,7 @@ def test_records_read_a_chunk_at_a_time_are_the_same_frames(tmp_path, schema, mo
     """read_bin fills each column chunk by chunk: with chunks of 2 records (files of 1, 2,
     3 and 7 records: chunk edges inside and at the end), every stream's frame equals the
     one read in a single chunk, dtypes included."""
-    import analyze.load as L
+    import analyze.load.load as L
     many = [off(11, k * MS, k * MS + 5, cpu_on=k % 2, ustack=k) for k in range(7)]
     d = full_run(tmp_path, schema, switches=many)
     one = load_run(d, cache=False)

@@ -12,9 +12,9 @@ import pytest
 
 from fixtures import MS, lk, off, req, rq, span, task, write_run
 from analyze.__main__ import main as analyze_main
-from analyze.errors import AnalysisError
-from analyze.load import load_run
-from analyze.schema import load_schema
+from analyze.load.errors import AnalysisError
+from analyze.load.load import load_run
+from analyze.load.schema import load_schema
 
 SEED = 20261123
 CASES_PER_MUTATOR = 60

@@ -23,8 +23,8 @@ from fixtures import MS, T0, US, lk, make_run, off, rq, span, task, write_run
 from analyze import compare, pipeline
 from analyze.attribute import df_bands
 from analyze.decompose import df_decompose
-from analyze.errors import MissingStreamError
-from analyze.schema import load_schema
+from analyze.load.errors import MissingStreamError
+from analyze.load.schema import load_schema
 from analyze.summary import NO_REQUESTS_NOTE, SPAN_ERRORS_NOTE, summary_dict
 from analyze.findings import Findings
 

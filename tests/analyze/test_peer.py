@@ -12,7 +12,7 @@ from analyze.decompose import df_decompose
 from analyze.html import ReportInputs, render_report
 from analyze.peer import df_peer_runnable, df_peers
 from analyze.pipeline import analyse, jsonable
-from analyze.schema import load_schema
+from analyze.load.schema import load_schema
 from analyze.findings import Findings
 from fixtures import MS, T0, make_run, off, req, rq, task, write_run
 

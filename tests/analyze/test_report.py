@@ -10,8 +10,8 @@ import pytest
 import synth
 from analyze import pipeline, plot
 from analyze.decompose import df_decompose
-from analyze.errors import AnalysisError
-from analyze.load import load_run
+from analyze.load.errors import AnalysisError
+from analyze.load.load import load_run
 from analyze.lockchain import df_lock_chains
 
 PNGS = ["percentiles.png", "timeline.png", "decomposition.png", "runq-hist.png",

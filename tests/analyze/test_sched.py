@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from fixtures import MS, US, lk, make_run, off, rq, task
-from analyze.load import role_of
+from analyze.load.load import role_of
 from analyze.sched import df_cpu_placement, df_locks, df_runq_hist, df_threads
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from analyze import antagonists as A
-from analyze.load import OCC_HARDIRQ, OCC_IRQ_TIMER, load_run
+from analyze.load.load import OCC_HARDIRQ, OCC_IRQ_TIMER, load_run
 from analyze.pipeline import build_report
 from tt_run import BUILD, cgroup2_root, helper, meta, needs_root, records, tailtrace
 

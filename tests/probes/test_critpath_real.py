@@ -13,7 +13,7 @@ import pytest
 from tt_run import helper, json_lines, needs_root, tailtrace
 from analyze.critpath import df_critical_path
 from analyze.decompose import df_decompose, overlaps_gap
-from analyze.load import load_run
+from analyze.load.load import load_run
 
 pytestmark = needs_root
 ROUNDS, WORK_MS = 20, 10

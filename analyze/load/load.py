@@ -1,7 +1,7 @@
 """Load a run directory into DataFrames (one per record stream).
 
 `load_run(run_dir) -> Run`. Records are read with the dtypes that
-analyze/schema.py builds from the run's schema.json (never restated here),
+analyze/load/schema.py builds from the run's schema.json (never restated here),
 then turned into DataFrames with the documented columns below. Every stream
 is optional: an absent stream is an empty DataFrame with the right columns
 and `Run.has(stream)` is False. Each converted stream is cached as parquet in

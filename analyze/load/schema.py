@@ -27,7 +27,7 @@ def find_tt_schema() -> str | None:
     env = os.environ.get("TT_SCHEMA")
     if env:
         return env
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]   # analyze/load/schema.py -> the repo
     cand = Path(os.environ.get("TT_BUILD", root / "build")) / "common" / "tt-schema"
     if cand.exists():
         return str(cand)

@@ -1,4 +1,7 @@
-"""Typed errors of the analysis: each message is one line that names the fix."""
+"""Typed errors of the analysis: each message is one line that names the fix.
+
+They are in the first stage (load) so that every stage, and the CLI, can raise and catch them.
+"""
 from __future__ import annotations
 
 
