@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .attribute import BANDS
+from .explain.attribute import BANDS
 from .fmt import fmt_errors, fmt_int, fmt_share
 from .fmt import fmt_run_ms as fmt_ms
 from .html import CSS, esc, img_tag

@@ -10,12 +10,12 @@ of the bands and why, whether each band adds up, the slowest requests that faile
 check), plus source, tail_excess, spearman_runnable, warnings,
 peer (null unless another process was traced with --also-pid: {pids, comms,
 names, runnable_ms{band}, runnable_all_ms{band}, runnable_of_blocked{band}},
-analyze/peer.py), blocked_reasons{band: {lock_wait_ms, io_wait_ms, sleep_ms, other_ms}}
+analyze/explain/peer.py), blocked_reasons{band: {lock_wait_ms, io_wait_ms, sleep_ms, other_ms}}
 and critical_path{band: {waker_*_ms, irq_ms, unknown_ms, reason, what, who, sentence,
-antagonists}} (analyze/critpath.py; null without wait reasons / wakers), wait_objects (the
+antagonists}} (analyze/explain/critpath.py; null without wait reasons / wakers), wait_objects (the
 longest waits of the whole run, critpath.df_wait_objects rows), antagonists{band: {runnable_ms
 (mean per request), by_class{class: share}, top[{pid, comm, cgroup, class, threads, ms,
-share}]}} (who held the CPU while the band's requests were runnable, analyze/antagonists.py;
+share}]}} (who held the CPU while the band's requests were runnable, analyze/explain/antagonists.py;
 null without the cpu event), cpu_occupancy{runnable_ms, by_class, records, waits_truncated,
 irq_recorded (the irq event: interrupts are a class of their own)}
 (the same over every traced runnable interval), cut (null, or for a run whose recorder never
@@ -47,13 +47,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .antagonists import class_shares, df_runnable_occupants, has_occupancy
-from .attribute import dominant_blocked, spearman_runnable
-from .decompose import PARTS, check_summary, check_words, valid_requests
-from .findings import Findings
+from .explain.antagonists import class_shares, df_runnable_occupants, has_occupancy
+from .explain.attribute import dominant_blocked, spearman_runnable
+from .explain.decompose import PARTS, check_summary, check_words, valid_requests
+from .explain.findings import Findings
 from .load.load import SPAN_ENDS
-from .order import unique_of
-from .sched import sched_figures
+from .explain.order import unique_of
+from .explain.sched import sched_figures
 from .words import headline, no_requests_headline
 
 MS = 1e6
@@ -256,7 +256,7 @@ def no_requests_note(source: str) -> str:
 
 def peer_summary(f: Findings) -> dict | None:
     """{pids, comms, names, runnable_ms{band}, runnable_all_ms{band},
-    runnable_of_blocked{band}} of the traced peer processes (analyze/peer.py), or None when
+    runnable_of_blocked{band}} of the traced peer processes (analyze/explain/peer.py), or None when
     no peer was traced or nothing was measured."""
     decomp, bands = f.decomp, f.bands
     if ("peer_runnable_ns" not in decomp or not decomp["peer_runnable_ns"].notna().any()

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .attribute import BANDS, BLOCKED_GROUPS, GROUPS, MS, adds_up, dominant_group
-from .critpath import has_wakers
-from .decompose import CHECK_WHY
+from .explain.attribute import BANDS, BLOCKED_GROUPS, GROUPS, MS, adds_up, dominant_group
+from .explain.critpath import has_wakers
+from .explain.decompose import CHECK_WHY
 from .fmt import dur
 from .load.load import fold_comm
 
@@ -102,8 +102,8 @@ def _workers_wait(run, decomp: pd.DataFrame, wait_objects: list) -> str:
 
 def _antagonist_words(f) -> str:
     """' While runnable, they were preempted by …' for a runnable tail, from the findings'
-    antagonists (analyze/antagonists.py), or ''."""
-    from .antagonists import sentence
+    antagonists (analyze/explain/antagonists.py), or ''."""
+    from .explain.antagonists import sentence
     info = (f.antagonists or {}).get(BANDS[3])
     if not info or f.run is None:
         return ""

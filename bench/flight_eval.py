@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from analyze.decompose import df_decompose  # noqa: E402
+from analyze.explain.decompose import df_decompose  # noqa: E402
 from analyze.load.load import load_run  # noqa: E402
 from analyze.load.schema import load_schema, read_records  # noqa: E402
 

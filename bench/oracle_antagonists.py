@@ -34,7 +34,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analyze.antagonists import df_runnable_occupants  # noqa: E402
+from analyze.explain.antagonists import df_runnable_occupants  # noqa: E402
 from analyze.load.errors import AnalysisError  # noqa: E402
 from analyze.load.load import load_run  # noqa: E402
 

@@ -1,4 +1,5 @@
-"""Who held the CPU while traced threads waited (analyze/antagonists.py), on hand-built runs.
+"""Who held the CPU while traced threads waited (analyze/explain/antagonists.py), on hand-built
+runs.
 
 Every expected figure is computed by hand from the inline records (ns offsets from T0):
 
@@ -13,10 +14,10 @@ import pandas as pd
 import pytest
 
 from fixtures import MS, T0, US, make_run, occ, occupant, req, rq, task
-from analyze import antagonists as A
-from analyze.attribute import df_bands
-from analyze.decompose import df_decompose
-from analyze.findings import Findings
+from analyze.explain import antagonists as A
+from analyze.explain.attribute import df_bands
+from analyze.explain.decompose import df_decompose
+from analyze.explain.findings import Findings
 from analyze.load.load import OCC_HARDIRQ, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ, OCC_TRUNC
 from analyze.summary import summary_dict
 

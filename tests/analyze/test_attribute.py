@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from fixtures import MS
-from analyze.findings import Findings
-from analyze.attribute import BANDS, band_of, df_bands, spearman_runnable, tail_excess
+from analyze.explain.findings import Findings
+from analyze.explain.attribute import BANDS, band_of, df_bands, spearman_runnable, tail_excess
 from analyze.words import headline
 
 
@@ -118,7 +118,7 @@ def test_spearman_ranks_ties_by_their_mean():
     """Ties take their mean rank (x ranks 1.5 1.5 3 4, y ranks 1 2 3 4): by hand,
     Pearson of the ranks = 4.5 / sqrt(4.5 · 5) = 0.9487; requests without a runnable
     part (NaN) are left out."""
-    from analyze.attribute import _average_ranks
+    from analyze.explain.attribute import _average_ranks
     r, n = _average_ranks(np.array([5.0, 5.0, 7.0, 9.0]))
     assert r.tolist() == [1.5, 1.5, 3.0, 4.0] and n == 3
     d = pd.DataFrame({"runnable_ns": [5.0, 5.0, 7.0, 9.0, np.nan],

@@ -4,9 +4,9 @@ import pandas as pd
 import pytest
 
 from fixtures import MS, make_run, off, req, rq, task
-from analyze.critpath import df_critical_path, overlaps
-from analyze.decompose import df_decompose
-from analyze.waits import REASONS, df_waits, describe, reason_codes
+from analyze.explain.critpath import df_critical_path, overlaps
+from analyze.explain.decompose import df_decompose
+from analyze.explain.waits import REASONS, df_waits, describe, reason_codes
 
 READ, EPOLL_WAIT, FUTEX, CLOCK_NANOSLEEP = 0, 232, 202, 230
 
@@ -88,7 +88,7 @@ def test_overlaps_finds_each_wait_inside_each_window():
 def test_one_wait_index_answers_any_windows_as_brute_force_does():
     """Windows before, across and after the waits' span, of threads with and without waits,
     against every (window, wait) pair checked by hand."""
-    from analyze.critpath import WaitIndex
+    from analyze.explain.critpath import WaitIndex
     rng = np.random.default_rng(7)
     w_tid = rng.integers(1, 6, 300)
     w_s = rng.integers(1_000, 9_000, 300)
@@ -141,7 +141,7 @@ def test_missing_stream_gives_nan(drop):
 
 
 def test_trace_has_one_arrow_per_wakeup_a_traced_task_caused():
-    from analyze.findings import Findings
+    from analyze.explain.findings import Findings
     from analyze.perfetto import _STATE_LANE, _TID_SPAN, build_trace
     run = chain_run()
     trace, info = build_trace(Findings(run, df_decompose(run), pd.DataFrame()))
@@ -169,7 +169,7 @@ def test_critical_path_figure_draws(tmp_path):
 
 
 def test_wait_objects_whole_run():
-    from analyze.critpath import df_wait_objects, wait_object_line
+    from analyze.explain.critpath import df_wait_objects, wait_object_line
     assert df_wait_objects(chain_run()).empty          # no object waited on 3 times
     o = df_wait_objects(chain_run(), min_waits=1).set_index("what")
     assert list(o.index[:2]) == ["read fd 5", "clock_nanosleep"]
@@ -198,7 +198,7 @@ def test_queue_wait_headline_names_the_workers_lock_only_when_it_matters():
 
 
 def test_above_the_cap_the_tail_and_band_samples_are_followed():
-    from analyze.critpath import _followed
+    from analyze.explain.critpath import _followed
     d = __import__("pandas").DataFrame({"latency_ns": np.arange(1000, dtype=float)})
     rows = _followed(d, np.ones(1000, bool), 200)
     # ≥P99 (990..999) all; 63 = (200 - 10) // 3 of each lower band, spread evenly over it
@@ -217,7 +217,7 @@ def test_a_blocked_waker_is_followed_into_what_it_waited_for():
     """Request 0 on thread 11 [0, 10 ms] reads [1, 9], woken by server thread 21 (pid 200),
     which was itself blocked on futex 0xf00 [2, 8.5] until orders-ledger (22) released it;
     the ledger slept [0, 8] (a timer). The sentence names the lock and its releaser."""
-    from analyze.critpath import root_cause
+    from analyze.explain.critpath import root_cause
     switches = [off(11, 1 * MS, 9 * MS, syscall=READ, addr=5),
                 off(21, 2 * MS, 8 * MS + MS // 2, syscall=FUTEX, addr=0xF00, aux=128, pid=200),
                 off(22, 0, 8 * MS, syscall=CLOCK_NANOSLEEP, pid=200)]
@@ -242,7 +242,7 @@ def test_a_blocked_waker_is_followed_into_what_it_waited_for():
 def test_a_lock_convoy_is_named_by_the_thread_it_formed_behind():
     """As above, but thread 21 got the mutex from thread 23, which had waited for it
     too [1.5, 8.4] until orders-ledger released it: the queue formed behind the ledger."""
-    from analyze.critpath import root_cause
+    from analyze.explain.critpath import root_cause
     h = MS // 2
     switches = [off(11, 1 * MS, 9 * MS, syscall=READ, addr=5),
                 off(21, 2 * MS, 8 * MS + h, syscall=FUTEX, addr=0xF00, aux=128, pid=200),
@@ -266,7 +266,7 @@ def test_a_lock_convoy_is_named_by_the_thread_it_formed_behind():
 def test_wait_index_over_some_rows_answers_as_over_their_copy():
     """WaitIndex(rows=...) indexes rows of the arrays in place: the same overlaps, its wait
     indices counting those rows, as an index built over a copy of them."""
-    from analyze.critpath import WaitIndex
+    from analyze.explain.critpath import WaitIndex
     rng = np.random.default_rng(5)
     tid = rng.integers(1, 4, 300)
     s = rng.integers(0, 10_000, 300)
@@ -285,7 +285,7 @@ def test_requests_followed_in_chunks_give_the_same_path(monkeypatch, chunk):
     arrays): per-request columns and segments, their order, roots and parents included,
     equal those of one pass. Five requests, each read woken by a server thread that waited
     on a futex its ledger thread released (two hops)."""
-    import analyze.critpath as C
+    import analyze.explain.critpath as C
     switches, runq, requests = [], [], []
     for i in range(5):
         t = i * 20 * MS

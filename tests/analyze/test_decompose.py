@@ -4,11 +4,11 @@ import pandas as pd
 import pytest
 
 from fixtures import MS, T0, US, gap, lk, make_run, off, req, rq, task
-from analyze.decompose import (Axis, df_decompose, iv_intersect, iv_union, overlaps_gap,
+from analyze.explain.decompose import (Axis, df_decompose, iv_intersect, iv_union, overlaps_gap,
                                thread_states, window_sum)
-from analyze.attribute import df_bands
+from analyze.explain.attribute import df_bands
 from analyze.summary import summary_dict
-from analyze.findings import Findings
+from analyze.explain.findings import Findings
 
 
 def parts(d, i=0):
@@ -248,7 +248,7 @@ def _disjoint(rng, n, touching: bool):
 def test_disjoint_sets_are_kept_compact_and_measure_exactly(touching):
     """A disjoint set (given in any order) is found disjoint and kept as starts and length
     prefix sums; its sums equal brute force, windows before, across and after it included."""
-    from analyze.decompose import _Set
+    from analyze.explain.decompose import _Set
     rng = np.random.default_rng(3)
     s, e = _disjoint(rng, 200, touching)
     st = _Set(s, e)

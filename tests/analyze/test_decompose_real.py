@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze.attribute import df_bands
-from analyze.decompose import df_decompose, overlaps_gap
+from analyze.explain.attribute import df_bands
+from analyze.explain.decompose import df_decompose, overlaps_gap
 from analyze.load.load import load_run
-from analyze.lockchain import RELEASE_SKEW_NS, df_lock_chains
+from analyze.explain.lockchain import RELEASE_SKEW_NS, df_lock_chains
 from analyze.summary import summary_dict
-from analyze.findings import Findings
+from analyze.explain.findings import Findings
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))

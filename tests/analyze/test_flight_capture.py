@@ -27,8 +27,8 @@ import pandas as pd
 import pytest
 
 from synth_server import write_server_run
-from analyze.attribute import df_bands
-from analyze.decompose import PARTS, check_summary, df_decompose
+from analyze.explain.attribute import df_bands
+from analyze.explain.decompose import PARTS, check_summary, df_decompose
 from analyze.load.load import load_run
 from analyze.load.schema import load_schema
 

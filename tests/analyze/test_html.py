@@ -4,7 +4,8 @@ import re
 import pytest
 
 import synth
-from analyze import attribute, plot
+from analyze.explain import attribute
+from analyze import plot
 from analyze.html import ReportInputs, render_report
 
 check_self_contained = synth.check_self_contained

@@ -173,7 +173,7 @@ def test_empty_stream_file_loads_as_present_and_empty(tmp_path, schema):
 
 def test_bin_files_decompose_exactly(tmp_path, schema):
     """The whole path: records on disk -> load_run -> df_decompose, exact parts."""
-    from analyze.decompose import df_decompose
+    from analyze.explain.decompose import df_decompose
     d = write_run(tmp_path / "r", schema,
                   requests=[req(0, 7, 0, 10 * MS, t_enqueue=-1 * MS)],
                   switches=[off(7, 1 * MS, 10 * MS)], runq=[rq(7, 4 * MS, 10 * MS)], locks=[],

@@ -1,7 +1,7 @@
 """Lock chains: the holder of the mutex a request waited for, and what it was doing."""
 from fixtures import MS, US, lk, make_run, off, req, rq
-from analyze.decompose import df_decompose
-from analyze.lockchain import df_lock_chains
+from analyze.explain.decompose import df_decompose
+from analyze.explain.lockchain import df_lock_chains
 
 M = 0x7f00_0000_1000
 H, W = 2, 3  # holder and waiter threads

@@ -21,12 +21,12 @@ import pytest
 
 from fixtures import MS, T0, US, lk, make_run, off, rq, span, task, write_run
 from analyze import compare, pipeline
-from analyze.attribute import df_bands
-from analyze.decompose import df_decompose
+from analyze.explain.attribute import df_bands
+from analyze.explain.decompose import df_decompose
 from analyze.load.errors import MissingStreamError
 from analyze.load.schema import load_schema
 from analyze.summary import NO_REQUESTS_NOTE, SPAN_ERRORS_NOTE, summary_dict
-from analyze.findings import Findings
+from analyze.explain.findings import Findings
 
 ROOT = Path(__file__).resolve().parents[2]
 UPROBE_WARNING = ("locks: 27,600 uprobe hits/s on the target; uprobes cost ~10-30 us each on a "

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from analyze.order import Lookup, argsort_unless_sorted, thread_time_order, unique_of
+from analyze.explain.order import Lookup, argsort_unless_sorted, thread_time_order, unique_of
 
 
 def test_argsort_unless_sorted():

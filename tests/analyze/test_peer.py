@@ -6,14 +6,14 @@ import pandas as pd
 import pytest
 
 from analyze import compare, pipeline
-from analyze.attribute import df_bands
+from analyze.explain.attribute import df_bands
 from analyze.words import headline
-from analyze.decompose import df_decompose
+from analyze.explain.decompose import df_decompose
 from analyze.html import ReportInputs, render_report
-from analyze.peer import df_peer_runnable, df_peers
+from analyze.explain.peer import df_peer_runnable, df_peers
 from analyze.pipeline import analyse, jsonable
 from analyze.load.schema import load_schema
-from analyze.findings import Findings
+from analyze.explain.findings import Findings
 from fixtures import MS, T0, make_run, off, req, rq, task, write_run
 
 CLIENT, SERVER = 100, 200

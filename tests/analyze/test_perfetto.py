@@ -8,8 +8,8 @@ import pandas as pd
 
 import synth
 from analyze import perfetto
-from analyze.attribute import band_of
-from analyze.findings import Findings
+from analyze.explain.attribute import band_of
+from analyze.explain.findings import Findings
 
 US = synth.US
 
@@ -156,7 +156,7 @@ def test_cap_keeps_windows_around_slowest():
 
 def test_state_tracks_agree_with_the_decomposition(tmp_path):
     """Clipped to a request's window, the state track sums to that request's parts."""
-    from analyze.decompose import df_decompose
+    from analyze.explain.decompose import df_decompose
     from analyze.load.load import load_run
 
     synth.make_run(tmp_path, 200)
@@ -198,7 +198,7 @@ def test_states_inside_windows_are_the_whole_runs_cut_to_them(tmp_path):
     """df_thread_states(windows=...) reads only the intervals that overlap the windows, yet
     gives exactly the whole run's slices cut to them: windows that overlap each other, one
     inside a single slice, one across the run's start, one past its end, none."""
-    from analyze.decompose import df_decompose
+    from analyze.explain.decompose import df_decompose
     from analyze.load.load import load_run
 
     synth.make_run(tmp_path, 200)

@@ -9,10 +9,10 @@ import pytest
 
 import synth
 from analyze import pipeline, plot
-from analyze.decompose import df_decompose
+from analyze.explain.decompose import df_decompose
 from analyze.load.errors import AnalysisError
 from analyze.load.load import load_run
-from analyze.lockchain import df_lock_chains
+from analyze.explain.lockchain import df_lock_chains
 
 PNGS = ["percentiles.png", "timeline.png", "decomposition.png", "runq-hist.png",
         "cpu-placement.png"]

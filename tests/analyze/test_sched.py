@@ -4,7 +4,7 @@ import pytest
 
 from fixtures import MS, US, lk, make_run, off, rq, task
 from analyze.load.load import role_of
-from analyze.sched import df_cpu_placement, df_locks, df_runq_hist, df_threads
+from analyze.explain.sched import df_cpu_placement, df_locks, df_runq_hist, df_threads
 
 
 def sched_run():

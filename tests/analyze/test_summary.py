@@ -4,9 +4,9 @@ import json
 import pytest
 
 from fixtures import MS, make_run, off, req, rq, task
-from analyze.attribute import df_bands
-from analyze.decompose import df_decompose
-from analyze.findings import Findings
+from analyze.explain.attribute import df_bands
+from analyze.explain.decompose import df_decompose
+from analyze.explain.findings import Findings
 from analyze.summary import summary_dict
 
 KEYS = {"workload", "conns", "workers", "requests", "errors", "throughput_rps", "latency_ms",

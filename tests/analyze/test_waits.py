@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from analyze.waits import _match
+from analyze.explain.waits import _match
 
 
 @pytest.mark.parametrize("long_run", [False, True])

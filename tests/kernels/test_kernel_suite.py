@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze import antagonists as A
+from analyze.explain import antagonists as A
 from analyze.load.load import OCC_HARDIRQ, OCC_IRQ_TIMER, load_run
 from analyze.load.schema import load_schema, read_records
 from tt_run import (BUILD, ROOT, clipped_sum, free_port, helper, intervals, json_lines, meta,

@@ -30,7 +30,7 @@ import pytest
 
 from tt_run import needs_root, tailtrace
 from analyze.pipeline import build_captures
-from analyze.decompose import PARTS, df_decompose
+from analyze.explain.decompose import PARTS, df_decompose
 from analyze.load.load import load_run
 
 PGBINS = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"))

@@ -25,7 +25,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .load.load import RUNQ_KINDS, per_run
+from ..load.load import RUNQ_KINDS, per_run
 from .order import Lookup, argsort_unless_sorted, row_index, switch_order, unique_of
 
 REASONS = ["lock", "io", "sleep", "other"]

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .decompose import Axis, thread_brief
-from .load.load import WAKER_BLAMES_TASK, fold_comm, per_run, thread_names
+from ..load.load import WAKER_BLAMES_TASK, fold_comm, per_run, thread_names
 from .peer import process_name, also_comm
 from .order import Lookup, argsort_unless_sorted, row_index, unique_of
 from .waits import REASONS, describe, switch_fields, wait_core
@@ -476,7 +476,7 @@ def _convoy_holder(run, d1: pd.DataFrame, top, own) -> str:
 
 def _chain_antagonists(run, chain: pd.DataFrame) -> dict | None:
     """Who held the CPUs while the wakers of a chain were runnable: {runnable_ms, by_class,
-    top} over the blamed segments' windows (analyze/antagonists.py); None without the cpu
+    top} over the blamed segments' windows (analyze/explain/antagonists.py); None without the cpu
     event or without such time."""
     from .antagonists import antagonists_in_windows, class_shares, has_occupancy, summarize
     b = chain[chain["blame"].to_numpy(bool)]

@@ -33,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .load.load import (OCC_HARDIRQ, OCC_IRQ_SHIFT, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ, OCC_TRUNC,
-                   SOFTIRQ_NAMES, per_run)
+from ..load.load import (OCC_HARDIRQ, OCC_IRQ_SHIFT, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ,
+                         OCC_TRUNC, SOFTIRQ_NAMES, per_run)
 from .decompose import Axis
 from .order import argsort_unless_sorted, search_in_order, thread_time_order
 from .peer import also_comm, peer_pids

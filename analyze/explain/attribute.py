@@ -120,7 +120,7 @@ def df_bands(decomp: pd.DataFrame, by: str = "latency_ns") -> pd.DataFrame:
     parts_share (Σ part means / mean e2e: 1 when the band adds up; NaN when only queue
     wait is known), not_closing (requests whose own parts miss their latency by > 1%),
     blocked_all_ms (blocked for any reason: lock_wait + io_wait + sleep + blocked);
-    with a peer_runnable_ns column in decomp (analyze/peer.py) also peer_runnable_ms (mean),
+    with a peer_runnable_ns column in decomp (analyze/explain/peer.py) also peer_runnable_ms (mean),
     peer_runnable_all_ms (mean of peer_runnable_all_ns) and peer_runnable_of_blocked (mean
     peer runnable / mean blocked, capped at 1; NaN without a traced peer or without blocked
     time)."""

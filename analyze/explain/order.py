@@ -112,7 +112,7 @@ def unique_of(*arrays) -> np.ndarray:
 def switch_order(run) -> np.ndarray | None:
     """The rows of run.switches by (tid, t_off_ns), stable, or None when they are in that
     order; kept on the run (the waits, the on-CPU slices and the views all want it)."""
-    from .load.load import per_run
+    from ..load.load import per_run
     sw = run.switches
     return per_run(run, "_switch_order", (id(sw), len(sw)),
                    lambda: thread_time_order(sw["tid"].to_numpy(), sw["t_off_ns"].to_numpy()))

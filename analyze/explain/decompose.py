@@ -39,8 +39,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .load.errors import AnalysisError
-from .load.load import RUNQ_KINDS, per_run
+from ..load.errors import AnalysisError
+from ..load.load import RUNQ_KINDS, per_run
 from .order import Lookup, argsort_unless_sorted, unique_of
 from .waits import REASONS, has_reasons, reason_codes
 
