@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def format_summary(s: dict) -> str:
     """Headline and a short table (what `report` prints)."""
-    from .fmt import fmt_errors, fmt_int, fmt_run_ms, req_unit_for
+    from .render.fmt import fmt_errors, fmt_int, fmt_run_ms, req_unit_for
 
     if not s.get("requests"):
         return _format_sched_only(s)
@@ -76,7 +76,7 @@ def _wait_lines(s: dict, k: int = 2) -> list:
 
 def _format_sched_only(s: dict) -> str:
     """What `report` prints for a run without requests: the scheduler's figures."""
-    from .fmt import fmt_int, fmt_us
+    from .render.fmt import fmt_int, fmt_us
 
     sch = s.get("sched") or {}
     return "\n".join([
@@ -100,9 +100,9 @@ def _report(args) -> int:
 
 
 def _compare(args) -> int:
-    from .compare import format_table
+    from .render.compare import format_table
     from .pipeline import write_compare
-    from .sweep import df_knee, df_seed_table, knee_sentences, seed_table_markdown
+    from .render.sweep import df_knee, df_seed_table, knee_sentences, seed_table_markdown
 
     df, files = write_compare(args.run_dirs, args.out, plots=not args.no_plots)
     print(format_table(df))

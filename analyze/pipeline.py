@@ -32,27 +32,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import plot
+from .render import plot
 from .explain.attribute import df_bands
 from .explain.antagonists import df_occupancy, traced_pids
-from .captures import cause_of, render_index, who_of
-from .compare import compare_table, render_compare
+from .render.captures import cause_of, render_index, who_of
+from .render.compare import compare_table, render_compare
 from .explain.critpath import CP_COLS, df_critical_path, df_wait_objects
 from .explain.decompose import df_decompose, drop_reason_sets
 from .explain.findings import Findings
 from .load.errors import AnalysisError
-from .html import ReportInputs, write_report
+from .render.html import ReportInputs, write_report
 from .load.captures import df_captures
 from .load.heap import heap_trim
 from .load.load import PROBE_STREAMS, cache_flush, load_run, per_run_release, thread_names
 from .explain.lockchain import df_lock_chains
 from .explain.peer import df_peer_runnable
-from .perfetto import df_thread_states, write_trace
+from .render.perfetto import df_thread_states, write_trace
 from .explain.sched import (LOCK_COLS, THREAD_COLS, df_cpu_placement, df_locks, df_runq_hist,
                             df_threads)
-from .summary import (cut_note, goroutine_note, has_sched, report_summary, run_info,
+from .render.summary import (cut_note, goroutine_note, has_sched, report_summary, run_info,
                       uprobe_warnings, with_outputs)
-from .sweep import df_knee, df_seed_table, seed_table_markdown
+from .render.sweep import df_knee, df_seed_table, seed_table_markdown
 
 PLOTS = {"percentiles": "percentiles.png", "decomposition": "decomposition.png",
          "timeline": "timeline.png", "runq_hist": "runq-hist.png",

@@ -129,7 +129,7 @@ def generate(run_dir: Path, n_intervals: int, n_requests: int, n_threads: int, s
 def analyse(run_dir: Path) -> dict:
     """Load + decompose + attribute; wall seconds per phase and peak RSS."""
     from analyze.explain.attribute import df_bands, spearman_runnable, tail_excess
-    from analyze.words import headline
+    from analyze.render.words import headline
     from analyze.explain.findings import Findings
     from analyze.explain.decompose import df_decompose
     from analyze.load.load import load_run

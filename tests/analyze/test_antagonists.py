@@ -19,7 +19,7 @@ from analyze.explain.attribute import df_bands
 from analyze.explain.decompose import df_decompose
 from analyze.explain.findings import Findings
 from analyze.load.load import OCC_HARDIRQ, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ, OCC_TRUNC
-from analyze.summary import summary_dict
+from analyze.render.summary import summary_dict
 
 OCC = [occ(0, 0, 500), occ(0, 3 * MS, 102, pid=100), occ(0, 5 * MS, 7, flags=OCC_KTHREAD),
        occ(0, 6 * MS, 0), occ(0, 6500 * US, 101, pid=100), occ(0, 8 * MS, 500),
@@ -161,7 +161,7 @@ def test_without_the_cpu_event_nothing_is_claimed():
 def test_report_section_and_perfetto_cpu_tracks(tmp_path):
     import json
     from fixtures import write_run
-    from analyze.perfetto import CPU_PID
+    from analyze.render.perfetto import CPU_PID
     from analyze.pipeline import build_report
     from analyze.load.schema import load_schema
     d = write_run(tmp_path / "run", load_schema(), meta={**META, "mono_start_ns": T0},

@@ -6,7 +6,7 @@ import pytest
 from fixtures import MS
 from analyze.explain.findings import Findings
 from analyze.explain.attribute import BANDS, band_of, df_bands, spearman_runnable, tail_excess
-from analyze.words import headline
+from analyze.render.words import headline
 
 
 def decomp_from(lat_ns, **parts):
@@ -128,7 +128,7 @@ def test_spearman_ranks_ties_by_their_mean():
 
 def test_durations_in_sentences_keep_their_figures_below_a_millisecond():
     """A 33 µs tail must not read '0.0 ms' (nginx's requests are tens of µs)."""
-    from analyze.fmt import dur
+    from analyze.render.fmt import dur
     assert [dur(x) for x in (24.49, 3.04, 1.0, 0.9996, 0.033, 0.0101, 0.0021, 0.0)] == \
         ["24.5 ms", "3.0 ms", "1.0 ms", "1.0 ms", "33 µs", "10 µs", "2.1 µs", "0.0 ms"]
 

@@ -7,12 +7,12 @@ import re
 import numpy as np
 
 from fixtures import MS, T0, US, make_run, off, req, rq, task
-from analyze import plot
+from analyze.render import plot
 from analyze.explain.attribute import BANDS, adds_up, df_bands
 from analyze.explain.decompose import check_summary, df_decompose
 from analyze.explain.findings import Findings
-from analyze.html import ReportInputs, render_report
-from analyze.summary import summary_dict
+from analyze.render.html import ReportInputs, render_report
+from analyze.render.summary import summary_dict
 
 
 def _window_run():

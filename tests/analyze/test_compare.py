@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 import synth
-from analyze import compare, pipeline
+from analyze import pipeline
+from analyze.render import compare
 from analyze.load.errors import AnalysisError
 
 

@@ -142,7 +142,7 @@ def test_missing_stream_gives_nan(drop):
 
 def test_trace_has_one_arrow_per_wakeup_a_traced_task_caused():
     from analyze.explain.findings import Findings
-    from analyze.perfetto import _STATE_LANE, _TID_SPAN, build_trace
+    from analyze.render.perfetto import _STATE_LANE, _TID_SPAN, build_trace
     run = chain_run()
     trace, info = build_trace(Findings(run, df_decompose(run), pd.DataFrame()))
     flows = [e for e in trace["traceEvents"] if e.get("cat") == "wakeup"]
@@ -158,8 +158,8 @@ def test_trace_has_one_arrow_per_wakeup_a_traced_task_caused():
 
 
 def test_critical_path_figure_draws(tmp_path):
-    from analyze.perfetto import df_thread_states
-    from analyze.plot import plot_critical_path
+    from analyze.render.perfetto import df_thread_states
+    from analyze.render.plot import plot_critical_path
     run = chain_run()
     d = df_decompose(run)
     _, segs = df_critical_path(run, d)
@@ -186,7 +186,7 @@ def test_wait_objects_whole_run():
 
 
 def test_queue_wait_headline_names_the_workers_lock_only_when_it_matters():
-    from analyze.words import _workers_wait
+    from analyze.render.words import _workers_wait
     run = chain_run()
     d = df_decompose(run).assign(queue_wait_ns=[10 * MS, 10 * MS])
     obj = {"reason": "lock", "what": "mutex 0x55aa in tp_submit", "total_ms": 0.9, "waits": 9,

@@ -18,7 +18,7 @@ from analyze.explain.attribute import df_bands
 from analyze.explain.decompose import df_decompose, overlaps_gap
 from analyze.load.load import load_run
 from analyze.explain.lockchain import RELEASE_SKEW_NS, df_lock_chains
-from analyze.summary import summary_dict
+from analyze.render.summary import summary_dict
 from analyze.explain.findings import Findings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,8 +5,8 @@ import pytest
 
 import synth
 from analyze.explain import attribute
-from analyze import plot
-from analyze.html import ReportInputs, render_report
+from analyze.render import plot
+from analyze.render.html import ReportInputs, render_report
 
 check_self_contained = synth.check_self_contained
 

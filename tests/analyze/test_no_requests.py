@@ -20,12 +20,13 @@ import pandas as pd
 import pytest
 
 from fixtures import MS, T0, US, lk, make_run, off, rq, span, task, write_run
-from analyze import compare, pipeline
+from analyze import pipeline
+from analyze.render import compare
 from analyze.explain.attribute import df_bands
 from analyze.explain.decompose import df_decompose
 from analyze.load.errors import MissingStreamError
 from analyze.load.schema import load_schema
-from analyze.summary import NO_REQUESTS_NOTE, SPAN_ERRORS_NOTE, summary_dict
+from analyze.render.summary import NO_REQUESTS_NOTE, SPAN_ERRORS_NOTE, summary_dict
 from analyze.explain.findings import Findings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,11 +5,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyze import compare, pipeline
+from analyze import pipeline
+from analyze.render import compare
 from analyze.explain.attribute import df_bands
-from analyze.words import headline
+from analyze.render.words import headline
 from analyze.explain.decompose import df_decompose
-from analyze.html import ReportInputs, render_report
+from analyze.render.html import ReportInputs, render_report
 from analyze.explain.peer import df_peer_runnable, df_peers
 from analyze.pipeline import analyse, jsonable
 from analyze.load.schema import load_schema

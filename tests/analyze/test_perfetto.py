@@ -7,7 +7,7 @@ import pytest
 import pandas as pd
 
 import synth
-from analyze import perfetto
+from analyze.render import perfetto
 from analyze.explain.attribute import band_of
 from analyze.explain.findings import Findings
 

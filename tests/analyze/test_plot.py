@@ -5,7 +5,7 @@ import pytest
 from matplotlib import image as mpimg
 
 import synth
-from analyze import plot
+from analyze.render import plot
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

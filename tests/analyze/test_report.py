@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 import synth
-from analyze import pipeline, plot
+from analyze import pipeline
+from analyze.render import plot
 from analyze.explain.decompose import df_decompose
 from analyze.load.errors import AnalysisError
 from analyze.load.load import load_run

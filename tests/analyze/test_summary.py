@@ -7,7 +7,7 @@ from fixtures import MS, make_run, off, req, rq, task
 from analyze.explain.attribute import df_bands
 from analyze.explain.decompose import df_decompose
 from analyze.explain.findings import Findings
-from analyze.summary import summary_dict
+from analyze.render.summary import summary_dict
 
 KEYS = {"workload", "conns", "workers", "requests", "errors", "throughput_rps", "latency_ms",
         "e2e_ms", "queue_wait_ms", "attribution", "headline", "sched", "lost_events",
@@ -97,7 +97,7 @@ def test_printed_table_switches_to_microseconds_below_a_millisecond():
 
 
 def test_a_kernel_fallback_that_loses_information_is_one_warning():
-    from analyze.summary import kernel_warnings
+    from analyze.render.summary import kernel_warnings
     meta = {"kernel_fallbacks": [
         {"what": "tp_btf scheduler programs", "needs": "task storage", "since": "5.11",
          "refused": False, "instead": "raw_tp programs", "loses": None},

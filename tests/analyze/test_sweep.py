@@ -1,7 +1,7 @@
-"""analyze/sweep.py on inline rows whose answers are known by construction."""
+"""analyze/render/sweep.py on inline rows whose answers are known by construction."""
 import pandas as pd
 
-from analyze.sweep import df_knee, df_seed_table, knee_sentences, seed_table_markdown
+from analyze.render.sweep import df_knee, df_seed_table, knee_sentences, seed_table_markdown
 
 
 def rows(spec):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .explain.attribute import BANDS, GROUPS
+from ..explain.attribute import BANDS, GROUPS
 from .fmt import fmt_fixed, fmt_int
 from .html import CSS, esc
 

@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .explain.findings import Findings
-from .load.load import WAKER_BLAMES_TASK, per_run, thread_names
-from .explain.order import Lookup
-from .explain.waits import REASONS, has_reasons, reason_codes
+from ..explain.findings import Findings
+from ..load.load import WAKER_BLAMES_TASK, per_run, thread_names
+from ..explain.order import Lookup
+from ..explain.waits import REASONS, has_reasons, reason_codes
 
 STATES = np.array(["Running", "Runnable", "Lock wait", "Blocked", "I/O wait", "Sleep"])
 _TID_SPAN = 1 << 22            # pid_max limit: synthetic tids live above it
@@ -508,7 +508,7 @@ def _capped_kinds(run, req) -> list:
     kinds = [(req["t_start_ns"].to_numpy(i64), req["t_end_ns"].to_numpy(i64), 1, None)] \
         if len(req) else []
     if len(getattr(run, "occupancy", ())):
-        from .explain.antagonists import df_occupancy
+        from ..explain.antagonists import df_occupancy
         seg = df_occupancy(run)
         kinds.append((seg["t_from_ns"].to_numpy(i64), seg["t_to_ns"].to_numpy(i64), 1, None))
     rq = run.runq
@@ -626,7 +626,7 @@ def _build(f: Findings, max_events: int, slow_windows: int):
 
 def _cpu_tracks(run, t0: int, win) -> tuple[pd.DataFrame, list]:
     """X slices of who held each CPU (antagonists.df_occupancy), and their track names."""
-    from .explain.antagonists import df_occupancy, irq_code, irq_label, occupant_names
+    from ..explain.antagonists import df_occupancy, irq_code, irq_label, occupant_names
     seg = df_occupancy(run) if len(getattr(run, "occupancy", ())) else pd.DataFrame()
     if not len(seg):
         return pd.DataFrame(), []

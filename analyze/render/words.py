@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .explain.attribute import BANDS, BLOCKED_GROUPS, GROUPS, MS, adds_up, dominant_group
-from .explain.critpath import has_wakers
-from .explain.decompose import CHECK_WHY
+from ..explain.attribute import BANDS, BLOCKED_GROUPS, GROUPS, MS, adds_up, dominant_group
+from ..explain.critpath import has_wakers
+from ..explain.decompose import CHECK_WHY
 from .fmt import dur
-from .load.load import fold_comm
+from ..load.load import fold_comm
 
 
 def _n(k: int, noun: str) -> str:
@@ -103,7 +103,7 @@ def _workers_wait(run, decomp: pd.DataFrame, wait_objects: list) -> str:
 def _antagonist_words(f) -> str:
     """' While runnable, they were preempted by …' for a runnable tail, from the findings'
     antagonists (analyze/explain/antagonists.py), or ''."""
-    from .explain.antagonists import sentence
+    from ..explain.antagonists import sentence
     info = (f.antagonists or {}).get(BANDS[3])
     if not info or f.run is None:
         return ""

@@ -19,8 +19,8 @@ import matplotlib.ticker  # noqa: E402,F401
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .explain.attribute import adds_up  # noqa: E402
-from .explain.decompose import PARTS  # noqa: E402
+from ..explain.attribute import adds_up  # noqa: E402
+from ..explain.decompose import PARTS  # noqa: E402
 
 #: Parts of a request's latency, in stacking order, with one colour each.
 PART_LABELS = {
@@ -367,7 +367,7 @@ def _cpu_lanes(ax, occ: pd.DataFrame, req, y0: int, s0: int, s1: int,
                traced: set) -> list[str]:
     """Lanes below the threads': who held each CPU during the request (occupancy
     segments, coloured by antagonist class relative to the request's process)."""
-    from .explain.antagonists import classify
+    from ..explain.antagonists import classify
     # occ lies by CPU, then time (df_occupancy): each CPU's segments inside [s0, s1] are
     # one slice, found by two searches (not a mask over every CPU's whole run)
     cpus = occ["cpu"].to_numpy()

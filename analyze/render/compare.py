@@ -12,14 +12,14 @@ Columns of compare_table (one row per run, in the order given):
   and its share of the band's mean blocked time; NaN without a peer; compare.html only),
   workload, conns, workers (from summary.json; None when unknown). A sweep's runs add the
   seed's table (sweep.md) and, with pool runs at >= 3 worker counts, P99 and throughput vs
-  workers with the knee named (analyze/sweep.py).
+  workers with the knee named (analyze/render/sweep.py).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from .explain.attribute import BANDS
+from ..explain.attribute import BANDS
 from .fmt import fmt_errors, fmt_int, fmt_share
 from .fmt import fmt_run_ms as fmt_ms
 from .html import CSS, esc, img_tag
