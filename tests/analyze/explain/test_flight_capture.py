@@ -32,7 +32,7 @@ from analyze.explain.decompose import PARTS, check_summary, df_decompose
 from analyze.load.load import load_run
 from analyze.load.schema import load_schema
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REPLAY = Path(os.environ.get("TT_BUILD", ROOT / "build")) / "tests" / "probes" / "flight_replay"
 ARRIVE_NS = 300_000_000          # FLIGHT_ARRIVE_NS (probes/flight/flight_window.h)
 WIDEN_MAX_NS = 10_000_000_000    # FLIGHT_WIDEN_MAX_NS

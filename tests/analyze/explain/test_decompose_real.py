@@ -21,7 +21,7 @@ from analyze.explain.lockchain import RELEASE_SKEW_NS, df_lock_chains
 from analyze.render.summary import summary_dict
 from analyze.explain.findings import Findings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))
 TAILTRACE = BUILD / "probes" / "tailtrace"
 TARGET = BUILD / "tests" / "probes" / "span_target"
