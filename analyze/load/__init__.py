@@ -6,5 +6,5 @@ Owns the record schema (schema.py: dtypes from schema.json), the loader and its 
 raises (errors.py).
 
 Imports: nothing of analyze outside analyze.load. explain and render import from here, never
-the other way.
+the other way (tests/test_layout.py checks it).
 """

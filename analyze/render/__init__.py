@@ -6,5 +6,5 @@ figures (plot.py), trace.json for Perfetto (perfetto.py), compare's table and co
 every number is written (fmt.py).
 
 Imports: analyze.load, analyze.explain and analyze.render; never analyze.pipeline, which drives
-the stages for each command.
+the stages for each command (tests/test_layout.py checks it).
 """
