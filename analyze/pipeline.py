@@ -17,9 +17,10 @@ line at the top saying how to get requests. Only a run with no probe stream
 and no request is an error.
 
 `write_compare(run_dirs, out_dir, plots=True) -> (table, files)` analyses each run
-(`df_compare`) and writes compare.html, percentiles.png, workers.png and sweep.md (compare.py,
-sweep.py). `build_captures(dir, plots=True)` reports every capture of a flight-recorder run
-and writes DIR/captures.html (captures.py).
+(`df_compare`) and writes compare.html, percentiles.png, workers.png and sweep.md
+(render/compare.py, render/sweep.py). `build_captures(dir, plots=True)` reports every capture
+that load/captures.py lists in a flight-recorder run and writes DIR/captures.html
+(render/captures.py).
 """
 from __future__ import annotations
 
@@ -32,26 +33,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .render import plot
-from .explain.attribute import df_bands
+from .load.captures import df_captures
+from .load.errors import AnalysisError
+from .load.heap import heap_trim
+from .load.load import PROBE_STREAMS, cache_flush, load_run, per_run_release, thread_names
 from .explain.antagonists import df_occupancy, traced_pids
-from .render.captures import cause_of, render_index, who_of
-from .render.compare import compare_table, render_compare
+from .explain.attribute import df_bands
 from .explain.critpath import CP_COLS, df_critical_path, df_wait_objects
 from .explain.decompose import df_decompose, drop_reason_sets
 from .explain.findings import Findings
-from .load.errors import AnalysisError
-from .render.html import ReportInputs, write_report
-from .load.captures import df_captures
-from .load.heap import heap_trim
-from .load.load import PROBE_STREAMS, cache_flush, load_run, per_run_release, thread_names
 from .explain.lockchain import df_lock_chains
 from .explain.peer import df_peer_runnable
-from .render.perfetto import df_thread_states, write_trace
 from .explain.sched import (LOCK_COLS, THREAD_COLS, df_cpu_placement, df_locks, df_runq_hist,
                             df_threads)
+from .render import plot
+from .render.captures import cause_of, render_index, who_of
+from .render.compare import compare_table, render_compare
+from .render.html import ReportInputs, write_report
+from .render.perfetto import df_thread_states, write_trace
 from .render.summary import (cut_note, goroutine_note, has_sched, report_summary, run_info,
-                      uprobe_warnings, with_outputs)
+                             uprobe_warnings, with_outputs)
 from .render.sweep import df_knee, df_seed_table, seed_table_markdown
 
 PLOTS = {"percentiles": "percentiles.png", "decomposition": "decomposition.png",

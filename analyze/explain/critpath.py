@@ -33,10 +33,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .decompose import Axis, thread_brief
 from ..load.load import WAKER_BLAMES_TASK, fold_comm, per_run, thread_names
-from .peer import process_name, also_comm
+from .decompose import Axis, thread_brief
 from .order import Lookup, argsort_unless_sorted, row_index, unique_of
+from .peer import process_name, also_comm
 from .waits import REASONS, describe, switch_fields, wait_core
 
 MAX_DEPTH = 3

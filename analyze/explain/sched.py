@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .antagonists import CLASSES, has_occupancy, thread_antagonists
 from ..load.load import per_run
+from .antagonists import CLASSES, has_occupancy, thread_antagonists
 from .order import Lookup, switch_order, unique_of
 
 THREAD_COLS = ["tid", "comm", "role", "runq_ns", "oncpu_ns", "offcpu_ns", "voluntary",

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..explain.findings import Findings
 from ..load.load import WAKER_BLAMES_TASK, per_run, thread_names
+from ..explain.findings import Findings
 from ..explain.order import Lookup
 from ..explain.waits import REASONS, has_reasons, reason_codes
 

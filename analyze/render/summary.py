@@ -47,11 +47,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..load.load import SPAN_ENDS
 from ..explain.antagonists import class_shares, df_runnable_occupants, has_occupancy
 from ..explain.attribute import dominant_blocked, spearman_runnable
 from ..explain.decompose import PARTS, check_summary, check_words, valid_requests
 from ..explain.findings import Findings
-from ..load.load import SPAN_ENDS
 from ..explain.order import unique_of
 from ..explain.sched import sched_figures
 from .words import headline, no_requests_headline

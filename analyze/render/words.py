@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..load.load import fold_comm
 from ..explain.attribute import BANDS, BLOCKED_GROUPS, GROUPS, MS, adds_up, dominant_group
 from ..explain.critpath import has_wakers
 from ..explain.decompose import CHECK_WHY
 from .fmt import dur
-from ..load.load import fold_comm
 
 
 def _n(k: int, noun: str) -> str:

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from fixtures import MS, T0, US, gap, lk, make_run, off, req, rq, task
-from analyze.explain.decompose import (Axis, df_decompose, iv_intersect, iv_union, overlaps_gap,
-                               thread_states, window_sum)
+from analyze.explain.decompose import (Axis, df_decompose, iv_intersect, iv_union,
+                                       overlaps_gap, thread_states, window_sum)
 from analyze.explain.attribute import df_bands
 from analyze.render.summary import summary_dict
 from analyze.explain.findings import Findings
