@@ -10,7 +10,7 @@ import argparse
 import errno
 import sys
 
-from .errors import AnalysisError
+from .load.errors import AnalysisError
 
 EXIT_BAD_INPUT = 2
 EXIT_WRITE_FAILED = 1
@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def format_summary(s: dict) -> str:
     """Headline and a short table (what `report` prints)."""
-    from .fmt import fmt_errors, fmt_int, fmt_run_ms, req_unit_for
+    from .render.fmt import fmt_errors, fmt_int, fmt_run_ms, req_unit_for
 
     if not s.get("requests"):
         return _format_sched_only(s)
@@ -68,7 +68,7 @@ def format_summary(s: dict) -> str:
 
 def _wait_lines(s: dict, k: int = 2) -> list:
     """The k longest waits of the whole run (summary.json wait_objects), one line each."""
-    from .critpath import wait_object_line
+    from .explain.critpath import wait_object_line
     objs = (s.get("wait_objects") or [])[:k]
     return ["", "Longest waits, all traced threads:"] + [f"  {wait_object_line(o)}"
                                                          for o in objs] if objs else []
@@ -76,7 +76,7 @@ def _wait_lines(s: dict, k: int = 2) -> list:
 
 def _format_sched_only(s: dict) -> str:
     """What `report` prints for a run without requests: the scheduler's figures."""
-    from .fmt import fmt_int, fmt_us
+    from .render.fmt import fmt_int, fmt_us
 
     sch = s.get("sched") or {}
     return "\n".join([
@@ -89,7 +89,7 @@ def _format_sched_only(s: dict) -> str:
 
 
 def _report(args) -> int:
-    from .report import build_report
+    from .pipeline import build_report
 
     s = build_report(args.run_dir, plots=not args.no_plots)
     print(format_summary(s))
@@ -100,8 +100,9 @@ def _report(args) -> int:
 
 
 def _compare(args) -> int:
-    from .compare import format_table, write_compare
-    from .sweep import df_knee, df_seed_table, knee_sentences, seed_table_markdown
+    from .render.compare import format_table
+    from .pipeline import write_compare
+    from .render.sweep import df_knee, df_seed_table, knee_sentences, seed_table_markdown
 
     df, files = write_compare(args.run_dirs, args.out, plots=not args.no_plots)
     print(format_table(df))
@@ -115,7 +116,7 @@ def _compare(args) -> int:
 
 
 def _captures(args) -> int:
-    from .captures import build_captures
+    from .pipeline import build_captures
 
     df = build_captures(args.run_dir, plots=not args.no_plots)
     for r in df.sort_values("t_start_ns").itertuples():

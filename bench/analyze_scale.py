@@ -49,7 +49,7 @@ def _header(schema: dict, kind: str) -> bytes:
 
 def generate(run_dir: Path, n_intervals: int, n_requests: int, n_threads: int, seed: int) -> dict:
     """Write requests/switches/runq/locks/tasks .bin files; returns the counts written."""
-    from analyze.schema import load_schema, record_dtype
+    from analyze.load.schema import load_schema, record_dtype
     schema = load_schema()
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "schema.json").write_text(json.dumps(schema))
@@ -128,11 +128,11 @@ def generate(run_dir: Path, n_intervals: int, n_requests: int, n_threads: int, s
 
 def analyse(run_dir: Path) -> dict:
     """Load + decompose + attribute; wall seconds per phase and peak RSS."""
-    from analyze.attribute import df_bands, spearman_runnable, tail_excess
-    from analyze.words import headline
-    from analyze.findings import Findings
-    from analyze.decompose import df_decompose
-    from analyze.load import load_run
+    from analyze.explain.attribute import df_bands, spearman_runnable, tail_excess
+    from analyze.render.words import headline
+    from analyze.explain.findings import Findings
+    from analyze.explain.decompose import df_decompose
+    from analyze.load.load import load_run
     t = [time.perf_counter()]
     run = load_run(run_dir)
     t.append(time.perf_counter())
@@ -145,13 +145,13 @@ def analyse(run_dir: Path) -> dict:
     t.append(time.perf_counter())
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     # Not part of the target, reported apart: the other views report.py builds.
-    from analyze.lockchain import df_lock_chains
-    from analyze.sched import df_locks, df_runq_hist, df_threads
+    from analyze.explain.lockchain import df_lock_chains
+    from analyze.explain.sched import df_locks, df_runq_hist, df_threads
     chains = df_lock_chains(run, d)
     t.append(time.perf_counter())
     df_threads(run), df_locks(run), df_runq_hist(run)
     t.append(time.perf_counter())
-    from analyze.critpath import df_critical_path, df_wait_objects
+    from analyze.explain.critpath import df_critical_path, df_wait_objects
     cp, segs = df_critical_path(run, d)
     t.append(time.perf_counter())
     objs = df_wait_objects(run)
@@ -169,7 +169,7 @@ def analyse(run_dir: Path) -> dict:
 
 def report(run_dir: Path) -> dict:
     """The full report, as `python3 -m analyze report` writes it: wall s and peak RSS."""
-    from analyze.report import build_report
+    from analyze.pipeline import build_report
     t = time.perf_counter()
     summary = build_report(run_dir)
     return {"report_s": time.perf_counter() - t,

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from analyze.decompose import df_decompose  # noqa: E402
-from analyze.load import load_run  # noqa: E402
-from analyze.schema import load_schema, read_records  # noqa: E402
+from analyze.explain.decompose import df_decompose  # noqa: E402
+from analyze.load.load import load_run  # noqa: E402
+from analyze.load.schema import load_schema, read_records  # noqa: E402
 
 CAUSE = {"cpu": "tt-stall", "lock": "orders-ledger"}
 

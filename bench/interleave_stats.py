@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 from ab_stats import geomean_ci  # noqa: E402
-from analyze.schema import load_schema, read_records  # noqa: E402
+from analyze.load.schema import load_schema, read_records  # noqa: E402
 
 
 def read_toggles(path: Path) -> list[tuple[int, int, str]]:

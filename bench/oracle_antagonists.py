@@ -34,9 +34,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analyze.antagonists import df_runnable_occupants  # noqa: E402
-from analyze.errors import AnalysisError  # noqa: E402
-from analyze.load import load_run  # noqa: E402
+from analyze.explain.antagonists import df_runnable_occupants  # noqa: E402
+from analyze.load.errors import AnalysisError  # noqa: E402
+from analyze.load.load import load_run  # noqa: E402
 
 EVENT_LINE = re.compile(r"^\s*\[(\d+)\]\s+(\d+)\.(\d{9}):\s+sched:sched_switch:\s(.*)$")
 SWITCH_ARGS = re.compile(r"\bprev_pid=(\d+) prev_prio=\S+ prev_state=\S+ ==> .*\bnext_pid=(\d+) "

@@ -53,7 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analyze.schema import SchemaError, load_schema, read_records  # noqa: E402
+from analyze.load.schema import SchemaError, load_schema, read_records  # noqa: E402
 
 WAKEUP, PREEMPT, WAKEUP_NEW = 0, 1, 2  # enum tt_runq_kind
 MATCH_NS = 20_000

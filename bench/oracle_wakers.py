@@ -33,8 +33,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analyze.errors import AnalysisError  # noqa: E402
-from analyze.load import WAKER_BLAMES_TASK, load_run  # noqa: E402
+from analyze.load.errors import AnalysisError  # noqa: E402
+from analyze.load.load import WAKER_BLAMES_TASK, load_run  # noqa: E402
 
 IRQ_CTXS = ("hardirq", "softirq")
 

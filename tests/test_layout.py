@@ -1,4 +1,5 @@
-"""The source tree's shape: probes/ is folders by concern, and no include circle.
+"""The source tree's shape: probes/ is folders by concern, no include circle, and the analysis
+is stages that import one way.
 
 A module is a C file and its header of the same name in the same folder (sched/offcpu.c
 and sched/offcpu.h; sched/sched.bpf.c is module sched/sched.bpf). `#include "x.h"` in a
@@ -6,7 +7,13 @@ module's .c or .h is an edge from that module to x's; a module including its own
 is not. Every C source and header git tracks is read (probes/, workloads/, common/,
 include/, the test helpers, bench/, fuzz/), and a circle of modules fails the test with
 its path: a module must not need, through its includes, a module that needs it.
+
+analyze/ is three stages, analyze/load, analyze/explain and analyze/render, driven by
+analyze/pipeline.py (and the CLI, analyze/__main__.py). A stage imports only from itself and
+the stages before it: load ← explain ← render ← the top. Every import of every analyze/**/*.py
+(at module level or inside a function, relative or absolute) is read with ast.
 """
+import ast
 import os
 import re
 import subprocess
@@ -136,3 +143,95 @@ def test_probes_holds_only_folders():
     assert folders, "no C sources under probes/"
     for d in sorted(folders):
         assert (probes / d / "README.md").is_file(), f"probes/{d}/ has no README.md"
+
+
+# The analysis' stages, in the order they may import: each from itself and those before it.
+STAGES = ("load", "explain", "render")
+TOP = len(STAGES)  # analyze/__init__.py, __main__.py, pipeline.py: may import any stage
+TOP_MODULES = {"__init__.py", "__main__.py", "pipeline.py"}
+
+
+def tracked_python(under):
+    """The .py files git tracks under a folder (and new ones it does not ignore)."""
+    out = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
+                          "--exclude-standard", "--", f"{under}/*.py"],
+                         check=True, capture_output=True, text=True).stdout
+    return sorted({p for p in out.split("\0") if p and (ROOT / p).is_file()})
+
+
+def stage_of(module):
+    """analyze.explain.decompose -> 1 (its index in STAGES); TOP for analyze itself, its
+    top-level modules and anything not under a stage."""
+    parts = module.split(".")
+    if len(parts) > 1 and parts[0] == "analyze" and parts[1] in STAGES:
+        return STAGES.index(parts[1])
+    return TOP
+
+
+def imported_modules(path, text):
+    """[(line, absolute module)] that the file at path (analyze/explain/x.py) imports from
+    analyze. `from .a import b` counts as analyze.<pkg>.a.b: b may be a module, and the stage
+    is named by the part after analyze either way."""
+    package = path[:-3].replace("/", ".").split(".")[:-1]  # analyze/explain/x.py -> analyze.explain
+    out = []
+    for node in ast.walk(ast.parse(text, filename=path)):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else []))
+            out += [(node.lineno, f"{mod}.{a.name}") for a in node.names]
+    return [(line, m) for line, m in out if m == "analyze" or m.startswith("analyze.")]
+
+
+def backward_imports(files=None, read=None):
+    """['analyze/load/x.py:3 imports analyze.explain.y (load may import load)', ...]."""
+    files = files if files is not None else tracked_python("analyze")
+    read = read or (lambda p: (ROOT / p).read_text())
+    bad = []
+    for f in sorted(files):
+        own = stage_of(f[:-3].replace("/", "."))
+        for line, mod in imported_modules(f, read(f)):
+            if stage_of(mod) > own:
+                allowed = ", ".join(STAGES[:own + 1])
+                bad.append(f"{f}:{line} imports {mod} ({STAGES[own]} may import {allowed})")
+    return bad
+
+
+def test_analyze_stages_import_one_way():
+    files = tracked_python("analyze")
+    assert any(f.startswith("analyze/explain/") for f in files), "no analyze/explain/*.py"
+    bad = backward_imports(files)
+    assert not bad, ("a stage imports a later stage (load <- explain <- render <- pipeline):\n  "
+                     + "\n  ".join(bad))
+
+
+def test_the_stage_check_finds_a_backward_import():
+    """The check itself: relative and absolute imports, at module level or in a function,
+    of a later stage or of the pipeline, are named; imports of earlier stages are not."""
+    src = {
+        "analyze/load/a.py": "from .b import x\nfrom ..load import c\n",
+        "analyze/explain/d.py": "from ..load.a import y\n\ndef f():\n    from ..render import e\n",
+        "analyze/render/e.py": "import analyze.explain.d\nfrom .. import pipeline\n",
+        "analyze/load/b.py": "from analyze.explain.d import z\nimport numpy\n",
+        "analyze/pipeline.py": "from .render import e\nfrom .load.a import y\n",
+    }
+    assert backward_imports(src, src.get) == [
+        "analyze/explain/d.py:4 imports analyze.render.e (explain may import load, explain)",
+        "analyze/load/b.py:1 imports analyze.explain.d.z (load may import load)",
+        "analyze/render/e.py:2 imports analyze.pipeline (render may import load, explain, render)",
+    ]
+
+
+def test_analyze_is_three_stages_and_the_pipeline():
+    """analyze/ holds __init__.py, __main__.py, pipeline.py and the stages' folders, each a
+    package whose docstring says what it owns and what it may import."""
+    top = ROOT / "analyze"
+    loose = sorted(p.name for p in top.iterdir()
+                   if p.suffix == ".py" and p.name not in TOP_MODULES)
+    assert not loose, f"modules at the top of analyze/ (put each in its stage): {loose}"
+    folders = sorted(p.name for p in top.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders == sorted(STAGES), f"analyze/ folders: {folders}, want {sorted(STAGES)}"
+    for stage in STAGES:
+        doc = ast.get_docstring(ast.parse((top / stage / "__init__.py").read_text()))
+        assert doc and "Imports:" in doc, f"analyze/{stage}/__init__.py: no docstring with Imports:"

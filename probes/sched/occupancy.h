@@ -90,7 +90,7 @@ enum occ_counter {
 
 /* --listen (no records): each traced wait is split in the kernel by what held
  * the CPU, and the time added up by (waiting process, class, occupant) in
- * occ_blame (the exporter serves it). The classes of analyze/antagonists.py. */
+ * occ_blame (the exporter serves it). The classes of analyze/explain/antagonists.py. */
 enum occ_class {
 	OCC_CLS_SIBLING = 0, /* another thread of the waiting process */
 	OCC_CLS_PEER,        /* another traced process (not in a system-wide run) */

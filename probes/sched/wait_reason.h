@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Why a thread blocked, from the syscall it slept in: the classes of
- * analyze/waits.py (REASONS, same order), shared by the BPF side (--listen's
+ * analyze/explain/waits.py (REASONS, same order), shared by the BPF side (--listen's
  * off-CPU histograms by reason) and the loader. x86_64 syscall numbers, as
  * everywhere the probes read registers; elsewhere every wait is "other".
- * tests/probes/test_exporter.py checks this table against analyze/waits.py.
+ * tests/probes/test_exporter.py checks this table against analyze/explain/waits.py.
  */
 #ifndef TT_WAIT_REASON_H
 #define TT_WAIT_REASON_H

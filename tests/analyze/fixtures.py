@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from analyze.load import (STREAM_FILE, STREAM_KIND, STREAMS, WAKER_CTXS, Run,
-                          frame_from_records, set_request_source, split_gaps)
-from analyze.schema import record_dtype
+from analyze.load.load import (STREAM_FILE, STREAM_KIND, STREAMS, WAKER_CTXS, Run,
+                               frame_from_records, set_request_source, split_gaps)
+from analyze.load.schema import record_dtype
 
 T0 = 5_000_000_000_000  # 5000 s after boot
 MS, US = 1_000_000, 1_000

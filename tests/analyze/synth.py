@@ -1,7 +1,7 @@
 """Synthetic run for the output tests (plots, HTML, Perfetto, compare, report, CLI).
 
 `make_run(dir)` writes a run directory whose every nanosecond is known by
-construction, through analyze/schema.py dtypes (no layout restated), and
+construction, through analyze/load/schema.py dtypes (no layout restated), and
 returns the ground truth: the per-request decomposition and the thread-state
 slices. Scenario ("pool", 4 workers on 2 CPUs, pid 100, workers 101..104):
 each request on its worker runs back to back (50 µs apart) as
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import image as mpimg
 
-from analyze.schema import load_schema, record_dtype
+from analyze.load.schema import load_schema, record_dtype
 
 US = 1000
 T_BASE = 1_000_000_000_000  # CLOCK_MONOTONIC ns of the run start

@@ -42,7 +42,7 @@ def test_corrupt_records_exit_2(tmp_path):
 
 def test_report_and_compare(tmp_path):
     a = synth.make_run(tmp_path / "a", 200, label="A")
-    r = cli("report", a.path, "--no-plots")        # figures: test_report / test_plot
+    r = cli("report", a.path, "--no-plots")        # figures: test_pipeline / test_plot
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("≥P99 requests (n=2,")
     assert "200 requests, 0 errors" in r.stdout and "100.0% close" in r.stdout

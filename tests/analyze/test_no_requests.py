@@ -20,13 +20,14 @@ import pandas as pd
 import pytest
 
 from fixtures import MS, T0, US, lk, make_run, off, rq, span, task, write_run
-from analyze import compare, report
-from analyze.attribute import df_bands
-from analyze.decompose import df_decompose
-from analyze.errors import MissingStreamError
-from analyze.schema import load_schema
-from analyze.summary import NO_REQUESTS_NOTE, SPAN_ERRORS_NOTE, summary_dict
-from analyze.findings import Findings
+from analyze import pipeline
+from analyze.render import compare
+from analyze.explain.attribute import df_bands
+from analyze.explain.decompose import df_decompose
+from analyze.load.errors import MissingStreamError
+from analyze.load.schema import load_schema
+from analyze.render.summary import NO_REQUESTS_NOTE, SPAN_ERRORS_NOTE, summary_dict
+from analyze.explain.findings import Findings
 
 ROOT = Path(__file__).resolve().parents[2]
 UPROBE_WARNING = ("locks: 27,600 uprobe hits/s on the target; uprobes cost ~10-30 us each on a "
@@ -97,7 +98,7 @@ def test_span_run_report_and_compare_count_unreturned_calls(schema, tmp_path):
     spans = SPANS + [span(2, 30 * MS, 31 * MS, end=1)]
     d = write_run(tmp_path / "spans", schema, meta={"label": "curl"}, spans=spans, switches=[],
                   runq=[], tasks=[task(1, "python3"), task(2, "python3")])
-    s = report.build_report(d, plots=False)
+    s = pipeline.build_report(d, plots=False)
     assert s["errors"] == 1 and s["requests"] == 4
     assert json.loads((d / "summary.json").read_text())["errors"] == 1
     page = (d / "report.html").read_text()
@@ -108,7 +109,7 @@ def test_span_run_report_and_compare_count_unreturned_calls(schema, tmp_path):
     req = [e for e in trace["traceEvents"] if e.get("cat") == "request"]
     assert sorted(e["args"]["ret"] for e in req) == [0, 0, 0, 4294967295]
     assert not any("status" in e["args"] for e in req)
-    df, _ = compare.write_compare([d], tmp_path / "cmp", plots=False)
+    df, _ = pipeline.write_compare([d], tmp_path / "cmp", plots=False)
     assert df.loc[0, "errors"] == 1
     page = (tmp_path / "cmp" / "compare.html").read_text()
     assert "<th>errors</th>" in page and "<td>curl</td><td>4</td><td>1</td>" in page
@@ -143,7 +144,7 @@ def sched_only(schema, path, **over):
 @pytest.fixture(scope="module")
 def sched_report(schema, tmp_path_factory):
     d = sched_only(schema, tmp_path_factory.mktemp("sched") / "run")
-    return d, report.build_report(d)
+    return d, pipeline.build_report(d)
 
 
 def test_sched_only_summary_figures(sched_report):
@@ -208,7 +209,7 @@ def test_sched_only_cli_exit_0_and_prints_the_scheduler_lines(schema, tmp_path):
 
 def test_sched_only_run_in_compare_says_no_requests(schema, tmp_path):
     d = sched_only(schema, tmp_path / "run")
-    df, files = compare.write_compare([d], tmp_path / "cmp")
+    df, files = pipeline.write_compare([d], tmp_path / "cmp")
     row = compare.format_table(df).splitlines()[2]
     assert row.startswith("sleepy-pid100") and "no requests" in row and "needs probes" not in row
     page = (tmp_path / "cmp" / "compare.html").read_text()
@@ -218,7 +219,7 @@ def test_sched_only_run_in_compare_says_no_requests(schema, tmp_path):
 def test_only_a_run_without_any_stream_is_an_error(schema, tmp_path):
     d = write_run(tmp_path / "empty", schema, meta={})
     with pytest.raises(MissingStreamError, match=r"requests\.bin is missing"):
-        report.build_report(d)
+        pipeline.build_report(d)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     r = subprocess.run([sys.executable, "-m", "analyze", "report", str(d)], capture_output=True,
                        text=True, env=env, timeout=120)
@@ -233,7 +234,7 @@ def test_uprobe_rate_warning_in_summary_and_page(schema, tmp_path, rate, warned)
     meta = json.loads((d / "meta.json").read_text())
     meta.update(uprobe_hits={"locks": int(rate * 2)}, uprobe_hits_per_s={"locks": rate})
     (d / "meta.json").write_text(json.dumps(meta))
-    s = report.build_report(d, plots=False)
+    s = pipeline.build_report(d, plots=False)
     page = (d / "report.html").read_text()
     warns = re.findall(r'<div class="warn">⚠ (.*?)</div>', page)
     assert f"<tr><th>uprobe hits</th><td>locks: {int(rate * 2):,} ({rate:,.0f}/s)</td></tr>" in page
@@ -254,7 +255,7 @@ def test_uprobe_warning_weighs_hits_by_their_measured_cost(schema, tmp_path, per
                 uprobe_cost={"locks": {"ns": ns, "share_of_cpu": ns / 2e9}},
                 uprobe_costs_ns={"emulated": 500, "single-stepped": 15_000, "measured": True})
     (d / "meta.json").write_text(json.dumps(meta))
-    s = report.build_report(d, plots=False)
+    s = pipeline.build_report(d, plots=False)
     if warned:
         assert COST_WARNING in s["warnings"]
     else:

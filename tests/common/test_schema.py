@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze.schema import SchemaError, find_tt_schema, load_schema, read_records, record_dtype
+from analyze.load.schema import SchemaError, find_tt_schema, load_schema, read_records, record_dtype
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))

@@ -81,8 +81,8 @@ def load_json(path):
 
 
 def read_records(run_dir, filename, kind):
-    """Records of RUN/<filename> (kind 'request', 'runq', 'span', ...) through analyze/schema.py."""
-    from analyze import schema
+    """Records of RUN/<filename> (kind 'request', 'runq', 'span', ...) through analyze/load/schema.py."""
+    from analyze.load import schema
     sch = schema.load_schema(str(run_dir))
     return schema.read_records(str(Path(run_dir) / filename), sch, kind)
 

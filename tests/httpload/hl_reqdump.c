@@ -1,5 +1,5 @@
 /* Test helper: print DIR/requests.bin as CSV, read with recfile_read_all, so
- * the tests can check that the C reader and analyze/schema.py agree. */
+ * the tests can check that the C reader and analyze/load/schema.py agree. */
 #include <stdio.h>
 #include <stdlib.h>
 

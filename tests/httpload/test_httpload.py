@@ -1,5 +1,5 @@
 """httpload against a real orders-server: exact request/status counts in every model,
-records read back by the C reader and analyze/schema.py alike, --json consistent with
+records read back by the C reader and analyze/load/schema.py alike, --json consistent with
 requests.bin, errors against a dead port, open loop against a server with a known stall,
 partial results on SIGTERM, usage errors.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze.schema import load_schema, read_records
+from analyze.load.schema import load_schema, read_records
 from orders_proc import BUILD, Server, need as _need  # orders-server as a child
 
 HTTPLOAD = BUILD / "workloads" / "httpload" / "httpload"

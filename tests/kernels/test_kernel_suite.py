@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze import antagonists as A
-from analyze.load import OCC_HARDIRQ, OCC_IRQ_TIMER, load_run
-from analyze.schema import load_schema, read_records
+from analyze.explain import antagonists as A
+from analyze.load.load import OCC_HARDIRQ, OCC_IRQ_TIMER, load_run
+from analyze.load.schema import load_schema, read_records
 from tt_run import (BUILD, ROOT, clipped_sum, free_port, helper, intervals, json_lines, meta,
                     needs_root, records, tailtrace)
 
@@ -321,7 +321,7 @@ def test_flight_recorder_catches_injected_stalls(tmp_path, record_property):
         windows.append((cm["t0_ns"], cm["t1_ns"]))
     caught = sum(any(w0 <= b and a <= w1 for w0, w1 in windows) for a, b in stalls)
     assert caught >= 0.6 * len(stalls), (caught, stalls, windows)
-    from analyze.report import build_report
+    from analyze.pipeline import build_report
     s = build_report(out / caps[0]["dir"], plots=False)
     assert all(s["checks"]["bands_add_up"].values()), s["checks"]
     report(record_property, out, captures=len(caps), stalls=len(stalls),

@@ -1,7 +1,7 @@
 /* flight_replay: a recorded run's records through the flight recorder's store,
  * then one capture of a window, written as the recorder writes it
  * (flight_window_plan + flight_window_write). For the property test
- * tests/analyze/test_flight_capture.py: a capture must give every request the
+ * tests/analyze/explain/test_flight_capture.py: a capture must give every request the
  * parts the whole run gives it, whatever the window, chunk size, store length
  * and arrival order.
  *

@@ -1,4 +1,4 @@
-"""Who held the CPU (tailtrace's cpu event, analyze/antagonists.py) against workloads whose
+"""Who held the CPU (tailtrace's cpu event, analyze/explain/antagonists.py) against workloads whose
 antagonists are known by construction. Real BPF: run as root.
 
 - An untraced hog (three SCHED_OTHER spinners pinned to one CPU) beside a traced victim
@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze import antagonists as A
-from analyze.load import OCC_HARDIRQ, OCC_IRQ_TIMER, load_run
-from analyze.report import build_report
+from analyze.explain import antagonists as A
+from analyze.load.load import OCC_HARDIRQ, OCC_IRQ_TIMER, load_run
+from analyze.pipeline import build_report
 from tt_run import BUILD, cgroup2_root, helper, meta, needs_root, records, tailtrace
 
 pytestmark = needs_root

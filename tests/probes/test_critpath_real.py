@@ -2,7 +2,7 @@
 (tests/probes/waitchain.c): who ended each wait, and what that thread was doing.
 
 Each round's wait, as the waiting thread saw it, is treated as one request on that
-thread; analyze/critpath.py must find the thread that ended it and measure it.
+thread; analyze/explain/critpath.py must find the thread that ended it and measure it.
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from tt_run import helper, json_lines, needs_root, tailtrace
-from analyze.critpath import df_critical_path
-from analyze.decompose import df_decompose, overlaps_gap
-from analyze.load import load_run
+from analyze.explain.critpath import df_critical_path
+from analyze.explain.decompose import df_decompose, overlaps_gap
+from analyze.load.load import load_run
 
 pytestmark = needs_root
 ROUNDS, WORK_MS = 20, 10

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze.waits import reason_codes
+from analyze.explain.waits import reason_codes
 from tt_run import HELPERS, TAILTRACE, free_port, helper, needs_root
 
 pytestmark = needs_root
@@ -130,7 +130,8 @@ def scrape(url: str, accept: str | None = None, want: str = "text/plain; version
 
 
 def test_wait_reasons_are_the_analysis_classes():
-    """The BPF side's syscall -> reason table (probes/sched/wait_reason.h) is analyze/waits.py's."""
+    """The BPF side's syscall -> reason table (probes/sched/wait_reason.h) is
+    analyze/explain/waits.py's."""
     dump = HELPERS / "wait_reason_dump"
     assert dump.exists(), f"{dump} missing: build first"
     rows = np.array([line.split() for line in subprocess.run(

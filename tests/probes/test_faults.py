@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-from analyze.load import load_run
+from analyze.load.load import load_run
 from tt_run import TAILTRACE, helper, intervals, json_lines, meta, needs_root, records, tailtrace
 
 pytestmark = needs_root

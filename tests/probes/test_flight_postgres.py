@@ -29,9 +29,9 @@ import numpy as np
 import pytest
 
 from tt_run import needs_root, tailtrace
-from analyze.captures import build_captures
-from analyze.decompose import PARTS, df_decompose
-from analyze.load import load_run
+from analyze.pipeline import build_captures
+from analyze.explain.decompose import PARTS, df_decompose
+from analyze.load.load import load_run
 
 PGBINS = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"))
 PGBIN = Path(PGBINS[-1]).parent if PGBINS else None

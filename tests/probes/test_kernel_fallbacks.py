@@ -19,9 +19,9 @@ import re
 import numpy as np
 import pytest
 
-from analyze import antagonists as A
-from analyze.load import load_run
-from analyze.schema import load_schema, read_records
+from analyze.explain import antagonists as A
+from analyze.load.load import load_run
+from analyze.load.schema import load_schema, read_records
 from tt_run import BUILD, helper, meta, needs_root, records, tailtrace
 
 pytestmark = needs_root

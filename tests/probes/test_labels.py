@@ -1,5 +1,5 @@
 """Waits named in the program's own words, and wakers in other processes named as such
-(analyze/waits.py wait_wrappers, critpath._who), on tests/probes/latch.c: two processes of
+(analyze/explain/waits.py wait_wrappers, critpath._who), on tests/probes/latch.c: two processes of
 one program; the parent's requests wait in order_lock_wait() -> latch_wait() (the program's
 generic wrapper around epoll_wait on a self-pipe, also used by idle_nap()) until the child
 sets the latch. Real BPF: run as root."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from analyze.report import build_report
+from analyze.pipeline import build_report
 from tt_run import BUILD, needs_root, TAILTRACE
 
 pytestmark = needs_root

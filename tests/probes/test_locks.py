@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze.schema import load_schema, read_records
+from analyze.load.schema import load_schema, read_records
 from tt_run import wait_target_running
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze.schema import load_schema, record_dtype
+from analyze.load.schema import load_schema, record_dtype
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("oracle_compare", ROOT / "bench" / "oracle_compare.py")

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from orders_proc import Server
-from analyze.schema import load_schema, read_records
+from analyze.load.schema import load_schema, read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("TT_BUILD", ROOT / "build"))

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from orders_proc import Server
-from analyze.schema import load_schema, read_records
+from analyze.load.schema import load_schema, read_records
 from test_spans import BUILD, expect_error, spans, tailtrace, tailtrace_bg
 
 SERVER = BUILD / "workloads" / "server" / "orders-server"

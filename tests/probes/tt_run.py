@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze.schema import load_schema, read_records
+from analyze.load.schema import load_schema, read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("TT_BUILD", ROOT / os.environ.get("BUILD", "build")))

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* wait_reason_dump: probes/sched/wait_reason.h's class of every syscall number
  * -1..511, one per line, for tests/probes/test_exporter.py to compare with
- * analyze/waits.py. */
+ * analyze/explain/waits.py. */
 #include <stdio.h>
 
 #include "sched/wait_reason.h"

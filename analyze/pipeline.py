@@ -1,0 +1,292 @@
+"""The pipeline: load → explain → render, and the files each command writes.
+
+The stages (analyze/load, analyze/explain, analyze/render) import one way; this module
+drives them, for one run (`report`), several runs side by side (`compare`) and a flight
+recorder's captures (`captures`).
+
+`build_report(run_dir, plots=True) -> dict` writes into the run directory:
+summary.json (first, so it survives a later failure, then completed),
+threads.csv, locks.csv, trace.json, the report's PNGs and report.html, and
+returns the summary. A run without probes still gets all of them: the
+client-side figures, and "needs probes" where the scheduler is required.
+A run without requests (tailtrace on a third-party process without --span)
+gets the scheduler-only report: summary.json (requests 0, latency null,
+attribution "needs requests or --span"), threads.csv, locks.csv, trace.json
+with thread-state tracks only, the scheduler figures and report.html with a
+line at the top saying how to get requests. Only a run with no probe stream
+and no request is an error.
+
+`write_compare(run_dirs, out_dir, plots=True) -> (table, files)` analyses each run
+(`df_compare`) and writes compare.html, percentiles.png, workers.png and sweep.md
+(render/compare.py, render/sweep.py). `build_captures(dir, plots=True)` reports every capture
+that load/captures.py lists in a flight-recorder run and writes DIR/captures.html
+(render/captures.py).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .load.captures import df_captures
+from .load.errors import AnalysisError
+from .load.heap import heap_trim
+from .load.load import PROBE_STREAMS, cache_flush, load_run, per_run_release, thread_names
+from .explain.antagonists import df_occupancy, traced_pids
+from .explain.attribute import df_bands
+from .explain.critpath import CP_COLS, df_critical_path, df_wait_objects
+from .explain.decompose import df_decompose, drop_reason_sets
+from .explain.findings import Findings
+from .explain.lockchain import df_lock_chains
+from .explain.peer import df_peer_runnable
+from .explain.sched import (LOCK_COLS, THREAD_COLS, df_cpu_placement, df_locks, df_runq_hist,
+                            df_threads)
+from .render import plot
+from .render.captures import cause_of, render_index, who_of
+from .render.compare import compare_table, render_compare
+from .render.html import ReportInputs, write_report
+from .render.perfetto import df_thread_states, write_trace
+from .render.summary import (cut_note, goroutine_note, has_sched, report_summary, run_info,
+                             uprobe_warnings, with_outputs)
+from .render.sweep import df_knee, df_seed_table, seed_table_markdown
+
+PLOTS = {"percentiles": "percentiles.png", "decomposition": "decomposition.png",
+         "timeline": "timeline.png", "runq_hist": "runq-hist.png",
+         "cpu_placement": "cpu-placement.png", "critical_path": "critical-path.png"}
+
+
+def jsonable(o):
+    """summary → plain JSON: numpy scalars to Python, NaN/inf to null, keys to str."""
+    if isinstance(o, dict):
+        return {str(k): jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [jsonable(v) for v in o]
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (float, np.floating)):
+        f = float(o)
+        return None if math.isnan(f) or math.isinf(f) else f
+    if isinstance(o, (np.bool_,)):
+        return bool(o)
+    if isinstance(o, pd.DataFrame):
+        return jsonable(o.to_dict(orient="index"))
+    return o
+
+
+def write_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(jsonable(obj), indent=2, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+def write_csv(path: Path, df: pd.DataFrame) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def analyse(run, lock_chains: bool = False) -> dict:
+    """The computed frames of one loaded run (no files written); with lock_chains also
+    df_lock_chains' ("chains", None without locks). The interval sets are let go of once
+    nothing more needs them: the lock chains measure whole thread states (every set), so
+    they come first; the wait objects' hops and the critical path's need five sets, and
+    nothing needs any after them (0.7 GB at 10M switches). The wait objects come before
+    the critical path: their transient arrays (one per wait) then do not stack on its
+    segments. The waits go once the summary is made."""
+    decomp = df_decompose(run)
+    peer = df_peer_runnable(run, decomp)
+    decomp[list(peer.columns)] = peer
+    chains = (_frame(df_lock_chains, run, decomp) if lock_chains and run.has("locks")
+              else None)
+    drop_reason_sets(run)
+    heap_trim()
+    if decomp.empty and not any(run.has(s) for s in PROBE_STREAMS):
+        raise AnalysisError(f"{run.path}: no requests recorded (requests.bin and spans.bin are "
+                            "empty) and no scheduler stream: check that the workload ran and "
+                            "reached the server")
+    objs = (jsonable(df_wait_objects(run).to_dict("records"))
+            if run.has("switches") and run.has("runq") else None)
+    heap_trim()
+    cp, segs = df_critical_path(run, decomp)
+    decomp[CP_COLS] = cp
+    per_run_release(run, "_state_sets")
+    bands = df_bands(decomp) if len(decomp) else pd.DataFrame()
+    f = Findings(run, decomp, bands, segs, objs)
+    summary = report_summary(f)
+    per_run_release(run, "_waits", "_followable")     # the critical path's (0.5 GB at 10M)
+    if decomp.empty or not has_sched(run):
+        bands = None
+    return {"run": run, "decomp": decomp, "bands": bands, "summary": summary, "segments": segs,
+            "findings": f, "chains": chains}
+
+
+def _frame(fn, run, *args) -> pd.DataFrame:
+    """A sched/lock table, or an empty one when its stream is absent."""
+    try:
+        return fn(run, *args)
+    except AnalysisError:
+        return pd.DataFrame()
+
+
+def _plots(out: Path, a: dict, tables: dict, notes: list) -> dict:
+    run, decomp = a["run"], a["decomp"]
+    names = thread_names(run)
+    t0 = run.meta.get("mono_start_ns") or None
+    jobs = {}
+    if len(decomp):   # client-side figures: only with requests
+        jobs["percentiles"] = lambda p: plot.plot_percentiles(decomp, p)
+        jobs["timeline"] = lambda p: plot.plot_timeline(decomp, p, t0_ns=t0)
+    if a["bands"] is not None:
+        jobs["decomposition"] = lambda p: plot.plot_decomposition(a["bands"], p)
+    segs = a.get("segments")
+    if segs is not None and len(segs) and segs["blame"].astype(bool).any():
+        jobs["critical_path"] = lambda p: plot.plot_critical_path(
+            decomp, segs, lambda win: df_thread_states(run, observed=decomp, windows=win), p,
+            names=names,
+            occ=df_occupancy(run) if run.has("occupancy") else None, traced=traced_pids(run))
+    if run.has("runq"):
+        jobs["runq_hist"] = lambda p: plot.plot_runq_hist(tables["runq_hist"], p)
+    if run.has("switches") and not tables["placement"].empty:
+        jobs["cpu_placement"] = lambda p: plot.plot_cpu_placement(tables["placement"], p,
+                                                                  names=names)
+    images = {}
+    for name, fn in jobs.items():
+        path = out / PLOTS[name]
+        try:
+            images[name] = fn(path)
+        except Exception as e:  # one broken figure must not cost the whole report
+            msg = f"figure {PLOTS[name]} could not be drawn: {type(e).__name__}: {e}"
+            print(f"analyze: warning: {msg}", file=sys.stderr)
+            notes.append(msg)
+    return images
+
+
+def _links(out: Path) -> list[str]:
+    fixed = ["flame-oncpu.svg", "flame-offcpu.svg"]
+    diffs = sorted(p.name for p in out.glob("diff-*.svg"))
+    rest = ["trace.json", "summary.json", "threads.csv", "locks.csv"]
+    return [n for n in fixed + diffs + rest if (out / n).exists()]
+
+
+def build_report(run_dir, plots: bool = True, cache: bool | str = "background") -> dict:
+    """Analyse run_dir and write every output into it; returns the summary dict. cache:
+    as load_run's (by default a stale cache is written beside the analysis)."""
+    out = Path(run_dir)
+    try:   # the cache is written beside the analysis; waited for whatever happens
+        return _build_report(out, load_run(out, cache=cache), plots)
+    finally:
+        cache_flush()
+
+
+def _build_report(out: Path, run, plots: bool) -> dict:
+    a = analyse(run, lock_chains=True)
+    decomp = a["decomp"]
+    write_json(out / "summary.json", with_outputs(a["summary"], []))  # before anything can fail
+
+    sched = has_sched(run)
+    tables = {"threads": _frame(df_threads, run) if sched else pd.DataFrame(columns=THREAD_COLS),
+              "locks": _frame(df_locks, run) if run.has("locks")
+              else pd.DataFrame(columns=LOCK_COLS),
+              "chains": a["chains"] if a["chains"] is not None else pd.DataFrame(),
+              "runq_hist": _frame(df_runq_hist, run) if run.has("runq") else pd.DataFrame(),
+              "placement": _frame(df_cpu_placement, run) if run.has("switches")
+              else pd.DataFrame()}
+    write_csv(out / "threads.csv", tables["threads"])
+    write_csv(out / "locks.csv", tables["locks"])
+    heap_trim()
+    info = write_trace(a["findings"], out / "trace.json")
+    heap_trim()
+    notes = list(getattr(run, "warnings", []) or []) + uprobe_warnings(run.meta or {})
+    if run.cut is not None:
+        note = cut_note(run.cut)
+        notes.insert(0, note[0].upper() + note[1:] + ".")
+    if run.source == "spans":
+        notes.append("Span return values are not HTTP statuses: errors counts the calls that "
+                     "did not return (a C++ exception or a longjmp left them); each request's "
+                     "raw return value is in trace.json as 'ret'.")
+        if (note := goroutine_note(run.requests)):
+            notes.append(note[0].upper() + note[1:] + ".")
+    if not has_sched(run):
+        notes.append("No scheduler streams (runq.bin, switches.bin) in this run: the "
+                     "client-side figures are shown; attribution, threads and CPU placement "
+                     "need probes (run under tailtrace)." if len(decomp) else
+                     "No scheduler streams (runq.bin, switches.bin) in this run: threads, "
+                     "run-queue latency and CPU placement need tailtrace --events runq,switch.")
+    images = _plots(out, a, tables, notes) if plots else {}
+    heap_trim()
+    summary = with_outputs(a["summary"], ["summary.json", "threads.csv", "locks.csv", "trace.json",
+                                          *[PLOTS[k] for k in images], "report.html"], info)
+    write_json(out / "summary.json", summary)
+    inp = ReportInputs(
+        summary=jsonable(summary), meta=run.meta, workload=run.workload, run_dir=str(out),
+        run_info=run_info(out),
+        bands=a["bands"], tail_excess=jsonable(a["findings"].tail_excess) if a["bands"] is not None
+        else None, threads=tables["threads"], locks=tables["locks"], chains=tables["chains"],
+        images=images, links=_links(out), trace_note=info.note,
+        streams={s: run.has(s) for s in ("requests", "runq", "switches", "locks", "spans",
+                                         "tasks")},
+        notes=notes)
+    write_report(out / "report.html", inp)
+    return summary
+
+
+def df_compare(run_dirs) -> tuple[pd.DataFrame, dict]:
+    """(table, {label: decomposition}) of the given run directories (compare.compare_table)."""
+    if not run_dirs:
+        raise AnalysisError("compare needs at least one run directory")
+    return compare_table([analyse(load_run(d)) for d in run_dirs])
+
+
+def write_compare(run_dirs, out_dir, plots: bool = True) -> tuple[pd.DataFrame, list[str]]:
+    """Write compare.html (+ percentiles.png) into out_dir; returns (table, files)."""
+    df, decomps = df_compare(run_dirs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    png = None
+    if plots:
+        png = plot.plot_percentiles(decomps, out / "percentiles.png", column="e2e_ns",
+                                    title="End-to-end latency by percentile, all runs")
+        files.append(png)
+    knee, knee_png = df_knee(df), None
+    if plots and not knee.empty:
+        knee_png = plot.plot_workers(knee, out / "workers.png")
+        files.append(knee_png)
+    md = seed_table_markdown(df_seed_table(df))
+    if md:
+        (out / "sweep.md").write_text(md, encoding="utf-8")
+        files.append(str(out / "sweep.md"))
+    html_path = out / "compare.html"
+    tmp = html_path.with_name("compare.html.tmp")
+    tmp.write_text(render_compare(df, png, knee_png), encoding="utf-8")
+    os.replace(tmp, html_path)
+    files.append(str(html_path))
+    return df, files
+
+
+def build_captures(run_dir, plots: bool = True, report=None) -> pd.DataFrame:
+    """Report every capture that was written, then DIR/captures.html; returns df_captures
+    with cause, headline and who filled in. report(capture_dir, plots) -> summary dict
+    (build_report by default)."""
+    report = report or build_report
+    d = Path(run_dir)
+    df = df_captures(d)
+    causes, heads, whos = [], [], []
+    for r in df.itertuples():
+        s = {}
+        if r.error is None and (d / r.dir / "meta.json").exists():
+            try:
+                s = report(d / r.dir, plots)
+            except AnalysisError as e:
+                s = {"headline": f"(not analysed: {e})"}
+        causes.append(cause_of(s))
+        heads.append(s.get("headline") or (f"(not written: {r.error})" if r.error else ""))
+        whos.append(who_of(s))
+    df["cause"], df["headline"], df["who"] = causes, heads, whos
+    (d / "captures.html").write_text(render_index(d, df), encoding="utf-8")
+    return df

@@ -1,0 +1,412 @@
+"""summary.json: the run's figures in one JSON-ready dict.
+
+Keys: workload, conns, workers, requests, errors, throughput_rps,
+latency_ms{avg,p50,p90,p99,p999,max}, e2e_ms{avg,p50,p99,max},
+queue_wait_ms{p50,p99,max}, attribution{band:{n, latency_ms, e2e_ms,
+<part>_ms, <part>_share}}, headline, sched{runq_p50_us, runq_p99_us,
+voluntary, involuntary, migrations}, threads, lost_events{stream:n},
+closure_ratio, checks (decompose.check_summary: requests decomposed, closing, left out
+of the bands and why, whether each band adds up, the slowest requests that failed a
+check), plus source, tail_excess, spearman_runnable, warnings,
+peer (null unless another process was traced with --also-pid: {pids, comms,
+names, runnable_ms{band}, runnable_all_ms{band}, runnable_of_blocked{band}},
+analyze/explain/peer.py), blocked_reasons{band: {lock_wait_ms, io_wait_ms, sleep_ms, other_ms}}
+and critical_path{band: {waker_*_ms, irq_ms, unknown_ms, reason, what, who, sentence,
+antagonists}} (analyze/explain/critpath.py; null without wait reasons / wakers), wait_objects (the
+longest waits of the whole run, critpath.df_wait_objects rows), antagonists{band: {runnable_ms
+(mean per request), by_class{class: share}, top[{pid, comm, cgroup, class, threads, ms,
+share}]}} (who held the CPU while the band's requests were runnable, analyze/explain/antagonists.py;
+null without the cpu event), cpu_occupancy{runnable_ms, by_class, records, waits_truncated,
+irq_recorded (the irq event: interrupts are a class of their own)}
+(the same over every traced runnable interval), cut (null, or for a run whose recorder never
+finished {from_ns, to_ns, kept_s}: load.cut_span), and
+note (runs without requests only).
+
+summary.json as written is report_summary(f): summary_dict with e2e_ms and queue_wait_ms
+completed to avg/p50/p90/p99/p999/max, attribution the string NEEDS_PROBES for a run with
+requests but no scheduler stream, and label (run_label); then with_outputs(summary, outputs,
+trace) adds outputs (the files written) and trace (what trace.json holds).
+Percentiles are numpy's default (linear interpolation) over all requests.
+NaN becomes null.
+
+errors counts HTTP statuses outside 200..399 for requests.bin; with requests
+built from spans (source "spans") the status is the function's raw return
+value, so errors counts the calls that did not return (a C++ exception or a
+longjmp left them) and span_ends{return, exception, longjmp, tailcall} says how
+every call ended (null for other sources). Without requests
+(source "none": tailtrace without --span) requests is 0, the latency fields
+and errors are null, attribution is the string NEEDS_REQUESTS and the
+headline describes the scheduler figures instead.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..load.load import SPAN_ENDS
+from ..explain.antagonists import class_shares, df_runnable_occupants, has_occupancy
+from ..explain.attribute import dominant_blocked, spearman_runnable
+from ..explain.decompose import PARTS, check_summary, check_words, valid_requests
+from ..explain.findings import Findings
+from ..explain.order import unique_of
+from ..explain.sched import sched_figures
+from .words import headline, no_requests_headline
+
+MS = 1e6
+UPROBE_WARN_SHARE = 0.05     # as tailtrace's TT_UPROBE_WARN_SHARE (of one CPU)
+UPROBE_WARN_PER_S = 5000.0   # runs from before meta.json uprobe_cost: by the hit rate
+SPAN_ERRORS_NOTE = ("span return values are not HTTP statuses: errors counts only the calls "
+                    "that did not return (left by a C++ exception or a longjmp); each request's "
+                    "raw return value is kept as 'ret'")
+NEEDS_REQUESTS = ("needs requests or --span: without requests.bin (httpload --out) or spans.bin "
+                  "(tailtrace --span BIN:SYMBOL) there are no requests to split into on-CPU, "
+                  "runnable, lock wait and blocked time")
+ALL_PCTS = {"avg": "avg", "p50": 50, "p90": 90, "p99": 99, "p999": 99.9, "max": "max"}
+SCHED_STREAMS = ("runq", "switches")
+NEEDS_PROBES = ("needs probes: run the workload under tailtrace (runq and sched streams) "
+                "to split latency into on-CPU, runnable, lock wait and blocked time")
+NO_REQUESTS_NOTE = ("Without --span there are no requests to decompose: this report shows what "
+                    "the scheduler did to the traced threads (run-queue latency, switches, "
+                    "migrations, mutexes, off-CPU time). To split request latency into on-CPU, "
+                    "runnable, lock wait and blocked time, name the function that serves one "
+                    "request: ./run.sh --pid PID --span BIN:SYMBOL (e.g. --span "
+                    "/usr/sbin/nginx:ngx_http_process_request, or --span "
+                    "libcurl.so.4:curl_easy_perform for a libcurl client).")
+
+
+def _num(x):
+    """Plain Python number (None for NaN/inf) so json.dumps writes valid JSON."""
+    if x is None:
+        return None
+    if isinstance(x, (np.integer, int)) and not isinstance(x, bool):
+        return int(x)
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _clean(o):
+    if isinstance(o, dict):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    if isinstance(o, str) or o is None:
+        return o
+    return _num(o)
+
+
+def _pcts(ns: pd.Series, keys: dict) -> dict:
+    x = ns.to_numpy(dtype=np.float64)
+    x = x[np.isfinite(x)]
+    out = {}
+    for k, q in keys.items():
+        if not len(x):
+            out[k] = None
+        elif q == "avg":
+            out[k] = x.mean() / MS
+        elif q == "max":
+            out[k] = x.max() / MS
+        else:
+            out[k] = np.percentile(x, q) / MS
+    return out
+
+
+def _failed(status: pd.Series) -> np.ndarray:
+    s = status.to_numpy()
+    return (s < 200) | (s >= 400)
+
+
+def n_threads(run) -> int:
+    """Threads seen by the probes (tasks, switches, runq, locks)."""
+    return len(unique_of(*(df["tid"].to_numpy() for df in
+                           (run.tasks, run.switches, run.runq, run.locks))))
+
+
+def uprobe_warnings(meta: dict) -> list:
+    """tailtrace's observer-effect warning, from meta.json uprobe_cost (what each uprobe
+    stream's hits cost the target, by the class of their sites and the cost measured on the
+    machine) and uprobe_hits_per_s; runs from before uprobe_cost: by the hit rate."""
+    tgt = meta.get("target")
+    pid = _num(tgt.get("pid")) if isinstance(tgt, dict) else None
+    target = "target" if pid and pid > 0 else "traced processes"
+    measured = bool((meta.get("uprobe_costs_ns") or {}).get("measured"))
+    costs = meta.get("uprobe_cost")
+    out = []
+    for stream, rate in (meta.get("uprobe_hits_per_s") or {}).items():
+        r = _num(rate) if isinstance(rate, (int, float)) else None
+        c = costs.get(stream) if isinstance(costs, dict) else None
+        what, instead = (("lock-heavy code", "--events runq,switch,offcpu,cpu") if stream == "locks"
+                         else ("the spanned calls", "the program's own timing untraced"))
+        if isinstance(c, dict):
+            share, ns = _num(c.get("share_of_cpu")), _num(c.get("ns"))
+            hits = _num((meta.get("uprobe_hits") or {}).get(stream))
+            if r is None or share is None or share <= UPROBE_WARN_SHARE or not hits:
+                continue
+            out.append(f"{stream}: {r:,.0f} uprobe hits/s on the {target} at ~{ns / hits / 1e3:.1f} "
+                       f"us each ({'measured here' if measured else 'a VM' + chr(39) + 's figure'})"
+                       f" took ~{share * 100:.0f}% of a CPU, so {what} ran slower while traced "
+                       f"— compare with {instead}")
+        elif r is not None and r > UPROBE_WARN_PER_S:
+            out.append(f"{stream}: {r:,.0f} uprobe hits/s on the {target}; uprobes cost ~10-30 "
+                       f"us each on a VM, so {what} ran slower while traced — compare with "
+                       f"{instead}")
+    return out
+
+
+def cpu_occupancy(run) -> dict | None:
+    """Who held the CPUs over all traced runnable time: {runnable_ms, by_class, records,
+    waits_truncated, irq_recorded}; None without the cpu event."""
+    if not has_occupancy(run):
+        return None
+    rows = df_runnable_occupants(run)
+    return {"runnable_ms": float(rows["ns"].sum()) / 1e6, "by_class": class_shares(rows),
+            "records": int(len(run.occupancy)),
+            "waits_truncated": (run.meta or {}).get("cpu_waits_truncated"),
+            "irq_recorded": "irqs" in (run.meta or {})}
+
+
+def goroutine_note(req: pd.DataFrame) -> str | None:
+    """What the thread-level split means for requests that are Go goroutine spans."""
+    if "goroutine" not in req or not (req["goroutine"] != 0).any():
+        return None
+    g = req[req["goroutine"] != 0]
+    return (f"{len(g)} requests are spans of Go goroutines: their on-CPU, runnable and blocked "
+            "parts are those of the thread each one started on, which runs other goroutines "
+            "while this one waits (on-CPU may include theirs, a wait parked in Go's scheduler "
+            f"shows as the thread's); {int(g['goroutine'].nunique())} goroutines served them")
+
+
+def span_ends(req: pd.DataFrame) -> dict | None:
+    """How the spanned calls ended: {return, exception, longjmp, tailcall: n}."""
+    if "end" not in req:
+        return None
+    counts = req["end"].astype(str).value_counts()
+    return {e: int(counts.get(e, 0)) for e in SPAN_ENDS}
+
+
+def cut_note(cut: dict) -> str:
+    """What a report says of a cut run (load.cut_span)."""
+    return (f"this run was cut: the recorder never finished (killed, e.g. by the OOM killer: "
+            f"meta.json finished=false). Its records cover {cut['kept_s']:.2f} s from the "
+            "start; the last ~250 ms before the end were lost with its buffers, and the "
+            "names, stacks and counts written at the end are missing")
+
+
+def kernel_warnings(meta: dict) -> list:
+    """One line per kernel fallback of the recording (meta.json kernel_fallbacks) that cost
+    the run something: what, the kernel feature it lacked and since when, what was lost."""
+    out = []
+    for f in meta.get("kernel_fallbacks") or []:
+        if isinstance(f, dict) and f.get("loses"):
+            out.append(f"{f.get('what')}: this kernel lacks {f.get('needs')} (Linux "
+                       f"{f.get('since')}+): {f.get('loses')}")
+    return out
+
+
+def _warnings(run, decomp) -> list:
+    w = list(getattr(run, "warnings", []))
+    w += kernel_warnings(run.meta or {})
+    w += uprobe_warnings(run.meta or {})
+    if run.source == "spans":
+        w.append(SPAN_ERRORS_NOTE)
+        if (note := goroutine_note(run.requests)):
+            w.append(note)
+    write_error = run.meta.get("write_error")
+    fix = (f"the run directory could not take them: {write_error}; free space or choose "
+           "another --out" if write_error else "use a bigger --ringbuf-mb")
+    for s, n in run.lost_events.items():
+        if n:
+            w.append(f"{s}: {n} events lost: parts built from {s} may be short and "
+                     f"requests may not close ({fix})")
+    if run.meta.get("incomplete"):
+        w.append("the capture was stopped early (meta.json incomplete=true"
+                 + (f": {write_error})" if write_error else ")"))
+    if run.cut is not None:
+        w.append(cut_note(run.cut))
+    bad = int((~valid_requests(run.requests)).sum())
+    if bad:
+        w.append(f"{bad} request records have no valid start/end times (0 < t_enqueue ≤ t_start "
+                 "≤ t_end fails): left out of every figure except 'requests' and 'errors'")
+    gaps = getattr(run, "gaps", None)
+    if gaps is not None and len(gaps):
+        w.append(f"the kernel never reported {len(gaps)} context-switch edge(s) of traced "
+                 "threads (meta.json unmatched_events; docs/probes/sched.md, "
+                 "'Unmatched intervals'): requests overlapping one are counted as not traced, "
+                 "not as time on CPU")
+    if "check" in decomp and len(decomp) and (words := check_words(check_summary(decomp))):
+        w.append(words)
+    return w
+
+
+def no_requests_note(source: str) -> str:
+    """The line at the top of a report without requests: why, and how to get them."""
+    if source == "none":
+        return NO_REQUESTS_NOTE
+    why = ("no call of the --span function completed while tracing (check that SYMBOL is the "
+           "function that serves one request and that it was called)" if source == "spans" else
+           "requests.bin holds no complete request (check that the workload ran and reached "
+           "the server)")
+    return (f"No requests to decompose: {why}. The scheduler sections below still show what "
+            "the traced threads did.")
+
+
+def peer_summary(f: Findings) -> dict | None:
+    """{pids, comms, names, runnable_ms{band}, runnable_all_ms{band},
+    runnable_of_blocked{band}} of the traced peer processes (analyze/explain/peer.py), or None when
+    no peer was traced or nothing was measured."""
+    decomp, bands = f.decomp, f.bands
+    if ("peer_runnable_ns" not in decomp or not decomp["peer_runnable_ns"].notna().any()
+            or "peer_runnable_ms" not in bands):
+        return None
+    peers = f.peers
+    return {"pids": [int(p) for p in peers["pid"]], "comms": list(peers["comm"]),
+            "names": list(peers["name"]),
+            "runnable_ms": {b: bands.at[b, "peer_runnable_ms"] for b in bands.index},
+            "runnable_all_ms": {b: bands.at[b, "peer_runnable_all_ms"] for b in bands.index},
+            "runnable_of_blocked": {b: bands.at[b, "peer_runnable_of_blocked"]
+                                    for b in bands.index}}
+
+
+def blocked_reasons(bands: pd.DataFrame) -> dict | None:
+    """{band: {lock_wait_ms, io_wait_ms, sleep_ms, other_ms}} (means per request), or None
+    when the run has no wait reasons."""
+    if bands.empty or "io_wait_ms" not in bands or not bands["io_wait_ms"].notna().any():
+        return None
+    return {b: {"lock_wait_ms": r["lock_wait_ms"], "io_wait_ms": r["io_wait_ms"],
+                "sleep_ms": r["sleep_ms"], "other_ms": r["blocked_ms"]}
+            for b, r in bands.iterrows()}
+
+
+def critical_path(f: Findings) -> dict | None:
+    """{band: {waker_oncpu_ms, waker_runnable_ms, waker_runnable_hop1_ms, waker_blocked_ms,
+    irq_ms, unknown_ms (means per request of the band's blocked time), reason (the band's
+    largest blocked part), what, who, sentence (its root cause)}}, or None without wakers."""
+    bands = f.bands
+    if f.segs is None or f.segs.empty or "cp_irq_ms" not in bands:
+        return None
+    out = {}
+    for b, r in bands.iterrows():
+        d = {k: r[f"cp_{c}_ms"] for k, c in
+             (("waker_oncpu_ms", "oncpu"), ("waker_runnable_ms", "runnable"),
+              ("waker_runnable_hop1_ms", "runnable_hop1"), ("waker_blocked_ms", "blocked"),
+              ("irq_ms", "irq"), ("unknown_ms", "unknown"))}
+        part = dominant_blocked(bands, b)
+        rc = f.root_cause(b, part)
+        d.update({"reason": part, "what": rc["what"] if rc else None,
+                  "who": rc["who"] if rc else None, "sentence": rc["sentence"] if rc else None,
+                  "antagonists": rc.get("antagonists") if rc else None})
+        out[b] = d
+    return out
+
+
+def summary_dict(f: Findings) -> dict:
+    """The dict written as summary.json (see module doc for the keys), from the findings."""
+    run, decomp, bands = f.run, f.decomp, f.bands
+    wl = run.workload or {}
+    req = run.requests
+    ok = req[valid_requests(req)]
+    dur_s = (ok["t_end_ns"].max() - ok["t_enqueue_ns"].min()) / 1e9 if len(ok) else 0.0
+    attribution = {}
+    for b, row in bands.iterrows():
+        a = {"n": int(row["n"]), "latency_ms": row["latency_ms"], "e2e_ms": row["e2e_ms"]}
+        for p in PARTS + ["runnable"]:
+            a[f"{p}_ms"], a[f"{p}_share"] = row[f"{p}_ms"], row[f"{p}_share"]
+        attribution[b] = a
+    # the requests the closure judges: those with a closure error (one column, not the frame)
+    judged = decomp["closes"][decomp["closure_err"].notna()] if len(decomp) else decomp
+    none = run.source == "none"
+    sched, threads = sched_figures(run), n_threads(run)
+    out = {
+        "workload": wl.get("model") or wl.get("workload") or
+        ("scheduler-only" if none else run.source),
+        "conns": wl.get("conns", None if none else int(req["conn"].nunique())),
+        "workers": wl.get("workers", None if none else int(req["tid"].nunique())),
+        "requests": int(len(req)),
+        "errors": (int(_failed(req["status"]).sum()) if run.source == "requests" else
+                   int((req["end"].astype(str) != "return").sum()) if run.source == "spans"
+                   else None),
+        "span_ends": span_ends(req) if run.source == "spans" else None,
+        "throughput_rps": len(ok) / dur_s if dur_s > 0 else None,
+        "latency_ms": _pcts(decomp["latency_ns"], ALL_PCTS),
+        "e2e_ms": _pcts(decomp["e2e_ns"], {"avg": "avg", "p50": 50, "p99": 99, "max": "max"}),
+        "queue_wait_ms": _pcts(decomp["queue_wait_ns"], {"p50": 50, "p99": 99, "max": "max"}),
+        "attribution": attribution if len(decomp) else NEEDS_REQUESTS,
+        "headline": headline(f) if len(decomp)
+        else no_requests_headline(run, sched, threads),
+        "sched": sched,
+        "threads": threads,
+        "lost_events": dict(run.lost_events),
+        "lost_events_total": int(sum(run.lost_events.values())),
+        "closure_ratio": float(judged.mean()) if len(judged) else None,
+        "checks": check_summary(decomp, bands) if len(decomp) else None,
+        "source": run.source,
+        "tail_excess": f.tail_excess,
+        "spearman_runnable": spearman_runnable(decomp),
+        "warnings": _warnings(run, decomp),
+        "cut": run.cut,
+        "peer": peer_summary(f) if len(decomp) else None,
+        "blocked_reasons": blocked_reasons(bands) if len(decomp) else None,
+        "critical_path": critical_path(f) if len(decomp) else None,
+        "wait_objects": f.wait_objects,
+        "antagonists": f.antagonists,
+        "cpu_occupancy": cpu_occupancy(run),
+    }
+    if not len(decomp):
+        out["note"] = no_requests_note(run.source)
+    return _clean(out)
+
+
+def run_info(run_dir) -> dict:
+    """run.json (written by run.sh: its command line, label, start time), or {}."""
+    try:
+        d = json.loads((Path(run_dir) / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def run_label(run) -> str:
+    """Short name of a run: meta label, else run.sh's label (run.json), else the directory."""
+    return str(run.meta.get("label") or run_info(run.path).get("label")
+               or Path(run.path).resolve().name)
+
+
+def has_sched(run) -> bool:
+    return any(run.has(s) for s in SCHED_STREAMS)
+
+
+def _completed(d: dict, ns: pd.Series) -> dict:
+    """d completed to ALL_PCTS (the report's table shows all six for every row): the keys d
+    has are kept, in their order, the missing ones follow; d as it is without a value."""
+    full = _pcts(ns, ALL_PCTS)
+    if full["max"] is None:
+        return d
+    return {**d, **{k: float(v) for k, v in full.items() if k not in d}}
+
+
+def report_summary(f: Findings) -> dict:
+    """The summary of a report (summary.json but for outputs and trace, see the module doc):
+    summary_dict(f), e2e_ms and queue_wait_ms completed, NEEDS_PROBES, label."""
+    out = summary_dict(f)
+    for key, col in (("e2e_ms", "e2e_ns"), ("queue_wait_ms", "queue_wait_ns")):
+        out[key] = _completed(out[key], f.decomp[col])
+    if len(f.decomp) and not has_sched(f.run):
+        out["attribution"] = NEEDS_PROBES
+    out["label"] = run_label(f.run)
+    return out
+
+
+def with_outputs(summary: dict, outputs, trace=None) -> dict:
+    """summary.json as written: a copy of `summary` (report_summary) with outputs (the files
+    written) and, once trace.json is written, trace (what it holds: perfetto.TraceInfo)."""
+    out = dict(summary, outputs=list(outputs))
+    if trace is not None:
+        out["trace"] = {"events": trace.events, "requests": trace.requests,
+                        "state_slices": trace.state_slices, "truncated": trace.truncated,
+                        "note": trace.note}
+    return out

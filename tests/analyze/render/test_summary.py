@@ -1,0 +1,108 @@
+"""summary_dict: exact keys, figures from a small known run, lost events flagged."""
+import json
+
+import pytest
+
+from fixtures import MS, make_run, off, req, rq, task
+from analyze.explain.attribute import df_bands
+from analyze.explain.decompose import df_decompose
+from analyze.explain.findings import Findings
+from analyze.render.summary import summary_dict
+
+KEYS = {"workload", "conns", "workers", "requests", "errors", "throughput_rps", "latency_ms",
+        "e2e_ms", "queue_wait_ms", "attribution", "headline", "sched", "lost_events",
+        "closure_ratio"}
+
+
+def small_run(meta=None):
+    # 4 requests on 2 threads over 40 ms (enqueue of the first at 0, last end at 40 ms).
+    # Request 3 has a runnable interval with no off-CPU interval: it does not close.
+    return make_run(
+        requests=[req(0, 1, 0, 10 * MS, conn=0), req(1, 2, 0, 20 * MS, t_enqueue=0, conn=1),
+                  req(2, 1, 12 * MS, 40 * MS, t_enqueue=10 * MS, conn=0, status=503),
+                  req(3, 2, 21 * MS, 25 * MS, t_enqueue=20 * MS, conn=1, status=-28)],
+        switches=[off(1, 2 * MS, 6 * MS), off(2, 5 * MS, 6 * MS, voluntary=False)],
+        runq=[rq(1, 5 * MS, 6 * MS), rq(2, 5 * MS, 6 * MS, "preempt"), rq(2, 22 * MS, 23 * MS)],
+        locks=[], tasks=[task(1, "pool-w0", migrations=3), task(2, "pool-w1")],
+        meta=meta or {}, workload={"model": "pool", "conns": 2, "workers": 2})
+
+
+def test_keys_and_figures():
+    run = small_run()
+    d = df_decompose(run)
+    s = summary_dict(Findings(run, d, df_bands(d)))
+    assert KEYS <= set(s)
+    assert (s["workload"], s["conns"], s["workers"], s["requests"], s["errors"]) == ("pool", 2, 2, 4, 2)
+    assert s["throughput_rps"] == pytest.approx(4 / 0.040)
+    assert set(s["latency_ms"]) == {"avg", "p50", "p90", "p99", "p999", "max"}
+    assert s["latency_ms"]["avg"] == pytest.approx((10 + 20 + 28 + 4) / 4)
+    assert s["latency_ms"]["max"] == pytest.approx(28) and s["latency_ms"]["p50"] == pytest.approx(15)
+    assert set(s["e2e_ms"]) == {"avg", "p50", "p99", "max"} and s["e2e_ms"]["max"] == pytest.approx(30)
+    # queue waits 0, 0, 2, 1 ms
+    assert s["queue_wait_ms"] == {"p50": pytest.approx(0.5), "p99": pytest.approx(2.0 - 0.03),
+                                  "max": pytest.approx(2.0)}
+    assert s["closure_ratio"] == pytest.approx(0.75)
+    assert s["sched"] == {"runq_p50_us": pytest.approx(1000), "runq_p99_us": pytest.approx(1000),
+                          "voluntary": 1, "involuntary": 1, "migrations": 3}
+    assert list(s["attribution"]) == ["≤P50", "P50–P90", "P90–P99", "≥P99"]
+    top = s["attribution"]["≥P99"]
+    assert top["n"] == 1 and top["blocked_ms"] == 0 and top["oncpu_ms"] == pytest.approx(28)
+    assert s["headline"].startswith("≥P99 requests (n=1, mean 30.0 ms)")
+    assert s["lost_events"] == {} and s["lost_events_total"] == 0
+    json.dumps(s, allow_nan=False)  # valid JSON: NaN became null
+
+
+def test_lost_events_are_flagged():
+    run = small_run(meta={"lost_events": {"runq": 5, "switches": 0}})
+    d = df_decompose(run)
+    s = summary_dict(Findings(run, d, df_bands(d)))
+    assert s["lost_events"] == {"runq": 5, "switches": 0} and s["lost_events_total"] == 5
+    assert any(w.startswith("runq: 5 events lost") for w in s["warnings"])
+    assert "Caution: events were lost (runq: 5)" in s["headline"]
+
+
+def test_run_without_scheduler_streams_still_summarises():
+    run = make_run(requests=[req(0, 1, 0, 10 * MS), req(1, 1, 10 * MS, 30 * MS)])
+    d = df_decompose(run)
+    s = summary_dict(Findings(run, d, df_bands(d)))
+    assert s["closure_ratio"] is None and s["sched"]["runq_p50_us"] is None
+    assert s["attribution"]["≥P99"]["oncpu_ms"] is None
+    assert "No scheduler events were recorded" in s["headline"]
+    json.dumps(s, allow_nan=False)
+
+
+def test_requests_without_valid_times_are_left_out_and_counted():
+    run = make_run(requests=[req(0, 1, 0, 10 * MS), req(1, 1, 20 * MS, 30 * MS),
+                             dict(req(2, 1, 5 * MS, 0), t_end_ns=0, status=-42)],
+                   switches=[], runq=[], locks=[])
+    d = df_decompose(run)
+    assert d["id"].tolist() == [0, 1]
+    s = summary_dict(Findings(run, d, df_bands(d)))
+    assert s["requests"] == 3 and s["errors"] == 1
+    assert s["latency_ms"]["max"] == pytest.approx(10) and s["closure_ratio"] == 1.0
+    assert s["throughput_rps"] == pytest.approx(2 / 0.030)
+    assert any(w.startswith("1 request records have no valid") for w in s["warnings"])
+
+
+def test_printed_table_switches_to_microseconds_below_a_millisecond():
+    from analyze.__main__ import format_summary
+    pct = {"avg": 0.0006, "p50": 0.0005, "p90": 0.0007, "p99": 0.0011, "p999": 0.003, "max": 1.2}
+    s = {"requests": 10, "headline": "h", "latency_ms": pct, "e2e_ms": pct,
+         "queue_wait_ms": {k: 0.0 for k in pct}, "errors": 0, "throughput_rps": 5}
+    lines = format_summary(s).splitlines()
+    assert lines[2].split()[:2] == ["µs", "avg"]
+    assert lines[3].split() == ["service", "0.600", "0.500", "0.700", "1.100", "3.000", "1,200"]
+    s["e2e_ms"] = dict(pct, p99=2.0)
+    assert format_summary(s).splitlines()[2].split()[0] == "ms"
+
+
+def test_a_kernel_fallback_that_loses_information_is_one_warning():
+    from analyze.render.summary import kernel_warnings
+    meta = {"kernel_fallbacks": [
+        {"what": "tp_btf scheduler programs", "needs": "task storage", "since": "5.11",
+         "refused": False, "instead": "raw_tp programs", "loses": None},
+        {"what": "the cpu event's loops", "needs": "bpf_loop", "since": "5.17", "refused": False,
+         "instead": "bounded loops", "loses": "a wait keeps its last 48 switches"}]}
+    assert kernel_warnings(meta) == ["the cpu event's loops: this kernel lacks bpf_loop (Linux "
+                                     "5.17+): a wait keeps its last 48 switches"]
+    assert kernel_warnings({}) == []
