@@ -40,8 +40,10 @@ fi
 
 # QEMU for the kernel matrix (scripts/kernels.sh): bookworm-backports' (10.0). Bookworm's own 7.2
 # hung Debian 12's 6.1 guests under software emulation in about 1 boot of 3 (docs/kernels.md).
-qemu_major=$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null | sed -E 's/^[0-9]+://; s/[.].*//')
-if [ "${qemu_major:-0}" -lt 10 ]; then
+# (scripts/lib/common.sh: env_qemu_major, 0 when there is none)
+TT_ME=install-deps
+. "$(dirname "$0")/lib/common.sh"
+if [ "$(env_qemu_major)" -lt 10 ]; then
     . /etc/os-release
     if [ "${VERSION_CODENAME:-}" = bookworm ]; then
         if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then

@@ -139,9 +139,9 @@ run_suite() {
 
 command -v vng >/dev/null 2>&1 || die "vng (virtme-ng) not found: run scripts/install-deps.sh"
 command -v qemu-system-x86_64 >/dev/null 2>&1 || die "qemu-system-x86_64 not found: run scripts/install-deps.sh"
-qemu_major=$(qemu-system-x86_64 --version | sed -nE '1s/.*version ([0-9]+)[.].*/\1/p')
-[ "${qemu_major:-0}" -ge 10 ] ||
-	log "warning: QEMU ${qemu_major:-?} is older than 10: 7.2 hung 6.1's guests in about 1 boot of 3 (docs/kernels.md); scripts/install-deps.sh installs 10 from bookworm-backports"
+qemu_major=$(env_qemu_major)
+[ "$qemu_major" -ge 10 ] ||
+	log "warning: QEMU $qemu_major is older than 10: 7.2 hung 6.1's guests in about 1 boot of 3 (docs/kernels.md); scripts/install-deps.sh installs 10 from bookworm-backports"
 # the suite runs the build as it is (the guests share it, read-only)
 [ -f "$top/build/CMakeCache.txt" ] || cmake -S "$top" -B "$top/build" -G Ninja \
 	-DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || die "cmake configure failed"

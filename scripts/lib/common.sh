@@ -70,6 +70,14 @@ env_mount_tracefs() {
 		die "cannot mount tracefs on /sys/kernel/tracing; run: mount -t tracefs nodev /sys/kernel/tracing"
 }
 
+# env_qemu_major: the major version of qemu-system-x86_64 on PATH, or 0 when there is none.
+# The kernel matrix wants 10 or newer (bookworm's 7.2 hung 6.1 guests: docs/kernels.md).
+env_qemu_major() {
+	local v
+	v=$(qemu-system-x86_64 --version 2>/dev/null | sed -nE '1s/.*version ([0-9]+)[.].*/\1/p' || true)
+	echo "${v:-0}"
+}
+
 # env_flame_tools: 0 when inferno is usable (it lives in ~/.cargo/bin).
 env_flame_tools() {
 	command -v inferno-flamegraph >/dev/null 2>&1 &&
