@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import shutil
 import signal
 import socket
@@ -27,7 +26,7 @@ import numpy as np
 import pytest
 
 from analyze.explain.waits import reason_codes
-from tt_run import HELPERS, TAILTRACE, free_port, helper, needs_root
+from tt_run import HELPERS, TAILTRACE, free_port, helper, needs_root, read_line
 
 pytestmark = needs_root
 THREADS, SPIN_S = 3, 2.5
@@ -49,21 +48,6 @@ def parse(text: str) -> list[tuple[str, dict, float]]:
 
 def pick(samples, name: str, **want) -> list[tuple[dict, float]]:
     return [(l, v) for n, l, v in samples if n == name and all(l.get(k) == x for k, x in want.items())]
-
-
-def read_line(stream, pattern: str, timeout: float) -> str:
-    """The first line of stream (an unbuffered pipe: bufsize=0, so select sees every byte
-    not read yet) that matches pattern, within timeout seconds."""
-    end, seen = time.monotonic() + timeout, []
-    while time.monotonic() < end:
-        if select.select([stream], [], [], 0.1)[0]:
-            line = stream.readline().decode()
-            if not line:
-                break
-            seen.append(line)
-            if re.search(pattern, line):
-                return line
-    raise AssertionError(f"no line matching {pattern!r} in {timeout} s: {seen}")
 
 
 @contextmanager

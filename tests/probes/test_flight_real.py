@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import subprocess
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 
 from orders_proc import Server
 from test_spans import BUILD, TAILTRACE, expect_error
-from tt_run import free_port, records
+from tt_run import free_port, read_line, records
 
 SERVER = BUILD / "workloads" / "server" / "orders-server"
 SPAN_TARGET = BUILD / "tests" / "probes" / "span_target"
@@ -134,21 +133,6 @@ def test_exporter_serves_an_exemplar_naming_the_capture(tmp_path):
                      r'[1-9]', body, re.M)
 
 
-def wait_stderr(p: subprocess.Popen, text: str, timeout_s: float = 60) -> None:
-    """Read p's stderr until a line holds text; p is killed if none does within timeout_s."""
-    said = []
-    watchdog = threading.Timer(timeout_s, p.kill)
-    watchdog.start()
-    try:
-        for line in iter(p.stderr.readline, ""):
-            said.append(line)
-            if text in line:
-                return
-    finally:
-        watchdog.cancel()
-    raise AssertionError(f"no '{text}' from tailtrace: {''.join(said)[-2000:]}")
-
-
 def test_a_recorder_that_falls_behind_still_captures_each_slot(tmp_path):
     """Two slow calls 1.5 s apart (span_target stopped 100 ms during a 10 ms call) while
     tailtrace itself is stopped, as a capture being written on a loaded machine stops its loop:
@@ -159,10 +143,10 @@ def test_a_recorder_that_falls_behind_still_captures_each_slot(tmp_path):
     tt = subprocess.Popen([str(TAILTRACE), "--out", str(out), "--flight-recorder", "8",
                            "--trigger", "latency>50ms", "--max-captures-per-min", "60",
                            "--span", f"{SPAN_TARGET}:tt_span_work", "--pid", str(target.pid)],
-                          stderr=subprocess.PIPE, text=True)
+                          stderr=subprocess.PIPE, bufsize=0)
     slow = []
     try:
-        wait_stderr(tt, "attached to PID")
+        read_line(tt.stderr, "attached to PID", 60)
         time.sleep(0.5)
         os.kill(tt.pid, signal.SIGSTOP)
         try:

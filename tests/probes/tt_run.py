@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import select
 import socket
 import subprocess
 import time
@@ -70,6 +72,21 @@ def cgroup2_root() -> Path | None:
         if f[2] == "cgroup2":
             return Path(f[1])
     return None
+
+
+def read_line(stream, pattern: str, timeout: float) -> str:
+    """The first line of stream (an unbuffered pipe: bufsize=0, so select sees every byte
+    not read yet) that matches pattern, within timeout seconds."""
+    end, seen = time.monotonic() + timeout, []
+    while time.monotonic() < end:
+        if select.select([stream], [], [], 0.1)[0]:
+            line = stream.readline().decode()
+            if not line:
+                break
+            seen.append(line)
+            if re.search(pattern, line):
+                return line
+    raise AssertionError(f"no line matching {pattern!r} in {timeout} s: {seen}")
 
 
 def json_lines(text: str) -> list[dict]:
