@@ -33,6 +33,18 @@ static void media_parse(const char *r, size_t n, struct media_range *m)
 	}
 }
 
+/* s with backslashes and newlines escaped, and double quotes too when quotes. */
+static void escape(FILE *f, const char *s, bool quotes)
+{
+	for (; *s; s++)
+		if (*s == '\\' || (quotes && *s == '"'))
+			fprintf(f, "\\%c", *s);
+		else if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+}
+
 enum expo_format expo_negotiate(const char *accept)
 {
 	double q_om = 0, q_text = 0;
@@ -62,23 +74,11 @@ void expo_family(FILE *f, enum expo_format fmt, const char *name, const char *ty
 	if (om && !strcmp(type, "counter") && n > 6 && !strcmp(name + n - 6, "_total"))
 		n -= 6;
 	fprintf(f, "# HELP %.*s ", (int)n, name);
-	for (const char *c = help; *c; c++)
-		if (*c == '\\' || (om && *c == '"'))
-			fprintf(f, "\\%c", *c);
-		else if (*c == '\n')
-			fputs("\\n", f);
-		else
-			fputc(*c, f);
+	escape(f, help, om);
 	fprintf(f, "\n# TYPE %.*s %s\n", (int)n, name, type);
 }
 
 void expo_label_value(FILE *f, const char *v)
 {
-	for (; *v; v++)
-		if (*v == '\\' || *v == '"')
-			fprintf(f, "\\%c", *v);
-		else if (*v == '\n')
-			fputs("\\n", f);
-		else
-			fputc(*v, f);
+	escape(f, v, true);
 }

@@ -3,9 +3,9 @@
     python3 scripts/lib/kernel_matrix.py OUT NAME...
 
 reads OUT/NAME.xml (tests/kernels, with each test's feature, outcome, hook, fallbacks,
-figures and the kernel events written, lost and unmatched as properties), OUT/NAME.uname and OUT/NAME.rc, and prints markdown: feature x kernel
-(pass, refused, FAIL, or not run), the hook and figures of each cell, then every fallback and
-refusal each kernel's runs reported. Exits 1 when a kernel failed (a test failed, or the
+figures and the kernel events written, lost and unmatched as properties), OUT/NAME.uname and
+OUT/NAME.rc, and prints markdown: feature x kernel (pass, refused, FAIL, or not run), the hook,
+figures and events of each cell, then every fallback and refusal each kernel's runs reported. Exits 1 when a kernel failed (a test failed, or the
 suite did not finish).
 """
 from __future__ import annotations
