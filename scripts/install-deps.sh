@@ -69,14 +69,14 @@ pkill -x nginx 2>/dev/null || true
 pkill -x prometheus 2>/dev/null || true
 pkill -x redis-server 2>/dev/null || true
 
-# Python side: the analysis package and its test runner; prometheus-client's strict
-# OpenMetrics parser checks the exporter; virtme-ng boots the kernel matrix's kernels
-# (scripts/kernels.sh).
+# Python side: the analysis package and its test runner (pytest-xdist runs the tests in
+# parallel: scripts/lib/tests.sh); prometheus-client's strict OpenMetrics parser checks the
+# exporter; virtme-ng boots the kernel matrix's kernels (scripts/kernels.sh).
 here=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
 "$PY" -m pip install -q --disable-pip-version-check \
     'pandas>=1.5' 'pyarrow>=10' 'numpy>=1.23' 'matplotlib>=3.6' 'pytest>=7' \
-    'prometheus-client>=0.16' 'virtme-ng>=1.30'
+    'pytest-xdist>=3.5' 'prometheus-client>=0.16' 'virtme-ng>=1.30'
 if [ -f "$here/analyze/pyproject.toml" ] || [ -f "$here/pyproject.toml" ]; then
     "$PY" -m pip install -q --disable-pip-version-check -e "$here" 2>/dev/null || true
 fi

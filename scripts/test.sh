@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test command: build, then every C test (ctest) and every Python test (pytest);
+# The test command: build, then every C test (ctest) and every Python test (pytest: in
+# parallel, then the `serial` ones alone; scripts/lib/tests.sh);
 # then the kernel matrix: the kernel suite (tests/kernels) on Debian's 5.10, 6.1 and 6.12,
-# each booted under QEMU (scripts/kernels.sh; TT_TEST_KERNELS=LIST to choose);
+# each booted under QEMU (scripts/kernels.sh; TT_TEST_KERNELS=LIST to choose, =none to skip);
 # then the reliability passes: the tests again under ASan+UBSan and TSan
 # (scripts/sanitize.sh) and each fuzz target for TT_FUZZ_SECONDS (default 60,
 # scripts/fuzz.sh). TT_TEST_QUICK=1 skips the matrix and the reliability passes.
@@ -12,6 +13,8 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 BUILD=${BUILD:-build}
+# shellcheck source=lib/tests.sh
+. scripts/lib/tests.sh
 
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
@@ -30,10 +33,12 @@ fi
 
 status=0
 ctest --test-dir "$BUILD" --output-on-failure "$@" || status=1
-python3 -m pytest -q tests || status=1
+tests_pytest tests || status=1
 if [ "${TT_TEST_QUICK:-0}" != 1 ]; then
-	scripts/kernels.sh --kernels "${TT_TEST_KERNELS:-5.10,6.1,6.12}" --out "$BUILD/kernels" ||
-		status=1
+	if [ "${TT_TEST_KERNELS:-}" != none ]; then
+		scripts/kernels.sh --kernels "${TT_TEST_KERNELS:-5.10,6.1,6.12}" --out "$BUILD/kernels" ||
+			status=1
+	fi
 	scripts/sanitize.sh || status=1
 	scripts/fuzz.sh --seconds "${TT_FUZZ_SECONDS:-60}" || status=1
 fi

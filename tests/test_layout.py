@@ -235,3 +235,39 @@ def test_analyze_is_three_stages_and_the_pipeline():
     for stage in STAGES:
         doc = ast.get_docstring(ast.parse((top / stage / "__init__.py").read_text()))
         assert doc and "Imports:" in doc, f"analyze/{stage}/__init__.py: no docstring with Imports:"
+
+
+# A test file that starts a program we build names the build directory (TT_BUILD) or takes
+# the shared helpers that do (tt_run, orders_proc).
+RUNS_C = re.compile(r"TT_BUILD|^from (tt_run|orders_proc) import|^import (tt_run|orders_proc)", re.M)
+
+
+def sanitized_paths(script=None):
+    """The paths scripts/sanitize.sh gives the ASan pass (its asan_tests array)."""
+    text = script if script is not None else (ROOT / "scripts" / "sanitize.sh").read_text()
+    m = re.search(r"^asan_tests=\(([^)]*)\)", text, re.M)
+    assert m, "scripts/sanitize.sh has no asan_tests=(...) array"
+    return m.group(1).split()
+
+
+def unsanitized_c_tests(paths, files):
+    """Test files (repo-relative, with their text) that run C of ours but no sanitized path
+    covers; tests/kernels is left to the plain pass on purpose (scripts/sanitize.sh)."""
+    covered = lambda f: any(f == p or f.startswith(p.rstrip("/") + "/") for p in paths)
+    return sorted(f for f, text in files.items()
+                  if RUNS_C.search(text) and not covered(f) and not f.startswith("tests/kernels/"))
+
+
+def test_every_test_that_runs_c_is_in_the_asan_pass():
+    files = {str(p.relative_to(ROOT)): p.read_text() for p in (ROOT / "tests").rglob("test_*.py")
+             if p != Path(__file__).resolve()}  # this file names TT_BUILD in its pattern
+    assert not unsanitized_c_tests(sanitized_paths(), files)
+
+
+def test_the_asan_check_finds_a_test_left_out():
+    paths = sanitized_paths("asan_tests=(tests/probes\n\ttests/analyze/a/test_x.py)\n")
+    files = {"tests/analyze/a/test_x.py": "BUILD = os.environ.get('TT_BUILD')",
+             "tests/analyze/b/test_y.py": "from tt_run import helper\n",
+             "tests/analyze/b/test_z.py": "import pandas\n",
+             "tests/probes/test_w.py": "from tt_run import helper\n"}
+    assert unsanitized_c_tests(paths, files) == ["tests/analyze/b/test_y.py"]

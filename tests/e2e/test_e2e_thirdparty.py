@@ -20,6 +20,7 @@ pytestmark = needs_root
 PYCURL_SCRIPT = REPO / "bench" / "third_party" / "pycurl_load.py"
 
 
+@pytest.mark.serial
 def test_nginx_worker_by_pid_under_wrk(nginx, tmp_path):
     out = tmp_path / "nginx"
     worker = nginx.workers[0]

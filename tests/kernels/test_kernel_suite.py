@@ -289,6 +289,7 @@ def test_listen_serves_the_spinners(tmp_path, record_property):
 
 # ---- the flight recorder ------------------------------------------------------------------
 
+@pytest.mark.serial
 @pytest.mark.feature("--flight-recorder")
 def test_flight_recorder_catches_injected_stalls(tmp_path, record_property):
     """tt-stall freezes both CPUs for 60 ms every 2 s while span_target's 10 ms calls run under

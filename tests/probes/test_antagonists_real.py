@@ -27,7 +27,8 @@ from analyze.load.load import OCC_HARDIRQ, OCC_IRQ_TIMER, load_run
 from analyze.pipeline import build_report
 from tt_run import BUILD, cgroup2_root, helper, meta, needs_root, records, tailtrace
 
-pytestmark = needs_root
+# hogs and their shares of a CPU: other tests' load would change them
+pytestmark = [needs_root, pytest.mark.serial]
 SPAN_TARGET = BUILD / "tests" / "probes" / "span_target"
 
 

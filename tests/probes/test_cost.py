@@ -143,6 +143,7 @@ def ctxt() -> int:
     return int(re.search(r"^ctxt (\d+)", Path("/proc/stat").read_text(), re.M)[1])
 
 
+@pytest.mark.serial
 def test_cost_sampled_burst_then_quiet(tmp_path):
     """A burst of context switches (pipe ping-pong for 500 ms, pinned to one CPU so that
     its rate is steady: unpinned, the scheduler moved a pair between one CPU and two
@@ -205,6 +206,7 @@ def check_windows(tmp_path, dense_s: float, min_s: float, rel: float, *args: str
     return frac
 
 
+@pytest.mark.serial
 def test_cost_sampled_sparsely_after_10_s(tmp_path):
     """Each window turns a kernel static key on and off (text patching, IPIs to every
     CPU): after 10 s of tracing they come once a second instead of ten times. A 12-13 s

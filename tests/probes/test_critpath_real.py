@@ -50,6 +50,7 @@ def runnable_within(run, tid: int, segs: pd.DataFrame) -> int:
 # too; what critpath reports is checked against runq.bin's own intervals.
 
 
+@pytest.mark.serial
 def test_answerer_behind_two_spinners_ends_the_requesters_wait(tmp_path):
     run, first, d = traced_waits(tmp_path, "pipe", ROUNDS, WORK_MS)
     # A switch-in the kernel never reported (docs/probes/sched.md, "Unmatched intervals";
@@ -73,6 +74,7 @@ def test_answerer_behind_two_spinners_ends_the_requesters_wait(tmp_path):
     assert per["cp_irq_ns"].sum() < 0.02 * blocked
 
 
+@pytest.mark.serial
 def test_preempted_mutex_holder_is_the_lock_wait(tmp_path):
     run, first, d = traced_waits(tmp_path, "mutex", ROUNDS, WORK_MS)
     lock = d["lock_wait_ns"].sum()

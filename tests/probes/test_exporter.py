@@ -466,6 +466,7 @@ def wait_sums(s, victim: int) -> tuple[list, float]:
     return rows, runq
 
 
+@pytest.mark.serial
 def test_runqueue_wait_is_served_by_antagonist(tmp_path):
     """With the cpu event, --listen splits each wait in the kernel: Σ over antagonists is the
     run-queue latency histogram's own sum (the same waits, read in one collection), the

@@ -33,6 +33,7 @@ def fallbacks(run_dir) -> dict:
     return {f["needs"]: f for f in meta(run_dir)["kernel_fallbacks"]}
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("hook", ["tp_btf", "raw_tp"])
 def test_cpu_event_without_bpf_loop(tmp_path, hook):
     cpu = max(os.sched_getaffinity(0))

@@ -100,6 +100,7 @@ def children(pid: int) -> list[int]:
     return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
+@pytest.mark.serial
 def test_runq_sums_are_the_kernels_run_delay_across_migrations(tmp_path):
     """Three SCHED_RR spinners on one CPU; 0.7 s in, two of them are moved to the other CPU,
     so at least one moves while queued (only one runs at a time): the kernel splits that

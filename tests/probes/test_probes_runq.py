@@ -35,6 +35,7 @@ def per_thread(th: dict, rq: np.ndarray, sw: np.ndarray):
     return hi - lo, runnable, off_cpu, r, s
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("hook,seconds", [(None, 2.0), ("raw_tp", 1.0), ("tracepoint", 1.0)])
 def test_three_pinned_threads_runnable_two_thirds(tmp_path, hook, seconds):
     cpu, threads, rq, sw = busy_run(tmp_path, hook, seconds)

@@ -38,6 +38,7 @@ def traced(tmp_path, site: str, n: int) -> tuple[float, dict, dict]:
     return float(m[1]), meta["span_sites"][0], meta
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("site", list(CLASSES))
 def test_each_entry_site_is_classed_as_the_kernel_treats_it(tmp_path, site):
     _, plan, meta = traced(tmp_path, site, 1000)

@@ -351,6 +351,7 @@ def stop_tally(srv):
             int(words[words.index("timed") - 1]))
 
 
+@pytest.mark.serial
 def test_slowloris_and_flood_keep_legit_p99_and_rss(spawn):
     """1,000 half-sent heads + 2,000 idle connections + a paced flood of
     150 connects/s (FIN, request-then-close, RST): the legit client's P99
@@ -369,6 +370,7 @@ def test_slowloris_and_flood_keep_legit_p99_and_rss(spawn):
     assert (refused, timed_out) == (0, 0)
 
 
+@pytest.mark.serial
 def test_malformed_oversized_and_pipelined_stream_keeps_legit_p99(spawn):
     """A stream of hostile connections, 50/s: a MALFORMED input, an OVERSIZED
     one, PIPELINE_N pipelined requests in turn, each checked for its exact

@@ -30,6 +30,7 @@ CALLS, SLEEP_US = 40, 2000
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loads BPF programs: needs root")
 
 
+@pytest.mark.serial
 def test_sleeping_calls_decompose_into_sleep_time(tmp_path):
     for p in (TAILTRACE, TARGET):
         assert p.exists(), f"{p} missing: build first (cmake --build build)"
