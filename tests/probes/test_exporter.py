@@ -232,6 +232,7 @@ def hopper_migrations(url: str, linger_s: int) -> tuple[float, float]:
     return (count(live) if live else None), count(gone)
 
 
+@pytest.mark.serial
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 def test_migrations_reach_the_exposition_live_and_after_exit(tmp_path):
     """Under tp_btf a thread counts in its own task storage; the counts must reach the
