@@ -1,8 +1,9 @@
 """Command line: `python3 -m analyze report RUN_DIR` / `compare RUN_DIR...` / `captures DIR`
-(tailtrace-analyze).
+/ `export otlp RUN_DIR` (tailtrace-analyze).
 
 Exit status: 0 done, 2 bad input, 1 a file could not be read or written (disk full,
-read-only directory); either way one line `analyze: <message>` on stderr.
+read-only directory) or an OTLP endpoint refused the spans; either way one line
+`analyze: <message>` on stderr.
 """
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import argparse
 import errno
 import sys
 
-from .load.errors import AnalysisError
+from .load.errors import AnalysisError, ExportError
+
 
 EXIT_BAD_INPUT = 2
 EXIT_WRITE_FAILED = 1
@@ -41,6 +43,24 @@ def _parser() -> argparse.ArgumentParser:
                                    "the threshold that fired, and each one's headline.")
     k.add_argument("run_dir", metavar="DIR")
     k.add_argument("--no-plots", action="store_true", help="skip the PNG figures (faster)")
+    k.add_argument("--otlp", metavar="URL",
+                   help="also send each capture's triggering requests as OTLP spans to URL "
+                        "(e.g. http://127.0.0.1:4318/v1/traces)")
+    x = sub.add_parser("export", help="send a run's requests to a tracing backend",
+                       description="otlp: one span per request, its latency split into parts "
+                                   "as attributes (tailtrace.<part>_ns), a child span per wait "
+                                   "on its critical path, a link to the request that woke it; "
+                                   "OTLP/HTTP protobuf to --endpoint or OTLP/JSON lines to "
+                                   "--file. Ids come from the run and the request: exporting "
+                                   "again sends the same spans (docs/export.md).")
+    x.add_argument("format", choices=["otlp"])
+    x.add_argument("run_dir", metavar="RUN_DIR")
+    dest = x.add_mutually_exclusive_group()
+    dest.add_argument("--endpoint", metavar="URL",
+                      help="OTLP/HTTP traces endpoint (default http://127.0.0.1:4318/v1/traces)")
+    dest.add_argument("--file", metavar="OUT", help="write OTLP/JSON lines to OUT instead")
+    x.add_argument("--service", metavar="NAME",
+                   help="service.name of the spans (default: the traced process's name)")
     return p
 
 
@@ -118,17 +138,35 @@ def _compare(args) -> int:
 def _captures(args) -> int:
     from .pipeline import build_captures
 
-    df = build_captures(args.run_dir, plots=not args.no_plots)
+    df = build_captures(args.run_dir, plots=not args.no_plots, otlp=args.otlp)
     for r in df.sort_values("t_start_ns").itertuples():
         print(f"{r.dir}  +{r.t_s:,.1f} s  {r.worst_ns / 1e6:,.3f} ms: {r.headline}")
     print(f"{len(df)} captures; wrote captures.html in {args.run_dir}")
+    if args.otlp:
+        print(f"exported {int(df['otlp_spans'].sum()):,} spans of {len(df)} captures' "
+              f"triggering requests to {args.otlp}")
+    return 0
+
+
+def _export(args) -> int:
+    from .pipeline import export_run
+    from .render.otlp import DEFAULT_ENDPOINT
+
+    n = export_run(args.run_dir, endpoint=args.endpoint, file=args.file, service=args.service)
+    where = args.file or args.endpoint or DEFAULT_ENDPOINT
+    print(f"exported {n['requests']:,} requests as {n['spans']:,} spans ({n['waits']:,} waits, "
+          f"{n['links']:,} links) in {n['batches']} batches to {where}")
     return 0
 
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"report": _report, "compare": _compare, "captures": _captures}[args.cmd](args)
+        return {"report": _report, "compare": _compare, "captures": _captures,
+                "export": _export}[args.cmd](args)
+    except ExportError as e:
+        print(f"analyze: {e}", file=sys.stderr)
+        return EXIT_WRITE_FAILED
     except AnalysisError as e:
         print(f"analyze: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

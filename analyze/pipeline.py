@@ -46,7 +46,7 @@ from .explain.lockchain import df_lock_chains
 from .explain.peer import df_peer_runnable
 from .explain.sched import (LOCK_COLS, THREAD_COLS, df_cpu_placement, df_locks, df_runq_hist,
                             df_threads)
-from .render import plot
+from .render import otlp, plot, pprof
 from .render.captures import cause_of, render_index, who_of
 from .render.compare import compare_table, render_compare
 from .render.html import ReportInputs, write_report
@@ -166,10 +166,21 @@ def _plots(out: Path, a: dict, tables: dict, notes: list) -> dict:
     return images
 
 
+def _profiles(run, out: Path, threads) -> list[str]:
+    """profiles/*.pb.gz (render/pprof.py); [] with a warning when protobuf is missing."""
+    try:
+        return pprof.write_profiles(run, out, threads)
+    except ImportError as e:
+        print(f"analyze: warning: no pprof profiles ({e}): run scripts/install-deps.sh",
+              file=sys.stderr)
+        return []
+
+
 def _links(out: Path) -> list[str]:
     fixed = ["flame-oncpu.svg", "flame-offcpu.svg"]
     diffs = sorted(p.name for p in out.glob("diff-*.svg"))
-    rest = ["trace.json", "summary.json", "threads.csv", "locks.csv"]
+    rest = ["trace.json", *[f"{pprof.PROFILES_DIR}/{n}" for n in pprof.PROFILES],
+            "summary.json", "threads.csv", "locks.csv"]
     return [n for n in fixed + diffs + rest if (out / n).exists()]
 
 
@@ -198,6 +209,7 @@ def _build_report(out: Path, run, plots: bool) -> dict:
               else pd.DataFrame()}
     write_csv(out / "threads.csv", tables["threads"])
     write_csv(out / "locks.csv", tables["locks"])
+    profiles = _profiles(run, out, tables["threads"] if sched else None)
     heap_trim()
     info = write_trace(a["findings"], out / "trace.json")
     heap_trim()
@@ -220,7 +232,8 @@ def _build_report(out: Path, run, plots: bool) -> dict:
     images = _plots(out, a, tables, notes) if plots else {}
     heap_trim()
     summary = with_outputs(a["summary"], ["summary.json", "threads.csv", "locks.csv", "trace.json",
-                                          *[PLOTS[k] for k in images], "report.html"], info)
+                                          *profiles, *[PLOTS[k] for k in images],
+                                          "report.html"], info)
     write_json(out / "summary.json", summary)
     inp = ReportInputs(
         summary=jsonable(summary), meta=run.meta, workload=run.workload, run_dir=str(out),
@@ -269,10 +282,11 @@ def write_compare(run_dirs, out_dir, plots: bool = True) -> tuple[pd.DataFrame, 
     return df, files
 
 
-def build_captures(run_dir, plots: bool = True, report=None) -> pd.DataFrame:
+def build_captures(run_dir, plots: bool = True, report=None, otlp: str | None = None) -> pd.DataFrame:
     """Report every capture that was written, then DIR/captures.html; returns df_captures
     with cause, headline and who filled in. report(capture_dir, plots) -> summary dict
-    (build_report by default)."""
+    (build_report by default). otlp: then send each capture's triggering requests (latency
+    at or above its threshold) as OTLP spans to that endpoint (column otlp_spans)."""
     report = report or build_report
     d = Path(run_dir)
     df = df_captures(d)
@@ -289,4 +303,29 @@ def build_captures(run_dir, plots: bool = True, report=None) -> pd.DataFrame:
         whos.append(who_of(s))
     df["cause"], df["headline"], df["who"] = causes, heads, whos
     (d / "captures.html").write_text(render_index(d, df), encoding="utf-8")
+    if otlp:   # after every file is written: a refused export changes nothing in DIR
+        df["otlp_spans"] = [_export_capture(d / r.dir, r.threshold_ns, otlp)
+                            if r.error is None and (d / r.dir / "meta.json").exists() else 0
+                            for r in df.itertuples()]
     return df
+
+
+def _export_capture(cdir: Path, threshold_ns, endpoint: str) -> int:
+    run = load_run(cdir, cache=False)
+    a = analyse(run)
+    dec = a["decomp"]
+    rows = dec.index[dec["latency_ns"].to_numpy(np.float64) >= float(threshold_ns or 0)]
+    return otlp.export_otlp(run, dec, a["segments"], endpoint=endpoint, rows=rows)["spans"]
+
+
+def export_run(run_dir, endpoint: str | None = None, file=None, service: str | None = None,
+               rows=None) -> dict:
+    """Send a run's requests as OTLP spans (render/otlp.py) to endpoint, or write them as
+    OTLP/JSON lines to file; nothing in run_dir changes. The counts sent."""
+    run = load_run(Path(run_dir), cache=False)
+    a = analyse(run)
+    if not len(a["decomp"]):
+        raise AnalysisError(f"{run_dir}: no requests to export (add --span BIN:SYMBOL to make "
+                            "a function's calls the requests)")
+    return otlp.export_otlp(run, a["decomp"], a["segments"], endpoint=endpoint,
+                            file=Path(file) if file else None, service=service, rows=rows)

@@ -21,8 +21,9 @@ APT_PKGS=(
     chromium
 )
 
-# Go: the spans tests' net/http server (tests/probes/gohttp). Debian's golang-go only when no Go
-# toolchain is installed already (a newer one in /usr/local/go serves as well).
+# Go: the spans tests' net/http server (tests/probes/gohttp) and `go tool pprof`, which reads
+# the pprof profiles in the tests (tests/analyze/render/test_pprof.py). Debian's golang-go only
+# when no Go toolchain is installed already (a newer one in /usr/local/go serves as well).
 if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
     APT_PKGS+=(golang-go)
 fi
@@ -70,13 +71,16 @@ pkill -x prometheus 2>/dev/null || true
 pkill -x redis-server 2>/dev/null || true
 
 # Python side: the analysis package and its test runner (pytest-xdist runs the tests in
-# parallel: scripts/lib/tests.sh); prometheus-client's strict OpenMetrics parser checks the
-# exporter; virtme-ng boots the kernel matrix's kernels (scripts/kernels.sh).
+# parallel: scripts/lib/tests.sh); protobuf encodes the pprof profiles (analyze/render/pprof.py)
+# and opentelemetry-proto the OTLP spans (analyze/render/otlp.py); prometheus-client's strict
+# OpenMetrics parser checks the exporter; virtme-ng boots the kernel matrix's kernels
+# (scripts/kernels.sh).
 here=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
 "$PY" -m pip install -q --disable-pip-version-check \
     'pandas>=1.5' 'pyarrow>=10' 'numpy>=1.23' 'matplotlib>=3.6' 'pytest>=7' \
-    'pytest-xdist>=3.5' 'prometheus-client>=0.16' 'virtme-ng>=1.30'
+    'pytest-xdist>=3.5' 'protobuf>=4.22' 'opentelemetry-proto>=1.27' 'prometheus-client>=0.16' \
+    'virtme-ng>=1.30'
 if [ -f "$here/analyze/pyproject.toml" ] || [ -f "$here/pyproject.toml" ]; then
     "$PY" -m pip install -q --disable-pip-version-check -e "$here" 2>/dev/null || true
 fi

@@ -20,3 +20,7 @@ class MissingStreamError(AnalysisError):
 
 class CorruptRecordsError(AnalysisError):
     """A record file is truncated or is not the record kind its name says."""
+
+
+class ExportError(AnalysisError):
+    """A backend refused or could not be reached (after the retries): exit 1, not bad input."""

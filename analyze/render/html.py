@@ -564,6 +564,9 @@ def _files(inp: ReportInputs) -> str:
     desc = {"flame-oncpu.svg": "on-CPU flame graph (where the CPU time went)",
             "flame-offcpu.svg": "off-CPU flame graph (where threads blocked, weighted by µs)",
             "trace.json": "Perfetto / Chrome trace of requests and thread states",
+            "profiles/oncpu.pb.gz": "pprof on-CPU profile (go tool pprof, Pyroscope, Parca)",
+            "profiles/offcpu.pb.gz": "pprof off-CPU profile, labelled by thread and wait reason",
+            "profiles/locks.pb.gz": "pprof mutex profile: wait and hold time by stack",
             "summary.json": "every figure of this page, machine-readable",
             "threads.csv": "per-thread scheduler table", "locks.csv": "per-mutex table"}
     for name in links:

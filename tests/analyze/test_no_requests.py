@@ -162,7 +162,8 @@ def test_sched_only_summary_figures(sched_report):
                              "run-queue latency P50 350.0 µs, P99 2,925.0 µs; 3 voluntary and 1 "
                              "involuntary switches, 3 migrations.")
     assert s["outputs"] == ["summary.json", "threads.csv", "locks.csv", "trace.json",
-                            "runq-hist.png", "cpu-placement.png", "report.html"]
+                            "profiles/offcpu.pb.gz", "profiles/locks.pb.gz", "runq-hist.png",
+                            "cpu-placement.png", "report.html"]
 
 
 def test_sched_only_tables_and_trace(sched_report):

@@ -33,6 +33,7 @@ def test_every_output_written(probed):
         assert (d / name).stat().st_size > 0, name
     assert json.loads((d / "summary.json").read_text()) == json.loads(json.dumps(s))
     assert set(s["outputs"]) == {"summary.json", "threads.csv", "locks.csv", "trace.json",
+                                 "profiles/offcpu.pb.gz", "profiles/locks.pb.gz",
                                  "report.html", *PNGS}
 
 

@@ -4,10 +4,12 @@ Oracles by construction: httpload sends exactly 2000 requests (ids 0..1999), all
 our own orders-server; the pool's worker threads are the only threads that execute requests; the
 on-CPU profile was taken of httpload and the server, so their thread names appear in it.
 """
+import gzip
 import json
 import os
 import re
 import shutil
+import subprocess
 
 import numpy as np
 import pandas as pd
@@ -107,3 +109,24 @@ def test_run_json_records_the_command(pool_run):
     assert info["command"][0].endswith("run.sh")
     assert info["command"][1:3] == ["--workload", "pool"]
     assert info["label"] == "pool-c20"
+
+
+def test_profiles_total_the_runs_cpu_and_waits(pool_run):
+    """The pprof profiles of a real run: off-CPU totals threads.csv offcpu_ns, on-CPU (from
+    perf's stacks) its oncpu_ns, and `go tool pprof -top` reads both."""
+    from analyze.render.pprof import profile_class
+    out, _ = pool_run
+    th = pd.read_csv(out / "threads.csv")
+    want = {"offcpu": th["offcpu_ns"].sum()}
+    if HAVE_INFERNO:
+        want["oncpu"] = th["oncpu_ns"].sum()
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    for name, total in want.items():
+        path = out / "profiles" / f"{name}.pb.gz"
+        p = profile_class()()
+        p.ParseFromString(gzip.decompress(path.read_bytes()))
+        got = sum(s.value[1] for s in p.sample)
+        assert got == pytest.approx(total, rel=0.01) and total > 0, (name, got, total)
+        r = subprocess.run([go, "tool", "pprof", "-top", str(path)], capture_output=True,
+                           text=True, timeout=120, env=dict(os.environ, HOME=str(out)))
+        assert r.returncode == 0 and "Total samples" in r.stdout, r.stderr

@@ -1,0 +1,312 @@
+"""OTLP traces of a run: one span per traced request carrying its breakdown, a child span per
+wait on its critical path, a link to the request of the thread that woke it. Sent over
+OTLP/HTTP (protobuf) to a collector, Jaeger or Tempo, or written as OTLP/JSON lines.
+docs/export.md maps each field.
+
+df_request_spans -> one row per decomposed request: trace_id, span_id (16 and 8 bytes, from
+                    the run and the request: a re-export sends the same ids), t_start_ns,
+                    t_end_ns (the span: enqueue to end, so the parts add up to it), the
+                    parts (decompose.PARTS, ns), band, cause (the largest part, in words),
+                    antagonist and antagonist_ns (who held the CPU longest while it was
+                    runnable), waker and longest_wait_ns (who ended its longest wait).
+df_wait_spans    -> one row per wait on a request's critical path (critpath segments):
+                    request (row of df_request_spans), parent span, span_id, its times,
+                    reason, call, object, frame, waker thread and process, verdict.
+request_batches  -> ExportTraceServiceRequest messages of at most `batch` spans.
+export_otlp      -> send them (retries with backoff) or write them; returns counts.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..explain.antagonists import df_request_antagonists, occupant_names
+from ..explain.attribute import GROUPS, band_of
+from ..explain.decompose import PARTS, decomposed
+from ..load.errors import AnalysisError, ExportError
+from ..load.load import thread_names
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:4318/v1/traces"
+BATCH_SPANS = 1000
+MAX_WAITS = 32            # child spans per request: its longest waits on the critical path
+RETRY_S = (0.5, 1.0, 2.0, 4.0)
+RETRY_STATUS = {429, 502, 503, 504}
+SCOPE = "tailtrace"
+
+
+def _id(key: str, n: int) -> bytes:
+    return hashlib.sha256(key.encode()).digest()[:n]
+
+
+def run_key(meta: dict) -> str:
+    """What makes a run's ids its own: its start on both clocks and its command."""
+    return json.dumps([meta.get("wall_start"), meta.get("mono_start_ns"), meta.get("command")])
+
+
+def wall_offset_ns(meta: dict) -> int:
+    """Add to a CLOCK_MONOTONIC time of the run to get Unix time (ns)."""
+    try:
+        wall = pd.Timestamp(meta["wall_start"]).value
+        return int(wall) - int(meta["mono_start_ns"])
+    except (KeyError, TypeError, ValueError):
+        raise AnalysisError("meta.json lacks wall_start or mono_start_ns: the spans cannot be "
+                            "placed in time (re-record with this tailtrace)") from None
+
+
+def _cause(d: pd.DataFrame) -> np.ndarray:
+    cols = {g: d[c].fillna(0).sum(axis=1).to_numpy() if len(c) > 1 else d[c[0]].fillna(0).to_numpy()
+            for g, (c, _, _) in GROUPS.items() if all(x in d for x in c)}
+    names = list(cols)
+    if not names:
+        return np.full(len(d), "", dtype=object)
+    m = np.vstack([cols[g] for g in names])
+    return np.array([GROUPS[g][1] for g in names], dtype=object)[m.argmax(axis=0)]
+
+
+def df_request_spans(run, decomp: pd.DataFrame, segs: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per decomposed request (module doc)."""
+    d = decomp[decomposed(decomp)].copy()
+    key = run_key(run.meta or {})
+    ids = [f"{key}/{r.id}/{r.tid}/{r.t_start_ns}" for r in d[["id", "tid", "t_start_ns"]]
+           .itertuples(index=False)]
+    d["trace_id"] = [_id(k, 16) for k in ids]
+    d["span_id"] = [_id(k + "/span", 8) for k in ids]
+    d["band"] = band_of(decomp).reindex(d.index).astype(object).where(lambda s: s.notna(), "")
+    d["cause"] = _cause(d)
+    names = thread_names(run)
+    d["thread"] = [names.get(int(t), "") for t in d["tid"]]
+    d["antagonist"], d["antagonist_ns"] = "", 0
+    ant = df_request_antagonists(run, decomp)
+    if len(ant):
+        ant = ant[ant["win"].isin(d.index) & (ant["pid"] > 0)]
+        per = ant.groupby(["win", "pid"], as_index=False)["ns"].sum()
+        top = per.sort_values(["win", "ns"], ascending=[True, False]).drop_duplicates("win")
+        occ = occupant_names(run)
+        label = {r.win: f"{occ.get(int(r.pid), '') or 'pid'} (pid {int(r.pid)})"
+                 for r in top.itertuples()}
+        d["antagonist"] = [label.get(i, "") for i in d.index]
+        d["antagonist_ns"] = top.set_index("win")["ns"].reindex(d.index).fillna(0).astype(np.int64)
+    d["waker"], d["longest_wait_ns"] = "", 0
+    if segs is not None and len(segs):
+        own = segs[segs["depth"] == 0].assign(ns=lambda s: s["t_end_ns"] - s["t_start_ns"])
+        top = own.sort_values(["request_row", "ns"], ascending=[True, False]) \
+            .drop_duplicates("request_row").set_index("request_row")
+        top = top.reindex(d.index)
+        d["waker"] = [_who(names, w, p, c) if w == w else ""
+                      for w, p, c in zip(top["waker_tid"], top["waker_pid"], top["waker_ctx"])]
+        d["longest_wait_ns"] = top["ns"].fillna(0).astype(np.int64)
+    return d
+
+
+def _who(names: dict, tid, pid, ctx) -> str:
+    if ctx in ("hardirq", "softirq"):
+        return f"an interrupt ({ctx})"
+    tid = int(tid) if tid == tid else 0
+    if tid <= 0:
+        return "unknown"
+    return f"{names.get(tid, '') or 'thread'} (tid {tid}, pid {int(pid)})"
+
+
+def df_wait_spans(run, spans: pd.DataFrame, segs: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per wait on a request's critical path (module doc); the MAX_WAITS longest of
+    each request's own waits, and the hops under them."""
+    cols = ["request", "parent", "span_id", "tid", "t_start_ns", "t_end_ns", "reason", "call",
+            "object", "frame", "waker", "verdict", "depth"]
+    if segs is None or not len(segs):
+        return pd.DataFrame(columns=cols)
+    s = segs[segs["request_row"].isin(spans.index)].copy()
+    s["ns"] = s["t_end_ns"] - s["t_start_ns"]
+    s["seg"] = s.index
+    own = s[s["depth"] == 0].sort_values(["request_row", "ns"], ascending=[True, False])
+    own = own.groupby("request_row").head(MAX_WAITS)
+    s = s[s["root"].isin(own["seg"])]
+    names = thread_names(run)
+    req_span = spans["span_id"]
+    wait_span = {i: _id(f"{spans.at[r, 'trace_id'].hex()}/wait/{i}", 8)
+                 for i, r in zip(s["seg"], s["request_row"])}
+    s["span_id"] = [wait_span[i] for i in s["seg"]]
+    s["parent"] = [req_span[r] if dp == 0 else wait_span.get(root, req_span[r])
+                   for r, dp, root in zip(s["request_row"], s["depth"], s["root"])]
+    s["request"] = s["request_row"]
+    s["object"] = [f"{int(a):#x}" if a else "" for a in s["wait_addr"]]
+    s["frame"] = [_frame(run, u) for u in s["ustack_id"]]
+    s["waker"] = [_who(names, w, p, c) for w, p, c in zip(s["waker_tid"], s["waker_pid"],
+                                                          s["waker_ctx"])]
+    return s[cols].reset_index(drop=True)
+
+
+def _frame(run, sid) -> str:
+    """The first frame of a wait's user stack that is not libc's: where the code waited."""
+    frames = run.stacks.get(("offcpu", int(sid)), []) if sid == sid and sid >= 0 else []
+    for f in frames:
+        if "(libc.so" not in f and "(libpthread" not in f:
+            return f
+    return frames[0] if frames else ""
+
+
+def _links(spans: pd.DataFrame, segs_own: pd.DataFrame) -> dict:
+    """{request row: (trace_id, span_id) of the traced request that woke its longest wait}:
+    the request on the waker thread whose window holds the wakeup."""
+    if not len(segs_own):
+        return {}
+    by = spans[["tid", "t_start_ns", "t_end_ns", "trace_id", "span_id"]].sort_values("t_start_ns")
+    q = segs_own[["request_row", "waker_tid", "t_end_ns"]].rename(
+        columns={"waker_tid": "tid", "t_end_ns": "t_wake_ns"}).sort_values("t_wake_ns")
+    q = q[q["tid"] > 0].astype({"tid": by["tid"].dtype})
+    m = pd.merge_asof(q, by, left_on="t_wake_ns", right_on="t_start_ns", by="tid",
+                      direction="backward")
+    m = m[m["t_end_ns"].notna() & (m["t_wake_ns"] <= m["t_end_ns"])]
+    return {int(r.request_row): (r.trace_id, r.span_id) for r in m.itertuples()}
+
+
+def _resource_attrs(service: str, pid: int, host: str) -> list:
+    return [_kv("service.name", service), _kv("process.pid", int(pid)), _kv("host.name", host)]
+
+
+def _kv(key: str, value):
+    from opentelemetry.proto.common.v1 import common_pb2
+    kv = common_pb2.KeyValue(key=key)
+    if isinstance(value, (bool, np.bool_)):
+        kv.value.bool_value = bool(value)
+    elif isinstance(value, (int, np.integer)):
+        kv.value.int_value = int(value)
+    else:
+        kv.value.string_value = str(value)
+    return kv
+
+
+def service_name(run, pid: int) -> str:
+    """The traced process's name: its main thread's, else any of its threads'."""
+    t = run.tasks
+    if t is not None and len(t):
+        mine = t[t["pid"] == pid]
+        main = mine[mine["tid"] == pid]
+        for rows in (main, mine):
+            if len(rows) and str(rows["comm"].iloc[0]):
+                return str(rows["comm"].iloc[0])
+    return f"pid {pid}"
+
+
+def request_batches(run, decomp: pd.DataFrame, segs: pd.DataFrame | None,
+                    service: str | None = None, batch: int = BATCH_SPANS,
+                    rows=None) -> tuple[list, dict]:
+    """(ExportTraceServiceRequest messages of at most `batch` spans, counts). rows: export
+    only these requests (decomp index), e.g. a capture's triggering ones."""
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+    from opentelemetry.proto.trace.v1 import trace_pb2
+
+    off = wall_offset_ns(run.meta or {})
+    spans = df_request_spans(run, decomp, segs)
+    if rows is not None:
+        spans = spans[spans.index.isin(list(rows))]
+    waits = df_wait_spans(run, spans, segs)
+    own = segs[(segs["depth"] == 0) & segs["request_row"].isin(spans.index)] \
+        if segs is not None and len(segs) else pd.DataFrame()
+    if len(own):   # the longest own wait of each request: the one whose waker is linked
+        own = own.assign(ns=own["t_end_ns"] - own["t_start_ns"]).sort_values(
+            ["request_row", "ns"], ascending=[True, False]).drop_duplicates("request_row")
+    links = _links(spans, own)
+    host = (run.meta or {}).get("hostname") or socket.gethostname()
+    out, msgs, n_spans = {}, [], 0
+    by_pid = {}
+    for r in spans.itertuples():
+        sp = trace_pb2.Span(trace_id=r.trace_id, span_id=r.span_id,
+                            name=f"request {int(r.id)}" if run.source == "requests" else
+                            "span", kind=trace_pb2.Span.SPAN_KIND_SERVER,
+                            start_time_unix_nano=int(r.t_enqueue_ns) + off,
+                            end_time_unix_nano=int(r.t_end_ns) + off)
+        attrs = [_kv("thread.id", int(r.tid)), _kv("thread.name", r.thread),
+                 _kv("tailtrace.request.id", int(r.id)), _kv("tailtrace.latency_ns",
+                                                              int(r.latency_ns)),
+                 _kv("tailtrace.check", r.check), _kv("tailtrace.band", r.band),
+                 _kv("tailtrace.cause", r.cause)]
+        attrs += [_kv(f"tailtrace.{p}_ns", int(getattr(r, f"{p}_ns"))) for p in PARTS
+                  if getattr(r, f"{p}_ns") == getattr(r, f"{p}_ns")]
+        if run.source == "requests" and int(r.status) > 0:
+            attrs.append(_kv("http.response.status_code", int(r.status)))
+        if r.antagonist:
+            attrs += [_kv("tailtrace.antagonist", r.antagonist),
+                      _kv("tailtrace.antagonist_ns", int(r.antagonist_ns))]
+        if r.waker:
+            attrs += [_kv("tailtrace.waker", r.waker),
+                      _kv("tailtrace.longest_wait_ns", int(r.longest_wait_ns))]
+        sp.attributes.extend(attrs)
+        if r.Index in links:
+            sp.links.add(trace_id=links[r.Index][0], span_id=links[r.Index][1]).attributes.append(
+                _kv("tailtrace.link", "woke its longest wait"))
+        by_pid.setdefault(int(r.pid), []).append(sp)
+    for w in waits.itertuples():
+        q = spans.loc[w.request]
+        sp = trace_pb2.Span(trace_id=q["trace_id"], span_id=w.span_id, parent_span_id=w.parent,
+                            name=f"wait {w.call or w.reason}",
+                            kind=trace_pb2.Span.SPAN_KIND_INTERNAL,
+                            start_time_unix_nano=int(w.t_start_ns) + off,
+                            end_time_unix_nano=int(w.t_end_ns) + off)
+        sp.attributes.extend([_kv("thread.id", int(w.tid)), _kv("tailtrace.reason", w.reason),
+                              _kv("tailtrace.call", w.call), _kv("tailtrace.object", w.object),
+                              _kv("tailtrace.frame", w.frame), _kv("tailtrace.waker", w.waker),
+                              _kv("tailtrace.verdict", w.verdict),
+                              _kv("tailtrace.hop", int(w.depth))])
+        by_pid.setdefault(int(q["pid"]), []).append(sp)
+    for pid, sps in by_pid.items():
+        name = service or service_name(run, pid)
+        for i in range(0, len(sps), batch):
+            m = trace_service_pb2.ExportTraceServiceRequest()
+            rs = m.resource_spans.add()
+            rs.resource.attributes.extend(_resource_attrs(name, pid, host))
+            ss = rs.scope_spans.add()
+            ss.scope.name = SCOPE
+            ss.spans.extend(sps[i:i + batch])
+            msgs.append(m)
+            n_spans += len(sps[i:i + batch])
+    out.update(requests=len(spans), waits=len(waits), links=len(links), spans=n_spans,
+               batches=len(msgs))
+    return msgs, out
+
+
+def post(endpoint: str, body: bytes, retry_s=RETRY_S, timeout_s: float = 10.0) -> None:
+    """POST one OTLP/HTTP protobuf body; retries on 429/502/503/504 and unreachable
+    endpoints after each of retry_s; ExportError with one line when it gives up."""
+    req = urllib.request.Request(endpoint, data=body, method="POST",
+                                 headers={"Content-Type": "application/x-protobuf"})
+    why = ""
+    for i in range(len(retry_s) + 1):
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as r:
+                r.read()
+                return
+        except urllib.error.HTTPError as e:
+            why = f"HTTP {e.code} {e.reason}: {e.read(200).decode(errors='replace').strip()}"
+            if e.code not in RETRY_STATUS:
+                break
+        except (urllib.error.URLError, OSError) as e:
+            why = str(getattr(e, "reason", e))
+        if i < len(retry_s):
+            time.sleep(retry_s[i])
+    raise ExportError(f"OTLP endpoint {endpoint} refused the spans ({why}); start a collector "
+                      f"there or give --endpoint URL (or --file OUT)")
+
+
+def export_otlp(run, decomp, segs, endpoint: str | None = None, file: Path | None = None,
+                service: str | None = None, rows=None, retry_s=RETRY_S) -> dict:
+    """Send (or write as OTLP/JSON lines) the run's request spans; the counts sent."""
+    msgs, counts = request_batches(run, decomp, segs, service, rows=rows)
+    if file is not None:
+        from google.protobuf import json_format
+        tmp = Path(file).with_name(Path(file).name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            for m in msgs:
+                f.write(json.dumps(json_format.MessageToDict(m), separators=(",", ":")) + "\n")
+        tmp.replace(file)
+    else:
+        for m in msgs:
+            post(endpoint or DEFAULT_ENDPOINT, m.SerializeToString(), retry_s)
+    return counts

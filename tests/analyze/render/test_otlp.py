@@ -1,0 +1,163 @@
+"""OTLP export (analyze/render/otlp.py): the synthetic pool run's 400 requests, whose parts are
+known by construction, sent to a local OTLP/HTTP receiver and decoded with the official
+opentelemetry-proto messages; retries, refusals and the file form."""
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+import synth
+from analyze import pipeline
+from analyze.explain.decompose import PARTS
+from analyze.load.errors import ExportError
+from analyze.render import otlp
+
+ROOT = Path(__file__).resolve().parents[3]
+WALL = "2026-11-28T18:00:00.000001Z"
+
+
+class Receiver:
+    """An OTLP/HTTP receiver on a free port: answers each POST with the next status of
+    `statuses` (then 200) and keeps the decoded requests."""
+
+    def __init__(self, statuses=()):
+        self.statuses, self.got, self.posts = list(statuses), [], 0
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                outer.posts += 1
+                code = outer.statuses.pop(0) if outer.statuses else 200
+                if code == 200:
+                    assert self.headers["Content-Type"] == "application/x-protobuf"
+                    m = ExportTraceServiceRequest()
+                    m.ParseFromString(body)
+                    outer.got.append(m)
+                self.send_response(code)
+                self.end_headers()
+                self.wfile.write(b"{}" if code == 200 else b"try later")
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = HTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1/traces"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def spans(self) -> list:
+        return [(rs, sp) for m in self.got for rs in m.resource_spans
+                for ss in rs.scope_spans for sp in ss.spans]
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()   # the port refuses connections from now on
+
+
+def attrs(kvs) -> dict:
+    return {kv.key: getattr(kv.value, kv.value.WhichOneof("value")) for kv in kvs}
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    d = tmp_path_factory.mktemp("otlp") / "run"
+    tr = synth.make_run(d, 400)
+    meta = json.loads((d / "meta.json").read_text())
+    meta["wall_start"] = WALL
+    (d / "meta.json").write_text(json.dumps(meta))
+    return tr, d
+
+
+def listing(d: Path) -> dict:
+    return {p.name: p.stat().st_mtime_ns for p in d.iterdir()}
+
+
+def test_each_request_is_one_span_whose_parts_add_up_to_it(pool):
+    tr, d = pool
+    rx = Receiver()
+    try:
+        before = listing(d)
+        n = pipeline.export_run(d, endpoint=rx.url)
+        assert listing(d) == before      # the run directory is left as it was
+    finally:
+        rx.close()
+    assert n["requests"] == 400 and n["batches"] == len(rx.got)
+    wall0 = pd.Timestamp(WALL).value - tr.meta["mono_start_ns"]
+    truth = tr.decomp.set_index("id")
+    requests = [(rs, sp) for rs, sp in rx.spans() if not sp.parent_span_id]
+    assert len(requests) == 400
+    for rs, sp in requests:
+        a = attrs(sp.attributes)
+        r = truth.loc[a["tailtrace.request.id"]]
+        assert attrs(rs.resource.attributes)["service.name"] == "httpload"
+        assert attrs(rs.resource.attributes)["process.pid"] == 100
+        assert sp.start_time_unix_nano == r["t_enqueue_ns"] + wall0
+        assert sp.end_time_unix_nano == r["t_end_ns"] + wall0
+        parts = {p: a[f"tailtrace.{p}_ns"] for p in PARTS if f"tailtrace.{p}_ns" in a}
+        assert sum(parts.values()) == sp.end_time_unix_nano - sp.start_time_unix_nano
+        for p in ("queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "lock_wait"):
+            assert parts[p] == r[f"{p}_ns"], (p, a["tailtrace.request.id"])
+        assert a["thread.id"] == r["tid"] and a["http.response.status_code"] == 200
+        assert a["tailtrace.check"] == "ok" and a["tailtrace.band"]
+    # the slowest requests (i % 100 == 50: preempted 5 ms) are ≥P99 and say so
+    slow = [attrs(sp.attributes) for _, sp in requests
+            if attrs(sp.attributes)["tailtrace.request.id"] % 100 == 50]
+    assert {a["tailtrace.band"] for a in slow} == {"≥P99"}
+    assert {a["tailtrace.cause"] for a in slow} == {"runnable (waiting for a CPU)"}
+
+
+def test_a_second_export_sends_the_same_ids(pool):
+    _, d = pool
+    ids = []
+    for _ in range(2):
+        rx = Receiver()
+        try:
+            pipeline.export_run(d, endpoint=rx.url)
+        finally:
+            rx.close()
+        ids.append(sorted((sp.trace_id, sp.span_id) for _, sp in rx.spans()))
+    assert ids[0] == ids[1] and len(set(ids[0])) == len(ids[0])
+
+
+def test_busy_endpoint_is_retried_and_a_refusal_is_one_line(pool):
+    tr, d = pool
+    run = pipeline.load_run(d)
+    a = pipeline.analyse(run)
+    rx = Receiver([503, 429])
+    try:
+        otlp.export_otlp(run, a["decomp"], a["segments"], endpoint=rx.url, retry_s=(0, 0, 0))
+        assert rx.posts == 3 and len(rx.got) == 1
+    finally:
+        rx.close()
+    rx = Receiver([400])
+    try:
+        with pytest.raises(ExportError, match=r"OTLP endpoint http://127\.0\.0\.1:\d+/v1/traces "
+                                              r"refused the spans \(HTTP 400"):
+            otlp.export_otlp(run, a["decomp"], a["segments"], endpoint=rx.url, retry_s=(0, 0))
+        assert rx.posts == 1                # a 400 is not retried
+    finally:
+        rx.close()
+    url = rx.url                            # nobody listens there now
+    r = subprocess.run([sys.executable, "-m", "analyze", "export", "otlp", str(d), "--endpoint",
+                        url], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"analyze: OTLP endpoint {url}")
+
+
+def test_file_form_is_otlp_json_lines(pool, tmp_path):
+    _, d = pool
+    out = tmp_path / "spans.jsonl"
+    r = subprocess.run([sys.executable, "-m", "analyze", "export", "otlp", str(d), "--file",
+                        str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(l) for l in out.read_text().splitlines()]
+    spans = [s for m in lines for rs in m["resourceSpans"] for ss in rs["scopeSpans"]
+             for s in ss["spans"]]
+    assert sum("parentSpanId" not in s for s in spans) == 400
+    assert f"exported 400 requests as {len(spans)} spans" in r.stdout
