@@ -161,3 +161,30 @@ def test_file_form_is_otlp_json_lines(pool, tmp_path):
              for s in ss["spans"]]
     assert sum("parentSpanId" not in s for s in spans) == 400
     assert f"exported 400 requests as {len(spans)} spans" in r.stdout
+
+
+def test_captures_send_their_triggering_requests(tmp_path):
+    """A recorder directory with one capture (the synthetic run, threshold 5 ms: its four
+    preempted requests, 6.2 to 6.4 ms, trigger): captures --otlp sends those four."""
+    rec = tmp_path / "rec"
+    cap = rec / "captures" / "0001"
+    tr = synth.make_run(cap, 400)
+    meta = json.loads((cap / "meta.json").read_text())
+    meta.update(wall_start=WALL, capture={"seq": 1, "threshold_ns": 5_000_000})
+    (cap / "meta.json").write_text(json.dumps(meta))
+    (rec / "meta.json").write_text(json.dumps({"flight": {"trigger": "latency>5ms"},
+                                                "mono_start_ns": synth.T_BASE}))
+    (rec / "captures.jsonl").write_text(json.dumps(
+        {"dir": "captures/0001", "t_start_ns": synth.T_BASE, "latency_ns": 6_000_000,
+         "worst_ns": 6_400_000, "threshold_ns": 5_000_000, "spans": 400, "bytes": 1,
+         "error": None}) + "\n")
+    rx = Receiver()
+    try:
+        df = pipeline.build_captures(rec, plots=False, otlp=rx.url)
+    finally:
+        rx.close()
+    slow = sorted(tr.decomp.loc[tr.decomp["latency_ns"] >= 5_000_000, "id"])
+    got = sorted(attrs(sp.attributes)["tailtrace.request.id"] for _, sp in rx.spans()
+                 if not sp.parent_span_id)
+    assert got == slow and len(slow) == 4
+    assert df["otlp_spans"].tolist() == [len(rx.spans())]
