@@ -217,6 +217,20 @@ def request_batches(run, decomp: pd.DataFrame, segs: pd.DataFrame | None,
     host = (run.meta or {}).get("hostname") or socket.gethostname()
     out, msgs, n_spans = {}, [], 0
     by_pid = {}
+    children = {}
+    for w in waits.itertuples():
+        q = spans.loc[w.request]
+        sp = trace_pb2.Span(trace_id=q["trace_id"], span_id=w.span_id, parent_span_id=w.parent,
+                            name=f"wait {w.call or w.reason}",
+                            kind=trace_pb2.Span.SPAN_KIND_INTERNAL,
+                            start_time_unix_nano=int(w.t_start_ns) + off,
+                            end_time_unix_nano=int(w.t_end_ns) + off)
+        sp.attributes.extend([_kv("thread.id", int(w.tid)), _kv("tailtrace.reason", w.reason),
+                              _kv("tailtrace.call", w.call), _kv("tailtrace.object", w.object),
+                              _kv("tailtrace.frame", w.frame), _kv("tailtrace.waker", w.waker),
+                              _kv("tailtrace.verdict", w.verdict),
+                              _kv("tailtrace.hop", int(w.depth))])
+        children.setdefault(w.request, []).append(sp)
     for r in spans.itertuples():
         sp = trace_pb2.Span(trace_id=r.trace_id, span_id=r.span_id,
                             name=f"request {int(r.id)}" if run.source == "requests" else
@@ -242,20 +256,8 @@ def request_batches(run, decomp: pd.DataFrame, segs: pd.DataFrame | None,
         if r.Index in links:
             sp.links.add(trace_id=links[r.Index][0], span_id=links[r.Index][1]).attributes.append(
                 _kv("tailtrace.link", "woke its longest wait"))
-        by_pid.setdefault(int(r.pid), []).append(sp)
-    for w in waits.itertuples():
-        q = spans.loc[w.request]
-        sp = trace_pb2.Span(trace_id=q["trace_id"], span_id=w.span_id, parent_span_id=w.parent,
-                            name=f"wait {w.call or w.reason}",
-                            kind=trace_pb2.Span.SPAN_KIND_INTERNAL,
-                            start_time_unix_nano=int(w.t_start_ns) + off,
-                            end_time_unix_nano=int(w.t_end_ns) + off)
-        sp.attributes.extend([_kv("thread.id", int(w.tid)), _kv("tailtrace.reason", w.reason),
-                              _kv("tailtrace.call", w.call), _kv("tailtrace.object", w.object),
-                              _kv("tailtrace.frame", w.frame), _kv("tailtrace.waker", w.waker),
-                              _kv("tailtrace.verdict", w.verdict),
-                              _kv("tailtrace.hop", int(w.depth))])
-        by_pid.setdefault(int(q["pid"]), []).append(sp)
+        # a trace's spans travel together: its request, then its waits
+        by_pid.setdefault(int(r.pid), []).extend([sp, *children.get(r.Index, ())])
     for pid, sps in by_pid.items():
         name = service or service_name(run, pid)
         for i in range(0, len(sps), batch):
