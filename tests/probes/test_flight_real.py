@@ -28,6 +28,10 @@ SERVER = BUILD / "workloads" / "server" / "orders-server"
 SPAN_TARGET = BUILD / "tests" / "probes" / "span_target"
 HTTPLOAD = BUILD / "workloads" / "httpload" / "httpload"
 USDT = f"usdt:{HTTPLOAD}:httpload:request"
+# Alone (scripts/lib/tests.sh): which request a capture holds depends on timing, and another
+# test's uprobes being attached or removed makes a uprobe hit wait on the kernel's uprobes lock
+# (a second blocked switch-out under the same user stack: tt-deepstacks' path seen twice).
+pytestmark = pytest.mark.serial
 
 
 def server(tmp: Path, *extra: str) -> tuple[Server, str]:
@@ -39,7 +43,6 @@ def stop(srv: Server) -> None:
     srv.stop()
 
 
-@pytest.mark.serial
 def test_every_lock_stall_is_captured_and_explained(tmp_path):
     log = tmp_path / "stalls.txt"
     srv, url = server(tmp_path, "--stall-every-ms", "1500", "--stall-ms", "40",
@@ -134,7 +137,6 @@ def test_exporter_serves_an_exemplar_naming_the_capture(tmp_path):
                      r'[1-9]', body, re.M)
 
 
-@pytest.mark.serial
 def test_a_recorder_that_falls_behind_still_captures_each_slot(tmp_path):
     """Two slow calls 1.5 s apart (span_target stopped 100 ms during a 10 ms call) while
     tailtrace itself is stopped, as a capture being written on a loaded machine stops its loop:
@@ -284,7 +286,6 @@ def capture_paths(d: Path, stream: str = "offcpu") -> tuple[list[int], np.ndarra
     return paths, rec, ids
 
 
-@pytest.mark.serial
 def test_stack_maps_take_turns_and_every_stack_stays_its_own(tmp_path):
     """--debug stack-epoch-ms: the recorder empties and switches its two generations of
     off-CPU stack maps every 1.5 s (an hour-long run would otherwise fill them). A stack id
