@@ -62,7 +62,8 @@ def wall_offset_ns(meta: dict) -> int:
 
 
 def _cause(d: pd.DataFrame) -> np.ndarray:
-    cols = {g: d[c].fillna(0).sum(axis=1).to_numpy() if len(c) > 1 else d[c[0]].fillna(0).to_numpy()
+    """Each request's largest group of parts (attribute.GROUPS), in the headline's words."""
+    cols = {g: d[c].fillna(0).sum(axis=1).to_numpy()
             for g, (c, _, _) in GROUPS.items() if all(x in d for x in c)}
     names = list(cols)
     if not names:

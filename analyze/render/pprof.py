@@ -261,11 +261,12 @@ def _split(total: np.ndarray, share: np.ndarray, group: np.ndarray) -> np.ndarra
 def df_locks_profile(run) -> pd.DataFrame:
     """Mutex acquisitions by thread, mutex and user stack (see the module's doc)."""
     lk = run.locks
+    hold = np.nan_to_num(lk["hold_ns"].to_numpy(np.float64)).astype(np.int64)  # NaN: not released
     df = pd.DataFrame({"tid": lk["tid"].to_numpy(np.int64),
                        "mutex": lk["mutex"].to_numpy(np.uint64),
                        "ustack_id": lk["ustack_id"].to_numpy(np.int64),
                        "wait_ns": lk["wait_ns"].to_numpy(np.int64),
-                       "hold_ns": np.nan_to_num(lk["hold_ns"].to_numpy(np.float64)).astype(np.int64)})
+                       "hold_ns": hold})
     g = df.groupby(["tid", "mutex", "ustack_id"], sort=True).agg(
         count=("wait_ns", "size"), wait_ns=("wait_ns", "sum"), hold_ns=("hold_ns", "sum"))
     g = g.reset_index()

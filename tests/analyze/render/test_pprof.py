@@ -124,7 +124,7 @@ def test_oncpu_profile_splits_each_threads_cpu_time_by_its_samples(tmp_path):
 
 def go_tool() -> str:
     go = shutil.which("go") or "/usr/local/go/bin/go"
-    assert os.access(go, os.X_OK), "no Go toolchain for `go tool pprof`: run scripts/install-deps.sh"
+    assert os.access(go, os.X_OK), "no Go for `go tool pprof`: run scripts/install-deps.sh"
     return go
 
 
