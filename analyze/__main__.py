@@ -13,7 +13,6 @@ import sys
 
 from .load.errors import AnalysisError, ExportError
 
-
 EXIT_BAD_INPUT = 2
 EXIT_WRITE_FAILED = 1
 

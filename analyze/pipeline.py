@@ -282,7 +282,8 @@ def write_compare(run_dirs, out_dir, plots: bool = True) -> tuple[pd.DataFrame, 
     return df, files
 
 
-def build_captures(run_dir, plots: bool = True, report=None, otlp: str | None = None) -> pd.DataFrame:
+def build_captures(run_dir, plots: bool = True, report=None,
+                   otlp: str | None = None) -> pd.DataFrame:
     """Report every capture that was written, then DIR/captures.html; returns df_captures
     with cause, headline and who filled in. report(capture_dir, plots) -> summary dict
     (build_report by default). otlp: then send each capture's triggering requests (latency
@@ -311,21 +312,23 @@ def build_captures(run_dir, plots: bool = True, report=None, otlp: str | None = 
 
 
 def _export_capture(cdir: Path, threshold_ns, endpoint: str) -> int:
-    run = load_run(cdir, cache=False)
-    a = analyse(run)
-    dec = a["decomp"]
-    rows = dec.index[dec["latency_ns"].to_numpy(np.float64) >= float(threshold_ns or 0)]
-    return otlp.export_otlp(run, dec, a["segments"], endpoint=endpoint, rows=rows)["spans"]
+    """The spans sent of one capture's triggering requests (latency ≥ its threshold)."""
+    return export_run(cdir, endpoint=endpoint, min_latency_ns=threshold_ns or 0)["spans"]
 
 
 def export_run(run_dir, endpoint: str | None = None, file=None, service: str | None = None,
-               rows=None) -> dict:
-    """Send a run's requests as OTLP spans (render/otlp.py) to endpoint, or write them as
-    OTLP/JSON lines to file; nothing in run_dir changes. The counts sent."""
+               min_latency_ns=None) -> dict:
+    """Send a run's requests (those with a latency ≥ min_latency_ns when given) as OTLP spans
+    (render/otlp.py) to endpoint, or write them as OTLP/JSON lines to file; nothing in
+    run_dir changes. The counts sent."""
     run = load_run(Path(run_dir), cache=False)
     a = analyse(run)
-    if not len(a["decomp"]):
+    dec = a["decomp"]
+    rows = None
+    if min_latency_ns is not None:
+        rows = dec.index[dec["latency_ns"].to_numpy(np.float64) >= float(min_latency_ns)]
+    elif not len(dec):
         raise AnalysisError(f"{run_dir}: no requests to export (add --span BIN:SYMBOL to make "
                             "a function's calls the requests)")
-    return otlp.export_otlp(run, a["decomp"], a["segments"], endpoint=endpoint,
+    return otlp.export_otlp(run, dec, a["segments"], endpoint=endpoint,
                             file=Path(file) if file else None, service=service, rows=rows)

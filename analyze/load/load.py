@@ -484,6 +484,18 @@ def _write_cache(df, cdir: Path, cfile: Path, kfile: Path, key: str) -> None:
             pass
 
 
+def wall_start_ns(meta: dict) -> int:
+    """meta.json wall_start ('2026-11-28T18:47:19.028103Z', UTC) as ns since the epoch; 0
+    when it is missing or not a time."""
+    text = (meta or {}).get("wall_start")
+    if not isinstance(text, str):
+        return 0
+    try:
+        return int(pd.Timestamp(text).value)
+    except ValueError:
+        return 0
+
+
 def _read_json(path: Path) -> dict:
     """A JSON object file ({} if absent); CorruptRecordsError naming it otherwise."""
     if not path.exists():

@@ -8,7 +8,8 @@ df_request_spans -> one row per decomposed request: trace_id, span_id (16 and 8 
                     t_end_ns (the span: enqueue to end, so the parts add up to it), the
                     parts (decompose.PARTS, ns), band, cause (the largest part, in words),
                     antagonist and antagonist_ns (who held the CPU longest while it was
-                    runnable), waker and longest_wait_ns (who ended its longest wait).
+                    runnable), waker and longest_wait_ns (who ended its longest wait;
+                    waker_tid and t_wake_ns: that thread and when, for the link).
 df_wait_spans    -> one row per wait on a request's critical path (critpath segments):
                     request (row of df_request_spans), parent span, span_id, its times,
                     reason, call, object, frame, waker thread and process, verdict.
@@ -28,11 +29,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..explain.antagonists import df_request_antagonists, occupant_names
+from ..explain.antagonists import df_request_antagonists, process_table
 from ..explain.attribute import GROUPS, band_of
 from ..explain.decompose import PARTS, decomposed
+from ..explain.waits import caller_of, wait_object
 from ..load.errors import AnalysisError, ExportError
-from ..load.load import thread_names
+from ..load.load import thread_names, wall_start_ns
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4318/v1/traces"
 BATCH_SPANS = 1000
@@ -53,12 +55,11 @@ def run_key(meta: dict) -> str:
 
 def wall_offset_ns(meta: dict) -> int:
     """Add to a CLOCK_MONOTONIC time of the run to get Unix time (ns)."""
-    try:
-        wall = pd.Timestamp(meta["wall_start"]).value
-        return int(wall) - int(meta["mono_start_ns"])
-    except (KeyError, TypeError, ValueError):
+    wall, mono = wall_start_ns(meta), meta.get("mono_start_ns")
+    if not wall or not isinstance(mono, int):
         raise AnalysisError("meta.json lacks wall_start or mono_start_ns: the spans cannot be "
-                            "placed in time (re-record with this tailtrace)") from None
+                            "placed in time (re-record with this tailtrace)")
+    return wall - mono
 
 
 def _cause(d: pd.DataFrame) -> np.ndarray:
@@ -90,12 +91,12 @@ def df_request_spans(run, decomp: pd.DataFrame, segs: pd.DataFrame | None) -> pd
         ant = ant[ant["win"].isin(d.index) & (ant["pid"] > 0)]
         per = ant.groupby(["win", "pid"], as_index=False)["ns"].sum()
         top = per.sort_values(["win", "ns"], ascending=[True, False]).drop_duplicates("win")
-        occ = occupant_names(run)
-        label = {r.win: f"{occ.get(int(r.pid), '') or 'pid'} (pid {int(r.pid)})"
+        procs = dict(zip(*(process_table(run)[c].to_numpy() for c in ("pid", "comm"))))
+        label = {r.win: f"{procs.get(int(r.pid), '?')} (pid {int(r.pid)})"
                  for r in top.itertuples()}
         d["antagonist"] = [label.get(i, "") for i in d.index]
         d["antagonist_ns"] = top.set_index("win")["ns"].reindex(d.index).fillna(0).astype(np.int64)
-    d["waker"], d["longest_wait_ns"] = "", 0
+    d["waker"], d["longest_wait_ns"], d["waker_tid"], d["t_wake_ns"] = "", 0, 0, 0
     if segs is not None and len(segs):
         own = segs[segs["depth"] == 0].assign(ns=lambda s: s["t_end_ns"] - s["t_start_ns"])
         top = own.sort_values(["request_row", "ns"], ascending=[True, False]) \
@@ -104,6 +105,8 @@ def df_request_spans(run, decomp: pd.DataFrame, segs: pd.DataFrame | None) -> pd
         d["waker"] = [_who(names, w, p, c) if w == w else ""
                       for w, p, c in zip(top["waker_tid"], top["waker_pid"], top["waker_ctx"])]
         d["longest_wait_ns"] = top["ns"].fillna(0).astype(np.int64)
+        d["waker_tid"] = top["waker_tid"].fillna(0).astype(np.int64)
+        d["t_wake_ns"] = top["t_end_ns"].fillna(0).astype(np.int64)
     return d
 
 
@@ -137,31 +140,24 @@ def df_wait_spans(run, spans: pd.DataFrame, segs: pd.DataFrame | None) -> pd.Dat
     s["parent"] = [req_span[r] if dp == 0 else wait_span.get(root, req_span[r])
                    for r, dp, root in zip(s["request_row"], s["depth"], s["root"])]
     s["request"] = s["request_row"]
-    s["object"] = [f"{int(a):#x}" if a else "" for a in s["wait_addr"]]
-    s["frame"] = [_frame(run, u) for u in s["ustack_id"]]
+    s["object"] = [wait_object(c, a, x) for c, a, x in zip(s["call"], s["wait_addr"],
+                                                           s["wait_aux"])]
+    s["frame"] = [caller_of(run.stacks.get(("offcpu", int(u)))) if u >= 0 else ""
+                  for u in s["ustack_id"]]
     s["waker"] = [_who(names, w, p, c) for w, p, c in zip(s["waker_tid"], s["waker_pid"],
                                                           s["waker_ctx"])]
     return s[cols].reset_index(drop=True)
 
 
-def _frame(run, sid) -> str:
-    """The first frame of a wait's user stack that is not libc's: where the code waited."""
-    frames = run.stacks.get(("offcpu", int(sid)), []) if sid == sid and sid >= 0 else []
-    for f in frames:
-        if "(libc.so" not in f and "(libpthread" not in f:
-            return f
-    return frames[0] if frames else ""
-
-
-def _links(spans: pd.DataFrame, segs_own: pd.DataFrame) -> dict:
+def _links(spans: pd.DataFrame) -> dict:
     """{request row: (trace_id, span_id) of the traced request that woke its longest wait}:
     the request on the waker thread whose window holds the wakeup."""
-    if not len(segs_own):
+    q = spans.loc[spans["waker_tid"] > 0, ["waker_tid", "t_wake_ns"]].rename(
+        columns={"waker_tid": "tid"}).rename_axis("request_row").reset_index()
+    if not len(q):
         return {}
     by = spans[["tid", "t_start_ns", "t_end_ns", "trace_id", "span_id"]].sort_values("t_start_ns")
-    q = segs_own[["request_row", "waker_tid", "t_end_ns"]].rename(
-        columns={"waker_tid": "tid", "t_end_ns": "t_wake_ns"}).sort_values("t_wake_ns")
-    q = q[q["tid"] > 0].astype({"tid": by["tid"].dtype})
+    q = q.astype({"tid": by["tid"].dtype}).sort_values("t_wake_ns")
     m = pd.merge_asof(q, by, left_on="t_wake_ns", right_on="t_start_ns", by="tid",
                       direction="backward")
     m = m[m["t_end_ns"].notna() & (m["t_wake_ns"] <= m["t_end_ns"])]
@@ -209,16 +205,9 @@ def request_batches(run, decomp: pd.DataFrame, segs: pd.DataFrame | None,
     if rows is not None:
         spans = spans[spans.index.isin(list(rows))]
     waits = df_wait_spans(run, spans, segs)
-    own = segs[(segs["depth"] == 0) & segs["request_row"].isin(spans.index)] \
-        if segs is not None and len(segs) else pd.DataFrame()
-    if len(own):   # the longest own wait of each request: the one whose waker is linked
-        own = own.assign(ns=own["t_end_ns"] - own["t_start_ns"]).sort_values(
-            ["request_row", "ns"], ascending=[True, False]).drop_duplicates("request_row")
-    links = _links(spans, own)
+    links = _links(spans)
     host = (run.meta or {}).get("hostname") or socket.gethostname()
-    out, msgs, n_spans = {}, [], 0
-    by_pid = {}
-    children = {}
+    msgs, n_spans, by_pid, children = [], 0, {}, {}
     for w in waits.itertuples():
         q = spans.loc[w.request]
         sp = trace_pb2.Span(trace_id=q["trace_id"], span_id=w.span_id, parent_span_id=w.parent,
@@ -270,9 +259,8 @@ def request_batches(run, decomp: pd.DataFrame, segs: pd.DataFrame | None,
             ss.spans.extend(sps[i:i + batch])
             msgs.append(m)
             n_spans += len(sps[i:i + batch])
-    out.update(requests=len(spans), waits=len(waits), links=len(links), spans=n_spans,
-               batches=len(msgs))
-    return msgs, out
+    return msgs, {"requests": len(spans), "waits": len(waits), "links": len(links),
+                  "spans": n_spans, "batches": len(msgs)}
 
 
 def post(endpoint: str, body: bytes, retry_s=RETRY_S, timeout_s: float = 10.0) -> None:

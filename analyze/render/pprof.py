@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..explain.waits import REASONS, SYSCALLS, reason_codes
-from ..load.load import thread_names
+from ..load.load import thread_names, wall_start_ns
 
 PROFILES_DIR = "profiles"
 PROFILES = ["oncpu.pb.gz", "offcpu.pb.gz", "locks.pb.gz"]
@@ -125,7 +125,7 @@ class ProfileBuilder:
         t0, t1 = meta.get("mono_start_ns"), meta.get("mono_end_ns")
         if isinstance(t0, int) and isinstance(t1, int) and t1 >= t0:
             self.p.duration_nanos = t1 - t0
-        wall = _wall_ns(meta.get("wall_start"))
+        wall = wall_start_ns(meta)
         if wall:
             self.p.time_nanos = wall
         for c in comment:
@@ -180,17 +180,6 @@ class ProfileBuilder:
         tmp.write_bytes(gzip.compress(self.p.SerializeToString(), mtime=0))
         os.replace(tmp, path)
         return path
-
-
-def _wall_ns(text) -> int:
-    """meta.json wall_start ('2026-11-28T18:47:19.028103Z') as ns since the epoch, 0 if none."""
-    if not isinstance(text, str):
-        return 0
-    try:
-        t = pd.Timestamp(text)
-    except ValueError:
-        return 0
-    return int(t.value)
 
 
 def _stack(run, stream: str, sid) -> list:
