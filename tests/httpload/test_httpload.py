@@ -263,9 +263,10 @@ def test_open_loop_keeps_schedule_when_server_is_fast(server, tmp_path):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_request_timeout_fires(model, tmp_path):
-    """A server that answers after 1 s, --timeout-ms 100: every request ends at ~100 ms with
-    curl's timeout (status -28), on libcurl's timer as the loops drive it."""
-    srv = Server("--workers", "1", "--sleep-us", "1000000")
+    """A server that answers after 3 s, --timeout-ms 100: every request ends at ~100 ms with
+    curl's timeout (status -28), on libcurl's timer as the loops drive it. The upper bound is
+    loose (15x): real-time spinners of a test beside this one can hold a CPU for a second."""
+    srv = Server("--workers", "1", "--sleep-us", "3000000")
     try:
         t0 = time.monotonic()
         r = httpload("--model", model, "--conns", 2, "--requests", 4, "--workers", 2,
@@ -276,8 +277,8 @@ def test_request_timeout_fires(model, tmp_path):
     recs, _ = load_run(tmp_path / "run")
     assert len(recs) == 4 and (recs["status"] == -28).all(), recs["status"]
     lat_ms = (recs["t_end_ns"] - recs["t_start_ns"]) / 1e6
-    assert ((lat_ms >= 95) & (lat_ms < 600)).all(), lat_ms
-    assert elapsed < 5, elapsed
+    assert ((lat_ms >= 95) & (lat_ms < 1500)).all(), lat_ms
+    assert elapsed < 10, elapsed
     assert r.returncode == 1 and "every request failed (Timeout was reached)" in r.stderr
 
 

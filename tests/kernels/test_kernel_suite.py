@@ -81,6 +81,7 @@ def ok(p: subprocess.CompletedProcess) -> None:
 
 # ---- default events: runq, switch, offcpu, cpu -------------------------------------------
 
+@pytest.mark.serial
 @pytest.mark.feature("default events")
 def test_default_events_busy_threads(tmp_path, record_property):
     """Three SCHED_RR spinners pinned to one CPU for 1.5 s, under the default events: each is
@@ -231,6 +232,7 @@ def test_irq_event_sees_the_timer(tmp_path, record_property):
 
 # ---- --aggregate and --listen ------------------------------------------------------------
 
+@pytest.mark.serial
 @pytest.mark.feature("--aggregate")
 def test_aggregate_pinned_spinners(tmp_path, record_property):
     """Three SCHED_RR spinners pinned to one CPU: each one's run-queue histogram sums to its
@@ -251,6 +253,7 @@ def test_aggregate_pinned_spinners(tmp_path, record_property):
            waits=meta(tmp_path)["evidence"]["runq_wait"])
 
 
+@pytest.mark.serial
 @pytest.mark.feature("--listen")
 def test_listen_serves_the_spinners(tmp_path, record_property):
     """--listen while three pinned spinners run: the exposition's run-queue latency of their

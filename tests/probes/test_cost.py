@@ -214,6 +214,7 @@ def test_cost_sampled_sparsely_after_10_s(tmp_path):
     check_windows(tmp_path, 10, 11.5, 0.5)
 
 
+@pytest.mark.serial
 def test_cost_listen_samples_sparsely_from_the_start(tmp_path):
     """The exporter is a service: one 10 ms window a second from its start (1 %)."""
     check_windows(tmp_path, 0, 3.5, 0.5, "--listen", f"127.0.0.1:{free_port()}")

@@ -124,6 +124,7 @@ def test_wait_reasons_are_the_analysis_classes():
     assert set(rows[:, 1]) == {0, 1, 2, 3}
 
 
+@pytest.mark.serial
 def test_exposition_counts_the_spinners(tmp_path):
     with spinners() as busy, exporter(tmp_path, "--pid", str(busy.pid)) as (url, _, _):
         busy.go()
@@ -168,6 +169,7 @@ def test_exposition_counts_the_spinners(tmp_path):
     assert pick(s, "tailtrace_build_info")
 
 
+@pytest.mark.serial
 def test_openmetrics_is_negotiated_and_strictly_valid(tmp_path):
     """Prometheus asks for OpenMetrics first: the exporter answers in it when the Accept
     header ranks it above the text format, and prometheus_client's strict OpenMetrics
@@ -196,6 +198,7 @@ def test_openmetrics_is_negotiated_and_strictly_valid(tmp_path):
     assert len(text_samples) > 50 and om_samples == text_samples
 
 
+@pytest.mark.serial
 def test_top_n_folds_the_rest_into_other(tmp_path):
     with spinners() as busy, exporter(tmp_path, "--all", "--top", "2") as (url, _, _):
         busy.go()
@@ -359,6 +362,7 @@ def quantile_from_buckets(q: float, les: list[float], cum: list[float]) -> float
     return les[-1]
 
 
+@pytest.mark.serial
 def test_prometheus_agrees_with_the_run_directory(tmp_path):
     with spinners() as busy, exporter(tmp_path / "run", "--pid", str(busy.pid)) as (url, tt, _):
         target = urllib.parse.urlparse(url).netloc

@@ -72,6 +72,7 @@ def test_one_runq_program_per_wakeup(tmp_path, mode):
     assert bpf["runq"]["run_cnt"] < 0.75 * bpf["sched"]["run_cnt"], bpf
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("hook,waits", [(None, "sched_info"), ("raw_tp", "sched_waking")])
 def test_pinned_spinners_wait_two_thirds_in_the_histogram(tmp_path, hook, waits):
     """Three SCHED_RR spinners pinned to one CPU for 1.5 s: each is runnable, not running,
