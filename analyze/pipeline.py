@@ -6,8 +6,8 @@ recorder's captures (`captures`).
 
 `build_report(run_dir, plots=True) -> dict` writes into the run directory:
 summary.json (first, so it survives a later failure, then completed),
-threads.csv, locks.csv, trace.json, the report's PNGs and report.html, and
-returns the summary. A run without probes still gets all of them: the
+threads.csv, locks.csv, trace.json, trace.perfetto-trace, profiles/*.pb.gz, the
+report's PNGs and report.html, and returns the summary. A run without probes still gets all of them: the
 client-side figures, and "needs probes" where the scheduler is required.
 A run without requests (tailtrace on a third-party process without --span)
 gets the scheduler-only report: summary.json (requests 0, latency null,
@@ -46,7 +46,7 @@ from .explain.lockchain import df_lock_chains
 from .explain.peer import df_peer_runnable
 from .explain.sched import (LOCK_COLS, THREAD_COLS, df_cpu_placement, df_locks, df_runq_hist,
                             df_threads)
-from .render import otlp, plot, pprof
+from .render import otlp, pftrace, plot, pprof
 from .render.captures import cause_of, render_index, who_of
 from .render.compare import compare_table, render_compare
 from .render.html import ReportInputs, write_report
@@ -176,10 +176,22 @@ def _profiles(run, out: Path, threads) -> list[str]:
         return []
 
 
+def _perfetto_trace(findings, out: Path) -> list[str]:
+    """trace.perfetto-trace (render/pftrace.py); [] with a warning when perfetto is missing."""
+    try:
+        pftrace.write_perfetto_trace(findings, out / pftrace.TRACE_FILE)
+    except ImportError as e:
+        print(f"analyze: warning: no {pftrace.TRACE_FILE} ({e}): run scripts/install-deps.sh",
+              file=sys.stderr)
+        return []
+    return [pftrace.TRACE_FILE]
+
+
 def _links(out: Path) -> list[str]:
     fixed = ["flame-oncpu.svg", "flame-offcpu.svg"]
     diffs = sorted(p.name for p in out.glob("diff-*.svg"))
-    rest = ["trace.json", *[f"{pprof.PROFILES_DIR}/{n}" for n in pprof.PROFILES],
+    rest = [pftrace.TRACE_FILE, "trace.json",
+            *[f"{pprof.PROFILES_DIR}/{n}" for n in pprof.PROFILES],
             "summary.json", "threads.csv", "locks.csv"]
     return [n for n in fixed + diffs + rest if (out / n).exists()]
 
@@ -213,6 +225,8 @@ def _build_report(out: Path, run, plots: bool) -> dict:
     heap_trim()
     info = write_trace(a["findings"], out / "trace.json")
     heap_trim()
+    native = _perfetto_trace(a["findings"], out)
+    heap_trim()
     notes = list(getattr(run, "warnings", []) or []) + uprobe_warnings(run.meta or {})
     if run.cut is not None:
         note = cut_note(run.cut)
@@ -232,7 +246,7 @@ def _build_report(out: Path, run, plots: bool) -> dict:
     images = _plots(out, a, tables, notes) if plots else {}
     heap_trim()
     summary = with_outputs(a["summary"], ["summary.json", "threads.csv", "locks.csv", "trace.json",
-                                          *profiles, *[PLOTS[k] for k in images],
+                                          *native, *profiles, *[PLOTS[k] for k in images],
                                           "report.html"], info)
     write_json(out / "summary.json", summary)
     inp = ReportInputs(

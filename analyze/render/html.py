@@ -563,7 +563,10 @@ def _files(inp: ReportInputs) -> str:
     items = []
     desc = {"flame-oncpu.svg": "on-CPU flame graph (where the CPU time went)",
             "flame-offcpu.svg": "off-CPU flame graph (where threads blocked, weighted by µs)",
-            "trace.json": "Perfetto / Chrome trace of requests and thread states",
+            "trace.perfetto-trace": "Perfetto trace of the whole run: CPU tracks, thread "
+                                    "states, wakeups and requests (open this one)",
+            "trace.json": "Chrome JSON trace of requests and thread states, for tools that "
+                          "read only JSON",
             "profiles/oncpu.pb.gz": "pprof on-CPU profile (go tool pprof, Pyroscope, Parca)",
             "profiles/offcpu.pb.gz": "pprof off-CPU profile, labelled by thread and wait reason",
             "profiles/locks.pb.gz": "pprof mutex profile: wait and hold time by stack",
@@ -577,12 +580,20 @@ def _files(inp: ReportInputs) -> str:
     if not flames:
         body += _needs("No flame graphs in this run directory (run.sh makes flame-oncpu.svg and "
                        "flame-offcpu.svg with inferno when perf and the sched stream ran).")
-    if "trace.json" in links:
+    if "trace.perfetto-trace" in links:
+        body += _p("To open trace.perfetto-trace: go to https://ui.perfetto.dev, choose “Open "
+                   "trace file” and pick it (it stays in your browser). It holds every "
+                   "recorded switch and wakeup: the CPU tracks, each thread's states "
+                   "(Running, Runnable, Sleeping, …) and who woke it, as Perfetto shows a "
+                   "trace it recorded; each traced thread's requests are slices on its track, "
+                   "their parts in the slice's arguments. trace.json is the same run as a "
+                   "Chrome JSON trace, for tools that read only JSON.")
+    elif "trace.json" in links:
         body += _p("To open trace.json: go to https://ui.perfetto.dev, choose “Open trace file” "
                    "and pick trace.json (it stays in your browser). Each thread has a request "
                    "track and a “· state” track: Running, Runnable, Lock wait, Blocked.")
-        if inp.trace_note:
-            body += _p(inp.trace_note, "small")
+    if "trace.json" in links and inp.trace_note:
+        body += _p("trace.json: " + inp.trace_note, "small")
     return _section("files", "Flame graphs and trace", body)
 
 

@@ -162,7 +162,7 @@ def test_sched_only_summary_figures(sched_report):
                              "run-queue latency P50 350.0 µs, P99 2,925.0 µs; 3 voluntary and 1 "
                              "involuntary switches, 3 migrations.")
     assert s["outputs"] == ["summary.json", "threads.csv", "locks.csv", "trace.json",
-                            "profiles/offcpu.pb.gz", "profiles/locks.pb.gz", "runq-hist.png",
+                            "trace.perfetto-trace", "profiles/offcpu.pb.gz", "profiles/locks.pb.gz", "runq-hist.png",
                             "cpu-placement.png", "report.html"]
 
 

@@ -29,11 +29,12 @@ def probed(tmp_path_factory):
 def test_every_output_written(probed):
     tr, s = probed
     d = tr.path
-    for name in ["report.html", "summary.json", "threads.csv", "locks.csv", "trace.json"] + PNGS:
+    for name in ["report.html", "summary.json", "threads.csv", "locks.csv", "trace.json",
+                 "trace.perfetto-trace"] + PNGS:
         assert (d / name).stat().st_size > 0, name
     assert json.loads((d / "summary.json").read_text()) == json.loads(json.dumps(s))
     assert set(s["outputs"]) == {"summary.json", "threads.csv", "locks.csv", "trace.json",
-                                 "profiles/offcpu.pb.gz", "profiles/locks.pb.gz",
+                                 "trace.perfetto-trace", "profiles/offcpu.pb.gz", "profiles/locks.pb.gz",
                                  "report.html", *PNGS}
 
 

@@ -130,3 +130,32 @@ def test_profiles_total_the_runs_cpu_and_waits(pool_run):
         r = subprocess.run([go, "tool", "pprof", "-top", str(path)], capture_output=True,
                            text=True, timeout=120, env=dict(os.environ, HOME=str(out)))
         assert r.returncode == 0 and "Total samples" in r.stdout, r.stderr
+
+
+def test_perfetto_trace_holds_every_record(pool_run):
+    """trace.perfetto-trace read back: every switch record's switch-out and switch-in, every
+    wakeup with its waker and every preemption are in it (a switch-out after a gap, whose
+    switch-in the kernel never reported, may show the CPU's previous holder leaving), as many
+    as meta.json counts; every request is a slice; and it takes at most half the bytes per
+    event of trace.json."""
+    from analyze.load.load import load_run
+    from analyze.render.pftrace import check_against_records
+    out, _ = pool_run
+    run = load_run(out)
+    c = check_against_records(run, out / "trace.perfetto-trace")
+    events = load_json(out / "meta.json")["events"]
+    assert c["switch_records"] + c["gap_records"] == events["switch"] > 0, c
+    assert c["switch_ins_found"] == c["switch_records"], c
+    assert c["switch_records"] - c["gap_records"] <= c["switch_outs_found"], c
+    assert c["runq_records"] == events["runq"], c
+    assert c["wakeups_found"] == c["wakeups"] == c["wakings_in_trace"] > 0, c
+    assert c["preemptions"] - c["gap_records"] <= c["preemptions_found"], c
+    assert c["request_slices"] == REQUESTS, c
+    summary = load_json(out / "summary.json")
+    trace = summary["trace"]
+    assert not trace["truncated"], trace
+    native = c["switches_in_trace"] + c["wakings_in_trace"] + 2 * REQUESTS
+    per_event = (out / "trace.perfetto-trace").stat().st_size / native
+    assert per_event <= 0.5 * (out / "trace.json").stat().st_size / trace["events"], per_event
+    assert "trace.perfetto-trace" in summary["outputs"]
+    assert 'href="trace.perfetto-trace"' in (out / "report.html").read_text()

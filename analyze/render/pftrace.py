@@ -1,0 +1,499 @@
+"""trace.perfetto-trace: the whole run as a native Perfetto trace (the TracePacket protos of
+the `perfetto` package), every record, no event cap. ui.perfetto.dev draws its CPU tracks,
+thread states and wakeups from the scheduler events, as from a trace Perfetto recorded.
+
+Packets, in this order:
+  - system_info: the kernel release (Perfetto reads a switch-out's state by it).
+  - process_tree: every process and thread the run names (traced threads from tasks.bin, the
+    other holders of a CPU from occupants.bin).
+  - ftrace_events bundles per CPU, df_cpu_switches as compact_sched switches: one sched_switch
+    per instant a CPU changed hands that a record saw (a traced thread's switch-out or
+    switch-in, switches.bin; a switch-in the cpu event saw while a traced thread waited,
+    occupancy.bin). A gap record (unmatched: an edge the kernel never reported) gives no
+    edge. The holder a switch leaves is the one the CPU's previous switch brought in; its
+    state is the kernel's sched_switch prev_state (R+ when preempted); when no record names
+    who came in, the switch brings in pid 0, and the CPU track is blank until its next
+    switch (idle, or a task nobody traced was waiting behind).
+  - ftrace_events bundles of sched_waking events, df_wakings: one per wakeup of a traced
+    thread (runq.bin's rows but the preemptions, which are the R+ switch-outs). The event's
+    pid (Perfetto's waker) is the task that woke it; an interrupt's wakeup has pid 0 and the
+    hard or soft IRQ flag. Priorities are not recorded: every event says 120.
+  - track events (one sequence, interned names): each traced thread's requests as slices on
+    its thread track, named by band (requests that overlap on one thread, an event loop's,
+    go on lanes under its process), with the request's id, connection, status and its
+    parts in ns (they add up to its latency) as arguments; and a flow per wakeup a traced
+    task caused to another traced thread, from an instant "wakes" on the waker's track to
+    an instant "woken" on the wakee's when it ran.
+
+Timestamps are the records' CLOCK_MONOTONIC ns, unchanged.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..explain.antagonists import irq_code, occupant_names
+from ..explain.decompose import PARTS
+from ..explain.findings import Findings
+from ..load.load import OCC_HARDIRQ, OCC_SOFTIRQ, WAKER_BLAMES_TASK, thread_names
+from .perfetto import _band_names, _lanes
+
+TRACE_FILE = "trace.perfetto-trace"
+SWITCHES_PER_BUNDLE = 20_000
+WAKINGS_PER_BUNDLE = 5_000
+PRIO = 120                 # not recorded
+SEQ = 1                    # the track events' trusted sequence
+# sched_switch prev_state as the kernel's trace event reports it (__trace_sched_switch_state)
+TASK_REPORT, TASK_REPORT_MAX, TASK_IDLE_RAW, TASK_REPORT_IDLE = 0x7f, 0x100, 0x402, 0x80
+TASK_RTLOCK_WAIT, TASK_UNINTERRUPTIBLE = 0x1000, 0x2
+IRQ_FLAG = {"hardirq": 0x08, "softirq": 0x10}   # ftrace common_flags
+_UUID_THREAD, _UUID_PROCESS, _UUID_LANE = 1 << 40, 2 << 40, 3 << 40
+
+
+def protos():
+    """The perfetto_trace_pb2 module (ImportError naming the fix when missing)."""
+    try:
+        from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+    except ImportError as e:
+        raise ImportError(f"the perfetto package is missing ({e}): pip install perfetto") from e
+    return perfetto_trace_pb2
+
+
+@dataclass
+class PerfettoInfo:
+    """What went into trace.perfetto-trace (summary.json outputs_info)."""
+    switches: int = 0      # sched_switch events
+    wakings: int = 0       # sched_waking events
+    requests: int = 0      # request slices
+    flows: int = 0         # wakeup flows
+    events: int = 0        # all of them: switches + wakings + 2 per request + 2 per flow
+    bytes: int = 0
+
+
+def ftrace_state(raw, voluntary) -> np.ndarray:
+    """sched_switch's prev_state as the kernel's trace event reports it: TASK_REPORT_MAX when
+    preempted, else one bit of the task's reported state (S 1, D 2, T 4, ... I 0x80), 0 for
+    runnable."""
+    raw = np.asarray(raw, np.int64)
+    low = raw & TASK_REPORT
+    top = np.where(low > 0, 1 << (np.log2(np.maximum(low, 1)).astype(np.int64)), 0)
+    top = np.where(raw == TASK_IDLE_RAW, TASK_REPORT_IDLE, top)
+    top = np.where(raw & TASK_RTLOCK_WAIT, TASK_UNINTERRUPTIBLE, top)
+    return np.where(np.asarray(voluntary, bool), top, TASK_REPORT_MAX)
+
+
+def df_cpu_switches(run) -> pd.DataFrame:
+    """One row per instant a CPU changed hands that a record saw (module doc): cpu, t_ns,
+    next_tid (0: not known), prev_state (of the holder it leaves; 0 when no record says),
+    sorted by CPU and time."""
+    cols = ["cpu", "t_ns", "next_tid", "prev_state"]
+    parts = []
+    sw = run.switches
+    if len(sw):
+        ok = ~sw["unmatched"].to_numpy(bool)
+        tid = sw["tid"].to_numpy(np.int64)[ok]
+        parts.append(pd.DataFrame({
+            "cpu": sw["cpu_off"].to_numpy(np.int64)[ok], "t_ns": sw["t_off_ns"].to_numpy(np.int64)[ok],
+            "next_tid": -1, "prev_state": ftrace_state(sw["prev_state"].to_numpy()[ok],
+                                                       sw["voluntary"].to_numpy()[ok])}))
+        parts.append(pd.DataFrame({
+            "cpu": sw["cpu_on"].to_numpy(np.int64)[ok], "t_ns": sw["t_on_ns"].to_numpy(np.int64)[ok],
+            "next_tid": tid, "prev_state": -1}))
+    oc = getattr(run, "occupancy", None)
+    if oc is not None and len(oc):
+        task = irq_code(oc["flags"].to_numpy()) == 0
+        parts.append(pd.DataFrame({"cpu": oc["cpu"].to_numpy(np.int64)[task],
+                                   "t_ns": oc["t_ns"].to_numpy(np.int64)[task],
+                                   "next_tid": oc["tid"].to_numpy(np.int64)[task],
+                                   "prev_state": -1}))
+    if not parts:
+        return pd.DataFrame({c: np.zeros(0, np.int64) for c in cols})
+    e = pd.concat(parts, ignore_index=True)
+    e = e[e["t_ns"] > 0]
+    g = e.groupby(["cpu", "t_ns"], sort=True).agg(next_tid=("next_tid", "max"),
+                                                  prev_state=("prev_state", "max")).reset_index()
+    g["next_tid"] = g["next_tid"].clip(lower=0)
+    g["prev_state"] = g["prev_state"].clip(lower=0)
+    return g[cols]
+
+
+def df_wakings(run) -> pd.DataFrame:
+    """One row per wakeup of a traced thread (runq.bin rows but preemptions): t_ns (when it
+    became runnable), tid, cpu (it ran on), waker (the task that woke it; 0: an interrupt or
+    unknown), flags (ftrace common_flags: the IRQ kind)."""
+    rq = run.runq
+    cols = ["t_ns", "tid", "cpu", "waker", "flags"]
+    if not len(rq):
+        return pd.DataFrame({c: np.zeros(0, np.int64) for c in cols})
+    w = rq[(rq["kind"] != "preempt").to_numpy()].sort_values(["cpu", "t_runnable_ns"],
+                                                            kind="stable")
+    ctx = w["waker_ctx"].astype(str).to_numpy()
+    return pd.DataFrame({
+        "t_ns": w["t_runnable_ns"].to_numpy(np.int64), "tid": w["tid"].to_numpy(np.int64),
+        "cpu": w["cpu"].to_numpy(np.int64),
+        "waker": np.where(np.isin(ctx, WAKER_BLAMES_TASK), w["waker_tid"].to_numpy(np.int64), 0),
+        "flags": np.select([ctx == k for k in IRQ_FLAG], list(IRQ_FLAG.values()), 0)})
+
+
+def _pids(run, decomp: pd.DataFrame) -> dict:
+    """tid -> pid of every thread the run names (the last word of each source)."""
+    pids = {}
+    for df in (getattr(run, "occupants", pd.DataFrame()), decomp, run.switches, run.runq,
+               run.tasks):
+        if df is not None and len(df) and "pid" in df and "tid" in df:
+            last = df[["tid", "pid"]].drop_duplicates("tid", keep="last")
+            pids.update(zip(last["tid"].astype(int).tolist(), last["pid"].astype(int).tolist()))
+    pids.pop(0, None)
+    return pids
+
+
+def _names(run) -> dict:
+    names = occupant_names(run)
+    names.update(thread_names(run))
+    return names
+
+
+class _Writer:
+    """Writes TracePackets as a Trace (field 1, length-delimited), counting bytes."""
+
+    def __init__(self, out):
+        self.out, self.bytes = out, 0
+
+    def put(self, packet) -> None:
+        body = packet.SerializeToString()
+        head = bytearray([0x0A])
+        n = len(body)
+        while True:
+            b = n & 0x7F
+            n >>= 7
+            head.append(b | (0x80 if n else 0))
+            if not n:
+                break
+        self.out.write(head)
+        self.out.write(body)
+        self.bytes += len(head) + len(body)
+
+
+def _process_tree(pb, pids: dict, names: dict):
+    pk = pb.TracePacket()
+    tree = pk.process_tree
+    for pid in sorted(set(pids.values())):
+        p = tree.processes.add(pid=pid)
+        p.cmdline.append(names.get(pid, f"pid {pid}"))
+    for tid, pid in sorted(pids.items()):
+        tree.threads.add(tid=tid, tgid=pid, name=names.get(tid, ""))
+    return pk
+
+
+def _switch_bundles(pb, sw: pd.DataFrame, names: dict):
+    """compact_sched bundles of each CPU's switches (timestamps delta-encoded, the first of a
+    bundle absolute; comms interned per bundle)."""
+    for cpu, g in sw.groupby("cpu", sort=True):
+        for lo in range(0, len(g), SWITCHES_PER_BUNDLE):
+            c = g.iloc[lo:lo + SWITCHES_PER_BUNDLE]
+            t = c["t_ns"].to_numpy(np.int64)
+            nxt = c["next_tid"].to_numpy(np.int64)
+            comms, idx = np.unique(np.array([names.get(int(x), "") if x else "swapper"
+                                             for x in nxt], dtype=object), return_inverse=True)
+            pk = pb.TracePacket()
+            b = pk.ftrace_events
+            b.cpu = int(cpu)
+            cs = b.compact_sched
+            cs.intern_table.extend(comms.tolist())
+            cs.switch_timestamp.extend(np.diff(t, prepend=0).tolist())
+            cs.switch_prev_state.extend(c["prev_state"].to_numpy(np.int64).tolist())
+            cs.switch_next_pid.extend(nxt.tolist())
+            cs.switch_next_prio.extend([PRIO] * len(c))
+            cs.switch_next_comm_index.extend(idx.tolist())
+            yield pk
+
+
+def _waking_bundles(pb, wk: pd.DataFrame, names: dict):
+    for cpu, g in wk.groupby("cpu", sort=True):
+        for lo in range(0, len(g), WAKINGS_PER_BUNDLE):
+            c = g.iloc[lo:lo + WAKINGS_PER_BUNDLE]
+            pk = pb.TracePacket()
+            b = pk.ftrace_events
+            b.cpu = int(cpu)
+            for t, tid, tcpu, waker, flags in zip(*(c[k].to_numpy(np.int64).tolist() for k in
+                                                    ("t_ns", "tid", "cpu", "waker", "flags"))):
+                ev = b.event.add(timestamp=t, pid=waker)
+                if flags:
+                    ev.common_flags = flags
+                ev.sched_waking.comm = names.get(tid, "")
+                ev.sched_waking.pid = tid
+                ev.sched_waking.prio = PRIO
+                ev.sched_waking.success = 1
+                ev.sched_waking.target_cpu = tcpu
+            yield pk
+
+
+class _Interned:
+    """Event and argument names interned on the track events' sequence."""
+
+    def __init__(self):
+        self.events, self.args = {}, {}
+
+    def event(self, name: str) -> int:
+        return self.events.setdefault(name, len(self.events) + 1)
+
+    def arg(self, name: str) -> int:
+        return self.args.setdefault(name, len(self.args) + 1)
+
+    def packet(self, pb):
+        pk = pb.TracePacket(trusted_packet_sequence_id=SEQ, sequence_flags=1)
+        for n, i in self.events.items():
+            pk.interned_data.event_names.add(iid=i, name=n)
+        for n, i in self.args.items():
+            pk.interned_data.debug_annotation_names.add(iid=i, name=n)
+        return pk
+
+
+def _request_columns(req: pd.DataFrame) -> list[str]:
+    outcome = "ret" if "ret" in req else "status"
+    return ["id", "conn", outcome] + [f"{p}_ns" for p in PARTS if f"{p}_ns" in req] \
+        + [c for c in ("latency_ns",) if c in req]
+
+
+def _tracks(pb, pids: dict, names: dict, threads, lanes):
+    """TrackDescriptors: a thread track per traced thread with requests or flows, a process
+    track for each process with lanes, a lane track per extra lane."""
+    for tid in sorted(threads):
+        pk = pb.TracePacket()
+        d = pk.track_descriptor
+        d.uuid = _UUID_THREAD + tid
+        d.thread.pid, d.thread.tid = pids.get(tid, tid), tid
+        d.thread.thread_name = names.get(tid, "")
+        yield pk
+    for pid in sorted({pids.get(t, t) for t, _ in lanes}):
+        pk = pb.TracePacket()
+        d = pk.track_descriptor
+        d.uuid = _UUID_PROCESS + pid
+        d.process.pid = pid
+        d.process.process_name = names.get(pid, "")
+        yield pk
+    for tid, lane in sorted(lanes):
+        pk = pb.TracePacket()
+        d = pk.track_descriptor
+        d.uuid = _lane_uuid(tid, lane)
+        d.parent_uuid = _UUID_PROCESS + pids.get(tid, tid)
+        d.name = f"{names.get(tid, 'tid')} {tid} · requests lane {lane}"
+        yield pk
+
+
+def _lane_uuid(tid: int, lane: int) -> int:
+    return _UUID_LANE + (lane << 23) + tid
+
+
+def _slice(pb, ts: int, track: int, kind, name_iid: int = 0):
+    pk = pb.TracePacket(timestamp=ts, trusted_packet_sequence_id=SEQ, sequence_flags=2)
+    te = pk.track_event
+    te.type = kind
+    te.track_uuid = track
+    if name_iid:
+        te.name_iid = name_iid
+    return pk
+
+
+def _request_slices(pb, req: pd.DataFrame, names_band: np.ndarray, lane: np.ndarray,
+                    interned: _Interned):
+    TE = pb.TrackEvent
+    cols = _request_columns(req)
+    arg_iids = [interned.arg(c) for c in cols]
+    vals = [req[c].fillna(0).to_numpy(np.int64).tolist() for c in cols]
+    tid = req["tid"].to_numpy(np.int64).tolist()
+    s = req["t_start_ns"].to_numpy(np.int64).tolist()
+    e = req["t_end_ns"].to_numpy(np.int64).tolist()
+    for i in range(len(tid)):
+        track = _UUID_THREAD + tid[i] if lane[i] == 0 else _lane_uuid(tid[i], int(lane[i]))
+        pk = _slice(pb, s[i], track, TE.TYPE_SLICE_BEGIN, interned.event(names_band[i]))
+        add = pk.track_event.debug_annotations.add
+        for iid, v in zip(arg_iids, vals):
+            add(name_iid=iid, int_value=v[i])
+        yield pk
+        yield _slice(pb, e[i], track, TE.TYPE_SLICE_END)
+
+
+def df_wakeup_flows(run, traced) -> pd.DataFrame:
+    """The wakeups a traced task caused to another traced thread: t_wake_ns, t_run_ns,
+    waker_tid, tid."""
+    rq = run.runq
+    if not len(rq):
+        return pd.DataFrame({c: np.zeros(0, np.int64)
+                             for c in ("t_wake_ns", "t_run_ns", "waker_tid", "tid")})
+    m = ((rq["kind"] != "preempt").to_numpy() & rq["waker_ctx"].isin(WAKER_BLAMES_TASK).to_numpy()
+         & rq["tid"].isin(traced).to_numpy() & rq["waker_tid"].isin(traced).to_numpy()
+         & (rq["t_run_ns"] >= rq["t_runnable_ns"]).to_numpy())
+    f = rq[m]
+    return pd.DataFrame({"t_wake_ns": f["t_runnable_ns"].to_numpy(np.int64),
+                         "t_run_ns": f["t_run_ns"].to_numpy(np.int64),
+                         "waker_tid": f["waker_tid"].to_numpy(np.int64),
+                         "tid": f["tid"].to_numpy(np.int64)})
+
+
+def _flow_instants(pb, flows: pd.DataFrame, interned: _Interned):
+    TE = pb.TrackEvent
+    wakes, woken = interned.event("wakes"), interned.event("woken")
+    cols = [flows[c].to_numpy(np.int64).tolist()
+            for c in ("t_wake_ns", "t_run_ns", "waker_tid", "tid")]
+    for i, (tw, tr, waker, tid) in enumerate(zip(*cols), start=1):
+        pk = _slice(pb, tw, _UUID_THREAD + waker, TE.TYPE_INSTANT, wakes)
+        pk.track_event.flow_ids.append(i)
+        yield pk
+        pk = _slice(pb, tr, _UUID_THREAD + tid, TE.TYPE_INSTANT, woken)
+        pk.track_event.terminating_flow_ids.append(i)
+        yield pk
+
+
+def write_perfetto_trace(f: Findings, path) -> PerfettoInfo:
+    """Write the run of the findings (f.run, f.decomp, f.band) as a native Perfetto trace at
+    path (module doc); returns what it holds. ImportError without the perfetto package."""
+    pb = protos()
+    run, decomp = f.run, f.decomp
+    info = PerfettoInfo()
+    names = _names(run)
+    pids = _pids(run, decomp)
+    sw, wk = df_cpu_switches(run), df_wakings(run)
+    req = decomp[decomp["t_end_ns"] >= decomp["t_start_ns"]] if len(decomp) else decomp
+    traced = set(thread_names(run)) or set(run.switches["tid"].astype(int).tolist())
+    flows = df_wakeup_flows(run, list(traced))
+    interned = _Interned()
+    if len(req):
+        rtid = req["tid"].to_numpy(np.int64)
+        lane = _lanes(rtid, req["t_start_ns"].to_numpy(np.int64),
+                      req["t_end_ns"].to_numpy(np.int64))
+        band = _band_names(f.band.loc[req.index])
+        for c in _request_columns(req):
+            interned.arg(c)
+        for b in np.unique(band):
+            interned.event(b)
+    else:
+        rtid, lane, band = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object)
+    interned.event("wakes"), interned.event("woken")
+    thread_tracks = set(rtid[lane == 0].tolist()) | set(flows["waker_tid"].tolist()) \
+        | set(flows["tid"].tolist())
+    lanes = {(int(t), int(k)) for t, k in zip(rtid, lane) if k}
+    tmp = os.fspath(path) + ".tmp"
+    with open(tmp, "wb") as out:
+        w = _Writer(out)
+        pk = pb.TracePacket()
+        uts = pk.system_info.utsname
+        uts.sysname, uts.release = "Linux", str((run.meta or {}).get("kernel") or "")
+        w.put(pk)
+        w.put(_process_tree(pb, pids, names))
+        for pk in _switch_bundles(pb, sw, names):
+            w.put(pk)
+        for pk in _waking_bundles(pb, wk, names):
+            w.put(pk)
+        w.put(interned.packet(pb))
+        for pk in _tracks(pb, pids, names, thread_tracks, lanes):
+            w.put(pk)
+        if len(req):
+            for pk in _request_slices(pb, req, band, lane, interned):
+                w.put(pk)
+        for pk in _flow_instants(pb, flows, interned):
+            w.put(pk)
+    os.replace(tmp, path)
+    info.switches, info.wakings, info.requests, info.flows = len(sw), len(wk), len(req), len(flows)
+    info.events = info.switches + info.wakings + 2 * info.requests + 2 * info.flows
+    info.bytes = w.bytes
+    return info
+
+
+def info_dict(info: PerfettoInfo) -> dict:
+    return asdict(info)
+
+
+def read_packets(path) -> list:
+    """The TracePackets of a trace file."""
+    pb = protos()
+    trace = pb.Trace()
+    trace.ParseFromString(Path(path).read_bytes())
+    return list(trace.packet)
+
+
+def df_decoded(path) -> dict:
+    """The scheduler events of a trace file read back: "switches" (cpu, t_ns, prev_tid: the
+    CPU's previous switch's next_tid, -1 for its first; next_tid, prev_state) and "wakings"
+    (t_ns, tid, cpu, waker, flags), and "requests": the number of request slices."""
+    sw, wk, nreq = [], [], 0
+    for p in read_packets(path):
+        if p.HasField("ftrace_events"):
+            b = p.ftrace_events
+            cs = b.compact_sched
+            if len(cs.switch_timestamp):
+                sw.append(pd.DataFrame({
+                    "cpu": b.cpu, "t_ns": np.cumsum(np.array(cs.switch_timestamp, np.int64)),
+                    "next_tid": np.array(cs.switch_next_pid, np.int64),
+                    "prev_state": np.array(cs.switch_prev_state, np.int64)}))
+            if len(b.event):
+                wk.append(pd.DataFrame([(e.timestamp, e.sched_waking.pid,
+                                         e.sched_waking.target_cpu, e.pid, e.common_flags)
+                                        for e in b.event],
+                                       columns=["t_ns", "tid", "cpu", "waker", "flags"]))
+        elif p.HasField("track_event") and p.track_event.type == 1:   # TYPE_SLICE_BEGIN
+            nreq += 1
+    sw = pd.concat(sw, ignore_index=True) if sw else pd.DataFrame(
+        columns=["cpu", "t_ns", "next_tid", "prev_state"], dtype=np.int64)
+    sw = sw.sort_values(["cpu", "t_ns"], kind="stable").reset_index(drop=True)
+    sw.insert(2, "prev_tid", sw.groupby("cpu")["next_tid"].shift(1).fillna(-1).astype(np.int64))
+    wk = pd.concat(wk, ignore_index=True) if wk else pd.DataFrame(
+        columns=["t_ns", "tid", "cpu", "waker", "flags"], dtype=np.int64)
+    return {"switches": sw, "wakings": wk, "requests": nreq}
+
+
+def check_against_records(run, path) -> dict:
+    """Read the trace back and find every record of the run in it: each switch record's
+    switch-out (its CPU, time, the thread leaving, its state) and switch-in (the thread
+    coming in), each wakeup (time, thread, CPU, waker), each preemption (an R+ switch-out of
+    the thread at its time). Returns the counts found and missed, per kind."""
+    d = df_decoded(path)
+    sw, wk = d["switches"], d["wakings"]
+    at = pd.MultiIndex.from_arrays([sw["cpu"], sw["t_ns"]])
+    rec = run.switches
+
+    def found(cpu, t, col, want, state=None):
+        i = at.get_indexer(pd.MultiIndex.from_arrays([cpu, t]))
+        ok = i >= 0
+        got = np.where(ok, sw[col].to_numpy()[np.maximum(i, 0)], -2)
+        ok &= got == want
+        if state is not None:
+            ok &= sw["prev_state"].to_numpy()[np.maximum(i, 0)] == state
+        return int(ok.sum())
+
+    out = {"switch_records": len(rec), "gap_records": len(run.gaps) if run.gaps is not None
+           else 0}
+    if len(rec):
+        tid = rec["tid"].to_numpy(np.int64)
+        out["switch_outs_found"] = found(rec["cpu_off"].to_numpy(np.int64),
+                                         rec["t_off_ns"].to_numpy(np.int64), "prev_tid", tid,
+                                         ftrace_state(rec["prev_state"], rec["voluntary"]))
+        out["switch_ins_found"] = found(rec["cpu_on"].to_numpy(np.int64),
+                                        rec["t_on_ns"].to_numpy(np.int64), "next_tid", tid)
+    rq = run.runq
+    pre = (rq["kind"] == "preempt").to_numpy() if len(rq) else np.zeros(0, bool)
+    out["runq_records"], out["preemptions"] = len(rq), int(pre.sum())
+    if len(rq):
+        p = rq[pre]
+        out["preemptions_found"] = _preemptions_found(sw, p)
+        want = df_wakings(run)
+        key = ["t_ns", "tid", "cpu", "waker", "flags"]
+        m = want.merge(wk.astype(np.int64), on=key, how="left", indicator=True)
+        out["wakeups"] = len(want)
+        out["wakeups_found"] = int((m["_merge"] == "both").sum())
+    out["wakings_in_trace"], out["switches_in_trace"] = len(wk), len(sw)
+    out["request_slices"] = d["requests"]
+    return out
+
+
+def _preemptions_found(sw: pd.DataFrame, pre: pd.DataFrame) -> int:
+    """Preemption records with an R+ switch-out of their thread at their time (on any CPU)."""
+    r = sw[sw["prev_state"] == TASK_REPORT_MAX][["t_ns", "prev_tid"]]
+    m = pd.DataFrame({"t_ns": pre["t_runnable_ns"].to_numpy(np.int64),
+                      "prev_tid": pre["tid"].to_numpy(np.int64)}).merge(
+        r.drop_duplicates(), on=["t_ns", "prev_tid"], how="left", indicator=True)
+    return int((m["_merge"] == "both").sum())
