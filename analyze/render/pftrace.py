@@ -40,6 +40,7 @@ from ..explain.antagonists import irq_code, occupant_names
 from ..explain.decompose import PARTS
 from ..explain.findings import Findings
 from ..load.load import OCC_HARDIRQ, OCC_SOFTIRQ, WAKER_BLAMES_TASK, thread_names
+from . import protowire as pw
 from .perfetto import _band_names, _lanes
 
 TRACE_FILE = "trace.perfetto-trace"
@@ -112,13 +113,18 @@ def df_cpu_switches(run) -> pd.DataFrame:
                                    "prev_state": -1}))
     if not parts:
         return pd.DataFrame({c: np.zeros(0, np.int64) for c in cols})
-    e = pd.concat(parts, ignore_index=True)
-    e = e[e["t_ns"] > 0]
-    g = e.groupby(["cpu", "t_ns"], sort=True).agg(next_tid=("next_tid", "max"),
-                                                  prev_state=("prev_state", "max")).reset_index()
-    g["next_tid"] = g["next_tid"].clip(lower=0)
-    g["prev_state"] = g["prev_state"].clip(lower=0)
-    return g[cols]
+    cat = {c: np.concatenate([q[c].to_numpy(np.int64) for q in parts]) for c in cols}
+    keep = cat["t_ns"] > 0
+    cat = {c: v[keep] for c, v in cat.items()}
+    order = np.lexsort((cat["t_ns"], cat["cpu"]))
+    cpu, t = cat["cpu"][order], cat["t_ns"][order]
+    first = np.flatnonzero(np.r_[True, (cpu[1:] != cpu[:-1]) | (t[1:] != t[:-1])])
+    return pd.DataFrame({
+        "cpu": cpu[first], "t_ns": t[first],
+        "next_tid": np.maximum(np.maximum.reduceat(cat["next_tid"][order], first), 0)
+        if len(first) else np.zeros(0, np.int64),
+        "prev_state": np.maximum(np.maximum.reduceat(cat["prev_state"][order], first), 0)
+        if len(first) else np.zeros(0, np.int64)})
 
 
 def df_wakings(run) -> pd.DataFrame:
@@ -177,6 +183,11 @@ class _Writer:
         self.out.write(body)
         self.bytes += len(head) + len(body)
 
+    def put_framed(self, data: bytes) -> None:
+        """Packets already framed as Trace fields (protowire)."""
+        self.out.write(data)
+        self.bytes += len(data)
+
 
 def _process_tree(pb, pids: dict, names: dict):
     pk = pb.TracePacket()
@@ -197,13 +208,12 @@ def _switch_bundles(pb, sw: pd.DataFrame, names: dict):
             c = g.iloc[lo:lo + SWITCHES_PER_BUNDLE]
             t = c["t_ns"].to_numpy(np.int64)
             nxt = c["next_tid"].to_numpy(np.int64)
-            comms, idx = np.unique(np.array([names.get(int(x), "") if x else "swapper"
-                                             for x in nxt], dtype=object), return_inverse=True)
+            comms, idx = _comms(nxt, names)
             pk = pb.TracePacket()
             b = pk.ftrace_events
             b.cpu = int(cpu)
             cs = b.compact_sched
-            cs.intern_table.extend(comms.tolist())
+            cs.intern_table.extend(comms)
             cs.switch_timestamp.extend(np.diff(t, prepend=0).tolist())
             cs.switch_prev_state.extend(c["prev_state"].to_numpy(np.int64).tolist())
             cs.switch_next_pid.extend(nxt.tolist())
@@ -212,24 +222,43 @@ def _switch_bundles(pb, sw: pd.DataFrame, names: dict):
             yield pk
 
 
+def _comms(tids: np.ndarray, names: dict) -> tuple[list, np.ndarray]:
+    """(the comm of each distinct tid, each row's index among them); pid 0 is swapper."""
+    uniq, idx = np.unique(tids, return_inverse=True)
+    return [names.get(int(t), "") if t else "swapper" for t in uniq], idx
+
+
 def _waking_bundles(pb, wk: pd.DataFrame, names: dict):
+    """Framed packets of FtraceEventBundles of sched_waking events, per target CPU."""
+    FE, SW, FB = pb.FtraceEvent, pb.SchedWakingFtraceEvent, pb.FtraceEventBundle
+    n = pw.number
     for cpu, g in wk.groupby("cpu", sort=True):
         for lo in range(0, len(g), WAKINGS_PER_BUNDLE):
             c = g.iloc[lo:lo + WAKINGS_PER_BUNDLE]
-            pk = pb.TracePacket()
-            b = pk.ftrace_events
-            b.cpu = int(cpu)
-            for t, tid, tcpu, waker, flags in zip(*(c[k].to_numpy(np.int64).tolist() for k in
-                                                    ("t_ns", "tid", "cpu", "waker", "flags"))):
-                ev = b.event.add(timestamp=t, pid=waker)
-                if flags:
-                    ev.common_flags = flags
-                ev.sched_waking.comm = names.get(tid, "")
-                ev.sched_waking.pid = tid
-                ev.sched_waking.prio = PRIO
-                ev.sched_waking.success = 1
-                ev.sched_waking.target_cpu = tcpu
-            yield pk
+            col = {k: c[k].to_numpy(np.int64) for k in ("t_ns", "tid", "cpu", "waker", "flags")}
+            comms, idx = _comms(col["tid"], names)
+            k = len(c)
+            waking = pw.concat(
+                pw.field_len(n(SW, "comm"), pw.table([x.encode() for x in comms], idx)),
+                pw.field_varint(n(SW, "pid"), col["tid"]),
+                pw.field_varint(n(SW, "prio"), np.full(k, PRIO)),
+                pw.field_varint(n(SW, "success"), np.ones(k, np.int64)),
+                pw.field_varint(n(SW, "target_cpu"), col["cpu"]))
+            event = pw.concat(
+                pw.field_varint(n(FE, "timestamp"), col["t_ns"]),
+                pw.field_varint(n(FE, "pid"), col["waker"]),
+                pw.present(pw.field_varint(n(FE, "common_flags"), col["flags"]),
+                           col["flags"] != 0),
+                pw.field_len(n(FE, "sched_waking"), waking))
+            bundle = pw.rows_bytes(pw.field_varint(n(FB, "cpu"), [int(cpu)])) \
+                + pw.rows_bytes(pw.field_len(n(FB, "event"), event))
+            yield _framed(_framed(bundle, n(pb.TracePacket, "ftrace_events")), 1)
+
+
+def _framed(body: bytes, num: int) -> bytes:
+    """body as a length-delimited field num."""
+    return pw.rows_bytes(pw.field_len(num, pw.Col(np.frombuffer(body, np.uint8)[None, :],
+                                                  np.array([len(body)]))))
 
 
 class _Interned:
@@ -289,33 +318,46 @@ def _lane_uuid(tid: int, lane: int) -> int:
     return _UUID_LANE + (lane << 23) + tid
 
 
-def _slice(pb, ts: int, track: int, kind, name_iid: int = 0):
-    pk = pb.TracePacket(timestamp=ts, trusted_packet_sequence_id=SEQ, sequence_flags=2)
-    te = pk.track_event
-    te.type = kind
-    te.track_uuid = track
-    if name_iid:
-        te.name_iid = name_iid
-    return pk
+CHUNK = 100_000             # packets encoded at once (bounds the encoder's memory)
+
+
+def _track_event_packets(pb, ts, track_event: "pw.Col") -> bytes:
+    """Framed TracePackets on the track events' sequence, one per row."""
+    TP = pb.TracePacket
+    k = len(ts)
+    packet = pw.concat(
+        pw.field_varint(pw.number(TP, "timestamp"), ts),
+        pw.field_varint(pw.number(TP, "trusted_packet_sequence_id"), np.full(k, SEQ)),
+        pw.field_len(pw.number(TP, "track_event"), track_event),
+        pw.field_varint(pw.number(TP, "sequence_flags"), np.full(k, 2)))
+    return pw.rows_bytes(pw.field_len(1, packet))
 
 
 def _request_slices(pb, req: pd.DataFrame, names_band: np.ndarray, lane: np.ndarray,
                     interned: _Interned):
-    TE = pb.TrackEvent
+    """Framed packets: each request's SLICE_BEGIN (named by band, its columns as int
+    arguments) and SLICE_END on its thread's track or its lane's."""
+    TE, DA = pb.TrackEvent, pb.DebugAnnotation
     cols = _request_columns(req)
-    arg_iids = [interned.arg(c) for c in cols]
-    vals = [req[c].fillna(0).to_numpy(np.int64).tolist() for c in cols]
-    tid = req["tid"].to_numpy(np.int64).tolist()
-    s = req["t_start_ns"].to_numpy(np.int64).tolist()
-    e = req["t_end_ns"].to_numpy(np.int64).tolist()
-    for i in range(len(tid)):
-        track = _UUID_THREAD + tid[i] if lane[i] == 0 else _lane_uuid(tid[i], int(lane[i]))
-        pk = _slice(pb, s[i], track, TE.TYPE_SLICE_BEGIN, interned.event(names_band[i]))
-        add = pk.track_event.debug_annotations.add
-        for iid, v in zip(arg_iids, vals):
-            add(name_iid=iid, int_value=v[i])
-        yield pk
-        yield _slice(pb, e[i], track, TE.TYPE_SLICE_END)
+    tid = req["tid"].to_numpy(np.int64)
+    track = np.where(lane == 0, _UUID_THREAD + tid, _lane_uuid(tid, lane))
+    name = np.array([interned.event(b) for b in names_band], np.int64)
+    vals = {c: req[c].fillna(0).to_numpy(np.int64) for c in cols}
+    s, e = req["t_start_ns"].to_numpy(np.int64), req["t_end_ns"].to_numpy(np.int64)
+    for lo in range(0, len(req), CHUNK):
+        sl = slice(lo, lo + CHUNK)
+        k = len(tid[sl])
+        args = [pw.field_len(pw.number(TE, "debug_annotations"), pw.concat(
+            pw.field_varint(pw.number(DA, "name_iid"), np.full(k, interned.arg(c))),
+            pw.field_varint(pw.number(DA, "int_value"), vals[c][sl]))) for c in cols]
+        begin = pw.concat(*args,
+                          pw.field_varint(pw.number(TE, "type"), np.full(k, TE.TYPE_SLICE_BEGIN)),
+                          pw.field_varint(pw.number(TE, "name_iid"), name[sl]),
+                          pw.field_varint(pw.number(TE, "track_uuid"), track[sl]))
+        yield _track_event_packets(pb, s[sl], begin)
+        end = pw.concat(pw.field_varint(pw.number(TE, "type"), np.full(k, TE.TYPE_SLICE_END)),
+                        pw.field_varint(pw.number(TE, "track_uuid"), track[sl]))
+        yield _track_event_packets(pb, e[sl], end)
 
 
 def df_wakeup_flows(run, traced) -> pd.DataFrame:
@@ -336,17 +378,22 @@ def df_wakeup_flows(run, traced) -> pd.DataFrame:
 
 
 def _flow_instants(pb, flows: pd.DataFrame, interned: _Interned):
+    """Framed packets: per flow (id = its row + 1) an instant "wakes" on the waker's track
+    at the wakeup and an instant "woken" on the woken thread's when it ran."""
     TE = pb.TrackEvent
-    wakes, woken = interned.event("wakes"), interned.event("woken")
-    cols = [flows[c].to_numpy(np.int64).tolist()
-            for c in ("t_wake_ns", "t_run_ns", "waker_tid", "tid")]
-    for i, (tw, tr, waker, tid) in enumerate(zip(*cols), start=1):
-        pk = _slice(pb, tw, _UUID_THREAD + waker, TE.TYPE_INSTANT, wakes)
-        pk.track_event.flow_ids.append(i)
-        yield pk
-        pk = _slice(pb, tr, _UUID_THREAD + tid, TE.TYPE_INSTANT, woken)
-        pk.track_event.terminating_flow_ids.append(i)
-        yield pk
+    for lo in range(0, len(flows), CHUNK):
+        f = flows.iloc[lo:lo + CHUNK]
+        k = len(f)
+        ids = np.arange(lo + 1, lo + k + 1, dtype=np.int64)
+        for t, who, name, flow in (("t_wake_ns", "waker_tid", "wakes", "flow_ids"),
+                                   ("t_run_ns", "tid", "woken", "terminating_flow_ids")):
+            ev = pw.concat(
+                pw.field_varint(pw.number(TE, "type"), np.full(k, TE.TYPE_INSTANT)),
+                pw.field_varint(pw.number(TE, "name_iid"), np.full(k, interned.event(name))),
+                pw.field_varint(pw.number(TE, "track_uuid"),
+                                _UUID_THREAD + f[who].to_numpy(np.int64)),
+                pw.field_fixed64(pw.number(TE, flow), ids))
+            yield _track_event_packets(pb, f[t].to_numpy(np.int64), ev)
 
 
 def write_perfetto_trace(f: Findings, path) -> PerfettoInfo:
@@ -387,16 +434,16 @@ def write_perfetto_trace(f: Findings, path) -> PerfettoInfo:
         w.put(_process_tree(pb, pids, names))
         for pk in _switch_bundles(pb, sw, names):
             w.put(pk)
-        for pk in _waking_bundles(pb, wk, names):
-            w.put(pk)
+        for data in _waking_bundles(pb, wk, names):
+            w.put_framed(data)
         w.put(interned.packet(pb))
         for pk in _tracks(pb, pids, names, thread_tracks, lanes):
             w.put(pk)
         if len(req):
-            for pk in _request_slices(pb, req, band, lane, interned):
-                w.put(pk)
-        for pk in _flow_instants(pb, flows, interned):
-            w.put(pk)
+            for data in _request_slices(pb, req, band, lane, interned):
+                w.put_framed(data)
+        for data in _flow_instants(pb, flows, interned):
+            w.put_framed(data)
     os.replace(tmp, path)
     info.switches, info.wakings, info.requests, info.flows = len(sw), len(wk), len(req), len(flows)
     info.events = info.switches + info.wakings + 2 * info.requests + 2 * info.flows

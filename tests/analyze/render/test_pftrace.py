@@ -118,3 +118,61 @@ def test_a_run_without_scheduler_streams_still_writes_its_requests(tmp_path):
     tracks = {s[2] for s in slices if s[1] == TE.TYPE_SLICE_BEGIN}
     assert info.requests == 2 and len(tracks) == 2   # overlapping: the second on a lane
     assert pftrace._lane_uuid(A, 1) in tracks
+
+
+def test_columnar_packets_are_the_protobuf_runtimes_bytes():
+    """The request slices, wakings and flow instants are encoded a column at a time
+    (analyze/render/protowire.py): their bytes must be what the protobuf runtime writes for
+    the same messages, negative values and omitted fields included."""
+    pb = pftrace.protos()
+    TE = pb.TrackEvent
+    req = pd.DataFrame({"id": [1, 2], "conn": [3, 4], "status": [200, -28], "tid": [A, B],
+                        "t_start_ns": [T0, T0 + 5], "t_end_ns": [T0 + 10, T0 + 300 * US],
+                        "oncpu_ns": [7, 0]})
+    interned = pftrace._Interned()
+    band = np.array(["request ≥P99", "request"], dtype=object)
+    lane = np.array([0, 1])
+    got = b"".join(pftrace._request_slices(pb, req, band, lane, interned))
+    want = pb.Trace()
+    tracks = [pftrace._UUID_THREAD + A, pftrace._lane_uuid(B, 1)]
+    for i in range(2):
+        pk = want.packet.add(timestamp=int(req["t_start_ns"][i]),
+                             trusted_packet_sequence_id=pftrace.SEQ, sequence_flags=2)
+        for c in ("id", "conn", "status", "oncpu_ns"):
+            pk.track_event.debug_annotations.add(name_iid=interned.arg(c), int_value=int(req[c][i]))
+        pk.track_event.type = TE.TYPE_SLICE_BEGIN
+        pk.track_event.name_iid = interned.event(band[i])
+        pk.track_event.track_uuid = tracks[i]
+    for i in range(2):
+        pk = want.packet.add(timestamp=int(req["t_end_ns"][i]),
+                             trusted_packet_sequence_id=pftrace.SEQ, sequence_flags=2)
+        pk.track_event.type = TE.TYPE_SLICE_END
+        pk.track_event.track_uuid = tracks[i]
+    assert got == want.SerializeToString()
+
+    wk = pd.DataFrame({"t_ns": [T0, T0 + 1], "tid": [A, B], "cpu": [1, 1], "waker": [B, 0],
+                       "flags": [0, 0x10]})
+    got = b"".join(pftrace._waking_bundles(pb, wk, {A: "worker-a", B: "b"}))
+    want = pb.Trace()
+    b = want.packet.add().ftrace_events
+    b.cpu = 1
+    for r, comm in zip(wk.itertuples(), ("worker-a", "b")):
+        e = b.event.add(timestamp=r.t_ns, pid=r.waker)
+        if r.flags:
+            e.common_flags = r.flags
+        e.sched_waking.comm, e.sched_waking.pid, e.sched_waking.prio = comm, r.tid, pftrace.PRIO
+        e.sched_waking.success, e.sched_waking.target_cpu = 1, r.cpu
+    assert got == want.SerializeToString()
+
+    flows = pd.DataFrame({"t_wake_ns": [T0], "t_run_ns": [T0 + 9], "waker_tid": [B], "tid": [A]})
+    got = b"".join(pftrace._flow_instants(pb, flows, interned))
+    want = pb.Trace()
+    for ts, who, name, field in ((T0, B, "wakes", "flow_ids"),
+                                 (T0 + 9, A, "woken", "terminating_flow_ids")):
+        pk = want.packet.add(timestamp=ts, trusted_packet_sequence_id=pftrace.SEQ,
+                             sequence_flags=2)
+        pk.track_event.type = TE.TYPE_INSTANT
+        pk.track_event.name_iid = interned.event(name)
+        pk.track_event.track_uuid = pftrace._UUID_THREAD + who
+        getattr(pk.track_event, field).append(1)
+    assert got == want.SerializeToString()
