@@ -333,7 +333,7 @@ def _lanes(tid: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     lane = np.zeros(len(s), dtype=np.int64)
     ts, ss, es = tid[order], s[order], e[order]
     same = np.r_[False, ts[1:] == ts[:-1]]
-    prev_end = np.maximum.accumulate(np.where(same, np.r_[0, es[:-1]], 0))
+    prev_end = _running_max_per_group(np.where(same, np.r_[0, es[:-1]], 0), np.cumsum(~same))
     # Threads whose requests never overlap stay in lane 0 (the common case).
     bad_tids = np.unique(ts[same & (ss < prev_end)])
     for t in bad_tids:
@@ -351,6 +351,23 @@ def _lanes(tid: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
             lane[order[p]] = ln
             heapq.heappush(heap, (int(es[p]), ln))
     return lane
+
+
+def _running_max_per_group(v: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """The running maximum of v (>= 0) restarting at each group (group: non-decreasing ids):
+    one accumulate over group · span + v, when that fits in int64."""
+    v = v.astype(np.int64, copy=False)
+    if not len(v):
+        return v
+    span = int(v.max()) + 1
+    if int(group[-1]) * span < (1 << 62):
+        base = group.astype(np.int64) * span
+        return np.maximum.accumulate(base + v) - base
+    out = np.empty_like(v)
+    cuts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    for lo, hi in zip(cuts, np.r_[cuts[1:], len(v)]):
+        out[lo:hi] = np.maximum.accumulate(v[lo:hi])
+    return out
 
 
 def _band_names(band: pd.Series) -> np.ndarray:
