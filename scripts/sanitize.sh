@@ -40,6 +40,8 @@ for kind in "${kinds[@]}"; do
 	common="exitcode=66:log_path=$logs/$kind"
 	(
 		export TT_SANITIZE=$flags TT_BUILD=$build
+		# a sanitized program runs 2-3x slower: one test process per CPU, not two
+		export TT_TEST_WORKERS=${TT_TEST_WORKERS:-$(nproc)}
 		export ORDERS_SERVER=$build/workloads/server/orders-server
 		export ASAN_OPTIONS="$common:detect_leaks=1:abort_on_error=0"
 		export UBSAN_OPTIONS="$common:halt_on_error=1:print_stacktrace=1"

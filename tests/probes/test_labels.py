@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pytest
+
 from analyze.pipeline import build_report
 from tt_run import BUILD, needs_root, TAILTRACE
 
@@ -15,6 +17,7 @@ pytestmark = needs_root
 LATCH = BUILD / "tests" / "probes" / "latch"
 
 
+@pytest.mark.serial   # the headline names the tail's largest part: others' load makes it a CPU wait
 def test_a_wait_behind_a_wrapper_is_named_by_its_caller_and_its_waker_process(tmp_path):
     prog = subprocess.Popen([str(LATCH), "600", "1000", "gate"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)

@@ -199,6 +199,7 @@ WARNING = re.compile(r"^tailtrace: warning: locks: ([\d,]+) uprobe hits/s on the
                      re.M)
 
 
+@pytest.mark.serial   # the warning is a share of the run's time: others' load dilutes it
 @asan_counts
 def test_uprobe_hits_counted_and_a_lock_heavy_target_is_warned_about(tmp_path):
     """N uncontended lock/unlock pairs = 3N uprobe hits (lock entry, lock return, unlock
