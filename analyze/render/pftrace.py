@@ -25,12 +25,17 @@ Packets, in this order:
     task caused to another traced thread, from an instant "wakes" on the waker's track to
     an instant "woken" on the wakee's when it ran.
 
-Timestamps are the records' CLOCK_MONOTONIC ns, unchanged.
+Timestamps are the records' CLOCK_MONOTONIC ns, unchanged. The bulk (wakings, request
+slices, flow instants) is encoded a column at a time (protowire.py).
+
+Read back: read_packets (the TracePackets), df_decoded (the switches and wakings as frames),
+check_against_records (every record of the run found in the trace, counted; the e2e test
+and bench/perfetto_trace.sh).
 """
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +44,7 @@ import pandas as pd
 from ..explain.antagonists import irq_code, occupant_names
 from ..explain.decompose import PARTS
 from ..explain.findings import Findings
-from ..load.load import OCC_HARDIRQ, OCC_SOFTIRQ, WAKER_BLAMES_TASK, thread_names
+from ..load.load import WAKER_BLAMES_TASK, thread_names
 from . import protowire as pw
 from .perfetto import _band_names, _lanes
 
@@ -449,10 +454,6 @@ def write_perfetto_trace(f: Findings, path) -> PerfettoInfo:
     info.events = info.switches + info.wakings + 2 * info.requests + 2 * info.flows
     info.bytes = w.bytes
     return info
-
-
-def info_dict(info: PerfettoInfo) -> dict:
-    return asdict(info)
 
 
 def read_packets(path) -> list:
