@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Where the BPF time goes, program by program, beside libbpf-tools' runqlat on the same load:
+# each round runs httpload once under tailtrace (default events, --bpf-stats always: the
+# kernel's run_cnt and run_time_ns of each of its programs, in meta.json) and once under
+# runqlat (the same counters read with bpftool while it is attached, kernel.bpf_stats_enabled
+# on for the run), in alternating order. Prints per program and tool the runs per request, the
+# ns per run and the BPF µs per request (medians over the rounds), and the requests/s of each.
+#
+#   bench/bpf_programs.sh [--rounds R] [--model M] [--conns C] [--duration S] [--events LIST]
+#
+# Run as root; needs /usr/sbin/runqlat (libbpf-tools) and bpftool.
+set -euo pipefail
+ME=bpf_programs.sh
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$TOP/build}
+ROUNDS=6 MODEL=naive CONNS=100 DURATION=5 EVENTS=""
+TMP=$(mktemp -d)
+. "$TOP/bench/tt_bench_lib.sh"
+RUNQLAT=${RUNQLAT:-/usr/sbin/runqlat}
+STATS=/proc/sys/kernel/bpf_stats_enabled
+
+usage() {
+	cat <<EOF
+usage: bench/bpf_programs.sh [options]
+  --rounds R     rounds, each runs tailtrace and runqlat once (default $ROUNDS)
+$(load_opts_help duration conns model)
+  --events LIST  tailtrace --events (default: its default events)
+EOF
+}
+
+while [ "$#" -gt 0 ]; do
+	case $1 in
+	--rounds) ROUNDS=$(num_arg "$1" "${2-}"); shift ;;
+	--events) EVENTS=${2-}; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) load_opt "$1" "${2-}" || die "unknown option '$1' (see --help)"; shift ;;
+	esac
+	shift
+done
+check_model "$MODEL"
+[ "$(id -u)" -eq 0 ] || die "needs root (BPF): run it as root"
+[ "$ROUNDS" -ge 1 ] || die "--rounds must be at least 1"
+need_load_bins
+[ -x "$RUNQLAT" ] || die "needs $RUNQLAT: apt-get install libbpf-tools (or RUNQLAT=/path/to/runqlat)"
+command -v bpftool >/dev/null || die "needs bpftool: apt-get install bpftool"
+STATS_BEFORE=$(cat "$STATS")
+restore() { echo "$STATS_BEFORE" >"$STATS"; cleanup; }
+trap restore EXIT INT TERM
+
+server_start "$TMP/server.log" --workers 2
+RESULTS=$TMP/results.jsonl
+: >"$RESULTS"
+load=("$HTTPLOAD" --model "$MODEL" --conns "$CONNS" --duration "$DURATION"
+	--url "http://127.0.0.1:$SERVER_PORT/orders" --json)
+events=()
+[ -z "$EVENTS" ] || events=(--events "$EVENTS")
+
+progs() { # the loaded BPF programs' id, name, run_cnt, run_time_ns as JSON
+	bpftool prog show -j
+}
+
+run_tailtrace() { # round
+	rm -rf "$TMP/tt"
+	"$TAILTRACE" --bpf-stats always "${events[@]}" --out "$TMP/tt" -- "${load[@]}" \
+		>"$TMP/out" 2>"$TMP/err" || die "tailtrace run $1 failed: $(tail -2 "$TMP/err")"
+	python3 - "$TMP/tt/meta.json" "$TMP/out" "$1" >>"$RESULTS" <<'PY'
+import json, sys
+meta, out, rnd = sys.argv[1], sys.argv[2], int(sys.argv[3])
+m = json.load(open(meta))
+s = [json.loads(l) for l in open(out) if l.startswith("{")][-1]
+progs = {k: {"run_cnt": v["run_cnt"], "run_time_ns": v["run_time_ns"]}
+         for k, v in (m["cost"]["bpf"] or {}).items()}
+print(json.dumps({"tool": "tailtrace", "round": rnd, "requests": s["requests"],
+                  "rate": s.get("throughput_rps"),
+                  "progs": progs}))
+PY
+}
+
+run_runqlat() { # round: runqlat attached around the load; its programs' counters from bpftool
+	echo 1 >"$STATS"
+	progs >"$TMP/loaded.json"
+	start_tracer 10 "$TMP/runqlat.out" '^Tracing' stdbuf -oL "$RUNQLAT"
+	progs >"$TMP/before.json"
+	"${load[@]}" >"$TMP/out" 2>"$TMP/err" || die "httpload under runqlat failed: $(tail -2 "$TMP/err")"
+	progs >"$TMP/after.json"
+	stop_tracer
+	echo "$STATS_BEFORE" >"$STATS"
+	python3 - "$TMP/loaded.json" "$TMP/before.json" "$TMP/after.json" "$TMP/out" "$1" \
+		>>"$RESULTS" <<'PY'
+import json, sys
+loaded, before, after, out, rnd = sys.argv[1:5] + [int(sys.argv[5])]
+old = {p["id"] for p in json.load(open(loaded))}     # runqlat's programs: loaded since
+b = {p["id"]: p for p in json.load(open(before))}
+progs = {}
+for p in json.load(open(after)):
+    if p["id"] in old or p["id"] not in b:
+        continue
+    name = p.get("name", str(p["id"]))
+    progs[name] = {"run_cnt": p.get("run_cnt", 0) - b[p["id"]].get("run_cnt", 0),
+                   "run_time_ns": p.get("run_time_ns", 0) - b[p["id"]].get("run_time_ns", 0)}
+s = [json.loads(l) for l in open(out) if l.startswith("{")][-1]
+print(json.dumps({"tool": "runqlat", "round": rnd, "requests": s["requests"],
+                  "rate": s.get("throughput_rps"),
+                  "progs": progs}))
+PY
+}
+
+echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS --duration $DURATION; $ROUNDS rounds" >&2
+for round in $(seq "$ROUNDS"); do
+	for tool in $(round_order "$round" tailtrace runqlat); do
+		"run_$tool" "$round"
+		echo "$ME: round $round $tool: $(tail -1 "$RESULTS" | cut -c1-160)" >&2
+	done
+done
+
+python3 - "$RESULTS" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+med = statistics.median
+print(f"{'tool':10} {'program':24} {'runs/request':>12} {'ns/run':>8} {'BPF µs/request':>15}")
+for tool in ("tailtrace", "runqlat"):
+    rs = [r for r in rows if r["tool"] == tool]
+    names = sorted({n for r in rs for n in r["progs"]})
+    total = []
+    for n in names:
+        per = [(r["progs"][n]["run_cnt"] / r["requests"], r["progs"][n]["run_time_ns"]
+                / max(r["progs"][n]["run_cnt"], 1), r["progs"][n]["run_time_ns"] / r["requests"] / 1e3)
+               for r in rs if n in r["progs"] and r["requests"]]
+        if per:
+            print(f"{tool:10} {n:24} {med(p[0] for p in per):12.2f} {med(p[1] for p in per):8.0f} "
+                  f"{med(p[2] for p in per):15.3f}")
+    tot = [sum(p["run_time_ns"] for p in r["progs"].values()) / r["requests"] / 1e3
+           for r in rs if r["requests"]]
+    rate = [r["rate"] for r in rs if r["rate"]]
+    print(f"{tool:10} {'all programs':24} {'':>12} {'':>8} {med(tot):15.3f}"
+          + (f"   ({med(rate):,.0f} requests/s)" if rate else ""))
+PY
