@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Where the BPF time goes, program by program, beside libbpf-tools' runqlat on the same load:
-# each round runs httpload once under tailtrace (default events, --bpf-stats always: the
+# each round runs httpload once under tailtrace for each --events set (--bpf-stats always: the
 # kernel's run_cnt and run_time_ns of each of its programs, in meta.json) and once under
 # runqlat (the same counters read with bpftool while it is attached, kernel.bpf_stats_enabled
-# on for the run), in alternating order. Prints per program and tool the runs per request, the
+# on for the run), in alternating order. Prints per program and run the runs per request, the
 # ns per run and the BPF µs per request (medians over the rounds), and the requests/s of each.
+# Several --events sets show what each event adds to the same programs.
 #
-#   bench/bpf_programs.sh [--rounds R] [--model M] [--conns C] [--duration S] [--events LIST]
+#   bench/bpf_programs.sh [--rounds R] [--model M] [--conns C] [--duration S] [--events SETS]
+#
+# SETS: event lists separated by '/', e.g. default/runq,switch/switch ('default': none given).
 #
 # Run as root; needs /usr/sbin/runqlat (libbpf-tools) and bpftool.
 set -euo pipefail
 ME=bpf_programs.sh
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$TOP/build}
-ROUNDS=6 MODEL=naive CONNS=100 DURATION=5 EVENTS=""
+ROUNDS=6 MODEL=naive CONNS=100 DURATION=5 EVENTS=default
 TMP=$(mktemp -d)
 . "$TOP/bench/tt_bench_lib.sh"
 RUNQLAT=${RUNQLAT:-/usr/sbin/runqlat}
@@ -24,7 +27,7 @@ usage() {
 usage: bench/bpf_programs.sh [options]
   --rounds R     rounds, each runs tailtrace and runqlat once (default $ROUNDS)
 $(load_opts_help duration conns model)
-  --events LIST  tailtrace --events (default: its default events)
+  --events SETS  tailtrace --events lists, '/' between them (default: default, its own)
 EOF
 }
 
@@ -52,25 +55,27 @@ RESULTS=$TMP/results.jsonl
 : >"$RESULTS"
 load=("$HTTPLOAD" --model "$MODEL" --conns "$CONNS" --duration "$DURATION"
 	--url "http://127.0.0.1:$SERVER_PORT/orders" --json)
-events=()
-[ -z "$EVENTS" ] || events=(--events "$EVENTS")
+IFS=/ read -r -a SETS <<<"$EVENTS"
+[ "${#SETS[@]}" -ge 1 ] || die "--events needs at least one list"
 
 progs() { # the loaded BPF programs' id, name, run_cnt, run_time_ns as JSON
 	bpftool prog show -j
 }
 
-run_tailtrace() { # round
+run_tailtrace() { # round events
+	local events=()
+	[ "$2" = default ] || events=(--events "$2")
 	rm -rf "$TMP/tt"
 	"$TAILTRACE" --bpf-stats always "${events[@]}" --out "$TMP/tt" -- "${load[@]}" \
-		>"$TMP/out" 2>"$TMP/err" || die "tailtrace run $1 failed: $(tail -2 "$TMP/err")"
-	python3 - "$TMP/tt/meta.json" "$TMP/out" "$1" >>"$RESULTS" <<'PY'
+		>"$TMP/out" 2>"$TMP/err" || die "tailtrace --events $2 run $1 failed: $(tail -2 "$TMP/err")"
+	python3 - "$TMP/tt/meta.json" "$TMP/out" "$1" "$2" >>"$RESULTS" <<'PY'
 import json, sys
-meta, out, rnd = sys.argv[1], sys.argv[2], int(sys.argv[3])
+meta, out, rnd, events = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 m = json.load(open(meta))
 s = [json.loads(l) for l in open(out) if l.startswith("{")][-1]
 progs = {k: {"run_cnt": v["run_cnt"], "run_time_ns": v["run_time_ns"]}
          for k, v in (m["cost"]["bpf"] or {}).items()}
-print(json.dumps({"tool": "tailtrace", "round": rnd, "requests": s["requests"],
+print(json.dumps({"tool": f"tailtrace {events}", "round": rnd, "requests": s["requests"],
                   "rate": s.get("throughput_rps"),
                   "progs": progs}))
 PY
@@ -107,9 +112,9 @@ PY
 
 echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS --duration $DURATION; $ROUNDS rounds" >&2
 for round in $(seq "$ROUNDS"); do
-	for tool in $(round_order "$round" tailtrace runqlat); do
-		"run_$tool" "$round"
-		echo "$ME: round $round $tool: $(tail -1 "$RESULTS" | cut -c1-160)" >&2
+	for run in $(round_order "$round" "${SETS[@]/#/tailtrace:}" runqlat); do
+		if [ "$run" = runqlat ]; then run_runqlat "$round"; else run_tailtrace "$round" "${run#tailtrace:}"; fi
+		echo "$ME: round $round $run: $(tail -1 "$RESULTS" | cut -c1-160)" >&2
 	done
 done
 
@@ -117,8 +122,8 @@ python3 - "$RESULTS" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 med = statistics.median
-print(f"{'tool':10} {'program':24} {'runs/request':>12} {'ns/run':>8} {'BPF µs/request':>15}")
-for tool in ("tailtrace", "runqlat"):
+print(f"{'run':36} {'program':14} {'runs/request':>12} {'ns/run':>8} {'BPF µs/request':>15}")
+for tool in dict.fromkeys(r["tool"] for r in rows):
     rs = [r for r in rows if r["tool"] == tool]
     names = sorted({n for r in rs for n in r["progs"]})
     total = []
@@ -127,11 +132,11 @@ for tool in ("tailtrace", "runqlat"):
                 / max(r["progs"][n]["run_cnt"], 1), r["progs"][n]["run_time_ns"] / r["requests"] / 1e3)
                for r in rs if n in r["progs"] and r["requests"]]
         if per:
-            print(f"{tool:10} {n:24} {med(p[0] for p in per):12.2f} {med(p[1] for p in per):8.0f} "
+            print(f"{tool:36} {n:14} {med(p[0] for p in per):12.2f} {med(p[1] for p in per):8.0f} "
                   f"{med(p[2] for p in per):15.3f}")
     tot = [sum(p["run_time_ns"] for p in r["progs"].values()) / r["requests"] / 1e3
            for r in rs if r["requests"]]
     rate = [r["rate"] for r in rs if r["rate"]]
-    print(f"{tool:10} {'all programs':24} {'':>12} {'':>8} {med(tot):15.3f}"
+    print(f"{tool:36} {'all programs':14} {'':>12} {'':>8} {med(tot):15.3f}"
           + (f"   ({med(rate):,.0f} requests/s)" if rate else ""))
 PY
