@@ -25,8 +25,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     r = sub.add_parser("report", help="analyse one run directory and write its report",
                        description="Writes report.html, summary.json, threads.csv, locks.csv, "
-                                   "trace.json and the report's PNGs into RUN_DIR; prints the "
-                                   "headline and a short table.")
+                                   "trace.perfetto-trace and trace.json (Perfetto), "
+                                   "profiles/*.pb.gz (pprof) and the report's PNGs into RUN_DIR; "
+                                   "prints the headline and a short table.")
     r.add_argument("run_dir", metavar="RUN_DIR")
     r.add_argument("--no-plots", action="store_true", help="skip the PNG figures (faster)")
     c = sub.add_parser("compare", help="compare runs side by side",
