@@ -474,6 +474,17 @@ def _in_windows(s, e, win: np.ndarray) -> np.ndarray:
     return _overlaps(s, e, *_merge_windows(win))
 
 
+def tid_pids(*frames) -> dict:
+    """tid -> pid from frames with tid and pid columns: each frame's last row for a tid, a
+    later frame's word over an earlier one's."""
+    pids = {}
+    for df in frames:
+        if df is not None and len(df) and "pid" in df and "tid" in df:
+            last = df[["tid", "pid"]].drop_duplicates("tid", keep="last")
+            pids.update(zip(last["tid"].astype(int).tolist(), last["pid"].astype(int).tolist()))
+    return pids
+
+
 def _pid_of(pids: dict, tid: np.ndarray) -> np.ndarray:
     """pid of each tid (the tid itself when unknown)."""
     return pd.Series(tid).map(pids).fillna(pd.Series(tid)).to_numpy(np.int64)
@@ -564,11 +575,7 @@ def _build(f: Findings, max_events: int, slow_windows: int):
                      f"are included, {int(keep_r.sum()):,} of {len(req):,} requests")
         req = req[keep_r]
     names = thread_names(run)
-    pids = {}   # tid -> pid: the last word of tasks, then requests, switches, runq
-    for df in (run.tasks, decomp, run.switches, run.runq):
-        if len(df) and "pid" in df:
-            last = df[["tid", "pid"]].drop_duplicates("tid", keep="last")
-            pids.update(zip(last["tid"].astype(int).tolist(), last["pid"].astype(int).tolist()))
+    pids = tid_pids(run.tasks, decomp, run.switches, run.runq)
 
     ev = []
     # Request slices.

@@ -46,7 +46,7 @@ from ..explain.decompose import PARTS
 from ..explain.findings import Findings
 from ..load.load import WAKER_BLAMES_TASK, thread_names
 from . import protowire as pw
-from .perfetto import _band_names, _lanes
+from .perfetto import _band_names, _lanes, _task_wakeups, tid_pids
 
 TRACE_FILE = "trace.perfetto-trace"
 SWITCHES_PER_BUNDLE = 20_000
@@ -152,12 +152,7 @@ def df_wakings(run) -> pd.DataFrame:
 
 def _pids(run, decomp: pd.DataFrame) -> dict:
     """tid -> pid of every thread the run names (the last word of each source)."""
-    pids = {}
-    for df in (getattr(run, "occupants", pd.DataFrame()), decomp, run.switches, run.runq,
-               run.tasks):
-        if df is not None and len(df) and "pid" in df and "tid" in df:
-            last = df[["tid", "pid"]].drop_duplicates("tid", keep="last")
-            pids.update(zip(last["tid"].astype(int).tolist(), last["pid"].astype(int).tolist()))
+    pids = tid_pids(getattr(run, "occupants", None), decomp, run.switches, run.runq, run.tasks)
     pids.pop(0, None)
     return pids
 
@@ -176,17 +171,7 @@ class _Writer:
 
     def put(self, packet) -> None:
         body = packet.SerializeToString()
-        head = bytearray([0x0A])
-        n = len(body)
-        while True:
-            b = n & 0x7F
-            n >>= 7
-            head.append(b | (0x80 if n else 0))
-            if not n:
-                break
-        self.out.write(head)
-        self.out.write(body)
-        self.bytes += len(head) + len(body)
+        self.put_framed(b"\x0a" + pw.varint_bytes(len(body)) + body)
 
     def put_framed(self, data: bytes) -> None:
         """Packets already framed as Trace fields (protowire)."""
@@ -372,8 +357,7 @@ def df_wakeup_flows(run, traced) -> pd.DataFrame:
     if not len(rq):
         return pd.DataFrame({c: np.zeros(0, np.int64)
                              for c in ("t_wake_ns", "t_run_ns", "waker_tid", "tid")})
-    m = ((rq["kind"] != "preempt").to_numpy() & rq["waker_ctx"].isin(WAKER_BLAMES_TASK).to_numpy()
-         & rq["tid"].isin(traced).to_numpy() & rq["waker_tid"].isin(traced).to_numpy()
+    m = (_task_wakeups(rq) & rq["tid"].isin(traced).to_numpy() & rq["waker_tid"].isin(traced).to_numpy()
          & (rq["t_run_ns"] >= rq["t_runnable_ns"]).to_numpy())
     f = rq[m]
     return pd.DataFrame({"t_wake_ns": f["t_runnable_ns"].to_numpy(np.int64),

@@ -50,7 +50,8 @@ def number(msg_class, field: str) -> int:
     return msg_class.DESCRIPTOR.fields_by_name[field].number
 
 
-def _varint_bytes(v: int) -> bytes:
+def varint_bytes(v: int) -> bytes:
+    """One value as a varint."""
     out = bytearray()
     while True:
         b = v & 0x7F
@@ -103,7 +104,7 @@ def concat(*parts) -> Seq:
 
 
 def tag(num: int, wire: int, n: int) -> Col:
-    return const(_varint_bytes(num << 3 | wire), n)
+    return const(varint_bytes(num << 3 | wire), n)
 
 
 def field_varint(num: int, v) -> Col:
