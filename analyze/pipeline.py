@@ -7,8 +7,9 @@ recorder's captures (`captures`).
 `build_report(run_dir, plots=True) -> dict` writes into the run directory:
 summary.json (first, so it survives a later failure, then completed),
 threads.csv, locks.csv, trace.json, trace.perfetto-trace, profiles/*.pb.gz, the
-report's PNGs and report.html, and returns the summary. A run without probes still gets all of them: the
-client-side figures, and "needs probes" where the scheduler is required.
+report's PNGs and report.html, and returns the summary. A run without probes still
+gets all of them: the client-side figures, and "needs probes" where the scheduler is
+required.
 A run without requests (tailtrace on a third-party process without --span)
 gets the scheduler-only report: summary.json (requests 0, latency null,
 attribution "needs requests or --span"), threads.csv, locks.csv, trace.json
