@@ -2,7 +2,8 @@
 # trace.perfetto-trace against the run's records and against trace.json: reads the native
 # trace back (analyze/render/pftrace.py check_against_records) and prints how many of the
 # run's switch, run-queue and request records it holds, beside meta.json's counts, and the
-# bytes per event of both trace files.
+# bytes per event of both trace files; then writes it again into a scratch file and prints
+# how long write_perfetto_trace took (the run analysed first, not counted).
 #
 # Usage: bench/perfetto_trace.sh [RUN_DIR]
 #   RUN_DIR  an analysed run (default: a fresh ./run.sh --workload naive --conns 100 --duration 30)
@@ -27,7 +28,9 @@ python3 - "$run" <<'PY'
 import json, sys, time
 from pathlib import Path
 from analyze.load.load import load_run
-from analyze.render.pftrace import check_against_records
+import tempfile
+from analyze.pipeline import analyse
+from analyze.render.pftrace import check_against_records, write_perfetto_trace
 run_dir = Path(sys.argv[1])
 t = time.monotonic()
 c = check_against_records(load_run(run_dir), run_dir / "trace.perfetto-trace")
@@ -45,4 +48,9 @@ print(f"trace.perfetto-trace: {nb/1e6:.1f} MB, {native_events:,} events (switche
 print(f"trace.json: {jb/1e6:.1f} MB, {tr['events']:,} events{' (capped)' if tr['truncated'] else ''}, "
       f"{jb/tr['events']:.1f} B/event")
 print(f"ratio of bytes per event: {(nb/native_events)/(jb/tr['events']):.3f}  (checked in {time.monotonic()-t:.1f} s)")
+findings = analyse(load_run(run_dir))["findings"]
+with tempfile.TemporaryDirectory() as tmp:
+    t = time.monotonic()
+    write_perfetto_trace(findings, Path(tmp) / "trace.perfetto-trace")
+    print(f"write_perfetto_trace: {time.monotonic() - t:.1f} s")
 PY
