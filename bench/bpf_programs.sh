@@ -9,7 +9,9 @@
 #
 #   bench/bpf_programs.sh [--rounds R] [--model M] [--conns C] [--duration S] [--events SETS]
 #
-# SETS: event lists separated by '/', e.g. default/runq,switch/switch ('default': none given).
+# SETS: event lists separated by '/', e.g. default/runq,switch/switch ('default': none given);
+# a list may end in ':' and --debug features, e.g. default:skip=occ-emit,skip=occ-note leaves
+# steps of the switch program out (tailtrace --help, --debug skip=STEP) to show what each costs.
 #
 # Run as root; needs /usr/sbin/runqlat (libbpf-tools) and bpftool.
 set -euo pipefail
@@ -27,7 +29,8 @@ usage() {
 usage: bench/bpf_programs.sh [options]
   --rounds R     rounds, each runs tailtrace and runqlat once (default $ROUNDS)
 $(load_opts_help duration conns model)
-  --events SETS  tailtrace --events lists, '/' between them (default: default, its own)
+  --events SETS  tailtrace --events lists, '/' between them (default: default, its own);
+                 EVENTS:DEBUG adds --debug DEBUG (e.g. default:skip=occ-emit)
 EOF
 }
 
@@ -62,9 +65,10 @@ progs() { # the loaded BPF programs' id, name, run_cnt, run_time_ns as JSON
 	bpftool prog show -j
 }
 
-run_tailtrace() { # round events
-	local events=()
-	[ "$2" = default ] || events=(--events "$2")
+run_tailtrace() { # round EVENTS[:DEBUG]
+	local events=() set=${2%%:*}
+	[ "$set" = default ] || events=(--events "$set")
+	[ "$set" = "$2" ] || events+=(--debug "${2#*:}")
 	rm -rf "$TMP/tt"
 	"$TAILTRACE" --bpf-stats always "${events[@]}" --out "$TMP/tt" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" || die "tailtrace --events $2 run $1 failed: $(tail -2 "$TMP/err")"

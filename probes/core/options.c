@@ -15,6 +15,7 @@
 #include "flight/flight.h"
 #include "core/options.h"
 #include "core/registry.h"
+#include "sched/sched.h"
 #include "spans/span_plan.h"
 
 static const struct {
@@ -149,7 +150,10 @@ static const struct opt_spec {
 	  "(--flight-recorder: also write every record to OUT, the whole run a\n"
 	  "capture is checked against), without=FEATURE (take a kernel feature as\n"
 	  "missing, to run an older kernel's path here: bpf-loop, uprobe-cookie,\n"
-	  "atomics, task-regs, switch-state, ringbuf)" },
+	  "atomics, task-regs, switch-state, ringbuf), skip=STEP (benchmarks:\n"
+	  "leave a step of the switch program out, records incomplete; steps:\n"
+	  "body, after-slots, occ-note, occ-emit, switch-rb, runq-rb, reason,\n"
+	  "stacks, runq)" },
 	{ .name = "verbose", .arg = NULL, .val = 'v', .help =
 	  "more messages (repeat for libbpf debug output)" },
 	{ .name = "help", .arg = NULL, .val = 'h', .help = "this help" },
@@ -255,6 +259,17 @@ static int parse_events(const char *s, unsigned *mask, char *err, size_t len)
 	return ret;
 }
 
+/* skip=STEP: its bit in enum sched_skip, 0 if unknown. */
+static unsigned skip_step_parse(const char *name)
+{
+	static const char *const names[] = SCHED_SKIP_NAMES;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(name, names[i]))
+			return 1u << i;
+	return 0;
+}
+
 /* --debug FEAT[,FEAT]: struct tt_debug. */
 static int parse_debug(struct tt_debug *d, const char *s, char *err, size_t len)
 {
@@ -276,6 +291,8 @@ static int parse_debug(struct tt_debug *d, const char *s, char *err, size_t len)
 			d->flight_tee = true;
 		else if (!strncmp(tok, "without=", 8) && features_without_parse(tok + 8))
 			d->without |= features_without_parse(tok + 8);
+		else if (!strncmp(tok, "skip=", 5) && skip_step_parse(tok + 5))
+			d->skip_steps |= skip_step_parse(tok + 5);
 		else if (!strncmp(tok, "stack-epoch-ms=", 15) && atoi(tok + 15) > 0)
 			d->stack_epoch_ms = (unsigned)atoi(tok + 15);
 		else if (!strncmp(tok, "hook=", 5) && !features_hook_parse(tok + 5, &h))
@@ -284,7 +301,9 @@ static int parse_debug(struct tt_debug *d, const char *s, char *err, size_t len)
 			d->btf = strdup(tok + 4); /* kept for the whole run */
 		else {
 			snprintf(err, len, "--debug '%s': give hook=tp_btf|raw_tp|tracepoint, btf=PATH, "
-				 "split-switch, runq-waking, exact-stacks, stack-epoch-ms=N, flight-tee "
+				 "split-switch, runq-waking, exact-stacks, stack-epoch-ms=N, flight-tee, "
+				 "skip=STEP (body, occ-note, occ-emit, switch-rb, runq-rb, reason, "
+				 "stacks, runq, after-slots) "
 				 "or without=bpf-loop|uprobe-cookie|atomics|task-regs|switch-state|ringbuf",
 				 tok);
 			ret = -EINVAL;

@@ -77,6 +77,7 @@ struct tt_opts {
 		unsigned stack_epoch_ms; /* the flight recorder's stack-map epoch (0: its own) */
 		bool flight_tee;      /* the flight recorder also writes every record to OUT */
 		unsigned without;     /* kernel features taken as missing: TT_WITHOUT_* (features.h) */
+		unsigned skip_steps;  /* switch-program steps left out: enum sched_skip (bench only) */
 	} debug;
 };
 

@@ -5,7 +5,8 @@
  * program that does runq's switch work notes every switch (occ_note) and, when
  * it writes a traced thread's runnable interval, appends the slots that cover
  * it to the same ring-buffer message (occ_emit). The includer defines
- * `aggregate` and occ_append_one, which sends full messages.
+ * `aggregate`, `skip_steps` (sched.h) and occ_append_one, which sends full
+ * messages.
  */
 #ifndef TT_OCCUPANCY_BPF_H
 #define TT_OCCUPANCY_BPF_H
@@ -14,6 +15,7 @@
 #include "core/counter.bpf.h"
 #include "core/filter.bpf.h"
 #include "sched/occupancy.h"
+#include "sched/sched.h"
 
 #define PF_KTHREAD 0x00200000
 
@@ -108,7 +110,8 @@ static __always_inline void occ_note(bool btf, struct task_struct *next, __u64 n
 	struct occ_cpu *c;
 	struct occ_slot *s;
 
-	if (!occ_on || !(c = bpf_map_lookup_elem(&occ_cpu, &zero)) ||
+	if (!occ_on || (skip_steps & SCHED_SKIP_OCC_NOTE) ||
+	    !(c = bpf_map_lookup_elem(&occ_cpu, &zero)) ||
 	    !(s = occ_slot_at(cpu, c->seq)))
 		return;
 	s->t_ns = now;

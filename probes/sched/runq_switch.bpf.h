@@ -5,7 +5,8 @@
  * program (sched.bpf.c switch_task) does this work too when runq is traced
  * with a typed hook (with_runq): one program per switch; runq's own switch
  * programs (runq_switch_*) load only for the classic tracepoints and --debug
- * split-switch. The includer defines `aggregate` and `rb_wakeup_bytes`.
+ * split-switch. The includer defines `aggregate`, `rb_wakeup_bytes` and
+ * `skip_steps`.
  *
  * Under tp_btf a thread's runq and sched state share one task-storage slot
  * (struct tt_thread): the switch program finds prev's and next's with one
@@ -234,7 +235,10 @@ static __always_inline void runq_emit(struct tt_thread *th, __u32 tid, __u32 pid
 		tt_hist_add(&runq_hist, tid, pid, sub, now - t0);
 		return;
 	}
-	if (occ_on && (m = bpf_map_lookup_elem(&runq_scratch, &zero))) {
+	if (skip_steps & SCHED_SKIP_RUNQ_RB)
+		return;
+	if (occ_on && !(skip_steps & SCHED_SKIP_OCC_EMIT) &&
+	    (m = bpf_map_lookup_elem(&runq_scratch, &zero))) {
 		runq_fill(&m->r, tid, pid, t0, now, kind, waker, waker_pid, ctx);
 		m->kind = RUNQ_MSG_RUNQ;
 		m->nocc = 0;

@@ -54,6 +54,7 @@ const volatile __u64 rb_wakeup_bytes = 1 << 20;
 const volatile bool want_reason = true;  /* wait reasons (user_regs.bpf.h) */
 const volatile bool with_runq = false;   /* do runq's switch work too (runq_switch.bpf.h) */
 const volatile bool shared_clock = true; /* runq's own switch program runs too: one time for both */
+const volatile __u32 skip_steps = 0;     /* enum sched_skip (--debug skip=STEP): benchmarks only */
 
 #include "sched/runq_switch.bpf.h"
 
@@ -219,7 +220,8 @@ static __always_inline void take_wait_reason(struct sched_off *s, bool voluntary
 	s->syscall = -1;
 	s->wait_addr = 0;
 	s->wait_aux = 0;
-	if (!want_reason || !voluntary || !tt_user_regs_read(r) || r->nr < 0)
+	if (!want_reason || (skip_steps & SCHED_SKIP_REASON) || !voluntary ||
+	    !tt_user_regs_read(r) || r->nr < 0)
 		return;
 	s->syscall = (__s32)r->nr;
 	s->wait_addr = r->arg0;
@@ -231,7 +233,7 @@ static __always_inline void emit(struct sched_off *s, __u32 tid, __u64 now)
 	bool stacked = now - s->t_off_ns >= min_offcpu_ns;
 	struct tt_switch *r;
 
-	if (!emit_switch && !(stacked && s->kstack_id >= 0))
+	if ((!emit_switch && !(stacked && s->kstack_id >= 0)) || (skip_steps & SCHED_SKIP_SWITCH_RB))
 		return;
 	r = bpf_ringbuf_reserve(&switch_rb, sizeof(*r), 0);
 	if (!r) {
@@ -324,7 +326,7 @@ static __always_inline void on_switch_out(void *ctx, bool btf, struct sched_off 
 	s->voluntary = voluntary;
 	s->kstack_id = s->ustack_id = -1;
 	take_wait_reason(s, voluntary, &u_at);
-	if (want_stacks && voluntary && !aggregate)
+	if (want_stacks && voluntary && !aggregate && !(skip_steps & SCHED_SKIP_STACKS))
 		take_stacks(ctx, s, &u_at);
 	s->t_off_ns = now;
 }
@@ -389,18 +391,21 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 	bool blocked = !preempt && prev_state != TASK_RUNNING;
 	bool prev_traced = tt_task_traced_ids_v(btf, prev, (__u32)(id >> 32), (__u32)id);
 	bool next_traced = tt_task_traced_v(btf, next);
+	bool runq = with_runq && !(skip_steps & SCHED_SKIP_RUNQ);
 	__u64 now;
 
 	if (!prev_traced && !next_traced) { /* no shared clock either: switch_clock.bpf.h */
-		if (with_runq && occ_on)
+		if (runq && occ_on)
 			occ_note(btf, next, bpf_ktime_get_ns(), false);
 		return 0;
 	}
 	now = shared_clock ? tt_switch_now((__u32)id, next_tid) : bpf_ktime_get_ns();
-	if (with_runq)
+	if (skip_steps & SCHED_SKIP_BODY)
+		return 0;
+	if (runq)
 		occ_note(btf, next, now, next_traced);
 	if (btf) { /* one slot per thread for both parts */
-		bool kacct = with_runq && runq_kacct;
+		bool kacct = runq && runq_kacct;
 		struct tt_thread *tp = prev_traced ? tt_thread_get(prev, true) : NULL;
 		/* next's slot is made at its first switch-in too: a first
 		 * switch-out the kernel never reports is then a gap from here,
@@ -409,15 +414,17 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 
 		if ((prev_traced && !tp) || (next_traced && !tn))
 			__sync_fetch_and_add(&counters[SCHED_CNT_NO_SLOT], 1);
+		if (skip_steps & SCHED_SKIP_AFTER_SLOTS)
+			return 0;
 		if (kacct && prev_traced)
 			runq_kacct_out(tp, prev, !blocked, prev_state == TASK_DEAD, (__u32)id,
 				       (__u32)(id >> 32));
 		if (kacct && next_traced)
 			runq_kacct_in(tn, next);
-		if (with_runq && !kacct && prev_traced)
+		if (runq && !kacct && prev_traced)
 			runq_switch_out(btf, tp ? &tp->rq : NULL, now, !blocked,
 					prev_state == TASK_DEAD, (__u32)id, (__u32)(id >> 32), false);
-		if (with_runq && !kacct && next_traced)
+		if (runq && !kacct && next_traced)
 			runq_switch_in(btf, tn ? &tn->rq : NULL, next_tid, now);
 		if (prev_traced)
 			on_switch_out(ctx, btf, tp ? &tp->off : NULL, now, (__u32)id,
@@ -429,7 +436,7 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 			on_switch_in(tn, &tn->off, next_tid, TT_TASK_FIELD(btf, next, tgid), now);
 		return 0;
 	}
-	if (with_runq)
+	if (runq)
 		runq_on_switch(btf, prev, next, now, prev_traced, !blocked, prev_state == TASK_DEAD,
 			       (__u32)id, (__u32)(id >> 32), next_traced, next_tid, false);
 	if (prev_traced)

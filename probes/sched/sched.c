@@ -125,6 +125,7 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	s->rodata->want_stacks = (o->events & TT_EV_OFFCPU) != 0;
 	s->rodata->min_offcpu_ns = o->min_offcpu_us * 1000;
 	s->rodata->kstack_reuse = !o->debug.exact_stacks;
+	s->rodata->skip_steps = o->debug.skip_steps;
 	s->rodata->user_regs_how = (__u8)features_user_regs(&thread_size);
 	s->rodata->kernel_thread_size = thread_size;
 	s->rodata->want_reason = s->rodata->user_regs_how != FEATURES_REGS_NONE;

@@ -43,6 +43,24 @@ struct sched_off {
 
 #define SCHED_KSTACK_REUSE 32
 
+/* --debug skip=STEP (bench/bpf_programs.sh): steps of the switch program left
+ * out, to measure what each costs. A run with any of them writes incomplete
+ * records: for benchmarks only. */
+enum sched_skip {
+	SCHED_SKIP_BODY = 1u << 0,     /* body: return after the filter and the clock */
+	SCHED_SKIP_OCC_NOTE = 1u << 1, /* occ-note: no switch noted in the occupancy rings */
+	SCHED_SKIP_OCC_EMIT = 1u << 2, /* occ-emit: runq records go without their slots */
+	SCHED_SKIP_SWITCH_RB = 1u << 3, /* switch-rb: no switch record reserved or sent */
+	SCHED_SKIP_RUNQ_RB = 1u << 4,  /* runq-rb: no runq record sent */
+	SCHED_SKIP_REASON = 1u << 5,   /* reason: no wait reason read */
+	SCHED_SKIP_STACKS = 1u << 6,   /* stacks: no stack taken */
+	SCHED_SKIP_RUNQ = 1u << 7,     /* runq: none of runq's switch work */
+	SCHED_SKIP_AFTER_SLOTS = 1u << 8, /* after-slots: return once the threads' slots are found */
+};
+/* The names of --debug skip=, bit i for name i. */
+#define SCHED_SKIP_NAMES { "body", "occ-note", "occ-emit", "switch-rb", "runq-rb", "reason", \
+			   "stacks", "runq", "after-slots" }
+
 enum sched_counter {
 	SCHED_CNT_LOST = 0,     /* ring buffer full: switch record dropped */
 	SCHED_CNT_STACK_ERR,    /* stack map full / collision: stack not kept */
