@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * occupancy (occupancy.h): the per-CPU rings of noted switches and what a
- * traced thread's switch-in writes out. Included by runq_switch.bpf.h: the
- * program that does runq's switch work notes every switch (occ_note) and, when
- * it writes a traced thread's runnable interval, appends the slots that cover
- * it to the same ring-buffer message (occ_emit). The includer defines
- * `aggregate`, `skip_steps` (sched.h) and occ_append_one, which sends full
- * messages.
+ * traced thread's switch-in sends. Included by runq_switch.bpf.h: the program
+ * that does runq's switch work notes every switch (occ_note) and, when it
+ * writes a traced thread's runnable interval, sends the batches of slots that
+ * cover it (occ_want). The includer defines `aggregate`, `skip_steps` (sched.h)
+ * and occ_batch_out, which sends one batch.
  */
 #ifndef TT_OCCUPANCY_BPF_H
 #define TT_OCCUPANCY_BPF_H
@@ -19,16 +18,16 @@
 
 #define PF_KTHREAD 0x00200000
 
-/* A loop over ring slots, fn(i, ctx) for i = 0.. until it returns non-zero:
- * bpf_loop (5.17+); in sched_noloop.bpf.o, built with TT_NO_BPF_LOOP for the
- * kernels without it (the loader picks the object), a bounded loop, which the
- * verifier walks iteration by iteration (5.3+). A program that so much as
- * names a bpf_loop callback does not load on those kernels, so the choice is
- * made when the object is built, not with a flag. */
+/* A loop over ring slots, fn(i, ctx) for i = 0.. until it returns non-zero
+ * (--listen's split of a wait, occ_blame_wait): bpf_loop (5.17+); in
+ * sched_noloop.bpf.o, built with TT_NO_BPF_LOOP for the kernels without it
+ * (the loader picks the object), a bounded loop, which the verifier walks
+ * iteration by iteration (5.3+). A program that so much as names a bpf_loop
+ * callback does not load on those kernels, so the choice is made when the
+ * object is built, not with a flag. */
 #ifdef TT_NO_BPF_LOOP
 /* the verifier walks each iteration: at most this many slots a loop (a wait
- * whose CPU switched more often keeps its last ones, the first marked
- * truncated and counted: OCC_CNT_TRUNC) */
+ * whose CPU switched more often has its start counted unknown: OCC_CNT_TRUNC) */
 #define OCC_LOOP_MAX 48
 #define occ_loop(n, fn, ctx)                                                    \
 	do {                                                                    \
@@ -45,14 +44,7 @@
 const volatile bool occ_on = false; /* the loader sets it with the cpu event */
 const volatile bool occ_irq = false; /* and this with the irq event */
 
-/* OCC_RING slots per CPU, CPU c's at c * OCC_RING (sized by the loader). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, OCC_RING);
-	__type(key, __u32);
-	__type(value, struct occ_slot);
-} occ_ring SEC(".maps");
-
+/* This CPU's ring and its state (occupancy.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -67,28 +59,6 @@ struct {
 	__type(value, struct occ_name);
 } occ_names SEC(".maps");
 
-/* Per CPU, the (tid, pid) pairs named lately, by tid: most slots need no
- * lookup in occ_names. */
-#define OCC_KNOWN 256
-struct occ_known {
-	__u64 pair[OCC_KNOWN];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct occ_known);
-} occ_known SEC(".maps");
-
-/* Per-CPU scratch where a message is put together before it goes out. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct runq_msg);
-} runq_scratch SEC(".maps");
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, OCC_CNT_NR);
@@ -96,35 +66,117 @@ struct {
 	__type(value, __u64);
 } occ_counters SEC(".maps");
 
-static __always_inline struct occ_slot *occ_slot_at(__u32 cpu, __u64 seq)
+static __always_inline struct occ_cpu *occ_cpu_get(void)
 {
-	__u32 idx = cpu * OCC_RING + (__u32)(seq & (OCC_RING - 1));
+	__u32 zero = 0;
 
-	return bpf_map_lookup_elem(&occ_ring, &idx);
+	return bpf_map_lookup_elem(&occ_cpu, &zero);
+}
+
+static __always_inline struct runq_msg *occ_batch(struct occ_cpu *c, __u64 g)
+{
+	return &c->batch[g & (OCC_BATCHES - 1)];
+}
+
+/* Slot seq of this CPU's ring. */
+static __always_inline struct occ_rec *occ_slot_at(struct occ_cpu *c, __u64 seq)
+{
+	return &occ_batch(c, seq / OCC_BATCH)->occ[seq & (OCC_BATCH - 1)];
+}
+
+/* The oldest slot the ring still holds when seq were noted: the first of the
+ * oldest whole batch (the batch still filling took the oldest one's place). */
+static __always_inline __u64 occ_oldest(__u64 seq)
+{
+	__u64 g = (seq + OCC_BATCH - 1) / OCC_BATCH;
+
+	return g > OCC_BATCHES ? (g - OCC_BATCHES) * OCC_BATCH : 0;
+}
+
+/* One batch to user space (runq_switch.bpf.h: its ring buffer). */
+static __always_inline void occ_batch_out(struct runq_msg *m);
+
+/* Batch g of this CPU to user space, unless it went out already. */
+static __always_inline void occ_send(struct occ_cpu *c, __u64 g)
+{
+	__u32 bit = 1u << (g & (OCC_BATCHES - 1));
+
+	if ((c->sent & bit) || (skip_steps & SCHED_SKIP_OCC_SEND))
+		return;
+	c->sent |= bit;
+	occ_batch_out(occ_batch(c, g));
+}
+
+/* The slot the next note goes to; a batch's first starts it anew. */
+static __always_inline struct occ_rec *occ_next_slot(struct occ_cpu *c, __u32 cpu)
+{
+	__u64 g = c->seq / OCC_BATCH;
+	struct runq_msg *m = occ_batch(c, g);
+
+	if (!(c->seq & (OCC_BATCH - 1))) {
+		c->sent &= ~(1u << (g & (OCC_BATCHES - 1)));
+		m->r.cpu = cpu;
+		m->kind = RUNQ_MSG_OCC;
+		m->nocc = OCC_BATCH;
+	}
+	return &m->occ[c->seq & (OCC_BATCH - 1)];
+}
+
+/* The slot occ_next_slot gave is written: a batch it fills goes out if a wait
+ * wants it. */
+static __always_inline void occ_commit(struct occ_cpu *c)
+{
+	__u64 g = c->seq / OCC_BATCH;
+
+	if ((c->seq & (OCC_BATCH - 1)) == OCC_BATCH - 1 && c->want == g + 1)
+		occ_send(c, g);
+	c->seq++;
+}
+
+/* The task's name and cgroup, read when its switch is first noted (records
+ * only: --listen keeps no names). */
+static __always_inline void occ_name(struct occ_cpu *c, struct task_struct *t, __u32 tid,
+				     __u32 pid, __u32 flags)
+{
+	__u64 pair = (__u64)tid << 32 | pid;
+	__u64 *k = &c->known[tid & (OCC_KNOWN - 1)];
+	struct occ_name *n, v = {};
+
+	if (aggregate || !tid || *k == pair)
+		return;
+	*k = pair;
+	n = bpf_map_lookup_elem(&occ_names, &tid);
+	if (n && n->pid == pid)
+		return;
+	v.pid = pid;
+	v.flags = flags & (TT_OCC_KTHREAD | TT_OCC_TRACED);
+	v.reused = n != NULL;
+	v.cgid = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+	bpf_probe_read_kernel(v.comm, sizeof(v.comm), &t->comm);
+	if (bpf_map_update_elem(&occ_names, &tid, &v, BPF_ANY))
+		tt_count(&occ_counters, OCC_CNT_NAMES_FULL);
 }
 
 /* A switch on this CPU at `now` to `next` (any task): note it in the ring. */
 static __always_inline void occ_note(bool btf, struct task_struct *next, __u64 now, bool traced)
 {
-	__u32 zero = 0, cpu = bpf_get_smp_processor_id();
 	struct occ_cpu *c;
-	struct occ_slot *s;
+	struct occ_rec *s;
 
-	if (!occ_on || (skip_steps & SCHED_SKIP_OCC_NOTE) ||
-	    !(c = bpf_map_lookup_elem(&occ_cpu, &zero)) ||
-	    !(s = occ_slot_at(cpu, c->seq)))
+	if (!occ_on || (skip_steps & SCHED_SKIP_OCC_NOTE) || !(c = occ_cpu_get()))
 		return;
+	s = occ_next_slot(c, bpf_get_smp_processor_id());
 	s->t_ns = now;
-	s->task = (__u64)next;
 	s->tid = TT_TASK_FIELD(btf, next, pid);
 	s->pid = TT_TASK_FIELD(btf, next, tgid);
 	s->flags = (TT_TASK_FIELD(btf, next, flags) & PF_KTHREAD ? TT_OCC_KTHREAD : 0) |
 		   (traced ? TT_OCC_TRACED : 0);
-	c->seq++;
+	occ_name(c, next, s->tid, s->pid, s->flags);
 	if (occ_irq) {
 		c->cur = *s;
 		c->soft = 0;
 	}
+	occ_commit(c);
 }
 
 /* ---- the irq event: interrupts in the same rings ------------------------- */
@@ -132,32 +184,27 @@ static __always_inline void occ_note(bool btf, struct task_struct *next, __u64 n
 /* This CPU's ring state when the irq event is on, else NULL. */
 static __always_inline struct occ_cpu *occ_irq_cpu(void)
 {
-	__u32 zero = 0;
-
-	return occ_irq ? bpf_map_lookup_elem(&occ_cpu, &zero) : NULL;
+	return occ_irq ? occ_cpu_get() : NULL;
 }
 
 /* Note an interrupt (flags: TT_OCC_HARDIRQ or TT_OCC_SOFTIRQ with its number),
  * or, with flags 0, the task it interrupted, again. */
 static __always_inline void occ_note_irq(struct occ_cpu *c, __u32 flags)
 {
-	struct occ_slot *s = occ_slot_at(bpf_get_smp_processor_id(), c->seq);
+	struct occ_rec *s;
 
-	if (!s)
+	if (!flags && !c->cur.t_ns) /* no switch noted on this CPU yet: what runs is not known */
 		return;
+	s = occ_next_slot(c, bpf_get_smp_processor_id());
 	if (flags) {
-		s->t_ns = bpf_ktime_get_ns();
-		s->task = 0;
 		s->tid = 0;
 		s->pid = 0;
 		s->flags = flags;
-	} else if (c->cur.t_ns) {
+	} else {
 		*s = c->cur;
-		s->t_ns = bpf_ktime_get_ns();
-	} else { /* no switch noted on this CPU yet: what is running is not known */
-		return;
 	}
-	c->seq++;
+	s->t_ns = bpf_ktime_get_ns();
+	occ_commit(c);
 }
 
 static __always_inline __u32 occ_irq_flags(__u32 kind, __u32 num)
@@ -208,29 +255,6 @@ static __always_inline void occ_softirq_exit(void)
 		occ_note_irq(c, 0);
 }
 
-/* The task's name and cgroup, read the first time it is written. */
-static __always_inline void occ_name(const struct occ_slot *s, struct occ_known *known)
-{
-	__u64 pair = (__u64)s->tid << 32 | s->pid;
-	__u64 *k = &known->pair[s->tid & (OCC_KNOWN - 1)];
-	struct task_struct *t = (struct task_struct *)s->task;
-	struct occ_name *n, v = {};
-
-	if (!s->tid || *k == pair)
-		return;
-	*k = pair;
-	n = bpf_map_lookup_elem(&occ_names, &s->tid);
-	if (n && n->pid == s->pid)
-		return;
-	v.pid = s->pid;
-	v.flags = s->flags & (TT_OCC_KTHREAD | TT_OCC_TRACED);
-	v.reused = n != NULL;
-	v.cgid = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
-	bpf_probe_read_kernel(v.comm, sizeof(v.comm), &t->comm);
-	if (bpf_map_update_elem(&occ_names, &s->tid, &v, BPF_ANY))
-		tt_count(&occ_counters, OCC_CNT_NAMES_FULL);
-}
-
 /* ---- --listen: waits split in the kernel (occupancy.h, occ_blame) ---------- */
 
 struct {
@@ -242,7 +266,7 @@ struct {
 
 struct occ_blame_ctx {
 	__u64 t0, end, seq, oldest; /* the wait [t0, end) still to split, from slot seq - 1 back */
-	__u32 cpu, pid, tid;
+	__u32 pid, tid;
 	bool found;                 /* reached the slot that held the CPU at t0 */
 	struct occ_blame_key k;     /* the run of segments of one key not added yet */
 	__u64 ns;
@@ -281,7 +305,7 @@ static __always_inline void occ_blame_add(struct occ_blame_ctx *w, __u32 cls, __
 }
 
 /* The class of a slot's occupant for a thread of process pid. */
-static __always_inline __u32 occ_class_of(const struct occ_slot *s, __u32 pid, __u32 *occ)
+static __always_inline __u32 occ_class_of(const struct occ_rec *s, __u32 pid, __u32 *occ)
 {
 	*occ = s->pid;
 	if (s->flags & (TT_OCC_HARDIRQ | TT_OCC_SOFTIRQ)) {
@@ -305,12 +329,14 @@ static __always_inline __u32 occ_class_of(const struct occ_slot *s, __u32 pid, _
 static long occ_blame_one(__u32 i, void *arg)
 {
 	struct occ_blame_ctx *w = arg;
-	struct occ_slot *s;
+	struct occ_cpu *c = occ_cpu_get();
+	struct occ_rec *s;
 	__u64 from;
 	__u32 cls, occ;
 
-	if (w->seq < w->oldest + i + 1 || !(s = occ_slot_at(w->cpu, w->seq - 1 - i)))
+	if (w->seq < w->oldest + i + 1 || !c)
 		return 1;
+	s = occ_slot_at(c, w->seq - 1 - i);
 	if (i == 0 && s->tid == w->tid) { /* the thread's own switch-in: the wait ends there */
 		w->end = s->t_ns < w->end ? s->t_ns : w->end;
 		return 0;
@@ -333,16 +359,16 @@ static long occ_blame_one(__u32 i, void *arg)
  * global function: the verifier checks it once, not inside every caller. */
 __noinline int occ_blame_wait(__u32 tid, __u32 pid, __u64 t0, __u64 now)
 {
-	__u32 zero = 0;
-	struct occ_cpu *c = bpf_map_lookup_elem(&occ_cpu, &zero);
-	struct occ_blame_ctx w = { .t0 = t0, .end = now, .tid = tid,
-				   .cpu = bpf_get_smp_processor_id() };
+	struct occ_cpu *c = occ_cpu_get();
+	struct occ_blame_ctx w = { .t0 = t0, .end = now, .tid = tid };
 
 	if (!occ_on || !c || now <= t0)
 		return 0;
 	w.k.pid = pid;
 	w.seq = c->seq;
-	w.oldest = w.seq > OCC_LOOP_MAX ? w.seq - OCC_LOOP_MAX : 0;
+	w.oldest = occ_oldest(w.seq);
+	if (w.seq > w.oldest + OCC_LOOP_MAX)
+		w.oldest = w.seq - OCC_LOOP_MAX;
 	occ_loop(OCC_LOOP_MAX, occ_blame_one, &w);
 	if (!w.found && w.end > t0) {
 		occ_blame_add(&w, OCC_CLS_UNKNOWN, 0, w.end - t0);
@@ -353,59 +379,23 @@ __noinline int occ_blame_wait(__u32 tid, __u32 pid, __u64 t0, __u64 now)
 	return 0;
 }
 
-struct occ_emit_ctx {
-	struct runq_msg *m;
-	struct occ_known *known;
-	__u64 from, to; /* append slots [from, to) */
-	__u32 cpu;
-	__u32 trunc;    /* TT_OCC_TRUNC on the first slot: its predecessor was lost */
-};
-
-/* occ_loop step (defined with the ring buffer, runq_switch.bpf.h): slot from + i. */
-static long occ_append_one(__u32 i, void *arg);
-
-/* Append slots [from, to) to m; returns the first slot appended (later than from
- * when more than OCC_LOOP_MAX were asked). */
-static __always_inline __u64 occ_append(struct runq_msg *m, struct occ_known *known, __u32 cpu,
-					__u64 from, __u64 to, __u32 trunc)
-{
-	struct occ_emit_ctx w = { .m = m, .known = known, .cpu = cpu, .trunc = trunc, .from = from,
-				  .to = to };
-
-	if (to > from + OCC_LOOP_MAX) { /* the last slots, the first marked: its start is lost */
-		w.from = to - OCC_LOOP_MAX;
-		w.trunc = TT_OCC_TRUNC;
-		tt_count(&occ_counters, OCC_CNT_TRUNC);
-	}
-	if (from < to)
-		occ_loop(OCC_LOOP_MAX, occ_append_one, &w);
-	return w.from;
-}
-
 /* The slot that held the CPU at t0: the last one noted at or before t0 among
  * the ring's [oldest, seq) (slots are in time order), or oldest - 1 when even
  * the oldest is after t0 (that one's predecessor is lost, or there is none). */
-static __always_inline __u64 occ_anchor(__u32 cpu, __u64 oldest, __u64 seq, __u64 t0)
+static __always_inline __u64 occ_anchor(struct occ_cpu *c, __u64 oldest, __u64 seq, __u64 t0)
 {
 	__u64 lo = oldest, hi = seq; /* invariant: slots < lo are <= t0, slots >= hi are > t0 */
 
 	/* mostly the wait began a few switches ago: look there first */
 	for (int i = 1; i <= 4 && seq >= oldest + i; i++) {
-		struct occ_slot *s = occ_slot_at(cpu, seq - i);
-
-		if (!s)
-			break;
-		if (s->t_ns <= t0)
+		if (occ_slot_at(c, seq - i)->t_ns <= t0)
 			return seq - i;
 		hi = seq - i;
 	}
 	for (int i = 0; i < 12 && lo < hi; i++) { /* log2(OCC_RING) + 3 */
 		__u64 mid = lo + (hi - lo) / 2;
-		struct occ_slot *s = occ_slot_at(cpu, mid);
 
-		if (!s)
-			break;
-		if (s->t_ns <= t0)
+		if (occ_slot_at(c, mid)->t_ns <= t0)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -413,43 +403,38 @@ static __always_inline __u64 occ_anchor(__u32 cpu, __u64 oldest, __u64 seq, __u6
 	return lo - 1; /* may be oldest - 1 */
 }
 
-/* m holds the runq record of a traced thread that ran at `now` on this CPU
- * after waiting since t0: append this CPU's slots from the one that held it at
- * t0 up to now, except those already written: the written slots stay one
- * contiguous range [lo_seq, hi_seq), so each switch is written about once
- * however many waits overlap it. */
-static __always_inline void occ_emit(struct runq_msg *m, __u64 t0)
+/* A traced thread ran on this CPU at its last noted switch after waiting
+ * since t0: the batches from the one that held the slot noted at t0 go out,
+ * the whole ones now (each once), the one still filling when it is full. */
+static __always_inline void occ_want(__u64 t0)
 {
-	__u32 zero = 0, cpu = bpf_get_smp_processor_id(), trunc = 0;
-	struct occ_cpu *c = bpf_map_lookup_elem(&occ_cpu, &zero);
-	struct occ_known *known = bpf_map_lookup_elem(&occ_known, &zero);
-	__u64 seq, oldest, a;
+	struct occ_cpu *c = occ_cpu_get();
+	__u64 seq, oldest, a, full;
 
-	if (!c || !known)
+	if (!c || !c->seq)
 		return;
 	seq = c->seq;
-	oldest = seq > OCC_RING ? seq - OCC_RING : 0;
-	a = occ_anchor(cpu, oldest, seq, t0);
+	oldest = occ_oldest(seq);
+	a = occ_anchor(c, oldest, seq, t0);
+	full = seq / OCC_BATCH;
 	if (a + 1 == oldest) { /* nothing noted at or before t0 is left */
 		a = oldest;
 		if (oldest > 0) {
-			trunc = TT_OCC_TRUNC;
+			if (!(c->sent & 1u << (a / OCC_BATCH & (OCC_BATCHES - 1))))
+				occ_slot_at(c, a)->flags |= TT_OCC_TRUNC;
 			tt_count(&occ_counters, OCC_CNT_TRUNC);
 		}
 	}
-	if (c->hi_seq <= a || c->hi_seq < oldest) { /* nothing of it written yet */
-		c->lo_seq = occ_append(m, known, cpu, a, seq, trunc);
-	} else {
-		__u64 lo = c->lo_seq, from;
+	_Pragma("clang loop unroll(disable)")
+	for (int i = 0; i < OCC_BATCHES; i++) {
+		__u64 g = a / OCC_BATCH + i;
 
-		if (a < c->lo_seq) /* an older wait: its start too */
-			lo = occ_append(m, known, cpu, a, c->lo_seq, trunc);
-		from = occ_append(m, known, cpu, c->hi_seq, seq, 0);
-		if (from > c->hi_seq) /* cut short (no bpf_loop): the written range restarts */
-			lo = from;
-		c->lo_seq = lo;
+		if (g >= full)
+			break;
+		occ_send(c, g);
 	}
-	c->hi_seq = seq;
+	if (seq & (OCC_BATCH - 1))
+		c->want = full + 1;
 }
 
 #endif

@@ -4,15 +4,15 @@
  * by occupancy.bpf.h and the loader (runq.c, occupancy_out.c).
  *
  * Every sched_switch on every CPU notes the task it switches in (any task:
- * untraced, kernel thread, idle) in that CPU's ring of OCC_RING slots. When a
- * traced thread switches in after a runnable interval [t0, t1] on a CPU, the
- * slots of that CPU that cover [t0, t1] go to user space with its runq record:
- * the task that held the CPU at t0 (the anchor) and every later switch up to
- * t1. So records are only written for CPUs and times where traced threads
- * waited, however busy the rest of the machine is. The slots written so far
- * stay one range per CPU, so overlapping waits write each switch about once.
- * A task's name and cgroup are read once, when it is first written (occ_names).
- *
+ * untraced, kernel thread, idle) in that CPU's ring of OCC_RING slots, kept as
+ * OCC_BATCHES batches of OCC_BATCH slots, each laid out as the ring-buffer
+ * message that carries it. When a traced thread switches in after a runnable
+ * interval [t0, t1] on a CPU, the batches of that CPU that cover [t0, t1] go
+ * to user space: the complete ones at once, the one still filling when it is
+ * full (user space reads a wanted batch still filling at the end of the run:
+ * occ_out_pending). A batch goes out at most once, so overlapping waits send
+ * each switch once; batches no traced wait covers never go out. A task's name
+ * and cgroup are read when its switch is first noted (occ_names).
  * The irq event (opt-in) notes interrupts in the same rings: a hard IRQ
  * handler, the local timer interrupt or a softirq is a slot of its own (tid 0,
  * TT_OCC_HARDIRQ / TT_OCC_SOFTIRQ with its number), and its exit notes again
@@ -25,22 +25,13 @@
 
 #define OCC_RING 512 /* switches remembered per CPU (a power of two) */
 #define OCC_BATCH 16 /* slots carried by one ring-buffer message */
+#define OCC_BATCHES (OCC_RING / OCC_BATCH) /* at most 32: struct occ_cpu.sent */
 
-/* One noted switch (flags: TT_OCC_* of records.h). */
-struct occ_slot {
+/* One noted switch (flags: TT_OCC_* of records.h), as it goes to user space. */
+struct occ_rec {
 	__u64 t_ns;     /* the task switched in */
-	__u64 task;     /* its task_struct, to read its name when it is first written */
 	__u32 tid;      /* 0: the idle task */
 	__u32 pid;      /* tgid */
-	__u32 flags;
-	__u32 pad;
-};
-
-/* One slot as it goes to user space. */
-struct occ_rec {
-	__u64 t_ns;
-	__u32 tid;
-	__u32 pid;
 	__u32 flags;
 	__u32 pad;
 };
@@ -66,17 +57,22 @@ struct occ_name {
 	char comm[16];
 };
 
-/* Per CPU: how many switches were noted, and which of them were written. With
- * the irq event, also the task the last switch put on the CPU (an interrupt's
- * exit notes it again) and the softirq in progress (a hard IRQ inside it
- * returns to it). */
+/* Per CPU (one per-CPU array value): the ring, how many switches were noted
+ * (slot seq is batch[(seq / OCC_BATCH) % OCC_BATCHES].occ[seq % OCC_BATCH]),
+ * which batches went out, the (tid, pid) pairs named lately (most notes need
+ * no lookup in occ_names). With the irq event, also the task the last switch
+ * put on the CPU (an interrupt's exit notes it again) and the softirq in
+ * progress (a hard IRQ inside it returns to it). */
+#define OCC_KNOWN 256
 struct occ_cpu {
 	__u64 seq;
-	__u64 lo_seq, hi_seq; /* slots [lo_seq, hi_seq) were written (one range) */
-	struct occ_slot cur;  /* irq event: the task switched in last */
+	__u64 want;           /* batch number + 1 a wait needs: sent once full (0: none) */
+	__u32 sent;           /* bit b: the batch at ring position b went out */
 	__u32 soft;           /* irq event: flags of the softirq running, 0 none,
 			       * OCC_SOFT_OWN: one the current task's own syscall runs */
-	__u32 pad;
+	struct occ_rec cur;   /* irq event: the task switched in last */
+	__u64 known[OCC_KNOWN];
+	struct runq_msg batch[OCC_BATCHES]; /* kind RUNQ_MSG_OCC, r.cpu, nocc OCC_BATCH */
 };
 #define OCC_SOFT_OWN 1u
 

@@ -31,6 +31,8 @@ struct occ_out {
 	struct cgroup_name *cgs;
 	size_t ncgs, capcgs;
 	bool irqs;                   /* the irq event: name the irq numbers in meta.json */
+	uint64_t *pending_seq;       /* per CPU: slots before it written by occ_out_pending */
+	int ncpu;
 };
 
 bool occ_wanted(const struct tt_opts *o)
@@ -51,15 +53,13 @@ bool occ_irq_wanted(const struct tt_opts *o)
 
 int occ_configure(struct bpf_object *obj, const struct tt_opts *o)
 {
-	struct bpf_map *ring = bpf_object__find_map_by_name(obj, "occ_ring");
 	struct bpf_map *names = bpf_object__find_map_by_name(obj, "occ_names");
 	struct bpf_map *blame = bpf_object__find_map_by_name(obj, "occ_blame");
-	int ncpu = libbpf_num_possible_cpus();
 	bool on = occ_wanted(o), records = occ_records_wanted(o);
 	struct bpf_program *p;
 	int err;
 
-	if (!ring || !names || !blame || ncpu <= 0)
+	if (!names || !blame)
 		return -EINVAL;
 	err = bpf_map__set_max_entries(blame, on && !records ? OCC_BLAME_ENTRIES : 1);
 	if (err)
@@ -67,8 +67,7 @@ int occ_configure(struct bpf_object *obj, const struct tt_opts *o)
 	bpf_object__for_each_program(p, obj)
 		if (!strncmp(bpf_program__name(p), "occ_", 4) && !occ_irq_wanted(o))
 			bpf_program__set_autoload(p, false);
-	return bpf_map__set_max_entries(ring, on ? (__u32)ncpu * OCC_RING : 1) ?:
-	       (records ? 0 : bpf_map__set_max_entries(names, 1));
+	return records ? 0 : bpf_map__set_max_entries(names, 1);
 }
 
 struct occ_out *occ_out_open(const struct tt_ctx *ctx)
@@ -94,6 +93,39 @@ void occ_out_write(struct occ_out *o, uint32_t cpu, const struct occ_rec *recs, 
 
 		probe_write(o->out, &r, &o->write_err);
 	}
+}
+
+int occ_out_pending(struct occ_out *o, const struct bpf_map *cpus)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	size_t size = (sizeof(struct occ_cpu) + 7) & ~(size_t)7; /* a per-CPU value's stride */
+	char *buf;
+	__u32 zero = 0;
+	int err = 0;
+
+	if (ncpu <= 0)
+		return ncpu < 0 ? ncpu : -EINVAL;
+	if (!o->pending_seq && !(o->pending_seq = calloc((size_t)ncpu, sizeof(uint64_t))))
+		return -ENOMEM;
+	o->ncpu = ncpu;
+	buf = calloc((size_t)ncpu, size);
+	if (!buf)
+		return -ENOMEM;
+	if (bpf_map__lookup_elem(cpus, &zero, sizeof(zero), buf, (size_t)ncpu * size, 0))
+		err = -errno;
+	for (int cpu = 0; !err && cpu < ncpu; cpu++) {
+		const struct occ_cpu *c = (const void *)(buf + (size_t)cpu * size);
+		__u64 g = c->seq / OCC_BATCH, from = g * OCC_BATCH;
+
+		if (o->pending_seq[cpu] > from) /* written by an earlier call */
+			from = o->pending_seq[cpu];
+		if (c->seq > from && c->want == g + 1)
+			occ_out_write(o, (uint32_t)cpu, &c->batch[g % OCC_BATCHES].occ[from % OCC_BATCH],
+				      (uint32_t)(c->seq - from));
+		o->pending_seq[cpu] = c->seq;
+	}
+	free(buf);
+	return err;
 }
 
 /* ---- cgroup ids -> paths -------------------------------------------------- */
@@ -247,5 +279,6 @@ void occ_out_free(struct occ_out *o)
 	for (size_t i = 0; i < o->ncgs; i++)
 		free(o->cgs[i].path);
 	free(o->cgs);
+	free(o->pending_seq);
 	free(o);
 }

@@ -25,15 +25,19 @@ bool occ_wanted(const struct tt_opts *o);
 bool occ_records_wanted(const struct tt_opts *o);
 /* And the irq event (interrupts noted among the occupants)? */
 bool occ_irq_wanted(const struct tt_opts *o);
-/* Size an object's occupancy maps (occ_ring: OCC_RING slots per possible CPU),
- * or shrink them when the stream is off; the irq event's programs (occ_*,
- * after features_select_progs chose their variant) load only with it.
- * 0 or -errno. */
+/* Shrink an object's occupancy maps when the stream or its records are off;
+ * the irq event's programs (occ_*, after features_select_progs chose their
+ * variant) load only with it. 0 or -errno. */
 int occ_configure(struct bpf_object *obj, const struct tt_opts *o);
 /* Create OUT/occupancy.bin (or its flight-recorder stream); NULL with errno set. */
 struct occ_out *occ_out_open(const struct tt_ctx *ctx);
 /* n slots of one CPU. */
 void occ_out_write(struct occ_out *o, uint32_t cpu, const struct occ_rec *recs, uint32_t n);
+/* The slots so far of each CPU's batch that a wait wants and that is still
+ * filling (occupancy.h), from the per-CPU map occ_cpu; those an earlier call
+ * wrote are not written again (the batch itself, once full, still is: the
+ * analysis counts a slot written twice once). 0 or -errno. */
+int occ_out_pending(struct occ_out *o, const struct bpf_map *cpus);
 /* Flush occupancy.bin, write DIR/occupants.bin from the names map, name the
  * cgroups. 0 or -errno. */
 int occ_out_finish(struct occ_out *o, const char *dir, const struct bpf_map *names);

@@ -147,7 +147,8 @@ int runq_part_finish(struct tt_ctx *ctx, struct runq_part *rp, struct sched_bpf 
 		return err;
 	}
 	/* the flight recorder: each capture has its occupants */
-	err = rp->occ && !ctx->flight ? occ_out_finish(rp->occ, ctx->opts->out_dir, s->maps.occ_names)
+	err = rp->occ && !ctx->flight ? occ_out_pending(rp->occ, s->maps.occ_cpu) ?:
+					occ_out_finish(rp->occ, ctx->opts->out_dir, s->maps.occ_names)
 				      : 0;
 	if (err)
 		snprintf(ctx->err, sizeof(ctx->err), "cpu: writing occupancy.bin / occupants.bin: %s",
@@ -165,6 +166,16 @@ int runq_part_capture(struct tt_ctx *ctx, struct runq_part *rp, struct sched_bpf
 		snprintf(ctx->err, sizeof(ctx->err), "cpu: writing %s/occupants.bin: %s", cap->dir,
 			 strerror(-err));
 	return err;
+}
+
+#define RUNQ_PENDING_MS 50
+
+int runq_part_tick(struct runq_part *rp, struct sched_bpf *s)
+{
+	if (!rp->occ)
+		return -1;
+	occ_out_pending(rp->occ, s->maps.occ_cpu); /* a failed read: the next tick's */
+	return RUNQ_PENDING_MS;
 }
 
 int runq_part_stats(struct runq_part *rp, struct sched_bpf *s, struct tt_stream_stats *out,

@@ -34,6 +34,10 @@ int runq_part_open(struct tt_ctx *ctx, struct runq_part *rp, struct sched_bpf *s
 int runq_part_finish(struct tt_ctx *ctx, struct runq_part *rp, struct sched_bpf *skel);
 int runq_part_capture(struct tt_ctx *ctx, struct runq_part *rp, struct sched_bpf *skel,
 		      const struct tt_capture *cap);
+/* The flight recorder's upkeep: the switches a wait wants that still sit in
+ * the rings (occ_out_pending) into the store, so a capture has them. Returns
+ * the ms until the next call, -1: never. */
+int runq_part_tick(struct runq_part *rp, struct sched_bpf *skel);
 /* The runq and cpu streams' figures into out[0..max); returns how many. */
 int runq_part_stats(struct runq_part *rp, struct sched_bpf *skel, struct tt_stream_stats *out,
 		    int max);

@@ -132,71 +132,10 @@ static __always_inline struct tt_thread *runq_thread_of(bool btf, struct runq_st
 	return btf ? (struct tt_thread *)s : NULL;
 }
 
-/* Send a message: its runq record (if not sent yet) and the slots so far. */
-static __always_inline void runq_msg_send(struct runq_msg *m)
+static __always_inline void occ_batch_out(struct runq_msg *m)
 {
-	__u64 n = m->nocc & (OCC_BATCH - 1), size;
-
-	if (m->nocc >= OCC_BATCH)
-		n = OCC_BATCH;
-	/* the header plus n slots, as a product of non-negative bounded terms: a
-	 * 6.1 verifier loses the bounds of (OCC_BATCH - n) * -size */
-	size = __builtin_offsetof(struct runq_msg, occ) + n * sizeof(m->occ[0]);
-	if (bpf_ringbuf_output(&runq_rb, m, size, tt_rb_flags(&runq_rb, rb_wakeup_bytes, size))) {
+	if (bpf_ringbuf_output(&runq_rb, m, sizeof(*m), tt_rb_flags(&runq_rb, rb_wakeup_bytes, sizeof(*m))))
 		tt_count(&occ_counters, OCC_CNT_LOST);
-		if (m->kind == RUNQ_MSG_RUNQ)
-			tt_count(&runq_counters, RUNQ_CNT_LOST);
-	}
-	m->kind = RUNQ_MSG_OCC;
-	m->nocc = 0;
-}
-
-/* occ_loop step of occ_append: slot from + i into the message (its name read if
- * new); a full message goes out and the next slots start another. */
-static long occ_append_one(__u32 i, void *arg)
-{
-	struct occ_emit_ctx *w = arg;
-	struct runq_msg *m = w->m;
-	struct occ_slot *s;
-	__u32 k;
-
-	if (w->from + i >= w->to || !(s = occ_slot_at(w->cpu, w->from + i)))
-		return 1;
-	occ_name(s, w->known);
-	k = m->nocc & (OCC_BATCH - 1);
-	m->occ[k].t_ns = s->t_ns;
-	m->occ[k].tid = s->tid;
-	m->occ[k].pid = s->pid;
-	m->occ[k].flags = s->flags | (i == 0 ? w->trunc : 0);
-	m->nocc = k + 1;
-	if (m->nocc == OCC_BATCH)
-		runq_msg_send(m);
-	return 0;
-}
-
-/* The runq record in this CPU's scratch message (runq_emit filled it) goes out
- * with this CPU's switches that cover its wait since t0 (occupancy.bpf.h), in
- * one message or more. Without bpf_loop a global function: the verifier checks
- * it once, not in every program that writes a runnable interval, where its
- * bounded loops inlined do not fit the verifier's budget. With bpf_loop inlined:
- * as a call of its own its frame, between the program's and the loop step's,
- * passes the 512 bytes of stack the three may take together before 6.13
- * (measured on 6.1: 544). */
-#ifdef TT_NO_BPF_LOOP
-__noinline int runq_emit_occ(__u64 t0)
-#else
-static __always_inline int runq_emit_occ(__u64 t0)
-#endif
-{
-	__u32 zero = 0;
-	struct runq_msg *m = bpf_map_lookup_elem(&runq_scratch, &zero);
-
-	if (!m)
-		return 0;
-	occ_emit(m, t0);
-	if (m->kind == RUNQ_MSG_RUNQ || m->nocc)
-		runq_msg_send(m);
-	return 0;
 }
 
 static __always_inline void runq_fill(struct tt_runq *r, __u32 tid, __u32 pid, __u64 t0, __u64 now,
@@ -216,14 +155,14 @@ static __always_inline void runq_fill(struct tt_runq *r, __u32 tid, __u32 pid, _
 
 /* One runnable interval [t0, now] of tid: a record, or a histogram slot (in
  * th, the thread's tp_btf slot, if it has one; else in runq_hist). With the cpu
- * event the record goes out in a message with the switches of this CPU that
- * cover the wait (occupancy.bpf.h). */
+ * event the record goes out as the header of a runq_msg, and the switches of
+ * this CPU that cover the wait follow in batches (occupancy.bpf.h). */
 static __always_inline void runq_emit(struct tt_thread *th, __u32 tid, __u32 pid, __u64 t0,
 				      __u64 now, __u8 kind, __u32 waker, __u32 waker_pid, __u8 ctx)
 {
-	__u32 sub = kind == TT_RUNQ_PREEMPT ? TT_RUNQ_SUB_PREEMPT : TT_RUNQ_SUB_WAKEUP, zero = 0;
+	__u32 sub = kind == TT_RUNQ_PREEMPT ? TT_RUNQ_SUB_PREEMPT : TT_RUNQ_SUB_WAKEUP;
+	const __u32 head = __builtin_offsetof(struct runq_msg, occ); /* read as tt_runq without cpu */
 	struct runq_msg *m;
-	struct tt_runq *r;
 
 	if (aggregate && occ_on)
 		occ_blame_wait(tid, pid, t0, now);
@@ -237,21 +176,17 @@ static __always_inline void runq_emit(struct tt_thread *th, __u32 tid, __u32 pid
 	}
 	if (skip_steps & SCHED_SKIP_RUNQ_RB)
 		return;
-	if (occ_on && !(skip_steps & SCHED_SKIP_OCC_EMIT) &&
-	    (m = bpf_map_lookup_elem(&runq_scratch, &zero))) {
-		runq_fill(&m->r, tid, pid, t0, now, kind, waker, waker_pid, ctx);
-		m->kind = RUNQ_MSG_RUNQ;
-		m->nocc = 0;
-		runq_emit_occ(t0);
-		return;
-	}
-	r = bpf_ringbuf_reserve(&runq_rb, sizeof(*r), 0);
-	if (!r) {
+	if (occ_on && !(skip_steps & SCHED_SKIP_OCC_EMIT))
+		occ_want(t0);
+	m = bpf_ringbuf_reserve(&runq_rb, head, 0);
+	if (!m) {
 		tt_count(&runq_counters, RUNQ_CNT_LOST);
 		return;
 	}
-	runq_fill(r, tid, pid, t0, now, kind, waker, waker_pid, ctx);
-	bpf_ringbuf_submit(r, tt_rb_flags(&runq_rb, rb_wakeup_bytes, sizeof(*r)));
+	runq_fill(&m->r, tid, pid, t0, now, kind, waker, waker_pid, ctx);
+	m->kind = RUNQ_MSG_RUNQ;
+	m->nocc = 0;
+	bpf_ringbuf_submit(m, tt_rb_flags(&runq_rb, rb_wakeup_bytes, head));
 }
 
 /* Move a thread's run-queue histograms into runq_hist: at its exit, and from

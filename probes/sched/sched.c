@@ -110,10 +110,10 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	unsigned thread_size;
 	int err;
 
-	if (!features_bpf_loop() && occ_wanted(o))
-		features_fallback("the cpu event's loops", "bpf_loop", "5.17", "bounded loops",
-				  "a wait during which its CPU switched more than 48 times keeps "
-				  "the last 48 switches (counted as truncated)");
+	if (!features_bpf_loop() && occ_wanted(o) && !occ_records_wanted(o))
+		features_fallback("--listen's split of waits by occupant", "bpf_loop", "5.17",
+				  "bounded loops", "a wait during which its CPU switched more than "
+				  "48 times has its start counted unknown (and truncated)");
 	s = st->skel = sched_skel_open(features_bpf_loop());
 	if (!s) {
 		snprintf(ctx->err, sizeof(ctx->err), "sched: cannot open BPF object: %s", strerror(errno));
@@ -258,22 +258,24 @@ static int write_offcpu(struct tt_ctx *ctx, struct sched_state *st, struct offcp
 	return offcpu_write(acc, dir, &sm, tasks, ntasks, ctx->syms, ksyms);
 }
 
-/* The stack maps' next epoch, when due (stack_epoch.h). */
+/* The stack maps' next epoch, when due (stack_epoch.h); under the flight
+ * recorder, the switches waits want that are still in the rings. */
 static int sched_tick(struct tt_ctx *ctx, void *state, uint64_t now_ns)
 {
 	struct sched_state *st = state;
 	struct bpf_map *maps[SCHED_STACK_MAPS];
 	int fds[SCHED_STACK_MAPS];
 	const int *gens[2] = { fds, fds + SCHED_STACK_LEVELS };
+	int occ_ms = ctx->flight ? runq_part_tick(&st->rq, st->skel) : -1, ms;
 
-	(void)ctx;
 	if (!st->epochs.period_ns)
-		return -1;
+		return occ_ms;
 	stack_maps(st->skel, maps);
 	for (int i = 0; i < SCHED_STACK_MAPS; i++)
 		fds[i] = bpf_map__fd(maps[i]);
-	return stack_epochs_tick(&st->epochs, &st->skel->bss->stack_epoch, gens,
-				 SCHED_STACK_LEVELS, now_ns);
+	ms = stack_epochs_tick(&st->epochs, &st->skel->bss->stack_epoch, gens,
+			       SCHED_STACK_LEVELS, now_ns);
+	return ms < 0 || (occ_ms >= 0 && occ_ms < ms) ? occ_ms : ms;
 }
 
 static int sched_finish(struct tt_ctx *ctx, void *state)
