@@ -48,7 +48,8 @@ def test_each_entry_site_is_classed_as_the_kernel_treats_it(tmp_path, site):
     costs = meta["uprobe_costs_ns"]
     assert costs["measured"]
     # the measured classes come out in the kernel's order of work
-    assert costs["single-stepped"] > 5 * costs["emulated"] > 0
+    # (14 us against 0.4 on one VM, 4.3 against 0.95 on another: the order, not the ratio)
+    assert costs["single-stepped"] > 2 * costs["emulated"] > 0
     assert plan["cost_ns_per_call"] == costs[entry] + costs["uretprobe"]
 
 
