@@ -379,62 +379,40 @@ __noinline int occ_blame_wait(__u32 tid, __u32 pid, __u64 t0, __u64 now)
 	return 0;
 }
 
-/* The slot that held the CPU at t0: the last one noted at or before t0 among
- * the ring's [oldest, seq) (slots are in time order), or oldest - 1 when even
- * the oldest is after t0 (that one's predecessor is lost, or there is none). */
-static __always_inline __u64 occ_anchor(struct occ_cpu *c, __u64 oldest, __u64 seq, __u64 t0)
-{
-	__u64 lo = oldest, hi = seq; /* invariant: slots < lo are <= t0, slots >= hi are > t0 */
-
-	/* mostly the wait began a few switches ago: look there first */
-	for (int i = 1; i <= 4 && seq >= oldest + i; i++) {
-		if (occ_slot_at(c, seq - i)->t_ns <= t0)
-			return seq - i;
-		hi = seq - i;
-	}
-	for (int i = 0; i < 12 && lo < hi; i++) { /* log2(OCC_RING) + 3 */
-		__u64 mid = lo + (hi - lo) / 2;
-
-		if (occ_slot_at(c, mid)->t_ns <= t0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo - 1; /* may be oldest - 1 */
-}
-
 /* A traced thread ran on this CPU at its last noted switch after waiting
- * since t0: the batches from the one that held the slot noted at t0 go out,
- * the whole ones now (each once), the one still filling when it is full. */
+ * since t0: the batches from the one that holds the slot that held the CPU at
+ * t0 go out, the whole ones now (each once), the one still filling when it is
+ * full. Found walking back a batch at a time from the thread's own switch-in
+ * (a batch whose first slot is at or before t0 holds that slot): mostly the
+ * wait began in the same batch or the one before. */
 static __always_inline void occ_want(__u64 t0)
 {
 	struct occ_cpu *c = occ_cpu_get();
-	__u64 seq, oldest, a, full;
+	__u64 seq, full, first, g;
 
 	if (!c || !c->seq)
 		return;
 	seq = c->seq;
-	oldest = occ_oldest(seq);
-	a = occ_anchor(c, oldest, seq, t0);
 	full = seq / OCC_BATCH;
-	if (a + 1 == oldest) { /* nothing noted at or before t0 is left */
-		a = oldest;
-		if (oldest > 0) {
-			if (!(c->sent & 1u << (a / OCC_BATCH & (OCC_BATCHES - 1))))
-				occ_slot_at(c, a)->flags |= TT_OCC_TRUNC;
-			tt_count(&occ_counters, OCC_CNT_TRUNC);
-		}
-	}
-	_Pragma("clang loop unroll(disable)")
-	for (int i = 0; i < OCC_BATCHES; i++) {
-		__u64 g = a / OCC_BATCH + i;
-
-		if (g >= full)
-			break;
-		occ_send(c, g);
-	}
+	first = occ_oldest(seq) / OCC_BATCH;
 	if (seq & (OCC_BATCH - 1))
 		c->want = full + 1;
+	g = (seq - 1) / OCC_BATCH;
+	_Pragma("clang loop unroll(disable)")
+	for (int i = 0; i < OCC_BATCHES; i++, g--) {
+		struct runq_msg *m = occ_batch(c, g);
+		bool anchor = m->occ[0].t_ns <= t0;
+
+		if (!anchor && g == first && g > 0) { /* its start went out of the ring */
+			if (!(c->sent & 1u << (g & (OCC_BATCHES - 1))))
+				m->occ[0].flags |= TT_OCC_TRUNC;
+			tt_count(&occ_counters, OCC_CNT_TRUNC);
+		}
+		if (g < full)
+			occ_send(c, g);
+		if (anchor || g <= first)
+			break;
+	}
 }
 
 #endif

@@ -191,6 +191,7 @@ def test_target_that_execs_mid_run_stays_traced(tmp_path):
                         (everything["t_on_ns"] <= end["loop_t_start_ns"])]
     assert ((before["t_on_ns"] - before["t_off_ns"]) >= 250_000_000).any()
     after = mine[(mine["t_off_ns"] >= end["loop_t_start_ns"]) &
-                 (mine["t_off_ns"] <= end["loop_t_end_ns"])]  # the sleeps getrusage counted
+                 (mine["t_off_ns"] <= end["loop_t_end_ns"]) &
+                 (mine["voluntary"] == 1)]  # the sleeps getrusage counted (nvcsw: not preemptions)
     unmatched = meta(tmp_path)["unmatched_events"]["switch"]
     assert end["nvcsw"] - 2 <= len(after) + unmatched and len(after) <= end["nvcsw"] + 2
