@@ -115,13 +115,17 @@ int occ_out_pending(struct occ_out *o, const struct bpf_map *cpus)
 		err = -errno;
 	for (int cpu = 0; !err && cpu < ncpu; cpu++) {
 		const struct occ_cpu *c = (const void *)(buf + (size_t)cpu * size);
-		__u64 g = c->seq / OCC_BATCH, from = g * OCC_BATCH;
+		__u64 w = c->want - 1, from = w * OCC_BATCH, to = from + OCC_BATCH;
 
-		if (o->pending_seq[cpu] > from) /* written by an earlier call */
+		/* the last batch a wait wanted: still filling, or filled and sent since the
+		 * ring buffer was last read (the programs run on till they are destroyed) */
+		if (o->pending_seq[cpu] > from)
 			from = o->pending_seq[cpu];
-		if (c->seq > from && c->want == g + 1)
-			occ_out_write(o, (uint32_t)cpu, &c->batch[g % OCC_BATCHES].occ[from % OCC_BATCH],
-				      (uint32_t)(c->seq - from));
+		if (to > c->seq)
+			to = c->seq;
+		if (c->want && w + OCC_BATCHES > c->seq / OCC_BATCH && to > from)
+			occ_out_write(o, (uint32_t)cpu, &c->batch[w % OCC_BATCHES].occ[from % OCC_BATCH],
+				      (uint32_t)(to - from));
 		o->pending_seq[cpu] = c->seq;
 	}
 	free(buf);

@@ -33,10 +33,11 @@ int occ_configure(struct bpf_object *obj, const struct tt_opts *o);
 struct occ_out *occ_out_open(const struct tt_ctx *ctx);
 /* n slots of one CPU. */
 void occ_out_write(struct occ_out *o, uint32_t cpu, const struct occ_rec *recs, uint32_t n);
-/* The slots so far of each CPU's batch that a wait wants and that is still
- * filling (occupancy.h), from the per-CPU map occ_cpu; those an earlier call
- * wrote are not written again (the batch itself, once full, still is: the
- * analysis counts a slot written twice once). 0 or -errno. */
+/* The slots of each CPU's last batch a wait wanted (occupancy.h), from the
+ * per-CPU map occ_cpu: so far if it is still filling, all of it if it filled
+ * (it may have gone out after the ring buffer was last read). Those an earlier
+ * call wrote are not written again; the batch itself may be too (the analysis
+ * counts a slot written twice once). 0 or -errno. */
 int occ_out_pending(struct occ_out *o, const struct bpf_map *cpus);
 /* Flush occupancy.bin, write DIR/occupants.bin from the names map, name the
  * cgroups. 0 or -errno. */
