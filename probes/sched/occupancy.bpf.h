@@ -384,14 +384,16 @@ __noinline int occ_blame_wait(__u32 tid, __u32 pid, __u64 t0, __u64 now)
  * t0 go out, the whole ones now (each once), the one still filling when it is
  * full. Found walking back a batch at a time from the thread's own switch-in
  * (a batch whose first slot is at or before t0 holds that slot): mostly the
- * wait began in the same batch or the one before. */
-static __always_inline void occ_want(__u64 t0)
+ * wait began in the same batch or the one before. A global function: the
+ * verifier checks its loop once, not at every caller (inlined, the switch
+ * program passed 6.12's limit of a million instructions checked: E2BIG). */
+__noinline int occ_want(__u64 t0)
 {
 	struct occ_cpu *c = occ_cpu_get();
 	__u64 seq, full, first, g;
 
 	if (!c || !c->seq)
-		return;
+		return 0;
 	seq = c->seq;
 	full = seq / OCC_BATCH;
 	first = occ_oldest(seq) / OCC_BATCH;
@@ -413,6 +415,7 @@ static __always_inline void occ_want(__u64 t0)
 		if (anchor || g <= first)
 			break;
 	}
+	return 0;
 }
 
 #endif
