@@ -169,12 +169,4 @@ server_start "$TMP/server.log" --workers "$SERVER_WORKERS"
 	start_scraper
 echo "$ME: orders-server on port $SERVER_PORT; httpload --model $MODEL --conns $CONNS" \
 	"${AMOUNT[*]}; $REPEATS rounds of $MODES"
-IFS=, read -r -a modes <<<"$MODES"
-for round in $(seq "$REPEATS"); do
-	mapfile -t order < <(round_order "$round" "${modes[@]}")
-	for mode in "${order[@]}"; do measure "$mode" "$round"; done
-done
-
-echo
-python3 "$TOP/bench/ab_stats.py" "$RESULTS"
-echo "$ME: raw results in $RESULTS"
+ab_rounds "$REPEATS" "$MODES" "$RESULTS"

@@ -146,12 +146,4 @@ PY
 
 echo "$ME: PostgreSQL $(basename "$(dirname "$PGBIN")"), pgbench -c $CLIENTS -j 2 -T $DURATION," \
 	"scale $SCALE; $ROUNDS rounds of $MODES"
-IFS=, read -r -a modes <<<"$MODES"
-for round in $(seq "$ROUNDS"); do
-	mapfile -t order < <(round_order "$round" "${modes[@]}")
-	for mode in "${order[@]}"; do measure "$mode" "$round"; done
-done
-
-echo
-python3 "$TOP/bench/ab_stats.py" "$RESULTS"
-echo "$ME: raw results in $RESULTS"
+ab_rounds "$ROUNDS" "$MODES" "$RESULTS"

@@ -58,6 +58,19 @@ round_order() { # round mode...: the modes in order in odd rounds, reversed in e
 	fi
 }
 
+ab_rounds() { # rounds modes-csv results: `measure MODE ROUND` (the caller's) for every mode of
+	# every round in round_order, then the A/B summary of results (bench/ab_stats.py)
+	local round mode modes order
+	IFS=, read -r -a modes <<<"$2"
+	for round in $(seq "$1"); do
+		mapfile -t order < <(round_order "$round" "${modes[@]}")
+		for mode in "${order[@]}"; do measure "$mode" "$round"; done
+	done
+	echo
+	python3 "$TT_TOP/bench/ab_stats.py" "$3"
+	echo "$ME: raw results in $3"
+}
+
 need_load_bins() { # tailtrace, httpload and orders-server, all built
 	TAILTRACE=$BUILD/probes/tailtrace
 	HTTPLOAD=$BUILD/workloads/httpload/httpload
