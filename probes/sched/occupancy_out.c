@@ -32,7 +32,6 @@ struct occ_out {
 	size_t ncgs, capcgs;
 	bool irqs;                   /* the irq event: name the irq numbers in meta.json */
 	uint64_t *pending_seq;       /* per CPU: slots before it written by occ_out_pending */
-	int ncpu;
 };
 
 bool occ_wanted(const struct tt_opts *o)
@@ -107,7 +106,6 @@ int occ_out_pending(struct occ_out *o, const struct bpf_map *cpus)
 		return ncpu < 0 ? ncpu : -EINVAL;
 	if (!o->pending_seq && !(o->pending_seq = calloc((size_t)ncpu, sizeof(uint64_t))))
 		return -ENOMEM;
-	o->ncpu = ncpu;
 	buf = calloc((size_t)ncpu, size);
 	if (!buf)
 		return -ENOMEM;
