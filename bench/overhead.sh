@@ -13,16 +13,18 @@
 #   runqlat    libbpf-tools' runqlat (system-wide run-queue latency histogram,
 #              the leanest tracer of the same events) running during httpload
 #   events=A+B tailtrace --events A,B -- httpload (e.g. events=runq+switch+offcpu+locks)
-#   spanfloor  hook_floor --usdt (empty programs on httpload's request__start/done USDT
-#              marks) -- tailtrace (default events) -- httpload: the floor under the
-#              flight mode's spans (the traps and running any program there)
+#   spanfloor  hook_floor --usdt (an empty program on httpload's request__span USDT
+#              mark) -- tailtrace (default events) -- httpload: the floor under the
+#              flight mode's spans (the trap and running any program there)
 #   hooks      build/bench/hook_floor -- httpload: empty programs on the hooks
 #              --aggregate uses (tp_btf sched_switch, sched_waking): the floor
 #              that no tracer of these events goes below
 #   spans      tailtrace --span on httpload's USDT request marks, to disk (the default
 #              events and the spans, all recorded): the recorder's kernel side
 #   flight     tailtrace --flight-recorder 30 with a trigger that never fires (latency>3600s),
-#              httpload's USDT request marks as the spans: the recorder's standing cost
+#              httpload's USDT request mark as the spans (request__span, one a request):
+#              the recorder's standing cost
+#   flightpair the same with the pair of marks, request__start,request__done (two a request)
 #   alt        $TAILTRACE_ALT (another tailtrace binary, e.g. an older build) -- httpload
 #   altlisten  $TAILTRACE_ALT --listen -- httpload, scraped like listen
 # Prints per mode (bench/ab_stats.py): median throughput, its ratio to `none`,
@@ -51,7 +53,7 @@ MODES=none,default,aggregate,perf
 SERVER_WORKERS=$(nproc)
 OUT=""
 SERVER_PID=""
-MODE_NAMES=none,default,aggregate,listen,listencpu,spanfloor,spans,perf,runqlat,hooks,flight,alt,altlisten # and events=A+B
+MODE_NAMES=none,default,aggregate,listen,listencpu,spanfloor,spans,perf,runqlat,hooks,flight,flightpair,alt,altlisten # and events=A+B
 TMP=$(mktemp -d)
 . "$TOP/bench/tt_bench_lib.sh"
 
@@ -129,13 +131,16 @@ measure() { # mode round: one httpload run under that mode; appends a JSON line
 	events=*) "$TAILTRACE" --events "$(tr + , <<<"${mode#events=}")" --out "$run" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" ;;
 	hooks) "$HOOK_FLOOR" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
-	spanfloor) "$HOOK_FLOOR" --usdt "$HTTPLOAD:httpload:request__start" \
-		--usdt "$HTTPLOAD:httpload:request__done" -- "$TAILTRACE" --out "$run" -- "${load[@]}" \
+	spanfloor) "$HOOK_FLOOR" --usdt "$HTTPLOAD:httpload:request__span" \
+		-- "$TAILTRACE" --out "$run" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" ;;
 	spans) "$TAILTRACE" --out "$run" --span "usdt:$HTTPLOAD:httpload:request" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" ;;
 	flight) "$TAILTRACE" --flight-recorder 30 --trigger 'latency>3600s' --out "$run" \
 		--span "usdt:$HTTPLOAD:httpload:request" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
+	flightpair) "$TAILTRACE" --flight-recorder 30 --trigger 'latency>3600s' --out "$run" \
+		--span "usdt:$HTTPLOAD:httpload:request__start,request__done" -- "${load[@]}" \
+		>"$TMP/out" 2>"$TMP/err" ;;
 	alt) "$TAILTRACE_ALT" --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	altlisten) "$TAILTRACE_ALT" --listen "127.0.0.1:$LISTEN_PORT" --out "$run" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" ;;

@@ -290,6 +290,8 @@ uint64_t span_plan_cost_ns(const struct span_plan *p)
 
 	if (p->mode == SPAN_EXIT_URET)
 		return usite_cost_ns(p->entry.cls) + usite_uretprobe_ns();
+	if (p->mode == SPAN_EXIT_USDT && p->usdt.once)
+		return usite_cost_ns(p->entry.cls);
 	for (int i = 0; i < p->nexits; i++)
 		if (usite_cost_ns(p->exits[i].cls) > exit_ns)
 			exit_ns = usite_cost_ns(p->exits[i].cls);
@@ -301,6 +303,13 @@ void span_plan_describe(const struct span_plan *p, char *buf, size_t len)
 	int n = 0, by_cls[USITE_NCLASS] = { 0 };
 	size_t o;
 
+	if (p->mode == SPAN_EXIT_USDT && p->usdt.once) {
+		snprintf(buf, len, "USDT %s (%d site%s, %s), one mark carrying the start: "
+			 "~%.1f us a call", p->usdt.end, p->usdt.end_sites,
+			 p->usdt.end_sites == 1 ? "" : "s", usite_class_name(p->entry.cls),
+			 span_plan_cost_ns(p) / 1000.0);
+		return;
+	}
 	if (p->mode == SPAN_EXIT_USDT) {
 		snprintf(buf, len, "USDT %s (%d site%s, %s) to %s (%d site%s, %s), paired by %s: "
 			 "~%.1f us a call", p->usdt.start, p->usdt.start_sites,

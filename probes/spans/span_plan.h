@@ -55,9 +55,11 @@ struct span_plan {
 	int indirect_jumps;       /* jmp reg/[reg] out of reach: a span leaving by one is lost */
 	int dropped;              /* sites beyond SPAN_MAX_SITES */
 	bool truncated;           /* undecodable bytes in the function */
-	struct span_usdt_pair {   /* SPAN_EXIT_USDT: entry = a start site, exits[0] = an end site */
+	struct span_usdt_pair {   /* SPAN_EXIT_USDT: entry = a start site, exits[0] = an end site;
+				   * once: entry = the one mark's site, no exits */
 		const char *provider;
-		char start[64], end[64];  /* probe names */
+		bool once;            /* one mark at the end, NAME__span(id, t_start_ns[, ret]) */
+		char start[64], end[64];  /* probe names (once: end only) */
 		int start_sites, end_sites; /* places each is compiled in (all are probed) */
 		int start_nargs, end_nargs;
 		bool by_arg;          /* paired by the first argument, else by thread */
@@ -77,7 +79,8 @@ void span_plan_target(const char *exe, int pid, struct span_target *t);
 int span_plan_build(const char *path, const char *symbol, int want, const struct span_target *t,
 		    struct span_plan *p, char *err, size_t len, char *warn, size_t wlen);
 /* Plan a span between USDT probes of provider in the ELF file at path: name
- * is "START,END" or a base (NAME__start .. NAME__done, docs/third-party.md).
+ * is "START,END" or a base (NAME__span if the file has it, else NAME__start ..
+ * NAME__done, docs/third-party.md).
  * 0, or -errno with a one-line reason (the probes it has) in err. */
 int span_plan_usdt(const char *path, const char *provider, const char *name, struct span_plan *p,
 		   char *err, size_t len);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * span_usdt: a span from one USDT probe to another (usdt:BIN:PROVIDER:NAME).
- * The probes are found in the file's .note.stapsdt (syms_elf_usdt); libbpf
+ * span_usdt: a span from one USDT probe to another (usdt:BIN:PROVIDER:NAME),
+ * or one probe at the request's end that carries its start (NAME__span(id,
+ * t_start_ns[, ret]): one trap a request, preferred when the file has it). The probes are found in the file's .note.stapsdt (syms_elf_usdt); libbpf
  * attaches them (every site a probe is compiled in, its semaphore counted)
  * and reads their arguments. Here: which two probes, where they sit and what
  * a hit costs (sys/sdt.h writes a 1-byte nop, emulated; a 5-byte nop is the
@@ -22,17 +23,21 @@
 static const char *const start_suffix[] = { "__start", "_start", "__begin", "_begin" };
 static const char *const end_suffix[] = { "__done", "_done", "__end", "_end" };
 #define N_SUFFIX 4
+/* One mark at the end, the start time its second argument. */
+#define ONCE_SUFFIX "__span"
+#define ONCE_MIN_ARGS 2
 
 struct usdt_scan {
 	const char *provider, *path;
 	char want[2][N_SUFFIX][64]; /* [start/end][candidate] */
 	int nwant;                  /* candidates per end (1 when START,END given) */
-	struct {
+	char once[64];              /* NAME__span, or "" (START,END given) */
+	struct usdt_found {
 		int rank;               /* best candidate seen: index, N_SUFFIX = none */
 		char name[64];
 		struct span_site site;  /* first site of that probe */
 		int sites, nargs;
-	} end[2];
+	} end[2], one;
 	char others[160];           /* the provider's other probes, for the error */
 	int nprovider;
 };
@@ -57,6 +62,18 @@ static void note_other(struct usdt_scan *s, const char *name)
 	snprintf(s->others + o, sizeof(s->others) - o, "%s%s", o ? ", " : "", name);
 }
 
+/* A site of the probe found as f (first site: its name, arguments and class). */
+static void found_site(struct usdt_scan *s, struct usdt_found *f, const struct syms_usdt *u,
+		       uint8_t site)
+{
+	if (f->sites++)
+		return;
+	snprintf(f->name, sizeof(f->name), "%s", u->name);
+	f->nargs = u->nargs;
+	f->site = (struct span_site){ .offset = u->offset, .vaddr = u->vaddr, .site = site,
+				      .cls = site_class(s->path, u->offset, u->vaddr) };
+}
+
 static int scan_probe(const struct syms_usdt *u, void *arg)
 {
 	struct usdt_scan *s = arg;
@@ -65,6 +82,10 @@ static int scan_probe(const struct syms_usdt *u, void *arg)
 	if (strcmp(u->provider, s->provider))
 		return 0;
 	s->nprovider++;
+	if (s->once[0] && !strcmp(u->name, s->once) && u->nargs >= ONCE_MIN_ARGS) {
+		found_site(s, &s->one, u, SPANS_SITE_RET);
+		return 0;
+	}
 	for (int e = 0; e < 2; e++)
 		for (int c = 0; c < s->nwant && c <= s->end[e].rank; c++) {
 			if (strcmp(u->name, s->want[e][c]))
@@ -74,15 +95,7 @@ static int scan_probe(const struct syms_usdt *u, void *arg)
 				s->end[e].rank = c;
 				s->end[e].sites = 0;
 			}
-			if (!s->end[e].sites++) {
-				snprintf(s->end[e].name, sizeof(s->end[e].name), "%s", u->name);
-				s->end[e].nargs = u->nargs;
-				s->end[e].site = (struct span_site){
-					.offset = u->offset, .vaddr = u->vaddr,
-					.site = e ? SPANS_SITE_RET : SPANS_SITE_ENTRY,
-					.cls = site_class(s->path, u->offset, u->vaddr),
-				};
-			}
+			found_site(s, &s->end[e], u, e ? SPANS_SITE_RET : SPANS_SITE_ENTRY);
 		}
 	if (!matched)
 		note_other(s, u->name);
@@ -107,7 +120,26 @@ static int split_names(struct usdt_scan *s, const char *name, char *err, size_t 
 		snprintf(s->want[0][c], 64, "%s%s", name, start_suffix[c]);
 		snprintf(s->want[1][c], 64, "%s%s", name, end_suffix[c]);
 	}
+	snprintf(s->once, sizeof(s->once), "%s%s", name, ONCE_SUFFIX);
 	s->nwant = N_SUFFIX;
+	return 0;
+}
+
+/* The span is one mark, NAME__span(id, t_start_ns[, ret]), at its end. */
+static int plan_once(const struct usdt_scan *s, const char *path, const char *name,
+		     struct span_plan *p)
+{
+	snprintf(p->path, sizeof(p->path), "%s", path);
+	p->symbol = name;
+	p->mode = SPAN_EXIT_USDT;
+	p->entry = s->one.site;
+	p->first_cls = p->entry.cls;
+	p->fn.vaddr = p->entry.vaddr;
+	p->usdt = (struct span_usdt_pair){ .provider = s->provider, .once = true,
+					   .end_sites = s->one.sites, .end_nargs = s->one.nargs };
+	snprintf(p->usdt.end, sizeof(p->usdt.end), "%s", s->one.name);
+	snprintf(p->why, sizeof(p->why), "USDT %s:%s, one mark at the end carrying the start",
+		 s->provider, p->usdt.end);
 	return 0;
 }
 
@@ -128,6 +160,8 @@ int span_plan_usdt(const char *path, const char *provider, const char *name, str
 			 path, strerror(-r));
 		return r;
 	}
+	if (s.one.sites)
+		return plan_once(&s, path, name, p);
 	if (!s.end[0].sites || !s.end[1].sites) {
 		const char *which = s.end[0].sites ? "an end" : s.end[1].sites ? "a start" : "start or end";
 

@@ -7,6 +7,7 @@
  *   span_guard   uprobes on __cxa_begin_catch and longjmp: frames left by a
  *                C++ exception or a longjmp end there, marked as such
  *   span_mark_start, span_mark_end   USDT probes that start and end a request
+ *   span_mark_once   one USDT probe at a request's end carrying its start
  * The cookie of each program says which --span, which site and how it keys.
  */
 #include "vmlinux.h"
@@ -524,4 +525,38 @@ SEC("usdt")
 int span_mark_end_hash(struct pt_regs *ctx)
 {
 	return mark_end_at(ctx, false);
+}
+
+/* ---- a span in one USDT probe --------------------------------------------- */
+
+/* NAME__span(id, t_start_ns[, ret]) at the request's end: the program knows when it
+ * began (CLOCK_MONOTONIC, bpf_ktime_get_ns's clock), so one trap makes the span and
+ * nothing is kept between marks. Its thread is taken as the start's too. */
+#define ONCE_MAX_NS (24 * 3600 * 1000000000ull) /* a start further back is not a time */
+
+SEC("usdt")
+int span_mark_once(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_usdt_cookie(ctx), now = bpf_ktime_get_ns();
+	__u64 id = bpf_get_current_pid_tgid();
+	struct spans_frame f = { .span_id = SPANS_COOKIE_SPAN(cookie), .tid = (__u32)id };
+	struct spans_key k = { .pid = id >> 32 };
+	long t0 = 0, ret = 0;
+
+	count(SPANS_CNT_HITS);
+	if (!tt_current_traced())
+		return 0;
+	if (bpf_usdt_arg(ctx, 1, &t0)) {
+		count(SPANS_CNT_NO_ARG);
+		return 0;
+	}
+	if (t0 <= 0 || (__u64)t0 > now || now - (__u64)t0 > ONCE_MAX_NS) {
+		count(SPANS_CNT_BAD_START);
+		return 0;
+	}
+	if ((SPANS_COOKIE_FLAGS(cookie) & SPANS_COOKIE_RET_ARG) && bpf_usdt_arg(ctx, 2, &ret))
+		count(SPANS_CNT_NO_ARG);
+	f.t_start_ns = (__u64)t0;
+	span_emit(&k, &f, 0, now, ret, TT_SPAN_RETURN);
+	return 0;
 }

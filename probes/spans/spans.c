@@ -218,6 +218,27 @@ static void spans_refuse(struct spans_state *st, const struct tt_opts *o, int i)
 	st->refused[i] = true;
 }
 
+/* A USDT span's probes: its one mark, or its end then its start. */
+static int attach_usdt_span(struct tt_ctx *ctx, struct spans_state *st, int i)
+{
+	const struct span_plan *p = &st->plans[i];
+	bool hash = !features_atomics();
+	unsigned flags;
+	int err;
+
+	if (p->usdt.once)
+		return attach_usdt(ctx, st, st->skel->progs.span_mark_once, p, p->usdt.end,
+				   SPANS_COOKIE(i, SPANS_SITE_RET, 0,
+						p->usdt.end_nargs >= 3 ? SPANS_COOKIE_RET_ARG : 0));
+	flags = (p->usdt.by_arg ? SPANS_COOKIE_BY_ARG : 0) |
+		(p->usdt.end_nargs >= 2 ? SPANS_COOKIE_RET_ARG : 0);
+	err = attach_usdt(ctx, st, prog_named(st, hash ? "span_mark_end_hash" : "span_mark_end", 0),
+			  p, p->usdt.end, SPANS_COOKIE(i, SPANS_SITE_RET, 0, flags));
+	return err ?: attach_usdt(ctx, st, prog_named(st, hash ? "span_mark_start_hash" :
+						      "span_mark_start", 0),
+				  p, p->usdt.start, SPANS_COOKIE(i, SPANS_SITE_ENTRY, 0, flags));
+}
+
 /* Exits before the entry: a call entered while attaching then has its exit
  * hooked but no entry (counted unmatched), never an entry whose exit is missed. */
 static int attach_span(struct tt_ctx *ctx, struct spans_state *st, int i)
@@ -230,16 +251,7 @@ static int attach_span(struct tt_ctx *ctx, struct spans_state *st, int i)
 	if (st->refused[i])
 		return 0;
 	if (p->mode == SPAN_EXIT_USDT) {
-		bool hash = !features_atomics();
-
-		flags = (p->usdt.by_arg ? SPANS_COOKIE_BY_ARG : 0) |
-			(p->usdt.end_nargs >= 2 ? SPANS_COOKIE_RET_ARG : 0);
-		err = attach_usdt(ctx, st, prog_named(st, hash ? "span_mark_end_hash" :
-						      "span_mark_end", 0), p, p->usdt.end,
-				  SPANS_COOKIE(i, SPANS_SITE_RET, 0, flags));
-		err = err ?: attach_usdt(ctx, st, prog_named(st, hash ? "span_mark_start_hash" :
-							     "span_mark_start", 0), p,
-					 p->usdt.start, SPANS_COOKIE(i, SPANS_SITE_ENTRY, 0, flags));
+		err = attach_usdt_span(ctx, st, i);
 		if (err && !st->cookies && (err == -ESRCH || err == -ENOTSUP || err == -EOPNOTSUPP)) {
 			usdt_refuse(ctx, st, i);
 			err = 0;
@@ -300,17 +312,23 @@ static void spans_destroy(void *state)
  * the compare-and-swap fast path or without (features_atomics). */
 static void spans_select_progs(struct spans_state *st)
 {
-	bool usdt = false, atomics = features_atomics();
+	bool usdt = false, once = false, atomics = features_atomics();
 	struct bpf_program *p;
 
-	for (int i = 0; i < st->nplans; i++)
-		usdt |= !st->refused[i] && st->plans[i].mode == SPAN_EXIT_USDT;
+	for (int i = 0; i < st->nplans; i++) {
+		bool u = !st->refused[i] && st->plans[i].mode == SPAN_EXIT_USDT;
+
+		once |= u && st->plans[i].usdt.once;
+		usdt |= u && !st->plans[i].usdt.once;
+	}
 	bpf_object__for_each_program(p, st->skel->obj) {
 		const char *name = bpf_program__name(p);
 		const char *nc = strstr(name, "_nc");
 		bool load;
 
-		if (!strncmp(name, "span_mark_", 10))
+		if (!strcmp(name, "span_mark_once"))
+			load = once;
+		else if (!strncmp(name, "span_mark_", 10))
 			load = usdt && (strstr(name, "_hash") ? !atomics : atomics);
 		else if (nc && nc[3] >= '0' && nc[3] <= '9') /* span_enter_ncN, span_exit_ncN */
 			load = !st->cookies && nc[3] - '0' < st->nplans &&
@@ -422,14 +440,21 @@ static int spans_finish(struct tt_ctx *ctx, void *state)
 		fprintf(stderr, "tailtrace: spans: %llu calls nested deeper than %d, %llu returns "
 			"without an entry, %llu entries whose return was never seen, "
 			"%llu state-map overflows, %llu unreadable goroutines, %llu unreadable "
-			"jmp_bufs, %llu unreadable USDT arguments\n",
+			"jmp_bufs, %llu unreadable USDT arguments, %llu one-mark starts "
+			"that were not a time\n",
 			(unsigned long long)spans_counter(st, SPANS_CNT_TOO_DEEP), SPANS_MAX_DEPTH,
 			(unsigned long long)spans_counter(st, SPANS_CNT_UNMATCHED),
 			(unsigned long long)spans_counter(st, SPANS_CNT_STALE),
 			(unsigned long long)spans_counter(st, SPANS_CNT_STATE_FULL),
 			(unsigned long long)spans_counter(st, SPANS_CNT_NO_G),
 			(unsigned long long)spans_counter(st, SPANS_CNT_BAD_JMPBUF),
-			(unsigned long long)spans_counter(st, SPANS_CNT_NO_ARG));
+			(unsigned long long)spans_counter(st, SPANS_CNT_NO_ARG),
+			(unsigned long long)spans_counter(st, SPANS_CNT_BAD_START));
+	else if (spans_counter(st, SPANS_CNT_BAD_START))
+		fprintf(stderr, "tailtrace: spans: %llu one-mark spans dropped: their second "
+			"argument is not a CLOCK_MONOTONIC start before their end (NAME__span(id, "
+			"t_start_ns, ret), docs/third-party.md)\n",
+			(unsigned long long)spans_counter(st, SPANS_CNT_BAD_START));
 	if (err)
 		spans_err(ctx, "spans: writing %s/spans.bin: %s",
 			 ctx->opts->out_dir, strerror(-err));
@@ -499,12 +524,15 @@ static void spans_meta(void *state, FILE *f)
 			fprintf(f, "], \"usdt\": {\"provider\": ");
 			json_write_string(f, p->usdt.provider);
 			fprintf(f, ", \"start\": ");
-			json_write_string(f, p->usdt.start);
+			if (p->usdt.once)
+				fputs("null", f);
+			else
+				json_write_string(f, p->usdt.start);
 			fprintf(f, ", \"end\": ");
 			json_write_string(f, p->usdt.end);
 			fprintf(f, ", \"start_sites\": %d, \"end_sites\": %d, \"paired_by\": \"%s\"}",
 				p->usdt.start_sites, p->usdt.end_sites,
-				p->usdt.by_arg ? "argument" : "thread");
+				p->usdt.once ? "one_mark" : p->usdt.by_arg ? "argument" : "thread");
 		}
 		fprintf(f, "%s, \"followed\": %d, \"tail_ends\": %d, \"indirect_jumps\": %d, "
 			"\"cost_ns_per_call\": %llu}", p->mode == SPAN_EXIT_USDT ? "" : "]", p->followed, p->tail_ends, p->indirect_jumps,

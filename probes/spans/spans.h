@@ -10,7 +10,8 @@
  * Frames are keyed by thread, or for Go by goroutine (runtime.g in r14),
  * and matched by stack level, so nesting, recursion and stack copying pair.
  * A USDT span (usdt:BIN:PROVIDER:NAME) opens at a start probe and closes at
- * an end probe of the same request: same first argument, or same thread.
+ * an end probe of the same request: same first argument, or same thread; or
+ * it is one probe at the end whose second argument is the start time.
  */
 #ifndef TT_SPANS_H
 #define TT_SPANS_H
@@ -29,6 +30,7 @@ enum spans_counter {
 	SPANS_CNT_BAD_JMPBUF, /* longjmp whose target stack could not be read */
 	SPANS_CNT_NO_G,      /* Go site whose goroutine could not be read */
 	SPANS_CNT_NO_ARG,    /* USDT site whose argument could not be read */
+	SPANS_CNT_BAD_START, /* one-mark USDT span whose start is not a time before its end */
 	SPANS_CNT_NR,
 };
 

@@ -170,20 +170,32 @@ def test_function_spans(tmp_path, record_property):
            median_ms=float(np.median(dur) / 1e6))
 
 
-@pytest.mark.feature("--span usdt:")
-def test_usdt_spans(tmp_path, record_property):
-    """The same 200 calls, timed between their USDT probes work__start(i) and work__done(i,
-    2i+1), paired by i."""
+def usdt_spans(tmp_path, record_property, name, mode, what):
     p = tailtrace(tmp_path, "--events", "spans", "--span",
-                  f"usdt:{SPAN_TARGET}:span_target:work", "--", str(SPAN_TARGET), "work", "200",
-                  "500", timeout=SLOW)
-    if refused(record_property, p.stderr, "--span usdt", tmp_path):
+                  f"usdt:{SPAN_TARGET}:span_target:{name}", "--", str(SPAN_TARGET), *mode,
+                  timeout=SLOW)
+    if refused(record_property, p.stderr, what, tmp_path):
         return
     ok(p)
     s = read_records(tmp_path / "spans.bin", load_schema(tmp_path), "span")
     assert len(s) == 200
     assert sorted(s["ret"].tolist()) == [2 * i + 1 for i in range(200)]
+    assert ((s["t_end_ns"] - s["t_start_ns"]).astype(np.int64) >= 500_000).all()
     report(record_property, tmp_path, spans=int(len(s)))
+
+
+@pytest.mark.feature("--span usdt:")
+def test_usdt_spans(tmp_path, record_property):
+    """The same 200 calls, timed between their USDT probes work__start(i) and work__done(i,
+    2i+1), paired by i."""
+    usdt_spans(tmp_path, record_property, "work", ["work", "200", "500"], "--span usdt")
+
+
+@pytest.mark.feature("--span usdt: one mark")
+def test_usdt_one_mark_spans(tmp_path, record_property):
+    """The same 200 calls, each followed by one mark once__span(i, t_start_ns, 2i+1) that
+    carries its start."""
+    usdt_spans(tmp_path, record_property, "once", ["once", "200", "500", "0"], "--span usdt")
 
 
 # ---- locks ---------------------------------------------------------------------------------

@@ -8,6 +8,9 @@
  *                           (first to last line: what a span must show,
  *                           less the probe's own trap costs) and of the
  *                           call durations seen by the caller.
+ *   span_target once N US BAD  N calls of tt_span_work(i, US), each followed by one
+ *                           mark once__span(i, t_start_ns, 2*i+1) carrying its start;
+ *                           then 2*BAD marks whose start is 0 or a second ahead.
  *   span_target recurse D   calls tt_span_recurse(D) once: D+1 nested calls.
  *   span_target jump N      N calls of tt_span_escape() that leave by longjmp
  *                           (their return is never seen), then N normal
@@ -164,6 +167,22 @@ int main(int argc, char **argv)
 		       (unsigned long long)inner_sum_ns, (unsigned long long)sum_ns, check);
 		return 0;
 	}
+	if (argc == 5 && !strcmp(argv[1], "once")) {
+		long n = atol(argv[2]), us = atol(argv[3]), bad = atol(argv[4]);
+
+		for (long i = 0; i < n; i++) {
+			uint64_t t0 = tt_now_ns();
+			long r = tt_span_work(i, us);
+
+			TT_USDT3(span_target, once__span, i, t0, r);
+		}
+		for (long i = 0; i < bad; i++) { /* starts that are no time before the end */
+			TT_USDT3(span_target, once__span, i, (uint64_t)0, 0L);
+			TT_USDT3(span_target, once__span, i, tt_now_ns() + 1000000000ull, 0L);
+		}
+		printf("once=%ld bad=%ld\n", n, 2 * bad);
+		return 0;
+	}
 	if (argc == 4 && !strcmp(argv[1], "spin")) {
 		long n = atol(argv[2]), us = atol(argv[3]);
 
@@ -183,7 +202,7 @@ int main(int argc, char **argv)
 		printf("recurse=%ld\n", tt_span_recurse(atol(argv[2])));
 		return 0;
 	}
-	fprintf(stderr, "usage: span_target work N SLEEP_US | spin N US | recurse DEPTH | jump N | "
+	fprintf(stderr, "usage: span_target work N SLEEP_US | once N SLEEP_US BAD | spin N US | recurse DEPTH | jump N | "
 		"fork N | overlap N\n");
 	return 2;
 }

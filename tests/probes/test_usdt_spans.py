@@ -1,6 +1,7 @@
 """Spans between USDT probes (--span usdt:BIN:PROVIDER:NAME) on tailtrace's own workloads,
 which mark every request with httpload:request__start(id, conn) / request__done(id, status)
-and orders:request__start(conn, bytes) / request__done(conn, status) on 5-byte nops.
+and orders:request__start(conn, bytes) / request__done(conn, status) on 5-byte nops, and at
+its end with request__span(id, t_start_ns, status), one mark carrying the start.
 
 Oracles: httpload records each request itself (requests.bin, same clock); the probes sit
 right after its t_start and right after its t_end, so on every thread the k-th span is the
@@ -36,19 +37,26 @@ def load_args(url: str, model: str, n: int) -> list[str]:
     return [str(HTTPLOAD), "--model", model, "--conns", "8", "--requests", str(n), "--url", url]
 
 
-@pytest.mark.parametrize("model", ["pool", "async"])
-def test_httpload_usdt_spans_are_its_requests(server, tmp_path, model):
-    _, url = server
+def spans_and_requests(tmp_path, url, model, name):
     p = tailtrace(tmp_path, "--events", "spans", "--span",
-                  f"usdt:{HTTPLOAD}:httpload:request", "--",
+                  f"usdt:{HTTPLOAD}:httpload:{name}", "--",
                   *load_args(url, model, 400), "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr
-    assert "USDT request__start" in p.stderr and "paired by first argument" in p.stderr
     s = spans(tmp_path)
     req = read_records(tmp_path / "requests.bin", load_schema(tmp_path), "request")
     assert len(req) == len(s) == 400
     assert sorted(s["ret"].tolist()) == sorted(req["status"].tolist())
     assert (s["end_tid"] == s["tid"]).all()
+    site = json.loads((tmp_path / "meta.json").read_text())["span_sites"][0]
+    return p.stderr, s, req, site
+
+
+@pytest.mark.parametrize("model", ["pool", "async"])
+def test_httpload_usdt_span_pairs_are_its_requests(server, tmp_path, model):
+    """request__start,request__done named: the pair of marks, paired by the request id."""
+    err, s, req, site = spans_and_requests(tmp_path, server[1], model,
+                                           "request__start,request__done")
+    assert "USDT request__start" in err and "paired by first argument" in err
     # each span is its request: on the same thread, the marks just after httpload's own clock
     # reads (microseconds; a thread preempted between the two on a busy machine waits a
     # scheduler slice, so the bound for one is 100 ms, and the median's 1 ms)
@@ -63,9 +71,26 @@ def test_httpload_usdt_spans_are_its_requests(server, tmp_path, model):
                                                                                  d1.max())
         d += [d0, d1]
     assert np.median(np.concatenate(d)) < MS
-    site = json.loads((tmp_path / "meta.json").read_text())["span_sites"][0]
     assert site["exit"] == "usdt" and site["usdt"]["paired_by"] == "argument"
     assert site["entry"]["class"] == "nop5" and site["exits"][0]["class"] == "nop5"
+
+
+@pytest.mark.parametrize("model", ["pool", "async"])
+def test_httpload_one_mark_spans_start_at_its_own_clock(server, tmp_path, model):
+    """The base name finds request__span(id, t_start_ns, status), one mark at the end: each
+    span starts at exactly the t_start_ns httpload recorded for its request (the argument),
+    and ends just after its t_end_ns, on the request's thread."""
+    err, s, req, site = spans_and_requests(tmp_path, server[1], model, "request")
+    assert "USDT request__span (3 sites, nop5), one mark carrying the start" in err
+    for tid in np.unique(req["tid"]):
+        r = np.sort(req[req["tid"] == tid], order="t_start_ns")
+        q = np.sort(s[s["tid"] == tid], order="t_start_ns")
+        assert (q["t_start_ns"] == r["t_start_ns"]).all()
+        d1 = q["t_end_ns"].astype(np.int64) - r["t_end_ns"].astype(np.int64)
+        assert ((d1 >= 0) & (d1 < 100 * MS)).all(), d1.max()
+    assert site["usdt"] == {"provider": "httpload", "start": None, "end": "request__span",
+                            "start_sites": 0, "end_sites": 3, "paired_by": "one_mark"}
+    assert site["entry"]["class"] == "nop5" and site["exits"] == []
 
 
 def test_orders_server_usdt_spans_by_pid(server, tmp_path):
@@ -126,6 +151,20 @@ def test_marks_open_at_once_beyond_the_slot_table_all_pair(tmp_path):
     assert (s["t_end_ns"] >= s["t_start_ns"]).all()
     cross = s[s["tid"] != s["end_tid"]]
     assert len(cross) == n // 2, len(cross)
+
+
+def test_one_mark_spans_take_their_start_from_the_argument(tmp_path):
+    """once__span(i, t_start_ns, 2i+1) after each 300 us call: 200 spans of >= 300 us returning
+    2i+1; 2 x 30 marks whose start is 0 or in the future are dropped and said to be."""
+    p = tailtrace(tmp_path, "--events", "spans", "--span",
+                  f"usdt:{TARGET}:span_target:once", "--", str(TARGET), "once", "200", "300", "30")
+    assert p.returncode == 0, p.stderr
+    assert "one mark carrying the start" in p.stderr
+    assert "60 one-mark spans dropped" in p.stderr
+    s = spans(tmp_path)
+    assert sorted(s["ret"].tolist()) == [2 * i + 1 for i in range(200)]
+    dur = (s["t_end_ns"] - s["t_start_ns"]).astype(np.int64)
+    assert (dur >= 300_000).all() and np.median(dur) < 100 * MS
 
 
 def test_probes_without_arguments_pair_by_thread(tmp_path):

@@ -197,4 +197,5 @@ void http_execute(struct hl_conn *c, struct tt_request *r)
 	r->t_end_ns = tt_now_ns();
 	http_complete(c, rc, r);
 	TT_USDT2(httpload, request__done, r->id, r->status);
+	TT_USDT3(httpload, request__span, r->id, r->t_start_ns, r->status);
 }

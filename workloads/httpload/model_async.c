@@ -117,6 +117,7 @@ static void async_start(struct async_model *m, struct async_slot *s, uint64_t id
 		s->rec.t_end_ns = s->rec.t_start_ns;
 		s->rec.status = -(int32_t)CURLE_FAILED_INIT;
 		TT_USDT2(httpload, request__done, id, s->rec.status);
+		TT_USDT3(httpload, request__span, id, s->rec.t_start_ns, s->rec.status);
 		recbuf_push(&m->rb, &s->rec);
 		run_count_done(m->run);
 		m->free_slots[m->nfree++] = s->local;
@@ -140,6 +141,7 @@ static void async_finish(struct async_model *m, CURLMsg *msg)
 	s->rec.t_end_ns = tt_now_ns();
 	http_complete(c, msg->data.result, &s->rec);
 	TT_USDT2(httpload, request__done, s->rec.id, s->rec.status);
+	TT_USDT3(httpload, request__span, s->rec.id, s->rec.t_start_ns, s->rec.status);
 	curl_multi_remove_handle(m->multi, msg->easy_handle);
 	recbuf_push(&m->rb, &s->rec);
 	run_count_done(m->run);

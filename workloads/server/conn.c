@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "http_parse.h"
+#include "tt_clock.h"
 #include "tt_usdt.h"
 
 #define LINGER_MAX_BYTES (1u << 20)
@@ -117,6 +118,7 @@ static void conn_process(struct conn *c, const struct orders_config *cfg, struct
 	enum http_parse_status ps;
 	size_t pos = 0;
 	int keep, status, retry = 0;
+	uint64_t t_start_ns;
 
 	while (!c->closing && pos < c->in_len &&
 	       (!c->out.data || c->out.cap - c->out.len >= HTTP_REPLY_MAX_BYTES)) {
@@ -139,9 +141,11 @@ static void conn_process(struct conn *c, const struct orders_config *cfg, struct
 			reply_error(c, http_parse_status_code(ps), st);
 			break;
 		}
+		t_start_ns = tt_now_ns();
 		TT_USDT2(orders, request__start, (uintptr_t)c, req.total_len);
 		status = orders_handle(cfg, &req, &c->out, &keep);
 		TT_USDT2(orders, request__done, (uintptr_t)c, status);
+		TT_USDT3(orders, request__span, (uintptr_t)c, t_start_ns, status);
 		pos += req.total_len;
 		c->sent_continue = 0;
 		c->served = 1;
