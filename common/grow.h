@@ -43,4 +43,27 @@ static inline void *tt_grow_realloc(void *items, size_t *cap, size_t elem, size_
 		tt_rc_;                                                                   \
 	})
 
+/* Append len bytes to a byte array *buf of *n used and *cap allocated (a pool of
+ * names that other records refer to by offset): the offset they start at, or
+ * -ENOMEM with the array left as it was. */
+static inline long tt_pool_add(char **buf, size_t *n, size_t *cap, const void *bytes, size_t len)
+{
+	size_t at = *n;
+
+	if (*n + len > *cap) {
+		size_t c = *cap ? *cap * 2 : 65536;
+		char *p;
+
+		while (c < *n + len)
+			c *= 2;
+		if (!(p = realloc(*buf, c)))
+			return -ENOMEM;
+		*buf = p, *cap = c;
+	}
+	for (size_t i = 0; i < len; i++)
+		(*buf)[at + i] = ((const char *)bytes)[i];
+	*n += len;
+	return (long)at;
+}
+
 #endif

@@ -11,6 +11,7 @@ fi
 APT_PKGS=(
     build-essential cmake pkg-config git ca-certificates
     clang llvm libclang-rt-14-dev libelf-dev zlib1g-dev libcapstone-dev systemtap-sdt-dev
+    libiberty-dev
     libbpf-dev bpftool bpftrace linux-perf libbpf-tools
     libcurl4-openssl-dev libnuma-dev libssl-dev
     nginx wrk curl jq procps psmisc redis-server redis-tools stress-ng

@@ -25,6 +25,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..load.frames import frame_function
 from ..load.load import RUNQ_KINDS, per_run
 from .order import Lookup, argsort_unless_sorted, row_index, switch_order, unique_of
 
@@ -207,14 +208,8 @@ def _call_names(nr: np.ndarray) -> pd.Categorical:
 
 # ---- naming what was waited for (report sentences) --------------------------
 
-_FRAME = re.compile(r"^([^+\s]+)")
 _LOCK_FN = re.compile(r"pthread_mutex_|__lll_lock|lll_lock|mutex_lock")
 _COND_FN = re.compile(r"pthread_cond_|sem_(timed)?wait|__new_sem_wait")
-
-
-def _frame_fn(frame: str) -> str:
-    m = _FRAME.match(frame)
-    return m.group(1) if m else frame
 
 
 def _is_lib(frame: str) -> bool:
@@ -225,7 +220,7 @@ def futex_kind(op: int, frames: list | None) -> str:
     """'mutex' or 'condvar' (or 'futex'): the stack's pthread function when it shows one,
     else the futex op (FUTEX_WAIT: glibc's lock slow path; FUTEX_WAIT_BITSET: cond/sem)."""
     for f in frames or []:
-        fn = _frame_fn(f)
+        fn = frame_function(f)
         if _COND_FN.search(fn):
             return "condvar"
         if _LOCK_FN.search(fn):
@@ -240,7 +235,7 @@ def caller_of(frames: list | None) -> str:
     e.g. __lll_lock_wait_private, glibc's internal locks such as malloc's arenas.)"""
     for f in frames or []:
         if not _is_lib(f):
-            return _frame_fn(f)
+            return frame_function(f)
     return ""
 
 
@@ -262,7 +257,7 @@ MAX_WRAPPERS = 4   # wrapper frames looked through above a wait
 
 def program_frames(frames: list | None) -> list[str]:
     """The function names of a user stack's frames outside libc, innermost first."""
-    return [_frame_fn(f) for f in frames or [] if not _is_lib(f)]
+    return [frame_function(f) for f in frames or [] if not _is_lib(f)]
 
 
 def wait_wrappers(run) -> frozenset:
@@ -311,7 +306,7 @@ def describe(run, row) -> str:
     it was not blocked in a syscall or no reason was recorded."""
     call = str(row["call"])
     frames = run.stacks.get(("offcpu", int(row["ustack_id"]))) if row["ustack_id"] >= 0 else None
-    caller = waited_in(run, frames) or (_frame_fn(frames[0]) if frames else "")
+    caller = waited_in(run, frames) or (frame_function(frames[0]) if frames else "")
     where = f" in {caller}" if caller and caller != call and caller != "[unknown]" else ""
     if call in _LOCK:
         kind = futex_kind(int(row["wait_aux"]), frames)

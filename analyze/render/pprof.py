@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import gzip
 import os
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..explain.waits import REASONS, SYSCALLS, reason_codes
+from ..load.frames import frame_parts
 from ..load.load import thread_names, wall_start_ns
 
 PROFILES_DIR = "profiles"
@@ -38,7 +38,6 @@ PROFILES = ["oncpu.pb.gz", "offcpu.pb.gz", "locks.pb.gz"]
 NO_STACK = "[no stack recorded]"
 PREEMPTED = "[preempted]"   # a switch-out while runnable records no stack
 NOT_SAMPLED = "[not sampled]"
-_OFFSET = re.compile(r"\+0x[0-9a-fA-F]+$")
 
 # profile.proto, message by message: (field, number, type, repeated, message type)
 _I64, _U64, _STR, _BOOL, _MSG = "int64", "uint64", "string", "bool", "message"
@@ -94,21 +93,6 @@ def profile_class():
         _CLASSES["Profile"] = message_factory.GetMessageClass(
             pool.FindMessageTypeByName("perftools.profiles.Profile"))
     return _CLASSES["Profile"]
-
-
-def frame_parts(frame: str) -> tuple[str, str]:
-    """(function, file) of one frame as stacks.jsonl or oncpu.folded write it:
-    'epoll_wait+0x13 (libc.so.6)' -> ('epoll_wait', 'libc.so.6'); '__schedule+0x618' (a
-    kernel stack's) or 'do_epoll_wait_[k]' -> ('__schedule' / 'do_epoll_wait', '[kernel]');
-    an unnamed frame keeps its address: '[unknown] (libc.so.6+0x8a0)' -> ('[unknown]
-    libc.so.6+0x8a0', 'libc.so.6')."""
-    name, _, rest = frame.partition(" (")
-    module = rest[:-1] if rest.endswith(")") else rest
-    if name.endswith("_[k]"):
-        return name[:-4], "[kernel]"
-    if name.startswith("[unknown]") and module:
-        return f"[unknown] {module}", _OFFSET.sub("", module)
-    return _OFFSET.sub("", name), _OFFSET.sub("", module)
 
 
 class ProfileBuilder:

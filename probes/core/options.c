@@ -69,8 +69,11 @@ static const struct opt_spec {
 	  "mutex uprobes for exact hold times, ~0.5 us a hit, three a lock/unlock\n"
 	  "pair: lock waits are in the default)" },
 	{ .name = "span", .arg = "BIN:SYM", .val = 's', .help =
-	  "record calls of SYM in BIN (path or library name) as spans; repeatable, max %ld\n"
-	  "--span usdt:BIN:PROVIDER:NAME: a span from USDT probe NAME__start to\n"
+	  "record calls of SYM in BIN (path or library name) as spans; repeatable, max %ld;\n"
+	  "SYM as the file spells it or, for C++ and Rust, demangled ('ns::C::f',\n"
+	  "'ns::C::f(int)' among overloads)\n"
+	  "--span usdt:BIN:PROVIDER:NAME: one USDT probe NAME__span(id, t_start_ns[, ret])\n"
+	  "at the request's end if BIN has it, else a span from NAME__start to\n"
 	  "NAME__done (or _start/_begin to _end/_done; NAME may be START,END), paired\n"
 	  "by their first argument (a request id) if both have one, else by thread;\n"
 	  "the end probe's second argument is the span's return value",
@@ -348,6 +351,19 @@ static int parse_span_usdt(struct tt_span_spec *sp, char *arg, const char *given
 	return 0;
 }
 
+/* The ':' between BIN and SYMBOL: the first that is not half of a C++ or Rust
+ * path's "::" (BIN:ns::Class::method). */
+static char *span_colon(char *arg)
+{
+	for (char *c = strchr(arg, ':'); c; c = strchr(c + 2, ':')) {
+		if (c[1] != ':')
+			return c;
+		if (!c[2])
+			break;
+	}
+	return NULL;
+}
+
 static int parse_span(struct tt_cli *cli, const char *given, char *err, size_t len)
 {
 	struct tt_opts *o = &cli->opts;
@@ -363,7 +379,7 @@ static int parse_span(struct tt_cli *cli, const char *given, char *err, size_t l
 		snprintf(err, len, "--span: longer than %zu characters", sizeof(cli->span_buf[0]) - 1);
 		return -EINVAL;
 	}
-	colon = strrchr(arg, ':');
+	colon = span_colon(arg);
 	if (!strncmp(arg, "usdt:", 5)) {
 		int e = parse_span_usdt(&o->spans[o->nspans], arg, given, err, len);
 
@@ -371,8 +387,8 @@ static int parse_span(struct tt_cli *cli, const char *given, char *err, size_t l
 		return e;
 	}
 	if (!colon || colon == arg || !colon[1]) {
-		snprintf(err, len, "--span '%s': expected BIN:SYMBOL (e.g. libcurl.so.4:curl_easy_perform) "
-			 "or usdt:BIN:PROVIDER:NAME", arg);
+		snprintf(err, len, "--span '%s': expected BIN:SYMBOL (e.g. libcurl.so.4:curl_easy_perform, "
+			 "app:'ns::Class::method') or usdt:BIN:PROVIDER:NAME", arg);
 		return -EINVAL;
 	}
 	*colon = '\0';

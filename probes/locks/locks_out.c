@@ -17,6 +17,7 @@ int locks_stacks_write(const char *out_dir, struct tt_syms_set *syms, const int 
 		       const struct locks_stack *ids, size_t n)
 {
 	static char frames[LOCKS_STACK_DEPTH][STACKS_FRAME_LEN];
+	static const char *mangled[LOCKS_STACK_DEPTH];
 	__u64 ips[LOCKS_STACK_DEPTH];
 	int err = 0;
 	FILE *f = stacks_json_open(out_dir); /* the offcpu module writes there too */
@@ -30,10 +31,10 @@ int locks_stacks_write(const char *out_dir, struct tt_syms_set *syms, const int 
 		memset(ips, 0, sizeof(ips));
 		if (slot < 0 || bpf_map_lookup_elem(fds[slot / LOCKS_STACK_ENTRIES], &key, ips))
 			continue;
-		stacks_json_write(f, "locks", ids[i].id, true, frames,
-				  stacks_resolve(ips, LOCKS_STACK_DEPTH, true,
-						 syms_set_get(syms, (int)ids[i].pid, true), NULL,
-						 frames));
+		int nf = stacks_resolve(ips, LOCKS_STACK_DEPTH, true,
+					syms_set_get(syms, (int)ids[i].pid, true), NULL, frames, mangled);
+
+		stacks_json_write(f, "locks", ids[i].id, true, frames, mangled, nf);
 	}
 	if (fclose(f))
 		err = -errno;

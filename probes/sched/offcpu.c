@@ -115,7 +115,7 @@ static int stack_slot(struct symctx *c, int32_t id)
 
 /* Frames of one stack (slot: stack_slot), leaf first; returns the count (0 if unreadable). */
 static int stack_frames(struct symctx *c, int slot, bool user, int pid,
-			char frames[][STACKS_FRAME_LEN])
+			char frames[][STACKS_FRAME_LEN], const char **mangled)
 {
 	__u64 ips[SCHED_STACK_DEPTH];
 	int32_t key = slot % SCHED_STACK_ENTRIES;
@@ -123,13 +123,14 @@ static int stack_frames(struct symctx *c, int slot, bool user, int pid,
 	if (slot < 0 || bpf_map_lookup_elem(c->sm->fds[slot / SCHED_STACK_ENTRIES], &key, ips))
 		return 0;
 	return stacks_resolve(ips, SCHED_STACK_DEPTH, user,
-			      user ? syms_set_get(c->syms, pid, true) : NULL, c->ksyms, frames);
+			      user ? syms_set_get(c->syms, pid, true) : NULL, c->ksyms, frames,
+			      mangled);
 }
 
 /* Folded frame: the function name only ("foo+0x1a (lib)" -> "foo"). */
 static void folded_frame(FILE *f, const char *frame, bool kernel)
 {
-	size_t n = strcspn(frame, "+ ");
+	size_t n = stacks_frame_func_len(frame);
 
 	fputc(';', f);
 	for (size_t i = 0; i < n; i++)
@@ -163,17 +164,18 @@ static void write_entry(struct symctx *c, struct seen *seen, FILE *js, FILE *fol
 			const struct acc_entry *e, const char *comm)
 {
 	static char kf[SCHED_STACK_DEPTH][STACKS_FRAME_LEN], uf[SCHED_STACK_DEPTH][STACKS_FRAME_LEN];
+	static const char *um[SCHED_STACK_DEPTH];
 	int ks = stack_slot(c, e->kid), us = stack_slot(c, e->uid);
-	int nk = stack_frames(c, ks, false, (int)e->pid, kf);
-	int nu = stack_frames(c, us, true, (int)e->pid, uf);
+	int nk = stack_frames(c, ks, false, (int)e->pid, kf, NULL);
+	int nu = stack_frames(c, us, true, (int)e->pid, uf, um);
 
 	if (ks >= 0 && !seen->k[ks]) {
 		seen->k[ks] = 1;
-		stacks_json_write(js, "offcpu", e->kid, false, kf, nk);
+		stacks_json_write(js, "offcpu", e->kid, false, kf, NULL, nk);
 	}
 	if (us >= 0 && !seen->u[us]) {
 		seen->u[us] = 1;
-		stacks_json_write(js, "offcpu", e->uid, true, uf, nu);
+		stacks_json_write(js, "offcpu", e->uid, true, uf, um, nu);
 	}
 	if (e->sum_ns < 1000)
 		return;

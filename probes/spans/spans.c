@@ -53,6 +53,8 @@ struct spans_state {
 	int guards;              /* guard sites attached */
 	bool cookies;            /* uprobes take BPF cookies (features_uprobe_cookie) */
 	bool refused[TT_MAX_SPANS]; /* a --span this kernel cannot trace: not attached */
+	char mangled[TT_MAX_SPANS][512]; /* a --span named demangled: its symbol in the file */
+	char shown[TT_MAX_SPANS][512];   /* each span's name as people read it (demangled) */
 	struct recfile *out;
 	int write_err;
 };
@@ -82,12 +84,29 @@ static int spans_on_event(void *arg, void *data, size_t size)
 }
 
 /* Resolve one --span option to a file and plan it; ctx->err says why not. */
+/* A --span named as people read it ("ns::C::f", "handle(int)", a Rust path): the
+ * one function of path whose demangled name it is, its mangled name into mangled. */
+static int spans_find_demangled(struct tt_ctx *ctx, const struct tt_span_spec *sp,
+				const char *path, char *mangled, size_t len)
+{
+	char cands[400];
+	int err = syms_elf_demangled(path, sp->symbol, mangled, len, cands, sizeof(cands));
+
+	if (err == -EEXIST)
+		spans_err(ctx, "--span %s:%s: more than one function of %s is named %s: %s (give "
+			  "the parameters, e.g. '%s(int)', or the mangled name: nm %s | grep)",
+			  sp->binary, sp->symbol, path, sp->symbol, cands, sp->symbol, path);
+	return err;
+}
+
 static int spans_plan_one(struct tt_ctx *ctx, const struct tt_span_spec *sp,
-			  const struct span_target *t, struct span_plan *plan)
+			  const struct span_target *t, struct span_plan *plan, char *mangled,
+			  size_t mlen)
 {
 	char warn[PATH_MAX + 200];
 	const int pid = ctx->opts->pid; /* > 0: attaching to a running process */
 	char path[PATH_MAX], near[200];
+	const char *symbol = sp->symbol;
 	uint64_t off;
 	int err;
 
@@ -108,6 +127,13 @@ static int spans_plan_one(struct tt_ctx *ctx, const struct tt_span_spec *sp,
 				      sizeof(ctx->err));
 	err = syms_elf_offset(path, sp->symbol, &off);
 	if (err == -ENOENT) {
+		err = spans_find_demangled(ctx, sp, path, mangled, mlen);
+		if (err == -EEXIST)
+			return err;
+		if (!err)
+			symbol = mangled;
+	}
+	if (err == -ENOENT) {
 		if (syms_suggest(path, sp->symbol, near, sizeof(near), 5) > 0)
 			spans_err(ctx, "symbol %s not found in %s (did you mean: %s)",
 				 sp->symbol, path, near);
@@ -120,7 +146,7 @@ static int spans_plan_one(struct tt_ctx *ctx, const struct tt_span_spec *sp,
 			 sp->binary, sp->symbol, path, strerror(-err));
 		return err;
 	}
-	err = span_plan_build(path, sp->symbol, ctx->opts->span_exit, t, plan, ctx->err,
+	err = span_plan_build(path, symbol, ctx->opts->span_exit, t, plan, ctx->err,
 			      sizeof(ctx->err), warn, sizeof(warn));
 	if (!err && warn[0])
 		fprintf(stderr, "tailtrace: warning: %s\n", warn);
@@ -360,6 +386,15 @@ static int spans_load(struct tt_ctx *ctx, struct spans_state *st)
 	return err;
 }
 
+/* The span's name as people read it: its symbol demangled, else as given. */
+static void spans_name(struct spans_state *st, int i)
+{
+	char *d = st->plans[i].mode == SPAN_EXIT_USDT ? NULL : syms_demangle(st->plans[i].symbol);
+
+	snprintf(st->shown[i], sizeof(st->shown[i]), "%s", d ? d : st->plans[i].symbol);
+	free(d);
+}
+
 static void print_plans(struct tt_ctx *ctx, const struct spans_state *st)
 {
 	char desc[400];
@@ -370,10 +405,10 @@ static void print_plans(struct tt_ctx *ctx, const struct spans_state *st)
 		if (st->refused[i])
 			continue;
 		span_plan_describe(p, desc, sizeof(desc));
-		fprintf(stderr, "tailtrace: span %s%s: %s\n", p->symbol,
+		fprintf(stderr, "tailtrace: span %s%s: %s\n", st->shown[i],
 			p->go ? " (Go: keyed by goroutine)" : "", desc);
 		if (ctx->opts->verbose && p->mode != SPAN_EXIT_USDT)
-			fprintf(stderr, "tailtrace: span %s ends by %s: %s\n", p->symbol,
+			fprintf(stderr, "tailtrace: span %s ends by %s: %s\n", st->shown[i],
 				p->mode == SPAN_EXIT_RET ? "uprobes on its returns" : "uretprobe",
 				p->why);
 	}
@@ -399,7 +434,10 @@ static int spans_setup(struct tt_ctx *ctx, void **state)
 	span_plan_target(ctx->target_exe, o->pid, &target);
 	st->cookies = features_uprobe_cookie();
 	for (int i = 0; !err && i < o->nspans; i++, st->nplans++) {
-		err = spans_plan_one(ctx, &o->spans[i], &target, &st->plans[i]);
+		err = spans_plan_one(ctx, &o->spans[i], &target, &st->plans[i], st->mangled[i],
+				     sizeof(st->mangled[i]));
+		if (!err)
+			spans_name(st, i);
 		if (!err && !st->cookies && st->plans[i].mode == SPAN_EXIT_RET)
 			spans_refuse(st, o, i);
 	}
@@ -507,6 +545,8 @@ static void spans_meta(void *state, FILE *f)
 
 		fprintf(f, "%s{\"symbol\": ", i ? ", " : "");
 		json_write_string(f, p->symbol);
+		fprintf(f, ", \"name\": ");
+		json_write_string(f, st->shown[i]);
 		fprintf(f, ", \"path\": ");
 		json_write_string(f, p->path);
 		fprintf(f, ", \"go\": %s, \"exit\": \"%s\", \"why\": ", p->go ? "true" : "false",

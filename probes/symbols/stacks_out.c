@@ -33,14 +33,32 @@ static int trim_tracing(char frames[][STACKS_FRAME_LEN], int n)
 	return n - skip;
 }
 
+size_t stacks_frame_func_len(const char *frame)
+{
+	const char *mod = NULL, *off = NULL;
+
+	/* the module is the last " (...)", the offset the last "+0x" before it: a
+	 * demangled name holds spaces and parentheses of its own */
+	for (const char *p = strstr(frame, " ("); p; p = strstr(p + 1, " ("))
+		mod = p;
+	if (!mod || mod[strlen(mod) - 1] != ')')
+		mod = frame + strlen(frame);
+	for (const char *p = strstr(frame, "+0x"); p && p < mod; p = strstr(p + 1, "+0x"))
+		off = p;
+	return (size_t)((off ? off : mod) - frame);
+}
+
 int stacks_resolve(const __u64 *ips, int depth, bool user, struct tt_syms *syms,
-		   struct tt_ksyms *ksyms, char frames[][STACKS_FRAME_LEN])
+		   struct tt_ksyms *ksyms, char frames[][STACKS_FRAME_LEN], const char **mangled)
 {
 	int n = 0;
 
 	for (; n < depth && ips[n]; n++) {
+		if (mangled)
+			mangled[n] = NULL;
 		if (user && syms)
-			syms_resolve(syms, ips[n], frames[n], STACKS_FRAME_LEN);
+			syms_resolve_mangled(syms, ips[n], frames[n], STACKS_FRAME_LEN,
+					     mangled ? &mangled[n] : NULL);
 		else if (!user && ksyms)
 			ksyms_resolve(ksyms, ips[n], frames[n], STACKS_FRAME_LEN);
 		else
@@ -51,8 +69,10 @@ int stacks_resolve(const __u64 *ips, int depth, bool user, struct tt_syms *syms,
 }
 
 void stacks_json_write(FILE *f, const char *stream, int64_t id, bool user,
-		       char frames[][STACKS_FRAME_LEN], int n)
+		       char frames[][STACKS_FRAME_LEN], const char *const *mangled, int n)
 {
+	bool any = false;
+
 	fprintf(f, "{\"stream\":\"%s\",\"id\":%lld,\"kind\":\"%s\",\"frames\":[", stream,
 		(long long)id, user ? "user" : "kernel");
 	for (int i = 0; i < n; i++) {
@@ -60,7 +80,15 @@ void stacks_json_write(FILE *f, const char *stream, int64_t id, bool user,
 			fputc(',', f);
 		json_write_string(f, frames[i]);
 	}
-	fputs("]}\n", f);
+	/* the demangled frames' symbols as the file names them: {"index": "_ZN..."} */
+	for (int i = 0; mangled && i < n; i++) {
+		if (!mangled[i])
+			continue;
+		fprintf(f, any ? ",\"%d\":" : "],\"mangled\":{\"%d\":", i);
+		json_write_string(f, mangled[i]);
+		any = true;
+	}
+	fputs(any ? "}}\n" : "]}\n", f);
 }
 
 FILE *stacks_json_open(const char *dir)

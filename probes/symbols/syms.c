@@ -10,6 +10,7 @@
  * path, .symtab if present else .dynsym (stripped libraries).
  */
 #include "symbols/syms.h"
+#include "symbols/perfmap.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -27,6 +28,8 @@ struct sym {
 	uint64_t addr;
 	uint64_t size;
 	const char *name; /* into elf_file.strs */
+	char *shown;      /* demangled (syms_demangle), made when first resolved */
+	bool tried;       /* shown made, or the name is not mangled */
 };
 
 struct seg {
@@ -50,6 +53,7 @@ struct mapping {
 
 struct tt_syms {
 	int pid;
+	struct perfmap *jit;  /* its runtime's perf map: code no file mapping covers */
 	struct mapping *maps; /* sorted by start, non-overlapping */
 	size_t nmaps, cap;
 	struct elf_file **files;
@@ -181,25 +185,16 @@ struct collect {
 static int collect_sym(const char *name, const GElf_Sym *s, bool hidden, void *arg)
 {
 	struct collect *c = arg;
-	size_t len = strlen(name) + 1;
+	long at;
 
 	if (TT_GROW(c->syms, c->n, c->cap, 1024))
 		return -ENOMEM;
-	if (c->slen + len > c->scap) {
-		size_t cap = c->scap ? c->scap * 2 : 65536;
-		char *p;
-
-		while (cap < c->slen + len)
-			cap *= 2;
-		p = realloc(c->strs, cap);
-		if (!p)
-			return -ENOMEM;
-		c->strs = p, c->scap = cap;
-	}
-	memcpy(c->strs + c->slen, name, len);
+	at = tt_pool_add(&c->strs, &c->slen, &c->scap, name, strlen(name) + 1);
+	if (at < 0)
+		return (int)at;
 	/* name stored as an offset until strs stops moving */
-	c->syms[c->n++] = (struct sym){ s->st_value, s->st_size, (const char *)(uintptr_t)c->slen };
-	c->slen += len;
+	c->syms[c->n++] = (struct sym){ s->st_value, s->st_size, (const char *)(uintptr_t)at,
+					NULL, false };
 	return 0;
 }
 
@@ -341,6 +336,8 @@ int syms_refresh(struct tt_syms *s)
 
 	if (s->pid <= 0)
 		return 0;
+	if (s->jit)
+		perfmap_refresh(s->jit); /* code the JIT compiled since */
 	snprintf(fn, sizeof(fn), "/proc/%d/maps", s->pid);
 	f = fopen(fn, "re");
 	if (!f)
@@ -364,6 +361,8 @@ struct tt_syms *syms_new(int pid)
 	if (!s)
 		return NULL;
 	s->pid = pid;
+	if (pid > 0)
+		s->jit = perfmap_new(pid);
 	syms_refresh(s);
 	return s;
 }
@@ -390,28 +389,49 @@ static const char *base_name(const char *path)
 	return b ? b + 1 : path;
 }
 
-const char *syms_resolve(struct tt_syms *s, uint64_t addr, char *buf, size_t len)
+/* The symbol's name as people read it: demangled once, kept. */
+static const char *sym_shown(struct sym *sym)
+{
+	if (!sym->tried) {
+		sym->shown = syms_demangle(sym->name);
+		sym->tried = true;
+	}
+	return sym->shown ? sym->shown : sym->name;
+}
+
+const char *syms_resolve_mangled(struct tt_syms *s, uint64_t addr, char *buf, size_t len,
+				 const char **mangled)
 {
 	const struct mapping *m = s ? maps_find(s, addr) : NULL;
-	const struct sym *sym = NULL;
+	struct sym *sym = NULL;
 	uint64_t off, vaddr = 0;
 
+	if (mangled)
+		*mangled = NULL;
 	if (!m) {
-		snprintf(buf, len, "[unknown] (0x%llx)", (unsigned long long)addr);
+		if (!s || !s->jit || perfmap_lookup(s->jit, addr, buf, len))
+			snprintf(buf, len, "[unknown] (0x%llx)", (unsigned long long)addr);
 		return buf;
 	}
 	if (!m->file->loaded)
 		file_load(m->file);
 	off = addr - m->start + m->pgoff;
 	if (file_off_to_vaddr(m->file, off, &vaddr))
-		sym = file_lookup(m->file, vaddr);
-	if (sym)
-		snprintf(buf, len, "%s+0x%llx (%s)", sym->name,
+		sym = (struct sym *)file_lookup(m->file, vaddr);
+	if (sym) {
+		snprintf(buf, len, "%s+0x%llx (%s)", sym_shown(sym),
 			 (unsigned long long)(vaddr - sym->addr), base_name(m->file->path));
-	else
+		if (mangled && sym->shown)
+			*mangled = sym->name;
+	} else
 		snprintf(buf, len, "[unknown] (%s+0x%llx)", base_name(m->file->path),
 			 (unsigned long long)off);
 	return buf;
+}
+
+const char *syms_resolve(struct tt_syms *s, uint64_t addr, char *buf, size_t len)
+{
+	return syms_resolve_mangled(s, addr, buf, len, NULL);
 }
 
 void syms_free(struct tt_syms *s)
@@ -419,6 +439,8 @@ void syms_free(struct tt_syms *s)
 	if (!s)
 		return;
 	for (size_t i = 0; i < s->nfiles; i++) {
+		for (size_t k = 0; k < s->files[i]->nsyms; k++)
+			free(s->files[i]->syms[k].shown);
 		free(s->files[i]->path);
 		free(s->files[i]->syms);
 		free(s->files[i]->strs);
@@ -427,6 +449,7 @@ void syms_free(struct tt_syms *s)
 	}
 	free(s->files);
 	free(s->maps);
+	perfmap_free(s->jit);
 	free(s);
 }
 
@@ -449,6 +472,61 @@ static int find_sym(const char *name, const GElf_Sym *s, bool hidden, void *arg)
 	a->size = s->st_size;
 	a->found = true;
 	return hidden ? 0 : 1;
+}
+
+/* Functions whose demangled name is the one wanted (syms_elf_demangled). */
+struct demangled_arg {
+	const char *want;
+	char first[512];     /* the first match's mangled name */
+	uint64_t first_vaddr;
+	int n;               /* matches at distinct addresses */
+	char cands[400];     /* their demangled names, for the error */
+};
+
+static int demangled_sym(const char *name, const GElf_Sym *s, bool hidden, void *arg)
+{
+	struct demangled_arg *a = arg;
+	char *d = syms_demangle(name);
+	size_t o = strlen(a->cands);
+
+	(void)hidden;
+	if (!d || !syms_demangled_matches(d, a->want) || (a->n && s->st_value == a->first_vaddr)) {
+		free(d); /* not it, or an alias of the first (a C1/C2 constructor pair) */
+		return 0;
+	}
+	if (!a->n++) {
+		snprintf(a->first, sizeof(a->first), "%s", name);
+		a->first_vaddr = s->st_value;
+	}
+	if (o + strlen(d) + 8 < sizeof(a->cands))
+		snprintf(a->cands + o, sizeof(a->cands) - o, "%s%s", o ? "; " : "", d);
+	free(d);
+	return 0;
+}
+
+int syms_elf_demangled(const char *path, const char *want, char *mangled, size_t len,
+		       char *cands, size_t clen)
+{
+	struct demangled_arg *a = calloc(1, sizeof(*a));
+	Elf *elf;
+	int fd, err;
+
+	if (!a)
+		return -ENOMEM;
+	a->want = want;
+	err = elf_open_path(path, &fd, &elf);
+	if (!err) {
+		err = elf_for_each_func(elf, demangled_sym, a);
+		elf_close_path(fd, elf);
+	}
+	if (!err)
+		err = !a->n ? -ENOENT : a->n > 1 ? -EEXIST : 0;
+	if (!err)
+		snprintf(mangled, len, "%s", a->first);
+	if (cands && clen)
+		snprintf(cands, clen, "%s", a->cands);
+	free(a);
+	return err;
 }
 
 /* ELF vaddr -> file offset through the PT_LOAD segment holding it. */
@@ -744,18 +822,21 @@ static int suggest_score(const char *want, const char *name)
 	return d <= (int)lw / 3 + 1 ? d : -1;
 }
 
-static int suggest_sym(const char *name, const GElf_Sym *s, bool hidden, void *arg)
+static int suggest_sym(const char *mangled, const GElf_Sym *s, bool hidden, void *arg)
 {
 	struct suggest_arg *a = arg;
+	char *d = syms_demangle(mangled); /* a C++ or Rust name is suggested as people read it */
+	const char *name = d ? d : mangled;
 	int score = suggest_score(a->want, name), i;
 
+	(void)s, (void)hidden;
 	if (score < 0 || strlen(name) >= sizeof(a->best[0].name))
-		return 0;
+		goto out;
 	for (i = 0; i < a->n; i++)
 		if (!strcmp(a->best[i].name, name))
-			return 0; /* alias / versioned duplicate */
+			goto out; /* alias / versioned duplicate */
 	if (a->n == a->max && score >= a->best[a->n - 1].score)
-		return 0;
+		goto out;
 	i = a->n < a->max ? a->n++ : a->n - 1;
 	while (i > 0 && a->best[i - 1].score > score) {
 		a->best[i] = a->best[i - 1];
@@ -763,6 +844,8 @@ static int suggest_sym(const char *name, const GElf_Sym *s, bool hidden, void *a
 	}
 	a->best[i].score = score;
 	snprintf(a->best[i].name, sizeof(a->best[i].name), "%s", name);
+out:
+	free(d);
 	return 0;
 }
 

@@ -15,8 +15,13 @@ struct tt_syms;
 struct tt_syms *syms_new(int pid);
 /* Re-read /proc/PID/maps, keeping mappings already seen (cheap if unchanged). */
 int syms_refresh(struct tt_syms *s);
-/* "func+0x1a (libc.so.6)" or "[unknown] (0x7f..)" into buf; returns buf. */
+/* "func+0x1a (libc.so.6)" or "[unknown] (0x7f..)" into buf; returns buf. C++ and
+ * Rust names demangled ("ns::C::f(int)+0x1a (app)"). */
 const char *syms_resolve(struct tt_syms *s, uint64_t addr, char *buf, size_t len);
+/* syms_resolve, and the frame's mangled name in *mangled when it was demangled
+ * (else NULL; valid while s lives). */
+const char *syms_resolve_mangled(struct tt_syms *s, uint64_t addr, char *buf, size_t len,
+				 const char **mangled);
 void syms_free(struct tt_syms *s);
 
 /* One symbolizer per process (syms_set.c): made when a process is first seen,
@@ -76,6 +81,17 @@ struct syms_usdt {
 /* Call fn for each USDT probe of the ELF file; a non-zero return stops and is
  * returned. 0, or -errno if the file cannot be read. */
 int syms_elf_usdt(const char *path, int (*fn)(const struct syms_usdt *u, void *arg), void *arg);
+/* A C++ (Itanium) or Rust (legacy, v0) name as c++filt and rustfilt print it
+ * (malloc'd), or NULL if name is not one (demangle.c). */
+char *syms_demangle(const char *name);
+/* Is want the demangled name, or it without its parameter list ("ns::C::f"
+ * for "ns::C::f(int) const")? */
+bool syms_demangled_matches(const char *demangled, const char *want);
+/* The mangled name (into mangled[len]) of the one function of the ELF file whose
+ * demangled name is want (syms_demangled_matches): 0; -ENOENT none; -EEXIST
+ * several, their demangled names joined with "; " into cands. */
+int syms_elf_demangled(const char *path, const char *want, char *mangled, size_t len,
+		       char *cands, size_t clen);
 /* Up to max close matches of symbol in path (substring, case-insensitive),
  * joined with ", " into buf. Returns number found. */
 int syms_suggest(const char *path, const char *symbol, char *buf, size_t len, int max);

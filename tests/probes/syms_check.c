@@ -9,6 +9,9 @@
  *   syms_check ksym ADDR         kernel symbol of a hex address
  *   syms_check ldcache FILE NAME...  each name in a loader cache file: its
  *                                path, or error=N, one line per name
+ *   syms_check perfmap           writes its own /tmp/perf-PID.map in steps (an
+ *                                overlapping later entry, a line half written)
+ *                                and resolves JIT addresses after each: "want got"
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -136,10 +139,48 @@ static int cmd_ldcache(const char *cache, char **names, int n)
 	return 0;
 }
 
+static void map_append(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "a");
+
+	if (f) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+/* Addresses below mmap_min_addr: no file mapping covers them. */
+static int cmd_perfmap(void)
+{
+	struct tt_syms *s = syms_new(getpid());
+	char path[64];
+
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", getpid());
+	unlink(path);
+	show(s, "[unknown] (0x1010)", 0x1010); /* no map yet */
+	map_append(path, "1000 100 LazyCompile:*first /srv/app.js:3\n");
+	show(s, "LazyCompile:*first /srv/app.js:3+0x10 (perf-PID.map)", 0x1010);
+	/* the JIT moved code: a later entry over the same range wins, once read (the
+	 * loader's periodic refresh) */
+	map_append(path, "1000 80 JS:*second\n2000 10 third\n4000 10 fourth");
+	syms_refresh(s);
+	show(s, "JS:*second+0x10 (perf-PID.map)", 0x1010);
+	show(s, "LazyCompile:*first /srv/app.js:3+0x90 (perf-PID.map)", 0x1090);
+	show(s, "third+0x5 (perf-PID.map)", 0x2005);
+	show(s, "[unknown] (0x4000)", 0x4000); /* its line is not finished */
+	map_append(path, "\n");
+	show(s, "fourth+0x0 (perf-PID.map)", 0x4000);
+	syms_free(s);
+	unlink(path);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 2 && !strcmp(argv[1], "self"))
 		return cmd_self();
+	if (argc == 2 && !strcmp(argv[1], "perfmap"))
+		return cmd_perfmap();
 	if (argc == 2 && !strcmp(argv[1], "exited"))
 		return cmd_exited();
 	if (argc == 4 && !strcmp(argv[1], "offset"))

@@ -84,6 +84,18 @@ def test_snapshot_survives_exit():
     assert "syms_check_target+0x0\tsyms_check_target+0x0 (syms_check)" in out
 
 
+def test_jit_addresses_from_the_perf_map_as_it_grows():
+    """/tmp/perf-PID.map written in steps while one symbolizer resolves: each address gets the
+    entry written last over it (once the symbolizer refreshes, as the loader does), lines appended
+    later are read when an address misses, a half-written one waits."""
+    lines = run(CHECK, "perfmap").splitlines()
+    assert len(lines) == 7
+    for line in lines:
+        want, got = line.split("\t")
+        pid = got.rpartition("perf-")[2].partition(".map")[0]
+        assert got == want.replace("PID", pid), line
+
+
 @pytest.mark.parametrize("path,symbol", [
     (LIBC, "pthread_mutex_lock"), (LIBC, "pthread_mutex_unlock"), (LIBC, "pthread_mutex_trylock"),
     # default version, not the GLIBC_2.2.5 compat function listed first

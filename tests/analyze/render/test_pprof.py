@@ -54,15 +54,6 @@ def samples(p) -> list:
             for s in p.sample]
 
 
-def test_frames_are_named_as_pprof_shows_functions():
-    assert pprof.frame_parts("epoll_wait+0x13 (libc.so.6)") == ("epoll_wait", "libc.so.6")
-    assert pprof.frame_parts("__schedule+0x618") == ("__schedule", "")
-    assert pprof.frame_parts("do_epoll_wait_[k]") == ("do_epoll_wait", "[kernel]")
-    assert pprof.frame_parts("[unknown] (libc.so.6+0x8a0)") == ("[unknown] libc.so.6+0x8a0",
-                                                                "libc.so.6")
-    assert pprof.frame_parts("ngx_http_process_request") == ("ngx_http_process_request", "")
-
-
 def test_offcpu_profile_holds_every_switch_once_by_thread_reason_and_stack(tmp_path):
     run = run_fixture()
     assert pprof.write_profiles(run, tmp_path) == ["profiles/offcpu.pb.gz",
