@@ -25,21 +25,43 @@ char *syms_demangle(const char *name)
 	return d ? d : cplus_demangle_v3(name, DMGL_PARAMS | DMGL_ANSI | DMGL_VERBOSE);
 }
 
-/* The name without its parameter list and qualifiers: "ns::C::f(int) const" ->
- * "ns::C::f". Template arguments stay ("f<int>(int)" -> "f<int>"). */
+/* The length of a demangled name without its parameter list and what follows
+ * it ("ns::C::f(int) const" -> "ns::C::f", "f() [clone .cold]" -> "f"): the last
+ * balanced "(...)" group that only qualifiers follow. Template arguments and
+ * "(anonymous namespace)" stay. */
 static size_t name_len_without_params(const char *d)
 {
+	static const char *const tails[] = { " const", " volatile", " &&", " &" };
 	size_t n = strlen(d);
 	int depth = 0;
+	bool again = true;
 
-	/* the parameter list is the last top-level "(...)" group */
+	while (again) { /* qualifiers and clone suffixes after the parameters */
+		again = false;
+		if (n && d[n - 1] == ']') {
+			const char *b = memchr(d, '[', n);
+
+			for (const char *q = b; q; q = memchr(q + 1, '[', (size_t)(d + n - q - 1)))
+				b = q;
+			if (b && b > d && b[-1] == ' ')
+				n = (size_t)(b - 1 - d), again = true;
+		}
+		for (unsigned t = 0; t < sizeof(tails) / sizeof(tails[0]); t++) {
+			size_t k = strlen(tails[t]);
+
+			if (n > k && !strncmp(d + n - k, tails[t], k))
+				n -= k, again = true;
+		}
+	}
+	if (!n || d[n - 1] != ')')
+		return strlen(d); /* no parameter list (a Rust path, a C name) */
 	for (size_t i = n; i-- > 0;) {
 		if (d[i] == ')')
 			depth++;
 		else if (d[i] == '(' && --depth == 0)
 			return i;
 	}
-	return n;
+	return strlen(d);
 }
 
 bool syms_demangled_matches(const char *demangled, const char *want)
@@ -48,8 +70,6 @@ bool syms_demangled_matches(const char *demangled, const char *want)
 
 	if (!strcmp(demangled, want))
 		return true;
-	if (strchr(want, '('))
-		return false; /* a full signature must match whole */
 	n = name_len_without_params(demangled);
 	return n == strlen(want) && !strncmp(demangled, want, n);
 }

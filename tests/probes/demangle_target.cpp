@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
  * Ground truth for demangled frames and spans named as people read them.
- *   demangle_target run N   N rounds; in each, five functions sleep 2 ms apiece:
+ *   demangle_target run N   N rounds; in each, six functions sleep 2 ms apiece:
  *     tt::Worker::serve(long)      C++ (_ZN2tt6Worker5serveEl)
  *     tt::overloaded(int), tt::overloaded(double)   two C++ overloads
  *     ttcrate::worker::serve       a legacy Rust name (_ZN...17h<hash>E)
  *     ttcrate::worker::poll        a Rust v0 name (_RNv...)
+ *     (anonymous namespace)::Probe::peek(long) const   parentheses and a qualifier
+ *                                  around the name
  *   The Rust names are symbols given by hand (asm labels): what rustc emits,
  *   without needing rustc. Each sleeps through nap(), so that the frame-pointer
  *   walk from inside libc (which keeps none) still finds the named function, and
@@ -54,6 +56,16 @@ __attribute__((noinline)) long overloaded(double d)
 }
 } // namespace tt
 
+namespace {
+struct Probe {
+	__attribute__((noinline)) long peek(long i) const
+	{
+		NAP_IN_FRAME(12, i);
+		return i;
+	}
+};
+} // namespace
+
 extern "C" long rust_legacy(long i) __asm__("_ZN7ttcrate6worker5serve17h0123456789abcdefE");
 extern "C" long rust_v0(long i) __asm__("_RNvNtCs1a2b3c_7ttcrate6worker4poll");
 
@@ -81,7 +93,7 @@ int main(int argc, char **argv)
 	for (long i = 0; i < n; i++) {
 		sum += w.serve(i);
 		sum += tt::overloaded((int)i) + tt::overloaded((double)i);
-		sum += rust_legacy(i) + rust_v0(i);
+		sum += rust_legacy(i) + rust_v0(i) + Probe().peek(i);
 	}
 	printf("rounds=%ld sum=%ld\n", n, sum);
 	return 0;
