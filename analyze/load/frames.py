@@ -5,14 +5,19 @@ A user frame is 'function+0xOFF (module)', a kernel frame 'function+0xOFF', an u
 spaces and parentheses of its own ('std::vector<int, std::allocator<int> >::push_back(int
 const&)'), so the module is the last ' (...)' and the offset the last '+0x' before it.
 
+A frame of JIT code, named from the runtime's perf map, has the module 'perf-PID.map'.
+
 frame_function(frame) -> 'push_back(...)'-style function name, no offset or module
 frame_parts(frame)    -> (function, module), for profiles (pprof)
+is_jit_frame(frame)   -> named from a perf map (JIT-compiled code)
+jit_stack_count(stacks) -> how many of a run's stacks ({key: frames}) hold one
 """
 from __future__ import annotations
 
 import re
 
 _OFFSET = re.compile(r"\+0x[0-9a-fA-F]+$")
+_PERF_MAP = re.compile(r"perf-\d+\.map")
 
 
 def _split(frame: str) -> tuple[str, str]:
@@ -39,3 +44,13 @@ def frame_parts(frame: str) -> tuple[str, str]:
     if name.startswith("[unknown]") and module:
         return f"[unknown] {module}", _OFFSET.sub("", module)
     return _OFFSET.sub("", name), _OFFSET.sub("", module)
+
+
+def is_jit_frame(frame: str) -> bool:
+    """'JS:*handleRequest /srv/app.js:7+0x1c (perf-4242.map)' -> True."""
+    return bool(_PERF_MAP.fullmatch(_split(frame)[1]))
+
+
+def jit_stack_count(stacks: dict) -> int:
+    """The stacks (load_stacks' {(stream, id): frames}) with a frame of JIT code."""
+    return sum(any(is_jit_frame(f) for f in frames) for frames in (stacks or {}).values())

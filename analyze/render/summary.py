@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..load.frames import jit_stack_count
 from ..load.load import SPAN_ENDS
 from ..explain.antagonists import class_shares, df_runnable_occupants, has_occupancy
 from ..explain.attribute import dominant_blocked, spearman_runnable
@@ -76,6 +77,15 @@ NO_REQUESTS_NOTE = ("Without --span there are no requests to decompose: this rep
                     "request: ./run.sh --pid PID --span BIN:SYMBOL (e.g. --span "
                     "/usr/sbin/nginx:ngx_http_process_request, or --span "
                     "libcurl.so.4:curl_easy_perform for a libcurl client).")
+NO_REQUESTS_JIT_NOTE = ("Without --span there are no requests to decompose: this report shows what "
+                        "the scheduler did to the traced threads. Their code runs JIT-compiled "
+                        "({n:,} stacks hold frames named from the runtime's perf map), and a "
+                        "uprobe cannot take a JIT function. Name a native function that runs once "
+                        "per request (for Node, its HTTP parser's callback: --span "
+                        "BIN:'node::(anonymous namespace)::Parser::on_headers_complete', the "
+                        "handler's synchronous part), or mark each request in the service with "
+                        "one USDT probe at its end, NAME__span(id, t_start_ns, status), and give "
+                        "--span usdt:BIN:PROVIDER:NAME (docs/third-party.md).")
 
 
 def _num(x):
@@ -243,8 +253,11 @@ def _warnings(run, decomp) -> list:
     return w
 
 
-def no_requests_note(source: str) -> str:
-    """The line at the top of a report without requests: why, and how to get them."""
+def no_requests_note(source: str, jit_stacks: int = 0) -> str:
+    """The line at the top of a report without requests: why, and how to get them (for a
+    runtime whose code is JIT-compiled, jit_stacks of its stacks show, the ways that work)."""
+    if source == "none" and jit_stacks:
+        return NO_REQUESTS_JIT_NOTE.format(n=jit_stacks)
     if source == "none":
         return NO_REQUESTS_NOTE
     why = ("no call of the --span function completed while tracing (check that SYMBOL is the "
@@ -357,7 +370,7 @@ def summary_dict(f: Findings) -> dict:
         "cpu_occupancy": cpu_occupancy(run),
     }
     if not len(decomp):
-        out["note"] = no_requests_note(run.source)
+        out["note"] = no_requests_note(run.source, jit_stack_count(run.stacks))
     return _clean(out)
 
 

@@ -166,6 +166,23 @@ def test_sched_only_summary_figures(sched_report):
                             "cpu-placement.png", "report.html"]
 
 
+def test_jit_runtime_is_told_what_names_its_requests(schema, tmp_path):
+    """The same run, its stacks holding JIT frames (named from a perf map): the note names the
+    ways that work for JIT code instead of a function a uprobe cannot take."""
+    jit = ["clock_nanosleep+0x23 (libc.so.6)", "JS:*handleRequest /srv/app.js:7+0x1c (perf-100.map)",
+           "main+0x9 (node)"]
+    d = sched_only(schema, tmp_path / "run")
+    (d / "stacks.jsonl").write_text(json.dumps({"stream": "offcpu", "id": 1, "kind": "user",
+                                                "frames": jit}) + "\n"
+                                    + json.dumps({"stream": "offcpu", "id": 2, "kind": "user",
+                                                  "frames": ["main+0x9 (node)"]}) + "\n")
+    s = pipeline.build_report(d)
+    assert s["note"].startswith("Without --span there are no requests to decompose")
+    assert "1 stacks hold frames named from the runtime's perf map" in s["note"]
+    assert "NAME__span(id, t_start_ns, status)" in s["note"]
+    assert "Parser::on_headers_complete" in s["note"]
+
+
 def test_sched_only_tables_and_trace(sched_report):
     d, _ = sched_report
     th = pd.read_csv(d / "threads.csv").set_index("tid")

@@ -1,6 +1,6 @@
 """Frames taken apart (analyze/load/frames.py): the forms stacks.jsonl and the folded files
 write, and demangled C++ names, whose spaces and parentheses are their own."""
-from analyze.load.frames import frame_function, frame_parts
+from analyze.load.frames import frame_function, frame_parts, is_jit_frame, jit_stack_count
 
 
 def test_frames_are_named_as_pprof_shows_functions():
@@ -27,3 +27,13 @@ def test_unnamed_frames_name_no_function():
     assert frame_function("[unknown] (libc.so.6+0x8a0)") == "[unknown]"
     assert frame_function("[unknown] (0x7f3a0000)") == "[unknown]"
     assert frame_function("epoll_wait+0x13 (libc.so.6)") == "epoll_wait"
+
+
+def test_jit_frames_are_those_named_from_a_perf_map():
+    assert is_jit_frame("JS:*handleRequest /srv/app.js:7:3+0x1c (perf-4242.map)")
+    assert is_jit_frame("void Orders$Handler.handle(com.sun.net.httpserver.HttpExchange)+0x27dc "
+                        "(perf-17.map)")
+    assert not is_jit_frame("uv_fs_fsync+0xb4 (node)")
+    assert not is_jit_frame("[unknown] (0x7f3fa5809c0c)")
+    assert jit_stack_count({("offcpu", 1): ["a+0x1 (perf-1.map)", "main+0x2 (x)"],
+                            ("offcpu", 2): ["main+0x2 (x)"]}) == 1
