@@ -182,10 +182,15 @@ static __always_inline void take_stacks(void *ctx, struct sched_off *s,
 {
 	__u32 epoch = stack_epoch;
 	bool cached = kstack_reuse && s->stack_epoch == epoch; /* ids of an older epoch expire */
+	__u64 ret = 0;
 	__s32 u;
 
+	/* the frame pointer's return address tells apart two callers whose frames are the
+	 * same size (equal IP, SP and BP at the same blocking call) */
+	if (u_at->bp)
+		bpf_probe_read_user(&ret, sizeof(ret), (void *)(u_at->bp + 8));
 	if (cached && u_at->ip && u_at->ip == s->last_uip && u_at->sp == s->last_usp &&
-	    u_at->bp == s->last_ubp && s->ustack_uses < SCHED_KSTACK_REUSE) {
+	    u_at->bp == s->last_ubp && ret == s->last_uret && s->ustack_uses < SCHED_KSTACK_REUSE) {
 		s->ustack_id = s->last_ustack_id; /* same call path: same stacks */
 		s->kstack_id = s->last_kstack_id;
 		s->ustack_uses++;
@@ -194,6 +199,7 @@ static __always_inline void take_stacks(void *ctx, struct sched_off *s,
 	s->last_uip = u_at->ip;
 	s->last_usp = u_at->sp;
 	s->last_ubp = u_at->bp;
+	s->last_uret = ret;
 	s->ustack_uses = 0;
 	u = stack_id(ctx, BPF_F_USER_STACK, epoch);
 

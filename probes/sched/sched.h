@@ -33,7 +33,8 @@ struct sched_off {
 	__s32 last_kstack_id;
 	__u64 last_uip;          /* user IP, SP and frame pointer of the last */
 	__u64 last_usp;          /* stacked switch-out (a fingerprint of the */
-	__u64 last_ubp;          /* call path) */
+	__u64 last_ubp;          /* call path), and the return address */
+	__u64 last_uret;         /* above that frame ([bp + 8]: its caller) */
 	__u16 kstack_uses;
 	__u16 ustack_uses;
 	__u8 voluntary;

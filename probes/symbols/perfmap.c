@@ -148,6 +148,8 @@ static const struct jit_sym *find(struct perfmap *m, uint64_t addr)
 	const struct jit_sym *best = NULL;
 	size_t lo = 0, hi = m->n;
 
+	if (!m->n)
+		return NULL; /* no map, or nothing in it yet */
 	if (!m->sorted) {
 		qsort(m->syms, m->n, sizeof(*m->syms), by_start);
 		m->sorted = true;

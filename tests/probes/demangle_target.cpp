@@ -10,9 +10,10 @@
  *                                  around the name
  *   The Rust names are symbols given by hand (asm labels): what rustc emits,
  *   without needing rustc. Each sleeps through nap(), so that the frame-pointer
- *   walk from inside libc (which keeps none) still finds the named function, and
- *   each has a frame of its own size: the off-CPU stack cache takes two waits with
- *   the same user registers for one stack (docs/probes/sched.md).
+ *   walk from inside libc (which keeps none) still finds the named function.
+ *   overloaded(int), rust_legacy and rust_v0 have frames of one size: they block
+ *   with the same user IP, SP and frame pointer, told apart only by the return
+ *   address above nap's frame (the off-CPU stack cache, docs/probes/sched.md).
  */
 #include <cstdio>
 #include <cstdlib>
@@ -71,13 +72,13 @@ extern "C" long rust_v0(long i) __asm__("_RNvNtCs1a2b3c_7ttcrate6worker4poll");
 
 extern "C" __attribute__((noinline, used)) long rust_legacy(long i)
 {
-	NAP_IN_FRAME(8, i);
+	NAP_IN_FRAME(4, i);
 	return i;
 }
 
 extern "C" __attribute__((noinline, used)) long rust_v0(long i)
 {
-	NAP_IN_FRAME(10, i);
+	NAP_IN_FRAME(4, i);
 	return i;
 }
 
