@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static inline void *tt_grow_realloc(void *items, size_t *cap, size_t elem, size_t first)
 {
@@ -60,8 +61,7 @@ static inline long tt_pool_add(char **buf, size_t *n, size_t *cap, const void *b
 			return -ENOMEM;
 		*buf = p, *cap = c;
 	}
-	for (size_t i = 0; i < len; i++)
-		(*buf)[at + i] = ((const char *)bytes)[i];
+	memcpy(*buf + at, bytes, len);
 	*n += len;
 	return (long)at;
 }

@@ -2,7 +2,8 @@
 /*
  * span_usdt: a span from one USDT probe to another (usdt:BIN:PROVIDER:NAME),
  * or one probe at the request's end that carries its start (NAME__span(id,
- * t_start_ns[, ret]): one trap a request, preferred when the file has it). The probes are found in the file's .note.stapsdt (syms_elf_usdt); libbpf
+ * t_start_ns[, ret]): one trap a request, preferred when the file has it).
+ * The probes are found in the file's .note.stapsdt (syms_elf_usdt); libbpf
  * attaches them (every site a probe is compiled in, its semaphore counted)
  * and reads their arguments. Here: which two probes, where they sit and what
  * a hit costs (sys/sdt.h writes a 1-byte nop, emulated; a 5-byte nop is the

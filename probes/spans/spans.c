@@ -83,7 +83,6 @@ static int spans_on_event(void *arg, void *data, size_t size)
 	return 0;
 }
 
-/* Resolve one --span option to a file and plan it; ctx->err says why not. */
 /* A --span named as people read it ("ns::C::f", "handle(int)", a Rust path): the
  * one function of path whose demangled name it is, its mangled name into mangled. */
 static int spans_find_demangled(struct tt_ctx *ctx, const struct tt_span_spec *sp,
@@ -99,6 +98,7 @@ static int spans_find_demangled(struct tt_ctx *ctx, const struct tt_span_spec *s
 	return err;
 }
 
+/* Resolve one --span option to a file and plan it; ctx->err says why not. */
 static int spans_plan_one(struct tt_ctx *ctx, const struct tt_span_spec *sp,
 			  const struct span_target *t, struct span_plan *plan, char *mangled,
 			  size_t mlen)

@@ -10,7 +10,6 @@
  */
 #include "symbols/syms.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <libiberty/demangle.h>

@@ -7,9 +7,9 @@
  *
  * The file is read incrementally, what was appended since the last read
  * (complete lines only): when the symbolizer refreshes (syms_refresh, as the
- * loader does every few seconds) and when a lookup misses. Code can be moved or freed and its
- * range reused: among the entries covering an address the last written wins,
- * as in perf.
+ * loader does every few seconds) and when a lookup misses. Code can be moved
+ * or freed and its range reused: among the entries covering an address the
+ * last written wins, as in perf.
  */
 #include "symbols/perfmap.h"
 
@@ -23,7 +23,7 @@
 
 struct jit_sym {
 	uint64_t start, end;
-	uint64_t seq;   /* line number: later wins */
+	uint64_t seq;   /* entries read before it: later wins */
 	size_t name;    /* offset into strs */
 };
 
@@ -36,7 +36,6 @@ struct perfmap {
 	bool sorted;
 	char *strs;
 	size_t slen, scap;
-	uint64_t lines;
 };
 
 #define BACK_SCAN 64 /* entries before an address looked at for a later overlap */
@@ -102,7 +101,8 @@ static int add_line(struct perfmap *m, const char *line)
 	at = tt_pool_add(&m->strs, &m->slen, &m->scap, line + pos, strcspn(line + pos, "\n"));
 	if (at < 0 || tt_pool_add(&m->strs, &m->slen, &m->scap, "", 1) < 0)
 		return -ENOMEM;
-	m->syms[m->n++] = (struct jit_sym){ start, start + (size ? size : 1), m->lines++, (size_t)at };
+	m->syms[m->n] = (struct jit_sym){ start, start + (size ? size : 1), m->n, (size_t)at };
+	m->n++;
 	m->sorted = false;
 	return 0;
 }
