@@ -58,6 +58,8 @@ Recording:
                                with locks). tailtrace warns when uprobes take > 5% of a CPU.
   --span LIB:SYMBOL            a function call becomes a request (repeatable)  [none]
   --span usdt:BIN:PROV:NAME    or the time from USDT probe NAME__start to NAME__done
+  --span tcp[:PORT]            or each request on the target's TCP port, first byte in to
+                               the answer's first byte out (any runtime: Node, Java)
   --span-exit auto|uretprobe|ret  how spans end (tailtrace --span-exit; docs/third-party.md)  [auto]
   --flight SECONDS             flight recorder: keep the last SECONDS in memory, write a
                                capture of each request slower than --trigger (with our
@@ -155,7 +157,7 @@ parse_args() {
 		--cpus) need_arg "$@"; need_cpus "$1" "$2"; CPUS=$2; shift ;;
 		--numa) need_arg "$@"; NUMA=$2; shift ;;
 		--events | --probes) need_arg "$@"; EVENTS=$2; shift ;;
-		--span) need_arg "$@"; [[ $2 == *:* ]] || die "--span wants LIB:SYMBOL (e.g. libcurl.so.4:curl_easy_perform) or usdt:BIN:PROVIDER:NAME, got '$2'"
+		--span) need_arg "$@"; [[ $2 == *:* || $2 == tcp ]] || die "--span wants LIB:SYMBOL (e.g. libcurl.so.4:curl_easy_perform), usdt:BIN:PROVIDER:NAME or tcp[:PORT], got '$2'"
 			SPANS+=("$2"); shift ;;
 		--span-exit) need_arg "$@"; [[ $2 =~ ^(auto|uretprobe|ret)$ ]] || die "--span-exit wants auto, uretprobe or ret, got '$2'"
 			SPAN_EXIT=$2; shift ;;

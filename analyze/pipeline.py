@@ -52,7 +52,7 @@ from .render.captures import cause_of, render_index, who_of
 from .render.compare import compare_table, render_compare
 from .render.html import ReportInputs, write_report
 from .render.perfetto import df_thread_states, write_trace
-from .render.summary import (cut_note, goroutine_note, has_sched, report_summary, run_info,
+from .render.summary import (cut_note, has_sched, report_summary, run_info, span_notes,
                              uprobe_warnings, with_outputs)
 from .render.sweep import df_knee, df_seed_table, seed_table_markdown
 
@@ -233,11 +233,7 @@ def _build_report(out: Path, run, plots: bool) -> dict:
         note = cut_note(run.cut)
         notes.insert(0, note[0].upper() + note[1:] + ".")
     if run.source == "spans":
-        notes.append("Span return values are not HTTP statuses: errors counts the calls that "
-                     "did not return (a C++ exception or a longjmp left them); each request's "
-                     "raw return value is in trace.json as 'ret'.")
-        if (note := goroutine_note(run.requests)):
-            notes.append(note[0].upper() + note[1:] + ".")
+        notes += [n[0].upper() + n[1:] + "." for n in span_notes(run)]
     if not has_sched(run):
         notes.append("No scheduler streams (runq.bin, switches.bin) in this run: the "
                      "client-side figures are shown; attribution, threads and CPU placement "

@@ -80,12 +80,20 @@ NO_REQUESTS_NOTE = ("Without --span there are no requests to decompose: this rep
 NO_REQUESTS_JIT_NOTE = ("Without --span there are no requests to decompose: this report shows what "
                         "the scheduler did to the traced threads. Their code runs JIT-compiled "
                         "({n:,} stacks hold frames named from the runtime's perf map), and a "
-                        "uprobe cannot take a JIT function. Name a native function that runs once "
-                        "per request (for Node, its HTTP parser's callback: --span "
-                        "BIN:'node::(anonymous namespace)::Parser::on_headers_complete', the "
-                        "handler's synchronous part), or mark each request in the service with "
-                        "one USDT probe at its end, NAME__span(id, t_start_ns, status), and give "
-                        "--span usdt:BIN:PROVIDER:NAME (docs/third-party.md).")
+                        "uprobe cannot take a JIT function. Let the kernel see the requests on "
+                        "the server's TCP port: --span tcp (each port it listens on) times each "
+                        "one from its first byte in to the answer's first byte out. Or name a "
+                        "native function that runs once per request (for Node, its HTTP parser's "
+                        "callback: --span BIN:'node::(anonymous namespace)::Parser::"
+                        "on_headers_complete', the handler's synchronous part), or mark each "
+                        "request in the service with one USDT probe at its end, NAME__span(id, "
+                        "t_start_ns, status), and give --span usdt:BIN:PROVIDER:NAME "
+                        "(docs/third-party.md).")
+TCP_SPANS_NOTE = ("requests on {ports} are as the kernel saw them on the server's sockets: from "
+                  "a request's first byte in to the answer's first byte out, on the thread that "
+                  "sent it. That leaves out the network and the client, and where one thread "
+                  "serves many connections (an event loop), its time on CPU before the answer "
+                  "includes the requests served ahead of this one")
 
 
 def _num(x):
@@ -191,6 +199,28 @@ def goroutine_note(req: pd.DataFrame) -> str | None:
             f"shows as the thread's); {int(g['goroutine'].nunique())} goroutines served them")
 
 
+def tcp_span_ids(meta: dict) -> set[int]:
+    """The span ids that are requests on a TCP port (--span tcp[:PORT]), not calls."""
+    return {i for i, site in enumerate(meta.get("span_sites") or [])
+            if isinstance(site, dict) and site.get("exit") == "tcp"}
+
+
+def span_notes(run) -> list[str]:
+    """What requests built from spans mean: calls' return values are not HTTP statuses;
+    TCP spans are the kernel's view of the socket; Go goroutines share threads."""
+    tcp = tcp_span_ids(run.meta or {})
+    sites = (run.meta or {}).get("span_sites") or []
+    ids = set(np.unique(run.requests["conn"]).tolist()) if len(run.requests) else set()
+    out = []
+    if ids - tcp or not ids:
+        out.append(SPAN_ERRORS_NOTE)
+    if ids & tcp:
+        out.append(TCP_SPANS_NOTE.format(ports=", ".join(sites[i]["name"] for i in sorted(ids & tcp))))
+    if (note := goroutine_note(run.requests)):
+        out.append(note)
+    return out
+
+
 def span_ends(req: pd.DataFrame) -> dict | None:
     """How the spanned calls ended: {return, exception, longjmp, tailcall: n}."""
     if "end" not in req:
@@ -223,9 +253,7 @@ def _warnings(run, decomp) -> list:
     w += kernel_warnings(run.meta or {})
     w += uprobe_warnings(run.meta or {})
     if run.source == "spans":
-        w.append(SPAN_ERRORS_NOTE)
-        if (note := goroutine_note(run.requests)):
-            w.append(note)
+        w += span_notes(run)
     write_error = run.meta.get("write_error")
     fix = (f"the run directory could not take them: {write_error}; free space or choose "
            "another --out" if write_error else "use a bigger --ringbuf-mb")

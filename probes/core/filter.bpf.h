@@ -63,7 +63,7 @@ static __always_inline bool tt_comm_traced(bool btf, struct task_struct *t)
 }
 
 /* tgid and thread id already known (cheap path for the current task); btf: t
- * is a trusted pointer (a compile-time constant, as in TT_TASK_FIELD). */
+ * is a trusted pointer (a compile-time constant, as in TT_FIELD). */
 static __always_inline bool tt_task_traced_ids_v(bool btf, struct task_struct *t, __u32 tgid,
 						 __u32 tid)
 {
@@ -89,14 +89,14 @@ static __always_inline bool tt_task_traced(struct task_struct *t)
 	return tt_task_traced_ids(t, BPF_CORE_READ(t, tgid), BPF_CORE_READ(t, pid));
 }
 
-/* tp_btf programs get trusted task pointers: plain (CO-RE relocated) loads,
- * no probe-read helper calls on the hot path. btf must be a compile-time
- * constant so the other branch disappears from raw_tp programs. */
-#define TT_TASK_FIELD(btf, t, f) ((btf) ? (t)->f : BPF_CORE_READ(t, f))
+/* tp_btf programs get trusted pointers (tasks, sockets, skbs): plain (CO-RE
+ * relocated) loads, no probe-read helper calls on the hot path. btf must be a
+ * compile-time constant so the other branch disappears from raw_tp programs. */
+#define TT_FIELD(btf, p, f) ((btf) ? (p)->f : BPF_CORE_READ(p, f))
 
 static __always_inline bool tt_task_traced_v(bool btf, struct task_struct *t)
 {
-	return tt_task_traced_ids_v(btf, t, TT_TASK_FIELD(btf, t, tgid), TT_TASK_FIELD(btf, t, pid));
+	return tt_task_traced_ids_v(btf, t, TT_FIELD(btf, t, tgid), TT_FIELD(btf, t, pid));
 }
 
 static __always_inline bool tt_current_traced(void)

@@ -195,6 +195,8 @@ static void write_options(FILE *f, const struct tt_meta *m)
 			fprintf(f, ", \"usdt_provider\": ");
 			json_write_string(f, o->spans[i].provider);
 		}
+		if (o->spans[i].tcp)
+			fprintf(f, ", \"tcp_port\": %u", o->spans[i].tcp_port);
 		fputc('}', f);
 	}
 	fprintf(f, "]},\n");

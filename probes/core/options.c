@@ -76,7 +76,10 @@ static const struct opt_spec {
 	  "at the request's end if BIN has it, else a span from NAME__start to\n"
 	  "NAME__done (or _start/_begin to _end/_done; NAME may be START,END), paired\n"
 	  "by their first argument (a request id) if both have one, else by thread;\n"
-	  "the end probe's second argument is the span's return value",
+	  "the end probe's second argument is the span's return value\n"
+	  "--span tcp[:PORT]: requests on the target's TCP port (default: each port\n"
+	  "it listens on), from a request's first byte in to the answer's first byte\n"
+	  "out, seen by the kernel (no function to name: Node, Java, any runtime)",
 	  .args = { TT_MAX_SPANS } },
 	{ .name = "span-exit", .arg = "MODE", .val = 'X', .help =
 	  "how spans end: auto (default: a uretprobe, unless the function's file\n"
@@ -351,6 +354,28 @@ static int parse_span_usdt(struct tt_span_spec *sp, char *arg, const char *given
 	return 0;
 }
 
+/* tcp or tcp:PORT -> a TCP span: 1 if arg is one, 0 if not (tcp:SYMBOL: a file
+ * named tcp), -EINVAL if its port is bad. */
+static int parse_span_tcp(struct tt_span_spec *sp, const char *arg, char *err, size_t len)
+{
+	unsigned long port = 0;
+	char *end;
+
+	if (strcmp(arg, "tcp") && (strncmp(arg, "tcp:", 4) || arg[4] < '0' || arg[4] > '9'))
+		return 0;
+	if (arg[3] == ':') {
+		errno = 0;
+		port = strtoul(arg + 4, &end, 10);
+		if (*end || errno || !port || port > 65535) {
+			snprintf(err, len, "--span '%s': expected tcp:PORT with PORT 1..65535 (or tcp: "
+				 "each port the target listens on)", arg);
+			return -EINVAL;
+		}
+	}
+	*sp = (struct tt_span_spec){ .tcp = true, .tcp_port = (unsigned)port };
+	return 1;
+}
+
 /* The ':' between BIN and SYMBOL: the first that is not half of a C++ or Rust
  * path's "::" (BIN:ns::Class::method). */
 static char *span_colon(char *arg)
@@ -368,6 +393,7 @@ static int parse_span(struct tt_cli *cli, const char *given, char *err, size_t l
 {
 	struct tt_opts *o = &cli->opts;
 	char *arg, *colon;
+	int e;
 
 	if (o->nspans == TT_MAX_SPANS) {
 		snprintf(err, len, "--span: at most %d spans", TT_MAX_SPANS);
@@ -380,15 +406,18 @@ static int parse_span(struct tt_cli *cli, const char *given, char *err, size_t l
 		return -EINVAL;
 	}
 	colon = span_colon(arg);
+	if ((e = parse_span_tcp(&o->spans[o->nspans], arg, err, len))) {
+		o->nspans += e > 0;
+		return e < 0 ? e : 0;
+	}
 	if (!strncmp(arg, "usdt:", 5)) {
-		int e = parse_span_usdt(&o->spans[o->nspans], arg, given, err, len);
-
+		e = parse_span_usdt(&o->spans[o->nspans], arg, given, err, len);
 		o->nspans += !e;
 		return e;
 	}
 	if (!colon || colon == arg || !colon[1]) {
 		snprintf(err, len, "--span '%s': expected BIN:SYMBOL (e.g. libcurl.so.4:curl_easy_perform, "
-			 "app:'ns::Class::method') or usdt:BIN:PROVIDER:NAME", arg);
+			 "app:'ns::Class::method'), usdt:BIN:PROVIDER:NAME or tcp:PORT", arg);
 		return -EINVAL;
 	}
 	*colon = '\0';
@@ -578,8 +607,9 @@ static int check_flight(struct tt_cli *cli, char *err, size_t len)
 		return 0;
 	}
 	if (!o->nspans) {
-		snprintf(err, len, "--flight-recorder triggers on slow requests: give --span BIN:SYMBOL "
-			 "or --span usdt:BIN:PROVIDER:NAME (run.sh --flight adds httpload's own)");
+		snprintf(err, len, "--flight-recorder triggers on slow requests: give --span BIN:SYMBOL, "
+			 "--span usdt:BIN:PROVIDER:NAME or --span tcp:PORT (run.sh --flight adds "
+			 "httpload's own)");
 		return -EINVAL;
 	}
 	if (o->aggregate && !o->listen) {

@@ -36,6 +36,8 @@ struct tt_span_spec {
 	const char *binary;   /* as given: path or library name (libcurl.so.4) */
 	const char *symbol;   /* a function, or the USDT probe pair's NAME (or START,END) */
 	const char *provider; /* usdt:BIN:PROVIDER:NAME: the USDT provider; NULL: a function */
+	bool tcp;             /* tcp[:PORT]: requests on a server's TCP port (binary, symbol NULL) */
+	unsigned tcp_port;    /* 0: every port the target listens on */
 };
 
 struct tt_opts {

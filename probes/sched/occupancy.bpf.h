@@ -167,9 +167,9 @@ static __always_inline void occ_note(bool btf, struct task_struct *next, __u64 n
 		return;
 	s = occ_next_slot(c, bpf_get_smp_processor_id());
 	s->t_ns = now;
-	s->tid = TT_TASK_FIELD(btf, next, pid);
-	s->pid = TT_TASK_FIELD(btf, next, tgid);
-	s->flags = (TT_TASK_FIELD(btf, next, flags) & PF_KTHREAD ? TT_OCC_KTHREAD : 0) |
+	s->tid = TT_FIELD(btf, next, pid);
+	s->pid = TT_FIELD(btf, next, tgid);
+	s->flags = (TT_FIELD(btf, next, flags) & PF_KTHREAD ? TT_OCC_KTHREAD : 0) |
 		   (traced ? TT_OCC_TRACED : 0);
 	occ_name(c, next, s->tid, s->pid, s->flags);
 	if (occ_irq) {

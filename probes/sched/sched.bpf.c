@@ -72,7 +72,7 @@ struct task_struct___pre514 {
 static __always_inline unsigned int task_state(bool btf, struct task_struct *t)
 {
 	if (bpf_core_field_exists(t->__state))
-		return TT_TASK_FIELD(btf, t, __state);
+		return TT_FIELD(btf, t, __state);
 	return (unsigned int)BPF_CORE_READ((struct task_struct___pre514 *)t, state);
 }
 
@@ -393,7 +393,7 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 				       unsigned int prev_state)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 next_tid = TT_TASK_FIELD(btf, next, pid);
+	__u32 next_tid = TT_FIELD(btf, next, pid);
 	bool blocked = !preempt && prev_state != TASK_RUNNING;
 	bool prev_traced = tt_task_traced_ids_v(btf, prev, (__u32)(id >> 32), (__u32)id);
 	bool next_traced = tt_task_traced_v(btf, next);
@@ -439,7 +439,7 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 		if (aggregate && prev_state == TASK_DEAD && tp) /* task storage goes with it */
 			sched_lhist_drain(tp, (__u32)id, (__u32)(id >> 32));
 		if (next_traced && tn)
-			on_switch_in(tn, &tn->off, next_tid, TT_TASK_FIELD(btf, next, tgid), now);
+			on_switch_in(tn, &tn->off, next_tid, TT_FIELD(btf, next, tgid), now);
 		return 0;
 	}
 	if (runq)
@@ -449,7 +449,7 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 		on_switch_out(ctx, btf, off_slot((__u32)id), now, (__u32)id, (__u32)(id >> 32),
 			      blocked ? prev_state : 0, blocked, prev_state == TASK_DEAD);
 	if (next_traced)
-		on_switch_in(NULL, off_slot(next_tid), next_tid, TT_TASK_FIELD(btf, next, tgid), now);
+		on_switch_in(NULL, off_slot(next_tid), next_tid, TT_FIELD(btf, next, tgid), now);
 	return 0;
 }
 
@@ -465,10 +465,10 @@ static __always_inline int on_migrate(bool btf, struct task_struct *p)
 		return 0;
 	}
 	if (aggregate) {
-		tt_hist_add(&migrate_hist, TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid), 0, 0);
+		tt_hist_add(&migrate_hist, TT_FIELD(btf, p, pid), TT_FIELD(btf, p, tgid), 0, 0);
 		return 0;
 	}
-	t = task_get(TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid));
+	t = task_get(TT_FIELD(btf, p, pid), TT_FIELD(btf, p, tgid));
 	if (t)
 		__sync_fetch_and_add(&t->migrations, 1);
 	return 0;
@@ -657,15 +657,15 @@ static __always_inline void on_wakeup_new(bool btf, struct task_struct *p, __u32
 static __always_inline int wakeup_new_task(bool btf, struct task_struct *p)
 {
 	if (tt_task_traced_v(btf, p))
-		on_wakeup_new(btf, p, TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid));
+		on_wakeup_new(btf, p, TT_FIELD(btf, p, pid), TT_FIELD(btf, p, tgid));
 	return 0;
 }
 
 static __always_inline int waking_task(bool btf, struct task_struct *p)
 {
 	if (tt_task_traced_v(btf, p))
-		on_waking(btf, p, TT_TASK_FIELD(btf, p, pid), TT_TASK_FIELD(btf, p, tgid),
-			  TT_TASK_FIELD(btf, p, on_cpu));
+		on_waking(btf, p, TT_FIELD(btf, p, pid), TT_FIELD(btf, p, tgid),
+			  TT_FIELD(btf, p, on_cpu));
 	return 0;
 }
 
@@ -675,7 +675,7 @@ static __always_inline int runq_switch_task(bool btf, bool preempt, struct task_
 	__u64 id = bpf_get_current_pid_tgid();
 	bool prev_traced = tt_task_traced_ids_v(btf, prev, (__u32)(id >> 32), (__u32)id);
 	bool next_traced = tt_task_traced_v(btf, next);
-	__u32 next_tid = TT_TASK_FIELD(btf, next, pid);
+	__u32 next_tid = TT_FIELD(btf, next, pid);
 
 	__u64 now;
 

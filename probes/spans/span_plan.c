@@ -21,6 +21,7 @@ const char *span_exit_mode_name(int mode)
 	return mode == SPAN_EXIT_RET    ? "ret"
 	       : mode == SPAN_EXIT_URET ? "uretprobe"
 	       : mode == SPAN_EXIT_USDT ? "usdt"
+	       : mode == SPAN_EXIT_TCP  ? "tcp"
 				       : "auto";
 }
 
@@ -290,6 +291,8 @@ uint64_t span_plan_cost_ns(const struct span_plan *p)
 
 	if (p->mode == SPAN_EXIT_URET)
 		return usite_cost_ns(p->entry.cls) + usite_uretprobe_ns();
+	if (p->mode == SPAN_EXIT_TCP)
+		return 0; /* no uprobe: tracepoints the BPF run time counts */
 	if (p->mode == SPAN_EXIT_USDT && p->usdt.once)
 		return usite_cost_ns(p->entry.cls);
 	for (int i = 0; i < p->nexits; i++)
@@ -303,6 +306,12 @@ void span_plan_describe(const struct span_plan *p, char *buf, size_t len)
 	int n = 0, by_cls[USITE_NCLASS] = { 0 };
 	size_t o;
 
+	if (p->mode == SPAN_EXIT_TCP) {
+		snprintf(buf, len, "requests on TCP port%s %s: from a request's first byte in "
+			 "(tcp_probe) to the answer's first byte out (net_dev_queue); nothing in "
+			 "the target is touched", p->tcp.nports > 1 ? "s" : "", p->symbol + 4);
+		return;
+	}
 	if (p->mode == SPAN_EXIT_USDT && p->usdt.once) {
 		snprintf(buf, len, "USDT %s (%d site%s, %s), one mark carrying the start: "
 			 "~%.1f us a call", p->usdt.end, p->usdt.end_sites,

@@ -26,6 +26,7 @@
 enum span_exit_mode {
 	SPAN_EXIT_AUTO = 0, SPAN_EXIT_URET, SPAN_EXIT_RET,
 	SPAN_EXIT_USDT, /* not a choice: a span between two USDT probes (span_usdt.c) */
+	SPAN_EXIT_TCP,  /* not a choice: a request on a TCP port, seen by the kernel (span_tcp.c) */
 };
 
 #define SPAN_MAX_SITES 64
@@ -64,6 +65,12 @@ struct span_plan {
 		int start_nargs, end_nargs;
 		bool by_arg;          /* paired by the first argument, else by thread */
 	} usdt;
+	struct span_tcp {         /* SPAN_EXIT_TCP: no sites, two tracepoints for every span */
+		char name[64];        /* "tcp:3000" (symbol points here) */
+		unsigned ports[8];    /* the target's listening ports it covers */
+		int nports;
+		unsigned long netns;  /* the target's network namespace (inode), 0 = unknown */
+	} tcp;
 };
 
 /* What the traced program is made of (span_plan_target). */
@@ -84,6 +91,10 @@ int span_plan_build(const char *path, const char *symbol, int want, const struct
  * 0, or -errno with a one-line reason (the probes it has) in err. */
 int span_plan_usdt(const char *path, const char *provider, const char *name, struct span_plan *p,
 		   char *err, size_t len);
+/* Plan a span of the requests on TCP port `port` of process pid (0: each port
+ * it listens on; pid 0: any process, port needed). 0, or -errno with a
+ * one-line reason in err. */
+int span_plan_tcp(int pid, unsigned port, struct span_plan *p, char *err, size_t len);
 /* Expected cost of one call in ns: entry + the dearest exit (+ the uretprobe). */
 uint64_t span_plan_cost_ns(const struct span_plan *p);
 /* One line: "entry +0x4 push (emulated); exit: uretprobe; ~0.9 us a call". */

@@ -8,6 +8,8 @@
  *                C++ exception or a longjmp end there, marked as such
  *   span_mark_start, span_mark_end   USDT probes that start and end a request
  *   span_mark_once   one USDT probe at a request's end carrying its start
+ *   span_tcp_in, span_tcp_out   tcp_probe and net_dev_queue: a request on a
+ *                server's TCP port, from its bytes in to the answer's out
  * The cookie of each program says which --span, which site and how it keys.
  */
 #include "vmlinux.h"
@@ -85,8 +87,8 @@ static __always_inline bool span_key(struct pt_regs *ctx, bool go, __u64 sp,
 	return true;
 }
 
-static __always_inline void span_emit(struct spans_key *k, struct spans_frame *f, __u32 depth,
-				      __u64 now, __s64 ret, __u32 end)
+static __always_inline void span_emit_on(struct spans_key *k, struct spans_frame *f, __u32 depth,
+					 __u64 now, __s64 ret, __u32 end, __u32 end_tid)
 {
 	struct tt_span *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 
@@ -100,11 +102,18 @@ static __always_inline void span_emit(struct spans_key *k, struct spans_frame *f
 	r->goroutine = k->go ? k->id : 0;
 	r->pid = k->pid;
 	r->tid = f->tid;
-	r->end_tid = (__u32)bpf_get_current_pid_tgid();
+	r->end_tid = end_tid;
 	r->span_id = f->span_id;
 	r->depth = depth;
 	r->end = end;
 	bpf_ringbuf_submit(r, tt_rb_flags(&events, rb_wakeup_bytes, sizeof(*r)));
+}
+
+/* A span that ends on the running thread. */
+static __always_inline void span_emit(struct spans_key *k, struct spans_frame *f, __u32 depth,
+				      __u64 now, __s64 ret, __u32 end)
+{
+	span_emit_on(k, f, depth, now, ret, end, (__u32)bpf_get_current_pid_tgid());
 }
 
 /* Drop open frames at `level` or deeper: their end was never seen (a call in
@@ -558,5 +567,125 @@ int span_mark_once(struct pt_regs *ctx)
 		count(SPANS_CNT_NO_ARG);
 	f.t_start_ns = (__u64)t0;
 	span_emit(&k, &f, 0, now, ret, TT_SPAN_RETURN);
+	return 0;
+}
+
+/* ---- a span from a request's bytes in to the response's out (tcp:PORT) ------ */
+
+/* A request on a server's TCP socket: from its first byte arriving (tcp_probe, in
+ * the receiving softirq) to the first byte of the answer leaving (net_dev_queue,
+ * in the sending thread). No code of the target is touched: for servers whose
+ * handler has no function a uprobe can take (JIT code). Connections are
+ * request-response (HTTP/1.1 keep-alive, RESP, ...): bytes in while a request is
+ * open belong to it. */
+const volatile __u16 tcp_port[SPANS_TCP_PORTS] = {}; /* local ports; 0 = unused */
+const volatile __u8 tcp_span[SPANS_TCP_PORTS] = {};  /* the --span each port belongs to */
+const volatile __u32 tcp_netns = 0;               /* the target's network namespace (0: any) */
+
+/* Open requests by socket. Not an LRU, which may evict a request still open: a
+ * request never answered (its connection gone) is swept by the loader
+ * (spans.c tcp_sweep). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct spans_tcp_key);
+	__type(value, struct spans_tcp_open);
+} tcp_open SEC(".maps");
+
+/* The --span of a socket of the target's ports, or -1: most packets are not the
+ * target's and leave at the port compare. */
+static __always_inline int tcp_span_of(bool btf, struct sock *sk, struct spans_tcp_key *k)
+{
+	__u16 port = TT_FIELD(btf, sk, __sk_common.skc_num);
+	int span = -1;
+
+	for (int i = 0; i < SPANS_TCP_PORTS && tcp_port[i]; i++)
+		if (tcp_port[i] == port)
+			span = tcp_span[i];
+	if (span < 0 || TT_FIELD(btf, sk, sk_protocol) != IPPROTO_TCP)
+		return -1;
+	if (tcp_netns && (btf ? sk->__sk_common.skc_net.net->ns.inum :
+			  BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum)) != tcp_netns)
+		return -1;
+	k->sk = (__u64)sk;
+	k->ports = TT_FIELD(btf, sk, __sk_common.skc_portpair);
+	return span;
+}
+
+/* The TCP payload bytes of skb: past its TCP header, whichever layer's turn it is. */
+static __always_inline __s64 tcp_payload(bool btf, const struct sk_buff *skb)
+{
+	unsigned char *head = TT_FIELD(btf, skb, head), *data = TT_FIELD(btf, skb, data);
+	__u16 th = TT_FIELD(btf, skb, transport_header);
+	__u8 doff = 0;
+
+	if (bpf_probe_read_kernel(&doff, 1, head + th + 12))
+		return 0;
+	return (__s64)TT_FIELD(btf, skb, len) - (head + th - data) - (doff >> 4) * 4;
+}
+
+static __always_inline void tcp_in(bool btf, struct sock *sk, const struct sk_buff *skb)
+{
+	struct spans_tcp_key k = {};
+	int span = tcp_span_of(btf, sk, &k);
+	struct spans_tcp_open o = { .span_id = span };
+
+	if (span < 0 || tcp_payload(btf, skb) <= 0 || bpf_map_lookup_elem(&tcp_open, &k))
+		return;
+	o.t_start_ns = bpf_ktime_get_ns();
+	count(SPANS_CNT_TCP_IN);
+	if (bpf_map_update_elem(&tcp_open, &k, &o, BPF_NOEXIST))
+		count(SPANS_CNT_STATE_FULL);
+}
+
+/* The answer's first bytes leave: the request ends, on the sending thread (0 when
+ * the kernel sent them from softirq, another process's context). */
+static __always_inline void tcp_out(bool btf, const struct sk_buff *skb)
+{
+	struct sock *sk = TT_FIELD(btf, skb, sk);
+	__u64 id = bpf_get_current_pid_tgid(), now;
+	struct spans_tcp_open *o;
+	struct spans_frame f = {};
+	struct spans_key key = {};
+	struct spans_tcp_key k = {};
+
+	if (!sk || tcp_span_of(btf, sk, &k) < 0 || !(o = bpf_map_lookup_elem(&tcp_open, &k)) ||
+	    tcp_payload(btf, skb) <= 0)
+		return;
+	now = bpf_ktime_get_ns();
+	f.t_start_ns = o->t_start_ns;
+	f.span_id = o->span_id;
+	bpf_map_delete_elem(&tcp_open, &k);
+	key.pid = tt_targ_tgid ?: id >> 32;
+	if (!tt_targ_tgid || tt_targ_tgid == id >> 32)
+		f.tid = (__u32)id;
+	span_emit_on(&key, &f, 0, now, 0, TT_SPAN_RETURN, f.tid);
+}
+
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(span_tcp_in_btf, struct sock *sk, const struct sk_buff *skb)
+{
+	tcp_in(true, sk, skb);
+	return 0;
+}
+
+SEC("raw_tp/tcp_probe")
+int BPF_PROG(span_tcp_in_raw, struct sock *sk, const struct sk_buff *skb)
+{
+	tcp_in(false, sk, skb);
+	return 0;
+}
+
+SEC("tp_btf/net_dev_queue")
+int BPF_PROG(span_tcp_out_btf, struct sk_buff *skb)
+{
+	tcp_out(true, skb);
+	return 0;
+}
+
+SEC("raw_tp/net_dev_queue")
+int BPF_PROG(span_tcp_out_raw, struct sk_buff *skb)
+{
+	tcp_out(false, skb);
 	return 0;
 }

@@ -57,6 +57,7 @@ struct spans_state {
 	char shown[TT_MAX_SPANS][512];   /* each span's name as people read it (demangled) */
 	struct recfile *out;
 	int write_err;
+	uint64_t tcp_stale;      /* tcp:PORT requests never answered (tcp_sweep) */
 };
 
 /* One-line reason for the loader (vsnprintf: truncation is intended). */
@@ -110,6 +111,8 @@ static int spans_plan_one(struct tt_ctx *ctx, const struct tt_span_spec *sp,
 	uint64_t off;
 	int err;
 
+	if (sp->tcp)
+		return span_plan_tcp(ctx->target_pid, sp->tcp_port, plan, ctx->err, sizeof(ctx->err));
 	err = syms_find_library(ctx->target_pid, sp->binary, path, sizeof(path));
 	if (err) {
 		spans_err(ctx, "--span %s%s:%s: '%s' not found (not a file, not mapped by the target, "
@@ -274,7 +277,7 @@ static int attach_span(struct tt_ctx *ctx, struct spans_state *st, int i)
 	char what[160];
 	int err = 0;
 
-	if (st->refused[i])
+	if (st->refused[i] || p->mode == SPAN_EXIT_TCP) /* TCP: attach_tcp, once for all */
 		return 0;
 	if (p->mode == SPAN_EXIT_USDT) {
 		err = attach_usdt_span(ctx, st, i);
@@ -295,6 +298,38 @@ static int attach_span(struct tt_ctx *ctx, struct spans_state *st, int i)
 	return err ?: attach(ctx, st, st->cookies ? st->skel->progs.span_enter :
 				 prog_named(st, "span_enter_nc%d", i), p->path, p->entry.offset,
 			     false, SPANS_COOKIE(i, SPANS_SITE_ENTRY, 0, flags), what);
+}
+
+static bool has_mode(const struct spans_state *st, int mode)
+{
+	for (int i = 0; i < st->nplans; i++)
+		if (!st->refused[i] && st->plans[i].mode == mode)
+			return true;
+	return false;
+}
+
+/* The tcp:PORT spans' two programs (every port is in their settings). */
+static int attach_tcp(struct tt_ctx *ctx, struct spans_state *st)
+{
+	bool btf = features_hook() == TT_HOOK_TP_BTF;
+	struct bpf_program *progs[] = {
+		btf ? st->skel->progs.span_tcp_out_btf : st->skel->progs.span_tcp_out_raw,
+		btf ? st->skel->progs.span_tcp_in_btf : st->skel->progs.span_tcp_in_raw,
+	};
+
+	for (int k = 0; k < 2 && has_mode(st, SPAN_EXIT_TCP); k++) {
+		struct bpf_link *l = bpf_program__attach(progs[k]);
+		int err = l ? 0 : -errno;
+
+		if (err) {
+			spans_err(ctx, "--span tcp: cannot attach %s: %s", bpf_program__section_name(progs[k]),
+				  strerror(-err));
+			return err;
+		}
+		if ((err = link_add(ctx, st, l)))
+			return err;
+	}
+	return 0;
 }
 
 /* The unwinder, catch and longjmp sites of the target's libraries that exist
@@ -352,7 +387,10 @@ static void spans_select_progs(struct spans_state *st)
 		const char *nc = strstr(name, "_nc");
 		bool load;
 
-		if (!strcmp(name, "span_mark_once"))
+		if (!strncmp(name, "span_tcp_", 9))
+			load = has_mode(st, SPAN_EXIT_TCP) &&
+			       strstr(name, features_hook() == TT_HOOK_TP_BTF ? "_btf" : "_raw");
+		else if (!strcmp(name, "span_mark_once"))
 			load = once;
 		else if (!strncmp(name, "span_mark_", 10))
 			load = usdt && (strstr(name, "_hash") ? !atomics : atomics);
@@ -364,6 +402,24 @@ static void spans_select_progs(struct spans_state *st)
 		else
 			load = st->cookies;
 		bpf_program__set_autoload(p, load);
+	}
+}
+
+/* The tcp programs' ports, each with its --span, and the namespace they are in. */
+static void spans_tcp_configure(struct spans_state *st)
+{
+	int n = 0;
+
+	for (int i = 0; i < st->nplans; i++) {
+		const struct span_tcp *t = &st->plans[i].tcp;
+
+		if (st->plans[i].mode != SPAN_EXIT_TCP)
+			continue;
+		for (int k = 0; k < t->nports && n < SPANS_TCP_PORTS; k++, n++) {
+			st->skel->rodata->tcp_port[n] = (__u16)t->ports[k];
+			st->skel->rodata->tcp_span[n] = (__u8)i;
+		}
+		st->skel->rodata->tcp_netns = (__u32)t->netns;
 	}
 }
 
@@ -380,6 +436,7 @@ static int spans_load(struct tt_ctx *ctx, struct spans_state *st)
 	probe_size_ringbuf(st->skel->maps.events, ctx->opts);
 	st->skel->rodata->rb_wakeup_bytes = probe_ringbuf_bytes(ctx->opts) / 8;
 	spans_select_progs(st);
+	spans_tcp_configure(st);
 	err = spans_bpf__load(st->skel);
 	if (err)
 		spans_err(ctx, "spans: cannot load BPF programs: %s", strerror(-err));
@@ -389,7 +446,9 @@ static int spans_load(struct tt_ctx *ctx, struct spans_state *st)
 /* The span's name as people read it: its symbol demangled, else as given. */
 static void spans_name(struct spans_state *st, int i)
 {
-	char *d = st->plans[i].mode == SPAN_EXIT_USDT ? NULL : syms_demangle(st->plans[i].symbol);
+	int mode = st->plans[i].mode;
+	char *d = mode == SPAN_EXIT_USDT || mode == SPAN_EXIT_TCP ? NULL :
+		  syms_demangle(st->plans[i].symbol);
 
 	snprintf(st->shown[i], sizeof(st->shown[i]), "%s", d ? d : st->plans[i].symbol);
 	free(d);
@@ -407,7 +466,7 @@ static void print_plans(struct tt_ctx *ctx, const struct spans_state *st)
 		span_plan_describe(p, desc, sizeof(desc));
 		fprintf(stderr, "tailtrace: span %s%s: %s\n", st->shown[i],
 			p->go ? " (Go: keyed by goroutine)" : "", desc);
-		if (ctx->opts->verbose && p->mode != SPAN_EXIT_USDT)
+		if (ctx->opts->verbose && p->mode != SPAN_EXIT_USDT && p->mode != SPAN_EXIT_TCP)
 			fprintf(stderr, "tailtrace: span %s ends by %s: %s\n", st->shown[i],
 				p->mode == SPAN_EXIT_RET ? "uprobes on its returns" : "uretprobe",
 				p->why);
@@ -442,10 +501,12 @@ static int spans_setup(struct tt_ctx *ctx, void **state)
 			spans_refuse(st, o, i);
 	}
 	for (int i = 0; !err && i < st->nplans; i++)
-		any_thread |= !st->plans[i].go && st->plans[i].mode != SPAN_EXIT_USDT;
+		any_thread |= !st->plans[i].go && st->plans[i].mode != SPAN_EXIT_USDT &&
+			      st->plans[i].mode != SPAN_EXIT_TCP;
 	err = err ?: spans_load(ctx, st);
 	for (int i = 0; !err && i < st->nplans; i++)
 		err = attach_span(ctx, st, i);
+	err = err ?: attach_tcp(ctx, st);
 	if (!err)
 		attach_guards(ctx, st, any_thread);
 	if (!err && !(st->out = probe_open_kind(ctx, TT_REC_SPAN))) {
@@ -464,6 +525,32 @@ fail:
 	return err;
 }
 
+/* Requests of tcp:PORT spans open longer than this were never answered (their
+ * connection closed or reset): swept from the map, counted unmatched. */
+#define TCP_STALE_NS (60 * 1000000000ull)
+#define TCP_SWEEP_MS 10000
+
+static int tcp_sweep(struct tt_ctx *ctx, void *state, uint64_t now_ns)
+{
+	struct spans_state *st = state;
+	int fd = bpf_map__fd(st->skel->maps.tcp_open);
+	struct spans_tcp_key k, next;
+	struct spans_tcp_open o;
+	bool more;
+
+	(void)ctx;
+	if (!has_mode(st, SPAN_EXIT_TCP))
+		return -1;
+	/* the next key before a delete: get_next_key after a deleted key starts over */
+	for (more = !bpf_map_get_next_key(fd, NULL, &k); more; k = next) {
+		more = !bpf_map_get_next_key(fd, &k, &next);
+		if (!bpf_map_lookup_elem(fd, &k, &o) && o.t_start_ns + TCP_STALE_NS < now_ns &&
+		    !bpf_map_delete_elem(fd, &k))
+			st->tcp_stale++;
+	}
+	return TCP_SWEEP_MS;
+}
+
 static uint64_t spans_counter(struct spans_state *st, __u32 idx)
 {
 	return probe_counter_sum(st->skel->maps.counters, idx);
@@ -479,7 +566,7 @@ static int spans_finish(struct tt_ctx *ctx, void *state)
 			"without an entry, %llu entries whose return was never seen, "
 			"%llu state-map overflows, %llu unreadable goroutines, %llu unreadable "
 			"jmp_bufs, %llu unreadable USDT arguments, %llu one-mark starts "
-			"that were not a time\n",
+			"that were not a time, %llu TCP requests begun\n",
 			(unsigned long long)spans_counter(st, SPANS_CNT_TOO_DEEP), SPANS_MAX_DEPTH,
 			(unsigned long long)spans_counter(st, SPANS_CNT_UNMATCHED),
 			(unsigned long long)spans_counter(st, SPANS_CNT_STALE),
@@ -487,7 +574,8 @@ static int spans_finish(struct tt_ctx *ctx, void *state)
 			(unsigned long long)spans_counter(st, SPANS_CNT_NO_G),
 			(unsigned long long)spans_counter(st, SPANS_CNT_BAD_JMPBUF),
 			(unsigned long long)spans_counter(st, SPANS_CNT_NO_ARG),
-			(unsigned long long)spans_counter(st, SPANS_CNT_BAD_START));
+			(unsigned long long)spans_counter(st, SPANS_CNT_BAD_START),
+			(unsigned long long)spans_counter(st, SPANS_CNT_TCP_IN));
 	else if (spans_counter(st, SPANS_CNT_BAD_START))
 		fprintf(stderr, "tailtrace: spans: %llu one-mark spans dropped: their second "
 			"argument is not a CLOCK_MONOTONIC start before their end (NAME__span(id, "
@@ -520,7 +608,8 @@ static int spans_stats(void *state, struct tt_stream_stats *out, int max)
 		.written = recfile_count(st->out),
 		.lost = spans_counter(st, SPANS_CNT_LOST) + recfile_dropped(st->out),
 		/* calls seen at one end only: entry without return, return without entry */
-		.unmatched = spans_counter(st, SPANS_CNT_STALE) + spans_counter(st, SPANS_CNT_UNMATCHED),
+		.unmatched = spans_counter(st, SPANS_CNT_STALE) + spans_counter(st, SPANS_CNT_UNMATCHED) +
+			     st->tcp_stale,
 		.uprobe_hits = spans_counter(st, SPANS_CNT_HITS) + spans_counter(st, SPANS_CNT_GUARD_HITS),
 		.uprobe_cost_ns = spans_cost_ns(st),
 	};
@@ -532,6 +621,16 @@ static void site_json(FILE *f, const struct span_plan *p, const struct span_site
 	fprintf(f, "{\"offset\": %llu, \"at\": %llu, \"class\": \"%s\"}",
 		(unsigned long long)s->offset, (unsigned long long)(s->vaddr - p->fn.vaddr),
 		usite_class_name((enum usite_class)s->cls));
+}
+
+/* A tcp:PORT span: no sites, its ports and their namespace. */
+static void tcp_json(FILE *f, const struct span_tcp *t)
+{
+	fprintf(f, "\"\", \"tcp\": {\"ports\": [");
+	for (int k = 0; k < t->nports; k++)
+		fprintf(f, "%s%u", k ? ", " : "", t->ports[k]);
+	fprintf(f, "], \"netns\": %lu, \"start\": \"tcp_probe\", \"end\": \"net_dev_queue\"}, "
+		"\"cost_ns_per_call\": 0}", t->netns);
 }
 
 /* meta.json "span_sites": how each span was planned (docs/probes/spans.md). */
@@ -551,6 +650,10 @@ static void spans_meta(void *state, FILE *f)
 		json_write_string(f, p->path);
 		fprintf(f, ", \"go\": %s, \"exit\": \"%s\", \"why\": ", p->go ? "true" : "false",
 			span_exit_mode_name(p->mode));
+		if (p->mode == SPAN_EXIT_TCP) {
+			tcp_json(f, &p->tcp);
+			continue;
+		}
 		json_write_string(f, p->why);
 		fprintf(f, ", \"entry\": ");
 		site_json(f, p, &p->entry);
@@ -597,4 +700,5 @@ const struct tt_probe probe_spans = {
 	.destroy = spans_destroy,
 	.object = spans_object,
 	.meta = spans_meta,
+	.tick = tcp_sweep,
 };

@@ -12,6 +12,8 @@
  * A USDT span (usdt:BIN:PROVIDER:NAME) opens at a start probe and closes at
  * an end probe of the same request: same first argument, or same thread; or
  * it is one probe at the end whose second argument is the start time.
+ * A TCP span (tcp:PORT) is a request on a server's port: from its first byte
+ * in (tcp_probe) to the answer's first byte out (net_dev_queue).
  */
 #ifndef TT_SPANS_H
 #define TT_SPANS_H
@@ -31,6 +33,7 @@ enum spans_counter {
 	SPANS_CNT_NO_G,      /* Go site whose goroutine could not be read */
 	SPANS_CNT_NO_ARG,    /* USDT site whose argument could not be read */
 	SPANS_CNT_BAD_START, /* one-mark USDT span whose start is not a time before its end */
+	SPANS_CNT_TCP_IN,    /* tcp:PORT requests whose first bytes arrived */
 	SPANS_CNT_NR,
 };
 
@@ -93,6 +96,23 @@ struct spans_mark_slot {
 	__u32 tid, pad;
 };
 #define SPANS_MARK_SLOTS 16384 /* a power of two */
+
+/* tcp:PORT: the ports (the target's listening sockets) in the programs' settings. */
+#define SPANS_TCP_PORTS 8
+
+/* A server socket with a request open: the socket, and its ports (a socket
+ * freed and reused for another connection is another key). */
+struct spans_tcp_key {
+	__u64 sk;
+	__u32 ports;     /* skc_portpair: remote port, local port */
+	__u32 pad;
+};
+
+struct spans_tcp_open {
+	__u64 t_start_ns; /* the request's first byte arrived */
+	__u32 span_id;
+	__u32 pad;
+};
 
 /* Open span calls of one thread or goroutine, innermost last. */
 struct spans_stack {

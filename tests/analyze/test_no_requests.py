@@ -26,7 +26,8 @@ from analyze.explain.attribute import df_bands
 from analyze.explain.decompose import df_decompose
 from analyze.load.errors import MissingStreamError
 from analyze.load.schema import load_schema
-from analyze.render.summary import NO_REQUESTS_NOTE, SPAN_ERRORS_NOTE, summary_dict
+from analyze.render.summary import (NO_REQUESTS_NOTE, SPAN_ERRORS_NOTE, TCP_SPANS_NOTE,
+                                    span_notes, summary_dict)
 from analyze.explain.findings import Findings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,6 +66,29 @@ def test_span_requests_count_only_unreturned_calls_as_errors_and_keep_ret():
     assert d["ret"].tolist() == [0, 0, 4294967295]
     assert s["latency_ms"]["max"] == pytest.approx(20)
     json.dumps(s, allow_nan=False)
+
+
+TCP_SITE = {"symbol": "tcp:8080", "name": "tcp:8080", "exit": "tcp",
+            "tcp": {"ports": [8080], "netns": 1, "start": "tcp_probe", "end": "net_dev_queue"}}
+CALL_SITE = {"symbol": "handle", "name": "handle", "exit": "uretprobe"}
+
+
+@pytest.mark.parametrize("sites, ids, want", [
+    ([TCP_SITE], [0], [TCP_SPANS_NOTE.format(ports="tcp:8080")]),
+    ([CALL_SITE, TCP_SITE], [1], [TCP_SPANS_NOTE.format(ports="tcp:8080")]),
+    ([CALL_SITE, TCP_SITE], [0, 1], [SPAN_ERRORS_NOTE, TCP_SPANS_NOTE.format(ports="tcp:8080")]),
+    ([CALL_SITE], [0], [SPAN_ERRORS_NOTE]),
+])
+def test_tcp_spans_are_said_to_be_the_kernels_view_not_return_values(sites, ids, want):
+    """Requests of --span tcp carry no return value: the return-value note is for calls only,
+    and the TCP note names the port whenever one of its requests is in the run."""
+    run = make_run(spans=[span(1, i * 10 * MS, (i * 10 + 5) * MS, span_id=k)
+                          for i, k in enumerate(ids)], switches=[], runq=[],
+                   meta={"span_sites": sites})
+    assert span_notes(run) == want
+    d = df_decompose(run)
+    assert [w for w in summary_dict(Findings(run, d, df_bands(d)))["warnings"]
+            if w in (SPAN_ERRORS_NOTE, *want)] == want
 
 
 def test_calls_left_by_an_exception_or_longjmp_are_the_errors():

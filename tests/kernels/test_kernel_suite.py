@@ -198,6 +198,31 @@ def test_usdt_one_mark_spans(tmp_path, record_property):
     usdt_spans(tmp_path, record_property, "once", ["once", "200", "500", "0"], "--span usdt")
 
 
+@pytest.mark.feature("--span tcp")
+def test_tcp_spans(tmp_path, record_property):
+    """tcp_server.py answers each request 50 ms after it: 20 requests on one connection are 20
+    spans of its thread, each at least 55 ms (the client's two writes are 5 ms apart)."""
+    from test_spans import spans, tailtrace_bg
+    from test_tcp_spans import DELAY_MS, PAUSE_MS, TcpServer, client
+
+    srv = TcpServer()
+    try:
+        tt, head = tailtrace_bg(tmp_path, "--pid", str(srv.proc.pid), "--events", "spans",
+                                "--span", "tcp", "--duration", str(SLOW))
+        got = []
+        client(srv.port, 20, got)
+        tt.send_signal(2)
+        _, err = tt.communicate(timeout=SLOW)
+        assert tt.returncode == 0, head + err
+    finally:
+        srv.stop()
+    s = spans(tmp_path)
+    dur = (s["t_end_ns"] - s["t_start_ns"]).astype(np.int64)
+    assert len(s) == len(got) == 20
+    assert (dur >= (DELAY_MS + PAUSE_MS) * 1_000_000).all() and set(s["tid"]) == set(srv.threads)
+    report(record_property, tmp_path, spans=int(len(s)), median_ms=float(np.median(dur) / 1e6))
+
+
 # ---- locks ---------------------------------------------------------------------------------
 
 @pytest.mark.feature("--events …,locks")

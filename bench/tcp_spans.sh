@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Requests of a Node.js server as the kernel sees them (--span tcp), against wrk's own count and
+# latency; and what tracing them costs (docs/benchmarks.md, "TCP spans").
+#
+#   bench/tcp_spans.sh [--rounds R] [--seconds S] [--conns C] [--modes LIST] [--out DIR]
+#
+# bench/third_party/node_server.js (warmed up first: the JIT has compiled the handler) under
+# wrk -t2 -cC --latency for S seconds. Modes (default: all), alternating in every round (ABC,
+# CBA, ...):
+#   none     the server alone
+#   default  tailtrace --pid PID, the default events
+#   tcp      tailtrace --pid PID --span tcp: the default events and each request on the port
+#            it listens on; attached before wrk starts and stopped after it ends
+# Prints per round wrk's requests and median latency beside the spans' count and median, then
+# the medians of those ratios over the rounds, and the A/B throughput summary (bench/ab_stats.py).
+set -euo pipefail
+ME=tcp_spans.sh
+top=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$top/build}
+TMP=$(mktemp -d)
+# shellcheck source=bench/tt_bench_lib.sh
+. "$top/bench/tt_bench_lib.sh"
+NODE_PID=""
+cleanup() {
+	stop_tracer
+	stop_pid "$NODE_PID"
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+ROUNDS=6 SECONDS_=6 CONNS=32 OUT="" MODES=none,default,tcp
+while [ $# -gt 0 ]; do
+	case $1 in
+	--rounds) ROUNDS=$(num_arg "$1" "${2-}"); shift 2 ;;
+	--seconds) SECONDS_=$(num_arg "$1" "${2-}"); shift 2 ;;
+	--conns) CONNS=$(num_arg "$1" "${2-}"); shift 2 ;;
+	--modes) MODES=${2-}; shift 2 ;;
+	--out) OUT=${2-}; shift 2 ;;
+	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown option $1 (see --help)" ;;
+	esac
+done
+[[ $MODES =~ ^(none|default|tcp)(,(none|default|tcp))*$ ]] ||
+	die "--modes expects a list of none,default,tcp, got '$MODES'"
+[[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline of every ratio)"
+[ "$(id -u)" -eq 0 ] || die "needs root (BPF): run it as root"
+[ "$ROUNDS" -ge 1 ] && [ "$SECONDS_" -ge 2 ] && [ "$CONNS" -ge 1 ] ||
+	die "--rounds and --conns must be at least 1, --seconds at least 2"
+TAILTRACE=$BUILD/probes/tailtrace
+need_bin "$TAILTRACE"
+command -v node >/dev/null || die "needs node: apt-get install nodejs"
+command -v wrk >/dev/null || die "needs wrk: apt-get install wrk"
+OUT=${OUT:-results/$(date -u +%Y%m%dT%H%M%SZ)-bench-tcp-spans}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd) # the rounds run from the top directory (python3 imports analyze/)
+RESULTS=$OUT/results.jsonl
+: >"$RESULTS"
+
+PORT=$(port_free)
+node "$top/bench/third_party/node_server.js" "$PORT" "$TMP/audit.log" >"$TMP/node.log" 2>&1 &
+NODE_PID=$!
+for _ in $(seq 100); do grep -q "port $PORT" "$TMP/node.log" && break; sleep 0.1; done
+grep -q "port $PORT" "$TMP/node.log" || die "node did not start: $(tail -2 "$TMP/node.log")"
+URL=http://127.0.0.1:$PORT/
+wrk -t2 -c"$CONNS" -d3s "$URL" >/dev/null # warm up: the JIT compiles the handler
+
+measure() { # mode round: one wrk run under that mode; appends a JSON line
+	local mode=$1 round=$2 run="$TMP/tt"
+	rm -rf "$run"
+	case $mode in
+	none) ;;
+	default) start_tracer 20 "$TMP/tracer.log" 'attached to' "$TAILTRACE" --pid "$NODE_PID" \
+		--out "$run" ;;
+	tcp) start_tracer 20 "$TMP/tracer.log" 'attached to' "$TAILTRACE" --pid "$NODE_PID" \
+		--span tcp --out "$run" ;;
+	esac
+	wrk -t2 -c"$CONNS" -d"${SECONDS_}s" --latency "$URL" >"$TMP/wrk.out" 2>&1 ||
+		die "wrk failed: $(tail -2 "$TMP/wrk.out")"
+	stop_tracer
+	python3 - "$mode" "$round" "$TMP/wrk.out" "$run" >>"$RESULTS" <<'PY'
+import json, re, sys
+from pathlib import Path
+mode, rnd, wrk, run = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]).read_text(), Path(sys.argv[4])
+UNIT = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+p50 = re.search(r"^\s*50%\s+([\d.]+)(us|ms|s)\s*$", wrk, re.M)
+row = {"mode": mode, "round": rnd,
+       "rps": float(re.search(r"^Requests/sec:\s+([\d.]+)", wrk, re.M)[1]),
+       "wrk_requests": int(re.search(r"^\s*(\d+) requests in", wrk, re.M)[1]),
+       "wrk_p50_ms": float(p50[1]) * UNIT[p50[2]]}
+if (run / "meta.json").exists():
+    m = json.loads((run / "meta.json").read_text())
+    row["lost"] = m.get("lost_events")
+    row["cpu_share"] = (m.get("cost") or {}).get("cpu_share_of_machine")
+if (run / "spans.bin").exists():
+    import numpy as np
+    from analyze.load.schema import load_schema, read_records
+    s = read_records(run / "spans.bin", load_schema(run), "span")
+    row["spans"] = int(len(s))
+    row["span_p50_ms"] = float(np.median(s["t_end_ns"] - s["t_start_ns"]) / 1e6) if len(s) else None
+print(json.dumps(row))
+PY
+	python3 - "$ME" "$RESULTS" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[2]).readlines()[-1])
+extra = ""
+if "spans" in r:
+    extra = (f"  spans {r['spans']} ({r['spans'] / r['wrk_requests']:.4f} of wrk), span P50 "
+             f"{r['span_p50_ms']:.3f} ms ({r['span_p50_ms'] / r['wrk_p50_ms']:.3f} of wrk)")
+print(f"{sys.argv[1]}: round {r['round']} {r['mode']:<5} {r['rps']:9.0f} req/s, wrk "
+      f"{r['wrk_requests']} requests, P50 {r['wrk_p50_ms']:.3f} ms{extra}")
+PY
+}
+
+echo "$ME: node $(node --version) $URL, wrk -t2 -c$CONNS -d${SECONDS_}s; $ROUNDS rounds of $MODES"
+cd "$top"
+ab_rounds "$ROUNDS" "$MODES" "$RESULTS"
+python3 - "$RESULTS" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"spans"' in l]
+if not rows:
+    sys.exit(0)
+count = [r["spans"] / r["wrk_requests"] for r in rows]
+p50 = [r["span_p50_ms"] / r["wrk_p50_ms"] for r in rows if r["span_p50_ms"]]
+print(f"spans per wrk request: median {statistics.median(count):.4f} "
+      f"(rounds {min(count):.4f}..{max(count):.4f})")
+print(f"span P50 / wrk P50:    median {statistics.median(p50):.3f} "
+      f"(rounds {min(p50):.3f}..{max(p50):.3f})")
+PY

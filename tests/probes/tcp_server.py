@@ -1,0 +1,44 @@
+"""A TCP request-response server with known timing, for the tcp:PORT span tests.
+
+Listens on an ephemeral loopback port (printed as "port N"), one thread per connection
+(its native thread id printed as "conn-thread TID" when the connection is accepted). A
+request is bytes up to a blank line, ending "\\r\\n\\r\\n"; the thread sleeps DELAY_MS, then
+answers with an 8-byte big-endian length and that many bytes: SIZE, or LARGE for a request
+that asks "GET /large".  python3 tcp_server.py DELAY_MS SIZE LARGE"""
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+
+
+def serve(conn: socket.socket, delay_s: float, size: int, large: int) -> None:
+    print(f"conn-thread {threading.get_native_id()}", flush=True)
+    buf = b""
+    with conn:
+        while True:
+            while b"\r\n\r\n" not in buf:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                buf += chunk
+            req, buf = buf.split(b"\r\n\r\n", 1)
+            time.sleep(delay_s)
+            n = large if req.startswith(b"GET /large") else size
+            conn.sendall(n.to_bytes(8, "big") + b"x" * n)
+
+
+def main() -> None:
+    delay_s, size, large = int(sys.argv[1]) / 1000, int(sys.argv[2]), int(sys.argv[3])
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(16)
+    print(f"port {ls.getsockname()[1]}", flush=True)
+    while True:
+        conn, _ = ls.accept()
+        threading.Thread(target=serve, args=(conn, delay_s, size, large), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Requests seen by the kernel on a server's TCP port (--span tcp[:PORT]): no code of the
+target touched, for servers whose handler no uprobe can name.
+
+Oracle: tcp_server.py answers each request DELAY_MS after its last byte, from the thread of
+its connection (it prints each one's id); the client here sends each request in two writes
+PAUSE_MS apart and times it on CLOCK_MONOTONIC, bpf_ktime_get_ns's clock. So every request is
+one span on its connection's thread, starting when the client's first write returns at the
+latest (loopback delivers inside the send), ending before the client has the answer, and at
+least PAUSE_MS + DELAY_MS long: neither the server's pure ACKs (delayed ACKs come after 40 ms
+on an idle connection, DELAY_MS is longer) nor a large answer's later segments end one, and
+the client's own socket, on an ephemeral port, is not the server's. Real BPF: run as root."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from test_spans import expect_error, spans, tailtrace, tailtrace_bg
+from tt_run import needs_root
+
+SERVER = Path(__file__).with_name("tcp_server.py")
+DELAY_MS, PAUSE_MS, SIZE, LARGE = 50, 5, 300, 256 * 1024
+MS = 1_000_000
+
+
+class TcpServer:
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, str(SERVER), str(DELAY_MS), str(SIZE),
+                                      str(LARGE)], stdout=subprocess.PIPE, text=True)
+        self.port = int(self.proc.stdout.readline().split()[1])
+        self.threads: list[int] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            if line.startswith("conn-thread "):
+                self.threads.append(int(line.split()[1]))
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def recv_answer(sk: socket.socket) -> int:
+    buf = b""
+    while len(buf) < 8:
+        buf += sk.recv(65536)
+    n = int.from_bytes(buf[:8], "big")
+    while len(buf) < 8 + n:
+        buf += sk.recv(65536)
+    return n
+
+
+def client(port: int, n: int, out: list) -> None:
+    """n requests on one connection, every third asking for the large answer: (t_first_write,
+    t_answer) of each on CLOCK_MONOTONIC."""
+    with socket.create_connection(("127.0.0.1", port)) as sk:
+        for i in range(n):
+            path = b"/large" if i % 3 == 2 else b"/small"
+            t0 = time.monotonic_ns()
+            sk.sendall(b"GET " + path + b" HTTP/1.1\r\n")
+            time.sleep(PAUSE_MS / 1000)
+            sk.sendall(b"\r\n")
+            assert recv_answer(sk) == (LARGE if path == b"/large" else SIZE)
+            out.append((t0, time.monotonic_ns()))
+
+
+@needs_root
+@pytest.mark.parametrize("hook", ["tp_btf", "raw_tp"])
+def test_each_request_is_one_span_from_its_first_byte_to_the_answer(tmp_path, hook):
+    """Both program variants: tp_btf (BTF-typed arguments) and raw_tp (read with helpers)."""
+    srv = TcpServer()
+    debug = ["--debug", "hook=raw_tp"] if hook == "raw_tp" else []
+    try:
+        tt, head = tailtrace_bg(tmp_path, "--pid", str(srv.proc.pid), "--events", "spans",
+                                "--span", "tcp", "--duration", "30", *debug)
+        got = [[], []]
+        conns = [threading.Thread(target=client, args=(srv.port, 12, got[c])) for c in range(2)]
+        for t in conns:
+            t.start()
+        for t in conns:
+            t.join(timeout=60)
+        time.sleep(0.2)
+        tt.send_signal(2)
+        _, err = tt.communicate(timeout=60)
+        assert tt.returncode == 0, head + err
+    finally:
+        srv.stop()
+    assert f"span tcp:{srv.port}: requests on TCP port {srv.port}" in head
+    s = np.sort(spans(tmp_path), order="t_start_ns")
+    req = np.array(sorted(got[0] + got[1]), dtype=np.int64)
+    assert len(s) == len(req) == 24
+    start = s["t_start_ns"].astype(np.int64)
+    end = s["t_end_ns"].astype(np.int64)
+    assert ((start >= req[:, 0]) & (start - req[:, 0] < 10 * MS)).all(), start - req[:, 0]
+    assert (end <= req[:, 1]).all(), req[:, 1] - end
+    assert (end - start >= (DELAY_MS + PAUSE_MS) * MS).all(), (end - start).min()
+    # each connection's requests on its own thread, the one that sent the answers
+    assert sorted(set(s["tid"].tolist())) == sorted(srv.threads) and len(srv.threads) == 2
+    assert (s["end_tid"] == s["tid"]).all() and (s["pid"] == srv.proc.pid).all()
+    site = json.loads((tmp_path / "meta.json").read_text())["span_sites"][0]
+    assert site["exit"] == "tcp" and site["tcp"]["ports"] == [srv.port]
+
+
+@needs_root
+def test_a_port_nothing_answers_on_gives_no_span(tmp_path):
+    """tcp:PORT names the port: the server's own port left out, its requests are not spans."""
+    srv = TcpServer()
+    try:
+        tt, head = tailtrace_bg(tmp_path, "--pid", str(srv.proc.pid), "--events", "spans",
+                                "--span", f"tcp:{srv.port + 1 if srv.port < 65535 else 1}",
+                                "--duration", "30")
+        got = []
+        client(srv.port, 3, got)
+        tt.send_signal(2)
+        _, err = tt.communicate(timeout=60)
+        assert tt.returncode == 0, head + err
+    finally:
+        srv.stop()
+    assert len(got) == 3 and len(spans(tmp_path)) == 0
+
+
+@needs_root
+def test_tcp_without_a_port_needs_one_the_target_listens_on(tmp_path):
+    p = tailtrace(tmp_path, "--events", "spans", "--span", "tcp", "--", "/bin/sleep", "1")
+    expect_error(p, "--span tcp: pid", "listens on no TCP port (yet); name it: --span tcp:PORT")
+
+
+@pytest.mark.parametrize("bad", ["tcp:0", "tcp:65536", "tcp:80x"])
+def test_a_bad_port_is_refused_in_one_line(tmp_path, bad):
+    p = tailtrace(tmp_path, "--events", "spans", "--span", bad, "--", "/bin/true")
+    expect_error(p, f"--span '{bad}': expected tcp:PORT with PORT 1..65535")
