@@ -1,7 +1,8 @@
 """A TCP request-response server with known timing, for the tcp:PORT span tests.
 
 Listens on an ephemeral loopback port (printed as "port N"), one thread per connection
-(its native thread id printed as "conn-thread TID" when the connection is accepted). A
+(its native thread id and the client's port printed as "conn-thread TID PEER_PORT" when the
+connection is accepted). A
 request is bytes up to a blank line, ending "\\r\\n\\r\\n"; the thread sleeps DELAY_MS, then
 answers with an 8-byte big-endian length and that many bytes: SIZE, or LARGE for a request
 that asks "GET /large".  python3 tcp_server.py DELAY_MS SIZE LARGE"""
@@ -12,9 +13,11 @@ import sys
 import threading
 import time
 
+SAY = threading.Lock()
 
 def serve(conn: socket.socket, delay_s: float, size: int, large: int) -> None:
-    print(f"conn-thread {threading.get_native_id()}", flush=True)
+    with SAY:  # one line at a time: print writes the text and its newline apart
+        print(f"conn-thread {threading.get_native_id()} {conn.getpeername()[1]}", flush=True)
     buf = b""
     with conn:
         while True:
