@@ -56,10 +56,12 @@ Recording:
                                and lock chains, at a cost: ~0.5 us per uprobe hit, three a
                                lock/unlock pair (httpload pool/100: 84.8k req/s untraced, 44.3k
                                with locks). tailtrace warns when uprobes take > 5% of a CPU.
-  --span LIB:SYMBOL            a function call becomes a request (repeatable)  [none]
+  --span LIB:SYMBOL            a function call becomes a request (repeatable)  [none; with
+                               --pid of a server listening on TCP: --span tcp]
   --span usdt:BIN:PROV:NAME    or the time from USDT probe NAME__start to NAME__done
   --span tcp[:PORT]            or each request on the target's TCP port, first byte in to
-                               the answer's first byte out (any runtime: Node, Java)
+                               its answer's last byte out (any runtime: Node, Java)
+  --span none                  no requests: the scheduler-only report, even for a server
   --span-exit auto|uretprobe|ret  how spans end (tailtrace --span-exit; docs/third-party.md)  [auto]
   --flight SECONDS             flight recorder: keep the last SECONDS in memory, write a
                                capture of each request slower than --trigger (with our
@@ -96,7 +98,7 @@ set_defaults() {
 	MODE=workload WORKLOAD=pool CONNS=20 WORKERS="" REQUESTS="" DURATION="" RATE="" URL=""
 	PORT="" SERVER_WORKERS="" SERVICE_US="" SLEEP_US="" CPUS="" NUMA=""
 	EVENTS="" SPANS=() SPAN_EXIT="" PERF=1 FLAME=1 OUT="" LABEL="" WORKLOADS=naive,pool,async
-	SWEEP_CONNS=10,50,100 TARGET_PID="" TARGET_COMM="" DIFF_A="" DIFF_B="" INSTALL=0
+	SWEEP_CONNS=10,50,100 SPAN_NONE=0 TARGET_PID="" TARGET_COMM="" DIFF_A="" DIFF_B="" INSTALL=0
 	BUILD=1 CMD=() CONNS_SET=0 FLIGHT="" TRIGGER=""
 }
 
@@ -157,8 +159,9 @@ parse_args() {
 		--cpus) need_arg "$@"; need_cpus "$1" "$2"; CPUS=$2; shift ;;
 		--numa) need_arg "$@"; NUMA=$2; shift ;;
 		--events | --probes) need_arg "$@"; EVENTS=$2; shift ;;
-		--span) need_arg "$@"; [[ $2 == *:* || $2 == tcp ]] || die "--span wants LIB:SYMBOL (e.g. libcurl.so.4:curl_easy_perform), usdt:BIN:PROVIDER:NAME or tcp[:PORT], got '$2'"
-			SPANS+=("$2"); shift ;;
+		--span) need_arg "$@"; [[ $2 == *:* || $2 == tcp || $2 == none ]] || die "--span wants LIB:SYMBOL (e.g. libcurl.so.4:curl_easy_perform), usdt:BIN:PROVIDER:NAME, tcp[:PORT] or none, got '$2'"
+			if [ "$2" = none ]; then SPAN_NONE=1; else SPANS+=("$2"); fi
+			shift ;;
 		--span-exit) need_arg "$@"; [[ $2 =~ ^(auto|uretprobe|ret)$ ]] || die "--span-exit wants auto, uretprobe or ret, got '$2'"
 			SPAN_EXIT=$2; shift ;;
 		--flight) need_arg "$@"; need_pos_num "$1" "$2"; FLIGHT=$2; shift ;;

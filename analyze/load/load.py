@@ -11,7 +11,9 @@ Columns (int64 ns unless said; in runq, switches and locks the ids, flags and
 stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
   requests: id, conn, tid, pid, status, bytes, t_enqueue_ns, t_start_ns, t_end_ns
             (+ ret, end, goroutine when built from spans: status then holds the same
-            raw return value, which is not an HTTP status; end says how the call ended)
+            raw return value, which is not an HTTP status; end says how the call ended;
+            t_enqueue_ns is the span's start, t_start_ns too unless its thread was born
+            during it: then when that thread first ran, start_when_thread_ran)
   runq:     pid, tid, cpu, waker_tid, waker_pid, kind (categorical wakeup|preempt|wakeup_new),
             waker_ctx (categorical, WAKER_CTXS: the context sched_waking ran in),
             t_runnable_ns, t_run_ns (the runnable time is t_run_ns - t_runnable_ns)
@@ -336,12 +338,30 @@ def requests_from_spans(spans: pd.DataFrame) -> pd.DataFrame:
     }, columns=COLUMNS["requests"] + ["ret", "end", "goroutine"])
 
 
+def start_when_thread_ran(req: pd.DataFrame, runq: pd.DataFrame) -> pd.DataFrame:
+    """Requests answered by a thread born while they waited (a thread started for the
+    connection: a TCP span of a thread-per-connection server) start when that thread first
+    ran; the time before is their queue wait (t_enqueue_ns keeps the span's start)."""
+    born = runq[runq["kind"] == "wakeup_new"] if len(runq) else runq
+    if not len(req) or not len(born):
+        return req
+    first = born.groupby("tid")[["t_runnable_ns", "t_run_ns"]].min()
+    birth = req["tid"].map(first["t_runnable_ns"]).to_numpy(dtype="float64")
+    ran = req["tid"].map(first["t_run_ns"]).to_numpy(dtype="float64")
+    later = (birth > req["t_start_ns"].to_numpy()) & (ran <= req["t_end_ns"].to_numpy())
+    if later.any():
+        req = req.copy()
+        req.loc[later, "t_start_ns"] = ran[later].astype(np.int64)
+    return req
+
+
 def set_request_source(run: Run) -> None:
     """run.requests and run.source from the streams present (see module doc)."""
     if run.has("requests"):
         run.source = "requests"
     elif run.has("spans"):
         run.requests, run.source = requests_from_spans(run.spans), "spans"
+        run.requests = start_when_thread_ran(run.requests, run.runq)
     else:
         run.requests, run.source = empty_frame("requests"), "none"
 

@@ -76,13 +76,15 @@ NO_REQUESTS_NOTE = ("Without --span there are no requests to decompose: this rep
                     "runnable, lock wait and blocked time, name the function that serves one "
                     "request: ./run.sh --pid PID --span BIN:SYMBOL (e.g. --span "
                     "/usr/sbin/nginx:ngx_http_process_request, or --span "
-                    "libcurl.so.4:curl_easy_perform for a libcurl client).")
+                    "libcurl.so.4:curl_easy_perform for a libcurl client); for a server, "
+                    "--span tcp takes each request on the port it listens on (./run.sh --pid "
+                    "does so by itself).")
 NO_REQUESTS_JIT_NOTE = ("Without --span there are no requests to decompose: this report shows what "
                         "the scheduler did to the traced threads. Their code runs JIT-compiled "
                         "({n:,} stacks hold frames named from the runtime's perf map), and a "
                         "uprobe cannot take a JIT function. Let the kernel see the requests on "
                         "the server's TCP port: --span tcp (each port it listens on) times each "
-                        "one from its first byte in to the answer's first byte out. Or name a "
+                        "one from its first byte in to its answer's last byte out. Or name a "
                         "native function that runs once per request (for Node, its HTTP parser's "
                         "callback: --span BIN:'node::(anonymous namespace)::Parser::"
                         "on_headers_complete', the handler's synchronous part), or mark each "
@@ -90,10 +92,12 @@ NO_REQUESTS_JIT_NOTE = ("Without --span there are no requests to decompose: this
                         "t_start_ns, status), and give --span usdt:BIN:PROVIDER:NAME "
                         "(docs/third-party.md).")
 TCP_SPANS_NOTE = ("requests on {ports} are as the kernel saw them on the server's sockets: from "
-                  "a request's first byte in to the answer's first byte out, on the thread that "
-                  "sent it. That leaves out the network and the client, and where one thread "
-                  "serves many connections (an event loop), its time on CPU before the answer "
-                  "includes the requests served ahead of this one")
+                  "a request's first byte in to its answer's last byte out, on the thread that "
+                  "sent the answer. That leaves out the network and the client; where one "
+                  "thread serves many connections (an event loop), its time on CPU before the "
+                  "answer includes the requests served ahead of this one; and an answer the "
+                  "kernel held after the thread sent it (Nagle's algorithm waiting for a "
+                  "delayed ACK, a full send window) counts as whatever the thread did meanwhile")
 
 
 def _num(x):

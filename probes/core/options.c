@@ -78,7 +78,7 @@ static const struct opt_spec {
 	  "by their first argument (a request id) if both have one, else by thread;\n"
 	  "the end probe's second argument is the span's return value\n"
 	  "--span tcp[:PORT]: requests on the target's TCP port (default: each port\n"
-	  "it listens on), from a request's first byte in to the answer's first byte\n"
+	  "it listens on), from a request's first byte in to its answer's last byte\n"
 	  "out, seen by the kernel (no function to name: Node, Java, any runtime)",
 	  .args = { TT_MAX_SPANS } },
 	{ .name = "span-exit", .arg = "MODE", .val = 'X', .help =

@@ -308,7 +308,7 @@ void span_plan_describe(const struct span_plan *p, char *buf, size_t len)
 
 	if (p->mode == SPAN_EXIT_TCP) {
 		snprintf(buf, len, "requests on TCP port%s %s: from a request's first byte in "
-			 "(tcp_probe) to the answer's first byte out (net_dev_queue); nothing in "
+			 "(tcp_probe) to its answer's last byte out (net_dev_queue); nothing in "
 			 "the target is touched", p->tcp.nports > 1 ? "s" : "", p->symbol + 4);
 		return;
 	}

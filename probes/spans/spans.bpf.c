@@ -8,8 +8,9 @@
  *                C++ exception or a longjmp end there, marked as such
  *   span_mark_start, span_mark_end   USDT probes that start and end a request
  *   span_mark_once   one USDT probe at a request's end carrying its start
- *   span_tcp_in, span_tcp_out   tcp_probe and net_dev_queue: a request on a
- *                server's TCP port, from its bytes in to the answer's out
+ *   span_tcp_in, span_tcp_out, span_tcp_state   tcp_probe, net_dev_queue and
+ *                inet_sock_set_state: a request on a server's TCP port, from its
+ *                first byte in to its answer's last byte out
  * The cookie of each program says which --span, which site and how it keys.
  */
 #include "vmlinux.h"
@@ -573,28 +574,29 @@ int span_mark_once(struct pt_regs *ctx)
 /* ---- a span from a request's bytes in to the response's out (tcp:PORT) ------ */
 
 /* A request on a server's TCP socket: from its first byte arriving (tcp_probe, in
- * the receiving softirq) to the first byte of the answer leaving (net_dev_queue,
- * in the sending thread). No code of the target is touched: for servers whose
- * handler has no function a uprobe can take (JIT code). Connections are
- * request-response (HTTP/1.1 keep-alive, RESP, ...): bytes in while a request is
- * open belong to it. */
+ * the receiving softirq) to the last byte of its answer leaving (net_dev_queue).
+ * The answer is over when the next request's first byte arrives on the socket or
+ * the connection closes (inet_sock_set_state): the span is emitted then. No code
+ * of the target is touched: for servers whose handler has no function a uprobe
+ * can take (JIT code). Connections are request-response (HTTP/1.1 keep-alive,
+ * RESP, ...): bytes in while a request is unanswered belong to it. */
 const volatile __u16 tcp_port[SPANS_TCP_PORTS] = {}; /* local ports; 0 = unused */
 const volatile __u8 tcp_span[SPANS_TCP_PORTS] = {};  /* the --span each port belongs to */
-const volatile __u32 tcp_netns = 0;               /* the target's network namespace (0: any) */
+const volatile __u32 tcp_netns = 0;                  /* the target's network namespace (0: any) */
 
-/* Open requests by socket. Not an LRU, which may evict a request still open: a
- * request never answered (its connection gone) is swept by the loader
- * (spans.c tcp_sweep). */
+/* Requests by socket. Not an LRU, which may evict one still open: a request
+ * never answered is swept by the loader (spans.c tcp_sweep), the entry of a
+ * closed connection goes with its close. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, SPANS_TCP_SOCKETS);
 	__type(key, struct spans_tcp_key);
 	__type(value, struct spans_tcp_open);
 } tcp_open SEC(".maps");
 
 /* The --span of a socket of the target's ports, or -1: most packets are not the
  * target's and leave at the port compare. */
-static __always_inline int tcp_span_of(bool btf, struct sock *sk, struct spans_tcp_key *k)
+static __always_inline int tcp_span_of(bool btf, const struct sock *sk, struct spans_tcp_key *k)
 {
 	__u16 port = TT_FIELD(btf, sk, __sk_common.skc_num);
 	int span = -1;
@@ -624,42 +626,80 @@ static __always_inline __s64 tcp_payload(bool btf, const struct sk_buff *skb)
 	return (__s64)TT_FIELD(btf, skb, len) - (head + th - data) - (doff >> 4) * 4;
 }
 
-static __always_inline void tcp_in(bool btf, struct sock *sk, const struct sk_buff *skb)
+/* An answered request: its span, on the last target thread that sent its bytes. */
+static __always_inline void tcp_emit(const struct spans_tcp_open *o)
+{
+	struct spans_frame f = { .t_start_ns = o->t_start_ns, .span_id = o->span_id,
+				 .tid = o->tid };
+	struct spans_key key = { .pid = o->pid };
+
+	span_emit_on(&key, &f, 0, o->t_out_ns, 0, TT_SPAN_RETURN, o->tid);
+}
+
+/* A request's bytes arrive: the first starts it; after an answer, they end that
+ * request and start the next (the entry is reused). */
+static __always_inline void tcp_in(bool btf, const struct sock *sk, const struct sk_buff *skb)
 {
 	struct spans_tcp_key k = {};
 	int span = tcp_span_of(btf, sk, &k);
-	struct spans_tcp_open o = { .span_id = span };
+	struct spans_tcp_open *o, fresh = { .span_id = span, .pid = tt_targ_tgid };
 
-	if (span < 0 || tcp_payload(btf, skb) <= 0 || bpf_map_lookup_elem(&tcp_open, &k))
+	if (span < 0 || tcp_payload(btf, skb) <= 0)
 		return;
-	o.t_start_ns = bpf_ktime_get_ns();
+	o = bpf_map_lookup_elem(&tcp_open, &k);
+	if (o && !o->t_out_ns)
+		return;
 	count(SPANS_CNT_TCP_IN);
-	if (bpf_map_update_elem(&tcp_open, &k, &o, BPF_NOEXIST))
+	if (o) {
+		tcp_emit(o);
+		o->t_start_ns = bpf_ktime_get_ns();
+		o->t_out_ns = 0;
+		o->tid = 0;
+		o->pid = tt_targ_tgid;
+		return;
+	}
+	fresh.t_start_ns = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&tcp_open, &k, &fresh, BPF_NOEXIST))
 		count(SPANS_CNT_STATE_FULL);
 }
 
-/* The answer's first bytes leave: the request ends, on the sending thread (0 when
- * the kernel sent them from softirq, another process's context). */
+/* Bytes of the answer leave: the request ends here unless more follow. Bytes the
+ * kernel sends from softirq (held by Nagle or a full window) move the end, not
+ * the thread. */
 static __always_inline void tcp_out(bool btf, const struct sk_buff *skb)
 {
-	struct sock *sk = TT_FIELD(btf, skb, sk);
-	__u64 id = bpf_get_current_pid_tgid(), now;
-	struct spans_tcp_open *o;
-	struct spans_frame f = {};
-	struct spans_key key = {};
+	const struct sock *sk = TT_FIELD(btf, skb, sk);
+	__u64 id = bpf_get_current_pid_tgid();
 	struct spans_tcp_key k = {};
+	struct spans_tcp_open *o;
 
 	if (!sk || tcp_span_of(btf, sk, &k) < 0 || !(o = bpf_map_lookup_elem(&tcp_open, &k)) ||
 	    tcp_payload(btf, skb) <= 0)
 		return;
-	now = bpf_ktime_get_ns();
-	f.t_start_ns = o->t_start_ns;
-	f.span_id = o->span_id;
+	o->t_out_ns = bpf_ktime_get_ns();
+	if (tt_targ_tgid ? tt_targ_tgid == id >> 32 : !o->tid) {
+		o->tid = (__u32)id;
+		o->pid = id >> 32;
+	}
+}
+
+/* The connection leaves ESTABLISHED: its answered request ends; at the close, an
+ * unanswered one is dropped (counted). */
+static __always_inline void tcp_state(bool btf, const struct sock *sk, int oldstate, int newstate)
+{
+	struct spans_tcp_key k = {};
+	struct spans_tcp_open *o;
+
+	if (newstate == TCP_ESTABLISHED || tcp_span_of(btf, sk, &k) < 0 ||
+	    !(o = bpf_map_lookup_elem(&tcp_open, &k)))
+		return;
+	if (o->t_out_ns)
+		tcp_emit(o);
+	else if (newstate != TCP_CLOSE)
+		return; /* a half-closed connection may still answer */
+	else
+		count(SPANS_CNT_STALE);
 	bpf_map_delete_elem(&tcp_open, &k);
-	key.pid = tt_targ_tgid ?: id >> 32;
-	if (!tt_targ_tgid || tt_targ_tgid == id >> 32)
-		f.tid = (__u32)id;
-	span_emit_on(&key, &f, 0, now, 0, TT_SPAN_RETURN, f.tid);
 }
 
 SEC("tp_btf/tcp_probe")
@@ -687,5 +727,19 @@ SEC("raw_tp/net_dev_queue")
 int BPF_PROG(span_tcp_out_raw, struct sk_buff *skb)
 {
 	tcp_out(false, skb);
+	return 0;
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(span_tcp_state_btf, const struct sock *sk, int oldstate, int newstate)
+{
+	tcp_state(true, sk, oldstate, newstate);
+	return 0;
+}
+
+SEC("raw_tp/inet_sock_set_state")
+int BPF_PROG(span_tcp_state_raw, const struct sock *sk, int oldstate, int newstate)
+{
+	tcp_state(false, sk, oldstate, newstate);
 	return 0;
 }

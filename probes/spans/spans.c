@@ -308,16 +308,18 @@ static bool has_mode(const struct spans_state *st, int mode)
 	return false;
 }
 
-/* The tcp:PORT spans' two programs (every port is in their settings). */
+/* The tcp:PORT spans' programs (every port is in their settings): the close, the
+ * answer's bytes, then the requests' (an end is watched before its start). */
 static int attach_tcp(struct tt_ctx *ctx, struct spans_state *st)
 {
 	bool btf = features_hook() == TT_HOOK_TP_BTF;
 	struct bpf_program *progs[] = {
+		btf ? st->skel->progs.span_tcp_state_btf : st->skel->progs.span_tcp_state_raw,
 		btf ? st->skel->progs.span_tcp_out_btf : st->skel->progs.span_tcp_out_raw,
 		btf ? st->skel->progs.span_tcp_in_btf : st->skel->progs.span_tcp_in_raw,
 	};
 
-	for (int k = 0; k < 2 && has_mode(st, SPAN_EXIT_TCP); k++) {
+	for (int k = 0; k < 3 && has_mode(st, SPAN_EXIT_TCP); k++) {
 		struct bpf_link *l = bpf_program__attach(progs[k]);
 		int err = l ? 0 : -errno;
 
@@ -525,8 +527,8 @@ fail:
 	return err;
 }
 
-/* Requests of tcp:PORT spans open longer than this were never answered (their
- * connection closed or reset): swept from the map, counted unmatched. */
+/* Requests of tcp:PORT spans unanswered this long never will be (their
+ * connection vanished unseen): swept from the map, counted unmatched. */
 #define TCP_STALE_NS (60 * 1000000000ull)
 #define TCP_SWEEP_MS 10000
 
@@ -544,8 +546,8 @@ static int tcp_sweep(struct tt_ctx *ctx, void *state, uint64_t now_ns)
 	/* the next key before a delete: get_next_key after a deleted key starts over */
 	for (more = !bpf_map_get_next_key(fd, NULL, &k); more; k = next) {
 		more = !bpf_map_get_next_key(fd, &k, &next);
-		if (!bpf_map_lookup_elem(fd, &k, &o) && o.t_start_ns + TCP_STALE_NS < now_ns &&
-		    !bpf_map_delete_elem(fd, &k))
+		if (!bpf_map_lookup_elem(fd, &k, &o) && !o.t_out_ns &&
+		    o.t_start_ns + TCP_STALE_NS < now_ns && !bpf_map_delete_elem(fd, &k))
 			st->tcp_stale++;
 	}
 	return TCP_SWEEP_MS;

@@ -13,7 +13,8 @@
  * an end probe of the same request: same first argument, or same thread; or
  * it is one probe at the end whose second argument is the start time.
  * A TCP span (tcp:PORT) is a request on a server's port: from its first byte
- * in (tcp_probe) to the answer's first byte out (net_dev_queue).
+ * in (tcp_probe) to its answer's last byte out (net_dev_queue), known once the
+ * next request arrives or the connection closes (inet_sock_set_state).
  */
 #ifndef TT_SPANS_H
 #define TT_SPANS_H
@@ -110,9 +111,13 @@ struct spans_tcp_key {
 
 struct spans_tcp_open {
 	__u64 t_start_ns; /* the request's first byte arrived */
+	__u64 t_out_ns;   /* its answer's last byte so far left; 0: unanswered */
 	__u32 span_id;
+	__u32 tid;        /* the last of the target's threads that sent its answer */
+	__u32 pid;
 	__u32 pad;
 };
+#define SPANS_TCP_SOCKETS 65536 /* connections with a request open or answered */
 
 /* Open span calls of one thread or goroutine, innermost last. */
 struct spans_stack {

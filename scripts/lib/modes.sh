@@ -208,6 +208,7 @@ mode_thirdparty() {
 		comm=$(cat "/proc/$TARGET_PID/comm" 2>/dev/null || echo proc)
 		label=$(label_default "$comm-pid$TARGET_PID")
 	fi
+	[ -z "$TARGET_PID" ] || span_tcp_default "$TARGET_PID"
 	run_dir_make "$label"
 	phase "recording: tailtrace on pid(s) $pids for ${DURATION}s"
 	record_pid "$RUN_DIR" "$pids" || rc=$?
@@ -219,6 +220,35 @@ mode_thirdparty() {
 			"to trace a short-lived program from its start, run it as: ./run.sh -- CMD ARGS"
 	fi
 	finish_run "$RUN_DIR" "$label"
+}
+
+# listen_ports PID: the TCP ports PID listens on (its sockets in LISTEN state), one a line.
+listen_ports() {
+	local pid=$1 fd link inode port st rest
+	local -A mine=()
+	for fd in /proc/"$pid"/fd/*; do
+		link=$(readlink "$fd" 2>/dev/null) || continue
+		if [[ $link =~ ^socket:\[([0-9]+)\]$ ]]; then mine[${BASH_REMATCH[1]}]=1; fi
+	done
+	[ "${#mine[@]}" -gt 0 ] || return 0
+	# sl local:port remote:port st tx:rx tr:when retrnsmt uid timeout inode
+	cat /proc/"$pid"/net/tcp /proc/"$pid"/net/tcp6 2>/dev/null |
+		while read -r _ port _ st _ _ _ _ _ inode rest; do
+			if [ "$st" = 0A ] && [ -n "${mine[$inode]-}" ]; then echo $((16#${port##*:})); fi
+		done | sort -un
+	return 0
+}
+
+# span_tcp_default PID: a --pid run without --span (nor --span none) of a process listening on
+# TCP gets its requests from the kernel (--span tcp): a report with requests, not scheduler-only.
+span_tcp_default() {
+	local ports
+	[ "${#SPANS[@]}" = 0 ] && [ "$SPAN_NONE" = 0 ] || return 0
+	ports=$(listen_ports "$1" | paste -sd, -)
+	[ -n "$ports" ] || return 0
+	SPANS=(tcp)
+	log "pid $1 listens on TCP port(s) $ports: each request there is one (--span tcp; --span" \
+		"none for the scheduler only, --span BIN:SYMBOL for a function)"
 }
 
 # mode_diff A B: differential flame graphs of B against A, written into B.

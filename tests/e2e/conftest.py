@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -30,6 +31,26 @@ def run_sh(*args, timeout_s=E2E_TIMEOUT_S, check=False):
         pytest.fail(f"run.sh {' '.join(map(str, args))} exited {p.returncode}\n"
                     f"--- stdout\n{p.stdout[-3000:]}\n--- stderr\n{p.stderr[-5000:]}")
     return p
+
+
+def start_until_attached(*args):
+    """./run.sh ARGS in the background, returned once tailtrace says it attached: the process,
+    the stderr lines so far (a thread keeps appending) and that thread. Fails if it never does."""
+    proc = subprocess.Popen([str(RUN_SH), *map(str, args)], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    stderr_lines, attached = [], threading.Event()
+
+    def pump():
+        for line in proc.stderr:
+            stderr_lines.append(line)
+            if line.startswith("tailtrace: attached"):
+                attached.set()
+    t = threading.Thread(target=pump, daemon=True)
+    t.start()
+    if not attached.wait(300):
+        proc.kill()
+        pytest.fail("tailtrace never attached:\n" + "".join(stderr_lines)[-3000:])
+    return proc, stderr_lines, t
 
 
 def pid_alive(pid):

@@ -10,13 +10,13 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, RUN_SH, assert_nothing_left, load_json, needs_root, read_records, run_sh
+from .conftest import (REPO, RUN_SH, assert_nothing_left, load_json, needs_root, read_records,
+                       run_sh, start_until_attached)
 
 
 def error_lines(p):
@@ -147,26 +147,6 @@ def test_a_build_directory_of_another_generator_is_reused(tmp_path):
     assert p.returncode == 0, p.stderr
     calls = log.read_text().splitlines()
     assert "-G Ninja" in calls[0] and calls[1].startswith("--build"), calls
-
-
-def start_until_attached(*args):
-    """./run.sh ARGS in the background, returned once tailtrace says it attached: the process,
-    the stderr lines so far (a thread keeps appending) and that thread. Fails if it never does."""
-    proc = subprocess.Popen([str(RUN_SH), *map(str, args)], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-    stderr_lines, attached = [], threading.Event()
-
-    def pump():
-        for line in proc.stderr:
-            stderr_lines.append(line)
-            if line.startswith("tailtrace: attached"):
-                attached.set()
-    t = threading.Thread(target=pump, daemon=True)
-    t.start()
-    if not attached.wait(300):
-        proc.kill()
-        pytest.fail("tailtrace never attached:\n" + "".join(stderr_lines)[-3000:])
-    return proc, stderr_lines, t
 
 
 @needs_root

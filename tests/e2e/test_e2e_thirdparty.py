@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from .conftest import REPO, assert_nothing_left, load_json, needs_root, pid_alive, read_records, run_sh
+from .conftest import (E2E_TIMEOUT_S, REPO, assert_nothing_left, load_json, needs_root, pid_alive,
+                       read_records, run_sh, start_until_attached)
 
 pytestmark = needs_root
 PYCURL_SCRIPT = REPO / "bench" / "third_party" / "pycurl_load.py"
@@ -171,4 +172,35 @@ def test_pid_without_span_gets_a_scheduler_only_report(tmp_path):
     assert "No requests in this run (no --span): scheduler view of" in p.stdout
     assert "scheduler-only report" in p.stderr
     assert "Without --span there are no requests to decompose" in (out / "report.html").read_text()
+    assert_nothing_left(out)
+
+
+@pytest.mark.parametrize("span", [None, "none"])
+def test_pid_of_a_tcp_server_without_span_gets_its_requests_from_the_kernel(tmp_path, span):
+    """No --span on a process listening on TCP: run.sh takes each request on its port (--span
+    tcp): 40 requests, each 20 ms, are 40 requests of the report; --span none keeps the
+    scheduler-only report."""
+    sys.path.insert(0, str(REPO / "tests" / "probes"))
+    from test_tcp_spans import PAUSE_MS, TcpServer, client
+
+    srv = TcpServer(delay_ms=20)
+    out = tmp_path / "tcp"
+    got = []
+    try:
+        proc, err, pump = start_until_attached(
+            "--pid", srv.proc.pid, "--duration", 10, "--no-perf", "--no-flamegraph", "--out", out,
+            *(["--span", span] if span else []))
+        client(srv.port, 40, got)
+        proc.wait(timeout=E2E_TIMEOUT_S)
+        pump.join(60)
+    finally:
+        srv.stop()
+    assert proc.returncode == 0, "".join(err)[-5000:]
+    s = load_json(out / "summary.json")
+    if span == "none":
+        assert s["source"] == "none" and s["requests"] == 0
+        return
+    assert f"listens on TCP port(s) {srv.port}: each request there is one" in "".join(err)
+    assert len(got) == 40 and s["source"] == "spans" and s["requests"] == 40
+    assert s["latency_ms"]["p50"] >= 20 + PAUSE_MS
     assert_nothing_left(out)

@@ -5,7 +5,8 @@ Listens on an ephemeral loopback port (printed as "port N"), one thread per conn
 connection is accepted). A
 request is bytes up to a blank line, ending "\\r\\n\\r\\n"; the thread sleeps DELAY_MS, then
 answers with an 8-byte big-endian length and that many bytes: SIZE, or LARGE for a request
-that asks "GET /large".  python3 tcp_server.py DELAY_MS SIZE LARGE"""
+that asks "GET /large"; "GET /split" gets the length and the bytes in two writes (with Nagle's
+algorithm on, the second waits for the client to acknowledge the first).  python3 tcp_server.py DELAY_MS SIZE LARGE"""
 from __future__ import annotations
 
 import socket
@@ -29,7 +30,11 @@ def serve(conn: socket.socket, delay_s: float, size: int, large: int) -> None:
             req, buf = buf.split(b"\r\n\r\n", 1)
             time.sleep(delay_s)
             n = large if req.startswith(b"GET /large") else size
-            conn.sendall(n.to_bytes(8, "big") + b"x" * n)
+            if req.startswith(b"GET /split"):  # two writes: Nagle holds the second
+                conn.sendall(n.to_bytes(8, "big"))
+                conn.sendall(b"x" * n)
+            else:
+                conn.sendall(n.to_bytes(8, "big") + b"x" * n)
 
 
 def main() -> None:

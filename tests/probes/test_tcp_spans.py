@@ -7,8 +7,9 @@ two writes PAUSE_MS apart and times it on CLOCK_MONOTONIC, bpf_ktime_get_ns's cl
 request is one span on its connection's thread, starting once the client's first write begins
 (loopback delivers inside the send; the bound is loose for a loaded machine), ending before
 the client has the answer, and at
-least PAUSE_MS + DELAY_MS long: neither the server's pure ACKs (delayed ACKs come after 40 ms
-on an idle connection, DELAY_MS is longer) nor a large answer's later segments end one, and
+least PAUSE_MS + DELAY_MS long: the server's pure ACKs (delayed ACKs come after 40 ms on an
+idle connection, DELAY_MS is longer) end none, a large answer's or a two-write answer's end
+is its last byte, and
 the client's own socket, on an ephemeral port, is not the server's. Real BPF: run as root."""
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ MS = 1_000_000
 
 
 class TcpServer:
-    def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, str(SERVER), str(DELAY_MS), str(SIZE),
+    def __init__(self, delay_ms: int = DELAY_MS):
+        self.proc = subprocess.Popen([sys.executable, str(SERVER), str(delay_ms), str(SIZE),
                                       str(LARGE)], stdout=subprocess.PIPE, text=True)
         self.port = int(self.proc.stdout.readline().split()[1])
         self.threads: dict[int, int] = {}  # the client's port -> the thread serving it
@@ -60,13 +61,17 @@ def recv_answer(sk: socket.socket) -> int:
     return n
 
 
+PATHS = [b"/small", b"/split", b"/large"]
+
+
 def client(port: int, n: int, out: list) -> int:
-    """n requests on one connection, every third asking for the large answer: (t_first_write,
-    t_answer) of each on CLOCK_MONOTONIC into out; returns the connection's local port."""
+    """n requests on one connection, by turns a small answer, one in two writes and a large one:
+    (t_first_write, t_answer) of each on CLOCK_MONOTONIC into out; returns the connection's
+    local port."""
     with socket.create_connection(("127.0.0.1", port)) as sk:
         local = sk.getsockname()[1]
         for i in range(n):
-            path = b"/large" if i % 3 == 2 else b"/small"
+            path = PATHS[i % len(PATHS)]
             t0 = time.monotonic_ns()
             sk.sendall(b"GET " + path + b" HTTP/1.1\r\n")
             time.sleep(PAUSE_MS / 1000)
@@ -115,6 +120,13 @@ def test_each_request_is_one_span_from_its_first_byte_to_the_answer(tmp_path, ho
         assert ((start >= req[:, 0]) & (start - req[:, 0] < 100 * MS)).all(), start - req[:, 0]
         assert (end <= req[:, 1]).all(), req[:, 1] - end
         assert (end - start >= (DELAY_MS + PAUSE_MS) * MS).all(), (end - start).min()
+        # an answer in two writes: Nagle's algorithm holds the second until the client's
+        # delayed ACK (40 ms on Linux); the span ends when the last byte leaves, as the client
+        # sees it, not at the first
+        split = np.arange(len(req)) % len(PATHS) == PATHS.index(b"/split")
+        stall = (DELAY_MS + PAUSE_MS + 30) * MS
+        if np.median(req[split, 1] - req[split, 0]) >= stall:
+            assert np.median((end - start)[split]) >= stall - 5 * MS, (end - start)[split]
     site = json.loads((tmp_path / "meta.json").read_text())["span_sites"][0]
     assert site["exit"] == "tcp" and site["tcp"]["ports"] == [srv.port]
 

@@ -110,6 +110,22 @@ def test_requests_from_outer_spans(tmp_path, schema):
     assert r["ret"].tolist() == [0, -1]        # raw return values, kept as such
 
 
+def test_a_span_whose_thread_was_born_during_it_starts_when_that_thread_first_ran(
+        tmp_path, schema):
+    """A TCP span answered by a thread started for its connection (born 2 ms into the span,
+    first ran at 3 ms): service from 3 ms, the 3 ms before are its queue wait. A thread born
+    before its span, or one that first ran only after the span ended, changes nothing."""
+    d = full_run(tmp_path, schema, requests=None,
+                 runq=[rq(21, 2 * MS, 3 * MS, "wakeup_new"), rq(22, 0, 1 * MS, "wakeup_new"),
+                       rq(23, 4 * MS, 9 * MS, "wakeup_new")],
+                 spans=[span(21, 0, 10 * MS), span(22, 2 * MS, 4 * MS),
+                        span(23, 1 * MS, 8 * MS)])
+    r = load_run(d).requests
+    assert r["tid"].tolist() == [21, 23, 22]
+    assert r["t_enqueue_ns"].tolist() == [T0, T0 + 1 * MS, T0 + 2 * MS]
+    assert r["t_start_ns"].tolist() == [T0 + 3 * MS, T0 + 1 * MS, T0 + 2 * MS]
+
+
 def test_truncated_file_is_corrupt_and_named(tmp_path, schema):
     d = full_run(tmp_path, schema)
     p = d / "switches.bin"
