@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * Ground truth for JIT frames named from a perf map.
+ * Ground truth for JIT frames named from a perf map or a jitdump.
  *   jit_target N   copies a tiny function into anonymous executable memory (as a
  *                  JIT does), names it "JS:*handleRequest /srv/app.js:7" in
  *                  /tmp/perf-PID.map, and calls it N times; each call sleeps 2 ms
  *                  in nap(). Prints the code's address. The map stays for the
  *                  tracer to read (runtimes leave theirs too).
+ *   jit_target N DIR   the same code named in DIR/jit-PID.dump instead (perf's
+ *                  jitdump format, the file mapped executable as the marker perf
+ *                  looks for): loaded at one address, then moved to another (a
+ *                  code-move record), where it is called. No perf map.
  * The code keeps a frame pointer (push rbp; mov rbp, rsp), as V8's and HotSpot's
  * compiled frames do, so a frame-pointer walk passes through it.
  */
@@ -41,30 +45,90 @@ static size_t emit(uint8_t *code, void (*fn)(void))
 	return n;
 }
 
+/* perf's jitdump records (tools/perf/util/jitdump.h), what this writes of them. */
+struct jd_header {
+	uint32_t magic, version, total_size, elf_mach, pad1, pid;
+	uint64_t timestamp, flags;
+};
+struct jd_prefix {
+	uint32_t id, total_size;
+	uint64_t timestamp;
+};
+struct jd_load {
+	struct jd_prefix p;
+	uint32_t pid, tid;
+	uint64_t vma, code_addr, code_size, code_index;
+};
+struct jd_move {
+	struct jd_prefix p;
+	uint32_t pid, tid;
+	uint64_t vma, old_code_addr, new_code_addr, code_size, code_index;
+};
+
+/* DIR/jit-PID.dump: the code loaded at from (index 7), then moved to to. */
+static int write_dump(const char *dir, uint8_t *from, uint8_t *to, size_t len, char *path,
+		      size_t plen)
+{
+	struct jd_header h = { .magic = 0x4A695444, .version = 1, .total_size = sizeof(h),
+			       .elf_mach = 62 /* EM_X86_64 */, .pid = (uint32_t)getpid() };
+	struct jd_load l = { { 0, (uint32_t)(sizeof(l) + sizeof(JIT_NAME) + len), 0 },
+			     (uint32_t)getpid(), (uint32_t)getpid(), (uintptr_t)from,
+			     (uintptr_t)from, len, 7 };
+	struct jd_move m = { { 1, sizeof(m), 0 }, (uint32_t)getpid(), (uint32_t)getpid(),
+			     (uintptr_t)to, (uintptr_t)from, (uintptr_t)to, len, 7 };
+	FILE *f;
+
+	snprintf(path, plen, "%s/jit-%d.dump", dir, getpid());
+	f = fopen(path, "w+");
+	if (!f)
+		return -1;
+	fwrite(&h, sizeof(h), 1, f);
+	/* the marker: the file mapped executable, where perf (and tailtrace) find it */
+	if (mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fileno(f), 0) == MAP_FAILED)
+		return -1;
+	fwrite(&l, sizeof(l), 1, f);
+	fwrite(JIT_NAME, sizeof(JIT_NAME), 1, f);
+	fwrite(from, len, 1, f);
+	fwrite(&m, sizeof(m), 1, f);
+	return fclose(f);
+}
+
+static uint8_t *exec_copy(void)
+{
+	uint8_t *code = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (code == MAP_FAILED)
+		return NULL;
+	emit(code, nap);
+	return mprotect(code, 4096, PROT_READ | PROT_EXEC) ? NULL : code;
+}
+
 int main(int argc, char **argv)
 {
-	long n = argc == 2 ? atol(argv[1]) : 0;
-	uint8_t *code;
-	size_t len;
-	char path[64];
+	long n = argc == 2 || argc == 3 ? atol(argv[1]) : 0;
+	uint8_t *code = exec_copy(), *moved;
+	size_t len = emit((uint8_t[64]){ 0 }, nap);
+	char path[4096];
 	FILE *map;
 
 	if (n <= 0) {
-		fprintf(stderr, "usage: jit_target N\n");
+		fprintf(stderr, "usage: jit_target N [DIR]\n");
 		return 2;
 	}
-	code = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (code == MAP_FAILED)
+	if (!code)
 		return 1;
-	len = emit(code, nap);
-	if (mprotect(code, 4096, PROT_READ | PROT_EXEC))
-		return 1;
-	snprintf(path, sizeof(path), "/tmp/perf-%d.map", getpid());
-	map = fopen(path, "w");
-	if (!map)
-		return 1;
-	fprintf(map, "%lx %zx %s\n", (unsigned long)(uintptr_t)code, len, JIT_NAME);
-	fclose(map);
+	if (argc == 3) {
+		if (!(moved = exec_copy()) || write_dump(argv[2], code, moved, len, path, sizeof(path)))
+			return 1;
+		code = moved;
+	} else {
+		snprintf(path, sizeof(path), "/tmp/perf-%d.map", getpid());
+		map = fopen(path, "w");
+		if (!map)
+			return 1;
+		fprintf(map, "%lx %zx %s\n", (unsigned long)(uintptr_t)code, len, JIT_NAME);
+		fclose(map);
+	}
 	for (long i = 0; i < n; i++)
 		((void (*)(void))code)();
 	printf("jit=%p calls=%ld map=%s\n", (void *)code, n, path);

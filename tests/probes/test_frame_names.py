@@ -106,3 +106,25 @@ def test_jit_frames_are_named_from_the_perf_map(tmp_path):
         assert ";JS:*handleRequest /srv/app.js:7;" in (tmp_path / "offcpu.folded").read_text()
     finally:
         Path(info["map"]).unlink(missing_ok=True)
+
+
+def test_jit_frames_are_named_from_a_jitdump_after_a_move(tmp_path):
+    """The same code named only in a jitdump (perf's format, the file mapped as perf's marker):
+    loaded at one address, moved to another, called there: its frames are named from the move,
+    as the dump spells them, called from main."""
+    dump_dir = tmp_path / "dump"
+    dump_dir.mkdir()
+    p = tailtrace(tmp_path / "run", "--events", "runq,switch,offcpu", "--", str(JIT), "20",
+                  str(dump_dir))
+    assert p.returncode == 0, p.stderr
+    info = dict(kv.split("=") for kv in p.stdout.split())
+    pid = info["map"].rpartition("jit-")[2].partition(".dump")[0]
+    stacks = [json.loads(line) for line in
+              (tmp_path / "run" / "stacks.jsonl").read_text().splitlines()]
+    user = [s["frames"] for s in stacks if s["kind"] == "user"]
+    jit = [f for fr in user for f in fr if f.startswith("JS:*handleRequest /srv/app.js:7+0x")]
+    assert jit and all(f.endswith(f" (jit-{pid}.dump)") for f in jit), user
+    for fr in user:
+        if any(f in jit for f in fr):
+            i = next(i for i, f in enumerate(fr) if f in jit)
+            assert fr[i + 1].startswith("main+"), fr

@@ -96,6 +96,18 @@ def test_jit_addresses_from_the_perf_map_as_it_grows():
         assert got == want.replace("PID", pid), line
 
 
+def test_jitdump_read_as_it_grows(tmp_path):
+    """DIR/jit-PID.dump (perf's jitdump), mapped executable as perf's marker, written in steps
+    while one symbolizer resolves: a half-written record waits, a record that names nothing is
+    skipped, a code move names the code at its new address."""
+    lines = run(CHECK, "jitdump", str(tmp_path)).splitlines()
+    assert len(lines) == 5
+    for line in lines:
+        want, got = line.split("\t")
+        pid = got.rpartition("jit-")[2].partition(".dump")[0]
+        assert got == want.replace("PID", pid), line
+
+
 @pytest.mark.parametrize("path,symbol", [
     (LIBC, "pthread_mutex_lock"), (LIBC, "pthread_mutex_unlock"), (LIBC, "pthread_mutex_trylock"),
     # default version, not the GLIBC_2.2.5 compat function listed first
