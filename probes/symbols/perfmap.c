@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <grow.h>
+#include "symbols/jitdump.h"
 
 /* Where an entry was read. */
 enum jit_src { SRC_MAP = 0, SRC_DUMP, SRC_N };
@@ -38,27 +39,6 @@ struct jit_sym {
 	int src;        /* enum jit_src */
 };
 
-/* perf's jitdump (tools/perf/util/jitdump.h): a header, then records. */
-#define JITDUMP_MAGIC 0x4A695444u /* "JiTD", in the writer's byte order: ours */
-enum { JIT_CODE_LOAD = 0, JIT_CODE_MOVE = 1 };
-struct jitdump_header {
-	uint32_t magic, version, total_size, elf_mach, pad1, pid;
-	uint64_t timestamp, flags;
-};
-struct jitdump_prefix {
-	uint32_t id, total_size;
-	uint64_t timestamp;
-};
-struct jitdump_load { /* then the name, NUL-terminated, then the code */
-	struct jitdump_prefix p;
-	uint32_t pid, tid;
-	uint64_t vma, code_addr, code_size, code_index;
-};
-struct jitdump_move {
-	struct jitdump_prefix p;
-	uint32_t pid, tid;
-	uint64_t vma, old_code_addr, new_code_addr, code_size, code_index;
-};
 #define JITDUMP_MAX_RECORD (1u << 24) /* a record larger is not one: stop reading */
 #define DUMP_LOOK_NS 1000000000ull    /* /proc/PID/maps scanned for the dump at most this often */
 

@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include "symbols/jitdump.h"
 
 #define JIT_NAME "JS:*handleRequest /srv/app.js:7"
 
@@ -45,36 +46,16 @@ static size_t emit(uint8_t *code, void (*fn)(void))
 	return n;
 }
 
-/* perf's jitdump records (tools/perf/util/jitdump.h), what this writes of them. */
-struct jd_header {
-	uint32_t magic, version, total_size, elf_mach, pad1, pid;
-	uint64_t timestamp, flags;
-};
-struct jd_prefix {
-	uint32_t id, total_size;
-	uint64_t timestamp;
-};
-struct jd_load {
-	struct jd_prefix p;
-	uint32_t pid, tid;
-	uint64_t vma, code_addr, code_size, code_index;
-};
-struct jd_move {
-	struct jd_prefix p;
-	uint32_t pid, tid;
-	uint64_t vma, old_code_addr, new_code_addr, code_size, code_index;
-};
-
 /* DIR/jit-PID.dump: the code loaded at from (index 7), then moved to to. */
 static int write_dump(const char *dir, uint8_t *from, uint8_t *to, size_t len, char *path,
 		      size_t plen)
 {
-	struct jd_header h = { .magic = 0x4A695444, .version = 1, .total_size = sizeof(h),
+	struct jitdump_header h = { .magic = JITDUMP_MAGIC, .version = 1, .total_size = sizeof(h),
 			       .elf_mach = 62 /* EM_X86_64 */, .pid = (uint32_t)getpid() };
-	struct jd_load l = { { 0, (uint32_t)(sizeof(l) + sizeof(JIT_NAME) + len), 0 },
+	struct jitdump_load l = { { JIT_CODE_LOAD, (uint32_t)(sizeof(l) + sizeof(JIT_NAME) + len), 0 },
 			     (uint32_t)getpid(), (uint32_t)getpid(), (uintptr_t)from,
 			     (uintptr_t)from, len, 7 };
-	struct jd_move m = { { 1, sizeof(m), 0 }, (uint32_t)getpid(), (uint32_t)getpid(),
+	struct jitdump_move m = { { JIT_CODE_MOVE, sizeof(m), 0 }, (uint32_t)getpid(), (uint32_t)getpid(),
 			     (uintptr_t)to, (uintptr_t)from, (uintptr_t)to, len, 7 };
 	FILE *f;
 

@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "symbols/jitdump.h"
 #include "symbols/syms.h"
 
 int main(int argc, char **argv);
@@ -178,26 +179,10 @@ static int cmd_perfmap(void)
 	return 0;
 }
 
-/* perf's jitdump records (tools/perf/util/jitdump.h), as a runtime writes them. */
-struct jd_prefix {
-	uint32_t id, total_size;
-	uint64_t timestamp;
-};
-struct jd_load {
-	struct jd_prefix p;
-	uint32_t pid, tid;
-	uint64_t vma, code_addr, code_size, code_index;
-};
-struct jd_move {
-	struct jd_prefix p;
-	uint32_t pid, tid;
-	uint64_t vma, old_code_addr, new_code_addr, code_size, code_index;
-};
-
 static void dump_load(FILE *f, uint64_t addr, uint64_t size, uint64_t index, const char *name,
 		      size_t keep)
 {
-	struct jd_load l = { { 0, (uint32_t)(sizeof(l) + strlen(name) + 1), 0 }, 1, 1, addr, addr,
+	struct jitdump_load l = { { JIT_CODE_LOAD, (uint32_t)(sizeof(l) + strlen(name) + 1), 0 }, 1, 1, addr, addr,
 			     size, index };
 	char rec[256];
 
@@ -210,10 +195,9 @@ static void dump_load(FILE *f, uint64_t addr, uint64_t size, uint64_t index, con
 /* DIR/jit-PID.dump, mapped executable as perf's marker, written in steps. */
 static int cmd_jitdump(const char *dir)
 {
-	struct { uint32_t magic, version, total_size, elf_mach, pad1, pid; uint64_t ts, flags; } h =
-		{ 0x4A695444, 1, sizeof(h), 62, 0, (uint32_t)getpid(), 0, 0 };
-	struct jd_move mv = { { 1, sizeof(mv), 0 }, 1, 1, 0x3000, 0x1000, 0x3000, 0x40, 5 };
-	struct jd_prefix other = { 2, sizeof(other) + 8, 0 }; /* debug info: not a name */
+	struct jitdump_header h = { JITDUMP_MAGIC, 1, sizeof(h), 62, 0, (uint32_t)getpid(), 0, 0 };
+	struct jitdump_move mv = { { JIT_CODE_MOVE, sizeof(mv), 0 }, 1, 1, 0x3000, 0x1000, 0x3000, 0x40, 5 };
+	struct jitdump_prefix other = { JIT_CODE_DEBUG_INFO, sizeof(other) + 8, 0 }; /* debug info: not a name */
 	struct tt_syms *s = syms_new(getpid());
 	char path[4096];
 	FILE *f;
