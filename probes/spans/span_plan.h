@@ -67,7 +67,7 @@ struct span_plan {
 	} usdt;
 	struct span_tcp {         /* SPAN_EXIT_TCP: no sites, two tracepoints for every span */
 		char name[64];        /* "tcp:3000" (symbol points here) */
-		unsigned ports[8];    /* the target's listening ports it covers */
+		unsigned ports[8];    /* the target's listening ports it covers (SPANS_TCP_PORTS) */
 		int nports;
 		unsigned long netns;  /* the target's network namespace (inode), 0 = unknown */
 	} tcp;

@@ -685,7 +685,7 @@ static __always_inline void tcp_out(bool btf, const struct sk_buff *skb)
 
 /* The connection leaves ESTABLISHED: its answered request ends; at the close, an
  * unanswered one is dropped (counted). */
-static __always_inline void tcp_state(bool btf, const struct sock *sk, int oldstate, int newstate)
+static __always_inline void tcp_state(bool btf, const struct sock *sk, int newstate)
 {
 	struct spans_tcp_key k = {};
 	struct spans_tcp_open *o;
@@ -733,13 +733,13 @@ int BPF_PROG(span_tcp_out_raw, struct sk_buff *skb)
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(span_tcp_state_btf, const struct sock *sk, int oldstate, int newstate)
 {
-	tcp_state(true, sk, oldstate, newstate);
+	tcp_state(true, sk, newstate);
 	return 0;
 }
 
 SEC("raw_tp/inet_sock_set_state")
 int BPF_PROG(span_tcp_state_raw, const struct sock *sk, int oldstate, int newstate)
 {
-	tcp_state(false, sk, oldstate, newstate);
+	tcp_state(false, sk, newstate);
 	return 0;
 }

@@ -308,21 +308,25 @@ static bool has_mode(const struct spans_state *st, int mode)
 	return false;
 }
 
-/* The tcp:PORT spans' programs (every port is in their settings): the close, the
- * answer's bytes, then the requests' (an end is watched before its start). */
+/* The tcp:PORT spans' programs (every port is in their settings), the variant
+ * spans_select_progs loaded: the close, the answer's bytes, then the requests'
+ * (an end is watched before its start). */
 static int attach_tcp(struct tt_ctx *ctx, struct spans_state *st)
 {
-	bool btf = features_hook() == TT_HOOK_TP_BTF;
 	struct bpf_program *progs[] = {
-		btf ? st->skel->progs.span_tcp_state_btf : st->skel->progs.span_tcp_state_raw,
-		btf ? st->skel->progs.span_tcp_out_btf : st->skel->progs.span_tcp_out_raw,
-		btf ? st->skel->progs.span_tcp_in_btf : st->skel->progs.span_tcp_in_raw,
+		st->skel->progs.span_tcp_state_btf, st->skel->progs.span_tcp_state_raw,
+		st->skel->progs.span_tcp_out_btf, st->skel->progs.span_tcp_out_raw,
+		st->skel->progs.span_tcp_in_btf, st->skel->progs.span_tcp_in_raw,
 	};
 
-	for (int k = 0; k < 3 && has_mode(st, SPAN_EXIT_TCP); k++) {
-		struct bpf_link *l = bpf_program__attach(progs[k]);
-		int err = l ? 0 : -errno;
+	for (size_t k = 0; k < sizeof(progs) / sizeof(progs[0]); k++) {
+		struct bpf_link *l;
+		int err;
 
+		if (!bpf_program__autoload(progs[k]))
+			continue;
+		l = bpf_program__attach(progs[k]);
+		err = l ? 0 : -errno;
 		if (err) {
 			spans_err(ctx, "--span tcp: cannot attach %s: %s", bpf_program__section_name(progs[k]),
 				  strerror(-err));
@@ -406,6 +410,9 @@ static void spans_select_progs(struct spans_state *st)
 		bpf_program__set_autoload(p, load);
 	}
 }
+
+_Static_assert(sizeof(((struct span_tcp *)0)->ports) / sizeof(unsigned) == SPANS_TCP_PORTS,
+	       "a plan's TCP ports fit the programs' settings");
 
 /* The tcp programs' ports, each with its --span, and the namespace they are in. */
 static void spans_tcp_configure(struct spans_state *st)

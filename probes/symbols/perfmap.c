@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <grow.h>
+#include <tt_clock.h>
 #include "symbols/jitdump.h"
 
 /* Where an entry was read. */
@@ -139,14 +139,6 @@ static int add_line(struct perfmap *m, const char *line)
 
 /* ---- jit-PID.dump ---------------------------------------------------------- */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The jitdump the process maps (the marker perf looks for), into m->dump. */
 static void dump_find(struct perfmap *m)
 {
@@ -222,8 +214,8 @@ static int dump_refresh(struct perfmap *m, bool look)
 	int err = 0;
 	FILE *f;
 
-	if (!m->dump[0] && !m->dump_bad && (look || now_ns() - m->dump_look_ns >= DUMP_LOOK_NS)) {
-		m->dump_look_ns = now_ns();
+	if (!m->dump[0] && !m->dump_bad && (look || tt_now_ns() - m->dump_look_ns >= DUMP_LOOK_NS)) {
+		m->dump_look_ns = tt_now_ns();
 		dump_find(m);
 	}
 	if (!m->dump[0] || m->dump_bad || !(f = fopen(m->dump, "re")))
