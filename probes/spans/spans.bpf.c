@@ -665,7 +665,9 @@ static __always_inline void tcp_in(bool btf, const struct sock *sk, const struct
 
 /* Bytes of the answer leave: the request ends here unless more follow. Bytes the
  * kernel sends from softirq (held by Nagle or a full window) move the end, not
- * the thread. */
+ * the thread: the thread is taken only while a task owns the socket (lock_sock:
+ * its send, or the backlog it processes), not from a softirq that happened to
+ * run over a thread of the target (loopback: another connection's send). */
 static __always_inline void tcp_out(bool btf, const struct sk_buff *skb)
 {
 	const struct sock *sk = TT_FIELD(btf, skb, sk);
@@ -677,6 +679,8 @@ static __always_inline void tcp_out(bool btf, const struct sk_buff *skb)
 	    tcp_payload(btf, skb) <= 0)
 		return;
 	o->t_out_ns = bpf_ktime_get_ns();
+	if (!TT_FIELD(btf, sk, sk_lock.owned))
+		return;
 	if (tt_targ_tgid ? tt_targ_tgid == id >> 32 : !o->tid) {
 		o->tid = (__u32)id;
 		o->pid = id >> 32;
