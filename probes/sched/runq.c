@@ -132,6 +132,12 @@ int runq_part_open(struct tt_ctx *ctx, struct runq_part *rp, struct sched_bpf *s
 	return err;
 }
 
+void runq_part_write(struct runq_part *rp, const struct tt_runq *r)
+{
+	if (rp->out)
+		probe_write(rp->out, r, &rp->write_err);
+}
+
 /* After aggregate_drain (sched.c) under --aggregate. */
 int runq_part_finish(struct tt_ctx *ctx, struct runq_part *rp, struct sched_bpf *s)
 {

@@ -16,6 +16,7 @@
 
 struct sched_bpf;
 struct occ_out;
+struct tt_runq;
 
 struct runq_part {
 	struct recfile *out;      /* runq.bin; NULL with --aggregate or without runq */
@@ -31,6 +32,8 @@ struct runq_part {
 int runq_part_configure(struct tt_ctx *ctx, struct sched_bpf *skel);
 /* After load, before attach: its outputs and its ring buffer. */
 int runq_part_open(struct tt_ctx *ctx, struct runq_part *rp, struct sched_bpf *skel);
+/* A run-queue record that came on another ring (sched.c: struct sched_in_msg). */
+void runq_part_write(struct runq_part *rp, const struct tt_runq *r);
 int runq_part_finish(struct tt_ctx *ctx, struct runq_part *rp, struct sched_bpf *skel);
 int runq_part_capture(struct tt_ctx *ctx, struct runq_part *rp, struct sched_bpf *skel,
 		      const struct tt_capture *cap);

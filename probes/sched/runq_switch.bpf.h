@@ -153,37 +153,46 @@ static __always_inline void runq_fill(struct tt_runq *r, __u32 tid, __u32 pid, _
 	__builtin_memset(r->pad, 0, sizeof(r->pad));
 }
 
-/* One runnable interval [t0, now] of tid: a record, or a histogram slot (in
- * th, the thread's tp_btf slot, if it has one; else in runq_hist). With the cpu
- * event the record goes out as the header of a runq_msg, and the switches of
- * this CPU that cover the wait follow in batches (occupancy.bpf.h). */
-static __always_inline void runq_emit(struct tt_thread *th, __u32 tid, __u32 pid, __u64 t0,
-				      __u64 now, __u8 kind, __u32 waker, __u32 waker_pid, __u8 ctx)
+/* One runnable interval [t0, now] of tid into a histogram (in th, the
+ * thread's tp_btf slot, if it has one; else in runq_hist), or filled into *r
+ * to be sent: true. With the cpu event the switches of this CPU that cover
+ * the wait go out in batches (occupancy.bpf.h); occ_want marks them. */
+static __always_inline bool runq_take(struct tt_thread *th, __u32 tid, __u32 pid, __u64 t0,
+				      __u64 now, __u8 kind, __u32 waker, __u32 waker_pid, __u8 ctx,
+				      struct tt_runq *r)
 {
 	__u32 sub = kind == TT_RUNQ_PREEMPT ? TT_RUNQ_SUB_PREEMPT : TT_RUNQ_SUB_WAKEUP;
-	const __u32 head = __builtin_offsetof(struct runq_msg, occ); /* read as tt_runq without cpu */
-	struct runq_msg *m;
 
 	if (aggregate && occ_on)
 		occ_blame_wait(tid, pid, t0, now);
 	if (aggregate && th) {
 		tt_lhist_add(&th->h, sub, now - t0);
-		return;
+		return false;
 	}
 	if (aggregate) {
 		tt_hist_add(&runq_hist, tid, pid, sub, now - t0);
-		return;
+		return false;
 	}
 	if (skip_steps & SCHED_SKIP_RUNQ_RB)
-		return;
+		return false;
 	if (occ_on && !(skip_steps & SCHED_SKIP_OCC_EMIT))
 		occ_want(t0);
-	m = bpf_ringbuf_reserve(&runq_rb, head, 0);
+	runq_fill(r, tid, pid, t0, now, kind, waker, waker_pid, ctx);
+	return true;
+}
+
+/* A run-queue record on its own ring; with the cpu event as the header of a
+ * runq_msg (read as a bare tt_runq without it). */
+static __always_inline void runq_send(const struct tt_runq *r)
+{
+	const __u32 head = __builtin_offsetof(struct runq_msg, occ);
+	struct runq_msg *m = bpf_ringbuf_reserve(&runq_rb, head, 0);
+
 	if (!m) {
 		tt_count(&runq_counters, RUNQ_CNT_LOST);
 		return;
 	}
-	runq_fill(&m->r, tid, pid, t0, now, kind, waker, waker_pid, ctx);
+	m->r = *r;
 	m->kind = RUNQ_MSG_RUNQ;
 	m->nocc = 0;
 	bpf_ringbuf_submit(m, tt_rb_flags(&runq_rb, rb_wakeup_bytes, head));
@@ -388,44 +397,51 @@ static __always_inline bool runq_waking_ends_wait(const struct runq_start *s, __
 }
 
 /* next (traced; a guess in the classic variant: only traced threads ever
- * have a pending interval) switched in; s: its slot or NULL. */
-static __always_inline void runq_switch_in(bool btf, struct runq_start *s, __u32 next_tid,
-					   __u64 now)
+ * have a pending interval) switched in; s: its slot or NULL. The wait it
+ * closes is sent, or with out filled into *out for the caller to send with
+ * the switch record (sched.bpf.c): true then. */
+static __always_inline bool runq_switch_in(bool btf, struct runq_start *s, __u32 next_tid,
+					   __u64 now, struct tt_runq *out)
 {
 	struct tt_thread *th = runq_thread_of(btf, s);
+	struct tt_runq r;
+	bool took = false;
 	__u64 w, t0;
 
 	if (!s)
-		return;
+		return false;
 	w = s->t_waking_ns;
 	if (s->t_runnable_ns) { /* preempted, or a new task */
-		runq_emit(th, next_tid, s->pid, s->t_runnable_ns, now, s->kind, s->waker_tid,
-			  s->waker_pid, s->waker_ctx);
+		took = runq_take(th, next_tid, s->pid, s->t_runnable_ns, now, s->kind,
+				 s->waker_tid, s->waker_pid, s->waker_ctx, out ? out : &r);
 	} else if (runq_waking_ends_wait(s, w)) {
 		t0 = w > s->t_blocked_ns ? w : s->t_blocked_ns; /* woken while switching out */
-		runq_emit(th, next_tid, s->pid, t0, now, TT_RUNQ_WAKEUP, s->waking_tid,
-			  s->waking_pid, s->waking_ctx);
+		took = runq_take(th, next_tid, s->pid, t0, now, TT_RUNQ_WAKEUP, s->waking_tid,
+				 s->waking_pid, s->waking_ctx, out ? out : &r);
 	} else if (s->t_blocked_ns) {
 		tt_count(&runq_counters, RUNQ_CNT_UNMATCHED); /* its waking was never seen */
 	}
 	s->t_runnable_ns = 0;
 	s->t_blocked_ns = 0;
 	s->t_waking_ns = 0;
+	if (took && !out)
+		runq_send(&r);
+	return took && out;
 }
 
-/* Both, finding the slots (runq's own switch programs). */
-static __always_inline void runq_on_switch(bool btf, struct task_struct *prev,
+/* Both, finding the slots. out: as in runq_switch_in. */
+static __always_inline bool runq_on_switch(bool btf, struct task_struct *prev,
 					   struct task_struct *next, __u64 now, bool prev_traced,
 					   bool prev_runnable, bool prev_dead, __u32 prev_tid,
 					   __u32 prev_pid, bool next_traced, __u32 next_tid,
-					   bool clear_blocked)
+					   bool clear_blocked, struct tt_runq *out)
 {
 	if (prev_traced)
 		runq_switch_out(btf, prev_runnable ? runq_slot(btf, prev, prev_tid) :
 						     runq_slot_find(btf, prev, prev_tid),
 				now, prev_runnable, prev_dead, prev_tid, prev_pid, clear_blocked);
-	if (next_traced)
-		runq_switch_in(btf, runq_slot_find(btf, next, next_tid), next_tid, now);
+	return next_traced &&
+	       runq_switch_in(btf, runq_slot_find(btf, next, next_tid), next_tid, now, out);
 }
 
 #endif

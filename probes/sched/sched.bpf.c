@@ -234,18 +234,9 @@ static __always_inline void take_wait_reason(struct sched_off *s, bool voluntary
 	s->wait_aux = (__s32)r->arg1;
 }
 
-static __always_inline void emit(struct sched_off *s, __u32 tid, __u64 now)
+static __always_inline void switch_fill(struct tt_switch *r, const struct sched_off *s, __u32 tid,
+					__u64 now, bool stacked)
 {
-	bool stacked = now - s->t_off_ns >= min_offcpu_ns;
-	struct tt_switch *r;
-
-	if ((!emit_switch && !(stacked && s->kstack_id >= 0)) || (skip_steps & SCHED_SKIP_SWITCH_RB))
-		return;
-	r = bpf_ringbuf_reserve(&switch_rb, sizeof(*r), 0);
-	if (!r) {
-		__sync_fetch_and_add(&counters[SCHED_CNT_LOST], 1);
-		return;
-	}
 	r->t_off_ns = s->t_off_ns;
 	r->t_on_ns = now;
 	r->pid = s->pid;
@@ -261,6 +252,41 @@ static __always_inline void emit(struct sched_off *s, __u32 tid, __u64 now)
 	r->voluntary = s->voluntary;
 	r->unmatched = 0;
 	r->pad[0] = r->pad[1] = 0;
+}
+
+/* The switch record of the interval s closes now, with rq, the run-queue wait
+ * this switch-in closes (NULL: none), in the same message (struct
+ * sched_in_msg); rq goes on its own ring when no switch record is written. */
+static __always_inline void emit(struct sched_off *s, __u32 tid, __u64 now,
+				 const struct tt_runq *rq)
+{
+	bool stacked = now - s->t_off_ns >= min_offcpu_ns;
+	struct sched_in_msg *m;
+	struct tt_switch *r;
+
+	if ((!emit_switch && !(stacked && s->kstack_id >= 0)) || (skip_steps & SCHED_SKIP_SWITCH_RB)) {
+		if (rq)
+			runq_send(rq);
+		return;
+	}
+	if (rq) {
+		m = bpf_ringbuf_reserve(&switch_rb, sizeof(*m), 0);
+		if (!m) {
+			__sync_fetch_and_add(&counters[SCHED_CNT_LOST], 1);
+			tt_count(&runq_counters, RUNQ_CNT_LOST);
+			return;
+		}
+		switch_fill(&m->sw, s, tid, now, stacked);
+		m->rq = *rq;
+		bpf_ringbuf_submit(m, tt_rb_flags(&switch_rb, rb_wakeup_bytes, sizeof(*m)));
+		return;
+	}
+	r = bpf_ringbuf_reserve(&switch_rb, sizeof(*r), 0);
+	if (!r) {
+		__sync_fetch_and_add(&counters[SCHED_CNT_LOST], 1);
+		return;
+	}
+	switch_fill(r, s, tid, now, stacked);
 	bpf_ringbuf_submit(r, tt_rb_flags(&switch_rb, rb_wakeup_bytes, sizeof(*r)));
 }
 
@@ -339,12 +365,17 @@ static __always_inline void on_switch_out(void *ctx, bool btf, struct sched_off 
 
 /* next (traced) switched in; s: its slot, NULL when it has none; th: the
  * tp_btf slot s is part of (NULL outside tp_btf); pid: its tgid (0: not
- * known here, the slot was made at a switch-out that set it). */
+ * known here, the slot was made at a switch-out that set it); rq: the
+ * run-queue wait this switch-in closes, to be sent (NULL: none). */
 static __always_inline void on_switch_in(struct tt_thread *th, struct sched_off *s, __u32 tid,
-					 __u32 pid, __u64 now)
+					 __u32 pid, __u64 now, const struct tt_runq *rq)
 {
 	__u32 reason;
 
+	if (!s || !s->t_off_ns) {
+		if (rq)
+			runq_send(rq);
+	}
 	if (!s)
 		return;
 	if (!s->t_off_ns) { /* its switch-out never reached the tracepoint */
@@ -357,7 +388,7 @@ static __always_inline void on_switch_in(struct tt_thread *th, struct sched_off 
 	}
 	s->t_on_ns = now;
 	if (!aggregate)
-		emit(s, tid, now);
+		emit(s, tid, now, rq);
 	else if (s->voluntary && (emit_switch || want_stacks)) {
 		reason = tt_wait_reason(s->syscall);
 		if (th)
@@ -398,6 +429,8 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 	bool prev_traced = tt_task_traced_ids_v(btf, prev, (__u32)(id >> 32), (__u32)id);
 	bool next_traced = tt_task_traced_v(btf, next);
 	bool runq = with_runq && !(skip_steps & SCHED_SKIP_RUNQ);
+	struct tt_runq rq; /* the wait next's switch-in closes, sent with its switch record */
+	bool has_rq = false;
 	__u64 now;
 
 	if (!prev_traced && !next_traced) { /* no shared clock either: switch_clock.bpf.h */
@@ -431,7 +464,7 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 			runq_switch_out(btf, tp ? &tp->rq : NULL, now, !blocked,
 					prev_state == TASK_DEAD, (__u32)id, (__u32)(id >> 32), false);
 		if (runq && !kacct && next_traced)
-			runq_switch_in(btf, tn ? &tn->rq : NULL, next_tid, now);
+			has_rq = runq_switch_in(btf, tn ? &tn->rq : NULL, next_tid, now, &rq);
 		if (prev_traced)
 			on_switch_out(ctx, btf, tp ? &tp->off : NULL, now, (__u32)id,
 				      (__u32)(id >> 32), blocked ? prev_state : 0, blocked,
@@ -439,17 +472,20 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 		if (aggregate && prev_state == TASK_DEAD && tp) /* task storage goes with it */
 			sched_lhist_drain(tp, (__u32)id, (__u32)(id >> 32));
 		if (next_traced && tn)
-			on_switch_in(tn, &tn->off, next_tid, TT_FIELD(btf, next, tgid), now);
+			on_switch_in(tn, &tn->off, next_tid, TT_FIELD(btf, next, tgid), now,
+				     has_rq ? &rq : NULL);
 		return 0;
 	}
 	if (runq)
-		runq_on_switch(btf, prev, next, now, prev_traced, !blocked, prev_state == TASK_DEAD,
-			       (__u32)id, (__u32)(id >> 32), next_traced, next_tid, false);
+		has_rq = runq_on_switch(btf, prev, next, now, prev_traced, !blocked,
+					prev_state == TASK_DEAD, (__u32)id, (__u32)(id >> 32),
+					next_traced, next_tid, false, &rq);
 	if (prev_traced)
 		on_switch_out(ctx, btf, off_slot((__u32)id), now, (__u32)id, (__u32)(id >> 32),
 			      blocked ? prev_state : 0, blocked, prev_state == TASK_DEAD);
 	if (next_traced)
-		on_switch_in(NULL, off_slot(next_tid), next_tid, TT_FIELD(btf, next, tgid), now);
+		on_switch_in(NULL, off_slot(next_tid), next_tid, TT_FIELD(btf, next, tgid), now,
+			     has_rq ? &rq : NULL);
 	return 0;
 }
 
@@ -546,7 +582,7 @@ int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
 			      blocked ? (__u32)(state & 0xff) : 0, blocked,
 			      state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE));
 	if (next_tid)
-		on_switch_in(NULL, bpf_map_lookup_elem(&off_ids, &next_tid), next_tid, 0, now);
+		on_switch_in(NULL, bpf_map_lookup_elem(&off_ids, &next_tid), next_tid, 0, now, NULL);
 	return 0;
 }
 
@@ -698,7 +734,7 @@ static __always_inline int runq_switch_task(bool btf, bool preempt, struct task_
 	occ_note(btf, next, now, next_traced);
 	runq_on_switch(btf, prev, next, now, prev_traced,
 		       preempt || prev_state == TASK_RUNNING, prev_state == TASK_DEAD, (__u32)id,
-		       (__u32)(id >> 32), next_traced, next_tid, false);
+		       (__u32)(id >> 32), next_traced, next_tid, false, NULL);
 	return 0;
 }
 
@@ -847,6 +883,6 @@ int runq_switch_tp(struct trace_event_raw_sched_switch *ctx)
 		bpf_map_delete_elem(&tracked, &tid); /* exited, or a forked child of another tgid */
 	runq_on_switch(false, NULL, NULL, tt_switch_now(tid, ctx->next_pid), traced, runnable,
 		       state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE), tid, tgid, ctx->next_pid != 0,
-		       ctx->next_pid, true);
+		       ctx->next_pid, true, NULL);
 	return 0;
 }

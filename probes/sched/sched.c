@@ -57,6 +57,8 @@ static void stack_maps(struct sched_bpf *s, struct bpf_map *out[SCHED_STACK_MAPS
 	out[5] = s->maps.stacks1_spill2;
 }
 
+/* A struct tt_switch, or a struct sched_in_msg: a switch record and the run-queue
+ * record of the same switch-in, the latter written by the runq part. */
 static int sched_sample(void *ctx, void *data, size_t size)
 {
 	struct sched_state *st = ctx;
@@ -65,6 +67,8 @@ static int sched_sample(void *ctx, void *data, size_t size)
 	if (size < sizeof(struct tt_switch))
 		return 0;
 	probe_write(st->out, data, &st->write_err);
+	if (size >= sizeof(struct sched_in_msg))
+		runq_part_write(&st->rq, &((const struct sched_in_msg *)data)->rq);
 	if (!st->write_err && (st->acc || st->flight)) {
 		const struct tt_switch *r = data;
 

@@ -8,6 +8,7 @@
 #ifndef __VMLINUX_H__
 #include <linux/types.h>
 #endif
+#include <tailtrace/records.h>
 #include "sched/sched_stacks.h"
 
 /* Per traced thread (key: tid), kept while the thread lives: its open
@@ -43,6 +44,15 @@ struct sched_off {
 };
 
 #define SCHED_KSTACK_REUSE 32
+
+/* A traced thread's switch-in that closes both its off-CPU interval and its
+ * run-queue wait: the two records in one switch_rb message, one ring-buffer
+ * reservation instead of one on each ring (sched_sample writes each to its
+ * file). A bare struct tt_switch is the message's other size. */
+struct sched_in_msg {
+	struct tt_switch sw;
+	struct tt_runq rq;
+};
 
 /* --debug skip=STEP (bench/bpf_programs.sh): steps of the switch program left
  * out, to measure what each costs. A run with any of them writes incomplete
