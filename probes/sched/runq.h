@@ -38,9 +38,14 @@ struct runq_start {
 	__u8 switched_out;     /* seen, kind set; the switch-in not yet */
 	__u8 out_delayed;      /* it blocked, left queued (EEVDF delayed dequeue) */
 	__u8 pad[2];
+};
+
+/* The rest of the kernel accounting's state at the last switch-out (tp_btf
+ * only: struct tt_thread), apart so that struct runq_start fills the slot's
+ * first cache line. */
+struct runq_kacct {
 	__u32 out_migrations;  /* se.nr_migrations */
 	__u32 out_attach;      /* runq_attach_gen: attached since? */
-	__u32 pad2;
 	__u64 run_delay_ns;    /* sched_info.run_delay */
 };
 

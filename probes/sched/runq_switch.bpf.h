@@ -27,12 +27,19 @@
 
 /* One thread's state under tp_btf (the sched part unused without sched),
  * and with --aggregate its own histograms (aggregate.bpf.h). rq comes
- * first: runq_thread_of() relies on it. */
+ * first: runq_thread_of() relies on it. Laid out for the switch-in of a
+ * thread whose slot is cold (a hundred threads on two CPUs): what it reads,
+ * rq and the first part of off, sits in the slot's first two cache lines
+ * (the kernel puts the data 8 bytes into a line of its own). */
 struct tt_thread {
 	struct runq_start rq;
 	struct sched_off off;
+	struct runq_kacct ka;
 	struct tt_lhists h;
 };
+_Static_assert(8 + sizeof(struct runq_start) <= 64, "runq_start fills the first line");
+_Static_assert(8 + sizeof(struct runq_start) + __builtin_offsetof(struct sched_off, last_ustack_id) <= 128,
+	       "what a switch-in reads of sched_off is in the second line");
 
 /* A new slot: stack ids -1 (none), as struct sched_off wants; runq zeroed. */
 static const struct tt_thread tt_thread_init = {
@@ -250,7 +257,7 @@ static __always_inline bool runq_kacct_tainted(const struct tt_thread *th,
 					       struct task_struct *t)
 {
 	return th->rq.kind == TT_RUNQ_WAKEUP && th->rq.out_delayed &&
-	       (__u32)t->se.nr_migrations != th->rq.out_migrations;
+	       (__u32)t->se.nr_migrations != th->ka.out_migrations;
 }
 
 /* Is the thread's last switch-out pending, and from this attach? One from
@@ -258,7 +265,7 @@ static __always_inline bool runq_kacct_tainted(const struct tt_thread *th,
  * is unknown, not a lost edge. */
 static __always_inline bool runq_kacct_out_pending(struct tt_thread *th)
 {
-	if (th->rq.switched_out && th->rq.out_attach != runq_attach_gen)
+	if (th->rq.switched_out && th->ka.out_attach != runq_attach_gen)
 		th->rq.switched_out = 0;
 	return th->rq.switched_out;
 }
@@ -286,7 +293,7 @@ static __always_inline void runq_kacct_out(struct tt_thread *th, struct task_str
 		tt_count(&runq_counters, RUNQ_CNT_UNMATCHED);
 		if (!runq_kacct_tainted(th, prev))
 			tt_lhist_add(&th->h, runq_kacct_sub(th),
-				     prev->sched_info.run_delay - th->rq.run_delay_ns);
+				     prev->sched_info.run_delay - th->ka.run_delay_ns);
 	}
 	th->rq.switched_out = !prev_dead;
 	if (prev_dead) { /* task storage goes with the task: move its histograms now */
@@ -295,9 +302,9 @@ static __always_inline void runq_kacct_out(struct tt_thread *th, struct task_str
 	}
 	th->rq.kind = prev_runnable ? TT_RUNQ_PREEMPT : TT_RUNQ_WAKEUP;
 	th->rq.out_delayed = !prev_runnable && runq_se_delayed(prev);
-	th->rq.out_migrations = (__u32)prev->se.nr_migrations;
-	th->rq.out_attach = runq_attach_gen;
-	th->rq.run_delay_ns = prev->sched_info.run_delay;
+	th->ka.out_migrations = (__u32)prev->se.nr_migrations;
+	th->ka.out_attach = runq_attach_gen;
+	th->ka.run_delay_ns = prev->sched_info.run_delay;
 }
 
 /* next's slot: made for a new thread (it never ran: its first wait is from
@@ -323,7 +330,7 @@ static __always_inline void runq_kacct_in(struct tt_thread *th, struct task_stru
 		return;
 	}
 	if (th->rq.switched_out)
-		wait = next->sched_info.run_delay - th->rq.run_delay_ns;
+		wait = next->sched_info.run_delay - th->ka.run_delay_ns;
 	if (queued) {
 		clock = next->se.cfs_rq->rq->clock; /* this CPU's: next is on it */
 		if (clock > queued)

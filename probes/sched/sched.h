@@ -30,6 +30,10 @@ struct sched_off {
 	__u32 prev_state;
 	__s32 kstack_id;
 	__s32 ustack_id;
+	__u8 voluntary;
+	__u8 task_seen;          /* tasks map entry made */
+	__u16 stack_epoch;       /* the epoch of the cached stack ids */
+	/* the stack cache: read and written at switch-outs only */
 	__s32 last_ustack_id;
 	__s32 last_kstack_id;
 	__u64 last_uip;          /* user IP, SP and frame pointer of the last */
@@ -38,9 +42,6 @@ struct sched_off {
 	__u64 last_uret;         /* above that frame ([bp + 8]: its caller) */
 	__u16 kstack_uses;
 	__u16 ustack_uses;
-	__u8 voluntary;
-	__u8 task_seen;          /* tasks map entry made */
-	__u16 stack_epoch;       /* the epoch of the cached stack ids */
 };
 
 #define SCHED_KSTACK_REUSE 32
