@@ -9,11 +9,16 @@
 #              forks), default events
 #   spans      the same with --span postgres:PortalRun (one span a statement)
 #   bpftrace   bpftrace's uprobe + uretprobe latency histogram on PortalRun
+#   alt        $TAILTRACE_ALT (another tailtrace binary, e.g. an older build) as default
+# With --bpf-stats, tailtrace's runs keep the kernel's run-time statistics (--bpf-stats
+# always), each row has the BPF ns a transaction and the switch program's ns a run, and
+# their per-mode medians are printed at the end.
 # Prints per mode (bench/ab_stats.py): median tps, its ratio to none, the per-round ratios'
 # median and geometric mean with a 95 % confidence interval, tailtrace's own CPU share and the
 # events it lost.
 #
-#   bench/pg_cost.sh [--rounds R] [--duration S] [--clients C] [--scale N] [--modes LIST] [--out DIR]
+#   bench/pg_cost.sh [--rounds R] [--duration S] [--clients C] [--scale N] [--modes LIST]
+#                    [--bpf-stats] [--out DIR]
 #
 # Run as root. Installs Debian's postgresql if it is missing (its system service stays off).
 set -euo pipefail
@@ -21,7 +26,8 @@ ME=pg_cost.sh
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$TOP/build}
 ROUNDS=12 DURATION=10 CLIENTS=16 SCALE=10 MODES=none,runqlat,default,spans,bpftrace OUT=""
-MODE_NAMES=none,runqlat,default,spans,bpftrace
+MODE_NAMES=none,runqlat,default,spans,bpftrace,alt
+STATS=()
 TMP=$(mktemp -d)
 . "$TOP/bench/tt_bench_lib.sh"
 RUNQLAT=${RUNQLAT:-/usr/sbin/runqlat}
@@ -35,7 +41,9 @@ usage: bench/pg_cost.sh [options]
   --duration S   pgbench -T, seconds a run (default $DURATION)
   --clients C    pgbench -c (default $CLIENTS)
   --scale N      pgbench -i -s (default $SCALE)
-  --modes LIST   of $MODE_NAMES (default: all; none is needed)
+  --modes LIST   of $MODE_NAMES (default: all but alt; none is needed;
+                 alt needs TAILTRACE_ALT=/path/to/another/tailtrace)
+  --bpf-stats    tailtrace's BPF ns a transaction and switch ns a run in each row
   --out DIR      raw results (default results/<UTC time>-bench-pg)
 EOF
 }
@@ -47,6 +55,7 @@ while [ "$#" -gt 0 ]; do
 	--clients) CLIENTS=$(num_arg "$1" "${2-}"); shift ;;
 	--scale) SCALE=$(num_arg "$1" "${2-}"); shift ;;
 	--modes) MODES=${2-}; shift ;;
+	--bpf-stats) STATS=(--bpf-stats always) ;;
 	--out) OUT=${2-}; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) die "unknown option '$1' (see --help)" ;;
@@ -63,6 +72,8 @@ TAILTRACE=$BUILD/probes/tailtrace
 need_bin "$TAILTRACE"
 [[ ,$MODES, != *,runqlat,* ]] || [ -x "$RUNQLAT" ] ||
 	die "mode runqlat needs $RUNQLAT: apt-get install libbpf-tools (or RUNQLAT=/path/to/runqlat)"
+[[ ,$MODES, != *,alt,* ]] || [ -x "${TAILTRACE_ALT:-}" ] ||
+	die "mode alt needs TAILTRACE_ALT=/path/to/another/tailtrace"
 [[ ,$MODES, != *,bpftrace,* ]] || command -v bpftrace >/dev/null ||
 	die "mode bpftrace needs bpftrace: apt-get install bpftrace"
 
@@ -120,10 +131,12 @@ measure() { # mode round: one pgbench run under that mode; appends a JSON line
 	case $mode in
 	none) ;;
 	runqlat) start_tracer 10 "$TMP/tracer.log" '^Tracing' stdbuf -oL "$RUNQLAT" ;;
-	default) start_tracer 20 "$TMP/tracer.log" 'attached to' "$TAILTRACE" --cgroup "$CG" \
-		--out "$run" ;;
+	default | alt)
+		start_tracer 20 "$TMP/tracer.log" 'attached to' \
+			"$([ "$mode" = alt ] && echo "$TAILTRACE_ALT" || echo "$TAILTRACE")" \
+			--cgroup "$CG" "${STATS[@]}" --out "$run" ;;
 	spans) start_tracer 20 "$TMP/tracer.log" 'attached to' "$TAILTRACE" --cgroup "$CG" \
-		--span "$PGBIN/postgres:PortalRun" --out "$run" ;;
+		"${STATS[@]}" --span "$PGBIN/postgres:PortalRun" --out "$run" ;;
 	bpftrace) start_tracer 20 "$TMP/tracer.log" '^Attaching' bpftrace -e "
 uprobe:$PGBIN/postgres:PortalRun { @t[tid] = nsecs; }
 uretprobe:$PGBIN/postgres:PortalRun /@t[tid]/ { @us = hist((nsecs - @t[tid]) / 1000); delete(@t[tid]); }" ;;
@@ -131,14 +144,19 @@ uretprobe:$PGBIN/postgres:PortalRun /@t[tid]/ { @us = hist((nsecs - @t[tid]) / 1
 	tps=$(pgbench_tps)
 	stop_tracer
 	[ ! -f "$run/meta.json" ] || meta=$run/meta.json
-	python3 - "$mode" "$round" "$tps" "$meta" >>"$RESULTS" <<'PY'
+	python3 - "$mode" "$round" "$tps" "$meta" "$DURATION" >>"$RESULTS" <<'PY'
 import json, sys
-mode, rnd, tps, meta = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+mode, rnd, tps, meta, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], float(sys.argv[5])
 row = {"mode": mode, "round": rnd, "rps": tps}
 if meta != "null":
     m = json.load(open(meta))
+    cost = m.get("cost") or {}
     row["lost"] = m.get("lost_events")
-    row["cpu_share"] = (m.get("cost") or {}).get("cpu_share_of_machine")
+    row["cpu_share"] = cost.get("cpu_share_of_machine")
+    bpf = cost.get("bpf") or {}
+    if bpf and tps > 0:  # --bpf-stats: the kernel's exact run-time statistics
+        row["bpf_ns_per_tx"] = cost["bpf_total_ns"] / (tps * secs)
+        row["switch_ns_per_run"] = (bpf.get("sched") or {}).get("ns_per_run")
 print(json.dumps(row))
 PY
 	printf '%s: round %d %-9s %10.1f tps\n' "$ME" "$round" "$mode" "$tps"
@@ -147,3 +165,13 @@ PY
 echo "$ME: PostgreSQL $(basename "$(dirname "$PGBIN")"), pgbench -c $CLIENTS -j 2 -T $DURATION," \
 	"scale $SCALE; $ROUNDS rounds of $MODES"
 ab_rounds "$ROUNDS" "$MODES" "$RESULTS"
+[ "${#STATS[@]}" = 0 ] || python3 - "$RESULTS" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(f"{'mode':10} {'BPF ns/tx':>10} {'switch ns/run':>14}   (medians, --bpf-stats)")
+for mode in dict.fromkeys(r["mode"] for r in rows):
+    rs = [r for r in rows if r["mode"] == mode and r.get("bpf_ns_per_tx")]
+    if rs:
+        print(f"{mode:10} {statistics.median(r['bpf_ns_per_tx'] for r in rs):10.0f} "
+              f"{statistics.median(r['switch_ns_per_run'] or 0 for r in rs):14.0f}")
+PY

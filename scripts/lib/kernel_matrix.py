@@ -15,7 +15,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ORDER = ["default events", "wait reasons", "--span BIN:SYMBOL", "--span usdt:", "--span usdt: one mark",
+ORDER = ["default events", "--cgroup", "wait reasons", "--span BIN:SYMBOL", "--span usdt:", "--span usdt: one mark",
          "--flight-recorder",
          "--aggregate", "--listen", "--events …,locks", "--events …,irq", "main job"]
 

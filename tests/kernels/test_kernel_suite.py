@@ -31,8 +31,8 @@ import pytest
 from analyze.explain import antagonists as A
 from analyze.load.load import OCC_HARDIRQ, OCC_IRQ_TIMER, load_run
 from analyze.load.schema import load_schema, read_records
-from tt_run import (BUILD, ROOT, clipped_sum, free_port, helper, intervals, json_lines, meta,
-                    needs_root, records, tailtrace)
+from tt_run import (BUILD, ROOT, cgroup2_root, clipped_sum, free_port, helper, intervals,
+                    json_lines, meta, needs_root, records, tailtrace)
 
 pytestmark = needs_root
 SPAN_TARGET = BUILD / "tests" / "probes" / "span_target"
@@ -113,6 +113,44 @@ def test_default_events_busy_threads(tmp_path, record_property):
     assert min(sib) >= 0.5, sib
     report(record_property, tmp_path, runnable_share=float(np.mean(shares)),
            siblings_held=float(min(sib)))
+
+
+# ---- --cgroup ------------------------------------------------------------------------------
+
+def cgroup2_dir(tmp_path: Path) -> Path:
+    """The cgroup v2 hierarchy: the machine's, or in a VM mounted here for the test."""
+    root = cgroup2_root()
+    if root is None and os.environ.get("TT_KERNEL_VM"):
+        root = tmp_path / "cgroup2"
+        root.mkdir()
+        subprocess.run(["mount", "-t", "cgroup2", "none", str(root)], check=True)
+    if root is None:
+        pytest.skip("no cgroup v2 hierarchy mounted")
+    return root
+
+
+@pytest.mark.feature("--cgroup")
+def test_cgroup_filter_one_sleeper_of_two(tmp_path, record_property):
+    """Two sleepers (1 ms sleeps), one moved into a new cgroup v2: under --cgroup the default
+    events record that one's switches and waits only, and many of them."""
+    cg = cgroup2_dir(tmp_path) / f"tt-kernel-{os.getpid()}"
+    cg.mkdir()
+    sleepers = [subprocess.Popen([helper("sleeper"), "100000", "1000"], stdout=subprocess.PIPE,
+                                 text=True) for _ in range(2)]
+    try:
+        tids = [json_lines(s.stdout.readline())[0]["tid"] for s in sleepers]
+        (cg / "cgroup.procs").write_text(str(tids[0]))
+        p = tailtrace(tmp_path, "--cgroup", str(cg), "--duration", "1", timeout=SLOW)
+    finally:
+        for s in sleepers:
+            s.kill()
+            s.wait()
+        cg.rmdir()
+    ok(p)
+    sw, rq = records(tmp_path, "switch"), records(tmp_path, "runq")
+    assert set(sw["pid"].tolist()) == {tids[0]} and set(rq["pid"].tolist()) == {tids[0]}
+    assert len(sw) >= 50 and len(rq) >= 50, (len(sw), len(rq))
+    report(record_property, tmp_path, switches=len(sw), waits=len(rq))
 
 
 # ---- wait reasons and wakers ------------------------------------------------------------
