@@ -38,13 +38,11 @@ struct tt_thread {
 	struct tt_lhists h;
 };
 _Static_assert(8 + sizeof(struct runq_start) <= 64, "runq_start fills the first line");
-_Static_assert(8 + sizeof(struct runq_start) + __builtin_offsetof(struct sched_off, last_ustack_id) <= 128,
+_Static_assert(8 + sizeof(struct runq_start) + __builtin_offsetof(struct sched_off, sites) <= 128,
 	       "what a switch-in reads of sched_off is in the second line");
 
-/* A new slot: stack ids -1 (none), as struct sched_off wants; runq zeroed. */
-static const struct tt_thread tt_thread_init = {
-	.off = { .last_ustack_id = -1, .last_kstack_id = -1 },
-};
+/* A new slot: zeroed (no interval, an empty stack cache). */
+static const struct tt_thread tt_thread_init;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

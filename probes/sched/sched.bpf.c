@@ -177,43 +177,68 @@ static __always_inline struct sched_off *off_slot(__u32 tid)
 	return s;
 }
 
+/* The stack cache's key of a call site (sched.h): user IP, SP and frame pointer
+ * and the return address above that frame, mixed; never 0 (an empty site). */
+static __always_inline __u64 stack_site_key(const struct tt_user_regs *u_at, __u64 ret)
+{
+	return (u_at->ip * 0x9e3779b97f4a7c15ull ^ u_at->sp * 0xc2b2ae3d27d4eb4full ^
+		u_at->bp * 0x165667b19e3779f9ull ^ ret * 0x27d4eb2f165667c5ull) | 1;
+}
+
+_Static_assert((SCHED_STACK_SITES & (SCHED_STACK_SITES - 1)) == 0, "a power of two");
+
+/* The cached site of key, or the one with user stack u (ustack: match on u):
+ * its index, SCHED_STACK_SITES when none is in this epoch with uses left. */
+static __always_inline __u32 stack_site_find(const struct sched_off *s, __u64 key, __s32 u,
+					     bool ustack, __u16 epoch)
+{
+	for (__u32 i = 0; i < SCHED_STACK_SITES; i++) {
+		const struct sched_stack_site *e = &s->sites[i];
+
+		if (e->key && e->epoch == epoch && e->uses < SCHED_KSTACK_REUSE &&
+		    (ustack ? e->ustack_id == u : e->key == key))
+			return i;
+	}
+	return SCHED_STACK_SITES;
+}
+
 static __always_inline void take_stacks(void *ctx, struct sched_off *s,
 					const struct tt_user_regs *u_at)
 {
-	__u32 epoch = stack_epoch;
-	bool cached = kstack_reuse && s->stack_epoch == epoch; /* ids of an older epoch expire */
-	__u64 ret = 0;
+	__u32 epoch = stack_epoch, i;
+	__u16 uses = 0;
+	__u64 ret = 0, key;
 	__s32 u;
 
 	/* the frame pointer's return address tells apart two callers whose frames are the
 	 * same size (equal IP, SP and BP at the same blocking call) */
 	if (u_at->bp)
 		bpf_probe_read_user(&ret, sizeof(ret), (void *)(u_at->bp + 8));
-	if (cached && u_at->ip && u_at->ip == s->last_uip && u_at->sp == s->last_usp &&
-	    u_at->bp == s->last_ubp && ret == s->last_uret && s->ustack_uses < SCHED_KSTACK_REUSE) {
-		s->ustack_id = s->last_ustack_id; /* same call path: same stacks */
-		s->kstack_id = s->last_kstack_id;
-		s->ustack_uses++;
+	key = stack_site_key(u_at, ret);
+	i = kstack_reuse && u_at->ip ? stack_site_find(s, key, 0, false, (__u16)epoch)
+				     : SCHED_STACK_SITES;
+	if (i < SCHED_STACK_SITES) { /* same call site: same stacks */
+		s->ustack_id = s->sites[i].ustack_id;
+		s->kstack_id = s->sites[i].kstack_id;
+		s->sites[i].uses++;
 		return;
 	}
-	s->last_uip = u_at->ip;
-	s->last_usp = u_at->sp;
-	s->last_ubp = u_at->bp;
-	s->last_uret = ret;
-	s->ustack_uses = 0;
 	u = stack_id(ctx, BPF_F_USER_STACK, epoch);
-
+	i = kstack_reuse && u >= 0 ? stack_site_find(s, 0, u, true, (__u16)epoch)
+				   : SCHED_STACK_SITES;
 	s->ustack_id = u;
-	if (cached && u >= 0 && u == s->last_ustack_id && s->kstack_uses < SCHED_KSTACK_REUSE) {
-		s->kstack_id = s->last_kstack_id;
-		s->kstack_uses++;
-		return;
+	if (i < SCHED_STACK_SITES) { /* a new site on a known user stack: its kernel stack */
+		s->kstack_id = s->sites[i].kstack_id;
+		uses = ++s->sites[i].uses;
+	} else {
+		s->kstack_id = stack_id(ctx, 0, epoch);
 	}
-	s->kstack_id = stack_id(ctx, 0, epoch);
-	s->last_ustack_id = u;
-	s->last_kstack_id = s->kstack_id;
-	s->kstack_uses = 0;
-	s->stack_epoch = (__u16)epoch;
+	i = s->site_next++ & (SCHED_STACK_SITES - 1);
+	s->sites[i].key = key;
+	s->sites[i].ustack_id = u;
+	s->sites[i].kstack_id = s->kstack_id;
+	s->sites[i].uses = uses;
+	s->sites[i].epoch = (__u16)epoch;
 }
 
 /* The syscall the current (blocking) task sleeps in (user_regs.bpf.h): nr,

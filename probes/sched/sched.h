@@ -11,14 +11,30 @@
 #include <tailtrace/records.h>
 #include "sched/sched_stacks.h"
 
+/* The stack cache: a thread blocking again from the same call site (the same
+ * user IP, stack and frame pointers at its kernel entry, and the return
+ * address above that frame) is on the same call path, so both stack ids are
+ * reused, up to SCHED_KSTACK_REUSE times, then taken afresh; a thread
+ * blocking from a new site with a user stack a cached site has blocks
+ * through the same kernel path: the kernel stack, the costly one to unwind,
+ * is reused, the count going on. Each thread keeps its last
+ * SCHED_STACK_SITES sites: a server thread alternates between a few (the
+ * next request's poll, a read, a lock). */
+#define SCHED_STACK_SITES 4
+#define SCHED_KSTACK_REUSE 32
+
+struct sched_stack_site {
+	__u64 key;        /* the call site's registers, hashed; 0: empty */
+	__s32 ustack_id;
+	__s32 kstack_id;
+	__u16 uses;       /* since the kernel stack was taken */
+	__u16 epoch;      /* the stack maps' epoch of the ids (stack_epoch.h) */
+	__u32 pad;
+};
+
 /* Per traced thread (key: tid), kept while the thread lives: its open
- * off-CPU interval (t_off_ns != 0) from its switch-out, and the stack cache:
- * a thread blocking again from the same user IP with the same user stack and
- * frame pointers (its registers at kernel entry) is on the same call path, so both
- * stack ids are reused, up to SCHED_KSTACK_REUSE times in a row; else a
- * thread blocking from the same user stack blocks through the same kernel
- * path: the kernel stack, the costly one to unwind, is reused up to
- * SCHED_KSTACK_REUSE times, then taken afresh. */
+ * off-CPU interval (t_off_ns != 0) from its switch-out, and the stack
+ * cache. */
 struct sched_off {
 	__u64 t_off_ns;          /* 0: on CPU, no open interval */
 	__u64 t_on_ns;           /* its last switch-in (0: none seen) */
@@ -32,19 +48,10 @@ struct sched_off {
 	__s32 ustack_id;
 	__u8 voluntary;
 	__u8 task_seen;          /* tasks map entry made */
-	__u16 stack_epoch;       /* the epoch of the cached stack ids */
+	__u16 site_next;         /* the cache's site a new one replaces, mod SCHED_STACK_SITES */
 	/* the stack cache: read and written at switch-outs only */
-	__s32 last_ustack_id;
-	__s32 last_kstack_id;
-	__u64 last_uip;          /* user IP, SP and frame pointer of the last */
-	__u64 last_usp;          /* stacked switch-out (a fingerprint of the */
-	__u64 last_ubp;          /* call path), and the return address */
-	__u64 last_uret;         /* above that frame ([bp + 8]: its caller) */
-	__u16 kstack_uses;
-	__u16 ustack_uses;
+	struct sched_stack_site sites[SCHED_STACK_SITES];
 };
-
-#define SCHED_KSTACK_REUSE 32
 
 /* A traced thread's switch-in that closes both its off-CPU interval and its
  * run-queue wait: the two records in one switch_rb message, one ring-buffer
