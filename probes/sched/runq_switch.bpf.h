@@ -409,7 +409,7 @@ static __always_inline bool runq_switch_in(bool btf, struct runq_start *s, __u32
 					   __u64 now, struct tt_runq *out)
 {
 	struct tt_thread *th = runq_thread_of(btf, s);
-	struct tt_runq r;
+	struct tt_runq r, *dst = out ? out : &r;
 	bool took = false;
 	__u64 w, t0;
 
@@ -418,11 +418,11 @@ static __always_inline bool runq_switch_in(bool btf, struct runq_start *s, __u32
 	w = s->t_waking_ns;
 	if (s->t_runnable_ns) { /* preempted, or a new task */
 		took = runq_take(th, next_tid, s->pid, s->t_runnable_ns, now, s->kind,
-				 s->waker_tid, s->waker_pid, s->waker_ctx, out ? out : &r);
+				 s->waker_tid, s->waker_pid, s->waker_ctx, dst);
 	} else if (runq_waking_ends_wait(s, w)) {
 		t0 = w > s->t_blocked_ns ? w : s->t_blocked_ns; /* woken while switching out */
 		took = runq_take(th, next_tid, s->pid, t0, now, TT_RUNQ_WAKEUP, s->waking_tid,
-				 s->waking_pid, s->waking_ctx, out ? out : &r);
+				 s->waking_pid, s->waking_ctx, dst);
 	} else if (s->t_blocked_ns) {
 		tt_count(&runq_counters, RUNQ_CNT_UNMATCHED); /* its waking was never seen */
 	}

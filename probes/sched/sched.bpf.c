@@ -397,10 +397,8 @@ static __always_inline void on_switch_in(struct tt_thread *th, struct sched_off 
 {
 	__u32 reason;
 
-	if (!s || !s->t_off_ns) {
-		if (rq)
-			runq_send(rq);
-	}
+	if (rq && (!s || !s->t_off_ns)) /* no switch record for it to go with */
+		runq_send(rq);
 	if (!s)
 		return;
 	if (!s->t_off_ns) { /* its switch-out never reached the tracepoint */
