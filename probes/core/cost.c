@@ -58,8 +58,8 @@ static bool stats_held_elsewhere(void)
 	return v == '1';
 }
 
-static int cost_read_mods(struct tt_cost_mod *out, const struct tt_probe *const *mods,
-			  void *const *states, int nmods);
+static int cost_read_progs(struct tt_cost_prog *out, const struct tt_probe *const *mods,
+			   void *const *states, int nmods);
 
 static uint64_t diff(uint64_t a, uint64_t b)
 {
@@ -69,20 +69,26 @@ static uint64_t diff(uint64_t a, uint64_t b)
 /* The programs' counters now, as a window opens. */
 static void window_mark(struct tt_cost *c)
 {
+	struct tt_cost_prog now[TT_COST_MAX_PROGS];
+	int n;
+
 	c->windows++;
-	if (c->pmods)
-		cost_read_mods(c->win, c->pmods, c->pstates, c->pnmods);
+	if (!c->pmods)
+		return;
+	n = cost_read_progs(now, c->pmods, c->pstates, c->pnmods);
+	for (int i = 0; i < n; i++)
+		c->win[i] = (struct tt_cost_runs){ now[i].run_cnt, now[i].run_time_ns };
 }
 
-/* The open window's runs so far into out[] (added). */
-static void window_add(const struct tt_cost *c, struct tt_cost_mod *out)
+/* The open window's runs so far into out[] (added), by program. */
+static void window_add(const struct tt_cost *c, struct tt_cost_runs *out)
 {
-	struct tt_cost_mod now[TT_COST_MAX_MODS];
+	struct tt_cost_prog now[TT_COST_MAX_PROGS];
 	int n;
 
 	if (!c->pmods)
 		return;
-	n = cost_read_mods(now, c->pmods, c->pstates, c->pnmods);
+	n = cost_read_progs(now, c->pmods, c->pstates, c->pnmods);
 	for (int i = 0; i < n; i++) {
 		out[i].run_cnt += diff(now[i].run_cnt, c->win[i].run_cnt);
 		out[i].run_time_ns += diff(now[i].run_time_ns, c->win[i].run_time_ns);
@@ -202,36 +208,37 @@ static const char *cost_owner(const struct tt_probe *mod, const char *prog)
 	return mod->name;
 }
 
-/* Sum run_cnt / run_time_ns over the loaded programs of one module's object,
- * into its entries of out[0..*n). */
-static void cost_read_object(struct tt_cost_mod *out, int *n, const struct tt_probe *mod,
+/* One module's loaded programs appended to out[*n..TT_COST_MAX_PROGS). */
+static void cost_read_object(struct tt_cost_prog *out, int *n, const struct tt_probe *mod,
 			     struct bpf_object *obj)
 {
 	struct bpf_program *prog;
 
-	cost_entry(out, n, mod->name); /* the module's own, even with no program loaded */
 	bpf_object__for_each_program(prog, obj) {
 		struct bpf_prog_info info;
 		__u32 len = sizeof(info);
 		int fd = bpf_program__fd(prog);
-		struct tt_cost_mod *m;
+		struct tt_cost_prog *p = &out[*n];
 
 		if (fd < 0) /* not loaded (autoload off: another hook variant, an event off) */
 			continue;
 		memset(&info, 0, sizeof(info));
-		if (bpf_obj_get_info_by_fd(fd, &info, &len) ||
-		    !(m = cost_entry(out, n, cost_owner(mod, bpf_program__name(prog)))))
+		if (*n == TT_COST_MAX_PROGS || bpf_obj_get_info_by_fd(fd, &info, &len))
 			continue;
-		m->run_cnt += info.run_cnt;
-		m->run_time_ns += info.run_time_ns;
-		m->misses += info.recursion_misses;
-		m->nprogs++;
+		snprintf(p->name, sizeof(p->name), "%s", bpf_program__name(prog));
+		snprintf(p->section, sizeof(p->section), "%s", bpf_program__section_name(prog));
+		p->part = cost_owner(mod, p->name);
+		p->run_cnt = info.run_cnt;
+		p->run_time_ns = info.run_time_ns;
+		p->misses = info.recursion_misses;
+		(*n)++;
 	}
 }
 
-/* Every module's programs read into out[] (in module order); returns how many. */
-static int cost_read_mods(struct tt_cost_mod *out, const struct tt_probe *const *mods,
-			  void *const *states, int nmods)
+/* Every module's loaded programs read into out[] (in module order, the same
+ * order each time: a window's counters are matched by index); returns how many. */
+static int cost_read_progs(struct tt_cost_prog *out, const struct tt_probe *const *mods,
+			   void *const *states, int nmods)
 {
 	int n = 0;
 
@@ -242,6 +249,28 @@ static int cost_read_mods(struct tt_cost_mod *out, const struct tt_probe *const 
 			cost_read_object(out, &n, mods[i], obj);
 	}
 	return n;
+}
+
+/* c->progs summed into c->mods by part; each module with an object has an
+ * entry, even with no program loaded. */
+static void cost_sum_parts(struct tt_cost *c, const struct tt_probe *const *mods,
+			   void *const *states, int nmods)
+{
+	c->nmods = 0;
+	for (int i = 0; i < nmods; i++)
+		if (mods[i]->object && mods[i]->object(states[i]))
+			cost_entry(c->mods, &c->nmods, mods[i]->name);
+	for (int i = 0; i < c->nprogs; i++) {
+		const struct tt_cost_prog *p = &c->progs[i];
+		struct tt_cost_mod *m = cost_entry(c->mods, &c->nmods, p->part);
+
+		if (!m)
+			continue;
+		m->run_cnt += p->run_cnt;
+		m->run_time_ns += p->run_time_ns;
+		m->misses += p->misses;
+		m->nprogs++;
+	}
 }
 
 void cost_collect(struct tt_cost *c, const struct tt_probe *const *mods, void *const *states,
@@ -258,18 +287,19 @@ void cost_collect(struct tt_cost *c, const struct tt_probe *const *mods, void *c
 	c->bpf_sampled_ns = c->sampled_ns;
 	if (c->stats_fd >= 0 && c->t_end_ns > c->on_since_ns) /* a window still open */
 		c->bpf_sampled_ns += c->t_end_ns - c->on_since_ns;
-	c->nmods = cost_read_mods(c->mods, mods, states, nmods); /* names, misses */
+	c->nprogs = cost_read_progs(c->progs, mods, states, nmods); /* names, misses */
 	if (c->pmods) {
-		struct tt_cost_mod runs[TT_COST_MAX_MODS];
+		struct tt_cost_runs runs[TT_COST_MAX_PROGS];
 
 		memcpy(runs, c->acc, sizeof(runs));
 		if (c->stats_fd >= 0)
 			window_add(c, runs);
-		for (int i = 0; i < c->nmods; i++) {
-			c->mods[i].run_cnt = runs[i].run_cnt;
-			c->mods[i].run_time_ns = runs[i].run_time_ns;
+		for (int i = 0; i < c->nprogs; i++) {
+			c->progs[i].run_cnt = runs[i].run_cnt;
+			c->progs[i].run_time_ns = runs[i].run_time_ns;
 		}
 	}
+	cost_sum_parts(c, mods, states, nmods);
 	for (int i = 0; i < c->nmods; i++) {
 		struct tt_cost_mod *m = &c->mods[i];
 
@@ -303,6 +333,18 @@ double cost_cpu_share(const struct tt_cost *c)
 	       ((double)c->traced_wall_ns * (double)c->ncpus);
 }
 
+/* "run_cnt": .., "run_time_ns": .., "missed": .., "ns_per_run": ..} */
+static void write_runs(FILE *f, uint64_t run_cnt, uint64_t run_time_ns, uint64_t misses)
+{
+	fprintf(f, "\"run_cnt\": %llu, \"run_time_ns\": %llu, \"missed\": %llu, \"ns_per_run\": ",
+		(unsigned long long)run_cnt, (unsigned long long)run_time_ns,
+		(unsigned long long)misses);
+	if (run_cnt)
+		fprintf(f, "%.1f}", (double)run_time_ns / (double)run_cnt);
+	else
+		fputs("null}", f);
+}
+
 static void write_bpf(FILE *f, const struct tt_cost *c)
 {
 	fputs("{", f);
@@ -311,15 +353,28 @@ static void write_bpf(FILE *f, const struct tt_cost *c)
 
 		fputs(i ? ", " : "", f);
 		json_write_string(f, m->name);
-		fprintf(f, ": {\"run_cnt\": %llu, \"run_time_ns\": %llu, \"missed\": %llu, "
-			"\"ns_per_run\": ", (unsigned long long)m->run_cnt,
-			(unsigned long long)m->run_time_ns, (unsigned long long)m->misses);
-		if (m->run_cnt)
-			fprintf(f, "%.1f}", (double)m->run_time_ns / (double)m->run_cnt);
-		else
-			fputs("null}", f);
+		fputs(": {", f);
+		write_runs(f, m->run_cnt, m->run_time_ns, m->misses);
 	}
 	fputs("}", f);
+}
+
+static void write_programs(FILE *f, const struct tt_cost *c)
+{
+	fputs("[", f);
+	for (int i = 0; i < c->nprogs; i++) {
+		const struct tt_cost_prog *p = &c->progs[i];
+
+		fputs(i ? ", {\"name\": " : "{\"name\": ", f);
+		json_write_string(f, p->name);
+		fputs(", \"section\": ", f);
+		json_write_string(f, p->section);
+		fputs(", \"part\": ", f);
+		json_write_string(f, p->part);
+		fputs(", ", f);
+		write_runs(f, p->run_cnt, p->run_time_ns, p->misses);
+	}
+	fputs("]", f);
 }
 
 /* The loader's peak resident memory (getrusage), KiB; -1 if unknown. */
@@ -344,6 +399,8 @@ void cost_write_json(FILE *f, const struct tt_cost *c)
 		fputs("null, \"bpf_total_ns\": null", f);
 	} else {
 		write_bpf(f, c);
+		fputs(", \"programs\": ", f);
+		write_programs(f, c);
 		fprintf(f, ", \"bpf_total_ns\": %llu, \"bpf_measured_ns\": %llu, "
 			"\"bpf_sampled_ns\": %llu, \"bpf_windows\": %u, \"bpf_stats_shared\": %s",
 			(unsigned long long)c->bpf_total_ns, (unsigned long long)c->bpf_measured_ns,

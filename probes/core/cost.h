@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tailtrace's own cost (meta.json "cost", the "cost:" final line): BPF
- * run-time statistics of every loaded program, summed per module, plus the
+ * run-time statistics of every loaded program, by program and summed per
+ * module, plus the
  * loader's CPU time, over the traced wall time.
  *
  * The kernel's statistics are not free: while anyone holds them on, every
@@ -21,6 +22,7 @@
 #include "core/probe.h"
 
 #define TT_COST_MAX_MODS 8
+#define TT_COST_MAX_PROGS 64 /* loaded programs, all modules (sched loads ~10) */
 /* Short windows, often: a run's phases (a start-up burst, then steady work)
  * are sampled alike. One 100 ms window a second put a whole short run's
  * estimate on its start-up: 1.75x the exact count on a 2 s naive/100 run. */
@@ -49,6 +51,22 @@ struct tt_cost_mod {
 	int nprogs;            /* loaded programs read */
 };
 
+/* One loaded program's share (meta.json cost.programs). */
+struct tt_cost_prog {
+	char name[48];         /* its name in the object: "runq_waking_btf" */
+	char section[64];      /* its hook: "tp_btf/sched_waking" */
+	const char *part;      /* whose cost it is counted in: a tt_cost_mod's name */
+	uint64_t run_cnt;
+	uint64_t run_time_ns;
+	uint64_t misses;
+};
+
+/* Runs counted so far (a window's start, or the closed windows' sum). */
+struct tt_cost_runs {
+	uint64_t run_cnt;
+	uint64_t run_time_ns;
+};
+
 struct tt_cost {
 	enum tt_bpf_stats mode;
 	bool others_on;        /* another holder kept the statistics on: counted always */
@@ -63,8 +81,10 @@ struct tt_cost {
 	uint64_t cpu_loop_ns;  /* ... when the poll loop started (cost_loop_start) */
 	uint64_t cpu_end_ns;   /* ... when it ended (cost_loop_end) */
 	uint64_t t_end_ns;     /* CLOCK_MONOTONIC then */
-	struct tt_cost_mod mods[TT_COST_MAX_MODS];
+	struct tt_cost_mod mods[TT_COST_MAX_MODS]; /* the programs summed by part */
 	int nmods;
+	struct tt_cost_prog progs[TT_COST_MAX_PROGS];
+	int nprogs;
 	/* Runs are counted inside our own windows only: each window's difference
 	 * of run_cnt/run_time_ns (read as it opens and as it closes) is added to
 	 * acc. Not setup's runs (attach to cost_start_clock), which one window
@@ -73,8 +93,8 @@ struct tt_cost {
 	const struct tt_probe *const *pmods; /* what cost_start_clock was given */
 	void *const *pstates;
 	int pnmods;
-	struct tt_cost_mod win[TT_COST_MAX_MODS]; /* read as the open window opened */
-	struct tt_cost_mod acc[TT_COST_MAX_MODS]; /* closed windows' runs */
+	struct tt_cost_runs win[TT_COST_MAX_PROGS]; /* by program: read as the open window opened */
+	struct tt_cost_runs acc[TT_COST_MAX_PROGS]; /* by program: closed windows' runs */
 	unsigned windows;      /* windows opened (meta.json cost.bpf_windows) */
 	uint64_t bpf_measured_ns;  /* run_time_ns summed: inside the windows */
 	uint64_t bpf_total_ns;     /* over the traced time (measured, scaled when sampled) */

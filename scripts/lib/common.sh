@@ -207,6 +207,7 @@ child_exec_pid() {
 		# a zombie without an exe link: that is no exec. tailtrace starts no other child
 		# (it reads the loader cache itself: an `ldconfig -p` child was once taken for it).
 		exe=$(readlink "/proc/$c/exe" 2>/dev/null) || continue
+		exe=${exe% (deleted)} # the held child of a tailtrace rebuilt since it started
 		[ -n "$exe" ] && [ "$exe" != "$not_exe" ] && { echo "$c"; return 0; }
 	done
 	return 1

@@ -45,6 +45,13 @@ def check_totals(m: dict, stderr: str):
     else:  # scaled from the windows to the traced time
         assert cost["bpf_total_ns"] == pytest.approx(
             cost["bpf_measured_ns"] * cost["traced_wall_ns"] / cost["bpf_sampled_ns"], rel=1e-6)
+    # by program: each loaded program once, the parts their sums
+    progs = cost["programs"]
+    assert len({q["name"] for q in progs}) == len(progs) and all(q["section"] for q in progs)
+    for name, v in bpf.items():
+        mine = [q for q in progs if q["part"] == name]
+        for key in ("run_cnt", "run_time_ns", "missed"):
+            assert v[key] == sum(q[key] for q in mine), (name, key)
     for name, v in bpf.items():
         if not v["run_cnt"]:  # a module whose programs never ran
             assert v["run_time_ns"] == 0 and v["ns_per_run"] is None, name
@@ -115,11 +122,14 @@ def test_cost_aggregate_waking(tmp_path):
     check_totals(m, stderr)
 
 
+@pytest.mark.serial
 def test_cost_sampled(tmp_path):
     """Default: statistics on 10 ms of every 100 ms. A 3 s sleeper: ~10 % of the
     time measured, and the scaled runs still cover every record written. The switch program
     runs on every context switch of the machine (a busy neighbour's too): the kernel's own
-    count of them (/proc/stat ctxt, over the same run) is the oracle for its runs."""
+    count of them (/proc/stat ctxt, over the same run) is the oracle for its runs. Serial:
+    a neighbour's --bpf-stats always holds the statistics on, and a window that closes
+    then keeps them on (bpf_stats_shared)."""
     ctxt0 = ctxt()
     m, stderr = run_cost(tmp_path, n=6000, usec=400)
     switches = ctxt() - ctxt0
@@ -232,9 +242,11 @@ def test_cost_stats_off(tmp_path):
 SWITCH = Path("/proc/sys/kernel/bpf_stats_enabled")
 
 
+@pytest.mark.serial
 def test_cost_sampled_with_stats_held_on(tmp_path):
     """kernel.bpf_stats_enabled=1 (another user's): the counters run all the time,
-    so nothing is scaled and the runs cover every record, as with always."""
+    so nothing is scaled and the runs cover every record, as with always. Serial: the
+    switch is the machine's, and every sampled run beside it would see it on."""
     if SWITCH.read_text().strip() != "0":
         pytest.skip("kernel.bpf_stats_enabled is already 1")
     SWITCH.write_text("1")
