@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Where the BPF time goes, program by program, beside libbpf-tools' runqlat on the same load:
 # each round runs httpload once under tailtrace for each --events set (--bpf-stats always: the
-# kernel's run_cnt and run_time_ns of each of its programs, in meta.json) and once under
-# runqlat (the same counters read with bpftool while it is attached, kernel.bpf_stats_enabled
-# on for the run), in alternating order. Prints per program and run the runs per request, the
+# kernel's run_cnt and run_time_ns of each of its programs that ran, meta.json cost.programs)
+# and once under runqlat (the same counters read with bpftool while it is attached,
+# kernel.bpf_stats_enabled on for the run), in alternating order. Prints per program and run the runs per request, the
 # ns per run and the BPF µs per request (medians over the rounds), and the requests/s of each.
 # Several --events sets show what each event adds to the same programs.
 #
@@ -77,8 +77,8 @@ import json, sys
 meta, out, rnd, events = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 m = json.load(open(meta))
 s = [json.loads(l) for l in open(out) if l.startswith("{")][-1]
-progs = {k: {"run_cnt": v["run_cnt"], "run_time_ns": v["run_time_ns"]}
-         for k, v in (m["cost"]["bpf"] or {}).items()}
+progs = {q["name"]: {"run_cnt": q["run_cnt"], "run_time_ns": q["run_time_ns"]}
+         for q in m["cost"].get("programs") or [] if q["run_cnt"]}
 print(json.dumps({"tool": f"tailtrace {events}", "round": rnd, "requests": s["requests"],
                   "rate": s.get("throughput_rps"),
                   "progs": progs}))
@@ -126,7 +126,7 @@ python3 - "$RESULTS" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 med = statistics.median
-print(f"{'run':36} {'program':14} {'runs/request':>12} {'ns/run':>8} {'BPF µs/request':>15}")
+print(f"{'run':36} {'program':22} {'runs/request':>12} {'ns/run':>8} {'BPF µs/request':>15}")
 for tool in dict.fromkeys(r["tool"] for r in rows):
     rs = [r for r in rows if r["tool"] == tool]
     names = sorted({n for r in rs for n in r["progs"]})
@@ -136,11 +136,11 @@ for tool in dict.fromkeys(r["tool"] for r in rows):
                 / max(r["progs"][n]["run_cnt"], 1), r["progs"][n]["run_time_ns"] / r["requests"] / 1e3)
                for r in rs if n in r["progs"] and r["requests"]]
         if per:
-            print(f"{tool:36} {n:14} {med(p[0] for p in per):12.2f} {med(p[1] for p in per):8.0f} "
+            print(f"{tool:36} {n:22} {med(p[0] for p in per):12.2f} {med(p[1] for p in per):8.0f} "
                   f"{med(p[2] for p in per):15.3f}")
     tot = [sum(p["run_time_ns"] for p in r["progs"].values()) / r["requests"] / 1e3
            for r in rs if r["requests"]]
     rate = [r["rate"] for r in rs if r["rate"]]
-    print(f"{tool:36} {'all programs':14} {'':>12} {'':>8} {med(tot):15.3f}"
+    print(f"{tool:36} {'all programs':22} {'':>12} {'':>8} {med(tot):15.3f}"
           + (f"   ({med(rate):,.0f} requests/s)" if rate else ""))
 PY
