@@ -131,3 +131,27 @@ def fmt_value(v) -> str:
 def fmt_hex(v) -> str:
     f = num_or_none(v)
     return fmt_text(v) if f is None else f"0x{int(f):x}"
+
+
+def cost_words(c: dict | None) -> str | None:
+    """summary.json tailtrace_cost as one line: "4.0 % of the machine: BPF 284.6 ms (1.25 µs an
+    event, 2.57 µs a request, statistics on 11 % of the time), loader 44.8 ms CPU; most BPF
+    time: sched_switch_btf (tp_btf/sched_switch) 1,037 ns × 206,552 runs, 84 % ...". None
+    without it."""
+    if not c:
+        return None
+    share = num_or_none(c.get("share_of_machine"))
+    head = f"{share * 100:.1f} % of the machine: " if share is not None else ""
+    per = [f"{v:,.{2 if v < 100 else 0}f} µs {art} {k}"
+           for art, k, v in (("an", "event", num_or_none(c.get("bpf_us_per_event"))),
+                             ("a", "request", num_or_none(c.get("bpf_us_per_request"))))
+           if v is not None]
+    if (sampled := num_or_none(c.get("sampled"))) is not None:
+        per.append(f"statistics on {sampled * 100:.0f} % of the time")
+    text = (f"{head}BPF {c.get('bpf_ms', 0):.1f} ms" + (f" ({', '.join(per)})" if per else "")
+            + f", loader {c.get('loader_cpu_ms', 0):.1f} ms CPU")
+    progs = [f"{q['name']} ({q.get('section') or '?'}) {q['ns_per_run']:,.0f} ns × {q['runs']:,} "
+             "runs" + (f", {q['share'] * 100:.0f} %" if q.get("share") is not None else "")
+             for q in c.get("programs") or []]
+    return text + ("; most BPF time: " + "; ".join(progs) if progs else "")
+

@@ -18,8 +18,8 @@ import pandas as pd
 
 from ..explain.attribute import adds_up
 from ..explain.decompose import check_words
-from .fmt import (U, fmt_errors, fmt_hex, fmt_int, fmt_ms, fmt_ns_ms, fmt_run_ms, fmt_share,
-                  fmt_stack, fmt_text, fmt_us, fmt_value, num_or_none, request_unit)
+from .fmt import (U, cost_words, fmt_errors, fmt_hex, fmt_int, fmt_ms, fmt_ns_ms, fmt_run_ms,
+                  fmt_share, fmt_stack, fmt_text, fmt_us, fmt_value, num_or_none, request_unit)
 from .plot import PART_COLORS, PART_LABELS, PARTS
 
 esc = html.escape
@@ -189,6 +189,7 @@ def _what_was_run(inp: ReportInputs) -> str:
                 f"{k}: {int(v):,} ({fmt_int((m.get('uprobe_hits_per_s') or {}).get(k))}/s)"
                 for k, v in (m.get("uprobe_hits") or {}).items() if num_or_none(v) is not None) or None),
             ("traced for", dur),
+            ("tailtrace's own cost", cost_words(inp.summary.get("tailtrace_cost"))),
             ("requests from", inp.summary.get("source")),
             ("run directory", inp.run_dir)]
     return _section("run", "What was run", _kv(rows))

@@ -18,7 +18,8 @@ longest waits of the whole run, critpath.df_wait_objects rows), antagonists{band
 share}]}} (who held the CPU while the band's requests were runnable, analyze/explain/antagonists.py;
 null without the cpu event), cpu_occupancy{runnable_ms, by_class, records, waits_truncated,
 irq_recorded (the irq event: interrupts are a class of their own)}
-(the same over every traced runnable interval), cut (null, or for a run whose recorder never
+(the same over every traced runnable interval), tailtrace_cost (what tracing cost the
+machine, from meta.json cost: tailtrace_cost below; null without BPF statistics), cut (null, or for a run whose recorder never
 finished {from_ns, to_ns, kept_s}: load.cut_span), and
 note (runs without requests only).
 
@@ -55,6 +56,7 @@ from ..explain.decompose import PARTS, check_summary, check_words, valid_request
 from ..explain.findings import Findings
 from ..explain.order import unique_of
 from ..explain.sched import sched_figures
+from .fmt import num_or_none
 from .words import headline, no_requests_headline
 
 MS = 1e6
@@ -252,6 +254,38 @@ def kernel_warnings(meta: dict) -> list:
     return out
 
 
+def tailtrace_cost(meta: dict, requests: int = 0) -> dict | None:
+    """What tracing cost the machine (meta.json cost, written by tailtrace): share_of_machine
+    ((BPF + loader CPU) / (traced time x CPUs)), bpf_ms (scaled to the traced time when the
+    statistics were sampled), bpf_us_per_event and bpf_us_per_request (measured, within the
+    statistics' windows; per request: scaled, null without requests), loader_cpu_ms, sampled
+    (the share of the time the statistics were on, null when always on), and programs: the
+    3 programs that took the most BPF time [{name, section, runs, ns_per_run, share}] (share:
+    of all programs' time). None when the run has no BPF statistics (--bpf-stats off, a
+    kernel without them, a recording from before cost.programs)."""
+    cost = meta.get("cost") or {}
+    parts, progs = cost.get("bpf"), cost.get("programs")
+    if not isinstance(parts, dict) or not isinstance(progs, list):
+        return None
+    runs = sum(int(v.get("run_cnt") or 0) for v in parts.values())
+    measured = num_or_none(cost.get("bpf_measured_ns")) or 0
+    total = num_or_none(cost.get("bpf_total_ns")) or 0
+    wall, sampled = num_or_none(cost.get("traced_wall_ns")), num_or_none(cost.get("bpf_sampled_ns"))
+    ran = sorted((q for q in progs if q.get("run_cnt")), key=lambda q: -q["run_time_ns"])
+    return {
+        "share_of_machine": num_or_none(cost.get("cpu_share_of_machine")),
+        "bpf_ms": total / 1e6,
+        "bpf_us_per_event": measured / runs / 1e3 if runs else None,
+        "bpf_us_per_request": total / requests / 1e3 if requests else None,
+        "loader_cpu_ms": (num_or_none(cost.get("loader_cpu_ns")) or 0) / 1e6,
+        "sampled": sampled / wall if sampled and wall and sampled < wall else None,
+        "programs": [{"name": q["name"], "section": q.get("section"), "runs": int(q["run_cnt"]),
+                      "ns_per_run": q["run_time_ns"] / q["run_cnt"],
+                      "share": q["run_time_ns"] / measured if measured else None}
+                     for q in ran[:3]],
+    }
+
+
 def _warnings(run, decomp) -> list:
     w = list(getattr(run, "warnings", []))
     w += kernel_warnings(run.meta or {})
@@ -400,6 +434,7 @@ def summary_dict(f: Findings) -> dict:
         "wait_objects": f.wait_objects,
         "antagonists": f.antagonists,
         "cpu_occupancy": cpu_occupancy(run),
+        "tailtrace_cost": tailtrace_cost(run.meta or {}, int(len(ok))),
     }
     if not len(decomp):
         out["note"] = no_requests_note(run.source, jit_stack_count(run.stacks))

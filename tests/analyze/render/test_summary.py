@@ -106,3 +106,47 @@ def test_a_kernel_fallback_that_loses_information_is_one_warning():
     assert kernel_warnings(meta) == ["the cpu event's loops: this kernel lacks bpf_loop (Linux "
                                      "5.17+): a wait keeps its last 48 switches"]
     assert kernel_warnings({}) == []
+
+
+COST = {"bpf_stats": "sampled",
+        "bpf": {"sched": {"run_cnt": 2000, "run_time_ns": 2_000_000},
+                "runq": {"run_cnt": 1000, "run_time_ns": 250_000}},
+        "programs": [
+            {"name": "runq_waking_btf", "section": "tp_btf/sched_waking", "part": "runq",
+             "run_cnt": 1000, "run_time_ns": 250_000},
+            {"name": "sched_exec_btf", "section": "tp_btf/sched_process_exec", "part": "sched",
+             "run_cnt": 0, "run_time_ns": 0},
+            {"name": "sched_switch_btf", "section": "tp_btf/sched_switch", "part": "sched",
+             "run_cnt": 2000, "run_time_ns": 2_000_000}],
+        "bpf_total_ns": 22_500_000, "bpf_measured_ns": 2_250_000,
+        "bpf_sampled_ns": 100_000_000, "traced_wall_ns": 1_000_000_000,
+        "loader_cpu_ns": 5_000_000, "ncpus": 2, "cpu_share_of_machine": 0.01375}
+
+
+def test_tailtrace_cost_from_meta():
+    """meta.json cost as the report shows it: the BPF time scaled to the traced time (the
+    statistics were on 10 % of it), per event from the measured windows (2.25 ms / 3000
+    runs), per request scaled (22.5 ms / 4 requests), the programs by BPF time, the one
+    that never ran left out."""
+    from analyze.render.fmt import cost_words
+    from analyze.render.summary import tailtrace_cost
+    run = small_run(meta={"cost": COST})
+    d = df_decompose(run)
+    c = summary_dict(Findings(run, d, df_bands(d)))["tailtrace_cost"]
+    assert c["share_of_machine"] == pytest.approx(0.01375)
+    assert c["bpf_ms"] == pytest.approx(22.5) and c["loader_cpu_ms"] == pytest.approx(5.0)
+    assert c["bpf_us_per_event"] == pytest.approx(0.75)
+    assert c["bpf_us_per_request"] == pytest.approx(22_500_000 / 4 / 1e3)
+    assert c["sampled"] == pytest.approx(0.1)
+    assert [(q["name"], q["runs"], q["ns_per_run"], q["share"]) for q in c["programs"]] == [
+        ("sched_switch_btf", 2000, 1000.0, pytest.approx(2 / 2.25)),
+        ("runq_waking_btf", 1000, 250.0, pytest.approx(0.25 / 2.25))]
+    assert cost_words(c) == (
+        "1.4 % of the machine: BPF 22.5 ms (0.75 µs an event, 5,625 µs a request, statistics "
+        "on 10 % of the time), loader 5.0 ms CPU; most BPF time: sched_switch_btf "
+        "(tp_btf/sched_switch) 1,000 ns × 2,000 runs, 89 %; runq_waking_btf "
+        "(tp_btf/sched_waking) 250 ns × 1,000 runs, 11 %")
+    # no statistics (--bpf-stats off: bpf null), or a recording without cost.programs
+    assert tailtrace_cost({"cost": dict(COST, bpf=None)}) is None
+    assert tailtrace_cost({"cost": {k: v for k, v in COST.items() if k != "programs"}}) is None
+    assert tailtrace_cost({}) is None and cost_words(None) is None
