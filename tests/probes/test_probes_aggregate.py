@@ -74,7 +74,8 @@ def test_one_runq_program_per_wakeup(tmp_path, mode):
 
     def hook(q):  # "tp_btf/sched_waking" -> "sched_waking"
         return q["section"].split("/")[-1]
-    assert {hook(q) for q in ran if q["part"] == "runq"} == {"sched_waking"}, progs
+    runq = {hook(q) for q in ran if q["part"] == "runq"}  # a fork nearby: sched_wakeup_new
+    assert "sched_waking" in runq and runq <= {"sched_waking", "sched_wakeup_new"}, progs
     assert sum(q["run_cnt"] for q in ran if hook(q) == "sched_waking") >= N * 0.9
     switch = [q for q in ran if hook(q) == "sched_switch"]
     assert [q["part"] for q in switch] == ["sched"], progs
