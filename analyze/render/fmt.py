@@ -136,7 +136,8 @@ def fmt_hex(v) -> str:
 def cost_words(c: dict | None) -> str | None:
     """summary.json tailtrace_cost as one line: "4.0 % of the machine: BPF 284.6 ms (1.25 µs an
     event, 2.57 µs a request, statistics on 11 % of the time), loader 44.8 ms CPU; most BPF
-    time: sched_switch_btf (tp_btf/sched_switch) 1,037 ns × 206,552 runs, 84 % ...". None
+    time: sched_switch_btf (tp_btf/sched_switch) 1,037 ns a run (20,655 runs measured), 84 %
+    ...": runs measured are those while the statistics were on. None
     without it."""
     if not c:
         return None
@@ -150,8 +151,9 @@ def cost_words(c: dict | None) -> str | None:
         per.append(f"statistics on {sampled * 100:.0f} % of the time")
     text = (f"{head}BPF {c.get('bpf_ms', 0):.1f} ms" + (f" ({', '.join(per)})" if per else "")
             + f", loader {c.get('loader_cpu_ms', 0):.1f} ms CPU")
-    progs = [f"{q['name']} ({q.get('section') or '?'}) {q['ns_per_run']:,.0f} ns × {q['runs']:,} "
-             "runs" + (f", {q['share'] * 100:.0f} %" if q.get("share") is not None else "")
+    progs = [f"{q['name']} ({q.get('section') or '?'}) {q['ns_per_run']:,.0f} ns a run "
+             f"({q['runs']:,} runs measured)"
+             + (f", {q['share'] * 100:.0f} %" if q.get("share") is not None else "")
              for q in c.get("programs") or []]
     return text + ("; most BPF time: " + "; ".join(progs) if progs else "")
 

@@ -260,8 +260,8 @@ def tailtrace_cost(meta: dict, requests: int = 0) -> dict | None:
     statistics were sampled), bpf_us_per_event and bpf_us_per_request (measured, within the
     statistics' windows; per request: scaled, null without requests), loader_cpu_ms, sampled
     (the share of the time the statistics were on, null when always on), and programs: the
-    3 programs that took the most BPF time [{name, section, runs, ns_per_run, share}] (share:
-    of all programs' time). None when the run has no BPF statistics (--bpf-stats off, a
+    3 programs that took the most BPF time [{name, section, runs, ns_per_run, share}] (runs:
+    while the statistics were on; share: of all programs' time). None when the run has no BPF statistics (--bpf-stats off, a
     kernel without them, a recording from before cost.programs)."""
     cost = meta.get("cost") or {}
     parts, progs = cost.get("bpf"), cost.get("programs")

@@ -144,8 +144,8 @@ def test_tailtrace_cost_from_meta():
     assert cost_words(c) == (
         "1.4 % of the machine: BPF 22.5 ms (0.75 µs an event, 5,625 µs a request, statistics "
         "on 10 % of the time), loader 5.0 ms CPU; most BPF time: sched_switch_btf "
-        "(tp_btf/sched_switch) 1,000 ns × 2,000 runs, 89 %; runq_waking_btf "
-        "(tp_btf/sched_waking) 250 ns × 1,000 runs, 11 %")
+        "(tp_btf/sched_switch) 1,000 ns a run (2,000 runs measured), 89 %; runq_waking_btf "
+        "(tp_btf/sched_waking) 250 ns a run (1,000 runs measured), 11 %")
     # no statistics (--bpf-stats off: bpf null), or a recording without cost.programs
     assert tailtrace_cost({"cost": dict(COST, bpf=None)}) is None
     assert tailtrace_cost({"cost": {k: v for k, v in COST.items() if k != "programs"}}) is None
