@@ -3,8 +3,9 @@
 # each round runs httpload once under tailtrace for each --events set (--bpf-stats always: the
 # kernel's run_cnt and run_time_ns of each of its programs that ran, meta.json cost.programs)
 # and once under runqlat (the same counters read with bpftool while it is attached,
-# kernel.bpf_stats_enabled on for the run), in alternating order. Prints per program and run the runs per request, the
-# ns per run and the BPF µs per request (medians over the rounds), and the requests/s of each.
+# kernel.bpf_stats_enabled on for the run), in alternating order. Prints per program and run
+# the runs per request, the ns per run and the BPF µs per request (medians over the rounds),
+# and the requests/s of each.
 # Several --events sets show what each event adds to the same programs.
 #
 #   bench/bpf_programs.sh [--rounds R] [--model M] [--conns C] [--duration S] [--events SETS]

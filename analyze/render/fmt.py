@@ -137,8 +137,7 @@ def cost_words(c: dict | None) -> str | None:
     """summary.json tailtrace_cost as one line: "4.0 % of the machine: BPF 284.6 ms (1.25 µs an
     event, 2.57 µs a request, statistics on 11 % of the time), loader 44.8 ms CPU; most BPF
     time: sched_switch_btf (tp_btf/sched_switch) 1,037 ns a run (20,655 runs measured), 84 %
-    ...": runs measured are those while the statistics were on. None
-    without it."""
+    ...": runs measured are those while the statistics were on. None without it."""
     if not c:
         return None
     share = num_or_none(c.get("share_of_machine"))
@@ -156,4 +155,3 @@ def cost_words(c: dict | None) -> str | None:
              + (f", {q['share'] * 100:.0f} %" if q.get("share") is not None else "")
              for q in c.get("programs") or []]
     return text + ("; most BPF time: " + "; ".join(progs) if progs else "")
-

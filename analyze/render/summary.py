@@ -19,8 +19,8 @@ share}]}} (who held the CPU while the band's requests were runnable, analyze/exp
 null without the cpu event), cpu_occupancy{runnable_ms, by_class, records, waits_truncated,
 irq_recorded (the irq event: interrupts are a class of their own)}
 (the same over every traced runnable interval), tailtrace_cost (what tracing cost the
-machine, from meta.json cost: tailtrace_cost below; null without BPF statistics), cut (null, or for a run whose recorder never
-finished {from_ns, to_ns, kept_s}: load.cut_span), and
+machine, from meta.json cost: tailtrace_cost below; null without BPF statistics), cut (null,
+or for a run whose recorder never finished {from_ns, to_ns, kept_s}: load.cut_span), and
 note (runs without requests only).
 
 summary.json as written is report_summary(f): summary_dict with e2e_ms and queue_wait_ms
@@ -261,8 +261,9 @@ def tailtrace_cost(meta: dict, requests: int = 0) -> dict | None:
     statistics' windows; per request: scaled, null without requests), loader_cpu_ms, sampled
     (the share of the time the statistics were on, null when always on), and programs: the
     3 programs that took the most BPF time [{name, section, runs, ns_per_run, share}] (runs:
-    while the statistics were on; share: of all programs' time). None when the run has no BPF statistics (--bpf-stats off, a
-    kernel without them, a recording from before cost.programs)."""
+    while the statistics were on; share: of all programs' time). None when the run has no
+    BPF statistics (--bpf-stats off, a kernel without them, a recording from before
+    cost.programs)."""
     cost = meta.get("cost") or {}
     parts, progs = cost.get("bpf"), cost.get("programs")
     if not isinstance(parts, dict) or not isinstance(progs, list):

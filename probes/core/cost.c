@@ -58,8 +58,8 @@ static bool stats_held_elsewhere(void)
 	return v == '1';
 }
 
-static int cost_read_progs(struct tt_cost_prog *out, const struct tt_probe *const *mods,
-			   void *const *states, int nmods);
+static int cost_read_progs(struct tt_cost_runs *runs, struct tt_cost_prog *out,
+			   const struct tt_probe *const *mods, void *const *states, int nmods);
 
 static uint64_t diff(uint64_t a, uint64_t b)
 {
@@ -69,26 +69,20 @@ static uint64_t diff(uint64_t a, uint64_t b)
 /* The programs' counters now, as a window opens. */
 static void window_mark(struct tt_cost *c)
 {
-	struct tt_cost_prog now[TT_COST_MAX_PROGS];
-	int n;
-
 	c->windows++;
-	if (!c->pmods)
-		return;
-	n = cost_read_progs(now, c->pmods, c->pstates, c->pnmods);
-	for (int i = 0; i < n; i++)
-		c->win[i] = (struct tt_cost_runs){ now[i].run_cnt, now[i].run_time_ns };
+	if (c->pmods)
+		cost_read_progs(c->win, NULL, c->pmods, c->pstates, c->pnmods);
 }
 
 /* The open window's runs so far into out[] (added), by program. */
 static void window_add(const struct tt_cost *c, struct tt_cost_runs *out)
 {
-	struct tt_cost_prog now[TT_COST_MAX_PROGS];
+	struct tt_cost_runs now[TT_COST_MAX_PROGS];
 	int n;
 
 	if (!c->pmods)
 		return;
-	n = cost_read_progs(now, c->pmods, c->pstates, c->pnmods);
+	n = cost_read_progs(now, NULL, c->pmods, c->pstates, c->pnmods);
 	for (int i = 0; i < n; i++) {
 		out[i].run_cnt += diff(now[i].run_cnt, c->win[i].run_cnt);
 		out[i].run_time_ns += diff(now[i].run_time_ns, c->win[i].run_time_ns);
@@ -208,9 +202,11 @@ static const char *cost_owner(const struct tt_probe *mod, const char *prog)
 	return mod->name;
 }
 
-/* One module's loaded programs appended to out[*n..TT_COST_MAX_PROGS). */
-static void cost_read_object(struct tt_cost_prog *out, int *n, const struct tt_probe *mod,
-			     struct bpf_object *obj)
+/* One module's loaded programs appended at index *n (up to TT_COST_MAX_PROGS):
+ * their runs into runs[], and with out (not NULL) their names, parts and
+ * misses too (a window needs the runs only). */
+static void cost_read_object(struct tt_cost_runs *runs, struct tt_cost_prog *out, int *n,
+			     const struct tt_probe *mod, struct bpf_object *obj)
 {
 	struct bpf_program *prog;
 
@@ -218,27 +214,31 @@ static void cost_read_object(struct tt_cost_prog *out, int *n, const struct tt_p
 		struct bpf_prog_info info;
 		__u32 len = sizeof(info);
 		int fd = bpf_program__fd(prog);
-		struct tt_cost_prog *p = &out[*n];
 
 		if (fd < 0) /* not loaded (autoload off: another hook variant, an event off) */
 			continue;
 		memset(&info, 0, sizeof(info));
 		if (*n == TT_COST_MAX_PROGS || bpf_obj_get_info_by_fd(fd, &info, &len))
 			continue;
-		snprintf(p->name, sizeof(p->name), "%s", bpf_program__name(prog));
-		snprintf(p->section, sizeof(p->section), "%s", bpf_program__section_name(prog));
-		p->part = cost_owner(mod, p->name);
-		p->run_cnt = info.run_cnt;
-		p->run_time_ns = info.run_time_ns;
-		p->misses = info.recursion_misses;
+		runs[*n] = (struct tt_cost_runs){ info.run_cnt, info.run_time_ns };
+		if (out) {
+			struct tt_cost_prog *p = &out[*n];
+
+			snprintf(p->name, sizeof(p->name), "%s", bpf_program__name(prog));
+			snprintf(p->section, sizeof(p->section), "%s",
+				 bpf_program__section_name(prog));
+			p->part = cost_owner(mod, p->name);
+			p->misses = info.recursion_misses;
+		}
 		(*n)++;
 	}
 }
 
-/* Every module's loaded programs read into out[] (in module order, the same
- * order each time: a window's counters are matched by index); returns how many. */
-static int cost_read_progs(struct tt_cost_prog *out, const struct tt_probe *const *mods,
-			   void *const *states, int nmods)
+/* Every module's loaded programs read (cost_read_object) in module order, the
+ * same order each time: a window's counters are matched by index. Returns how
+ * many. */
+static int cost_read_progs(struct tt_cost_runs *runs, struct tt_cost_prog *out,
+			   const struct tt_probe *const *mods, void *const *states, int nmods)
 {
 	int n = 0;
 
@@ -246,7 +246,7 @@ static int cost_read_progs(struct tt_cost_prog *out, const struct tt_probe *cons
 		struct bpf_object *obj = mods[i]->object ? mods[i]->object(states[i]) : NULL;
 
 		if (obj)
-			cost_read_object(out, &n, mods[i], obj);
+			cost_read_object(runs, out, &n, mods[i], obj);
 	}
 	return n;
 }
@@ -277,6 +277,7 @@ void cost_collect(struct tt_cost *c, const struct tt_probe *const *mods, void *c
 		  int nmods, uint64_t traced_wall_ns)
 {
 	uint64_t now_cpu = loader_cpu_ns();
+	struct tt_cost_runs runs[TT_COST_MAX_PROGS];
 
 	c->startup_cpu_ns = diff(c->cpu_loop_ns, c->cpu_start_ns);
 	c->loader_cpu_ns = diff(c->cpu_end_ns, c->cpu_loop_ns);
@@ -287,17 +288,15 @@ void cost_collect(struct tt_cost *c, const struct tt_probe *const *mods, void *c
 	c->bpf_sampled_ns = c->sampled_ns;
 	if (c->stats_fd >= 0 && c->t_end_ns > c->on_since_ns) /* a window still open */
 		c->bpf_sampled_ns += c->t_end_ns - c->on_since_ns;
-	c->nprogs = cost_read_progs(c->progs, mods, states, nmods); /* names, misses */
-	if (c->pmods) {
-		struct tt_cost_runs runs[TT_COST_MAX_PROGS];
-
+	c->nprogs = cost_read_progs(runs, c->progs, mods, states, nmods); /* names, misses */
+	if (c->pmods) { /* inside the windows only */
 		memcpy(runs, c->acc, sizeof(runs));
 		if (c->stats_fd >= 0)
 			window_add(c, runs);
-		for (int i = 0; i < c->nprogs; i++) {
-			c->progs[i].run_cnt = runs[i].run_cnt;
-			c->progs[i].run_time_ns = runs[i].run_time_ns;
-		}
+	}
+	for (int i = 0; i < c->nprogs; i++) {
+		c->progs[i].run_cnt = runs[i].run_cnt;
+		c->progs[i].run_time_ns = runs[i].run_time_ns;
 	}
 	cost_sum_parts(c, mods, states, nmods);
 	for (int i = 0; i < c->nmods; i++) {

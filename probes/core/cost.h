@@ -2,8 +2,7 @@
 /*
  * tailtrace's own cost (meta.json "cost", the "cost:" final line): BPF
  * run-time statistics of every loaded program, by program and summed per
- * module, plus the
- * loader's CPU time, over the traced wall time.
+ * module, plus the loader's CPU time, over the traced wall time.
  *
  * The kernel's statistics are not free: while anyone holds them on, every
  * BPF program run on the machine pays two clock reads and a per-CPU update
