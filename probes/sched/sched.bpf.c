@@ -188,27 +188,46 @@ static __always_inline __u64 stack_site_key(const struct tt_user_regs *u_at, __u
 _Static_assert((SCHED_STACK_SITES & (SCHED_STACK_SITES - 1)) == 0, "a power of two");
 
 /* The cached site of key, or the one with user stack u (ustack: match on u):
- * its index, SCHED_STACK_SITES when none is in this epoch with uses left. */
+ * its index, SCHED_STACK_SITES when none is in this epoch. */
 static __always_inline __u32 stack_site_find(const struct sched_off *s, __u64 key, __s32 u,
 					     bool ustack, __u16 epoch)
 {
 	for (__u32 i = 0; i < SCHED_STACK_SITES; i++) {
 		const struct sched_stack_site *e = &s->sites[i];
 
-		if (e->key && e->epoch == epoch && e->uses < SCHED_KSTACK_REUSE &&
-		    (ustack ? e->ustack_id == u : e->key == key))
+		if (e->key && e->epoch == epoch && (ustack ? e->ustack_id == u : e->key == key))
 			return i;
 	}
 	return SCHED_STACK_SITES;
 }
 
+static __always_inline bool stack_site_spent(const struct sched_stack_site *e)
+{
+	return e->uses >= e->budget;
+}
+
+/* Site i's stacks were taken afresh (sched.h): its budget doubles if they are
+ * the ones it had, else starts over. */
+static __always_inline void stack_site_refresh(struct sched_stack_site *e, __s32 u, __s32 k)
+{
+	__sync_fetch_and_add(&counters[SCHED_CNT_REFRESH], 1);
+	if (e->ustack_id == u && e->kstack_id == k) {
+		e->budget = e->budget < SCHED_KSTACK_REUSE_MAX / 2 ? e->budget * 2
+								  : SCHED_KSTACK_REUSE_MAX;
+		return;
+	}
+	__sync_fetch_and_add(&counters[SCHED_CNT_REFRESH_CHANGED], 1);
+	e->budget = SCHED_KSTACK_REUSE;
+}
+
 static __always_inline void take_stacks(void *ctx, struct sched_off *s,
 					const struct tt_user_regs *u_at)
 {
-	__u32 epoch = stack_epoch, i;
-	__u16 uses = 0;
+	__u32 epoch = stack_epoch, i, j = SCHED_STACK_SITES;
+	__u16 uses = 0, budget = SCHED_KSTACK_REUSE;
+	struct sched_stack_site *e;
 	__u64 ret = 0, key;
-	__s32 u;
+	__s32 u, k;
 
 	/* the frame pointer's return address tells apart two callers whose frames are the
 	 * same size (equal IP, SP and BP at the same blocking call) */
@@ -217,28 +236,39 @@ static __always_inline void take_stacks(void *ctx, struct sched_off *s,
 	key = stack_site_key(u_at, ret);
 	i = kstack_reuse && u_at->ip ? stack_site_find(s, key, 0, false, (__u16)epoch)
 				     : SCHED_STACK_SITES;
-	if (i < SCHED_STACK_SITES) { /* same call site: same stacks */
+	if (i < SCHED_STACK_SITES && !stack_site_spent(&s->sites[i])) { /* same call site */
 		s->ustack_id = s->sites[i].ustack_id;
 		s->kstack_id = s->sites[i].kstack_id;
 		s->sites[i].uses++;
 		return;
 	}
+	__sync_fetch_and_add(&counters[SCHED_CNT_UNWIND], 1);
 	u = stack_id(ctx, BPF_F_USER_STACK, epoch);
-	i = kstack_reuse && u >= 0 ? stack_site_find(s, 0, u, true, (__u16)epoch)
-				   : SCHED_STACK_SITES;
-	s->ustack_id = u;
-	if (i < SCHED_STACK_SITES) { /* a new site on a known user stack: its kernel stack */
-		s->kstack_id = s->sites[i].kstack_id;
-		uses = ++s->sites[i].uses;
+	if (kstack_reuse && u >= 0 && i == SCHED_STACK_SITES)
+		j = stack_site_find(s, 0, u, true, (__u16)epoch);
+	if (j < SCHED_STACK_SITES && !stack_site_spent(&s->sites[j])) {
+		/* a new site on a known user stack: its kernel stack */
+		k = s->sites[j].kstack_id;
+		uses = ++s->sites[j].uses;
+		budget = s->sites[j].budget;
 	} else {
-		s->kstack_id = stack_id(ctx, 0, epoch);
+		k = stack_id(ctx, 0, epoch);
 	}
-	i = s->site_next++ & (SCHED_STACK_SITES - 1);
-	s->sites[i].key = key;
-	s->sites[i].ustack_id = u;
-	s->sites[i].kstack_id = s->kstack_id;
-	s->sites[i].uses = uses;
-	s->sites[i].epoch = (__u16)epoch;
+	s->ustack_id = u;
+	s->kstack_id = k;
+	if (i < SCHED_STACK_SITES) { /* its budget spent: taken afresh in its place */
+		e = &s->sites[i & (SCHED_STACK_SITES - 1)];
+		stack_site_refresh(e, u, k);
+		budget = e->budget;
+	} else {
+		e = &s->sites[s->site_next++ & (SCHED_STACK_SITES - 1)];
+	}
+	e->key = key;
+	e->ustack_id = u;
+	e->kstack_id = k;
+	e->uses = uses;
+	e->budget = budget;
+	e->epoch = (__u16)epoch;
 }
 
 /* The syscall the current (blocking) task sleeps in (user_regs.bpf.h): nr,

@@ -435,12 +435,29 @@ static void sched_export(void *state, struct exporter_source *src)
 	src->blame = st->rq.occ_blame ? in_use(s->maps.occ_blame) : NULL;
 }
 
+/* "offcpu_stack_cache": how often the blocked switch-outs unwound, and how
+ * often a cached site's stacks, taken afresh, had changed (sched.h). */
+static void stack_cache_meta(const struct sched_bpf *skel, FILE *f)
+{
+	const __u64 *c = skel->bss->counters;
+
+	if (!skel->rodata->want_stacks || skel->rodata->aggregate)
+		return;
+	fprintf(f, "  \"offcpu_stack_cache\": {\"on\": %s, \"budget_uses\": [%d, %d], "
+		"\"unwinds\": %llu, \"refreshes\": %llu, \"refreshes_changed\": %llu},\n",
+		skel->rodata->kstack_reuse ? "true" : "false", SCHED_KSTACK_REUSE,
+		SCHED_KSTACK_REUSE_MAX, (unsigned long long)c[SCHED_CNT_UNWIND],
+		(unsigned long long)c[SCHED_CNT_REFRESH],
+		(unsigned long long)c[SCHED_CNT_REFRESH_CHANGED]);
+}
+
 static void sched_meta(void *state, FILE *f)
 {
 	struct sched_state *st = state;
 
 	runq_part_meta(&st->rq, st->skel, f);
 	stack_epochs_meta(&st->epochs, "offcpu_stack_epochs", f);
+	stack_cache_meta(st->skel, f);
 }
 
 /* Its programs' cost, by event: the run-queue and occupancy programs apart. */

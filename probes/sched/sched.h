@@ -14,14 +14,18 @@
 /* The stack cache: a thread blocking again from the same call site (the same
  * user IP, stack and frame pointers at its kernel entry, and the return
  * address above that frame) is on the same call path, so both stack ids are
- * reused, up to SCHED_KSTACK_REUSE times, then taken afresh; a thread
- * blocking from a new site with a user stack a cached site has blocks
- * through the same kernel path: the kernel stack, the costly one to unwind,
- * is reused, the count going on. Each thread keeps its last
- * SCHED_STACK_SITES sites: a server thread alternates between a few (the
- * next request's poll, a read, a lock). */
-#define SCHED_STACK_SITES 4
+ * reused, up to the site's budget of uses, then taken afresh in its place: a
+ * site whose fresh stacks are the ones it had doubles its budget, from
+ * SCHED_KSTACK_REUSE up to SCHED_KSTACK_REUSE_MAX; one whose stacks changed
+ * goes back to SCHED_KSTACK_REUSE. A thread blocking from a new site with a
+ * user stack a cached site has blocks through the same kernel path: the
+ * kernel stack, the costly one to unwind, is reused, the count going on.
+ * Each thread keeps its last SCHED_STACK_SITES sites: a server thread
+ * alternates between several (the next request's poll, a read, a lock; a
+ * PostgreSQL backend more than four in a transaction). */
+#define SCHED_STACK_SITES 8
 #define SCHED_KSTACK_REUSE 32
+#define SCHED_KSTACK_REUSE_MAX 256
 
 struct sched_stack_site {
 	__u64 key;        /* the call site's registers, hashed; 0: empty */
@@ -29,7 +33,8 @@ struct sched_stack_site {
 	__s32 kstack_id;
 	__u16 uses;       /* since the kernel stack was taken */
 	__u16 epoch;      /* the stack maps' epoch of the ids (stack_epoch.h) */
-	__u32 pad;
+	__u16 budget;     /* uses before the stacks are taken afresh */
+	__u16 pad;
 };
 
 /* Per traced thread (key: tid), kept while the thread lives: its open
@@ -89,6 +94,9 @@ enum sched_counter {
 				 * one (each becomes a gap record) */
 	SCHED_CNT_NO_SLOT,      /* a traced thread's task storage could not be read at
 				 * sched_switch (tp_btf): that edge is lost */
+	SCHED_CNT_UNWIND,       /* stack cache: blocked switch-outs that unwound */
+	SCHED_CNT_REFRESH,      /* of those, a cached site's budget spent: taken afresh */
+	SCHED_CNT_REFRESH_CHANGED, /* of those, stacks other than the cached ones */
 	SCHED_CNT_NR,
 };
 

@@ -122,6 +122,26 @@ def test_offcpu_stacks_and_folded(run):
     assert all(";__schedule_[k]" in l for l in lines if "nanosleep" in l)
 
 
+def test_stack_cache_budget_doubles_on_one_site(tmp_path):
+    """The sleeper blocks ~1000 times from one call site whose stacks never change. The stack
+    cache (probes/sched/sched.h) unwinds there once, then takes the stacks afresh after 32
+    uses, 64, 128, then every 256: refreshes at blocks 33, 98, 227, 484, 741, 998, each
+    finding the stacks it had. A budget fixed at 32 would refresh ~30 times, no cache 1000.
+    --bpf-stats always: a cost window turning the kernel's statistics on or off changes the
+    tracing frames above the scheduler in a kernel stack, which a refresh counts as changed
+    (docs/probes/sched.md)."""
+    p = tailtrace(tmp_path, "--bpf-stats", "always", "--events", "switch,offcpu", "--",
+                  helper("sleeper"), str(N), str(USEC), "0", "rt")
+    assert p.returncode == 0, p.stderr
+    assert run_ok(json_lines(p.stdout)[-1])
+    cache = meta(tmp_path)["offcpu_stack_cache"]
+    assert cache["on"] is True and cache["budget_uses"] == [32, 256]
+    assert cache["refreshes_changed"] == 0, cache
+    # 6 in the loop; the start and exit block from other sites, a few times each
+    assert 4 <= cache["refreshes"] <= 12, cache
+    assert cache["refreshes"] < cache["unwinds"] <= cache["refreshes"] + 30, cache
+
+
 def test_no_stack_lost_to_stack_map_collisions(tmp_path):
     """tt-deepstacks sleeps under PATHS distinct user stacks. A stack map keeps one stack per
     bucket: with 400 stacks in 16384 buckets about 5 collide (expected 400^2 / 2^15), which
@@ -139,6 +159,8 @@ def test_no_stack_lost_to_stack_map_collisions(tmp_path):
     first, last = json_lines(p.stdout)[0], json_lines(p.stdout)[-1]
     tid, nvcsw = first["tid"], last["nvcsw"]
     assert meta(tmp_path)["lost_events"]["offcpu"] == 0
+    cache = meta(tmp_path)["offcpu_stack_cache"]
+    assert cache["on"] is False and cache["refreshes"] == 0 and cache["unwinds"] >= nvcsw
     stacks = [json.loads(line) for line in (tmp_path / "stacks.jsonl").read_text().splitlines()]
     user = {s["id"]: tuple(s["frames"]) for s in stacks if s["kind"] == "user"}
     sw = records(tmp_path, "switch")
