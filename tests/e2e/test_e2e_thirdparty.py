@@ -190,7 +190,7 @@ def test_pid_of_a_tcp_server_without_span_gets_its_requests_from_the_kernel(tmp_
         proc, err, pump = start_until_attached(
             "--pid", srv.proc.pid, "--duration", 10, "--no-perf", "--no-flamegraph", "--out", out,
             *(["--span", span] if span else []))
-        client(srv.port, 40, got)
+        client(srv, 40, got)
         proc.wait(timeout=E2E_TIMEOUT_S)
         pump.join(60)
     finally:

@@ -248,7 +248,7 @@ def test_tcp_spans(tmp_path, record_property):
         tt, head = tailtrace_bg(tmp_path, "--pid", str(srv.proc.pid), "--events", "spans",
                                 "--span", "tcp", "--duration", str(SLOW))
         got = []
-        client(srv.port, 20, got)
+        client(srv, 20, got)
         tt.send_signal(2)
         _, err = tt.communicate(timeout=SLOW)
         assert tt.returncode == 0, head + err

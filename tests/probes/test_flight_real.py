@@ -291,7 +291,8 @@ def test_stack_maps_take_turns_and_every_stack_stays_its_own(tmp_path):
     off-CPU stack maps every 1.5 s (an hour-long run would otherwise fill them). A stack id
     carries its epoch (probes/sched/sched_stacks.h): the captures (a second or two old at most when
     written) hold ids of several epochs of both generations, and every one names the stack
-    it was taken on: in time order, the paths count up."""
+    it was taken on: in time order, the paths count up. A capture holds a second of sleeps
+    (the rate limit); the last one, of the sleeps left when the walk ends, may hold one."""
     meta = deepstacks_flight(tmp_path / "run", 1500)
     caps = sorted((tmp_path / "run" / "captures").iterdir())
     assert len(caps) >= 4
@@ -302,7 +303,8 @@ def test_stack_maps_take_turns_and_every_stack_stays_its_own(tmp_path):
         epochs = set()
         for d in caps:
             paths, rec, (used, written) = capture_paths(d, stream)
-            assert len(paths) >= 2 and -1 not in paths, (stream, d, paths)
+            least = 1 if d == caps[-1] else 2
+            assert len(paths) >= least and -1 not in paths, (stream, d, paths)
             assert written == used, (stream, d)  # its own stacks, not every one seen
             assert all(b > a for a, b in zip(paths, paths[1:])), (stream, d, paths)
             epochs |= {int(i) // ids for i in rec["ustack_id"]}

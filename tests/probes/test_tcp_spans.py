@@ -17,6 +17,7 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,8 +35,10 @@ MS = 1_000_000
 
 class TcpServer:
     def __init__(self, delay_ms: int = DELAY_MS):
+        self.err = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen([sys.executable, str(SERVER), str(delay_ms), str(SIZE),
-                                      str(LARGE)], stdout=subprocess.PIPE, text=True)
+                                      str(LARGE)], stdout=subprocess.PIPE, stderr=self.err,
+                                     text=True)
         self.port = int(self.proc.stdout.readline().split()[1])
         self.threads: dict[int, int] = {}  # the client's port -> the thread serving it
         threading.Thread(target=self._read, daemon=True).start()
@@ -46,9 +49,18 @@ class TcpServer:
                 tid, peer = line.split()[1:]
                 self.threads[int(peer)] = int(tid)
 
+    def state(self) -> str:
+        """The server as a failed client found it: running or its exit status, the
+        connections it accepted, what it wrote to stderr."""
+        rc = self.proc.poll()
+        self.err.seek(0)
+        return (f"server {'running' if rc is None else f'exited {rc}'}, accepted (client port:"
+                f" thread) {self.threads}, stderr: {self.err.read()[-2000:]!r}")
+
     def stop(self):
         self.proc.kill()
         self.proc.wait()
+        self.err.close()
 
 
 def recv_answer(sk: socket.socket) -> int:
@@ -64,10 +76,17 @@ def recv_answer(sk: socket.socket) -> int:
 PATHS = [b"/small", b"/split", b"/large"]
 
 
-def client(port: int, n: int, out: list) -> int:
+def client(srv: TcpServer, n: int, out: list) -> int:
     """n requests on one connection, by turns a small answer, one in two writes and a large one:
     (t_first_write, t_answer) of each on CLOCK_MONOTONIC into out; returns the connection's
-    local port."""
+    local port. A socket error names the server's state with it."""
+    try:
+        return requests(srv.port, n, out)
+    except OSError as e:
+        raise AssertionError(f"{e!r} after {len(out)} of {n} answers; {srv.state()}") from e
+
+
+def requests(port: int, n: int, out: list) -> int:
     with socket.create_connection(("127.0.0.1", port)) as sk:
         local = sk.getsockname()[1]
         for i in range(n):
@@ -93,7 +112,7 @@ def test_each_request_is_one_span_from_its_first_byte_to_the_answer(tmp_path, ho
         got, ports = [[], []], [0, 0]
 
         def one(c):
-            ports[c] = client(srv.port, 12, got[c])
+            ports[c] = client(srv, 12, got[c])
 
         conns = [threading.Thread(target=one, args=(c,)) for c in range(2)]
         for t in conns:
@@ -140,7 +159,7 @@ def test_a_port_nothing_answers_on_gives_no_span(tmp_path):
                                 "--span", f"tcp:{srv.port + 1 if srv.port < 65535 else 1}",
                                 "--duration", "30")
         got = []
-        client(srv.port, 3, got)
+        client(srv, 3, got)
         tt.send_signal(2)
         _, err = tt.communicate(timeout=60)
         assert tt.returncode == 0, head + err
