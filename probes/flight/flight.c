@@ -61,6 +61,7 @@ struct flight {
 	unsigned seq;
 	uint32_t types_seen;    /* bit per record type that arrived */
 	uint64_t t_start_ns;
+	uint64_t tick_ns;       /* the loader's clock at the last tick, before its poll */
 	uint64_t spans, triggers, captures, coalesced, skipped_rate, skipped_disk, failed;
 	uint64_t disk_bytes;
 	char last_dir[32];
@@ -120,6 +121,7 @@ struct flight *flight_new(const struct flight_opts *fo, const char *out_dir, fli
 	f->threshold_ns = fo->trig.q ? 0 : fo->trig.latency_ns;
 	f->slot_ns = 60000000000ull / (fo->max_per_min ? fo->max_per_min : 1);
 	f->t_start_ns = tt_now_ns();
+	f->tick_ns = f->t_start_ns; /* before any record: the stamp of those before a tick */
 	return f;
 }
 
@@ -246,8 +248,9 @@ static void on_span(struct flight *f, const struct tt_span *s)
 int flight_sink(void *arg, uint32_t rec_type, const void *recs, size_t n)
 {
 	struct flight *f = arg;
-	uint64_t now = tt_now_ns();
-	int err = flight_store_add(f->store, rec_type, recs, n, now);
+	/* the records arrived after the last tick's clock (they count as arrived
+	 * no earlier than they end, flight_store_add): no clock read a batch */
+	int err = flight_store_add(f->store, rec_type, recs, n, f->tick_ns);
 
 	if (rec_type < 32)
 		f->types_seen |= 1u << rec_type;
@@ -545,6 +548,7 @@ int flight_tick(struct flight *f, uint64_t now_ns)
 {
 	uint64_t next;
 
+	f->tick_ns = now_ns;
 	if (now_ns >= f->next_refresh) {
 		refresh(f, now_ns);
 		auto_size(f, now_ns);

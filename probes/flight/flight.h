@@ -45,6 +45,7 @@ void flight_free(struct flight *f);
 /* The recfile sink every stream writes to in this mode (recfile_open_sink). */
 int flight_sink(void *arg, uint32_t rec_type, const void *recs, size_t n);
 /* Refresh the live threshold, free old records, write a capture that is due.
+ * now_ns: read before the loader's poll (the records it takes arrive after it).
  * Returns the ms until it wants to run again. */
 int flight_tick(struct flight *f, uint64_t now_ns);
 /* Tracing ends: write the captures still pending with what has arrived. */

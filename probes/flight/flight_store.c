@@ -106,6 +106,26 @@ static struct chunk *chunk_add(struct flight_store *s, uint64_t now_ns)
 	return c;
 }
 
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+/* A record arrived no earlier than it ended (each is written at its end), nor
+ * than now_ns, a time the caller read before it (the loader's clock before
+ * its poll: one clock read a poll, not one a record). An end further ahead
+ * than an hour is no time (a torn record): now_ns then. */
+#define ARRIVAL_AHEAD_MAX_NS (3600ull * 1000000000ull)
+static uint64_t arrival(uint32_t type, const void *rec, uint64_t now_ns)
+{
+	uint64_t t0, t1;
+
+	if (!flight_rec_range(type, rec, &t0, &t1) || t1 <= now_ns ||
+	    t1 - now_ns > ARRIVAL_AHEAD_MAX_NS)
+		return now_ns;
+	return t1;
+}
+
 int flight_store_add(struct flight_store *s, uint32_t type, const void *recs, size_t n,
 		     uint64_t now_ns)
 {
@@ -116,9 +136,10 @@ int flight_store_add(struct flight_store *s, uint32_t type, const void *recs, si
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++, r += size) {
 		struct chunk *c = s->tail;
+		uint64_t at = arrival(type, r, now_ns);
 
 		if (!c || c->used + 1 + size > s->chunk_bytes)
-			c = chunk_add(s, now_ns);
+			c = chunk_add(s, at);
 		if (!c) {
 			s->refused += n - i;
 			return -ENOMEM;
@@ -127,16 +148,11 @@ int flight_store_add(struct flight_store *s, uint32_t type, const void *recs, si
 		memcpy(c->data + c->used + 1, r, size);
 		c->used += 1 + size;
 		c->records++;
-		c->t_last_ns = now_ns;
+		c->t_last_ns = max_u64(c->t_last_ns, at);
 		s->records++;
 	}
 	s->added_bytes += n * (1 + size);
 	return 0;
-}
-
-static uint64_t max_u64(uint64_t a, uint64_t b)
-{
-	return a > b ? a : b;
 }
 
 bool flight_rec_range(uint32_t type, const void *rec, uint64_t *t0, uint64_t *t1)

@@ -29,7 +29,9 @@ struct flight_store_stats {
 /* chunk_bytes: records a chunk holds (0: FLIGHT_CHUNK_BYTES; tests vary it). */
 struct flight_store *flight_store_new(uint64_t keep_ns, uint64_t max_bytes, size_t chunk_bytes);
 void flight_store_free(struct flight_store *s);
-/* Keep n records of one type (records.h), arrived at now_ns. 0 or -ENOMEM. */
+/* Keep n records of one type (records.h), arrived at now_ns or later: each
+ * counts as arrived at the later of now_ns and its end (flight_rec_range).
+ * 0 or -ENOMEM. */
 int flight_store_add(struct flight_store *s, uint32_t type, const void *recs, size_t n,
 		     uint64_t now_ns);
 /* A new cap (from the next chunk on; at least one chunk). */
@@ -38,8 +40,8 @@ void flight_store_set_max(struct flight_store *s, uint64_t max_bytes);
 void flight_store_expire(struct flight_store *s, uint64_t now_ns);
 /* Call fn for every record of `type` held whose time range (flight_rec_range)
  * overlaps [t0, t1]; type 0: every type. Stops at a non-zero return (returned).
- * Records must arrive (flight_store_add's now_ns) no earlier than they end, as
- * the probes' records do: chunks that arrived before t0 are not read. */
+ * A record arrives no earlier than it ends (flight_store_add): chunks that
+ * arrived before t0 are not read. */
 typedef int (*flight_rec_fn)(void *arg, uint32_t type, const void *rec);
 int flight_store_each(const struct flight_store *s, uint32_t type, uint64_t t0, uint64_t t1,
 		      flight_rec_fn fn, void *arg);

@@ -123,7 +123,7 @@ static void test_store_windows_and_eviction(void)
 	/* keep 100 s: three chunks filled at 0, 20 and 40 s; at 111 s the first goes */
 	st = flight_store_new(100 * S, 64ull << 20, 0);
 	for (uint64_t t = 0; t < 3; t++) {
-		struct tt_switch w = { .t_off_ns = t * S, .t_on_ns = t * S + 1 };
+		struct tt_switch w = { .t_off_ns = t * S, .t_on_ns = t * S }; /* ended by arrival */
 		size_t per = FLIGHT_CHUNK_BYTES / (1 + sizeof(w));
 
 		for (size_t k = 0; k < per; k++)
@@ -162,6 +162,29 @@ static void test_store_windows_and_eviction(void)
 	memset(&s, 0, sizeof(s));
 	flight_store_each(st, TT_REC_SPAN, 20 * S, 20 * S, note, &s);
 	CHECK(s.n == FLIGHT_CHUNK_BYTES / (1 + sizeof(sp)) + 1 && s.ids[0] == 2);
+	flight_store_free(st);
+
+	/* the caller's clock, read before its poll, precedes the records' ends: each
+	 * counts as arrived at its end, and a window after that clock still finds
+	 * them; an end past an hour ahead is no time (a torn record) */
+	st = flight_store_new(3600 * S, 64ull << 20, 0);
+	{
+		struct tt_span late = { .t_start_ns = 7 * S, .t_end_ns = 10 * S, .span_id = 7 };
+		struct tt_span torn = { .t_start_ns = 0, .t_end_ns = UINT64_MAX, .span_id = 8 };
+
+		CHECK(!flight_store_add(st, TT_REC_SPAN, &late, 1, 5 * S));
+		flight_store_stats(st, &ss);
+		CHECK(ss.oldest_ns == 10 * S);
+		CHECK(!flight_store_add(st, TT_REC_SPAN, &torn, 1, 5 * S));
+		memset(&s, 0, sizeof(s));
+		flight_store_each(st, TT_REC_SPAN, 8 * S, 9 * S, note, &s);
+		CHECK(s.n == 2 && s.ids[0] == 7 && s.ids[1] == 8);
+		flight_store_free(st);
+		st = flight_store_new(3600 * S, 64ull << 20, 0);
+		CHECK(!flight_store_add(st, TT_REC_SPAN, &torn, 1, 5 * S));
+		flight_store_stats(st, &ss);
+		CHECK(ss.oldest_ns == 5 * S);
+	}
 	flight_store_free(st);
 
 	/* a cap of two chunks: the oldest goes first, counted */
