@@ -9,11 +9,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 
 import numpy as np
 import pandas as pd
 import pytest
+
+from go_pprof import pprof
 
 from .conftest import assert_nothing_left, load_json, needs_root, read_records, run_sh
 
@@ -120,15 +121,13 @@ def test_profiles_total_the_runs_cpu_and_waits(pool_run):
     want = {"offcpu": th["offcpu_ns"].sum()}
     if HAVE_INFERNO:
         want["oncpu"] = th["oncpu_ns"].sum()
-    go = shutil.which("go") or "/usr/local/go/bin/go"
     for name, total in want.items():
         path = out / "profiles" / f"{name}.pb.gz"
         p = profile_class()()
         p.ParseFromString(gzip.decompress(path.read_bytes()))
         got = sum(s.value[1] for s in p.sample)
         assert got == pytest.approx(total, rel=0.01) and total > 0, (name, got, total)
-        r = subprocess.run([go, "tool", "pprof", "-top", str(path)], capture_output=True,
-                           text=True, timeout=120, env=dict(os.environ, HOME=str(out)))
+        r = pprof("-top", path, home=out)
         assert r.returncode == 0 and "Total samples" in r.stdout, r.stderr
 
 

@@ -127,13 +127,26 @@ def open_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def exited(pid):
+    """How the server ended, from its zombie's /proc stat (exit_code, field 52, as waitpid
+    reports it), or None while it runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    if fields[0] != "Z":
+        return None
+    status = int(fields[49])
+    return f"killed by signal {status & 0x7f}" if status & 0x7f else f"exit {status >> 8}"
+
+
 def wait_fds(pid, ok, what, timeout_s=10):
-    """Poll the server's fd count until ok(count); fail after timeout_s."""
+    """Poll the server's fd count until ok(count); fail after timeout_s, or at once when
+    the server has exited."""
     deadline = time.monotonic() + timeout_s
     while True:
         n = open_fds(pid)
         if ok(n):
             return n
+        if n == 0 and (how := exited(pid)):
+            pytest.fail(f"the server exited ({how}) while {what}")
         if time.monotonic() > deadline:
             pytest.fail(f"server fds: {n}, still not {what} after {timeout_s} s")
         time.sleep(0.01)

@@ -1,9 +1,6 @@
 """pprof profiles (analyze/render/pprof.py): exact values on inline fixtures, decoded with the
 profile messages, and read back by `go tool pprof` (install-deps brings Go)."""
 import gzip
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +9,7 @@ import pytest
 from fixtures import MS, US, lk, make_run, off, task
 from analyze.explain.sched import df_threads
 from analyze.render import pprof
+from go_pprof import pprof as go_pprof
 
 KSTACK, USTACK, LSTACK = 7, 8, 9
 STACKS = {("offcpu", KSTACK): ["__schedule+0x618", "schedule+0x23", "futex_wait+0x12"],
@@ -113,29 +111,19 @@ def test_oncpu_profile_splits_each_threads_cpu_time_by_its_samples(tmp_path):
     assert sum(s.value[0] for s in p.sample) == 60
 
 
-def go_tool() -> str:
-    go = shutil.which("go") or "/usr/local/go/bin/go"
-    assert os.access(go, os.X_OK), "no Go for `go tool pprof`: run scripts/install-deps.sh"
-    return go
-
-
 def test_go_tool_pprof_reads_all_three_profiles(tmp_path):
     (tmp_path / "oncpu.folded").write_text("pool-w0;main;handle 10\n")
     threads = pd.DataFrame({"comm": ["pool-w0"], "oncpu_ns": [5 * MS]})
     names = pprof.write_profiles(run_fixture(), tmp_path, threads)
     assert sorted(names) == ["profiles/locks.pb.gz", "profiles/offcpu.pb.gz",
                              "profiles/oncpu.pb.gz"]
-    env = dict(os.environ, HOME=str(tmp_path), GOFLAGS="-mod=mod", PPROF_TMPDIR=str(tmp_path))
     totals = {"oncpu": "Total samples = 5ms", "offcpu": "Total samples = 15ms",
               "locks": "Total samples = 3ms"}
     for name, total in totals.items():
         for view in ("-top", "-traces"):
-            r = subprocess.run([go_tool(), "tool", "pprof", view,
-                                str(tmp_path / "profiles" / f"{name}.pb.gz")],
-                               capture_output=True, text=True, timeout=120, env=env)
+            r = go_pprof(view, tmp_path / "profiles" / f"{name}.pb.gz", home=tmp_path)
             assert r.returncode == 0, r.stderr
             assert total in r.stdout, r.stdout
-    top = subprocess.run([go_tool(), "tool", "pprof", "-top", "-sample_index=hold",
-                          str(tmp_path / "profiles" / "locks.pb.gz")], capture_output=True,
-                         text=True, timeout=120, env=env).stdout
+    top = go_pprof("-top", "-sample_index=hold", tmp_path / "profiles" / "locks.pb.gz",
+                home=tmp_path).stdout
     assert "Total samples = 750us" in top and "ledger_add" in top, top
