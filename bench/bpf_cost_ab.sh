@@ -3,14 +3,17 @@
 # runs build A, then B (B then A in even rounds), as `tailtrace --listen
 # --bpf-stats always -- httpload ...` against one orders-server, and reads the
 # kernel's exact run-time statistics from meta.json: ns per run of the
-# switch (sched) and wakeup (runq) programs, and BPF ns per request. These
+# switch (sched) and wakeup (runq) programs, BPF ns per request, and the
+# loader's own CPU (cost.loader_cpu_ns, ms a run). These
 # move with the machine's state far less than throughput ratios do, so a
 # change to the programs shows in a few rounds.
 #
 #   bench/bpf_cost_ab.sh --a OLD_TAILTRACE [--b NEW_TAILTRACE] [--rounds R]
 #                        [--model M] [--conns C] [--duration S] [--mode MODE]
 #
-# MODE: records (the default events, records written), listen (default) or aggregate. Prints one line per run, then the
+# MODE: records (the default events, records written), listen (default), aggregate, or flight
+# (--flight-recorder 30 with a trigger that never fires and httpload's one-mark USDT spans: the
+# recorder's standing cost). Prints one line per run, then the
 # medians and the median of the per-round differences B - A. Run as root.
 set -euo pipefail
 ME=bpf_cost_ab.sh
@@ -27,7 +30,7 @@ usage: bench/bpf_cost_ab.sh --a TAILTRACE [options]
   --b PATH       build B's (default $BUILD/probes/tailtrace)
   --rounds R     rounds, each runs A and B once (default $ROUNDS)
 $(load_opts_help duration conns model)
-  --mode MODE    records, listen or aggregate (default $MODE)
+  --mode MODE    records, listen, aggregate or flight (default $MODE)
   -h, --help     this help
 EOF
 }
@@ -49,7 +52,8 @@ B=${B:-$TAILTRACE}
 need_bin "$A"
 need_bin "$B"
 check_model "$MODEL"
-[[ $MODE =~ ^(records|listen|aggregate)$ ]] || die "--mode expects records, listen or aggregate, got '$MODE'"
+[[ $MODE =~ ^(records|listen|aggregate|flight)$ ]] ||
+	die "--mode expects records, listen, aggregate or flight, got '$MODE'"
 [ "$(id -u)" = 0 ] || die "run as root (BPF)"
 trap cleanup EXIT INT TERM
 server_start "$TMP/server.log" --workers "$(nproc)"
@@ -58,6 +62,8 @@ run_one() { # label binary: one traced run, one JSON line appended to TMP/runs.j
 	local label=$1 bin=$2 out=$TMP/run-$1-$RANDOM mode_args=(--aggregate)
 	[ "$MODE" = listen ] && mode_args=(--listen 127.0.0.1:0)
 	[ "$MODE" = records ] && mode_args=()
+	[ "$MODE" = flight ] && mode_args=(--flight-recorder 30 --trigger 'latency>3600s'
+		--span "usdt:$HTTPLOAD:httpload:request")
 	"$bin" ${mode_args[@]+"${mode_args[@]}"} --bpf-stats always -o "$out" -- "$HTTPLOAD" --model "$MODEL" \
 		--conns "$CONNS" --duration "$DURATION" --json \
 		--url "http://127.0.0.1:$SERVER_PORT/orders" >"$out.stdout" 2>"$out.stderr" ||
@@ -65,16 +71,19 @@ run_one() { # label binary: one traced run, one JSON line appended to TMP/runs.j
 	python3 - "$label" "$out" >>"$TMP/runs.jsonl" <<'PY'
 import json, sys
 label, out = sys.argv[1:3]
-bpf = json.load(open(out + "/meta.json"))["cost"]["bpf"]
+cost = json.load(open(out + "/meta.json"))["cost"]
+bpf = cost["bpf"]
 load = next(json.loads(l) for l in open(out + ".stdout") if l.startswith("{"))
 req = load["requests"]
 ns = lambda m: bpf[m]["run_time_ns"] / max(bpf[m]["run_cnt"], 1)
 total = sum(v["run_time_ns"] for v in bpf.values() if isinstance(v, dict) and "run_time_ns" in v)
 row = {"label": label, "rps": load["throughput_rps"], "switch_ns": ns("sched"),
-       "waking_ns": ns("runq"), "bpf_ns_per_req": total / req}
+       "waking_ns": ns("runq"), "bpf_ns_per_req": total / req,
+       "loader_ms": cost["loader_cpu_ns"] / 1e6}
 print(json.dumps(row))
 print(f"{label}: {row['rps']:.0f} req/s, switch {row['switch_ns']:.0f} ns/run, waking "
-      f"{row['waking_ns']:.0f} ns/run, BPF {row['bpf_ns_per_req']:.0f} ns/request", file=sys.stderr)
+      f"{row['waking_ns']:.0f} ns/run, BPF {row['bpf_ns_per_req']:.0f} ns/request, loader "
+      f"{row['loader_ms']:.1f} ms", file=sys.stderr)
 PY
 	rm -rf "$out" "$out.stdout" "$out.stderr"
 }
@@ -89,10 +98,10 @@ import json, statistics as st, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 a = [r for r in rows if r["label"] == "A"]
 b = [r for r in rows if r["label"] == "B"]
-for k in ("switch_ns", "waking_ns", "bpf_ns_per_req", "rps"):
+for k in ("switch_ns", "waking_ns", "bpf_ns_per_req", "loader_ms", "rps"):
     ma, mb = st.median(r[k] for r in a), st.median(r[k] for r in b)
     d = st.median(y[k] - x[k] for x, y in zip(a, b))
     lower = sum(y[k] < x[k] for x, y in zip(a, b))
-    print(f"{k:15s} A {ma:9.0f}  B {mb:9.0f}  B/A {mb / ma:.3f}  per-round B-A median {d:+.0f}"
+    print(f"{k:15s} A {ma:9.1f}  B {mb:9.1f}  B/A {mb / ma:.3f}  per-round B-A median {d:+.1f}"
           f"  (B lower in {lower} of {len(a)})")
 PY
