@@ -92,9 +92,11 @@ static void conn_close(struct worker *w, struct conn *c)
 	if (c->queued)
 		again_remove(w, c);
 	tmo_remove(&w->open, &c->tmo);
+	/* its place is free before its fd goes: whoever sees the fd gone and
+	 * connects again is admitted (--max-conns) */
+	atomic_fetch_sub_explicit(&w->srv->nconns, 1, memory_order_release);
 	close(c->fd); /* also removes it from the epoll set */
 	c->fd = -1;
-	atomic_fetch_sub_explicit(&w->srv->nconns, 1, memory_order_relaxed);
 	conn_put(w, c);
 }
 
@@ -155,8 +157,8 @@ static void worker_add_conn(struct worker *w, int fd)
 	w->connections++;
 	return;
 fail:
+	atomic_fetch_sub_explicit(&w->srv->nconns, 1, memory_order_release);
 	close(fd);
-	atomic_fetch_sub_explicit(&w->srv->nconns, 1, memory_order_relaxed);
 }
 
 static void worker_accept(struct worker *w)
