@@ -127,26 +127,17 @@ def open_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def exited(pid):
-    """How the server ended, from its zombie's /proc stat (exit_code, field 52, as waitpid
-    reports it), or None while it runs."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    if fields[0] != "Z":
-        return None
-    status = int(fields[49])
-    return f"killed by signal {status & 0x7f}" if status & 0x7f else f"exit {status >> 8}"
-
-
-def wait_fds(pid, ok, what, timeout_s=10):
+def wait_fds(srv, ok, what, timeout_s=10):
     """Poll the server's fd count until ok(count); fail after timeout_s, or at once when
     the server has exited."""
     deadline = time.monotonic() + timeout_s
     while True:
-        n = open_fds(pid)
+        if (rc := srv.proc.poll()) is not None:
+            how = f"killed by signal {-rc}" if rc < 0 else f"exit {rc}"
+            pytest.fail(f"the server exited ({how}) while {what}")
+        n = open_fds(srv.proc.pid)
         if ok(n):
             return n
-        if n == 0 and (how := exited(pid)):
-            pytest.fail(f"the server exited ({how}) while {what}")
         if time.monotonic() > deadline:
             pytest.fail(f"server fds: {n}, still not {what} after {timeout_s} s")
         time.sleep(0.01)
@@ -274,12 +265,12 @@ def attack_rounds(srv, legit, mode, rate, hold=0, slowloris=0):
     res = {"base": [], "attack": [], "rss_before_kib": rss_kib(pid), "rss_during_kib": 0,
            "summaries": [], "slowloris_untouched": 0}
     for _ in range(ROUNDS):
-        wait_fds(pid, lambda n: n <= fd0, f"back to {fd0}")
+        wait_fds(srv, lambda n: n <= fd0, f"back to {fd0}")
         time.sleep(SETTLE_S)
         res["base"].append(legit.p99_us())
         attack = Attack(srv, mode, rate, hold=hold, slowloris=slowloris)
         try:
-            wait_fds(pid, lambda n: n >= fd0 + slowloris + attack.held,
+            wait_fds(srv, lambda n: n >= fd0 + slowloris + attack.held,
                      f"holding {slowloris + attack.held} more")
             time.sleep(SETTLE_S)  # the accept burst is over: measure the steady attack
             res["attack"].append(legit.p99_us())
@@ -290,7 +281,7 @@ def attack_rounds(srv, legit, mode, rate, hold=0, slowloris=0):
             attack.close_slowloris()
         done = res["summaries"][-1]
         assert done["conns"] >= 0.5 * rate * done["seconds"], f"the attack fell behind: {done}"
-    wait_fds(pid, lambda n: n <= fd0, f"back to {fd0}")
+    wait_fds(srv, lambda n: n <= fd0, f"back to {fd0}")
     time.sleep(SETTLE_S)
     res["base"].append(legit.p99_us())
     res["rss_after_kib"] = rss_kib(pid)
@@ -468,7 +459,7 @@ def test_connection_flood_flat_out(spawn):
         summary = attack.wait()
         summary.pop("seconds")
         assert summary == {"held": 0, "conns": 6000, "ok": 6000, "errors": 0, "unexpected": []}
-        wait_fds(pid, lambda n: n <= fd0, f"back to {fd0}")
+        wait_fds(srv, lambda n: n <= fd0, f"back to {fd0}")
         assert_rss_budget(rss0, rss_during)
         assert legit.wrong == 0
         legit.sock.sendall(request("POST", "/orders", ORDER))
@@ -532,7 +523,7 @@ def test_thousands_held_open_and_the_cap(spawn, nofile):
         refused = closed_by_server(slow + held, want - reset)
         assert reset + len(refused) == want
         assert not closed_by_server(slow + held, 1, timeout_s=0.2) - refused
-        wait_fds(pid, lambda n: n == fd0 + 4095, f"holding {4095} more")
+        wait_fds(srv, lambda n: n == fd0 + 4095, f"holding {4095} more")
         rss_during = rss_kib(pid)
         assert_rss_budget(rss0, rss_during)
         p99_full = legit.p99_us()
@@ -544,14 +535,14 @@ def test_thousands_held_open_and_the_cap(spawn, nofile):
         assert probe_reset or closed_by_server(probe, 1) == {probe[0].fileno()}
         # ... and served again once one closes.
         next(s for s in held if s.fileno() not in refused).close()
-        wait_fds(pid, lambda n: n == fd0 + 4094, "one closed")
+        wait_fds(srv, lambda n: n == fd0 + 4094, "one closed")
         with srv.connect() as s:
             s.sendall(HEALTH)
             assert Reader(s).response()[0] == 200
     finally:
         for s in slow + held + probe:
             reset_close(s)
-    wait_fds(pid, lambda n: n <= fd0, f"back to {fd0}")
+    wait_fds(srv, lambda n: n <= fd0, f"back to {fd0}")
     print(f"\nheld: {SLOWLORIS} slowloris + 5000 idle, {want} refused; legit P99 at the "
           f"cap {p99_full:.0f} us; RSS {mib(rss0)} -> {mib(rss_during)} -> "
           f"{mib(rss_kib(pid))} MiB")
@@ -654,7 +645,7 @@ def test_request_and_idle_timeouts(spawn):
     for s in expect_408 + expect_silent:
         s.close()
     busy.close()
-    wait_fds(pid, lambda n: n <= fd0, f"back to {fd0}")
+    wait_fds(srv, lambda n: n <= fd0, f"back to {fd0}")
     print(f"\ntimeouts: 408 + close {min(t_408):.2f}-{max(t_408):.2f} s after the start, "
           f"silent close {min(t_silent):.2f}-{max(t_silent):.2f} s, idle close {t_idle_closed:.2f} s "
           f"after its request; trickled head cut at {sent} of {len(head)} bytes; RSS "

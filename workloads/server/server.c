@@ -94,7 +94,7 @@ static void conn_close(struct worker *w, struct conn *c)
 	tmo_remove(&w->open, &c->tmo);
 	/* its place is free before its fd goes: whoever sees the fd gone and
 	 * connects again is admitted (--max-conns) */
-	atomic_fetch_sub_explicit(&w->srv->nconns, 1, memory_order_release);
+	atomic_fetch_sub_explicit(&w->srv->nconns, 1, memory_order_relaxed);
 	close(c->fd); /* also removes it from the epoll set */
 	c->fd = -1;
 	conn_put(w, c);
@@ -157,7 +157,7 @@ static void worker_add_conn(struct worker *w, int fd)
 	w->connections++;
 	return;
 fail:
-	atomic_fetch_sub_explicit(&w->srv->nconns, 1, memory_order_release);
+	atomic_fetch_sub_explicit(&w->srv->nconns, 1, memory_order_relaxed);
 	close(fd);
 }
 
