@@ -95,7 +95,7 @@ static void die_line(const char *msg)
 
 static int preflight(struct loader *L)
 {
-	char err[512];
+	char err[TT_ERR_LEN];
 	struct utsname u;
 
 	if (!features_privileged()) {
@@ -123,7 +123,7 @@ static int preflight(struct loader *L)
 static int target_prepare(struct loader *L)
 {
 	const struct tt_opts *o = &L->cli.opts;
-	char err[512];
+	char err[TT_ERR_LEN];
 	int ret = 0;
 
 	L->pidfd = -1;
@@ -177,7 +177,7 @@ static int out_prepare(struct loader *L)
 	static const char *const stale[] = { "stacks.jsonl", "offcpu.folded", "aggregate.json",
 					     "locks_hist.txt" };
 	const char *dir = L->cli.opts.out_dir;
-	char path[4096], err[4200];
+	char path[PATH_MAX], err[TT_ERR_LEN];
 	int ret = mkdir_p(dir);
 
 	for (unsigned i = 0; !ret && i < sizeof(stale) / sizeof(stale[0]); i++) {
@@ -199,7 +199,7 @@ static int out_prepare(struct loader *L)
 static int events_resolve(struct loader *L)
 {
 	unsigned want = L->cli.opts.events;
-	char err[256];
+	char err[TT_ERR_LEN];
 
 	L->events = 0;
 	for (unsigned bit = 1; bit <= TT_EV_LAST; bit <<= 1) {
@@ -264,7 +264,7 @@ static int modules_setup(struct loader *L)
 static int exporter_prepare(struct loader *L)
 {
 	const struct tt_opts *o = &L->cli.opts;
-	char err[512];
+	char err[TT_ERR_LEN];
 	int ret;
 
 	if (!o->listen)
@@ -356,7 +356,7 @@ static int flight_prepare(struct loader *L)
 	const struct tt_opts *o = &L->cli.opts;
 	struct flight_opts fo;
 	uint64_t avail = mem_available_mb();
-	char err[256];
+	char err[TT_ERR_LEN];
 
 	if (!o->flight_s)
 		return 0;
@@ -756,7 +756,7 @@ static void loader_priority_raise(void)
 /* Attached: release the target, trace, finish. Returns the exit code. */
 static int run(struct loader *L)
 {
-	char err[512];
+	char err[TT_ERR_LEN];
 	int status = 0, toggle_err;
 
 	/* the events traced: a module that could not be set up dropped its own */
@@ -806,7 +806,7 @@ static int run(struct loader *L)
 int main(int argc, char **argv)
 {
 	struct loader L = { .child.pid = -1, .cost.stats_fd = -1 };
-	char err[512];
+	char err[TT_ERR_LEN];
 	int ret;
 
 	ret = options_parse(argc, argv, &L.cli, err, sizeof(err));

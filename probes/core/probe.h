@@ -111,12 +111,16 @@ struct tt_stream_stats {
 				  * sites x the cost measured here (disasm.h, calibrate.c) */
 };
 
+/* An error line's room: a message names up to two paths (a binary and the file it
+ * resolved to) and then the fix, which must survive the longest paths. */
+#define TT_ERR_LEN (2 * PATH_MAX + 1024)
+
 struct tt_ctx {
 	const struct tt_opts *opts;
 	struct ring_buffer *rb;  /* shared poller: modules add their ring maps */
 	int target_pid;          /* resolved target tgid (0: system-wide) */
 	struct tt_syms_set *syms; /* user-space symbolizers, one per traced process seen */
-	char err[256];           /* one-line reason when a call fails */
+	char err[TT_ERR_LEN];    /* one-line reason when a call fails */
 	char target_exe[PATH_MAX]; /* the traced program's executable, "" if unknown */
 	uint64_t cgroup_id;      /* resolved --cgroup (cgroup v2 id), 0: none */
 	struct flight *flight;   /* --flight-recorder: records go to memory (NULL: to out_dir) */

@@ -85,6 +85,22 @@ def test_overloads_are_told_apart_by_their_parameters(tmp_path):
     expect_error(p, "not found", "did you mean", "tt::Worker::serve(long)")
 
 
+def test_an_error_keeps_its_fix_under_a_long_path(tmp_path):
+    """The overload error names the binary's path twice, then the fix. Under a path of ~900
+    characters (six directories of 140; a --span is at most 1,023) the whole line arrives, the
+    fix at its end: the test no longer passes or fails by where the repository was cloned."""
+    deep = tmp_path.joinpath(*[f"{i}" + "d" * 139 for i in range(6)])
+    deep.mkdir(parents=True)
+    target = deep / "demangle_target"
+    target.write_bytes(TARGET.read_bytes())
+    target.chmod(0o755)
+    p = tailtrace(tmp_path / "out", "--events", "spans", "--span", f"{target}:tt::overloaded",
+                  "--", str(target), "run", "1")
+    err = expect_error(p, "more than one function", str(target), "give the parameters",
+                       "e.g. 'tt::overloaded(int)'", f"nm {target} | grep)")
+    assert len(err.splitlines()) == 1, err
+
+
 def test_jit_frames_are_named_from_the_perf_map(tmp_path):
     """20 calls of JIT code that sleeps 2 ms below it: its off-CPU stacks name the code as the
     perf map does, between nap and main, and the folded stacks too."""
