@@ -35,6 +35,8 @@ and bench/perfetto_trace.sh).
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,62 +94,132 @@ def ftrace_state(raw, voluntary) -> np.ndarray:
     return np.where(np.asarray(voluntary, bool), top, TASK_REPORT_MAX)
 
 
-def df_cpu_switches(run) -> pd.DataFrame:
-    """One row per instant a CPU changed hands that a record saw (module doc): cpu, t_ns,
-    next_tid (0: not known), prev_state (of the holder it leaves; 0 when no record says),
-    sorted by CPU and time."""
-    cols = ["cpu", "t_ns", "next_tid", "prev_state"]
-    parts = []
+SLICE_EDGES = 1 << 21      # a CPU's edges in memory at once (a time slice of them)
+_SWITCH_COLS = ["cpu", "t_ns", "next_tid", "prev_state"]
+_WAKING_COLS = ["t_ns", "tid", "cpu", "waker", "flags"]
+
+
+def _cpu_rows(cpu: np.ndarray, keep: np.ndarray) -> dict:
+    """{cpu: the row numbers keep holds on it, ascending}, CPU by CPU (int32 rows when they
+    fit: the index of every record is the biggest array a stream costs here)."""
+    rows = np.flatnonzero(keep)
+    if len(keep) < 1 << 31:
+        rows = rows.astype(np.int32)
+    c = cpu[rows]
+    order = np.argsort(c, kind="stable")
+    rows, c = rows[order], c[order]
+    del order
+    cuts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]]) if len(c) else np.zeros(0, np.int64)
+    return {int(c[lo]): rows[lo:hi] for lo, hi in zip(cuts, np.r_[cuts[1:], len(c)])}
+
+
+def _time_cuts(times: list, per_slice: int) -> np.ndarray:
+    """Boundaries that split these times into slices of about per_slice each (slice k:
+    cuts[k] <= t < cuts[k + 1]; the first and last are open)."""
+    total = sum(len(t) for t in times)
+    k = -(-total // per_slice)
+    if k <= 1:
+        return np.array([np.iinfo(np.int64).min, np.iinfo(np.int64).max], np.int64)
+    stride = max(1, total // (64 * k))
+    sample = np.sort(np.concatenate([t[::stride] for t in times]))
+    inner = np.unique(sample[(np.arange(1, k) * len(sample)) // k])
+    return np.r_[np.iinfo(np.int64).min, inner, np.iinfo(np.int64).max]
+
+
+def _switch_sources(run) -> list:
+    """Every record that says a CPU changed hands, as (cpu, t, next_tid, prev_state) column
+    getters over a set of rows: the switch-outs, the switch-ins, the occupancy switch-ins."""
+    out = []
     sw = run.switches
     if len(sw):
         ok = ~sw["unmatched"].to_numpy(bool)
-        tid = sw["tid"].to_numpy(np.int64)[ok]
-        parts.append(pd.DataFrame({
-            "cpu": sw["cpu_off"].to_numpy(np.int64)[ok], "t_ns": sw["t_off_ns"].to_numpy(np.int64)[ok],
-            "next_tid": -1, "prev_state": ftrace_state(sw["prev_state"].to_numpy()[ok],
-                                                       sw["voluntary"].to_numpy()[ok])}))
-        parts.append(pd.DataFrame({
-            "cpu": sw["cpu_on"].to_numpy(np.int64)[ok], "t_ns": sw["t_on_ns"].to_numpy(np.int64)[ok],
-            "next_tid": tid, "prev_state": -1}))
+        tid, state, vol = sw["tid"], sw["prev_state"], sw["voluntary"]
+        out.append((sw["cpu_off"].to_numpy(), ok, sw["t_off_ns"].to_numpy(np.int64),
+                    lambda r: np.full(len(r), -1, np.int64),
+                    lambda r: ftrace_state(state.to_numpy()[r], vol.to_numpy()[r])))
+        out.append((sw["cpu_on"].to_numpy(), ok, sw["t_on_ns"].to_numpy(np.int64),
+                    lambda r: tid.to_numpy(np.int64)[r], lambda r: np.full(len(r), -1, np.int64)))
     oc = getattr(run, "occupancy", None)
     if oc is not None and len(oc):
-        task = irq_code(oc["flags"].to_numpy()) == 0
-        parts.append(pd.DataFrame({"cpu": oc["cpu"].to_numpy(np.int64)[task],
-                                   "t_ns": oc["t_ns"].to_numpy(np.int64)[task],
-                                   "next_tid": oc["tid"].to_numpy(np.int64)[task],
-                                   "prev_state": -1}))
+        otid = oc["tid"].to_numpy(np.int64)
+        out.append((oc["cpu"].to_numpy(), irq_code(oc["flags"].to_numpy()) == 0,
+                    oc["t_ns"].to_numpy(np.int64), lambda r: otid[r],
+                    lambda r: np.full(len(r), -1, np.int64)))
+    return out
+
+
+def _cpu_switch_slices(run):
+    """df_cpu_switches' rows a CPU at a time, and of a CPU a time slice of at most about
+    SLICE_EDGES edges at a time, in (cpu, t) order: dicts of _SWITCH_COLS arrays."""
+    sources = _switch_sources(run)
+    per_source = [_cpu_rows(cpu, keep) for cpu, keep, *_ in sources]
+    for c in sorted(set().union(*per_source)):
+        rows = [p.get(c, np.zeros(0, np.int32)) for p in per_source]
+        times = [src[2][r] for src, r in zip(sources, rows)]
+        cuts = _time_cuts(times, SLICE_EDGES)
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            pick = [(t >= lo) & (t < hi) & (t > 0) for t in times]
+            sel = [r[m] for r, m in zip(rows, pick)]
+            t = np.concatenate([tt[m] for tt, m in zip(times, pick)])
+            if not len(t):
+                continue
+            nxt = np.concatenate([src[3](r) for src, r in zip(sources, sel)])
+            st = np.concatenate([src[4](r) for src, r in zip(sources, sel)])
+            order = np.argsort(t, kind="stable")
+            t = t[order]
+            first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
+            yield {"cpu": np.full(len(first), c, np.int64), "t_ns": t[first],
+                   "next_tid": np.maximum(np.maximum.reduceat(nxt[order], first), 0),
+                   "prev_state": np.maximum(np.maximum.reduceat(st[order], first), 0)}
+
+
+def _frame_of(slices, cols: list) -> pd.DataFrame:
+    parts = list(slices)
     if not parts:
         return pd.DataFrame({c: np.zeros(0, np.int64) for c in cols})
-    cat = {c: np.concatenate([q[c].to_numpy(np.int64) for q in parts]) for c in cols}
-    keep = cat["t_ns"] > 0
-    cat = {c: v[keep] for c, v in cat.items()}
-    order = np.lexsort((cat["t_ns"], cat["cpu"]))
-    cpu, t = cat["cpu"][order], cat["t_ns"][order]
-    first = np.flatnonzero(np.r_[True, (cpu[1:] != cpu[:-1]) | (t[1:] != t[:-1])])
-    return pd.DataFrame({
-        "cpu": cpu[first], "t_ns": t[first],
-        "next_tid": np.maximum(np.maximum.reduceat(cat["next_tid"][order], first), 0)
-        if len(first) else np.zeros(0, np.int64),
-        "prev_state": np.maximum(np.maximum.reduceat(cat["prev_state"][order], first), 0)
-        if len(first) else np.zeros(0, np.int64)})
+    return pd.DataFrame({c: np.concatenate([p[c] for p in parts]) for c in cols})
+
+
+def df_cpu_switches(run) -> pd.DataFrame:
+    """One row per instant a CPU changed hands that a record saw (module doc): cpu, t_ns,
+    next_tid (0: not known), prev_state (of the holder it leaves; 0 when no record says),
+    sorted by CPU and time. The trace is written from the same rows a slice at a time."""
+    return _frame_of(_cpu_switch_slices(run), _SWITCH_COLS)
+
+
+def _waking_slices(run):
+    """df_wakings' rows a CPU and a time slice at a time, in (cpu, t) order (the records'
+    order among equal times): dicts of _WAKING_COLS arrays."""
+    rq = run.runq
+    if not len(rq):
+        return
+    ctx = rq["waker_ctx"]
+    flag_of = np.zeros(len(ctx.cat.categories), np.int64)
+    task = np.isin(np.asarray(ctx.cat.categories, dtype=object), WAKER_BLAMES_TASK)
+    for k, v in IRQ_FLAG.items():
+        if k in ctx.cat.categories:
+            flag_of[ctx.cat.categories.get_loc(k)] = v
+    codes = ctx.cat.codes.to_numpy()
+    t_all, tid, waker = (rq[c].to_numpy(np.int64) for c in ("t_runnable_ns", "tid", "waker_tid"))
+    for c, rows in _cpu_rows(rq["cpu"].to_numpy(), (rq["kind"] != "preempt").to_numpy()).items():
+        times = t_all[rows]
+        cuts = _time_cuts([times], SLICE_EDGES)
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            m = (times >= lo) & (times < hi)
+            r = rows[m][np.argsort(times[m], kind="stable")]
+            if not len(r):
+                continue
+            code = codes[r]
+            yield {"t_ns": t_all[r], "tid": tid[r], "cpu": np.full(len(r), c, np.int64),
+                   "waker": np.where((code >= 0) & task[code], waker[r], 0),
+                   "flags": np.where(code >= 0, flag_of[code], 0)}
 
 
 def df_wakings(run) -> pd.DataFrame:
     """One row per wakeup of a traced thread (runq.bin rows but preemptions): t_ns (when it
     became runnable), tid, cpu (it ran on), waker (the task that woke it; 0: an interrupt or
-    unknown), flags (ftrace common_flags: the IRQ kind)."""
-    rq = run.runq
-    cols = ["t_ns", "tid", "cpu", "waker", "flags"]
-    if not len(rq):
-        return pd.DataFrame({c: np.zeros(0, np.int64) for c in cols})
-    w = rq[(rq["kind"] != "preempt").to_numpy()].sort_values(["cpu", "t_runnable_ns"],
-                                                            kind="stable")
-    ctx = w["waker_ctx"].astype(str).to_numpy()
-    return pd.DataFrame({
-        "t_ns": w["t_runnable_ns"].to_numpy(np.int64), "tid": w["tid"].to_numpy(np.int64),
-        "cpu": w["cpu"].to_numpy(np.int64),
-        "waker": np.where(np.isin(ctx, WAKER_BLAMES_TASK), w["waker_tid"].to_numpy(np.int64), 0),
-        "flags": np.select([ctx == k for k in IRQ_FLAG], list(IRQ_FLAG.values()), 0)})
+    unknown), flags (ftrace common_flags: the IRQ kind); by CPU, then time."""
+    return _frame_of(_waking_slices(run), _WAKING_COLS)
 
 
 def _pids(run, decomp: pd.DataFrame) -> dict:
@@ -164,10 +236,26 @@ def _names(run) -> dict:
 
 
 class _Writer:
-    """Writes TracePackets as a Trace (field 1, length-delimited), counting bytes."""
+    """Writes TracePackets as a Trace (field 1, length-delimited), counting bytes. The file
+    writes run on a thread of their own, a few chunks behind the encoding (a write waits on
+    the disk, with the GIL released, while the next chunk is encoded); close() waits for
+    them and raises what a write raised."""
+
+    QUEUED = 8        # chunks in flight at most (each a bundle or CHUNK packets: a few MB)
 
     def __init__(self, out):
-        self.out, self.bytes = out, 0
+        self.out, self.bytes, self.error = out, 0, None
+        self._q = queue.Queue(self.QUEUED)
+        self._thread = threading.Thread(target=self._drain, name="perfetto writer", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while (data := self._q.get()) is not None:
+            if self.error is None:
+                try:
+                    self.out.write(data)
+                except BaseException as e:   # noqa: BLE001 - handed to close()
+                    self.error = e
 
     def put(self, packet) -> None:
         body = packet.SerializeToString()
@@ -175,8 +263,16 @@ class _Writer:
 
     def put_framed(self, data: bytes) -> None:
         """Packets already framed as Trace fields (protowire)."""
-        self.out.write(data)
+        if self.error is not None:
+            raise self.error
+        self._q.put(data)
         self.bytes += len(data)
+
+    def close(self) -> None:
+        self._q.put(None)
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 def _process_tree(pb, pids: dict, names: dict):
@@ -190,65 +286,85 @@ def _process_tree(pb, pids: dict, names: dict):
     return pk
 
 
-def _switch_bundles(pb, sw: pd.DataFrame, names: dict):
-    """compact_sched bundles of each CPU's switches (timestamps delta-encoded, the first of a
-    bundle absolute; comms interned per bundle)."""
-    for cpu, g in sw.groupby("cpu", sort=True):
-        for lo in range(0, len(g), SWITCHES_PER_BUNDLE):
-            c = g.iloc[lo:lo + SWITCHES_PER_BUNDLE]
-            t = c["t_ns"].to_numpy(np.int64)
-            nxt = c["next_tid"].to_numpy(np.int64)
-            comms, idx = _comms(nxt, names)
-            pk = pb.TracePacket()
-            b = pk.ftrace_events
-            b.cpu = int(cpu)
-            cs = b.compact_sched
-            cs.intern_table.extend(comms)
-            cs.switch_timestamp.extend(np.diff(t, prepend=0).tolist())
-            cs.switch_prev_state.extend(c["prev_state"].to_numpy(np.int64).tolist())
-            cs.switch_next_pid.extend(nxt.tolist())
-            cs.switch_next_prio.extend([PRIO] * len(c))
-            cs.switch_next_comm_index.extend(idx.tolist())
-            yield pk
+def _bundles_of(slices, per_bundle: int):
+    """The slices' rows regrouped CPU by CPU into chunks of per_bundle rows (a CPU's last
+    chunk may be shorter): the bundles the old whole-run frames gave, row for row."""
+    pending, cpu = [], None
+
+    def cut(final: bool):
+        nonlocal pending
+        rows = {k: np.concatenate([p[k] for p in pending]) for k in pending[0]}
+        n = len(rows["t_ns"])
+        stop = n if final else n - n % per_bundle
+        for lo in range(0, stop, per_bundle):
+            yield cpu, {k: v[lo:min(lo + per_bundle, stop)] for k, v in rows.items()}
+        pending = [{k: v[stop:] for k, v in rows.items()}] if stop < n else []
+
+    for sl in slices:
+        c = int(sl["cpu"][0])
+        if pending and c != cpu:
+            yield from cut(True)
+        cpu = c
+        pending.append(sl)
+        if sum(len(p["t_ns"]) for p in pending) >= per_bundle:
+            yield from cut(False)
+    if pending:
+        yield from cut(True)
+
+
+def _switch_bundles(pb, slices, names: dict):
+    """Framed packets: compact_sched bundles of each CPU's switches (timestamps
+    delta-encoded, the first of a bundle absolute; comms interned per bundle), encoded a
+    column at a time (protowire)."""
+    FB, CS = pb.FtraceEventBundle, pb.FtraceEventBundle.CompactSched
+    n = pw.number
+    for cpu, c in _bundles_of(slices, SWITCHES_PER_BUNDLE):
+        t, nxt = c["t_ns"], c["next_tid"]
+        comms, idx = _comms(nxt, names)
+        sched = b"".join([
+            pw.packed_varint(n(CS, "switch_timestamp"), np.diff(t, prepend=0)),
+            pw.packed_varint(n(CS, "switch_prev_state"), c["prev_state"]),
+            pw.packed_varint(n(CS, "switch_next_pid"), nxt),
+            pw.packed_varint(n(CS, "switch_next_prio"), np.full(len(t), PRIO)),
+            pw.rows_bytes(pw.field_len(n(CS, "intern_table"),
+                                       pw.table([x.encode() for x in comms],
+                                                np.arange(len(comms))))),
+            pw.packed_varint(n(CS, "switch_next_comm_index"), idx)])
+        bundle = pw.rows_bytes(pw.field_varint(n(FB, "cpu"), [cpu])) \
+            + pw.framed(n(FB, "compact_sched"), sched)
+        yield pw.framed(1, pw.framed(n(pb.TracePacket, "ftrace_events"), bundle))
 
 
 def _comms(tids: np.ndarray, names: dict) -> tuple[list, np.ndarray]:
-    """(the comm of each distinct tid, each row's index among them); pid 0 is swapper."""
-    uniq, idx = np.unique(tids, return_inverse=True)
+    """(the comm of each distinct tid, ascending, each row's index among them); pid 0 is
+    swapper. A hash table's pass (pandas' factorize), not a sort: a few distinct tids in
+    thousands of rows, for every bundle."""
+    idx, uniq = pd.factorize(tids, sort=True)
     return [names.get(int(t), "") if t else "swapper" for t in uniq], idx
 
 
-def _waking_bundles(pb, wk: pd.DataFrame, names: dict):
+def _waking_bundles(pb, slices, names: dict):
     """Framed packets of FtraceEventBundles of sched_waking events, per target CPU."""
     FE, SW, FB = pb.FtraceEvent, pb.SchedWakingFtraceEvent, pb.FtraceEventBundle
     n = pw.number
-    for cpu, g in wk.groupby("cpu", sort=True):
-        for lo in range(0, len(g), WAKINGS_PER_BUNDLE):
-            c = g.iloc[lo:lo + WAKINGS_PER_BUNDLE]
-            col = {k: c[k].to_numpy(np.int64) for k in ("t_ns", "tid", "cpu", "waker", "flags")}
-            comms, idx = _comms(col["tid"], names)
-            k = len(c)
-            waking = pw.concat(
-                pw.field_len(n(SW, "comm"), pw.table([x.encode() for x in comms], idx)),
-                pw.field_varint(n(SW, "pid"), col["tid"]),
-                pw.field_varint(n(SW, "prio"), np.full(k, PRIO)),
-                pw.field_varint(n(SW, "success"), np.ones(k, np.int64)),
-                pw.field_varint(n(SW, "target_cpu"), col["cpu"]))
-            event = pw.concat(
-                pw.field_varint(n(FE, "timestamp"), col["t_ns"]),
-                pw.field_varint(n(FE, "pid"), col["waker"]),
-                pw.present(pw.field_varint(n(FE, "common_flags"), col["flags"]),
-                           col["flags"] != 0),
-                pw.field_len(n(FE, "sched_waking"), waking))
-            bundle = pw.rows_bytes(pw.field_varint(n(FB, "cpu"), [int(cpu)])) \
-                + pw.rows_bytes(pw.field_len(n(FB, "event"), event))
-            yield _framed(_framed(bundle, n(pb.TracePacket, "ftrace_events")), 1)
-
-
-def _framed(body: bytes, num: int) -> bytes:
-    """body as a length-delimited field num."""
-    return pw.rows_bytes(pw.field_len(num, pw.Col(np.frombuffer(body, np.uint8)[None, :],
-                                                  np.array([len(body)]))))
+    for cpu, col in _bundles_of(slices, WAKINGS_PER_BUNDLE):
+        comms, idx = _comms(col["tid"], names)
+        k = len(col["t_ns"])
+        waking = pw.concat(
+            pw.field_len(n(SW, "comm"), pw.table([x.encode() for x in comms], idx)),
+            pw.field_varint(n(SW, "pid"), col["tid"]),
+            pw.field_varint(n(SW, "prio"), np.full(k, PRIO)),
+            pw.field_varint(n(SW, "success"), np.ones(k, np.int64)),
+            pw.field_varint(n(SW, "target_cpu"), col["cpu"]))
+        event = pw.concat(
+            pw.field_varint(n(FE, "timestamp"), col["t_ns"]),
+            pw.field_varint(n(FE, "pid"), col["waker"]),
+            pw.present(pw.field_varint(n(FE, "common_flags"), col["flags"]),
+                       col["flags"] != 0),
+            pw.field_len(n(FE, "sched_waking"), waking))
+        bundle = pw.rows_bytes(pw.field_varint(n(FB, "cpu"), [int(cpu)])) \
+            + pw.rows_bytes(pw.field_len(n(FB, "event"), event))
+        yield pw.framed(1, pw.framed(n(pb.TracePacket, "ftrace_events"), bundle))
 
 
 class _Interned:
@@ -331,7 +447,8 @@ def _request_slices(pb, req: pd.DataFrame, names_band: np.ndarray, lane: np.ndar
     cols = _request_columns(req)
     tid = req["tid"].to_numpy(np.int64)
     track = np.where(lane == 0, _UUID_THREAD + tid, _lane_uuid(tid, lane))
-    name = np.array([interned.event(b) for b in names_band], np.int64)
+    codes, distinct = pd.factorize(names_band)
+    name = np.array([interned.event(b) for b in distinct], np.int64)[codes]
     vals = {c: req[c].fillna(0).to_numpy(np.int64) for c in cols}
     s, e = req["t_start_ns"].to_numpy(np.int64), req["t_end_ns"].to_numpy(np.int64)
     for lo in range(0, len(req), CHUNK):
@@ -350,28 +467,36 @@ def _request_slices(pb, req: pd.DataFrame, names_band: np.ndarray, lane: np.ndar
         yield _track_event_packets(pb, e[sl], end)
 
 
+def _flow_rows(run, traced) -> np.ndarray:
+    """The runq rows of the wakeups a traced task caused to another traced thread."""
+    rq = run.runq
+    if not len(rq):
+        return np.zeros(0, np.int64)
+    m = (_task_wakeups(rq) & rq["tid"].isin(traced).to_numpy() & rq["waker_tid"].isin(traced).to_numpy()
+         & (rq["t_run_ns"] >= rq["t_runnable_ns"]).to_numpy())
+    return np.flatnonzero(m)
+
+
+def _flow_frame(rq, rows: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame({"t_wake_ns": rq["t_runnable_ns"].to_numpy(np.int64)[rows],
+                         "t_run_ns": rq["t_run_ns"].to_numpy(np.int64)[rows],
+                         "waker_tid": rq["waker_tid"].to_numpy(np.int64)[rows],
+                         "tid": rq["tid"].to_numpy(np.int64)[rows]})
+
+
 def df_wakeup_flows(run, traced) -> pd.DataFrame:
     """The wakeups a traced task caused to another traced thread: t_wake_ns, t_run_ns,
     waker_tid, tid."""
-    rq = run.runq
-    if not len(rq):
-        return pd.DataFrame({c: np.zeros(0, np.int64)
-                             for c in ("t_wake_ns", "t_run_ns", "waker_tid", "tid")})
-    m = (_task_wakeups(rq) & rq["tid"].isin(traced).to_numpy() & rq["waker_tid"].isin(traced).to_numpy()
-         & (rq["t_run_ns"] >= rq["t_runnable_ns"]).to_numpy())
-    f = rq[m]
-    return pd.DataFrame({"t_wake_ns": f["t_runnable_ns"].to_numpy(np.int64),
-                         "t_run_ns": f["t_run_ns"].to_numpy(np.int64),
-                         "waker_tid": f["waker_tid"].to_numpy(np.int64),
-                         "tid": f["tid"].to_numpy(np.int64)})
+    return _flow_frame(run.runq, _flow_rows(run, traced))
 
 
-def _flow_instants(pb, flows: pd.DataFrame, interned: _Interned):
-    """Framed packets: per flow (id = its row + 1) an instant "wakes" on the waker's track
-    at the wakeup and an instant "woken" on the woken thread's when it ran."""
+def _flow_instants(pb, rq, rows: np.ndarray, interned: _Interned):
+    """Framed packets: per flow (id = its place among the flows + 1) an instant "wakes" on
+    the waker's track at the wakeup and an instant "woken" on the woken thread's when it
+    ran; rows: the flows' runq rows, taken CHUNK at a time."""
     TE = pb.TrackEvent
-    for lo in range(0, len(flows), CHUNK):
-        f = flows.iloc[lo:lo + CHUNK]
+    for lo in range(0, len(rows), CHUNK):
+        f = _flow_frame(rq, rows[lo:lo + CHUNK])
         k = len(f)
         ids = np.arange(lo + 1, lo + k + 1, dtype=np.int64)
         for t, who, name, flow in (("t_wake_ns", "waker_tid", "wakes", "flow_ids"),
@@ -393,10 +518,12 @@ def write_perfetto_trace(f: Findings, path) -> PerfettoInfo:
     info = PerfettoInfo()
     names = _names(run)
     pids = _pids(run, decomp)
-    sw, wk = df_cpu_switches(run), df_wakings(run)
     req = decomp[decomp["t_end_ns"] >= decomp["t_start_ns"]] if len(decomp) else decomp
     traced = set(thread_names(run)) or set(run.switches["tid"].astype(int).tolist())
-    flows = df_wakeup_flows(run, list(traced))
+    flows = _flow_rows(run, list(traced))
+    flow_tids = np.unique(np.r_[run.runq["waker_tid"].to_numpy(np.int64)[flows],
+                                run.runq["tid"].to_numpy(np.int64)[flows]]) if len(flows) \
+        else np.zeros(0, np.int64)
     interned = _Interned()
     if len(req):
         rtid = req["tid"].to_numpy(np.int64)
@@ -410,34 +537,51 @@ def write_perfetto_trace(f: Findings, path) -> PerfettoInfo:
     else:
         rtid, lane, band = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object)
     interned.event("wakes"), interned.event("woken")
-    thread_tracks = set(rtid[lane == 0].tolist()) | set(flows["waker_tid"].tolist()) \
-        | set(flows["tid"].tolist())
+    thread_tracks = set(rtid[lane == 0].tolist()) | set(flow_tids.tolist())
     lanes = {(int(t), int(k)) for t, k in zip(rtid, lane) if k}
+    counts = {"switches": 0, "wakings": 0}
     tmp = os.fspath(path) + ".tmp"
     with open(tmp, "wb") as out:
         w = _Writer(out)
-        pk = pb.TracePacket()
-        uts = pk.system_info.utsname
-        uts.sysname, uts.release = "Linux", str((run.meta or {}).get("kernel") or "")
-        w.put(pk)
-        w.put(_process_tree(pb, pids, names))
-        for pk in _switch_bundles(pb, sw, names):
-            w.put(pk)
-        for data in _waking_bundles(pb, wk, names):
-            w.put_framed(data)
-        w.put(interned.packet(pb))
-        for pk in _tracks(pb, pids, names, thread_tracks, lanes):
-            w.put(pk)
-        if len(req):
-            for data in _request_slices(pb, req, band, lane, interned):
-                w.put_framed(data)
-        for data in _flow_instants(pb, flows, interned):
-            w.put_framed(data)
+        try:
+            _write_packets(w, pb, run, names, pids, req, band, lane, interned, flows,
+                           thread_tracks, lanes, counts)
+        finally:
+            w.close()
     os.replace(tmp, path)
-    info.switches, info.wakings, info.requests, info.flows = len(sw), len(wk), len(req), len(flows)
+    info.switches, info.wakings = counts["switches"], counts["wakings"]
+    info.requests, info.flows = len(req), len(flows)
     info.events = info.switches + info.wakings + 2 * info.requests + 2 * info.flows
     info.bytes = w.bytes
     return info
+
+
+def _write_packets(w: _Writer, pb, run, names, pids, req, band, lane, interned, flows,
+                   thread_tracks, lanes, counts) -> None:
+    """Every packet of the trace, in the module doc's order."""
+
+    def counted(slices, kind):
+        for sl in slices:
+            counts[kind] += len(sl["t_ns"])
+            yield sl
+
+    pk = pb.TracePacket()
+    uts = pk.system_info.utsname
+    uts.sysname, uts.release = "Linux", str((run.meta or {}).get("kernel") or "")
+    w.put(pk)
+    w.put(_process_tree(pb, pids, names))
+    for data in _switch_bundles(pb, counted(_cpu_switch_slices(run), "switches"), names):
+        w.put_framed(data)
+    for data in _waking_bundles(pb, counted(_waking_slices(run), "wakings"), names):
+        w.put_framed(data)
+    w.put(interned.packet(pb))
+    for pk in _tracks(pb, pids, names, thread_tracks, lanes):
+        w.put(pk)
+    if len(req):
+        for data in _request_slices(pb, req, band, lane, interned):
+            w.put_framed(data)
+    for data in _flow_instants(pb, run.runq, flows, interned):
+        w.put_framed(data)
 
 
 def read_packets(path) -> list:

@@ -117,9 +117,22 @@ def field_fixed64(num: int, v) -> Col:
     return concat(tag(num, FIXED64, len(c)), c)
 
 
+def framed(num: int, body: bytes) -> bytes:
+    """One length-delimited field num holding body."""
+    return varint_bytes(num << 3 | LEN) + varint_bytes(len(body)) + body
+
+
 def field_len(num: int, inner: Col) -> Col:
     """A string, bytes or nested-message field holding inner's rows."""
     return concat(tag(num, LEN, len(inner)), varints(inner.lens), inner)
+
+
+def packed_varint(num: int, v) -> bytes:
+    """A packed repeated varint field holding the values v (nothing when v is empty, as the
+    protobuf runtime writes it)."""
+    if not len(v):
+        return b""
+    return framed(num, rows_bytes(varints(v)))
 
 
 def present(part, mask):
@@ -131,18 +144,12 @@ def present(part, mask):
 
 
 def rows_bytes(part) -> bytes:
-    """The rows end to end: each leaf written once, where its row and the leaves before it
-    on the row put it."""
-    total = part.lens
-    start = np.cumsum(total) - total           # where each row begins
-    out = np.empty(int(total.sum()), np.uint8)
-    at = start.copy()
-    for leaf in part.leaves():
-        w = leaf.data.shape[1]
-        if w == 1 and leaf.data.strides[0] == 0 and (leaf.lens == 1).all():
-            out[at] = leaf.data[0, 0]          # a one-byte constant (a tag): one store a row
-        elif w:
-            mask = np.arange(w) < leaf.lens[:, None]
-            out[(at[:, None] + np.arange(w))[mask]] = leaf.data[mask]
-        at += leaf.lens
-    return out.tobytes()
+    """The rows end to end. The leaves side by side make one (N, sum of widths) array whose
+    row i holds row i's bytes in order, padding between them; a mask of the bytes each leaf
+    holds on each row takes them out in row-major order, which is the rows end to end."""
+    leaves = [leaf for leaf in part.leaves() if leaf.data.shape[1]]
+    if not leaves or not len(part):
+        return b""
+    data = np.hstack([leaf.data for leaf in leaves])
+    keep = np.hstack([np.arange(leaf.data.shape[1]) < leaf.lens[:, None] for leaf in leaves])
+    return data[keep].tobytes()

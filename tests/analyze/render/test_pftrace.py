@@ -152,7 +152,8 @@ def test_columnar_packets_are_the_protobuf_runtimes_bytes():
 
     wk = pd.DataFrame({"t_ns": [T0, T0 + 1], "tid": [A, B], "cpu": [1, 1], "waker": [B, 0],
                        "flags": [0, 0x10]})
-    got = b"".join(pftrace._waking_bundles(pb, wk, {A: "worker-a", B: "b"}))
+    slices = [{k: wk[k].to_numpy(np.int64) for k in wk}]
+    got = b"".join(pftrace._waking_bundles(pb, slices, {A: "worker-a", B: "b"}))
     want = pb.Trace()
     b = want.packet.add().ftrace_events
     b.cpu = 1
@@ -164,8 +165,9 @@ def test_columnar_packets_are_the_protobuf_runtimes_bytes():
         e.sched_waking.success, e.sched_waking.target_cpu = 1, r.cpu
     assert got == want.SerializeToString()
 
-    flows = pd.DataFrame({"t_wake_ns": [T0], "t_run_ns": [T0 + 9], "waker_tid": [B], "tid": [A]})
-    got = b"".join(pftrace._flow_instants(pb, flows, interned))
+    runq = pd.DataFrame({"t_runnable_ns": [T0 - 5, T0], "t_run_ns": [T0, T0 + 9],
+                         "waker_tid": [A, B], "tid": [B, A]})
+    got = b"".join(pftrace._flow_instants(pb, runq, np.array([1]), interned))
     want = pb.Trace()
     for ts, who, name, field in ((T0, B, "wakes", "flow_ids"),
                                  (T0 + 9, A, "woken", "terminating_flow_ids")):
@@ -175,4 +177,36 @@ def test_columnar_packets_are_the_protobuf_runtimes_bytes():
         pk.track_event.name_iid = interned.event(name)
         pk.track_event.track_uuid = pftrace._UUID_THREAD + who
         getattr(pk.track_event, field).append(1)
+    assert got == want.SerializeToString()
+
+    # switches: two slices of one CPU, then one of another; a bundle of 3 rows at most
+    # takes rows across the first two, and the CPU's last bundle is short
+    sl = [{"cpu": np.array([0, 0]), "t_ns": np.array([T0, T0 + 4]), "next_tid": np.array([A, 0]),
+           "prev_state": np.array([0, 0x100])},
+          {"cpu": np.array([0, 0]), "t_ns": np.array([T0 + 9, T0 + 20]),
+           "next_tid": np.array([B, A]), "prev_state": np.array([1, 2])},
+          {"cpu": np.array([3]), "t_ns": np.array([T0 + 2]), "next_tid": np.array([X]),
+           "prev_state": np.array([0])}]
+    names = {A: "worker-a", B: "b", X: "x"}
+    per_bundle, pftrace.SWITCHES_PER_BUNDLE = pftrace.SWITCHES_PER_BUNDLE, 3
+    try:
+        got = b"".join(pftrace._switch_bundles(pb, sl, names))
+    finally:
+        pftrace.SWITCHES_PER_BUNDLE = per_bundle
+    want = pb.Trace()
+    for cpu, rows in ((0, [(T0, A, 0), (T0 + 4, 0, 0x100), (T0 + 9, B, 1)]),
+                      (0, [(T0 + 20, A, 2)]), (3, [(T0 + 2, X, 0)])):
+        b = want.packet.add().ftrace_events
+        b.cpu = cpu
+        cs = b.compact_sched
+        tids = sorted({nxt for _, nxt, _ in rows})
+        cs.intern_table.extend(names.get(t, "") if t else "swapper" for t in tids)
+        prev = 0
+        for t, nxt, state in rows:
+            cs.switch_timestamp.append(t - prev)
+            prev = t
+            cs.switch_prev_state.append(state)
+            cs.switch_next_pid.append(nxt)
+            cs.switch_next_prio.append(pftrace.PRIO)
+            cs.switch_next_comm_index.append(tids.index(nxt))
     assert got == want.SerializeToString()
