@@ -176,21 +176,27 @@ def _comms(run, tids: np.ndarray) -> list:
 
 
 def df_offcpu_profile(run) -> pd.DataFrame:
-    """Off-CPU time by thread, wait reason, call and stacks (see the module's doc)."""
+    """Off-CPU time by thread, wait reason, call and stacks (see the module's doc). Grouped
+    on integer codes (a preemption's reason code is len(REASONS), its call -1), named after."""
     sw = run.switches
     vol = sw["voluntary"].to_numpy(bool)
     nr = sw["syscall"].to_numpy(np.int64) if "syscall" in sw else np.full(len(sw), -1)
-    reason = np.array(REASONS + ["preempted"], dtype=object)[
-        np.where(vol, reason_codes(nr), len(REASONS))]
-    call = np.array([SYSCALLS.get(int(n), f"syscall {int(n)}") if n >= 0 else "" for n in nr],
-                    dtype=object) if len(sw) else np.array([], dtype=object)
-    call[~vol] = ""
-    df = pd.DataFrame({"tid": sw["tid"].to_numpy(np.int64), "reason": reason, "call": call,
-                       "kstack_id": sw["kstack_id"].to_numpy(np.int64),
-                       "ustack_id": sw["ustack_id"].to_numpy(np.int64),
-                       "ns": sw["t_on_ns"].to_numpy(np.int64) - sw["t_off_ns"].to_numpy(np.int64)})
+    df = pd.DataFrame({"tid": sw["tid"].to_numpy(),   # the streams' narrow ids, not copies
+                       "reason": np.where(vol, reason_codes(nr), len(REASONS)).astype(np.int8),
+                       "call": np.where(vol, nr, -1).astype(np.int32),
+                       "kstack_id": sw["kstack_id"].to_numpy(),
+                       "ustack_id": sw["ustack_id"].to_numpy(),
+                       "ns": sw["t_on_ns"].to_numpy(np.int64) - sw["t_off_ns"].to_numpy(np.int64)},
+                      copy=False)
     keys = ["tid", "reason", "call", "kstack_id", "ustack_id"]
-    g = df.groupby(keys, sort=True).agg(count=("ns", "size"), ns=("ns", "sum")).reset_index()
+    g = df.groupby(keys, sort=False).agg(count=("ns", "size"), ns=("ns", "sum")).reset_index()
+    del df
+    g["tid"] = g["tid"].astype(np.int64)
+    g["kstack_id"], g["ustack_id"] = (g[c].astype(np.int64) for c in ("kstack_id", "ustack_id"))
+    g["reason"] = np.array(REASONS + ["preempted"], dtype=object)[g["reason"].to_numpy()]
+    g["call"] = [SYSCALLS.get(int(n), f"syscall {int(n)}") if n >= 0 else ""
+                 for n in g["call"].to_numpy()]
+    g = g.sort_values(keys, kind="stable").reset_index(drop=True)
     g.insert(1, "comm", _comms(run, g["tid"].to_numpy()))
     return g
 
