@@ -208,9 +208,9 @@ def request_batches(run, decomp: pd.DataFrame, segs: pd.DataFrame | None,
     links = _links(spans)
     host = (run.meta or {}).get("hostname") or socket.gethostname()
     msgs, n_spans, by_pid, children = [], 0, {}, {}
+    waits["trace_id"] = spans["trace_id"].reindex(waits["request"]).to_numpy()
     for w in waits.itertuples():
-        q = spans.loc[w.request]
-        sp = trace_pb2.Span(trace_id=q["trace_id"], span_id=w.span_id, parent_span_id=w.parent,
+        sp = trace_pb2.Span(trace_id=w.trace_id, span_id=w.span_id, parent_span_id=w.parent,
                             name=f"wait {w.call or w.reason}",
                             kind=trace_pb2.Span.SPAN_KIND_INTERNAL,
                             start_time_unix_nano=int(w.t_start_ns) + off,

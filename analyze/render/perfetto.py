@@ -44,7 +44,6 @@ from ..explain.waits import REASONS, has_reasons, reason_codes
 STATES = np.array(["Running", "Runnable", "Lock wait", "Blocked", "I/O wait", "Sleep"])
 _TID_SPAN = 1 << 22            # pid_max limit: synthetic tids live above it
 _STATE_LANE = 63               # states track: tid + 63 * 2^22
-_KEY_SHIFT = 46                # key = thread index << 46 | ns since t0 (19.5 h)
 CPU_PID = 2 * _TID_SPAN        # the "CPUs" process: one track per CPU (tid = CPU number)
 
 
@@ -284,29 +283,47 @@ def _thread_index(tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return tids, ti.astype(np.int16 if len(tids) < 1 << 15 else np.int32)
 
 
+def _distinct_edges(ti: np.ndarray, t: np.ndarray) -> tuple:
+    """(thread index, time) of the distinct (ti, t) pairs in (ti, t) order, and each input
+    pair's place among them. One sort of a packed int64 key when the thread index and the
+    times since the first fit in it side by side (weeks of run for thousands of threads),
+    else a sort on both columns."""
+    t_min = int(t.min())
+    shift = max(int(ti.max()).bit_length(), 1)
+    if int(t.max()) - t_min < 1 << (62 - shift):
+        key = (ti.astype(np.int64) << (62 - shift)) | (t - t_min)
+        b, pos = np.unique(key, return_inverse=True)
+        return b >> (62 - shift), (b & ((1 << (62 - shift)) - 1)) + t_min, pos
+    order = np.lexsort((t, ti))
+    ts, tis = t[order], ti[order]
+    new = np.r_[True, (ts[1:] != ts[:-1]) | (tis[1:] != tis[:-1])]
+    pos = np.empty(len(t), np.int64)
+    pos[order] = np.cumsum(new) - 1
+    return tis[new].astype(np.int64), ts[new], pos
+
+
 def _states_of(ti, s, e, kind, kinds: list, t0: int) -> tuple:
     """The state slices of the intervals of some whole threads (ti: thread index, kind: an
-    index into kinds): (thread index, state code, start, end) arrays, by thread then time."""
+    index into kinds; times before t0 count from t0): (thread index, state code, start,
+    end) arrays, by thread then time."""
     n = len(ti)
-
-    def key(t):
-        rel = np.clip(t - t0, 0, (1 << _KEY_SHIFT) - 1)
-        return (ti.astype(np.int64) << _KEY_SHIFT) | rel
-
-    # every edge's place among the sorted unique edges, from one sort (no searches)
-    b, pos = np.unique(np.concatenate([key(s), key(e)]), return_inverse=True)
+    if not n:
+        return tuple(np.zeros(0, np.int64) for _ in range(4))
+    # every edge's place among the sorted distinct edges, from one sort (no searches)
+    b_ti, b_t, pos = _distinct_edges(np.concatenate([ti, ti]),
+                                     np.maximum(np.concatenate([s, e]).astype(np.int64), t0))
     pos_s, pos_e = pos[:n], pos[n:]
-    nseg = len(b) - 1
+    nb = len(b_t)
+    nseg = nb - 1
     if nseg <= 0:
         return tuple(np.zeros(0, np.int64) for _ in range(4))
-    seg_tid = b[:-1] >> _KEY_SHIFT
-    valid = seg_tid == (b[1:] >> _KEY_SHIFT)
+    valid = b_ti[:-1] == b_ti[1:]
 
     def covered(name):
         if name not in kinds:
             return np.zeros(nseg, dtype=bool)
         m = kind == kinds.index(name)
-        cnt = (np.bincount(pos_s[m], minlength=len(b)) - np.bincount(pos_e[m], minlength=len(b)))
+        cnt = (np.bincount(pos_s[m], minlength=nb) - np.bincount(pos_e[m], minlength=nb))
         return np.cumsum(cnt)[:nseg] > 0
 
     runnable = covered("runnable")
@@ -323,8 +340,7 @@ def _states_of(ti, s, e, kind, kinds: list, t0: int) -> tuple:
     new[1:] = (st[1:] != st[:-1]) | (idx[1:] != idx[:-1] + 1)
     first = idx[new]
     last = idx[np.r_[np.flatnonzero(new)[1:] - 1, len(idx) - 1]]
-    mask = (1 << _KEY_SHIFT) - 1
-    return (b[first] >> _KEY_SHIFT, st[new], (b[first] & mask) + t0, (b[last + 1] & mask) + t0)
+    return b_ti[first], st[new], b_t[first], b_t[last + 1]
 
 
 def _lanes(tid: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -373,9 +389,9 @@ def _running_max_per_group(v: np.ndarray, group: np.ndarray) -> np.ndarray:
 def _band_names(band: pd.Series) -> np.ndarray:
     """A request slice's name: its band among the run's requests (Findings.band), so a
     capped trace labels by the run's percentiles, not those of the requests it kept."""
-    b = band.astype(object).to_numpy()
-    return np.array(["request" if x is None or x != x else f"request {x}" for x in b],
-                    dtype=object)
+    codes, distinct = pd.factorize(band.astype(object).to_numpy())   # NaN, None: code -1
+    names = np.array([f"request {x}" for x in distinct] + ["request"], dtype=object)
+    return names[codes]
 
 
 def _windows(decomp: pd.DataFrame, k: int, pad_scale: float = 1.0,
@@ -661,8 +677,12 @@ def _cpu_tracks(run, t0: int, win) -> tuple[pd.DataFrame, list]:
     names = occupant_names(run)
     tid = seg["tid"].to_numpy(np.int64)
     irq = irq_code(seg["flags"].to_numpy(np.int64))
-    label = np.array([irq_label(run, q) if q else names.get(int(t), f"tid {int(t)}")
-                      if t >= 0 else "unknown" for t, q in zip(tid, irq)], dtype=object)
+    # a label per distinct (tid, interrupt), not per segment
+    pairs, inv = np.unique(np.stack([tid, irq.astype(np.int64)]), axis=1, return_inverse=True)
+    distinct = [irq_label(run, q) if q else names.get(int(t), f"tid {int(t)}")
+                if t >= 0 else "unknown" for t, q in pairs.T]
+    label = np.array(distinct, dtype=object)[inv.ravel()] if len(tid) \
+        else np.zeros(0, dtype=object)
     ev = pd.DataFrame({"name": label, "cat": "cpu", "ph": "X", "ts": (s - t0) / 1e3,
                        "dur": (e - s) / 1e3, "pid": CPU_PID,
                        "tid": seg["cpu"].to_numpy(np.int64)})

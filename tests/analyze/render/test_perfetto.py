@@ -65,15 +65,19 @@ def _check_nesting(events):
     return tracks
 
 
-@pytest.mark.parametrize("chunk", [None, 7])
-def test_thread_states_exact(monkeypatch, chunk):
+DAY_NS = 86_400 * 10**9
+
+
+@pytest.mark.parametrize("chunk,since_ns", [(None, 0), (7, 0), (None, 3 * DAY_NS)])
+def test_thread_states_exact(monkeypatch, chunk, since_ns):
     """Exact against the truth; also when the threads are taken a few at a time (chunk:
-    intervals per chunk), which changes nothing but the memory the sort takes."""
+    intervals per chunk), which changes nothing but the memory the sort takes; and when the
+    requests come three days into the run (since_ns after its start: a run of days)."""
     if chunk:
         monkeypatch.setattr(perfetto, "_STATE_CHUNK", chunk)
     tr = synth.truth(200)
     run = synth.frames(tr)
-    got = perfetto.df_thread_states(run, synth.T_BASE, observed=tr.decomp)
+    got = perfetto.df_thread_states(run, synth.T_BASE - since_ns, observed=tr.decomp)
     want = _merged_truth(tr)
     assert list(got["state"].cat.categories) == list(perfetto.STATES)
     pd.testing.assert_frame_equal(got.reset_index(drop=True).astype({"tid": "int64",
@@ -89,6 +93,22 @@ def test_thread_states_exact(monkeypatch, chunk):
     # the lock holder (main thread) is runnable while the waiter waits: 400+50-5 µs each time
     hold = rn[rn["tid"] == synth.PID]
     assert len(hold) == 20 and ((hold["t_end_ns"] - hold["t_start_ns"]) == 445 * US).all()
+
+
+@pytest.mark.parametrize("threads,span_ns", [(5, 10**9), (1 << 21, 3600 * 10**9)])
+def test_distinct_edges_of_many_threads_and_long_runs(threads, span_ns):
+    """The distinct (thread, time) edges in order and each edge's place among them, as numpy
+    finds them on pairs: through a packed key (few threads, seconds) and through the sort on
+    both columns that takes over when they do not fit in one (2^21 threads over an hour)."""
+    rng = np.random.default_rng(3)
+    ti = rng.integers(0, threads, 5000)
+    t = synth.T_BASE + rng.integers(0, span_ns, 5000)
+    t[::7] = t[1::7][:len(t[::7])]           # repeated times, on the same thread or not
+    ti[::14] = ti[1::14][:len(ti[::14])]
+    b_ti, b_t, pos = perfetto._distinct_edges(ti, t)
+    pairs, inv = np.unique(np.stack([ti, t], axis=1), axis=0, return_inverse=True)
+    assert (b_ti == pairs[:, 0]).all() and (b_t == pairs[:, 1]).all()
+    assert (pos == inv.ravel()).all()
 
 
 def test_trace_json_valid_nested_and_exact(tmp_path):
