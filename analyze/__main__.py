@@ -30,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
                                    "prints the headline and a short table.")
     r.add_argument("run_dir", metavar="RUN_DIR")
     r.add_argument("--no-plots", action="store_true", help="skip the PNG figures (faster)")
+    r.add_argument("--timings", action="store_true",
+                   help="print each phase's wall time and peak memory to stderr")
     c = sub.add_parser("compare", help="compare runs side by side",
                        description="Prints one row per run (throughput, avg, P99, max, ≥P99 "
                                    "runnable share) and writes compare.html + percentiles.png.")
@@ -109,9 +111,15 @@ def _format_sched_only(s: dict) -> str:
 
 
 def _report(args) -> int:
+    from .load.phases import Phases
     from .pipeline import build_report
 
-    s = build_report(args.run_dir, plots=not args.no_plots)
+    phases = Phases() if args.timings else None
+    try:
+        s = build_report(args.run_dir, plots=not args.no_plots, phases=phases)
+    finally:
+        if phases is not None:
+            print(phases.table(), file=sys.stderr)
     print(format_summary(s))
     for w in s.get("warnings") or []:
         print(f"warning: {w}")
@@ -160,7 +168,10 @@ def _export(args) -> int:
 
 
 def main(argv=None) -> int:
+    from .load.heap import heap_tune
+
     args = _parser().parse_args(argv)
+    heap_tune()   # this process is ours: the library itself changes no process setting
     try:
         return {"report": _report, "compare": _compare, "captures": _captures,
                 "export": _export}[args.cmd](args)

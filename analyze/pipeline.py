@@ -37,7 +37,8 @@ import pandas as pd
 from .load.captures import df_captures
 from .load.errors import AnalysisError
 from .load.heap import heap_trim
-from .load.load import PROBE_STREAMS, cache_flush, load_run, per_run_release, thread_names
+from .load.phases import NoPhases, Phases
+from .load.load import PROBE_STREAMS, load_run, per_run_release, thread_names
 from .explain.antagonists import df_occupancy, traced_pids
 from .explain.attribute import df_bands
 from .explain.critpath import CP_COLS, df_critical_path, df_wait_objects
@@ -91,34 +92,40 @@ def write_csv(path: Path, df: pd.DataFrame) -> None:
     os.replace(tmp, path)
 
 
-def analyse(run, lock_chains: bool = False) -> dict:
+def analyse(run, lock_chains: bool = False, phases: Phases | None = None) -> dict:
     """The computed frames of one loaded run (no files written); with lock_chains also
     df_lock_chains' ("chains", None without locks). The interval sets are let go of once
     nothing more needs them: the lock chains measure whole thread states (every set), so
     they come first; the wait objects' hops and the critical path's need five sets, and
     nothing needs any after them (0.7 GB at 10M switches). The wait objects come before
     the critical path: their transient arrays (one per wait) then do not stack on its
-    segments. The waits go once the summary is made."""
-    decomp = df_decompose(run)
-    peer = df_peer_runnable(run, decomp)
-    decomp[list(peer.columns)] = peer
-    chains = (_frame(df_lock_chains, run, decomp) if lock_chains and run.has("locks")
-              else None)
+    segments. The waits go once the summary is made. phases: where the time goes."""
+    ph = phases or NoPhases()
+    with ph.phase("decompose"):
+        decomp = df_decompose(run)
+        peer = df_peer_runnable(run, decomp)
+        decomp[list(peer.columns)] = peer
+    with ph.phase("lock chains"):
+        chains = (_frame(df_lock_chains, run, decomp) if lock_chains and run.has("locks")
+                  else None)
     drop_reason_sets(run)
     heap_trim()
     if decomp.empty and not any(run.has(s) for s in PROBE_STREAMS):
         raise AnalysisError(f"{run.path}: no requests recorded (requests.bin and spans.bin are "
                             "empty) and no scheduler stream: check that the workload ran and "
                             "reached the server")
-    objs = (jsonable(df_wait_objects(run).to_dict("records"))
-            if run.has("switches") and run.has("runq") else None)
+    with ph.phase("wait objects"):
+        objs = (jsonable(df_wait_objects(run).to_dict("records"))
+                if run.has("switches") and run.has("runq") else None)
     heap_trim()
-    cp, segs = df_critical_path(run, decomp)
-    decomp[CP_COLS] = cp
+    with ph.phase("critical path"):
+        cp, segs = df_critical_path(run, decomp)
+        decomp[CP_COLS] = cp
     per_run_release(run, "_state_sets")
-    bands = df_bands(decomp) if len(decomp) else pd.DataFrame()
-    f = Findings(run, decomp, bands, segs, objs)
-    summary = report_summary(f)
+    with ph.phase("summary"):
+        bands = df_bands(decomp) if len(decomp) else pd.DataFrame()
+        f = Findings(run, decomp, bands, segs, objs)
+        summary = report_summary(f)
     per_run_release(run, "_waits", "_followable")     # the critical path's (0.5 GB at 10M)
     if decomp.empty or not has_sched(run):
         bands = None
@@ -197,50 +204,38 @@ def _links(out: Path) -> list[str]:
     return [n for n in fixed + diffs + rest if (out / n).exists()]
 
 
-def build_report(run_dir, plots: bool = True, cache: bool | str = "background") -> dict:
-    """Analyse run_dir and write every output into it; returns the summary dict. cache:
-    as load_run's (by default a stale cache is written beside the analysis)."""
+def build_report(run_dir, plots: bool = True, phases: Phases | None = None) -> dict:
+    """Analyse run_dir and write every output into it; returns the summary dict. phases: a
+    Phases to fill with each phase's time and peak memory."""
     out = Path(run_dir)
-    try:   # the cache is written beside the analysis; waited for whatever happens
-        return _build_report(out, load_run(out, cache=cache), plots)
-    finally:
-        cache_flush()
+    ph = phases or NoPhases()
+    with ph.phase("load"):
+        run = load_run(out)
+    return _build_report(out, run, plots, ph)
 
 
-def _build_report(out: Path, run, plots: bool) -> dict:
-    a = analyse(run, lock_chains=True)
+def _build_report(out: Path, run, plots: bool, ph: Phases) -> dict:
+    a = analyse(run, lock_chains=True, phases=ph)
     decomp = a["decomp"]
     write_json(out / "summary.json", with_outputs(a["summary"], []))  # before anything can fail
 
     sched = has_sched(run)
-    tables = {"threads": _frame(df_threads, run) if sched else pd.DataFrame(columns=THREAD_COLS),
-              "locks": _frame(df_locks, run) if run.has("locks")
-              else pd.DataFrame(columns=LOCK_COLS),
-              "chains": a["chains"] if a["chains"] is not None else pd.DataFrame(),
-              "runq_hist": _frame(df_runq_hist, run) if run.has("runq") else pd.DataFrame(),
-              "placement": _frame(df_cpu_placement, run) if run.has("switches")
-              else pd.DataFrame()}
-    write_csv(out / "threads.csv", tables["threads"])
-    write_csv(out / "locks.csv", tables["locks"])
-    profiles = _profiles(run, out, tables["threads"] if sched else None)
+    with ph.phase("tables"):
+        tables = _tables(run, a, sched)
+        write_csv(out / "threads.csv", tables["threads"])
+        write_csv(out / "locks.csv", tables["locks"])
+    with ph.phase("pprof profiles"):
+        profiles = _profiles(run, out, tables["threads"] if sched else None)
     heap_trim()
-    info = write_trace(a["findings"], out / "trace.json")
+    with ph.phase("trace.json"):
+        info = write_trace(a["findings"], out / "trace.json")
     heap_trim()
-    native = _perfetto_trace(a["findings"], out)
+    with ph.phase("perfetto trace"):
+        native = _perfetto_trace(a["findings"], out)
     heap_trim()
-    notes = list(getattr(run, "warnings", []) or []) + uprobe_warnings(run.meta or {})
-    if run.cut is not None:
-        note = cut_note(run.cut)
-        notes.insert(0, note[0].upper() + note[1:] + ".")
-    if run.source == "spans":
-        notes += [n[0].upper() + n[1:] + "." for n in span_notes(run)]
-    if not has_sched(run):
-        notes.append("No scheduler streams (runq.bin, switches.bin) in this run: the "
-                     "client-side figures are shown; attribution, threads and CPU placement "
-                     "need probes (run under tailtrace)." if len(decomp) else
-                     "No scheduler streams (runq.bin, switches.bin) in this run: threads, "
-                     "run-queue latency and CPU placement need tailtrace --events runq,switch.")
-    images = _plots(out, a, tables, notes) if plots else {}
+    notes = _notes(run, decomp)
+    with ph.phase("figures"):
+        images = _plots(out, a, tables, notes) if plots else {}
     heap_trim()
     summary = with_outputs(a["summary"], ["summary.json", "threads.csv", "locks.csv", "trace.json",
                                           *native, *profiles, *[PLOTS[k] for k in images],
@@ -255,8 +250,36 @@ def _build_report(out: Path, run, plots: bool) -> dict:
         streams={s: run.has(s) for s in ("requests", "runq", "switches", "locks", "spans",
                                          "tasks")},
         notes=notes)
-    write_report(out / "report.html", inp)
+    with ph.phase("report.html"):
+        write_report(out / "report.html", inp)
     return summary
+
+
+def _tables(run, a: dict, sched: bool) -> dict:
+    """The report's tables: threads, locks, lock chains, run-queue histogram, placement."""
+    return {"threads": _frame(df_threads, run) if sched else pd.DataFrame(columns=THREAD_COLS),
+            "locks": _frame(df_locks, run) if run.has("locks") else pd.DataFrame(columns=LOCK_COLS),
+            "chains": a["chains"] if a["chains"] is not None else pd.DataFrame(),
+            "runq_hist": _frame(df_runq_hist, run) if run.has("runq") else pd.DataFrame(),
+            "placement": _frame(df_cpu_placement, run) if run.has("switches")
+            else pd.DataFrame()}
+
+
+def _notes(run, decomp: pd.DataFrame) -> list[str]:
+    """The report's notes: the run's warnings, a cut run, the spans', no scheduler streams."""
+    notes = list(getattr(run, "warnings", []) or []) + uprobe_warnings(run.meta or {})
+    if run.cut is not None:
+        note = cut_note(run.cut)
+        notes.insert(0, note[0].upper() + note[1:] + ".")
+    if run.source == "spans":
+        notes += [n[0].upper() + n[1:] + "." for n in span_notes(run)]
+    if not has_sched(run):
+        notes.append("No scheduler streams (runq.bin, switches.bin) in this run: the "
+                     "client-side figures are shown; attribution, threads and CPU placement "
+                     "need probes (run under tailtrace)." if len(decomp) else
+                     "No scheduler streams (runq.bin, switches.bin) in this run: threads, "
+                     "run-queue latency and CPU placement need tailtrace --events runq,switch.")
+    return notes
 
 
 def df_compare(run_dirs) -> tuple[pd.DataFrame, dict]:
@@ -332,7 +355,7 @@ def export_run(run_dir, endpoint: str | None = None, file=None, service: str | N
     """Send a run's requests (those with a latency ≥ min_latency_ns when given) as OTLP spans
     (render/otlp.py) to endpoint, or write them as OTLP/JSON lines to file; nothing in
     run_dir changes. The counts sent."""
-    run = load_run(Path(run_dir), cache=False)
+    run = load_run(Path(run_dir))
     a = analyse(run)
     dec = a["decomp"]
     rows = None

@@ -28,7 +28,7 @@ CHUNK = 5000
 
 def expected(run_dir: Path, threshold_ns=None) -> tuple[dict, str]:
     """({trace id hex: (start Unix µs, e2e ns, {part: ns})}, the service name)."""
-    run = load_run(run_dir, cache=False)
+    run = load_run(run_dir)
     a = analyse(run)
     spans = otlp.df_request_spans(run, a["decomp"], a["segments"])
     if threshold_ns is not None:

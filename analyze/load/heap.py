@@ -12,9 +12,11 @@ decides its speed more than the arithmetic does. On this project's 2-CPU VM
 - numpy asks the kernel for transparent huge pages on every array of 4 MB and more; here a
   huge page fault costs 1-2 s per GB (the hypervisor backs the block anew), several times a
   small one's; heap_tune turns that off.
-Together: the full report of the synthetic 10M run in ~27 s instead of ~33 s, for
-+0.1 GB of peak RSS. The pages the heap keeps go back between the analysis's phases
-(heap_trim: 5 ms). Off glibc only numpy's setting changes.
+Both settings hold for the whole process, so only the command line (`python3 -m analyze`,
+analyze/__main__.py) calls heap_tune: a program or notebook that imports the analysis keeps
+its own (tests/analyze/test_process_settings.py). The pages the heap keeps go back between
+the analysis's phases (heap_trim: 5 ms, harmless untuned). Off glibc only numpy's setting
+changes.
 """
 from __future__ import annotations
 

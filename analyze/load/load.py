@@ -4,8 +4,8 @@
 analyze/load/schema.py builds from the run's schema.json (never restated here),
 then turned into DataFrames with the documented columns below. Every stream
 is optional: an absent stream is an empty DataFrame with the right columns
-and `Run.has(stream)` is False. Each converted stream is cached as parquet in
-RUN/.cache/, keyed on the .bin's size and mtime (and this loader's version).
+and `Run.has(stream)` is False. The .bin files are read a chunk at a time into
+the columns (20M records in ~0.6 s here), so nothing is cached beside them.
 
 Columns (int64 ns unless said; in runq, switches and locks the ids, flags and
 stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
@@ -44,9 +44,7 @@ stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
 from __future__ import annotations
 
 import json
-import os
 import re
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,10 +52,9 @@ import numpy as np
 import pandas as pd
 
 from .errors import AnalysisError, CorruptRecordsError, MissingStreamError
-from .heap import heap_trim, heap_tune
+from .heap import heap_trim
 from .schema import SchemaError, load_schema, record_dtype
 
-CACHE_VERSION = 6
 STREAMS = ("requests", "runq", "switches", "locks", "spans", "tasks", "occupancy", "occupants")
 # stream -> (schema record kind, file name, what writes it)
 STREAM_KIND = {"requests": "request", "runq": "runq", "switches": "switch",
@@ -434,74 +431,17 @@ def _read_columns(f, dt: np.dtype, n: int) -> dict[str, np.ndarray]:
     return cols
 
 
-def _cache_key(path: Path) -> str:
-    st = path.stat()
-    return f"v{CACHE_VERSION} {st.st_size} {st.st_mtime_ns}"
-
-
-def load_stream(run_dir: Path, stream: str, schema: dict, cache: bool | str = True,
+def load_stream(run_dir: Path, stream: str, schema: dict,
                 cut: list | None = None) -> pd.DataFrame:
-    """One stream's DataFrame from RUN/<file>, via the parquet cache when it is fresh
-    (cut: as read_bin's). cache="background": a stale cache is written by a thread beside
-    what the caller does next (cache_flush() waits for it)."""
+    """One stream's DataFrame from RUN/<file> (cut: as read_bin's)."""
     path = run_dir / STREAM_FILE[stream]
-    cdir = run_dir / ".cache"
-    cfile, kfile = cdir / f"{stream}.parquet", cdir / f"{stream}.key"
-    key = _cache_key(path)
-    if cache and cfile.exists() and kfile.exists() and kfile.read_text() == key:
-        try:
-            return _read_parquet(cfile)
-        except Exception:  # unreadable cache: rebuild it below
-            pass
     recs = read_bin(path, schema, STREAM_KIND[stream], cut)
     try:
-        df = frame_from_records(stream, recs, owned=True)
+        return frame_from_records(stream, recs, owned=True)
     except (KeyError, ValueError) as e:  # schema.json lacks a field this loader needs
         raise CorruptRecordsError(f"{run_dir / 'schema.json'}: {STREAM_KIND[stream]} records "
                                   f"have no usable field {e}, so {path.name} cannot be read; "
                                   "copy a good schema.json from `tt-schema`") from None
-    if cache == "background":
-        t = threading.Thread(target=_write_cache, args=(df, cdir, cfile, kfile, key),
-                             name=f"cache {stream}")
-        t.start()
-        _CACHE_WRITERS.append(t)
-    elif cache:
-        _write_cache(df, cdir, cfile, kfile, key)
-    return df
-
-
-_CACHE_WRITERS: list[threading.Thread] = []
-
-
-def cache_flush() -> None:
-    """Wait for the parquet cache writes load_run(cache="background") started."""
-    while _CACHE_WRITERS:
-        _CACHE_WRITERS.pop().join()
-
-
-def _read_parquet(path: Path) -> pd.DataFrame:
-    """Read a cached stream, releasing Arrow buffers column by column (lower peak RSS)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    df = pq.read_table(path).to_pandas(split_blocks=True, self_destruct=True)
-    pa.default_memory_pool().release_unused()
-    return df
-
-
-def _write_cache(df, cdir: Path, cfile: Path, kfile: Path, key: str) -> None:
-    """Best effort: a read-only run directory just goes without a cache."""
-    tmp = cfile.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
-    try:
-        cdir.mkdir(exist_ok=True)
-        kfile.unlink(missing_ok=True)  # never a fresh key next to a stale parquet
-        df.to_parquet(tmp, index=False)
-        os.replace(tmp, cfile)
-        kfile.write_text(key)
-    except (OSError, ValueError):  # read-only directory, disk full, Arrow refusing a column
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
 
 
 def wall_start_ns(meta: dict) -> int:
@@ -575,11 +515,8 @@ def cut_span(run) -> dict:
     return {"from_ns": t0, "to_ns": t1, "kept_s": max(t1 - t0, 0) / 1e9}
 
 
-def load_run(run_dir, cache: bool | str = True) -> Run:
-    """Load every stream present in run_dir. AnalysisError (one line) if it cannot be used.
-    cache: read a fresh parquet cache, write a stale one (False: neither; "background":
-    written by threads while the caller goes on, load_stream)."""
-    heap_tune()
+def load_run(run_dir) -> Run:
+    """Load every stream present in run_dir. AnalysisError (one line) if it cannot be used."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise AnalysisError(f"{run_dir}: no such run directory (pass a directory written by "
@@ -593,7 +530,7 @@ def load_run(run_dir, cache: bool | str = True) -> Run:
     cut = [] if run.meta.get("finished") is False else None
     for s in STREAMS:
         if (run_dir / STREAM_FILE[s]).exists():
-            setattr(run, s, load_stream(run_dir, s, schema, cache, cut))
+            setattr(run, s, load_stream(run_dir, s, schema, cut))
             run.present.add(s)
     if cut is not None:
         run.cut = cut_span(run)

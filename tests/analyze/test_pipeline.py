@@ -189,11 +189,11 @@ def test_analyse_lets_go_of_the_interval_sets_and_the_waits(tmp_path):
     set, the hops five) and keeps neither the sets nor the waits once the summary is made;
     its chains are df_lock_chains' own."""
     synth.make_run(tmp_path, 200)
-    run = load_run(tmp_path, cache=False)
+    run = load_run(tmp_path)
     a = pipeline.analyse(run, lock_chains=True)
     assert all(getattr(run, k, None) is None for k in ("_state_sets", "_waits", "_followable"))
-    fresh = load_run(tmp_path, cache=False)
+    fresh = load_run(tmp_path)
     want = df_lock_chains(fresh, df_decompose(fresh))
     assert len(want) > 0
     pd.testing.assert_frame_equal(a["chains"], want, check_exact=True)
-    assert pipeline.analyse(load_run(tmp_path, cache=False))["chains"] is None
+    assert pipeline.analyse(load_run(tmp_path))["chains"] is None

@@ -62,7 +62,7 @@ def test_full_run_directory_keeps_what_was_written_and_counts_the_rest(tmp_path)
         total = int((sw["tid"] == tid).sum()) + m["lost_events"]["switch"]
         assert nvcsw - 2 <= total + m["unmatched_events"]["switch"], (nvcsw, total)
         assert total <= nvcsw + nivcsw + 3, (nvcsw, nivcsw, total)
-        run = load_run(out, cache=False)
+        run = load_run(out)
         assert len(run.switches) + len(run.gaps) == len(sw)
 
 
@@ -81,7 +81,7 @@ def test_run_directory_full_mid_run_stops_the_run(tmp_path):
         assert m["lost_events"]["switch"] + m["lost_events"]["runq"] > 0
         for kind, stream in (("switch", "switch"), ("runq", "runq")):
             assert len(records(out, kind)) == m["events"][stream]  # whole records only
-        load_run(out, cache=False)
+        load_run(out)
 
 
 def test_unwritable_run_directory_is_refused_before_attaching(tmp_path):

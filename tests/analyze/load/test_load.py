@@ -1,5 +1,4 @@
 """Loader: records written with the schema's dtypes come back as documented DataFrames."""
-import os
 
 import numpy as np
 import pandas as pd
@@ -131,17 +130,17 @@ def test_truncated_file_is_corrupt_and_named(tmp_path, schema):
     p = d / "switches.bin"
     p.write_bytes(p.read_bytes()[:-5])
     with pytest.raises(CorruptRecordsError, match=r"switches\.bin: truncated"):
-        load_run(d, cache=False)
+        load_run(d)
     p.write_bytes(b"TTRE")
     with pytest.raises(CorruptRecordsError, match=r"switches\.bin: truncated header"):
-        load_run(d, cache=False)
+        load_run(d)
 
 
 def test_wrong_kind_or_magic_is_corrupt(tmp_path, schema):
     d = full_run(tmp_path, schema)
     (d / "runq.bin").write_bytes((d / "switches.bin").read_bytes())
     with pytest.raises(CorruptRecordsError, match=r"runq\.bin: not a runq record file"):
-        load_run(d, cache=False)
+        load_run(d)
 
 
 def test_bad_run_dir_is_an_analysis_error(tmp_path):
@@ -149,26 +148,15 @@ def test_bad_run_dir_is_an_analysis_error(tmp_path):
         load_run(tmp_path / "nope")
 
 
-def test_parquet_cache_is_used_then_invalidated(tmp_path, schema):
+def test_loading_writes_nothing_and_reads_the_bin_as_it_is_now(tmp_path, schema):
+    """The loader only reads: the run directory holds the same files afterwards (a read-only
+    or shared run directory is fine), and a .bin written again is read again."""
     d = full_run(tmp_path, schema)
-    first = load_run(d)
-    cache = d / ".cache" / "runq.parquet"
-    assert cache.exists() and (d / ".cache" / "runq.key").exists()
-    # Prove the cache is read: plant a marker value in it, the loader must return it.
-    planted = first.runq.copy()
-    planted.loc[0, "cpu"] = 77
-    planted.to_parquet(cache, index=False)
-    again = load_run(d)
-    assert again.runq.loc[0, "cpu"] == 77
-    assert again.runq["kind"].tolist() == ["wakeup", "preempt", "wakeup_new"]
-    # Same size, new mtime: the .bin changed, so the cache is stale.
-    st = os.stat(d / "runq.bin")
-    os.utime(d / "runq.bin", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-    assert load_run(d).runq.loc[0, "cpu"] == 1
-    # New content of a new size: rebuilt from the .bin.
+    before = sorted((p.relative_to(d), p.stat().st_mtime_ns) for p in d.rglob("*"))
+    assert load_run(d).runq["kind"].tolist() == ["wakeup", "preempt", "wakeup_new"]
+    assert sorted((p.relative_to(d), p.stat().st_mtime_ns) for p in d.rglob("*")) == before
     write_run(d, schema, runq=[rq(11, 0, 9, "preempt", cpu=0)])
-    fresh = load_run(d)
-    q = fresh.runq
+    q = load_run(d).runq
     assert len(q) == 1 and (q["t_run_ns"] - q["t_runnable_ns"]).tolist() == [9]
 
 
@@ -202,22 +190,6 @@ def test_bin_files_decompose_exactly(tmp_path, schema):
     assert bool(row["closes"]) and bool(row["traced"])
 
 
-def test_read_only_run_dir_loads_without_cache(tmp_path, schema):
-    d = full_run(tmp_path, schema)
-    (d / ".cache").mkdir()
-    os.chmod(d / ".cache", 0o500)
-    try:
-        if os.access(d / ".cache", os.W_OK):  # root ignores permissions: use a file instead
-            os.chmod(d / ".cache", 0o700)
-            (d / ".cache").rmdir()
-            (d / ".cache").write_text("not a directory")
-        run = load_run(d)
-        assert len(run.switches) == 2 and run.runq["kind"].tolist()[0] == "wakeup"
-    finally:
-        if (d / ".cache").is_dir():
-            os.chmod(d / ".cache", 0o700)
-
-
 def test_records_read_a_chunk_at_a_time_are_the_same_frames(tmp_path, schema, monkeypatch):
     """read_bin fills each column chunk by chunk: with chunks of 2 records (files of 1, 2,
     3 and 7 records: chunk edges inside and at the end), every stream's frame equals the
@@ -225,9 +197,9 @@ def test_records_read_a_chunk_at_a_time_are_the_same_frames(tmp_path, schema, mo
     import analyze.load.load as L
     many = [off(11, k * MS, k * MS + 5, cpu_on=k % 2, ustack=k) for k in range(7)]
     d = full_run(tmp_path, schema, switches=many)
-    one = load_run(d, cache=False)
+    one = load_run(d)
     monkeypatch.setattr(L, "READ_CHUNK", 2)
-    two = load_run(d, cache=False)
+    two = load_run(d)
     for s in COLUMNS:
         pd.testing.assert_frame_equal(getattr(one, s), getattr(two, s), check_exact=True)
     assert two.switches["ustack_id"].tolist() == list(range(7))

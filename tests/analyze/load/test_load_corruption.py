@@ -110,7 +110,7 @@ def test_corrupt_input_loads_or_names_the_file(pristine, tmp_path, mutator):
     for case in range(CASES_PER_MUTATOR):
         run, path = mutated_run(pristine, tmp_path, rng, files, mutate)
         try:
-            load_run(run, cache=False)
+            load_run(run)
         except AnalysisError as e:
             refused += 1
             msg = str(e)
