@@ -8,9 +8,10 @@ Packets, in this order:
     other holders of a CPU from occupants.bin).
   - ftrace_events bundles per CPU, df_cpu_switches as compact_sched switches: one sched_switch
     per instant a CPU changed hands that a record saw (a traced thread's switch-out or
-    switch-in, switches.bin; a switch-in the cpu event saw while a traced thread waited,
-    occupancy.bin). A gap record (unmatched: an edge the kernel never reported) gives no
-    edge. The holder a switch leaves is the one the CPU's previous switch brought in; its
+    switch-in, switches.bin; the end of a traced thread's run-queue wait, runq.bin, the only
+    record of a new thread's first run; a switch-in the cpu event saw while a traced thread
+    waited, occupancy.bin). A gap record (unmatched: an edge the kernel never reported) gives
+    no edge. The holder a switch leaves is the one the CPU's previous switch brought in; its
     state is the kernel's sched_switch prev_state (R+ when preempted); when no record names
     who came in, the switch brings in pid 0, and the CPU track is blank until its next
     switch (idle, or a task nobody traced was waiting behind).
@@ -127,8 +128,10 @@ def _time_cuts(times: list, per_slice: int) -> np.ndarray:
 
 
 def _switch_sources(run) -> list:
-    """Every record that says a CPU changed hands, as (cpu, t, next_tid, prev_state) column
-    getters over a set of rows: the switch-outs, the switch-ins, the occupancy switch-ins."""
+    """Every record that says a CPU changed hands, as (cpu, keep, t, next_tid, prev_state):
+    the CPU and time columns, the rows to take and getters of the other two over a set of
+    rows: the switch-outs, the switch-ins, the ends of run-queue waits, the occupancy
+    switch-ins."""
     out = []
     sw = run.switches
     if len(sw):
@@ -139,6 +142,11 @@ def _switch_sources(run) -> list:
                     lambda r: ftrace_state(state.to_numpy()[r], vol.to_numpy()[r])))
         out.append((sw["cpu_on"].to_numpy(), ok, sw["t_on_ns"].to_numpy(np.int64),
                     lambda r: tid.to_numpy(np.int64)[r], lambda r: np.full(len(r), -1, np.int64)))
+    rq = run.runq
+    if len(rq):   # a wait's end is a switch-in: the only record of a new thread's first run
+        rtid = rq["tid"]
+        out.append((rq["cpu"].to_numpy(), np.ones(len(rq), bool), rq["t_run_ns"].to_numpy(np.int64),
+                    lambda r: rtid.to_numpy(np.int64)[r], lambda r: np.full(len(r), -1, np.int64)))
     oc = getattr(run, "occupancy", None)
     if oc is not None and len(oc):
         otid = oc["tid"].to_numpy(np.int64)

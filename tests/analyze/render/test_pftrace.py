@@ -210,3 +210,24 @@ def test_columnar_packets_are_the_protobuf_runtimes_bytes():
             cs.switch_next_prio.append(pftrace.PRIO)
             cs.switch_next_comm_index.append(tids.index(nxt))
     assert got == want.SerializeToString()
+
+
+def test_a_new_threads_first_switch_out_names_it_leaving(tmp_path):
+    """A thread created during the run: its first run is in no switch record (a switch record
+    pairs a switch-in with the thread's switch-out before it), only in the run-queue record of
+    its wakeup_new. X holds CPU 0 from 100 µs; the new thread C runs there from 650 and blocks
+    at 700: the switch-out at 700 shows C leaving, not X."""
+    C = 13
+    run = make_run(
+        switches=[off(C, 700 * US, 800 * US, cpu_off=0, cpu_on=1)],
+        runq=[rq(C, 600 * US, 650 * US, kind="wakeup_new", cpu=0, waker=A),
+              rq(C, 780 * US, 800 * US, cpu=1, waker=A)],
+        tasks=[task(A, "worker-a"), task(C, "worker-c")],
+        occupancy=[occ(0, 100 * US, X)], occupants=[occupant(X, "antagonist")],
+        meta={"kernel": "6.1.0-test", "mono_start_ns": T0})
+    pftrace.write_perfetto_trace(analyse(run)["findings"], tmp_path / "t.pftrace")
+    c = pftrace.check_against_records(run, tmp_path / "t.pftrace")
+    assert c["switch_outs_found"] == c["switch_ins_found"] == c["switch_records"] == 1, c
+    switches, *_ = _decode(tmp_path / "t.pftrace")
+    assert switches[:3] == [(0, 100 * US, X, 0, "antagonist"), (0, 650 * US, C, 0, "worker-c"),
+                            (0, 700 * US, 0, 1, "swapper")], switches
