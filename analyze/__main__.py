@@ -90,7 +90,7 @@ def format_summary(s: dict) -> str:
 
 def _wait_lines(s: dict, k: int = 2) -> list:
     """The k longest waits of the whole run (summary.json wait_objects), one line each."""
-    from .explain.critpath import wait_object_line
+    from .render.words import wait_object_line
     objs = (s.get("wait_objects") or [])[:k]
     return ["", "Longest waits, all traced threads:"] + [f"  {wait_object_line(o)}"
                                                          for o in objs] if objs else []

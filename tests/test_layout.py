@@ -10,8 +10,9 @@ its path: a module must not need, through its includes, a module that needs it.
 
 analyze/ is three stages, analyze/load, analyze/explain and analyze/render, driven by
 analyze/pipeline.py (and the CLI, analyze/__main__.py). A stage imports only from itself and
-the stages before it: load ← explain ← render ← the top. Every import of every analyze/**/*.py
-(at module level or inside a function, relative or absolute) is read with ast.
+the stages before it: load ← explain ← render ← the top, and no module of it is in an import
+circle. Every import of every analyze/**/*.py (at module level or inside a function, relative
+or absolute) is read with ast.
 """
 import ast
 import os
@@ -221,6 +222,59 @@ def test_the_stage_check_finds_a_backward_import():
         "analyze/load/b.py:1 imports analyze.explain.d.z (load may import load)",
         "analyze/render/e.py:2 imports analyze.pipeline (render may import load, explain, render)",
     ]
+
+
+def python_module_of(name, modules):
+    """The module of analyze an imported name lives in: its longest prefix that is one of
+    modules (analyze.explain.decompose.Axis -> analyze.explain.decompose), or None."""
+    parts = name.split(".")
+    for k in range(len(parts), 0, -1):
+        if ".".join(parts[:k]) in modules:
+            return ".".join(parts[:k])
+    return None
+
+
+def import_graph(files=None, read=None):
+    """{module: {module it imports: the importing file and line}} of analyze's modules,
+    imports inside functions included (find_circle's form); a module importing its own
+    package's __init__ is no edge."""
+    files = files if files is not None else tracked_python("analyze")
+    read = read or (lambda p: (ROOT / p).read_text())
+    name = {f: f[:-3].replace("/", ".").removesuffix(".__init__") for f in files}
+    modules = set(name.values())
+    graph = {m: {} for m in modules}
+    for f in sorted(files):
+        for line, imp in imported_modules(f, read(f)):
+            target = python_module_of(imp, modules)
+            if target and target != name[f] and not name[f].startswith(target + "."):
+                graph[name[f]].setdefault(target, f"{f}:{line}")
+    return graph
+
+
+def test_analyze_has_no_import_circle():
+    """A stage's modules import one way too: no module needs, through its imports (at module
+    level or inside a function), a module that needs it."""
+    graph = import_graph()
+    circle = find_circle(graph)
+    assert circle is None, ("import circle (move what both need into a module of its own): "
+                            + " -> ".join(circle) + "\n" + describe(graph, circle))
+
+
+def test_the_circle_check_finds_circles_inside_functions_too():
+    src = {
+        "analyze/explain/a.py": "from .b import x\n",
+        "analyze/explain/b.py": "def f():\n    from .c import y\n",
+        "analyze/explain/c.py": "from analyze.explain.a import z\nfrom .d import w\n",
+        "analyze/explain/d.py": "import numpy\nfrom . import e\n",
+        "analyze/explain/__init__.py": "",
+        "analyze/explain/e.py": "from .. import explain\n",
+    }
+    graph = import_graph(src, src.get)
+    assert find_circle(graph) == ["analyze.explain.a", "analyze.explain.b", "analyze.explain.c",
+                                  "analyze.explain.a"]
+    assert graph["analyze.explain.b"]["analyze.explain.c"] == "analyze/explain/b.py:2"
+    src["analyze/explain/b.py"] = "import numpy\n"
+    assert find_circle(import_graph(src, src.get)) is None
 
 
 def test_analyze_is_three_stages_and_the_pipeline():

@@ -6,7 +6,9 @@ Owns each request's decomposition (decompose.py), why each wait happened and who
 (attribute.py), the scheduler's tables (sched.py), the sort orders they share (order.py) and
 Findings, what one run's analysis found (findings.py).
 
-Imports: analyze.load and analyze.explain, never analyze.render (tests/test_layout.py checks
-it). No page, table or figure is made here; an analysis may name its own finding in words
-(antagonists.sentence, critpath.wait_object_line, decompose.check_words), which render places.
+Imports: analyze.load and analyze.explain, never analyze.render, and no import circle
+(tests/test_layout.py checks both). No page, table, figure or sentence is made here: the
+analyses give figures and the names of what they found (a thread, a lock, a process);
+render/words.py says them in sentences. The interval algebra they all measure with is
+intervals.py.
 """

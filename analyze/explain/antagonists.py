@@ -35,7 +35,7 @@ import pandas as pd
 
 from ..load.load import (OCC_HARDIRQ, OCC_IRQ_SHIFT, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ,
                          OCC_TRUNC, SOFTIRQ_NAMES, per_run)
-from .decompose import Axis
+from .intervals import Axis
 from .order import argsort_unless_sorted, search_in_order, thread_time_order
 from .peer import also_comm, peer_pids
 
@@ -677,6 +677,23 @@ def summarize(part: pd.DataFrame, run, victim_pids=(), top: int = 8) -> list[dic
     return out
 
 
+def class_processes(part: pd.DataFrame) -> dict[str, int]:
+    """{class: how many distinct processes (pids) of it held the CPU in the rows} over
+    CLASSES: what 'N processes' counts, whatever `top` summarize kept."""
+    if not len(part):
+        return {c: 0 for c in CLASSES}
+    n = part[part["pid"] > 0].groupby("cls", observed=True)["pid"].nunique()
+    return {c: int(n.get(c, 0)) for c in CLASSES}
+
+
+def occupant_summary(part: pd.DataFrame, run, runnable_ms: float, top: int = 8) -> dict:
+    """What held the CPU in the rows (tid, pid, cls, irq, ns): {runnable_ms, by_class (each
+    class's share), processes (each class's count), top (summarize)}: the form summary.json's
+    antagonists take, and the sentences (render/words.py) read."""
+    return {"runnable_ms": runnable_ms, "by_class": class_shares(part),
+            "processes": class_processes(part), "top": summarize(part, run, top=top)}
+
+
 def class_shares(part: pd.DataFrame) -> dict[str, float]:
     """{class: share of the rows' time} over CLASSES (0 for absent ones)."""
     total = float(part["ns"].sum()) if len(part) else 0.0
@@ -698,8 +715,8 @@ def df_request_antagonists(run, decomp: pd.DataFrame) -> pd.DataFrame:
 
 def band_antagonists(run, decomp: pd.DataFrame, bands_of_rows: pd.Series,
                      top: int = 8) -> dict | None:
-    """summary.json `antagonists`: {band: {runnable_ms, by_class {cls: share}, top [...]}}
-    for the requests' own runnable time; None without the cpu event."""
+    """summary.json `antagonists`: {band: occupant_summary} for the requests' own runnable
+    time (runnable_ms: the mean per request); None without the cpu event."""
     if not has_occupancy(run):
         return None
     per = df_request_antagonists(run, decomp)
@@ -708,9 +725,7 @@ def band_antagonists(run, decomp: pd.DataFrame, bands_of_rows: pd.Series,
         rows = np.flatnonzero((bands_of_rows == band).to_numpy())
         part = per[np.isin(per["win"].to_numpy(), rows)]
         n = max(len(rows), 1)
-        out[str(band)] = {"runnable_ms": float(part["ns"].sum()) / 1e6 / n,
-                          "by_class": class_shares(part),
-                          "top": summarize(part, run, top=top)}
+        out[str(band)] = occupant_summary(part, run, float(part["ns"].sum()) / 1e6 / n, top)
     return out
 
 
@@ -748,71 +763,3 @@ def thread_antagonists(run) -> pd.DataFrame:
         top_share[kg[k]] = float(h) / max(tot[kg[k]], 1)
     out["top_antagonist"], out["top_share"] = top_name, top_share
     return out[cols]
-
-
-# ---- words ------------------------------------------------------------------
-
-VERDICT_WORDS = {
-    "sibling": "oversubscription",
-    "peer": "the client and the process it talks to compete for the CPUs",
-    "other": "a noisy neighbour",
-    "kernel": "kernel work",
-    "irq": "interrupt load on these CPUs (spread or steer the IRQs, or move the work away)",
-    "idle": "wakeup latency, not a competitor",
-    "unknown": "not recorded",
-}
-
-
-def _proc_words(run, top: dict) -> str:
-    """'tt-hog (pid 4242, not traced, cgroup /batch)', or with several of its threads
-    '63 threads of httpload (pid 24026)'."""
-    traced = set(run.tasks["pid"].astype(int)) if len(run.tasks) else set()
-    bits = [f"pid {top['pid']}"]
-    if top["pid"] not in traced:
-        bits.append("not traced")
-    if top.get("cgroup") and top["cgroup"] != "/":
-        bits.append(f"cgroup {top['cgroup']}")
-    who = f"{top['comm'] or '?'} ({', '.join(bits)})"
-    return f"{top['threads']} threads of {who}" if top.get("threads", 1) > 1 else who
-
-
-def sentence(run, info: dict | None, victim_pids, preempted_share: float = 0.0) -> str | None:
-    """What held the CPUs during the waits summarised in `info` (band_antagonists' or the
-    critical path's form: {by_class, top}), as a clause with 'they' (the waiting threads) as
-    subject: 'were preempted by tt-hog (pid 4242, not traced, cgroup /batch) for 97% of
-    that time: a noisy neighbour'. None without data."""
-    if not info or not info.get("top"):
-        return None
-    by = info["by_class"]
-    cls = max(by, key=by.get)
-    share = by[cls]
-    if share <= 0:
-        return None
-    pct = f"{share * 100:.0f}% of that time"
-    if cls == "idle":
-        return f"found their CPUs idle for {pct}: {VERDICT_WORDS['idle']}"
-    if cls == "unknown":
-        return f"cannot be followed for {pct} (too many switches on their CPUs to remember)"
-    verb = "were preempted by" if preempted_share >= 0.5 else "waited behind"
-    inside = [t for t in info["top"] if t["class"] == cls]
-    if cls == "sibling":
-        t = inside[0] if inside else {"threads": 0}
-        n_proc = int(run.runq.loc[run.runq["pid"].isin(list(victim_pids)), "tid"].nunique()) \
-            if len(run.runq) else 0
-        ncpus = (run.meta or {}).get("ncpus")
-        load = f", {n_proc} threads for {ncpus} CPUs" if n_proc and ncpus else ""
-        who = (f"{t['threads']} other threads of the same process" if t["threads"] != 1
-               else "another thread of the same process")
-        return f"{verb} {who} for {pct}: {VERDICT_WORDS['sibling']}{load}"
-    if cls in ("kernel", "irq"):
-        names = ", ".join(t["comm"] for t in inside[:3] if t["comm"])
-        what = "kernel threads" if cls == "kernel" else "interrupts"
-        return f"{verb} {what} ({names}) for {pct}: {VERDICT_WORDS[cls]}"
-    top = inside[0] if inside else None
-    if top is None or top["pid"] is None:
-        return None
-    if len(inside) > 1 and top["share"] < 0.5 * share:
-        who = f"{len(inside)} processes, the most {_proc_words(run, top)}"
-    else:
-        who, pct = _proc_words(run, top), f"{top['share'] * 100:.0f}% of that time"
-    return f"{verb} {who} for {pct}: {VERDICT_WORDS[cls]}"

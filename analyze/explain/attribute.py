@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .critpath import CP_COLS
-from .decompose import CLOSE_TOL, PARTS, decomposed
+from .decompose import CHECK_WHY, CHECKS, CLOSE_TOL, PARTS, decomposed
 
 BANDS = ["≤P50", "P50–P90", "P90–P99", "≥P99"]
 BAND_P999 = "≥P99.9"
@@ -216,3 +216,39 @@ def dominant_blocked(bands: pd.DataFrame, band: str) -> str | None:
     ms = {g: row.get(f"{g}_ms", np.nan) for g in BLOCKED_GROUPS}
     ms = {g: v for g, v in ms.items() if pd.notna(v) and v > 0}
     return max(ms, key=ms.get) if ms else None
+
+
+def check_summary(decomp: pd.DataFrame, bands: pd.DataFrame | None = None,
+                  n_failed: int = 10) -> dict:
+    """summary.json "checks": how many requests were decomposed, how many close, why the
+    others did not (by CHECKS), which bands add up (adds_up), and the slowest
+    n_failed requests that failed a check, each with its reason in words.
+
+    {"requests", "decomposed", "close", "left_out" (not in any band: parts unknown),
+     "by_check": {check: n} (non-zero only), "bands_add_up": {band: bool},
+     "failed": [{id, tid, pid, t_start_ns, latency_ms, parts_ms, check, why}]}"""
+    chk = decomp["check"] if "check" in decomp else pd.Series(pd.Categorical([], CHECKS))
+    counts = chk.value_counts()
+    scope = decomposed(decomp)
+    known = scope & (chk.cat.codes.to_numpy() <= CHECKS.index("outside")) if len(chk) else scope
+    bad = ~chk.isin(["ok", "no_switches"]).to_numpy() if len(chk) else np.zeros(0, bool)
+    rows = np.flatnonzero(bad)
+    lat = decomp["latency_ns"].to_numpy()
+    rows = rows[np.argsort(-lat[rows], kind="stable")][:n_failed]
+    failed = []
+    for i in rows:
+        r = decomp.iloc[i]
+        c = str(r["check"])
+        parts = (r["latency_ns"] * (1 + r["closure_err"]) if pd.notna(r["closure_err"])
+                 else np.nan)
+        failed.append({"id": int(r["id"]), "tid": int(r["tid"]), "pid": int(r["pid"]),
+                       "t_start_ns": int(r["t_start_ns"]), "latency_ms": r["latency_ns"] / 1e6,
+                       "parts_ms": None if pd.isna(parts) else parts / 1e6, "check": c,
+                       "why": CHECK_WHY[c]})
+    return {"requests": int(len(decomp)), "decomposed": int(known.sum()),
+            "close": int((chk == "ok").sum()) if len(chk) else 0,
+            "left_out": int((~scope).sum()),
+            "by_check": {c: int(counts.get(c, 0)) for c in CHECKS if counts.get(c, 0)},
+            "bands_add_up": ({} if bands is None or bands.empty else
+                             {b: bool(adds_up(r)) for b, r in bands.iterrows()}),
+            "failed": failed}

@@ -34,7 +34,9 @@ import numpy as np
 import pandas as pd
 
 from ..load.load import WAKER_BLAMES_TASK, fold_comm, per_run, thread_names
-from .decompose import Axis, thread_brief
+from .decompose import thread_brief
+from .antagonists import antagonists_in_windows, has_occupancy, occupant_summary
+from .intervals import Axis
 from .order import Lookup, argsort_unless_sorted, row_index, unique_of
 from .peer import process_name, also_comm
 from .waits import REASONS, describe, switch_fields, wait_core
@@ -359,7 +361,9 @@ def root_cause(run, decomp: pd.DataFrame, segs: pd.DataFrame, mask, part: str) -
     went: {wait_ms, waker_oncpu_ms, waker_runnable_ms, waker_runnable_hop1_ms,
     waker_blocked_ms, irq_ms, unknown_ms (sums over the requests, ms), what (the object
     waited on most), what_share, what_phrase (for a sentence: 'mostly … (N% of it)' or
-    'spread over N futexes (…)'), who (the threads that ended it), verdict, sentence}.
+    'spread over N futexes (…)'), who (the threads that ended it), hop2, verdict (the largest
+    component), antagonists (an occupant_summary of the wakers' runnable time), own_pids (the
+    requests' processes)}; render/words.py root_cause_sentence says it in words.
     None when those requests have no such wait."""
     if segs is None or segs.empty or part not in REASON_OF_PART:
         return None
@@ -403,13 +407,9 @@ def root_cause(run, decomp: pd.DataFrame, segs: pd.DataFrame, mask, part: str) -
            "ended_by_task_share": float(d1[by_task].sum() / d1.sum())
            if d1.sum() else 0.0}
     out["hop2"] = _second_hop(run, chain, own)
-    out["verdict"], out["sentence"] = _verdict(out, part)
+    out["verdict"] = _verdict(out)
     out["antagonists"] = _chain_antagonists(run, chain)
-    if out["verdict"] == "runnable" and out["antagonists"]:
-        from .antagonists import sentence
-        words = sentence(run, out["antagonists"], set(int(p) for p in own))
-        if words:
-            out["sentence"] += f"; while runnable, they {words}"
+    out["own_pids"] = [int(p) for p in own]
     return out
 
 
@@ -475,10 +475,9 @@ def _convoy_holder(run, d1: pd.DataFrame, top, own) -> str:
 
 
 def _chain_antagonists(run, chain: pd.DataFrame) -> dict | None:
-    """Who held the CPUs while the wakers of a chain were runnable: {runnable_ms, by_class,
-    top} over the blamed segments' windows (analyze/explain/antagonists.py); None without the cpu
+    """Who held the CPUs while the wakers of a chain were runnable: an occupant_summary over
+    the blamed segments' windows (analyze/explain/antagonists.py); None without the cpu
     event or without such time."""
-    from .antagonists import antagonists_in_windows, class_shares, has_occupancy, summarize
     b = chain[chain["blame"].to_numpy(bool)]
     if not has_occupancy(run) or b.empty:
         return None
@@ -487,39 +486,15 @@ def _chain_antagonists(run, chain: pd.DataFrame) -> dict | None:
                                   b["t_end_ns"].to_numpy(np.int64))
     if part.empty:
         return None
-    return {"runnable_ms": float(part["ns"].sum()) / 1e6, "by_class": class_shares(part),
-            "top": summarize(part, run)}
+    return occupant_summary(part, run, float(part["ns"].sum()) / 1e6)
 
 
-def _verdict(c: dict, part: str) -> tuple[str, str]:
-    """(largest component, the words for it) of a root_cause dict."""
+def _verdict(c: dict) -> str:
+    """The largest component of a root_cause dict: runnable, oncpu, blocked, irq or
+    unknown (render/words.py root_cause_sentence says it)."""
     comp = {"runnable": c["waker_runnable_ms"], "oncpu": c["waker_oncpu_ms"],
             "blocked": c["waker_blocked_ms"], "irq": c["irq_ms"], "unknown": c["unknown_ms"]}
-    k = max(comp, key=comp.get)
-    pct = 100 * comp[k] / c["wait_ms"] if c["wait_ms"] else 0.0
-    who = f"the thread that ended it ({c['who']})" if c["who"] else "the thread that ended it"
-    if part == "lock_wait":
-        who = f"its holder ({c['who']})" if c["who"] else "its holder"
-    hop1 = c["waker_runnable_hop1_ms"] >= 0.5 * c["waker_runnable_ms"]
-    hop = "one hop away" if hop1 else "one or more hops away"
-    were = "was" if hop1 else "and the threads it waited for in turn were"
-    words = {
-        "runnable": f"{who} {were} runnable (waiting for a CPU) for {pct:.0f}% of that wait: "
-                    + ("lock-holder preemption" if part == "lock_wait"
-                       else f"scheduler delay {hop}"),
-        "oncpu": f"{who} was on CPU for {pct:.0f}% of that wait: the wait was for its work",
-        "blocked": f"{who} was itself blocked for {pct:.0f}% of that wait"
-                   + (f", mostly in {c['hop2']}" if c.get("hop2") else
-                      f" (followed {MAX_DEPTH} hops)"),
-        "irq": (f"{pct:.0f}% of that wait was ended by interrupts (timers, devices), "
-                "not by a task") if c.get("irq_hop1_ms", c["irq_ms"]) >= 0.5 * c["irq_ms"] else
-               (f"{who} was itself blocked for {pct:.0f}% of that wait, mostly in {c['hop2']}"
-                if c.get("hop2") else
-                f"{who} was itself waiting for an interrupt (a timer, a device) for {pct:.0f}% "
-                "of that wait"),
-        "unknown": f"for {pct:.0f}% of that wait the thread that ended it was not traced "
-                   "(trace its process with --also-pid PID)"}
-    return k, words[k]
+    return max(comp, key=comp.get)
 
 
 # ---- what the traced threads waited on, over the whole run -----------------------------
@@ -625,18 +600,3 @@ def df_wait_objects(run, top: int = 10, max_depth: int = 2,
                     "waker_blocked_share": sh["blocked"], "irq_share": sh["irq"],
                     "unknown_share": sh["unknown"]})
     return pd.DataFrame(out, columns=OBJ_COLS)
-
-
-def wait_object_line(o: dict) -> str:
-    """One wait object (a df_wait_objects row) in a sentence."""
-    sh = [(o.get(f"{k}_share") or 0.0, label) for k, label in
-          (("waker_runnable", "runnable"), ("waker_blocked", "blocked"),
-           ("waker_oncpu", "on CPU"), ("irq", "interrupts"), ("unknown", "not traced"))]
-    parts = ", ".join(f"{label} {v * 100:.0f}%" for v, label in sorted(sh, reverse=True)
-                      if v >= 0.05)
-    by = f"; the threads that ended them ({o['ended_by']}): {parts} of it" if o.get(
-        "ended_by") else (f"; {parts} of it" if parts else "")
-    procs = o.get("processes") or 1
-    across = f" in {procs} processes" if procs > 1 else ""
-    return (f"{o['what'] or o['reason']}: {o['total_ms'] / 1e3:,.2f} s over {o['waits']:,} "
-            f"waits by {o['threads']}{across} (mean {o['mean_us']:,.0f} µs){by}")

@@ -39,9 +39,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..load.errors import AnalysisError
 from ..load.load import RUNQ_KINDS, per_run
-from .order import Lookup, argsort_unless_sorted, unique_of
+from .intervals import Axis, IntervalSet, Windows, iv_intersect, iv_union
 from .waits import REASONS, has_reasons, reason_codes
 
 PARTS = ["queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "lock_wait", "io_wait", "sleep",
@@ -49,181 +48,6 @@ PARTS = ["queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "lock_wait", "io_
 # the parts that split blocked time by wait reason (waits.REASONS), "other" stays blocked
 REASON_PARTS = {"lock": "lock_wait", "io": "io_wait", "sleep": "sleep"}
 CLOSE_TOL = 0.01  # closure_err at or below this: the request "closes"
-
-
-# ---- interval algebra on the thread axis -------------------------------------
-
-class Axis:
-    """Maps (tid, t) to one int64 key: each thread owns [g*span, g*span + span)."""
-
-    def __init__(self, tids: np.ndarray, t0: int, t1: int):
-        self.tids = unique_of(tids)
-        self.t0, self.t1 = int(t0), int(t1)
-        self.span = self.t1 - self.t0 + 1
-        if self.span <= 0 or (len(self.tids) + 1) * self.span >= 2 ** 62:
-            raise AnalysisError(f"time range {self.t0}..{self.t1} over {len(self.tids)} threads "
-                                "does not fit one int64 axis: are the timestamps CLOCK_MONOTONIC ns?")
-        self._lookup = Lookup(self.tids)
-
-    def index(self, tid) -> tuple[np.ndarray, np.ndarray]:
-        """Thread index of each tid and whether the tid is on the axis."""
-        return self._lookup(tid)
-
-    def key(self, g: np.ndarray, t) -> np.ndarray:
-        t = np.asarray(t)
-        if len(t) and (int(t.min()) < self.t0 or int(t.max()) > self.t1):
-            t = np.clip(t.astype(np.int64, copy=False), self.t0, self.t1)
-        k = np.multiply(g, self.span, dtype=np.int64)
-        k += t
-        k -= self.t0
-        return k
-
-    def intervals(self, tid, t_s, t_e) -> tuple[np.ndarray, np.ndarray]:
-        """Keys of intervals [t_s, t_e] of threads on the axis, clipped to [t0, t1]."""
-        s, e, _ = self.rows(tid, t_s, t_e, sort=False)
-        return s, e
-
-    def rows(self, tid, t_s, t_e, sort: bool = True):
-        """(s, e, rows): intervals() with the rows of the input they come from; with sort,
-        in the order of their start keys (an input already in that order is not sorted)."""
-        g, ok = self.index(tid)
-        t_s, t_e = np.asarray(t_s, dtype=np.int64), np.asarray(t_e, dtype=np.int64)
-        ok &= (t_e > t_s) & (t_e > self.t0) & (t_s < self.t1)
-        if ok.all():                              # every row: no copies of the inputs
-            rows = np.arange(len(ok))
-            s, e = self.key(g, t_s), self.key(g, t_e)
-        else:
-            rows = np.flatnonzero(ok)
-            g = g[rows]
-            s, e = self.key(g, t_s[rows]), self.key(g, t_e[rows])
-        del ok
-        o = argsort_unless_sorted(s, stable=True) if sort else None
-        if o is not None:
-            s, e, rows = s[o], e[o], rows[o]
-        return s, e, rows
-
-
-def iv_union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint, sorted intervals covering the same points as [s, e)."""
-    if len(s) == 0:
-        return s, e
-    o = np.argsort(s, kind="stable")
-    s, e = s[o], e[o]
-    reach = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:], len(s)) - 1
-    return s[first], reach[last]
-
-
-def iv_intersect(a_s, a_e, b_s, b_e) -> tuple[np.ndarray, np.ndarray]:
-    """Intersection of two sets of disjoint, sorted intervals (as iv_union returns): for
-    each interval of a, the run of b's intervals that overlap it (two sorted searches),
-    clipped to it; the result is disjoint and sorted."""
-    if len(a_s) == 0 or len(b_s) == 0:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z
-    lo = np.searchsorted(b_e, a_s, side="right")    # the first of b to end after a starts
-    hi = np.searchsorted(b_s, a_e, side="left")     # past the last of b to start before a ends
-    cnt = np.maximum(hi - lo, 0)
-    del hi
-    n = int(cnt.sum())
-    ai = np.repeat(np.arange(len(a_s)), cnt)
-    bi = np.arange(n, dtype=np.int64)
-    bi += np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
-    del lo, cnt
-    s = np.maximum(a_s[ai], b_s[bi])
-    e = np.minimum(a_e[ai], b_e[bi])
-    keep = e > s
-    return s[keep], e[keep]
-
-
-class _Set:
-    """Intervals [s, e] on the thread axis, ready to be measured inside any windows.
-
-    sum(w_s, w_e), for each window: the sum over intervals of |[s, e] ∩ window|
-    (overlapping intervals count once each), as G(w_e) − G(w_s) with G(q) = sum
-    |[s, e] ∩ (-inf, q]|, from arrays built once that serve every query.
-
-    A disjoint set (no two intervals overlap: a thread's own off-CPU or runnable
-    intervals, iv_union / iv_intersect output) is kept as its sorted starts S and the
-    prefix sums L of its lengths: with i = #(S ≤ q), G(q) = L[i−1] + min(q − S[i−1],
-    length i−1): 16 bytes an interval and one search a bound. Overlapping intervals
-    (streams that disagree) keep sorted starts and ends and their cumulative sums:
-    G(q) = q·#(s≤q) − Σ(s≤q) − q·#(e≤q) + Σ(e≤q); those sums may wrap around int64, the
-    difference is still exact (two's complement is exact modulo 2**64, the result small).
-    disjoint=True: s, e are known disjoint and sorted; otherwise that is checked after
-    sorting by start (a sorted input is not sorted again).
-    """
-
-    def __init__(self, s: np.ndarray, e: np.ndarray, disjoint: bool = False):
-        if not disjoint and len(s) > 1:
-            o = argsort_unless_sorted(s, stable=True)
-            if o is not None:
-                s, e = s[o], e[o]
-            disjoint = _Set.is_disjoint(s, e)
-        self.disjoint = disjoint or len(s) <= 1
-        if self.disjoint:
-            self.S = s
-            self.L = np.zeros(len(s) + 1, dtype=np.int64)
-            np.cumsum(e - s, out=self.L[1:])
-        else:
-            self.S, self.E = np.sort(s), np.sort(e)
-            self.cS = np.concatenate([[0], np.cumsum(self.S)])
-            self.cE = np.concatenate([[0], np.cumsum(self.E)])
-
-    def __len__(self) -> int:
-        return len(self.S)
-
-    @staticmethod
-    def is_disjoint(s: np.ndarray, e: np.ndarray) -> bool:
-        """Do intervals sorted by start not overlap (each ends at or before the next starts)?"""
-        return len(s) <= 1 or bool((s[1:] >= e[:-1]).all())
-
-    def ends(self) -> np.ndarray:
-        """The ends of a disjoint set's intervals, in order."""
-        return self.S + np.diff(self.L)
-
-    def sum(self, w_s, w_e=None) -> np.ndarray:
-        """w_s, w_e: the windows' bounds, or w_s a _Windows (the same windows measured in
-        many sets: their bounds sorted once)."""
-        q = w_s if isinstance(w_s, _Windows) else _Windows(w_s, w_e)
-        if not len(self.S):
-            return np.zeros(q.n, dtype=np.int64)
-        x = q.sorted
-        g = np.empty(2 * q.n, dtype=np.int64)
-        if self.disjoint:
-            i = np.searchsorted(self.S, x, side="right")
-            j = np.maximum(i - 1, 0)
-            part = np.minimum(x - self.S[j], self.L[i] - self.L[j])
-            g[q.order] = self.L[j] + np.where(i > 0, part, 0)
-        else:
-            with np.errstate(over="ignore"):
-                ns = np.searchsorted(self.S, x, side="right")
-                ne = np.searchsorted(self.E, x, side="right")
-                g[q.order] = x * (ns - ne) - self.cS[ns] + self.cE[ne]
-        return g[q.n:] - g[:q.n]
-
-
-class _Windows:
-    """Windows [w_s, w_e] on the thread axis, their 2n bounds sorted once: searches of
-    sorted keys walk each set in order (a search per bound in request order jumps across
-    the whole array, a cache miss each; on a 30 s busy run the searches were a third of the
-    analysis)."""
-
-    def __init__(self, w_s, w_e):
-        q = np.concatenate([np.asarray(w_s, dtype=np.int64), np.asarray(w_e, dtype=np.int64)])
-        self.n = len(q) // 2
-        self.order = np.argsort(q, kind="stable")
-        self.sorted = q[self.order]
-
-
-def window_sum(s, e, w_s, w_e, disjoint: bool = False) -> np.ndarray:
-    """For each window [w_s, w_e]: sum over intervals of |[s, e] ∩ window| (see _Set)."""
-    return _Set(np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64), disjoint).sum(
-        w_s, w_e)
 
 
 # ---- thread states over windows ----------------------------------------------
@@ -253,22 +77,22 @@ class _StateSets:
             # the whole is (a thread's own off-CPU intervals do not overlap)
             sw = run.switches
             s, e, rows = axis.rows(*(sw[c].to_numpy() for c in ("tid", "t_off_ns", "t_on_ns")))
-            self.off = _Set(s, e)
+            self.off = IntervalSet(s, e)
             ou = (s, e) if self.off.disjoint else iv_union(s, e)
-            self.off_union = self.off if self.off.disjoint else _Set(*ou, disjoint=True)
+            self.off_union = self.off if self.off.disjoint else IntervalSet(*ou, disjoint=True)
         if self.has_rq:
             rq = run.runq
             r_s, r_e, r_rows = axis.rows(*(rq[c].to_numpy()
                                            for c in ("tid", "t_runnable_ns", "t_run_ns")))
             pre = (rq["kind"].cat.codes.to_numpy() == RUNQ_KINDS.index("preempt"))[r_rows]
             del r_rows
-            self.preempt, self.wakeup = _Set(r_s[pre], r_e[pre]), _Set(r_s[~pre], r_e[~pre])
+            self.preempt, self.wakeup = IntervalSet(r_s[pre], r_e[pre]), IntervalSet(r_s[~pre], r_e[~pre])
             del pre
             if ou is not None:
-                ru = (r_s, r_e) if _Set.is_disjoint(r_s, r_e) else iv_union(r_s, r_e)
+                ru = (r_s, r_e) if IntervalSet.is_disjoint(r_s, r_e) else iv_union(r_s, r_e)
                 rin = iv_intersect(*ru, *ou)
             del r_s, r_e
-        self.rin = _Set(*rin, disjoint=True)
+        self.rin = IntervalSet(*rin, disjoint=True)
         if self.reasons:
             sw = run.switches
             vol = sw["voluntary"].to_numpy(bool)[rows]
@@ -276,14 +100,14 @@ class _StateSets:
             for reason, part in REASON_PARTS.items():
                 m = vol & (code == REASONS.index(reason))
                 u = (s[m], e[m]) if self.off.disjoint else iv_union(s[m], e[m])
-                self.why[part] = (_Set(*u, disjoint=True),
-                                  _Set(*iv_intersect(*u, *rin), disjoint=True))
+                self.why[part] = (IntervalSet(*u, disjoint=True),
+                                  IntervalSet(*iv_intersect(*u, *rin), disjoint=True))
         elif self.locks:
             lk = run.locks
             lu = iv_union(*axis.intervals(lk["tid"].to_numpy(), lk["t_request_ns"].to_numpy(),
                                           lk["t_acquired_ns"].to_numpy()))
-            self.why["lock_wait"] = (_Set(*iv_intersect(*lu, *ou), disjoint=True),
-                                     _Set(*iv_intersect(*lu, *rin), disjoint=True))
+            self.why["lock_wait"] = (IntervalSet(*iv_intersect(*lu, *ou), disjoint=True),
+                                     IntervalSet(*iv_intersect(*lu, *rin), disjoint=True))
 
 
 def _state_sets(run, tid: np.ndarray, t_lo: int, t_hi: int, why: bool = True) -> _StateSets:
@@ -337,7 +161,7 @@ def thread_brief(run, tid, w_start, w_end) -> pd.DataFrame:
         return pd.DataFrame({"oncpu_ns": nan, "runnable_ns": nan, "blocked_all_ns": nan})
     st = _state_sets(run, tid[valid], int(ws[valid].min()), int(we[valid].max()), why=False)
     g, _ = st.axis.index(tid)
-    k = _Windows(st.axis.key(g, ws), st.axis.key(g, we))
+    k = Windows(st.axis.key(g, ws), st.axis.key(g, we))
     lat = (we - ws).astype(np.float64)
     on = lat - st.off_union.sum(k) if st.has_sw else nan
     rn = st.wakeup.sum(k) + st.preempt.sum(k) if st.has_rq else nan
@@ -368,7 +192,7 @@ def thread_states(run, tid, w_start, w_end) -> pd.DataFrame:
         return pd.DataFrame({c: nan for c in STATE_COLS})
     st = _state_sets(run, tid[valid], int(ws[valid].min()), int(we[valid].max()))
     g, _ = st.axis.index(tid)
-    k = _Windows(st.axis.key(g, ws), st.axis.key(g, we))
+    k = Windows(st.axis.key(g, ws), st.axis.key(g, we))
     lat = (we - ws).astype(np.float64)
 
     off_sum, oncpu = ((st.off.sum(k), lat - st.off_union.sum(k)) if st.has_sw
@@ -532,54 +356,3 @@ def df_decompose(run) -> pd.DataFrame:
     out["closes"] = (out["closure_err"] <= CLOSE_TOL).to_numpy()
     out["check"] = check_of(untraced, st)
     return out
-
-
-def check_summary(decomp: pd.DataFrame, bands: pd.DataFrame | None = None,
-                  n_failed: int = 10) -> dict:
-    """summary.json "checks": how many requests were decomposed, how many close, why the
-    others did not (by CHECKS), which bands add up (attribute.adds_up), and the slowest
-    n_failed requests that failed a check, each with its reason in words.
-
-    {"requests", "decomposed", "close", "left_out" (not in any band: parts unknown),
-     "by_check": {check: n} (non-zero only), "bands_add_up": {band: bool},
-     "failed": [{id, tid, pid, t_start_ns, latency_ms, parts_ms, check, why}]}"""
-    from .attribute import adds_up
-    chk = decomp["check"] if "check" in decomp else pd.Series(pd.Categorical([], CHECKS))
-    counts = chk.value_counts()
-    scope = decomposed(decomp)
-    known = scope & (chk.cat.codes.to_numpy() <= CHECKS.index("outside")) if len(chk) else scope
-    bad = ~chk.isin(["ok", "no_switches"]).to_numpy() if len(chk) else np.zeros(0, bool)
-    rows = np.flatnonzero(bad)
-    lat = decomp["latency_ns"].to_numpy()
-    rows = rows[np.argsort(-lat[rows], kind="stable")][:n_failed]
-    failed = []
-    for i in rows:
-        r = decomp.iloc[i]
-        c = str(r["check"])
-        parts = (r["latency_ns"] * (1 + r["closure_err"]) if pd.notna(r["closure_err"])
-                 else np.nan)
-        failed.append({"id": int(r["id"]), "tid": int(r["tid"]), "pid": int(r["pid"]),
-                       "t_start_ns": int(r["t_start_ns"]), "latency_ms": r["latency_ns"] / 1e6,
-                       "parts_ms": None if pd.isna(parts) else parts / 1e6, "check": c,
-                       "why": CHECK_WHY[c]})
-    return {"requests": int(len(decomp)), "decomposed": int(known.sum()),
-            "close": int((chk == "ok").sum()) if len(chk) else 0,
-            "left_out": int((~scope).sum()),
-            "by_check": {c: int(counts.get(c, 0)) for c in CHECKS if counts.get(c, 0)},
-            "bands_add_up": ({} if bands is None or bands.empty else
-                             {b: bool(adds_up(r)) for b, r in bands.iterrows()}),
-            "failed": failed}
-
-
-def check_words(checks: dict) -> str | None:
-    """The checks in one sentence for the warnings and the report, or None when every
-    request's parts are known and close."""
-    by = checks.get("by_check") or {}
-    bad = {c: n for c, n in by.items() if c not in ("ok", "no_switches")}
-    if not bad:
-        return None
-    reasons = "; ".join(f"{n:,} {CHECK_WHY[c]}" for c, n in bad.items())
-    out = checks.get("left_out", 0)
-    tail = (f" The {out:,} whose parts are unknown are left out of the bands." if out else "")
-    return (f"{sum(bad.values()):,} of {checks['requests']:,} requests fail the "
-            f"decomposition check: {reasons}.{tail}")

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..load.load import fold_comm
-from .decompose import Axis, iv_union, window_sum
+from .intervals import Axis, iv_union, window_sum
 
 PEER_COLS = ["pid", "comm", "threads", "name"]
 _EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64))

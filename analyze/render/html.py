@@ -17,10 +17,10 @@ from typing import Any, Callable, Iterable
 import pandas as pd
 
 from ..explain.attribute import adds_up
-from ..explain.decompose import check_words
 from .fmt import (U, cost_words, fmt_errors, fmt_hex, fmt_int, fmt_ms, fmt_ns_ms, fmt_run_ms,
                   fmt_share, fmt_stack, fmt_text, fmt_us, fmt_value, num_or_none, request_unit)
 from .plot import PART_COLORS, PART_LABELS, PARTS
+from .words import check_words
 
 esc = html.escape
 PART_SHORT = {"queue_wait": "queue wait", "oncpu": "on CPU", "runq_wakeup": "runnable (wakeup)",

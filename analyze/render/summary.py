@@ -5,7 +5,7 @@ latency_ms{avg,p50,p90,p99,p999,max}, e2e_ms{avg,p50,p99,max},
 queue_wait_ms{p50,p99,max}, attribution{band:{n, latency_ms, e2e_ms,
 <part>_ms, <part>_share}}, headline, sched{runq_p50_us, runq_p99_us,
 voluntary, involuntary, migrations}, threads, lost_events{stream:n},
-closure_ratio, checks (decompose.check_summary: requests decomposed, closing, left out
+closure_ratio, checks (attribute.check_summary: requests decomposed, closing, left out
 of the bands and why, whether each band adds up, the slowest requests that failed a
 check), plus source, tail_excess, spearman_runnable, warnings,
 peer (null unless another process was traced with --also-pid: {pids, comms,
@@ -51,13 +51,13 @@ import pandas as pd
 from ..load.frames import jit_stack_count
 from ..load.load import SPAN_ENDS
 from ..explain.antagonists import class_shares, df_runnable_occupants, has_occupancy
-from ..explain.attribute import dominant_blocked, spearman_runnable
-from ..explain.decompose import PARTS, check_summary, check_words, valid_requests
+from ..explain.attribute import check_summary, dominant_blocked, spearman_runnable
+from ..explain.decompose import PARTS, valid_requests
 from ..explain.findings import Findings
 from ..explain.order import unique_of
 from ..explain.sched import sched_figures
 from .fmt import num_or_none
-from .words import headline, no_requests_headline
+from .words import check_words, headline, no_requests_headline, root_cause_sentence
 
 MS = 1e6
 UPROBE_WARN_SHARE = 0.05     # as tailtrace's TT_UPROBE_WARN_SHARE (of one CPU)
@@ -378,7 +378,8 @@ def critical_path(f: Findings) -> dict | None:
         part = dominant_blocked(bands, b)
         rc = f.root_cause(b, part)
         d.update({"reason": part, "what": rc["what"] if rc else None,
-                  "who": rc["who"] if rc else None, "sentence": rc["sentence"] if rc else None,
+                  "who": rc["who"] if rc else None,
+                  "sentence": root_cause_sentence(f.run, rc, part) if rc else None,
                   "antagonists": rc.get("antagonists") if rc else None})
         out[b] = d
     return out

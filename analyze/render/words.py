@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..load.load import fold_comm
 from ..explain.attribute import BANDS, BLOCKED_GROUPS, GROUPS, MS, adds_up, dominant_group
-from ..explain.critpath import has_wakers
+from ..explain.critpath import MAX_DEPTH, has_wakers
 from ..explain.decompose import CHECK_WHY
 from .fmt import dur
 
@@ -103,14 +103,14 @@ def _workers_wait(run, decomp: pd.DataFrame, wait_objects: list) -> str:
 def _antagonist_words(f) -> str:
     """' While runnable, they were preempted by …' for a runnable tail, from the findings'
     antagonists (analyze/explain/antagonists.py), or ''."""
-    from ..explain.antagonists import sentence
     info = (f.antagonists or {}).get(BANDS[3])
     if not info or f.run is None:
         return ""
     row = f.bands.loc[BANDS[3]]
     pre = row["runq_preempt_ms"] / row["runnable_ms"] if row["runnable_ms"] else 0.0
     d = f.decomp
-    words = sentence(f.run, info, set(d["pid"].astype(int)) if "pid" in d else set(), pre)
+    words = occupant_clause(f.run, info, set(d["pid"].astype(int)) if "pid" in d else set(),
+                            pre)
     return f" While runnable, they {words}." if words else ""
 
 
@@ -159,7 +159,8 @@ def headline(f) -> str:
         label = "waiting for other tasks (blocked in I/O syscalls that tasks, not devices, ended)"
     if rc:
         what = f", {rc['what_phrase']}" if rc["what_phrase"] else ""
-        s = (f"{head} spent {share * 100:.0f}% of their time {label}{what}; {rc['sentence']}. "
+        s = (f"{head} spent {share * 100:.0f}% of their time {label}{what}; "
+             f"{root_cause_sentence(run, rc, g)}. "
              f"{dur(g_ex)} of the {dur(ex)} excess over the median is {noun}.")
     elif peer:
         s = f"{head} spent {share * 100:.0f}% of their time {label}; {peer}"
@@ -204,3 +205,148 @@ def no_requests_headline(run, sched: dict, threads: int) -> str:
         facts.append(f"{sched['voluntary']:,} voluntary and {sched['involuntary']:,} "
                      f"involuntary switches, {_n(sched['migrations'], 'migration')}")
     return s + (" — " + "; ".join(facts) if facts else "") + "."
+
+
+def check_words(checks: dict) -> str | None:
+    """The checks in one sentence for the warnings and the report, or None when every
+    request's parts are known and close."""
+    by = checks.get("by_check") or {}
+    bad = {c: n for c, n in by.items() if c not in ("ok", "no_switches")}
+    if not bad:
+        return None
+    reasons = "; ".join(f"{n:,} {CHECK_WHY[c]}" for c, n in bad.items())
+    out = checks.get("left_out", 0)
+    tail = (f" The {out:,} whose parts are unknown are left out of the bands." if out else "")
+    return (f"{sum(bad.values()):,} of {checks['requests']:,} requests fail the "
+            f"decomposition check: {reasons}.{tail}")
+
+
+# ---- who held the CPU, and who ended the waits ---------------------------------------
+
+OCCUPANT_VERDICT = {
+    "sibling": "oversubscription",
+    "peer": "the client and the process it talks to compete for the CPUs",
+    "other": "a noisy neighbour",
+    "kernel": "kernel work",
+    "irq": "interrupt load on these CPUs (spread or steer the IRQs, or move the work away)",
+    "idle": "wakeup latency, not a competitor",
+    "unknown": "not recorded",
+}
+
+
+def share_words(share: float) -> str:
+    """A share as the sentences write it: '79%', and under 10% with a decimal, '6.8%'."""
+    pct = share * 100
+    return f"{pct:.0f}%" if pct >= 9.95 else f"{pct:.1f}%"
+
+
+def process_words(run, top: dict) -> str:
+    """'tt-hog (pid 4242, not traced, cgroup /batch)', or with several of its threads
+    '63 threads of httpload (pid 24026)'."""
+    traced = set(run.tasks["pid"].astype(int)) if len(run.tasks) else set()
+    bits = [f"pid {top['pid']}"]
+    if top["pid"] not in traced:
+        bits.append("not traced")
+    if top.get("cgroup") and top["cgroup"] != "/":
+        bits.append(f"cgroup {top['cgroup']}")
+    who = f"{top['comm'] or '?'} ({', '.join(bits)})"
+    return f"{top['threads']} threads of {who}" if top.get("threads", 1) > 1 else who
+
+
+def occupant_clause(run, info: dict | None, victim_pids, preempted_share: float = 0.0) -> str | None:
+    """What held the CPUs during the waits summarised in `info` (an occupant_summary of
+    analyze/explain/antagonists.py), as a clause with 'they' (the waiting threads) as
+    subject: 'were preempted by tt-hog (pid 4242, not traced, cgroup /batch) for 97% of
+    that time: a noisy neighbour'. Every share is the share of what it stands next to: a
+    process's own, or the class's after 'N processes', N counting every process of the
+    class. None without data."""
+    if not info or not info.get("top"):
+        return None
+    by = info["by_class"]
+    cls = max(by, key=by.get)
+    share = by[cls]
+    if share <= 0:
+        return None
+    pct = f"{share_words(share)} of that time"
+    if cls == "idle":
+        return f"found their CPUs idle for {pct}: {OCCUPANT_VERDICT['idle']}"
+    if cls == "unknown":
+        return f"cannot be followed for {pct} (too many switches on their CPUs to remember)"
+    verb = "were preempted by" if preempted_share >= 0.5 else "waited behind"
+    inside = [t for t in info["top"] if t["class"] == cls]
+    if cls == "sibling":
+        t = inside[0] if inside else {"threads": 0}
+        n_proc = int(run.runq.loc[run.runq["pid"].isin(list(victim_pids)), "tid"].nunique()) \
+            if len(run.runq) else 0
+        ncpus = (run.meta or {}).get("ncpus")
+        load = f", {n_proc} threads for {ncpus} CPUs" if n_proc and ncpus else ""
+        who = (f"{t['threads']} other threads of the same process" if t["threads"] != 1
+               else "another thread of the same process")
+        return f"{verb} {who} for {pct}: {OCCUPANT_VERDICT['sibling']}{load}"
+    if cls in ("kernel", "irq"):
+        names = ", ".join(t["comm"] for t in inside[:3] if t["comm"])
+        what = "kernel threads" if cls == "kernel" else "interrupts"
+        return f"{verb} {what} ({names}) for {pct}: {OCCUPANT_VERDICT[cls]}"
+    top = inside[0] if inside else None
+    if top is None or top["pid"] is None:
+        return None
+    n = (info.get("processes") or {}).get(cls) or len(inside)
+    if n > 1 and top["share"] < 0.5 * share:
+        return (f"{verb} {n:,} processes for {pct}, the most {process_words(run, top)} for "
+                f"{share_words(top['share'])}: {OCCUPANT_VERDICT[cls]}")
+    return (f"{verb} {process_words(run, top)} for {share_words(top['share'])} of that time: "
+            f"{OCCUPANT_VERDICT[cls]}")
+
+
+def root_cause_sentence(run, rc: dict, part: str) -> str:
+    """A root cause (critpath.root_cause) in words: who ended the waits and what that thread
+    was doing, then, when it was runnable, what held the CPU meanwhile."""
+    comp = {"runnable": rc["waker_runnable_ms"], "oncpu": rc["waker_oncpu_ms"],
+            "blocked": rc["waker_blocked_ms"], "irq": rc["irq_ms"], "unknown": rc["unknown_ms"]}
+    k = rc["verdict"]
+    pct = 100 * comp[k] / rc["wait_ms"] if rc["wait_ms"] else 0.0
+    who = f"the thread that ended it ({rc['who']})" if rc["who"] else "the thread that ended it"
+    if part == "lock_wait":
+        who = f"its holder ({rc['who']})" if rc["who"] else "its holder"
+    hop1 = rc["waker_runnable_hop1_ms"] >= 0.5 * rc["waker_runnable_ms"]
+    hop = "one hop away" if hop1 else "one or more hops away"
+    were = "was" if hop1 else "and the threads it waited for in turn were"
+    if k == "runnable":
+        words = (f"{who} {were} runnable (waiting for a CPU) for {pct:.0f}% of that wait: "
+                 + ("lock-holder preemption" if part == "lock_wait" else f"scheduler delay {hop}"))
+    elif k == "oncpu":
+        words = f"{who} was on CPU for {pct:.0f}% of that wait: the wait was for its work"
+    elif k == "blocked":
+        words = (f"{who} was itself blocked for {pct:.0f}% of that wait"
+                 + (f", mostly in {rc['hop2']}" if rc.get("hop2") else
+                    f" (followed {MAX_DEPTH} hops)"))
+    elif k == "irq":
+        words = ((f"{pct:.0f}% of that wait was ended by interrupts (timers, devices), "
+                  "not by a task") if rc.get("irq_hop1_ms", rc["irq_ms"]) >= 0.5 * rc["irq_ms"]
+                 else (f"{who} was itself blocked for {pct:.0f}% of that wait, mostly in "
+                       f"{rc['hop2']}" if rc.get("hop2") else
+                       f"{who} was itself waiting for an interrupt (a timer, a device) for "
+                       f"{pct:.0f}% of that wait"))
+    else:
+        words = (f"for {pct:.0f}% of that wait the thread that ended it was not traced "
+                 "(trace its process with --also-pid PID)")
+    if k == "runnable" and rc.get("antagonists"):
+        clause = occupant_clause(run, rc["antagonists"], set(rc.get("own_pids") or ()))
+        if clause:
+            words += f"; while runnable, they {clause}"
+    return words
+
+
+def wait_object_line(o: dict) -> str:
+    """One wait object (a df_wait_objects row) in a sentence."""
+    sh = [(o.get(f"{k}_share") or 0.0, label) for k, label in
+          (("waker_runnable", "runnable"), ("waker_blocked", "blocked"),
+           ("waker_oncpu", "on CPU"), ("irq", "interrupts"), ("unknown", "not traced"))]
+    parts = ", ".join(f"{label} {v * 100:.0f}%" for v, label in sorted(sh, reverse=True)
+                      if v >= 0.05)
+    by = f"; the threads that ended them ({o['ended_by']}): {parts} of it" if o.get(
+        "ended_by") else (f"; {parts} of it" if parts else "")
+    procs = o.get("processes") or 1
+    across = f" in {procs} processes" if procs > 1 else ""
+    return (f"{o['what'] or o['reason']}: {o['total_ms'] / 1e3:,.2f} s over {o['waits']:,} "
+            f"waits by {o['threads']}{across} (mean {o['mean_us']:,.0f} µs){by}")

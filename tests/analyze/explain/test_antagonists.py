@@ -20,6 +20,7 @@ from analyze.explain.decompose import df_decompose
 from analyze.explain.findings import Findings
 from analyze.load.load import OCC_HARDIRQ, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ, OCC_TRUNC
 from analyze.render.summary import summary_dict
+from analyze.render.words import occupant_clause
 
 OCC = [occ(0, 0, 500), occ(0, 3 * MS, 102, pid=100), occ(0, 5 * MS, 7, flags=OCC_KTHREAD),
        occ(0, 6 * MS, 0), occ(0, 6500 * US, 101, pid=100), occ(0, 8 * MS, 500),
@@ -96,7 +97,7 @@ def test_interrupts_are_a_class_of_their_own_named_by_kind_and_number():
     assert named["irq 41 (virtio3-rx)"] == ("irq", None, 0.05)
     info = {"by_class": A.class_shares(rows), "top": top}
     info["by_class"]["irq"] = 0.9  # as if interrupts held most of it
-    assert A.sentence(run, info, {100}).startswith(
+    assert occupant_clause(run, info, {100}).startswith(
         "waited behind interrupts (softirq NET_RX, timer interrupt, irq 41 (virtio3-rx)) for 90%")
 
 
@@ -126,20 +127,20 @@ def test_sentences_name_the_culprit():
     info = {"by_class": {"other": 0.9, "sibling": 0.1}, "top": [
         {"pid": 500, "comm": "hog", "cgroup": "/batch", "class": "other", "threads": 3,
          "ms": 9, "share": 0.9}]}
-    assert A.sentence(run, info, {100}, 0.8) == (
+    assert occupant_clause(run, info, {100}, 0.8) == (
         "were preempted by 3 threads of hog (pid 500, not traced, cgroup /batch) for 90% of "
         "that time: "
         "a noisy neighbour")
     sib = {"by_class": {"sibling": 0.83}, "top": [
         {"pid": 100, "comm": "w1", "cgroup": "/", "class": "sibling", "threads": 41, "ms": 1,
          "share": 0.83}]}
-    assert A.sentence(run, sib, {100}) == (
+    assert occupant_clause(run, sib, {100}) == (
         "waited behind 41 other threads of the same process for 83% of that time: "
         "oversubscription, 2 threads for 2 CPUs")
     idle = {"by_class": {"idle": 1.0}, "top": [
         {"pid": None, "comm": "idle", "cgroup": None, "class": "idle", "threads": 1, "ms": 1,
          "share": 1.0}]}
-    assert A.sentence(run, idle, {100}).startswith("found their CPUs idle for 100%")
+    assert occupant_clause(run, idle, {100}).startswith("found their CPUs idle for 100%")
 
 
 def test_threads_table_shares_and_top_antagonist():

@@ -9,7 +9,8 @@ import numpy as np
 from fixtures import MS, T0, US, make_run, off, req, rq, task
 from analyze.render import plot
 from analyze.explain.attribute import BANDS, adds_up, df_bands
-from analyze.explain.decompose import check_summary, df_decompose
+from analyze.explain.attribute import check_summary
+from analyze.explain.decompose import df_decompose
 from analyze.explain.findings import Findings
 from analyze.render.html import ReportInputs, render_report
 from analyze.render.summary import summary_dict

@@ -7,6 +7,7 @@ from fixtures import MS, make_run, off, req, rq, task
 from analyze.explain.critpath import df_critical_path, overlaps
 from analyze.explain.decompose import df_decompose
 from analyze.explain.waits import REASONS, df_waits, describe, reason_codes
+from analyze.render.words import root_cause_sentence
 
 READ, EPOLL_WAIT, FUTEX, CLOCK_NANOSLEEP = 0, 232, 202, 230
 
@@ -169,7 +170,8 @@ def test_critical_path_figure_draws(tmp_path):
 
 
 def test_wait_objects_whole_run():
-    from analyze.explain.critpath import df_wait_objects, wait_object_line
+    from analyze.explain.critpath import df_wait_objects
+    from analyze.render.words import wait_object_line
     assert df_wait_objects(chain_run()).empty          # no object waited on 3 times
     o = df_wait_objects(chain_run(), min_waits=1).set_index("what")
     assert list(o.index[:2]) == ["read fd 5", "clock_nanosleep"]
@@ -234,9 +236,10 @@ def test_a_blocked_waker_is_followed_into_what_it_waited_for():
     assert rc["verdict"] == "irq"
     assert rc["hop2"] == ("mutex 0xf00, which orders-ledger (same process) ended after "
                           "being blocked in turn")
-    assert rc["sentence"].startswith("the thread that ended it (orders-w0 of orders-server "
-                                     "(pid 200)) was itself blocked for ")
-    assert rc["sentence"].endswith("of that wait, mostly in " + rc["hop2"])
+    words = root_cause_sentence(run, rc, "io_wait")
+    assert words.startswith("the thread that ended it (orders-w0 of orders-server "
+                            "(pid 200)) was itself blocked for ")
+    assert words.endswith("of that wait, mostly in " + rc["hop2"])
 
 
 def test_a_lock_convoy_is_named_by_the_thread_it_formed_behind():

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from fixtures import MS, T0, US, gap, lk, make_run, off, req, rq, task
-from analyze.explain.decompose import (Axis, df_decompose, iv_intersect, iv_union,
-                                       overlaps_gap, thread_states, window_sum)
+from analyze.explain.decompose import df_decompose, overlaps_gap, thread_states
+from analyze.explain.intervals import Axis, iv_intersect, iv_union, window_sum
 from analyze.explain.attribute import df_bands
 from analyze.render.summary import summary_dict
 from analyze.explain.findings import Findings
@@ -248,10 +248,10 @@ def _disjoint(rng, n, touching: bool):
 def test_disjoint_sets_are_kept_compact_and_measure_exactly(touching):
     """A disjoint set (given in any order) is found disjoint and kept as starts and length
     prefix sums; its sums equal brute force, windows before, across and after it included."""
-    from analyze.explain.decompose import _Set
+    from analyze.explain.intervals import IntervalSet
     rng = np.random.default_rng(3)
     s, e = _disjoint(rng, 200, touching)
-    st = _Set(s, e)
+    st = IntervalSet(s, e)
     assert st.disjoint and not hasattr(st, "E")
     assert np.array_equal(st.ends(), np.sort(e))
     ws = rng.integers(-50, int(e.max()) + 50, 300)
@@ -259,8 +259,8 @@ def test_disjoint_sets_are_kept_compact_and_measure_exactly(touching):
     assert np.array_equal(st.sum(ws, we), _brute_sum(s, e, ws, we))
     # one overlapping pair makes it the general form, with the same answers
     s2, e2 = np.r_[s, s[0]], np.r_[e, e[0] + 3]
-    assert not _Set(s2, e2).disjoint
-    assert np.array_equal(_Set(s2, e2).sum(ws, we), _brute_sum(s2, e2, ws, we))
+    assert not IntervalSet(s2, e2).disjoint
+    assert np.array_equal(IntervalSet(s2, e2).sum(ws, we), _brute_sum(s2, e2, ws, we))
 
 
 def test_intersection_of_touching_disjoint_sets_matches_brute_force():

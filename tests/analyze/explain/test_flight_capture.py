@@ -28,7 +28,8 @@ import pytest
 
 from synth_server import write_server_run
 from analyze.explain.attribute import df_bands
-from analyze.explain.decompose import PARTS, check_summary, df_decompose
+from analyze.explain.attribute import check_summary
+from analyze.explain.decompose import PARTS, df_decompose
 from analyze.load.load import load_run
 from analyze.load.schema import load_schema
 
