@@ -28,7 +28,7 @@ usage() {
 usage: ./run.sh [OPTIONS]                      run a workload against orders-server
        ./run.sh --sweep [--workloads L] [--conns L] [OPTIONS]
        ./run.sh --diff RUN_A RUN_B            differential flame graphs (into RUN_B)
-       ./run.sh --pid PID | --comm NAME [--duration S] [--span LIB:SYM]...
+       ./run.sh --pid PID[,PID] | --comm NAME [--duration S] [--span LIB:SYM]...
        ./run.sh [--span LIB:SYM]... -- CMD ARGS...
 
 Workload (default mode):
@@ -78,8 +78,10 @@ Sweep:
   --workloads LIST             models for the sweep                  [naive,pool,async]
 
 Third-party processes:
-  --pid PID                    attach to a running process (all its threads); without
-                               --span the report is scheduler-only (no requests to decompose)
+  --pid PID[,PID]              attach to running processes, all their threads and descendant
+                               processes (a pre-fork server: its master's pid); a process
+                               listening on TCP gets --span tcp, otherwise without --span
+                               the report is scheduler-only (no requests to decompose)
   --comm NAME                  attach to every process named NAME (e.g. nginx workers)
   --duration S                 how long to trace with --pid/--comm   [10]
   -- CMD ARGS...               run CMD under tailtrace and perf
@@ -106,6 +108,10 @@ need_arg() { [ "$#" -ge 2 ] && [ -n "$2" ] || die "option $1 needs a value; see 
 
 need_uint() {
 	[[ $2 =~ ^[0-9]+$ ]] && [ "$2" -gt 0 ] || die "$1 wants a positive integer, got '$2'; see ./run.sh --help"
+}
+
+need_pid_list() {
+	[[ $2 =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "$1 wants a process id or a list (PID,PID,...), got '$2'; see ./run.sh --help"
 }
 
 need_num() {
@@ -172,7 +178,7 @@ parse_args() {
 		--label) need_arg "$@"; LABEL=$2; shift ;;
 		--sweep) MODE=sweep ;;
 		--workloads) need_arg "$@"; WORKLOADS=$2; shift ;;
-		--pid) need_arg "$@"; need_uint "$1" "$2"; TARGET_PID=$2; MODE=pid; shift ;;
+		--pid) need_arg "$@"; need_pid_list "$1" "$2"; TARGET_PID=$2; MODE=pid; shift ;;
 		--comm) need_arg "$@"; TARGET_COMM=$2; MODE=pid; shift ;;
 		--diff) [ "$#" -ge 3 ] || die "--diff needs two run directories: ./run.sh --diff RUN_A RUN_B"
 			DIFF_A=$2 DIFF_B=$3 MODE=diff; shift 2 ;;

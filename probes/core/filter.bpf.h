@@ -6,7 +6,11 @@
  * verifier prunes the modes that are off.
  *
  * Threads follow automatically: they share the target's tgid (and, for --comm,
- * the group leader's comm). The tracer itself is never traced.
+ * the group leader's comm). A target's descendant processes follow too
+ * (TT_FILTER_TREE): a task is traced when a target is among its first
+ * TT_TREE_DEPTH ancestors (real_parent), read where the check runs, so a
+ * worker forked at any time is traced from its first instruction and nothing
+ * has to be told of the fork. The tracer itself is never traced.
  */
 #ifndef TT_FILTER_BPF_H
 #define TT_FILTER_BPF_H
@@ -15,7 +19,7 @@
 #include "core/filter.h"
 
 const volatile __u32 tt_filter = 0;
-const volatile __u32 tt_targ_tgid = 0;
+const volatile __u32 tt_targ_tgids[TT_TARGETS_MAX] = {}; /* --pid, or the -- CMD child; 0 = unused */
 const volatile __u32 tt_self_tgid = 0;
 const volatile __u32 tt_also_tgid[TT_ALSO_MAX] = {}; /* --also-pid; 0 = unused */
 const volatile __u64 tt_targ_cgid = 0;
@@ -39,6 +43,40 @@ static __always_inline bool tt_also_match(__u32 tgid)
 		if (!tt_also_tgid[i])
 			return false;
 		if (tgid == tt_also_tgid[i])
+			return true;
+	}
+	return false;
+}
+
+/* One of the targets (the --pid list, or the -- CMD child). */
+static __always_inline bool tt_targ_match(__u32 tgid)
+{
+	for (int i = 0; i < TT_TARGETS_MAX; i++) {
+		if (!tt_targ_tgids[i])
+			return false;
+		if (tgid == tt_targ_tgids[i])
+			return true;
+	}
+	return false;
+}
+
+/* Is a target among t's first TT_TREE_DEPTH ancestors? The walk stops at init
+ * (tgid 1) and the idle task (0), where every process's chain ends. A trusted
+ * pointer (tp_btf) is walked with plain loads. */
+static __always_inline bool tt_descends(bool btf, struct task_struct *t)
+{
+	struct task_struct *p = t;
+
+	for (int i = 0; i < TT_TREE_DEPTH; i++) {
+		__u32 tgid;
+
+		p = btf ? p->real_parent : BPF_CORE_READ(p, real_parent);
+		if (!p)
+			return false;
+		tgid = btf ? p->tgid : BPF_CORE_READ(p, tgid);
+		if (tgid <= 1)
+			return false;
+		if (tt_targ_match(tgid))
 			return true;
 	}
 	return false;
@@ -79,7 +117,8 @@ static __always_inline bool tt_task_traced_ids_v(bool btf, struct task_struct *t
 {
 	if (!tid || tgid == tt_self_tgid)
 		return false; /* idle task, or tailtrace itself */
-	if ((tt_filter & TT_FILTER_TGID) && tgid != tt_targ_tgid && !tt_also_match(tgid))
+	if ((tt_filter & TT_FILTER_TGID) && !tt_targ_match(tgid) && !tt_also_match(tgid) &&
+	    !((tt_filter & TT_FILTER_TREE) && tt_descends(btf, t)))
 		return false;
 	if ((tt_filter & TT_FILTER_COMM) && !tt_comm_traced(btf, t))
 		return false;

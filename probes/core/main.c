@@ -34,6 +34,7 @@
 #include "symbols/syms.h"
 #include "core/target.h"
 #include "core/toggle.h"
+#include "core/tree.h"
 
 #define MAX_MODS 8
 #define MAX_STATS 32
@@ -53,7 +54,9 @@ struct loader {
 	struct tt_ctx ctx;
 	struct tt_child child;
 	bool have_child;
-	int pidfd;
+	int pidfds[TT_MAX_PIDS];  /* --pid: each target's, to see it exit (-1: /proc) */
+	struct tt_tree tree;      /* the targets and the descendants found (uprobes for each) */
+	bool tree_wanted;         /* a module attaches per process (uprobes) */
 	const struct tt_probe *mods[MAX_MODS];
 	void *states[MAX_MODS];
 	int nmods;
@@ -126,10 +129,14 @@ static int target_prepare(struct loader *L)
 	char err[TT_ERR_LEN];
 	int ret = 0;
 
-	L->pidfd = -1;
+	for (int i = 0; i < TT_MAX_PIDS; i++)
+		L->pidfds[i] = -1;
 	if (o->pid > 0) {
 		L->meta.target_mode = "pid";
-		ret = target_check_pid(o->pid, &L->pidfd, err, sizeof(err));
+		for (int i = 0; !ret && i < o->npids; i++) {
+			ret = target_check_pid(o->pids[i], &L->pidfds[i], err, sizeof(err));
+			L->ctx.target_pids[L->ctx.ntargets++] = o->pids[i];
+		}
 		L->ctx.target_pid = o->pid;
 	} else if (o->cgroup) {
 		L->meta.target_mode = "cgroup";
@@ -143,6 +150,7 @@ static int target_prepare(struct loader *L)
 		ret = target_spawn_held(L->cli.cmd, &L->child, err, sizeof(err));
 		L->have_child = ret == 0;
 		L->ctx.target_pid = L->child.pid;
+		L->ctx.target_pids[L->ctx.ntargets++] = L->child.pid;
 	}
 	if (ret)
 		die_line(err);
@@ -458,9 +466,15 @@ static void print_ready(struct loader *L)
 	const struct tt_opts *o = &L->cli.opts;
 	const char *ev = L->events_str;
 
-	if (L->ctx.target_pid > 0)
-		fprintf(stderr, "tailtrace: attached to PID %d (events: %s)\n", L->ctx.target_pid, ev);
-	else if (o->comm)
+	if (L->ctx.target_pid > 0) {
+		fprintf(stderr, "tailtrace: attached to PID");
+		for (int i = 0; i < L->ctx.ntargets; i++)
+			fprintf(stderr, "%s%d", i ? "," : " ", L->ctx.target_pids[i]);
+		fprintf(stderr, " and %s descendants (", L->ctx.ntargets > 1 ? "their" : "its");
+		if (L->tree.n > L->tree.ntargets)
+			fprintf(stderr, "%d processes now; ", L->tree.n);
+		fprintf(stderr, "events: %s)\n", ev);
+	} else if (o->comm)
 		fprintf(stderr, "tailtrace: attached to comm %s (events: %s)\n", o->comm, ev);
 	else if (o->cgroup)
 		fprintf(stderr, "tailtrace: attached to cgroup %s (events: %s)\n", o->cgroup, ev);
@@ -474,9 +488,45 @@ static bool target_finished(struct loader *L)
 {
 	if (L->have_child)
 		return target_child_exited(&L->child);
-	if (L->cli.opts.pid > 0)
-		return target_pid_exited(L->cli.opts.pid, L->pidfd);
-	return false;
+	for (int i = 0; L->cli.opts.pid > 0 && i < L->cli.opts.npids; i++)
+		if (!target_pid_exited(L->cli.opts.pids[i], L->pidfds[i]))
+			return false;
+	return L->cli.opts.pid > 0;   /* every --pid target has exited */
+}
+
+/* A descendant found in /proc: the modules' per-process probes for it. A
+ * process gone before it could be attached is no error. */
+static void tree_on_fresh(void *arg, int pid)
+{
+	struct loader *L = arg;
+
+	for (int i = 0; i < L->nmods; i++) {
+		if (!L->mods[i]->attach_process || !L->states[i])
+			continue;
+		L->ctx.err[0] = '\0';
+		if (L->mods[i]->attach_process(&L->ctx, L->states[i], pid) && L->ctx.err[0] &&
+		    !target_pid_exited(pid, -1))
+			fprintf(stderr, "tailtrace: %s\n", L->ctx.err);
+	}
+}
+
+/* The targets' trees: which processes the modules attach per process for. The
+ * first target is the one setup() attached for; the other targets and every
+ * descendant found get attach_process. */
+static int tree_prepare(struct loader *L)
+{
+	L->tree_wanted = false;
+	for (int i = 0; i < L->nmods; i++)
+		L->tree_wanted |= L->mods[i]->attach_process && L->states[i];
+	if (tree_init(&L->tree, L->ctx.target_pids, L->ctx.ntargets)) {
+		die_line("out of memory");
+		return -ENOMEM;
+	}
+	if (!L->tree_wanted || L->ctx.target_pid <= 0 || L->cli.opts.all)
+		return 0;
+	for (int i = 1; i < L->ctx.ntargets; i++)
+		tree_on_fresh(L, L->ctx.target_pids[i]);
+	return tree_scan(&L->tree, tree_on_fresh, L) < 0 ? -ENOMEM : 0;
 }
 
 static int poll_loop(struct loader *L)
@@ -488,6 +538,7 @@ static int poll_loop(struct loader *L)
 	uint64_t refresh_every = SYMS_FIRST_REFRESH_NS, next_refresh = tt_now_ns() + refresh_every;
 	uint64_t next_drain = tt_now_ns() + AGGREGATE_DRAIN_MS * 1000000ull;
 	uint64_t next_flush = tt_now_ns() + FLUSH_MS * 1000000ull;
+	uint64_t next_tree = tt_now_ns() + TREE_SCAN_MS * 1000000ull;
 
 	while (!exiting) {
 		uint64_t now = tt_now_ns();
@@ -554,6 +605,10 @@ static int poll_loop(struct loader *L)
 		if (L->cli.opts.aggregate && !L->ex && now >= next_drain) {
 			drain_all(L); /* the exporter drains at each collection */
 			next_drain = now + AGGREGATE_DRAIN_MS * 1000000ull;
+		}
+		if (L->tree_wanted && L->ctx.target_pid > 0 && now >= next_tree) {
+			tree_scan(&L->tree, tree_on_fresh, L);
+			next_tree = now + TREE_SCAN_MS * 1000000ull;
 		}
 		if (L->ctx.syms && now >= next_refresh) {
 			syms_set_refresh(L->ctx.syms);
@@ -697,6 +752,8 @@ static int run_finish(struct loader *L, int status)
 	L->meta.write_err = probe_write_error();
 	L->meta.exit_status = L->have_child ? target_exit_code(&L->child) : -1;
 	L->meta.finished = true;
+	L->meta.tree_pids = L->tree_wanted ? L->tree.pids : NULL;
+	L->meta.ntree = L->tree.n;
 	if ((err = meta_write_reserved(L->cli.opts.out_dir, &L->meta))) {
 		fprintf(stderr, "tailtrace: cannot write %s/meta.json: %s\n", L->cli.opts.out_dir,
 			strerror(-err));
@@ -719,8 +776,10 @@ static void cleanup(struct loader *L)
 	syms_set_free(L->ctx.syms);
 	if (L->have_child && !L->child.reaped)
 		target_child_stop(&L->child, 2000);
-	if (L->pidfd >= 0)
-		close(L->pidfd);
+	for (int i = 0; i < TT_MAX_PIDS; i++)
+		if (L->pidfds[i] >= 0)
+			close(L->pidfds[i]);
+	tree_free(&L->tree);
 	exporter_free(L->ex);
 	flight_free(L->ctx.flight);
 	aggregate_reset();
@@ -832,6 +891,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	L.meta.target_pid = L.ctx.target_pid;
+	L.meta.target_pids = L.ctx.target_pids;
+	L.meta.ntargets = L.ctx.ntargets;
 	L.meta.cgroup_id = L.ctx.cgroup_id;
 	/* Stats on before the first attach (setup loads and attaches). */
 	ret = out_prepare(&L);
@@ -846,6 +907,7 @@ int main(int argc, char **argv)
 	if (!ret && !L.cli.opts.aggregate)
 		L.ctx.syms = syms_set_new();
 	ret = ret ?: modules_setup(&L);
+	ret = ret ?: tree_prepare(&L);
 	ret = ret ? 1 : run(&L);
 	cleanup(&L);
 	return ret;

@@ -65,7 +65,16 @@ static void write_target(FILE *f, const struct tt_meta *m)
 {
 	fprintf(f, "  \"target\": {\"mode\": ");
 	json_write_string(f, m->target_mode);
-	fprintf(f, ", \"pid\": %d, \"comm\": ", m->target_pid);
+	fprintf(f, ", \"pid\": %d, \"pids\": [", m->target_pid);
+	for (int i = 0; i < m->ntargets; i++)
+		fprintf(f, "%s%d", i ? ", " : "", m->target_pids[i]);
+	/* followed through their ancestry by the filter (filter.bpf.h); those found in
+	 * /proc got the uprobes too */
+	fprintf(f, "], \"descendants\": %s, \"descendants_found\": [",
+		m->ntargets ? "true" : "false");
+	for (int i = m->ntargets; m->tree_pids && i < m->ntree; i++)
+		fprintf(f, "%s%d", i > m->ntargets ? ", " : "", m->tree_pids[i]);
+	fprintf(f, "], \"comm\": ");
 	json_write_string(f, m->opts->comm);
 	fprintf(f, ", \"cgroup\": ");
 	json_write_string(f, m->opts->cgroup);

@@ -12,6 +12,11 @@ struct tt_meta {
 	char **argv;
 	const char *target_mode;     /* "command", "pid", "comm", "cgroup", "all" */
 	int target_pid;
+	const int *target_pids;      /* every target (the --pid list, the -- CMD child) */
+	int ntargets;
+	const int *tree_pids;        /* the processes of their trees found in /proc (the
+				      * targets first), whose uprobes were attached; NULL: none */
+	int ntree;
 	const struct tt_opts *opts;
 	const char *events_str;
 	char wall_start[40];         /* ISO-8601 UTC */

@@ -43,10 +43,13 @@ static const struct opt_spec {
 	const char *help;
 	long args[4];
 } opt_table[] = {
-	{ .help = "Target (one of; default: -- CMD):" },
-	{ .help = "  -- CMD ARGS         run CMD, traced from its first instruction; exit with its status" },
-	{ .name = "pid", .arg = "PID", .val = 'p', .help =
-	  "all threads of a running process, present and future" },
+	{ .help = "Target (exactly one of):" },
+	{ .help = "  -- CMD ARGS         run CMD (and the processes it starts), traced from its first\n"
+	  "                      instruction; exit with its status" },
+	{ .name = "pid", .arg = "PID[,PID]", .val = 'p', .help =
+	  "running processes, each with all its threads and descendant processes\n"
+	  "(a pre-fork server's workers: give the master), present and future; max %ld",
+	  .args = { TT_MAX_PIDS } },
 	{ .name = "comm", .arg = "NAME", .val = 'c', .help =
 	  "processes whose name (comm) is NAME" },
 	{ .name = "cgroup", .arg = "PATH", .val = 'g', .help =
@@ -333,6 +336,53 @@ static int parse_num(const char *opt, const char *s, double lo, double hi, doubl
 	return 0;
 }
 
+/* A process id: a decimal integer in 1..4194304 (the kernel's PID_MAX_LIMIT). */
+static int parse_pid(const char *opt, const char *s, int *out, char *err, size_t len)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < 1 || v > 4194304) {
+		snprintf(err, len, "%s '%s': expected a process id (a whole number between 1 and "
+			 "4194304)", opt, s);
+		return -EINVAL;
+	}
+	*out = (int)v;
+	return 0;
+}
+
+/* --pid PID[,PID...]: the targets, each with its descendants; the first is o->pid. */
+static int parse_pids(struct tt_opts *o, char *arg, char *err, size_t len)
+{
+	char *save = NULL;
+
+	for (char *tok = strtok_r(arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int pid;
+
+		if (parse_pid("--pid", tok, &pid, err, len))
+			return -EINVAL;
+		for (int i = 0; i < o->npids; i++)
+			if (o->pids[i] == pid) {
+				snprintf(err, len, "--pid: %d is given twice", pid);
+				return -EINVAL;
+			}
+		if (o->npids >= TT_MAX_PIDS) {
+			snprintf(err, len, "--pid: at most %d processes (each is traced with its "
+				 "descendants: give their parent)", TT_MAX_PIDS);
+			return -EINVAL;
+		}
+		o->pids[o->npids++] = pid;
+	}
+	if (!o->npids) {
+		snprintf(err, len, "--pid '%s': expected PID or PID,PID,...", arg);
+		return -EINVAL;
+	}
+	o->pid = o->pids[0];
+	return 0;
+}
+
 /* usdt:BIN:PROVIDER:NAME -> binary, provider, symbol = NAME (in place). */
 static int parse_span_usdt(struct tt_span_spec *sp, char *arg, const char *given, char *err,
 			   size_t len)
@@ -455,23 +505,27 @@ static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len
 
 	switch (c) {
 	case 'p':
-		if (parse_num("--pid", arg, 1, 4194304, &v, err, len))
+		if (o->npids) {
+			snprintf(err, len, "--pid is given twice: give one list, --pid PID,PID");
 			return -EINVAL;
-		o->pid = (int)v;
-		return 0;
-	case 'P':
-		if (parse_num("--also-pid", arg, 1, 4194304, &v, err, len))
+		}
+		return parse_pids(o, arg, err, len);
+	case 'P': {
+		int pid;
+
+		if (parse_pid("--also-pid", arg, &pid, err, len))
 			return -EINVAL;
 		if (o->nalso >= TT_MAX_ALSO_PIDS) {
 			snprintf(err, len, "--also-pid: at most %d processes", TT_MAX_ALSO_PIDS);
 			return -EINVAL;
 		}
-		if (kill((pid_t)v, 0) && errno == ESRCH) {
-			snprintf(err, len, "--also-pid %d: no such process (check the PID with ps)", (int)v);
+		if (kill((pid_t)pid, 0) && errno == ESRCH) {
+			snprintf(err, len, "--also-pid %d: no such process (check the PID with ps)", pid);
 			return -ESRCH;
 		}
-		o->also_pids[o->nalso++] = (int)v;
+		o->also_pids[o->nalso++] = pid;
 		return 0;
+	}
 	case 'c':
 		if (!*arg || strlen(arg) > 15) {
 			snprintf(err, len, "--comm '%s': give a process name of 1 to 15 characters", arg);

@@ -20,6 +20,7 @@
 
 #define TT_MAX_SPANS 8
 #define TT_MAX_ALSO_PIDS 4 /* --also-pid: more processes traced beside the target */
+#define TT_MAX_PIDS 8      /* --pid PID[,PID...]: the targets (== TT_TARGETS_MAX, filter.h) */
 
 enum tt_event {
 	TT_EV_RUNQ = 1u << 0,
@@ -41,7 +42,9 @@ struct tt_span_spec {
 };
 
 struct tt_opts {
-	int pid;              /* target tgid; 0 with all = system-wide */
+	int pid;              /* the first --pid target; 0: none (pids[0] when npids) */
+	int pids[TT_MAX_PIDS]; /* --pid PID[,PID...]: each with its descendants */
+	int npids;
 	bool all;
 	const char *comm;     /* filter by comm (NULL: none) */
 	const char *cgroup;   /* cgroup v2 path (NULL: none) */
@@ -118,7 +121,9 @@ struct tt_stream_stats {
 struct tt_ctx {
 	const struct tt_opts *opts;
 	struct ring_buffer *rb;  /* shared poller: modules add their ring maps */
-	int target_pid;          /* resolved target tgid (0: system-wide) */
+	int target_pid;          /* the first target tgid (0: system-wide, comm or cgroup) */
+	int target_pids[TT_MAX_PIDS]; /* every target: the --pid list, or the -- CMD child */
+	int ntargets;            /* each is traced with its descendant processes */
 	struct tt_syms_set *syms; /* user-space symbolizers, one per traced process seen */
 	char err[TT_ERR_LEN];    /* one-line reason when a call fails */
 	char target_exe[PATH_MAX]; /* the traced program's executable, "" if unknown */
@@ -161,6 +166,10 @@ struct tt_probe {
 	void (*export)(void *state, struct exporter_source *src);
 	/* Optional: cost by program-name prefix, up to a { NULL } entry. */
 	const struct tt_cost_part *cost_parts;
+	/* Optional: a target's descendant process (core/tree.h found it): attach
+	 * what setup() attached for the target alone (uprobes) for it too. 0 or
+	 * a negative errno with ctx->err. */
+	int (*attach_process)(struct tt_ctx *ctx, void *state, int pid);
 };
 
 /* A module's record stream: DIR/<kind>.bin, or the flight recorder's memory. */

@@ -29,12 +29,12 @@
 #include "export/aggregate.h"
 #include "core/filter.h"
 #include "core/registry.h"
-
-#define LOCKS_NLINKS 12 /* 5 mutex + 6 cond wait uprobes, futex tracepoint */
+#include "core/uprobe_set.h"
 
 struct locks_state {
 	struct locks_bpf *skel;
-	struct bpf_link *links[LOCKS_NLINKS];
+	struct uprobe_set uprobes;    /* mutex and cond wait uprobes, again for each descendant */
+	struct bpf_link *futex_link;  /* the futex tracepoint (optional) */
 	struct recfile *out;
 	const struct tt_opts *opts;
 	int write_err;
@@ -93,9 +93,10 @@ static int locks_attach(struct tt_ctx *ctx, struct locks_state *st)
 		{ "pthread_cond_clockwait", skel->progs.cond_wait_exit, true, true },
 	};
 	int pid = st->opts->all || ctx->target_pid <= 0 ? -1 : ctx->target_pid;
+	struct uprobe_spec spec = { 0 };
 
+	snprintf(spec.path, sizeof(spec.path), "%s", st->libc);
 	for (size_t i = 0; i < sizeof(funcs) / sizeof(funcs[0]); i++) {
-		LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = funcs[i].retprobe);
 		struct span_site site; /* past a single-stepped first instruction if it can */
 		int err = span_plan_entry(st->libc, funcs[i].name, &site);
 		uint64_t off = site.offset;
@@ -113,9 +114,11 @@ static int locks_attach(struct tt_ctx *ctx, struct locks_state *st)
 		if (st->opts->verbose && !funcs[i].retprobe)
 			fprintf(stderr, "tailtrace: locks: %s: its uprobe site is %s\n",
 				funcs[i].name, usite_class_name((enum usite_class)site.cls));
-		st->links[i] = bpf_program__attach_uprobe_opts(funcs[i].prog, pid, st->libc, off, &uo);
-		if (!st->links[i]) {
-			err = -errno;
+		spec.prog = funcs[i].prog;
+		spec.offset = off;
+		spec.retprobe = funcs[i].retprobe;
+		err = uprobe_set_attach(&st->uprobes, &spec, pid);
+		if (err) {
 			locks_err(ctx, "locks: cannot attach uprobe to %s:%s: %s",
 				 st->libc, funcs[i].name, strerror(-err));
 			return err;
@@ -123,8 +126,20 @@ static int locks_attach(struct tt_ctx *ctx, struct locks_state *st)
 	}
 	/* Optional: futex() during lock() marks the slow path. Without tracefs
 	 * the wait threshold alone decides CONTENDED. */
-	st->links[LOCKS_NLINKS - 1] = bpf_program__attach(skel->progs.futex_enter);
+	st->futex_link = bpf_program__attach(skel->progs.futex_enter);
 	return 0;
+}
+
+/* A descendant of a target (tree.c found it): the mutex uprobes for it too. */
+static int locks_attach_process(struct tt_ctx *ctx, void *state, int pid)
+{
+	struct locks_state *st = state;
+	int err = uprobe_set_attach_pid(&st->uprobes, pid);
+
+	if (err)
+		locks_err(ctx, "locks: cannot attach the uprobes for pid %d, a descendant of the "
+			  "target: %s", pid, strerror(-err));
+	return err;
 }
 
 static int locks_open(struct tt_ctx *ctx, struct locks_state *st)
@@ -154,8 +169,8 @@ static void locks_destroy(void *state)
 
 	if (!st)
 		return;
-	for (int i = 0; i < LOCKS_NLINKS; i++)
-		bpf_link__destroy(st->links[i]);
+	uprobe_set_free(&st->uprobes);
+	bpf_link__destroy(st->futex_link);
 	locks_bpf__destroy(st->skel);
 	recfile_close(st->out);
 	free(st);
@@ -393,4 +408,5 @@ const struct tt_probe probe_locks = {
 	.capture = locks_capture,
 	.tick = locks_tick,
 	.meta = locks_meta,
+	.attach_process = locks_attach_process,
 };

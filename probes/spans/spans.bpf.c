@@ -186,6 +186,20 @@ int span_enter(struct pt_regs *ctx)
 	return span_enter_at(ctx, bpf_get_attach_cookie(ctx));
 }
 
+/* A return with no entry in a process forked inside a traced call: the child
+ * returns through the call its parent entered (the return was copied with the
+ * stack), no call of its own. The forking thread is the child's real_parent;
+ * its stack of open spans is there once it has entered one. */
+static __always_inline bool inherited_return(void)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *p = BPF_CORE_READ(t, real_parent);
+	struct spans_key pk = { .pid = BPF_CORE_READ(p, tgid), .id = BPF_CORE_READ(p, pid) };
+	__u64 id = bpf_get_current_pid_tgid();
+
+	return (__u32)id == (__u32)(id >> 32) && bpf_map_lookup_elem(&open_spans, &pk);
+}
+
 static __always_inline int span_exit_at(struct pt_regs *ctx, __u32 span_id)
 {
 	/* after `ret` popped the return address: the entry stack pointer + 8 */
@@ -197,7 +211,7 @@ static __always_inline int span_exit_at(struct pt_regs *ctx, __u32 span_id)
 
 	count(SPANS_CNT_HITS);
 	if (!s) {
-		if (tt_current_traced()) /* not a forked child's inherited return */
+		if (tt_current_traced() && !inherited_return())
 			count(SPANS_CNT_UNMATCHED);
 		return 0;
 	}
@@ -642,7 +656,7 @@ static __always_inline void tcp_in(bool btf, const struct sock *sk, const struct
 {
 	struct spans_tcp_key k = {};
 	int span = tcp_span_of(btf, sk, &k);
-	struct spans_tcp_open *o, fresh = { .span_id = span, .pid = tt_targ_tgid };
+	struct spans_tcp_open *o, fresh = { .span_id = span, .pid = tt_targ_tgids[0] };
 
 	if (span < 0 || tcp_payload(btf, skb) <= 0)
 		return;
@@ -655,7 +669,7 @@ static __always_inline void tcp_in(bool btf, const struct sock *sk, const struct
 		o->t_start_ns = bpf_ktime_get_ns();
 		o->t_out_ns = 0;
 		o->tid = 0;
-		o->pid = tt_targ_tgid;
+		o->pid = tt_targ_tgids[0];
 		return;
 	}
 	fresh.t_start_ns = bpf_ktime_get_ns();
@@ -681,7 +695,7 @@ static __always_inline void tcp_out(bool btf, const struct sk_buff *skb)
 	o->t_out_ns = bpf_ktime_get_ns();
 	if (!TT_FIELD(btf, sk, sk_lock.owned))
 		return;
-	if (tt_targ_tgid ? tt_targ_tgid == id >> 32 : !o->tid) {
+	if ((tt_filter & TT_FILTER_TGID) ? tt_current_traced() : !o->tid) {
 		o->tid = (__u32)id;
 		o->pid = id >> 32;
 	}

@@ -29,8 +29,9 @@
 #include "spans.skel.h"
 #include "core/filter.h"
 #include "core/registry.h"
+#include "core/uprobe_set.h"
 
-#define MAX_LINKS (TT_MAX_SPANS * (SPAN_MAX_SITES + 2) + 16)
+#define MAX_LINKS 8 /* the tcp programs (three of their six variants load) */
 
 /* Where the guards go: library, function, guard kind. */
 static const struct {
@@ -46,8 +47,9 @@ static const struct {
 struct spans_state {
 	uint64_t calls[TT_MAX_SPANS]; /* span records, by --span index */
 	struct spans_bpf *skel;
-	struct bpf_link *links[MAX_LINKS];
+	struct bpf_link *links[MAX_LINKS]; /* the tcp programs' */
 	int nlinks;
+	struct uprobe_set uprobes; /* the uprobes and USDT probes, again for each descendant */
 	struct span_plan plans[TT_MAX_SPANS];
 	int nplans;
 	int guards;              /* guard sites attached */
@@ -176,18 +178,16 @@ static int target_pid(const struct tt_ctx *ctx)
 static int attach_usdt(struct tt_ctx *ctx, struct spans_state *st, struct bpf_program *prog,
 		       const struct span_plan *p, const char *name, uint64_t cookie)
 {
-	LIBBPF_OPTS(bpf_usdt_opts, uo, .usdt_cookie = cookie);
-	struct bpf_link *l = bpf_program__attach_usdt(prog, target_pid(ctx), p->path,
-						      p->usdt.provider, name, &uo);
+	struct uprobe_spec spec = { .prog = prog, .cookie = cookie, .provider = p->usdt.provider,
+				    .name = name };
+	int err;
 
-	if (!l) {
-		int err = -errno;
-
+	snprintf(spec.path, sizeof(spec.path), "%s", p->path);
+	err = uprobe_set_attach(&st->uprobes, &spec, target_pid(ctx));
+	if (err)
 		spans_err(ctx, "usdt:%s:%s:%s: cannot attach: %s", p->path, p->usdt.provider, name,
 			 strerror(-err));
-		return err;
-	}
-	return link_add(ctx, st, l);
+	return err;
 }
 
 static struct bpf_program *prog_named(const struct spans_state *st, const char *fmt, int n)
@@ -202,17 +202,16 @@ static int attach(struct tt_ctx *ctx, struct spans_state *st, struct bpf_program
 		  const char *path, uint64_t off, bool ret, uint64_t cookie, const char *what)
 {
 	/* without cookies the program says which site it is (and libbpf refuses a cookie) */
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret, .bpf_cookie = st->cookies ? cookie : 0);
-	struct bpf_link *l = bpf_program__attach_uprobe_opts(prog, target_pid(ctx), path, off, &uo);
+	struct uprobe_spec spec = { .prog = prog, .offset = off, .retprobe = ret,
+				    .cookie = st->cookies ? cookie : 0 };
+	int err;
 
-	if (!l) {
-		int err = -errno;
-
+	snprintf(spec.path, sizeof(spec.path), "%s", path);
+	err = uprobe_set_attach(&st->uprobes, &spec, target_pid(ctx));
+	if (err)
 		spans_err(ctx, "%s: cannot attach a %s to %s+0x%llx: %s", what,
 			 ret ? "uretprobe" : "uprobe", path, (unsigned long long)off, strerror(-err));
-		return err;
-	}
-	return link_add(ctx, st, l);
+	return err;
 }
 
 /* A USDT span where libbpf, without cookies, must find each probe by its address
@@ -369,6 +368,7 @@ static void spans_destroy(void *state)
 		return;
 	for (int i = 0; i < st->nlinks; i++)
 		bpf_link__destroy(st->links[i]);
+	uprobe_set_free(&st->uprobes);
 	spans_bpf__destroy(st->skel);
 	recfile_close(st->out);
 	free(st);
@@ -693,6 +693,18 @@ static void spans_meta(void *state, FILE *f)
 	fprintf(f, "],\n  \"span_guards\": %d,\n", st->guards);
 }
 
+/* A descendant of a target (tree.c found it): the spans' uprobes for it too. */
+static int spans_attach_process(struct tt_ctx *ctx, void *state, int pid)
+{
+	struct spans_state *st = state;
+	int err = uprobe_set_attach_pid(&st->uprobes, pid);
+
+	if (err)
+		spans_err(ctx, "spans: cannot attach the uprobes for pid %d, a descendant of the "
+			  "target: %s", pid, strerror(-err));
+	return err;
+}
+
 static struct bpf_object *spans_object(void *state)
 {
 	struct spans_state *st = state;
@@ -710,4 +722,5 @@ const struct tt_probe probe_spans = {
 	.object = spans_object,
 	.meta = spans_meta,
 	.tick = tcp_sweep,
+	.attach_process = spans_attach_process,
 };

@@ -167,6 +167,36 @@ pid_running() {
 	[ "${stat%% *}" != Z ]
 }
 
+# any_pid_running PID,PID,...: is one of them running?
+any_pid_running() {
+	local p
+	for p in ${1//,/ }; do pid_running "$p" && return 0; done
+	return 1
+}
+
+# tree_pids PID,PID,...: those processes and their descendants now, comma-separated (as
+# tailtrace follows them, probes/core/tree.h): every process whose parent is in the set.
+tree_pids() {
+	local -A in=() parent=()
+	local stat pid ppid added=1 p out
+	for p in ${1//,/ }; do in[$p]=1; done
+	for stat in /proc/[0-9]*/stat; do
+		read -r pid _ < "$stat" 2>/dev/null || continue
+		ppid=$(sed 's/.*) [A-Za-z] \([0-9]*\) .*/\1/' "$stat" 2>/dev/null) || continue
+		parent[$pid]=$ppid
+	done
+	while [ "$added" = 1 ]; do
+		added=0
+		for pid in "${!parent[@]}"; do
+			if [ -z "${in[$pid]-}" ] && [ -n "${in[${parent[$pid]}]-}" ]; then
+				in[$pid]=1 added=1
+			fi
+		done
+	done
+	out=$(printf '%s\n' "${!in[@]}" | sort -n | paste -sd, -)
+	echo "$out"
+}
+
 pg_alive() { kill -0 -- "-$1" 2>/dev/null; }
 
 # pg_stop PGID SIGNAL TIMEOUT_S: signal the group, wait, then SIGKILL what remains.

@@ -203,17 +203,20 @@ mode_thirdparty() {
 			die "no running process is named '$TARGET_COMM' (check with: pgrep -a $TARGET_COMM); start it first"
 		label=$(label_default "$TARGET_COMM")
 	else
-		pid_running "$TARGET_PID" || die "no process $TARGET_PID (check with: ps -p $TARGET_PID); give a running PID"
+		local p first=${TARGET_PID%%,*}
+		for p in ${TARGET_PID//,/ }; do
+			pid_running "$p" || die "no process $p (check with: ps -p $p); give a running PID"
+		done
 		pids=$TARGET_PID
-		comm=$(cat "/proc/$TARGET_PID/comm" 2>/dev/null || echo proc)
-		label=$(label_default "$comm-pid$TARGET_PID")
+		comm=$(cat "/proc/$first/comm" 2>/dev/null || echo proc)
+		label=$(label_default "$comm-pid$first")
 	fi
-	[ -z "$TARGET_PID" ] || span_tcp_default "$TARGET_PID"
+	[ -z "$TARGET_PID" ] || span_tcp_default "${TARGET_PID%%,*}"
 	run_dir_make "$label"
-	phase "recording: tailtrace on pid(s) $pids for ${DURATION}s"
+	phase "recording: tailtrace on pid(s) $pids${TARGET_PID:+ and their descendants} for ${DURATION}s"
 	record_pid "$RUN_DIR" "$pids" || rc=$?
 	[ "$rc" = 0 ] || die "tailtrace failed (exit $rc, message above); partial data in $RUN_DIR"
-	if [ -n "$TARGET_PID" ] && ! pid_running "$TARGET_PID"; then
+	if [ -n "$TARGET_PID" ] && ! any_pid_running "$TARGET_PID"; then
 		json_mark_incomplete "$RUN_DIR" "target exited before --duration"
 		finish_run "$RUN_DIR" "$label" || true
 		die "target $TARGET_PID exited during the ${DURATION}s; the run holds only what happened before:" \

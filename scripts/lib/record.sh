@@ -140,10 +140,12 @@ record_pid() {
 		TT_ARGS+=(--pid "$pids")
 	fi
 	perf_start "$dir"
-	perf_pids "$dir" "$pids"
 	pg_start - "${TT_ARGS[@]}" --duration "$DURATION"
 	TT_PID=$PG_PID
 	progress_wait "$TT_PID" "$DURATION"
+	# the flame graph's processes: with --pid, its descendants too (a pre-fork server's workers)
+	[ -n "$TARGET_COMM" ] || pids=$(tree_pids "$pids")
+	perf_pids "$dir" "$pids"
 	pg_wait "$TT_PID" || rc=$?
 	TT_PID=""
 	perf_stop "$dir"

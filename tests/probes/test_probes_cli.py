@@ -35,7 +35,8 @@ def test_command_exit_status_is_propagated(tmp_path):
     assert m["exit_status"] == 7 and m["incomplete"] is False
     tid = json_lines(p.stdout)[0]["tid"]
     assert (records(tmp_path, "switch")["tid"] == tid).sum() >= 20
-    assert p.stderr.splitlines()[0].startswith(f"tailtrace: attached to PID {tid} (events: runq,switch)")
+    assert p.stderr.splitlines()[0].startswith(
+        f"tailtrace: attached to PID {tid} and its descendants (events: runq,switch)")
 
 
 def test_held_child_is_traced_from_its_first_instruction(tmp_path):
@@ -66,8 +67,9 @@ def test_pid_mode_with_duration(tmp_path):
     finally:
         stop(sl)
     m = meta(tmp_path)
-    assert m["target"] == {"mode": "pid", "pid": tid, "comm": None, "cgroup": None, "cgroup_id": 0,
-                           "also_pids": [], "also_comms": []}
+    assert m["target"] == {"mode": "pid", "pid": tid, "pids": [tid], "descendants": True,
+                           "descendants_found": [], "comm": None, "cgroup": None,
+                           "cgroup_id": 0, "also_pids": [], "also_comms": []}
     assert 0.5 <= m["duration_s"] < 5 and elapsed < 10
     assert m["incomplete"] is False and m["exit_status"] is None
     sw = records(tmp_path, "switch")
