@@ -262,6 +262,37 @@ def test_tcp_spans(tmp_path, record_property):
     report(record_property, tmp_path, spans=int(len(s)), median_ms=float(np.median(dur) / 1e6))
 
 
+@pytest.mark.feature("--pid of a pre-fork server")
+def test_process_tree_prefork_server(tmp_path, record_property):
+    """prefork_server's parent only listens; its two forked workers serve. Traced by the
+    parent's pid with --span tcp: 20 requests (each 2 ms of CPU, then 3 ms asleep) are 20
+    spans in the workers, and the workers' switches are recorded (process trees: the filter
+    follows a task's ancestry, docs/probes/README.md)."""
+    from test_servers import Server, drive
+    from test_spans import spans, tailtrace_bg
+
+    srv = Server("prefork_server", 2)
+    try:
+        tt, head = tailtrace_bg(tmp_path, "--pid", str(srv.info["pid"]), "--span",
+                                f"tcp:{srv.info['port']}", "--duration", str(SLOW))
+        errors: list = []
+        drive(srv.info["port"], 20, errors)
+        tt.send_signal(2)
+        _, err = tt.communicate(timeout=SLOW)
+        assert tt.returncode == 0 and not errors, head + err + str(errors)
+    finally:
+        srv.stop()
+    s = spans(tmp_path)
+    workers = set(s["pid"].tolist())
+    sw = records(tmp_path, "switch")
+    assert len(s) == 20 and srv.info["pid"] not in workers, (len(s), workers)
+    assert set(sw["pid"].tolist()) >= workers and len(sw) >= 20, (len(sw), workers)
+    dur = (s["t_end_ns"] - s["t_start_ns"]).astype(np.int64)
+    assert (dur >= 3_000_000).all()            # the sleep alone is 3 ms
+    report(record_property, tmp_path, spans=int(len(s)), workers=len(workers),
+           median_ms=float(np.median(dur) / 1e6))
+
+
 # ---- locks ---------------------------------------------------------------------------------
 
 @pytest.mark.feature("--events …,locks")
