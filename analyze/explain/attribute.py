@@ -7,12 +7,15 @@ with numpy's default (linear interpolation):
 and, when there are at least 10 000 requests, ≥P99.9: x ≥ p99.9 (a subset of ≥P99).
 Shares are of the band's mean e2e (queue wait + service time).
 
-The bands are cut among the requests whose parts are known (decompose.decomposed): a
-request whose thread or window the probes did not cover (a capture's window, the
-trace's edges) has a latency but no parts, and a band that averaged the latencies of
-some requests and the parts of others would not add up. Each band also checks itself:
-parts_share = Σ part means / mean e2e (1 when its requests close), and counts the
-requests whose own parts do not close (not_closing).
+Every request with a latency is in its band, whether its parts are known or not: a
+request whose thread or window the probes did not cover (a thread of an untraced process, a
+capture's window, the trace's edges) has a latency but no parts, and leaving it out would
+leave the band's slowest requests out unsaid. Its band counts it (n_unknown, with the
+commonest reason, unknown_check, and whether the band's slowest request is one of them),
+and the band's means are those of the requests whose parts are known
+(decompose.decomposed), so that they add up. Each band also checks itself: parts_share = Σ
+part means / mean e2e (1 when its requests close), and counts the requests whose own parts
+do not close (not_closing).
 """
 from __future__ import annotations
 
@@ -42,9 +45,9 @@ GROUPS = {
 
 
 def band_edges(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
-    """Percentile cut points of decomp[by] among the decomposed requests: {"p50", "p90",
-    "p99", "p999"}."""
-    x = decomp[by].to_numpy(dtype=np.float64)[decomposed(decomp)]
+    """Percentile cut points of decomp[by] among all the requests: {"p50", "p90", "p99",
+    "p999"}."""
+    x = decomp[by].to_numpy(dtype=np.float64)
     x = x[np.isfinite(x)]
     if len(x) == 0:
         return {k: np.nan for k in ("p50", "p90", "p99", "p999")}
@@ -53,19 +56,25 @@ def band_edges(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
 
 
 def band_masks(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
-    """{band: boolean mask over decomp rows}, ≥P99.9 only with ≥ 10k requests; a request
-    whose parts are unknown (decompose.decomposed) is in no band."""
-    x = decomp[by].to_numpy(dtype=np.float64).copy()
-    scope = decomposed(decomp)
-    x[~scope] = np.nan                       # compares false: in no band
+    """{band: boolean mask over decomp rows}, ≥P99.9 only with ≥ 10k requests; every
+    request with a latency is in its band, its parts known or not (known_masks: only those
+    whose parts are known)."""
+    x = decomp[by].to_numpy(dtype=np.float64)
     e = band_edges(decomp, by)
     m = {BANDS[0]: x <= e["p50"],
          BANDS[1]: (x > e["p50"]) & (x <= e["p90"]),
          BANDS[2]: (x > e["p90"]) & (x < e["p99"]),
          BANDS[3]: x >= e["p99"]}
-    if int(scope.sum()) >= P999_MIN_REQUESTS:
+    if int(np.isfinite(x).sum()) >= P999_MIN_REQUESTS:
         m[BAND_P999] = x >= e["p999"]
     return m
+
+
+def known_masks(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
+    """band_masks restricted to the requests whose parts are known (decompose.decomposed):
+    the ones a band's parts are averaged over."""
+    known = decomposed(decomp)
+    return {b: m & known for b, m in band_masks(decomp, by).items()}
 
 
 def band_of(decomp: pd.DataFrame, by: str = "latency_ns", masks: dict | None = None) -> pd.Series:
@@ -126,16 +135,34 @@ def df_bands(decomp: pd.DataFrame, by: str = "latency_ns") -> pd.DataFrame:
     time)."""
     masks = band_masks(decomp, by)
     x = decomp[by].to_numpy(dtype=np.float64)
+    known = decomposed(decomp)
+    chk = decomp["check"].astype(str).to_numpy() if "check" in decomp else None
     rows = {}
     for b, m in masks.items():
         sel = x[m]
-        rows[b] = _band_row(decomp[m], sel.min() if len(sel) else np.nan,
+        rows[b] = _band_row(decomp[m & known], sel.min() if len(sel) else np.nan,
                             sel.max() if len(sel) else np.nan)
+        rows[b].update(_unknown_of(m, known, x, chk))
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = "band"
-    df["n"] = df["n"].astype(np.int64)
-    df["not_closing"] = df["not_closing"].astype(np.int64)
+    for c in ("n", "n_unknown", "not_closing"):
+        df[c] = df[c].astype(np.int64)
     return df
+
+
+def _unknown_of(member: np.ndarray, known: np.ndarray, x: np.ndarray, chk) -> dict:
+    """A band's requests whose parts are unknown: n (all its requests), n_unknown, the
+    commonest check among them (unknown_check) and whether the band's slowest request is
+    one of them (slowest_unknown)."""
+    unknown = member & ~known
+    out = {"n": int(member.sum()), "n_unknown": int(unknown.sum()), "unknown_check": None,
+           "slowest_unknown": False}
+    if out["n_unknown"] and chk is not None:
+        vals, counts = np.unique(chk[unknown], return_counts=True)
+        out["unknown_check"] = str(vals[np.argmax(counts)])
+        rows = np.flatnonzero(member)
+        out["slowest_unknown"] = bool(unknown[rows[np.nanargmax(x[rows])]])
+    return out
 
 
 def adds_up(row) -> bool:
@@ -155,7 +182,7 @@ def tail_excess(decomp: pd.DataFrame, by: str = "latency_ns") -> dict:
     {"n_tail", "n_median", "tail_ms", "median_ms", "excess_ms",
      "parts": {part or "runnable": {"ms": excess, "share": excess / total excess}}}
     """
-    m = band_masks(decomp, by)
+    m = known_masks(decomp, by)
     cols = [c for c in ["e2e_ns"] + [f"{p}_ns" for p in PARTS + ["runnable"]] if c in decomp]
     tail, med = decomp.loc[m[BANDS[3]], cols], decomp.loc[m[BANDS[0]], cols]
     ex = (tail["e2e_ns"].mean() - med["e2e_ns"].mean()) / MS

@@ -1,7 +1,8 @@
 """The decomposition's checks, on inline fixtures with known answers: each request says
-why its parts are what they are; the bands are cut among the requests whose parts are
-known; a band that does not add up gets no share, in the headline, the table and the
-figure, and summary.json counts and names the requests behind it."""
+why its parts are what they are; every request is in its band, its parts known or not (the
+band counts the unknown ones and averages the known ones); a band that does not add up gets
+no share, in the headline, the table and the figure, and summary.json counts and names the
+requests behind it."""
 import re
 
 import numpy as np
@@ -28,17 +29,19 @@ def _window_run():
                     meta={"mono_start_ns": T0 + 1 * MS, "mono_end_ns": T0 + 50 * MS})
 
 
-def test_a_request_outside_the_recording_is_in_no_band():
+def test_a_request_outside_the_recording_stays_in_its_band_counted_unknown():
     d = df_decompose(_window_run())
     assert d["check"].astype(str).tolist() == ["window", "ok", "ok"]
     bands = df_bands(d)
-    # two decomposed requests: request 0 (30 ms, parts unknown) is in no band, so the
-    # ≥P99 band is request 1 alone, and its parts add up to its 8 ms
-    assert bands["n"].tolist() == [1, 0, 0, 1]
-    tail = bands.loc[BANDS[3]]
-    assert tail["n"] == 1 and tail["latency_ms"] == 8.0
-    assert tail["oncpu_ms"] == 5.0 and tail["sleep_ms"] == 2.5 and tail["runq_wakeup_ms"] == 0.5
-    assert tail["parts_share"] == 1.0 and adds_up(tail)
+    # request 0 (30 ms, parts unknown) is the slowest: the ≥P99 band holds it, counted
+    # unknown with its reason; the ≤P50 band's two requests (4 and 8 ms) add up
+    assert bands["n"].tolist() == [2, 0, 0, 1]
+    assert bands["n_unknown"].tolist() == [0, 0, 0, 1]
+    tail, med = bands.loc[BANDS[3]], bands.loc[BANDS[0]]
+    assert tail["unknown_check"] == "window" and bool(tail["slowest_unknown"])
+    assert np.isnan(tail["oncpu_ms"]) and adds_up(tail)      # no part is known
+    assert med["latency_ms"] == 6.0 and med["oncpu_ms"] == 4.5
+    assert med["parts_share"] == 1.0 and adds_up(med)
     c = check_summary(d, bands)
     assert c == {"requests": 3, "decomposed": 2, "close": 2, "left_out": 1,
                  "by_check": {"ok": 2, "window": 1}, "bands_add_up": {b: True for b in BANDS},
