@@ -42,7 +42,8 @@ from .load.load import PROBE_STREAMS, load_run, per_run_release, thread_names
 from .explain.antagonists import df_occupancy, traced_pids
 from .explain.attribute import df_bands
 from .explain.critpath import CP_COLS, df_critical_path, df_wait_objects
-from .explain.decompose import df_decompose, drop_reason_sets
+from .explain.decompose import df_decompose
+from .explain.states import drop_reason_sets
 from .explain.findings import Findings
 from .explain.lockchain import df_lock_chains
 from .explain.peer import df_peer_runnable

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..load.load import WAKER_BLAMES_TASK, fold_comm, per_run, thread_names
-from .decompose import thread_brief
+from .states import thread_brief
 from .antagonists import antagonists_in_windows, has_occupancy, occupant_summary
 from .intervals import Axis
 from .order import Lookup, argsort_unless_sorted, row_index, unique_of

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .decompose import blocked_all, thread_states
+from .states import blocked_all, thread_states
 
 COLUMNS = ["request_id", "waiter_tid", "mutex", "t_request_ns", "t_acquired_ns", "wait_ns",
            "holder_tid", "holder_window_ns", "holder_running_ns", "holder_runnable_ns",

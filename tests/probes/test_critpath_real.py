@@ -12,7 +12,8 @@ import pytest
 
 from tt_run import helper, json_lines, needs_root, tailtrace
 from analyze.explain.critpath import df_critical_path
-from analyze.explain.decompose import df_decompose, overlaps_gap
+from analyze.explain.decompose import df_decompose
+from analyze.explain.states import overlaps_gap
 from analyze.load.load import load_run
 
 pytestmark = needs_root

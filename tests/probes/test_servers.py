@@ -100,3 +100,21 @@ def test_a_prefork_servers_requests_are_traced_by_the_parents_pid(tmp_path):
     assert srv.info["pid"] not in workers and len(workers) >= 1, (workers, why)
     assert "and its descendants" in why
     assert_known_costs(d, workers, why)
+
+
+def test_a_thread_pools_requests_show_the_workers_time(tmp_path):
+    """The loop thread owns every socket and answers every request, so every span is on
+    it; the work (2 ms of CPU, then 3 ms asleep) runs on a pool thread while the loop waits
+    in epoll_wait. Followed along the handoff (explain/handoff.py), each request's on-CPU and
+    sleep parts are the worker's, and most of its time is charged to a worker."""
+    srv = Server("handoff_server", 2)
+    try:
+        run, d, why = traced_run(tmp_path, srv)
+    finally:
+        srv.stop()
+    loop = srv.info["loop_tid"]
+    assert set(d["tid"].astype(int)) == {loop}, (set(d["tid"]), why)
+    assert_known_costs(d, {srv.info["pid"]}, why)
+    ok = d[d["check"].astype(str) == "ok"]
+    assert (ok["handoff_ns"] >= 0.8 * ok["latency_ns"]).mean() >= 0.9, why
+    assert not set(ok["handoff_tid"].astype(int)) & {0, loop}, why

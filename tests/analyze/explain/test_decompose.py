@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 
 from fixtures import MS, T0, US, gap, lk, make_run, off, req, rq, task
-from analyze.explain.decompose import df_decompose, overlaps_gap, thread_states
+from analyze.explain.decompose import df_decompose
+from analyze.explain.states import overlaps_gap, thread_states
 from analyze.explain.intervals import Axis, iv_intersect, iv_union, window_sum
 from analyze.explain.attribute import df_bands
 from analyze.render.summary import summary_dict

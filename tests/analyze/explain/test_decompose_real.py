@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from analyze.explain.attribute import df_bands
-from analyze.explain.decompose import df_decompose, overlaps_gap
+from analyze.explain.decompose import df_decompose
+from analyze.explain.states import overlaps_gap
 from analyze.load.load import load_run
 from analyze.explain.lockchain import RELEASE_SKEW_NS, df_lock_chains
 from analyze.render.summary import summary_dict
