@@ -69,8 +69,10 @@ def _untraced(run, req: pd.DataFrame) -> np.ndarray:
     CHECKS ("thread", "window", "gap"), 0 where they were.
 
     A thread is traced when it appears in any scheduler stream or in tasks.bin
-    (tailtrace lists every traced thread there); without tasks.bin every thread
-    is assumed traced. The window must lie inside meta's mono_start..mono_end and
+    (tailtrace lists every traced thread there); in a run with none of them (requests.bin
+    alone, no probes) every thread is assumed traced, and in a run with them but no record
+    at all (the probes traced other processes) none is. The window must lie inside meta's
+    mono_start..mono_end and
     must not overlap a gap of its thread (run.gaps: a switch the kernel never
     reported, so the time there would otherwise pass for time on CPU).
     """
@@ -86,7 +88,7 @@ def _untraced(run, req: pd.DataFrame) -> np.ndarray:
     if t1:
         out |= req["t_end_ns"].to_numpy() > int(t1)
     why[out] = CHECKS.index("window")
-    if len(run.tasks):
+    if any(run.has(s) for s in ("tasks", "switches", "runq")):
         tids, inv = np.unique(req["tid"].to_numpy(), return_inverse=True)
         seen = np.zeros(len(tids), dtype=bool)
         for df in (run.tasks, run.switches, run.runq):
@@ -108,14 +110,13 @@ def check_of(untraced: np.ndarray, st: pd.DataFrame) -> pd.Categorical:
 
 
 def decomposed(decomp: pd.DataFrame) -> np.ndarray:
-    """Requests whose parts are known (checked "ok", "overlap" or "outside"): the ones the
-    bands are cut among. Where no request's parts are known (no scheduler streams), every
-    request: then latency and queue wait are all there is."""
+    """Requests whose parts are known (checked "ok", "overlap" or "outside"): the ones a
+    band's parts are averaged over. In a run without scheduler streams (every check
+    "no_switches"), every request: latency and queue wait are all there is."""
     if "check" not in decomp:
         return np.ones(len(decomp), dtype=bool)
     c = decomp["check"].cat.codes.to_numpy()
-    m = c <= CHECKS.index("outside")
-    return m if m.any() else np.ones(len(decomp), dtype=bool)
+    return (c <= CHECKS.index("outside")) | (c == CHECKS.index("no_switches"))
 
 
 def valid_requests(req: pd.DataFrame) -> np.ndarray:

@@ -28,14 +28,15 @@ df_handoffs(run, decomp) -> the segments followed: request (the decomposition's 
 charged), from_tid (the thread that waited), t_start_ns, t_end_ns. follow_handoffs(run, decomp)
 moves each segment's time from the waiting thread's parts to the charged thread's, and adds
 handoff_ns (the request's time charged to other threads), handoff_tid (the thread charged the
-most of it, 0: none) and handoff_unknown_ns.
+most of it, 0: none) and handoff_unknown_ns. df_ran_on(run, decomp, mask) -> which threads the
+requests' time ran on, by thread name.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ..load.load import WAKER_BLAMES_TASK
+from ..load.load import WAKER_BLAMES_TASK, fold_comm, thread_names
 from .states import STATE_PARTS, overlaps_gap, thread_states
 from .order import Lookup, unique_of
 from .waits import FUTEX_CMD_MASK, FUTEX_WAIT, REASONS, switch_fields, wait_core
@@ -255,3 +256,29 @@ def _top_thread(req: np.ndarray, tid: np.ndarray, ns: np.ndarray, n: int) -> np.
     g = g.reset_index().sort_values(["r", "ns"], ascending=[True, False]).drop_duplicates("r")
     out[g["r"].to_numpy()] = g["t"].to_numpy()
     return out
+
+
+def df_ran_on(run, decomp: pd.DataFrame, mask=None) -> pd.DataFrame:
+    """Which threads the requests' time ran on (those in mask; all by default): the
+    request's own thread for what it kept, the thread charged the most for its handoff_ns;
+    by thread name (load.fold_comm: a pool's threads as one), with ns and share, largest
+    first. Empty without handoff columns or requests."""
+    cols = ["thread", "threads", "ns", "share"]
+    if "handoff_ns" not in decomp or not len(decomp):
+        return pd.DataFrame(columns=cols)
+    d = decomp if mask is None else decomp[np.asarray(mask, bool)]
+    d = d[d["traced"].to_numpy(bool)]
+    if not len(d):
+        return pd.DataFrame(columns=cols)
+    names = thread_names(run) if run is not None else {}
+    hand = d["handoff_ns"].to_numpy(np.int64)
+    tids = np.r_[d["tid"].to_numpy(np.int64), d["handoff_tid"].to_numpy(np.int64)]
+    ns = np.r_[d["latency_ns"].to_numpy(np.int64) - hand, hand]
+    keep = (ns > 0) & (tids > 0)
+    tids, ns = tids[keep], ns[keep]
+    label = np.array([fold_comm(names.get(int(t), "") or f"tid {int(t)}") for t in
+                      unique_of(tids)], dtype=object)[Lookup(unique_of(tids))(tids)[0]]
+    g = pd.DataFrame({"thread": label, "tid": tids, "ns": ns}).groupby("thread")
+    out = pd.DataFrame({"threads": g["tid"].nunique(), "ns": g["ns"].sum()}).reset_index()
+    out["share"] = out["ns"] / max(out["ns"].sum(), 1)
+    return out.sort_values("ns", ascending=False, kind="stable").reset_index(drop=True)

@@ -96,6 +96,7 @@ def df_request_spans(run, decomp: pd.DataFrame, segs: pd.DataFrame | None) -> pd
                  for r in top.itertuples()}
         d["antagonist"] = [label.get(i, "") for i in d.index]
         d["antagonist_ns"] = top.set_index("win")["ns"].reindex(d.index).fillna(0).astype(np.int64)
+    d["ran_on"] = _ran_on(names, d)
     d["waker"], d["longest_wait_ns"], d["waker_tid"], d["t_wake_ns"] = "", 0, 0, 0
     if segs is not None and len(segs):
         own = segs[segs["depth"] == 0].assign(ns=lambda s: s["t_end_ns"] - s["t_start_ns"])
@@ -108,6 +109,23 @@ def df_request_spans(run, decomp: pd.DataFrame, segs: pd.DataFrame | None) -> pd
         d["waker_tid"] = top["waker_tid"].fillna(0).astype(np.int64)
         d["t_wake_ns"] = top["t_end_ns"].fillna(0).astype(np.int64)
     return d
+
+
+def _ran_on(names: dict, d: pd.DataFrame) -> list:
+    """Each request's threads when part of its time ran on another thread of its process
+    (handoff.py): 'worker-3 (tid 12) 85%, loop (tid 11) 15%'; '' when all of it ran on its
+    own."""
+    if "handoff_ns" not in d:
+        return [""] * len(d)
+    out = []
+    for tid, lat, hand, to in zip(d["tid"], d["latency_ns"], d["handoff_ns"], d["handoff_tid"]):
+        if not hand or not lat:
+            out.append("")
+            continue
+        parts = sorted([(hand / lat, int(to)), (1 - hand / lat, int(tid))], reverse=True)
+        out.append(", ".join(f"{names.get(t, '') or 'thread'} (tid {t}) {sh * 100:.0f}%"
+                             for sh, t in parts if sh > 0))
+    return out
 
 
 def _who(names: dict, tid, pid, ctx) -> str:
@@ -232,6 +250,8 @@ def request_batches(run, decomp: pd.DataFrame, segs: pd.DataFrame | None,
                                                               int(r.latency_ns)),
                  _kv("tailtrace.check", r.check), _kv("tailtrace.band", r.band),
                  _kv("tailtrace.cause", r.cause)]
+        if r.ran_on:
+            attrs.append(_kv("tailtrace.ran_on", r.ran_on))
         attrs += [_kv(f"tailtrace.{p}_ns", int(getattr(r, f"{p}_ns"))) for p in PARTS
                   if getattr(r, f"{p}_ns") == getattr(r, f"{p}_ns")]
         if run.source == "requests" and int(r.status) > 0:

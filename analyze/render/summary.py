@@ -54,6 +54,7 @@ from ..explain.antagonists import class_shares, df_runnable_occupants, has_occup
 from ..explain.attribute import check_summary, dominant_blocked, spearman_runnable
 from ..explain.decompose import PARTS, valid_requests
 from ..explain.findings import Findings
+from ..explain.handoff import df_ran_on
 from ..explain.order import unique_of
 from ..explain.sched import sched_figures
 from .fmt import num_or_none
@@ -385,6 +386,27 @@ def critical_path(f: Findings) -> dict | None:
     return out
 
 
+def handoff_summary(f: Findings) -> dict | None:
+    """Requests whose time ran partly on other threads of their process (handoff.py):
+    {requests, handed_ms (their time charged to those threads), unknown_requests and
+    unknown_ms (handoffs not followed: the thread handed to lost an edge), ran_on {band:
+    [{thread, threads, share}]} (the largest three)}; None when no request had one."""
+    d = f.decomp
+    if "handoff_ns" not in d:
+        return None
+    hand, unknown = d["handoff_ns"].to_numpy(), d["handoff_unknown_ns"].to_numpy()
+    if not (hand > 0).any() and not (unknown > 0).any():
+        return None
+    ran_on = {}
+    for b, m in f.masks.items():
+        r = df_ran_on(f.run, d, m).head(3)
+        ran_on[b] = [{"thread": t.thread, "threads": int(t.threads), "share": float(t.share)}
+                     for t in r.itertuples()]
+    return {"requests": int((hand > 0).sum()), "handed_ms": float(hand.sum()) / 1e6,
+            "unknown_requests": int((unknown > 0).sum()), "unknown_ms": float(unknown.sum()) / 1e6,
+            "ran_on": ran_on}
+
+
 def summary_dict(f: Findings) -> dict:
     """The dict written as summary.json (see module doc for the keys), from the findings."""
     run, decomp, bands = f.run, f.decomp, f.bands
@@ -394,7 +416,9 @@ def summary_dict(f: Findings) -> dict:
     dur_s = (ok["t_end_ns"].max() - ok["t_enqueue_ns"].min()) / 1e9 if len(ok) else 0.0
     attribution = {}
     for b, row in bands.iterrows():
-        a = {"n": int(row["n"]), "latency_ms": row["latency_ms"], "e2e_ms": row["e2e_ms"]}
+        a = {"n": int(row["n"]), "n_unknown": int(row.get("n_unknown", 0)),
+             "unknown_check": row.get("unknown_check"),
+             "latency_ms": row["latency_ms"], "e2e_ms": row["e2e_ms"]}
         for p in PARTS + ["runnable"]:
             a[f"{p}_ms"], a[f"{p}_share"] = row[f"{p}_ms"], row[f"{p}_share"]
         attribution[b] = a
@@ -435,6 +459,7 @@ def summary_dict(f: Findings) -> dict:
         "critical_path": critical_path(f) if len(decomp) else None,
         "wait_objects": f.wait_objects,
         "antagonists": f.antagonists,
+        "handoffs": handoff_summary(f) if len(decomp) else None,
         "cpu_occupancy": cpu_occupancy(run),
         "tailtrace_cost": tailtrace_cost(run.meta or {}, int(len(ok))),
     }

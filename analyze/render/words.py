@@ -12,7 +12,8 @@ import pandas as pd
 from ..load.load import fold_comm
 from ..explain.attribute import BANDS, BLOCKED_GROUPS, GROUPS, MS, adds_up, dominant_group
 from ..explain.critpath import MAX_DEPTH, has_wakers
-from ..explain.decompose import CHECK_WHY
+from ..explain.decompose import CHECK_WHY, UNTRACED
+from ..explain.handoff import df_ran_on
 from .fmt import dur
 
 
@@ -134,16 +135,17 @@ def headline(f) -> str:
         return "No requests in this run: nothing to attribute."
     row = bands.loc[BANDS[3]]
     g, ms, share = dominant_group(bands)
-    head = f"≥P99 requests (n={int(row['n'])}, mean {dur(row['e2e_ms'])})"
+    mask = f.masks[BANDS[3]]
+    head = f"≥P99 requests (n={int(row['n'])}, mean {dur(decomp['e2e_ns'][mask].mean() / MS)})"
     if g is None:
-        return head + ": no part could be measured."
-    if pd.isna(row.get("oncpu_ms", np.nan)) and decomp["oncpu_ns"].notna().any():
+        why = _unknown_words(run, decomp, mask) if int(row.get("n_unknown", 0) or 0) else ""
+        return head + ": no part could be measured" + (f": {why}." if why else ".")
+    if pd.isna(row.get("oncpu_ms", np.nan)) and (_sched_records(run) or
+                                                 decomp["oncpu_ns"].notna().any()):
         # queue wait alone is known for requests the probes did not cover
-        return (head + ": no part could be measured: they ran on threads or at times the "
-                "probes did not cover (an edge the kernel never reported, or outside the "
-                "trace).")
+        return f"{head}: no part could be measured: {_unknown_words(run, decomp, mask)}."
     if not adds_up(row):
-        return head + _not_adding_up(row, decomp, f.masks[BANDS[3]])
+        return head + _not_adding_up(row, decomp, mask)
     _, label, noun = GROUPS[g]
     te = f.tail_excess
     ex = te["excess_ms"]
@@ -171,7 +173,9 @@ def headline(f) -> str:
         s += _antagonist_words(f)
         s += (f" (Mean per request: {dur(row['runq_wakeup_ms'])} runnable after wakeups, "
               f"{dur(row['runq_preempt_ms'])} after preemption.)")
-    if decomp["oncpu_ns"].isna().all():
+    s += _ran_on_words(run, decomp, mask)
+    s += _left_out_words(run, decomp, row, mask)
+    if decomp["oncpu_ns"].isna().all() and not _sched_records(run):
         s += " No scheduler events were recorded: on-CPU, runnable and blocked time are unknown."
     caveats = []
     if run is not None:
@@ -189,6 +193,67 @@ def headline(f) -> str:
     if caveats:
         s += " Caution: " + "; ".join(caveats) + "."
     return s
+
+
+def _sched_records(run) -> int:
+    """How many scheduler records the run has (switches and run-queue waits)."""
+    if run is None:
+        return 0
+    return sum(len(getattr(run, s)) for s in ("switches", "runq") if run.has(s))
+
+
+def _unknown_words(run, decomp: pd.DataFrame, mask) -> str:
+    """Why the parts of the requests in mask whose parts are unknown are unknown, in a
+    clause with 'they' as subject; for requests on threads the probes did not trace, those
+    threads' processes and the option that traces them."""
+    m = np.asarray(mask, bool) & (decomp["check"].isin(UNTRACED).to_numpy()
+                                  if "check" in decomp else False)
+    if not np.any(m):
+        return ("they ran on threads or at times the probes did not cover (an edge the "
+                "kernel never reported, or outside the trace)")
+    chk = decomp["check"][m].astype(str)
+    c = chk.value_counts().index[0]
+    if c != "thread":
+        return f"they {CHECK_WHY[c]}"
+    rows = decomp.loc[m & (decomp["check"].astype(str) == "thread").to_numpy()]
+    pids = sorted(set(rows["pid"].astype(int)))
+    n = rows["tid"].nunique()
+    listed = ",".join(str(p) for p in pids[:8])
+    procs = "1 process" if len(pids) == 1 else f"{len(pids):,} processes"
+    return (f"they ran on {_n(n, 'thread')} of {procs} the probes did not "
+            f"trace (pid {', '.join(str(p) for p in pids[:8])}{' …' if len(pids) > 8 else ''}): "
+            f"trace {'it' if len(pids) == 1 else 'them'} with --pid {listed}, or with the pid "
+            "of the process that started them")
+
+
+RAN_ELSEWHERE = 0.2   # a band whose time ran this much on other threads: say on which
+
+
+def ran_on_clause(threads: pd.DataFrame, k: int = 3) -> str:
+    """'worker-* 92%, loop 8%' from a df_ran_on frame."""
+    return ", ".join(f"{t.thread} {share_words(t.share)}" for t in threads.head(k).itertuples())
+
+
+def _ran_on_words(run, decomp: pd.DataFrame, mask) -> str:
+    """' Their time ran on worker-* 92%, loop 8%.' when a fifth of the band's time or more
+    ran on threads other than the requests' own (handoff.py), else ''."""
+    if "handoff_ns" not in decomp:
+        return ""
+    m = np.asarray(mask, bool) & decomp["traced"].to_numpy(bool)
+    if not m.any() or decomp["handoff_ns"][m].sum() < RAN_ELSEWHERE * decomp["latency_ns"][m].sum():
+        return ""
+    return f" Their time ran on {ran_on_clause(df_ran_on(run, decomp, mask))}."
+
+
+def _left_out_words(run, decomp: pd.DataFrame, row, mask) -> str:
+    """' (3 of the 21 ≥P99 requests, the slowest among them, are not in these figures: …)'
+    when some of the band's requests have unknown parts, else ''."""
+    k = int(row.get("n_unknown", 0) or 0)
+    if not k or k >= int(row["n"]):
+        return ""
+    slowest = ", the slowest among them," if row.get("slowest_unknown") else ""
+    return (f" ({k:,} of the {int(row['n']):,} ≥P99 requests{slowest} are not in these "
+            f"figures: {_unknown_words(run, decomp, mask)}.)")
 
 
 def no_requests_headline(run, sched: dict, threads: int) -> str:

@@ -104,12 +104,22 @@ def test_lock_wait_is_carved_out_of_blocked_time():
 
 
 def test_queue_wait_precedes_the_window():
+    # thread 7 is traced (tasks.bin) and never left the CPU during the request
     run = make_run(requests=[req(0, 7, 0, 10 * MS, t_enqueue=-4 * MS)], switches=[], runq=[],
-                   locks=[])
+                   locks=[], tasks=[task(7, "w0")])
     d = df_decompose(run)
     assert d.loc[0, "queue_wait_ns"] == 4 * MS
     assert d.loc[0, "e2e_ns"] == 14 * MS and d.loc[0, "latency_ns"] == 10 * MS
     assert d.loc[0, "oncpu_ns"] == 10 * MS and bool(d.loc[0, "closes"])
+
+
+def test_a_thread_no_probe_saw_has_unknown_parts_not_time_on_cpu():
+    """Scheduler streams recorded, but no record of thread 9 (a process the probes did not
+    trace): its request's parts are unknown, never 100% on CPU."""
+    run = make_run(requests=[req(0, 9, 0, 10 * MS, pid=200)], switches=[], runq=[], locks=[])
+    d = df_decompose(run)
+    assert d.loc[0, "check"] == "thread" and np.isnan(d.loc[0, "oncpu_ns"])
+    assert not bool(d.loc[0, "traced"])
 
 
 def test_runnable_outside_off_cpu_makes_closure_fail():

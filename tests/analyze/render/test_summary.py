@@ -74,7 +74,7 @@ def test_run_without_scheduler_streams_still_summarises():
 def test_requests_without_valid_times_are_left_out_and_counted():
     run = make_run(requests=[req(0, 1, 0, 10 * MS), req(1, 1, 20 * MS, 30 * MS),
                              dict(req(2, 1, 5 * MS, 0), t_end_ns=0, status=-42)],
-                   switches=[], runq=[], locks=[])
+                   switches=[], runq=[], locks=[], tasks=[task(1, "w0")])
     d = df_decompose(run)
     assert d["id"].tolist() == [0, 1]
     s = summary_dict(Findings(run, d, df_bands(d)))
@@ -150,3 +150,21 @@ def test_tailtrace_cost_from_meta():
     assert tailtrace_cost({"cost": dict(COST, bpf=None)}) is None
     assert tailtrace_cost({"cost": {k: v for k, v in COST.items() if k != "programs"}}) is None
     assert tailtrace_cost({}) is None and cost_words(None) is None
+
+
+def test_requests_on_threads_no_probe_saw_are_named_with_the_option_that_traces_them():
+    """A pre-fork server traced by a pid whose workers were not followed: the probes saw
+    thread 7 (pid 100) only, every request ran on workers 21 and 22 (pid 200 and 201). The
+    headline says no part is known, names the processes and the --pid that traces them, and
+    never claims that no scheduler event was recorded."""
+    run = make_run(requests=[req(k, 21 + k % 2, k * MS, k * MS + 5 * MS, pid=200 + k % 2)
+                             for k in range(20)],
+                   switches=[off(7, 0, 1 * MS, pid=100)], runq=[rq(7, 0, 1 * MS, pid=100)],
+                   tasks=[task(7, "master")])
+    d = df_decompose(run)
+    s = summary_dict(Findings(run, d, df_bands(d)))
+    h = s["headline"]
+    assert "no part could be measured" in h and "No scheduler events" not in h, h
+    assert "2 threads of 2 processes the probes did not trace (pid 200, 201)" in h, h
+    assert "--pid 200,201" in h, h
+    assert s["attribution"]["≥P99"]["n_unknown"] == s["attribution"]["≥P99"]["n"] >= 1
