@@ -266,19 +266,20 @@ def df_ran_on(run, decomp: pd.DataFrame, mask=None) -> pd.DataFrame:
     cols = ["thread", "threads", "ns", "share"]
     if "handoff_ns" not in decomp or not len(decomp):
         return pd.DataFrame(columns=cols)
-    d = decomp if mask is None else decomp[np.asarray(mask, bool)]
-    d = d[d["traced"].to_numpy(bool)]
-    if not len(d):
+    m = decomp["traced"].to_numpy(bool)
+    if mask is not None:
+        m = m & np.asarray(mask, bool)
+    if not m.any():
         return pd.DataFrame(columns=cols)
+    tid, lat = decomp["tid"].to_numpy(np.int64)[m], decomp["latency_ns"].to_numpy(np.int64)[m]
+    hand, to = (decomp[c].to_numpy(np.int64)[m] for c in ("handoff_ns", "handoff_tid"))
+    h = hand > 0
+    # by thread id first (a few distinct values in many rows), then by name
+    ns = pd.concat([pd.Series(lat - hand, index=tid), pd.Series(hand[h], index=to[h])])
+    ns = ns[ns > 0].groupby(level=0).sum()
     names = thread_names(run) if run is not None else {}
-    hand = d["handoff_ns"].to_numpy(np.int64)
-    tids = np.r_[d["tid"].to_numpy(np.int64), d["handoff_tid"].to_numpy(np.int64)]
-    ns = np.r_[d["latency_ns"].to_numpy(np.int64) - hand, hand]
-    keep = (ns > 0) & (tids > 0)
-    tids, ns = tids[keep], ns[keep]
-    label = np.array([fold_comm(names.get(int(t), "") or f"tid {int(t)}") for t in
-                      unique_of(tids)], dtype=object)[Lookup(unique_of(tids))(tids)[0]]
-    g = pd.DataFrame({"thread": label, "tid": tids, "ns": ns}).groupby("thread")
-    out = pd.DataFrame({"threads": g["tid"].nunique(), "ns": g["ns"].sum()}).reset_index()
+    label = [fold_comm(names.get(int(t), "") or f"tid {int(t)}") for t in ns.index]
+    g = pd.DataFrame({"thread": label, "ns": ns.to_numpy()}).groupby("thread")["ns"]
+    out = pd.DataFrame({"threads": g.size(), "ns": g.sum()}).reset_index()
     out["share"] = out["ns"] / max(out["ns"].sum(), 1)
     return out.sort_values("ns", ascending=False, kind="stable").reset_index(drop=True)

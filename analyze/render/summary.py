@@ -386,11 +386,15 @@ def critical_path(f: Findings) -> dict | None:
     return out
 
 
+RAN_ON_MIN = 0.01   # a band whose time ran this much on other threads lists them
+
+
 def handoff_summary(f: Findings) -> dict | None:
     """Requests whose time ran partly on other threads of their process (handoff.py):
     {requests, handed_ms (their time charged to those threads), unknown_requests and
     unknown_ms (handoffs not followed: the thread handed to lost an edge), ran_on {band:
-    [{thread, threads, share}]} (the largest three)}; None when no request had one."""
+    [{thread, threads, share}]} (the largest three, for the bands with at least RAN_ON_MIN of
+    their time on other threads)}; None when no request had one."""
     d = f.decomp
     if "handoff_ns" not in d:
         return None
@@ -399,6 +403,8 @@ def handoff_summary(f: Findings) -> dict | None:
         return None
     ran_on = {}
     for b, m in f.masks.items():
+        if hand[np.asarray(m, bool)].sum() < RAN_ON_MIN * d["latency_ns"].to_numpy()[m].sum():
+            continue          # the band's time ran on its own threads
         r = df_ran_on(f.run, d, m).head(3)
         ran_on[b] = [{"thread": t.thread, "threads": int(t.threads), "share": float(t.share)}
                      for t in r.itertuples()]
