@@ -259,11 +259,11 @@ def _top_thread(req: np.ndarray, tid: np.ndarray, ns: np.ndarray, n: int) -> np.
 
 
 def df_ran_on(run, decomp: pd.DataFrame, mask=None) -> pd.DataFrame:
-    """Which threads the requests' time ran on (those in mask; all by default): the
-    request's own thread for what it kept, the thread charged the most for its handoff_ns;
-    by thread name (load.fold_comm: a pool's threads as one), with ns and share, largest
-    first. Empty without handoff columns or requests."""
-    cols = ["thread", "threads", "ns", "share"]
+    """Which threads the requests' time ran on (those in mask; all by default): own (the
+    requests' own threads, for what they kept) or not (the threads charged the most for their
+    handoff_ns), by thread name (load.fold_comm: a pool's threads as one), with the threads
+    counted, ns and share, largest first. Empty without handoff columns or requests."""
+    cols = ["own", "thread", "threads", "ns", "share"]
     if "handoff_ns" not in decomp or not len(decomp):
         return pd.DataFrame(columns=cols)
     m = decomp["traced"].to_numpy(bool)
@@ -275,11 +275,15 @@ def df_ran_on(run, decomp: pd.DataFrame, mask=None) -> pd.DataFrame:
     hand, to = (decomp[c].to_numpy(np.int64)[m] for c in ("handoff_ns", "handoff_tid"))
     h = hand > 0
     # by thread id first (a few distinct values in many rows), then by name
-    ns = pd.concat([pd.Series(lat - hand, index=tid), pd.Series(hand[h], index=to[h])])
-    ns = ns[ns > 0].groupby(level=0).sum()
+    parts = []
+    for own, t, ns in ((True, tid, lat - hand), (False, to[h], hand[h])):
+        by = pd.Series(ns, index=t)
+        by = by[by > 0].groupby(level=0).sum()
+        parts.append(pd.DataFrame({"own": own, "tid": by.index, "ns": by.to_numpy()}))
+    per = pd.concat(parts, ignore_index=True)
     names = thread_names(run) if run is not None else {}
-    label = [fold_comm(names.get(int(t), "") or f"tid {int(t)}") for t in ns.index]
-    g = pd.DataFrame({"thread": label, "ns": ns.to_numpy()}).groupby("thread")["ns"]
-    out = pd.DataFrame({"threads": g.size(), "ns": g.sum()}).reset_index()
+    per["thread"] = [fold_comm(names.get(int(t), "") or f"tid {int(t)}") for t in per["tid"]]
+    g = per.groupby(["own", "thread"])
+    out = pd.DataFrame({"threads": g["tid"].nunique(), "ns": g["ns"].sum()}).reset_index()
     out["share"] = out["ns"] / max(out["ns"].sum(), 1)
-    return out.sort_values("ns", ascending=False, kind="stable").reset_index(drop=True)
+    return out.sort_values("ns", ascending=False, kind="stable").reset_index(drop=True)[cols]

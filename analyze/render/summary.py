@@ -393,7 +393,7 @@ def handoff_summary(f: Findings) -> dict | None:
     """Requests whose time ran partly on other threads of their process (handoff.py):
     {requests, handed_ms (their time charged to those threads), unknown_requests and
     unknown_ms (handoffs not followed: the thread handed to lost an edge), ran_on {band:
-    [{thread, threads, share}]} (the largest three, for the bands with at least RAN_ON_MIN of
+    [{own, thread, threads, share}]} (the largest three, for the bands with at least RAN_ON_MIN of
     their time on other threads)}; None when no request had one."""
     d = f.decomp
     if "handoff_ns" not in d:
@@ -406,8 +406,8 @@ def handoff_summary(f: Findings) -> dict | None:
         if hand[np.asarray(m, bool)].sum() < RAN_ON_MIN * d["latency_ns"].to_numpy()[m].sum():
             continue          # the band's time ran on its own threads
         r = df_ran_on(f.run, d, m).head(3)
-        ran_on[b] = [{"thread": t.thread, "threads": int(t.threads), "share": float(t.share)}
-                     for t in r.itertuples()]
+        ran_on[b] = [{"own": bool(t.own), "thread": t.thread, "threads": int(t.threads),
+                      "share": float(t.share)} for t in r.itertuples()]
     return {"requests": int((hand > 0).sum()), "handed_ms": float(hand.sum()) / 1e6,
             "unknown_requests": int((unknown > 0).sum()), "unknown_ms": float(unknown.sum()) / 1e6,
             "ran_on": ran_on}

@@ -230,19 +230,27 @@ RAN_ELSEWHERE = 0.2   # a band whose time ran this much on other threads: say on
 
 
 def ran_on_clause(threads: pd.DataFrame, k: int = 3) -> str:
-    """'worker-* 92%, loop 8%' from a df_ran_on frame."""
-    return ", ".join(f"{t.thread} {share_words(t.share)}" for t in threads.head(k).itertuples())
+    """'62% of their time ran on other threads of their process: worker-* (4 threads) 62%'
+    from a df_ran_on frame ('' when none ran elsewhere)."""
+    other = threads[~threads["own"].astype(bool)]
+    if other.empty:
+        return ""
+    who = ", ".join(f"{t.thread} ({_n(int(t.threads), 'thread')}) {share_words(t.share)}"
+                    for t in other.head(k).itertuples())
+    return (f"{share_words(other['share'].sum())} of their time ran on other threads of their "
+            f"process: {who}")
 
 
 def _ran_on_words(run, decomp: pd.DataFrame, mask) -> str:
-    """' Their time ran on worker-* 92%, loop 8%.' when a fifth of the band's time or more
-    ran on threads other than the requests' own (handoff.py), else ''."""
+    """' 62% of their time ran on other threads of their process: worker-* (4 threads) 62%.'
+    when a fifth of the band's time or more did (handoff.py), else ''."""
     if "handoff_ns" not in decomp:
         return ""
     m = np.asarray(mask, bool) & decomp["traced"].to_numpy(bool)
     if not m.any() or decomp["handoff_ns"][m].sum() < RAN_ELSEWHERE * decomp["latency_ns"][m].sum():
         return ""
-    return f" Their time ran on {ran_on_clause(df_ran_on(run, decomp, mask))}."
+    clause = ran_on_clause(df_ran_on(run, decomp, mask))
+    return f" {clause[0].upper()}{clause[1:]}." if clause else ""
 
 
 def _left_out_words(run, decomp: pd.DataFrame, row, mask) -> str:
