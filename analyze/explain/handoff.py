@@ -77,20 +77,20 @@ class _Pairs:
         gt, _ = self.index(tid)
         return gw * self.n + gt
 
-    def last_wakeup(self, waker, wakee, lo, hi) -> np.ndarray:
-        """The time of waker's last wakeup of wakee in [lo[i], hi[i]] (0: none)."""
+    def first_wakeup(self, waker, wakee, lo, hi) -> np.ndarray:
+        """The time of waker's first wakeup of wakee in [lo[i], hi[i]] (0: none)."""
         if self._times is None:
             self._index_wakeups()
         u, span = self._times, len(self._times) + 1
         gw, okw = self.index(np.asarray(waker))
         gt, okt = self.index(np.asarray(wakee))
         k = gw * self.n + gt
-        r_hi = np.searchsorted(u, np.asarray(hi, np.int64), side="right") - 1
         r_lo = np.searchsorted(u, np.asarray(lo, np.int64), side="left")
-        j = np.searchsorted(self._keys, k * span + r_hi, side="right") - 1
-        jj = np.maximum(j, 0)
+        r_hi = np.searchsorted(u, np.asarray(hi, np.int64), side="right") - 1
+        j = np.searchsorted(self._keys, k * span + r_lo, side="left")
+        jj = np.minimum(j, max(len(self._keys) - 1, 0))
         got = self._keys[jj] if len(self._keys) else np.zeros(len(k), np.int64)
-        ok = okw & okt & (j >= 0) & (got // span == k) & (got % span >= r_lo)
+        ok = okw & okt & (j < len(self._keys)) & (got // span == k) & (got % span <= r_hi)
         return np.where(ok, u[np.clip(got % span, 0, max(len(u) - 1, 0))] if len(u) else 0, 0)
 
     def _index_wakeups(self) -> None:
@@ -157,8 +157,11 @@ def df_handoffs(run, decomp: pd.DataFrame) -> pd.DataFrame:
     req, tid = first["request"].to_numpy(), first["tid"].to_numpy()
     lo, hi = first["t_start_ns"].to_numpy(), first["t_end_ns"].to_numpy()
     parent = np.arange(len(first), dtype=np.int64)
+    # under the first hop, I/O waits only: a condition variable two workers hand back and
+    # forth is more often a lock (Python's GIL) than the request's work
+    io = rows[np.isin(wait_core(run)["reason"].cat.codes.to_numpy()[rows], _FOLLOWED)]
     for hop in range(2, MAX_HOPS + 1):
-        qi, wr, a, b = _clipped(run, rows, tid, lo, hi)
+        qi, wr, a, b = _clipped(run, io, tid, lo, hi)
         if not len(qi):
             break
         seg = {"request": req[qi], "hop": np.full(len(qi), hop, np.int8),
@@ -176,9 +179,10 @@ def _last_handoffs(run, rows, pairs: "_Pairs", req, tid, lo, hi) -> pd.DataFrame
     """The first hop: per request, the last handoff wait of its thread T that ends inside
     it, ended by W (the thread that finished the request's work: on an event loop serving
     several requests at once, the waits that end earlier are ended by the other requests'
-    workers), charged to W from the moment T handed W the work (T's last wakeup of W since
-    the request began; without one, W was busy and took the work from a queue: from the
-    wait's start) to the wait's end. None when no request has one."""
+    workers), an I/O wait if T has one (how a loop is told the work is done; a condition
+    variable may be a lock, the GIL), charged to W from the moment T handed W the work (T's
+    first wakeup of W since the request began; without one, W was busy and took the work
+    from a queue: from the wait's start) to the wait's end. None when no request has one."""
     w = wait_core(run)
     qi, wr, a, b = _clipped(run, rows, tid, lo, hi)
     wake = w["t_wake_ns"].to_numpy()[wr]
@@ -186,11 +190,12 @@ def _last_handoffs(run, rows, pairs: "_Pairs", req, tid, lo, hi) -> pd.DataFrame
     qi, wr, a, wake = qi[inside], wr[inside], a[inside], wake[inside]
     if not len(qi):
         return None
-    last = np.lexsort((wake, qi))
+    io = np.isin(w["reason"].cat.codes.to_numpy()[wr], _FOLLOWED)
+    last = np.lexsort((wake, io, qi))                # a request's I/O waits last, by time
     last = last[np.r_[qi[last][1:] != qi[last][:-1], True]]     # the latest wake a request
     qi, wr, a, wake = qi[last], wr[last], a[last], wake[last]
     worker = w["waker_tid"].to_numpy(np.int64)[wr]
-    handed = pairs.last_wakeup(waker=tid[qi], wakee=worker, lo=lo[qi], hi=wake)
+    handed = pairs.first_wakeup(waker=tid[qi], wakee=worker, lo=lo[qi], hi=wake)
     start = np.where(handed > 0, np.maximum(handed, lo[qi]), a)
     return pd.DataFrame({"request": req[qi], "hop": np.ones(len(qi), np.int8),
                          "parent": np.full(len(qi), -1, np.int64), "tid": worker,
