@@ -260,11 +260,30 @@ def _attribution(inp: ReportInputs) -> str:
     body = (_p("Requests are grouped by service-time percentile. Each part cell is the band's "
                f"mean per request in {U()} · its share of the band's mean end-to-end time.")
             + table + _checks_note(inp.summary.get("checks"), b)
+            + _ran_on_note(inp.summary.get("handoffs"))
             + (_peer_note(inp.summary.get("peer")) if peer else ""))
     if "decomposition" in inp.images:
         body += img_tag(inp.images["decomposition"], "stacked decomposition per latency band")
     body += _tail_excess(inp.tail_excess)
     return _section("attribution", "Where the time went (per latency band)", body)
+
+
+def _ran_on_note(handoffs: dict | None) -> str:
+    """Which threads each band's time ran on, when some ran on other threads of the process
+    than the requests' own (summary.json handoffs; docs/analysis.md "A request across
+    threads"), or ''."""
+    if not handoffs or not handoffs.get("ran_on"):
+        return ""
+    lines = []
+    for band, rows in handoffs["ran_on"].items():
+        parts = [f"{'their own thread' if r['own'] else 'other threads'}: {r['thread']} "
+                 f"({fmt_int(r['threads'])}) {fmt_share(r['share'])}" for r in rows]
+        lines.append(f"{band}: {'; '.join(parts)}")
+    n, unknown = handoffs.get("requests", 0), handoffs.get("unknown_requests", 0)
+    lost = f"; {fmt_int(unknown)} handoffs not followed (the thread handed to lost an edge)" \
+        if unknown else ""
+    return _p(f"Ran on: {fmt_int(n)} requests handed part of their time to other threads of "
+              f"their process, followed along the handoff{lost}. " + " · ".join(lines))
 
 
 CP_CELLS = (("waker_oncpu_ms", "waker on CPU"), ("waker_runnable_ms", "waker runnable"),

@@ -101,3 +101,22 @@ def test_a_loop_serving_two_requests_charges_each_to_its_own_worker():
     # W ran [0.6, 9] for the first: 8.4 ms on CPU of its 8.5
     assert d.loc[1, "oncpu_ns"] == pytest.approx((8.4 + 0.5 + 0.9) * MS)
     assert np.isclose(d["closure_err"].to_numpy(float), 0).all()
+
+
+def test_summary_and_report_say_which_threads_the_time_ran_on():
+    """The request's 10 ms: 8.5 charged to the worker, 1.5 kept by the loop."""
+    from analyze.explain.attribute import df_bands
+    from analyze.explain.findings import Findings
+    from analyze.render.html import _ran_on_note
+    from analyze.render.summary import summary_dict
+    run = _run()
+    d = df_decompose(run)
+    s = summary_dict(Findings(run, d, df_bands(d)))
+    h = s["handoffs"]
+    assert (h["requests"], h["handed_ms"], h["unknown_requests"]) == (1, 8.5, 0)
+    assert h["ran_on"]["≥P99"] == [
+        {"own": False, "thread": "worker", "threads": 1, "share": pytest.approx(0.85)},
+        {"own": True, "thread": "loop", "threads": 1, "share": pytest.approx(0.15)}]
+    assert "85% of their time ran on other threads of their process: worker (1 thread) 85%" \
+        in s["headline"]
+    assert "≥P99: other threads: worker (1) 85" in _ran_on_note(h)
