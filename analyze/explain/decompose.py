@@ -26,7 +26,8 @@ Every request gets a check (CHECKS, column `check`): its parts are known and clo
 ("ok"), known and do not ("overlap", "outside": the larger of the two terms), or
 unknown: its thread was never seen by the probes ("thread"), it ran partly outside
 the recorded time (a capture's window, the trace's start or end: "window"), or it
-overlaps an edge the kernel never reported ("gap"); "no_switches" without the switch
+overlaps an edge the kernel never reported ("gap", also when the thread its work was
+handed to did while it had the work, handoff.py); "no_switches" without the switch
 stream. The bands (attribute.py) are cut among the requests whose parts are known.
 
 Everything is vectorised: threads are laid end to end on one int64 axis
@@ -58,7 +59,8 @@ CHECK_WHY = {   # "N requests ..." / a failed request "..."
     "thread": "ran on a thread the probes did not trace (parts unknown)",
     "window": "ran partly outside the recorded time, before the trace or the capture's "
               "window began or after it ended (parts unknown)",
-    "gap": "overlap a context-switch edge the kernel never reported (parts unknown)",
+    "gap": "overlap a context-switch edge the kernel never reported, on their thread or "
+           "on the thread their work was handed to (parts unknown)",
     "no_switches": "have no switch records (on-CPU and blocked time unknown)",
 }
 UNTRACED = ("thread", "window", "gap")
@@ -159,4 +161,9 @@ def df_decompose(run) -> pd.DataFrame:
     out["closure_err"] = np.where(traced, st["closure_err"].to_numpy(), np.nan)
     out["closes"] = (out["closure_err"] <= CLOSE_TOL).to_numpy()
     out["check"] = check_of(untraced, st)
-    return follow_handoffs(run, out)
+    out = follow_handoffs(run, out)
+    # work handed to a thread that lost an edge while it had it: parts unknown there too
+    lost = (out["handoff_unknown_ns"].to_numpy() > 0) & decomposed(out)
+    if lost.any():
+        out.loc[lost, "check"] = "gap"
+    return out

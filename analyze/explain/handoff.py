@@ -20,8 +20,8 @@ A wait [t0, t1] of T inside the request is a handoff when
 A mutex wait stays lock wait: it is contention for a lock, not the request's work elsewhere
 (critpath.py follows it to its holder), and so are the waits between threads that wake each
 other one way only (a ring, a pipeline stage handing on). Where W's states over the wait are
-unknown (an edge of W the kernel never reported: a gap), the wait stays T's and its time is
-counted in handoff_unknown_ns.
+unknown (an edge of W the kernel never reported: a gap), the wait stays T's, its time is
+counted in handoff_unknown_ns, and decompose checks the request "gap" (its parts unknown).
 
 df_handoffs(run, decomp) -> the segments followed: request (the decomposition's row), hop
 (1: a wait of the request's thread, 2: of the thread that ended it, ...), tid (the thread
@@ -77,21 +77,28 @@ class _Pairs:
         gt, _ = self.index(tid)
         return gw * self.n + gt
 
-    def first_wakeup(self, waker, wakee, lo, hi) -> np.ndarray:
-        """The time of waker's first wakeup of wakee in [lo[i], hi[i]] (0: none)."""
+    def wakeup_in(self, waker, wakee, lo, hi, last: bool = False) -> np.ndarray:
+        """The time of waker's first (last: last) wakeup of wakee in [lo[i], hi[i]]
+        (0: none)."""
         if self._times is None:
             self._index_wakeups()
         u, span = self._times, len(self._times) + 1
+        if not len(u):
+            return np.zeros(len(np.asarray(waker)), np.int64)
         gw, okw = self.index(np.asarray(waker))
         gt, okt = self.index(np.asarray(wakee))
         k = gw * self.n + gt
         r_lo = np.searchsorted(u, np.asarray(lo, np.int64), side="left")
         r_hi = np.searchsorted(u, np.asarray(hi, np.int64), side="right") - 1
-        j = np.searchsorted(self._keys, k * span + r_lo, side="left")
-        jj = np.minimum(j, max(len(self._keys) - 1, 0))
-        got = self._keys[jj] if len(self._keys) else np.zeros(len(k), np.int64)
-        ok = okw & okt & (j < len(self._keys)) & (got // span == k) & (got % span <= r_hi)
-        return np.where(ok, u[np.clip(got % span, 0, max(len(u) - 1, 0))] if len(u) else 0, 0)
+        if last:
+            j = np.searchsorted(self._keys, k * span + r_hi, side="right") - 1
+        else:
+            j = np.searchsorted(self._keys, k * span + r_lo, side="left")
+        got = self._keys[np.clip(j, 0, len(self._keys) - 1)]
+        rank = got % span
+        ok = okw & okt & (j >= 0) & (j < len(self._keys)) & (got // span == k) \
+            & (rank >= r_lo) & (rank <= r_hi)
+        return np.where(ok, u[np.minimum(rank, len(u) - 1)], 0)
 
     def _index_wakeups(self) -> None:
         """The both-ways pairs' wakeups keyed (pair, rank of its time), sorted once: the
@@ -180,9 +187,10 @@ def _last_handoffs(run, rows, pairs: "_Pairs", req, tid, lo, hi) -> pd.DataFrame
     it, ended by W (the thread that finished the request's work: on an event loop serving
     several requests at once, the waits that end earlier are ended by the other requests'
     workers), an I/O wait if T has one (how a loop is told the work is done; a condition
-    variable may be a lock, the GIL), charged to W from the moment T handed W the work (T's
-    first wakeup of W since the request began; without one, W was busy and took the work
-    from a queue: from the wait's start) to the wait's end. None when no request has one."""
+    variable may be a lock, the GIL), charged to W from the moment W took the work (T's first
+    wakeup of W since the request began, or, W busy, the last time W woke T before, handing
+    back its previous result; else the request's start) to the wait's end. None when no
+    request has one."""
     w = wait_core(run)
     qi, wr, a, b = _clipped(run, rows, tid, lo, hi)
     wake = w["t_wake_ns"].to_numpy()[wr]
@@ -195,8 +203,11 @@ def _last_handoffs(run, rows, pairs: "_Pairs", req, tid, lo, hi) -> pd.DataFrame
     last = last[np.r_[qi[last][1:] != qi[last][:-1], True]]     # the latest wake a request
     qi, wr, a, wake = qi[last], wr[last], a[last], wake[last]
     worker = w["waker_tid"].to_numpy(np.int64)[wr]
-    handed = pairs.first_wakeup(waker=tid[qi], wakee=worker, lo=lo[qi], hi=wake)
-    start = np.where(handed > 0, np.maximum(handed, lo[qi]), a)
+    # T woke an idle W to take the work; or W, busy, took it from a queue once it had handed
+    # T its previous result; else W took it as the request arrived
+    handed = pairs.wakeup_in(waker=tid[qi], wakee=worker, lo=lo[qi], hi=wake)
+    freed = pairs.wakeup_in(waker=worker, wakee=tid[qi], lo=lo[qi], hi=wake - 1, last=True)
+    start = np.maximum(np.maximum(handed, freed), lo[qi])
     return pd.DataFrame({"request": req[qi], "hop": np.ones(len(qi), np.int8),
                          "parent": np.full(len(qi), -1, np.int64), "tid": worker,
                          "from_tid": tid[qi], "t_start_ns": start, "t_end_ns": wake})
@@ -220,8 +231,8 @@ def follow_handoffs(run, decomp: pd.DataFrame) -> pd.DataFrame:
                else np.zeros(len(seg), bool))
     # a segment whose thread's states are unknown is not followed, nor anything under it
     unknown = _with_parents_unknown(seg, unknown)
-    np.add.at(decomp["handoff_unknown_ns"].to_numpy(), r[unknown & (seg["hop"] == 1)],
-              (b - a)[unknown & (seg["hop"] == 1)])
+    lost = unknown & (seg["hop"].to_numpy() == 1)
+    np.add.at(decomp["handoff_unknown_ns"].to_numpy(), r[lost], (b - a)[lost])
     f = ~unknown
     src = thread_states(run, frm[f], a[f], b[f])
     dst = thread_states(run, to[f], a[f], b[f])

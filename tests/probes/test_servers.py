@@ -106,7 +106,10 @@ def test_a_thread_pools_requests_show_the_workers_time(tmp_path):
     """The loop thread owns every socket and answers every request, so every span is on
     it; the work (2 ms of CPU, then 3 ms asleep) runs on a pool thread while the loop waits
     in epoll_wait. Followed along the handoff (explain/handoff.py), each request's on-CPU and
-    sleep parts are the worker's, and most of its time is charged to a worker."""
+    sleep parts are the worker's, and at least the work's time is charged to a worker (not
+    the whole latency: with both workers busy a request waits in the queue, and the loop
+    waits for a CPU of its own). A worker that lost an edge while it had the work makes the
+    request "gap", not "ok"."""
     srv = Server("handoff_server", 2)
     try:
         run, d, why = traced_run(tmp_path, srv)
@@ -116,5 +119,7 @@ def test_a_thread_pools_requests_show_the_workers_time(tmp_path):
     assert set(d["tid"].astype(int)) == {loop}, (set(d["tid"]), why)
     assert_known_costs(d, {srv.info["pid"]}, why)
     ok = d[d["check"].astype(str) == "ok"]
-    assert (ok["handoff_ns"] >= 0.8 * ok["latency_ns"]).mean() >= 0.9, why
+    work_ns = (CPU_US + SLEEP_US) * US
+    assert (ok["handoff_ns"] >= 0.8 * work_ns).mean() >= 0.9, (ok["handoff_ns"].describe(), why)
+    assert (ok["handoff_unknown_ns"] == 0).all(), why
     assert not set(ok["handoff_tid"].astype(int)) & {0, loop}, why

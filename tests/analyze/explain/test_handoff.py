@@ -70,12 +70,14 @@ def test_waits_that_are_no_handoff_stay_the_threads_own(why, kw):
 
 def test_a_handoff_whose_worker_lost_an_edge_stays_unknown_and_counted():
     """A gap of W (a switch edge the kernel never reported) inside [0.5, 9]: W's states there
-    are unknown, so the wait stays the loop's I/O wait and its 8.5 ms are counted."""
+    are unknown, so the wait stays the loop's I/O wait, its 8.5 ms are counted, and the
+    request's parts are unknown (checked "gap", out of the bands)."""
     d = df_decompose(_run(gaps=[gap(W, 5 * MS, 6 * MS)]))
     p = _parts(d)
     assert p["io_wait"] == pytest.approx(8.0) and p["sleep"] == 0
     r = d.iloc[0]
     assert r["handoff_ns"] == 0 and r["handoff_unknown_ns"] == 8500 * US
+    assert r["check"] == "gap"
 
 
 def test_a_loop_serving_two_requests_charges_each_to_its_own_worker():
