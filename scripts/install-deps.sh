@@ -10,7 +10,7 @@ fi
 
 APT_PKGS=(
     build-essential cmake pkg-config git ca-certificates
-    clang llvm libclang-rt-14-dev libelf-dev zlib1g-dev libcapstone-dev systemtap-sdt-dev
+    clang llvm libclang-rt-14-dev libelf-dev libdw-dev zlib1g-dev libcapstone-dev systemtap-sdt-dev
     libiberty-dev
     libbpf-dev bpftool bpftrace linux-perf libbpf-tools
     libcurl4-openssl-dev libnuma-dev libssl-dev
@@ -19,6 +19,8 @@ APT_PKGS=(
     kmod busybox-static libseccomp-dev libcap-ng-dev
     prometheus
     python3 python3-pip python3-venv
+    # libc's and python3's symbols from their debug files (tests/probes/test_user_stacks.py)
+    libc6-dbg python3-dbg
     chromium
 )
 

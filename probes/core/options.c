@@ -14,6 +14,7 @@
 #include "core/features.h"
 #include "flight/flight.h"
 #include "core/options.h"
+#include "sched/user_stack.h"
 #include "core/registry.h"
 #include "sched/sched.h"
 #include "spans/span_plan.h"
@@ -29,7 +30,7 @@ static const struct {
 #define N_EVENTS (sizeof(event_names) / sizeof(event_names[0]))
 
 enum { OPT_FLIGHT = 256, OPT_TRIGGER, OPT_WARMUP, OPT_FLIGHT_MB, OPT_MARGIN, OPT_MAX_CAPTURES,
-       OPT_MAX_DISK, OPT_DEBUG };
+       OPT_MAX_DISK, OPT_DEBUG, OPT_USER_STACKS };
 
 /*
  * Every option once: its getopt entry and its help. An entry without a name is
@@ -98,6 +99,14 @@ static const struct opt_spec {
 	  "keep off-CPU stacks only for intervals >= N us\n"
 	  "(default: 0 for a filtered target, %ld with --all)",
 	  .args = { TT_DEFAULT_MIN_OFFCPU_ALL_US } },
+	{ .name = "user-stacks", .arg = "HOW", .val = OPT_USER_STACKS, .help =
+	  "how off-CPU user stacks are walked: fp (frame pointers, in the\n"
+	  "kernel) or dwarf[,BYTES] (the top BYTES of the stack copied, default\n"
+	  "%ld, max %ld, and unwound by each object's call-frame information\n"
+	  "with libdwfl, as perf --call-graph dwarf: through Debian's libc and\n"
+	  "python3, built without frame pointers; only a call site's first\n"
+	  "blocking switch copies it) (default: fp)",
+	  .args = { TT_USTACK_DEFAULT_BYTES, TT_USTACK_MAX_BYTES } },
 	{ .name = "aggregate", .arg = NULL, .val = 'A', .help =
 	  "in-kernel histograms only (aggregate.json), no per-event records;\n"
 	  "run-queue waits from the kernel's own accounting (schedstat), from\n"
@@ -333,6 +342,26 @@ static int parse_num(const char *opt, const char *s, double lo, double hi, doubl
 		snprintf(err, len, "%s '%s': expected a number between %g and %g", opt, s, lo, hi);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/* --user-stacks fp | dwarf[,BYTES]: the bytes of stack copied, 0 for fp. */
+static int parse_user_stacks(const char *arg, unsigned *bytes, char *err, size_t len)
+{
+	double v = TT_USTACK_DEFAULT_BYTES;
+
+	if (!strcmp(arg, "fp")) {
+		*bytes = 0;
+		return 0;
+	}
+	if (strcmp(arg, "dwarf") && strncmp(arg, "dwarf,", 6)) {
+		snprintf(err, len, "--user-stacks '%s': give fp, dwarf or dwarf,BYTES", arg);
+		return -EINVAL;
+	}
+	if (arg[5] && parse_num("--user-stacks dwarf,BYTES", arg + 6, 512, TT_USTACK_MAX_BYTES,
+				&v, err, len))
+		return -EINVAL;
+	*bytes = ((unsigned)v + 7) & ~7u;
 	return 0;
 }
 
@@ -580,6 +609,7 @@ static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len
 		return 0;
 	case 'v': o->verbose++; return 0;
 	case OPT_DEBUG: return parse_debug(&o->debug, arg, err, len);
+	case OPT_USER_STACKS: return parse_user_stacks(arg, &o->user_stack_bytes, err, len);
 	case OPT_FLIGHT: return parse_num("--flight-recorder", arg, 1, 86400, &o->flight_s, err, len);
 	case OPT_TRIGGER: o->trigger = arg; return 0;
 	default:

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <bpf/bpf.h>
 
+#include "sched/copied_stacks.h"
+#include "sched/user_stack.h"
 #include "symbols/stacks_out.h"
 #include "symbols/syms.h"
 
@@ -127,6 +129,18 @@ static int stack_frames(struct symctx *c, int slot, bool user, int pid,
 			      mangled);
 }
 
+/* Frames of a copied user stack (copied_stacks.h), leaf first; the count. */
+static int copied_frames(struct symctx *c, int32_t id, int pid, char frames[][STACKS_FRAME_LEN],
+			 const char **mangled)
+{
+	const uint64_t *ips;
+	int n = copied_stacks_get(c->sm->copies, id, &ips);
+
+	return n ? stacks_resolve((const __u64 *)ips, n, true, syms_set_get(c->syms, pid, true), c->ksyms, frames,
+				  mangled)
+		 : 0;
+}
+
 /* Folded frame: the function name only ("foo+0x1a (lib)" -> "foo"). */
 static void folded_frame(FILE *f, const char *frame, bool kernel)
 {
@@ -165,16 +179,19 @@ static void write_entry(struct symctx *c, struct seen *seen, FILE *js, FILE *fol
 {
 	static char kf[SCHED_STACK_DEPTH][STACKS_FRAME_LEN], uf[SCHED_STACK_DEPTH][STACKS_FRAME_LEN];
 	static const char *um[SCHED_STACK_DEPTH];
-	int ks = stack_slot(c, e->kid), us = stack_slot(c, e->uid);
+	bool copied = e->uid >= 0 && ((uint32_t)e->uid & TT_USTACK_ID_BIT);
+	int ks = stack_slot(c, e->kid), us = copied ? -1 : stack_slot(c, e->uid);
 	int nk = stack_frames(c, ks, false, (int)e->pid, kf, NULL);
-	int nu = stack_frames(c, us, true, (int)e->pid, uf, um);
+	int nu = copied ? copied_frames(c, e->uid, (int)e->pid, uf, um)
+			: stack_frames(c, us, true, (int)e->pid, uf, um);
 
 	if (ks >= 0 && !seen->k[ks]) {
 		seen->k[ks] = 1;
 		stacks_json_write(js, "offcpu", e->kid, false, kf, NULL, nk);
 	}
-	if (us >= 0 && !seen->u[us]) {
-		seen->u[us] = 1;
+	if ((us >= 0 && !seen->u[us]) || (copied && copied_stacks_first_use(c->sm->copies, e->uid))) {
+		if (us >= 0)
+			seen->u[us] = 1;
 		stacks_json_write(js, "offcpu", e->uid, true, uf, um, nu);
 	}
 	if (e->sum_ns < 1000)

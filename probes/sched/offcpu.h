@@ -15,6 +15,7 @@
 struct tt_syms_set;
 struct tt_ksyms;
 struct offcpu_acc;
+struct copied_stacks;
 
 struct offcpu_acc *offcpu_new(void);
 /* Account one switch record (no-op without stacks). 0 or -ENOMEM. */
@@ -26,6 +27,7 @@ struct offcpu_stacks {
 	int fds[SCHED_STACK_MAPS];
 	uint32_t epoch;
 	struct stack_epochs *epochs;
+	struct copied_stacks *copies; /* --user-stacks dwarf: the user stacks (NULL: none) */
 };
 /* Write DIR/stacks.jsonl (appended: other streams add theirs) and
  * DIR/offcpu.folded. tasks (sorted by tid) give each thread's comm; syms

@@ -36,6 +36,7 @@
 #include "sched/wait_reason.h"
 #include "sched/sched.h"
 #include "symbols/stack_epoch.bpf.h"
+#include "sched/user_stack.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -201,6 +202,34 @@ static __always_inline __u32 stack_site_find(const struct sched_off *s, __u64 ke
 	return SCHED_STACK_SITES;
 }
 
+/* With copied user stacks (user_stack.h): the cached site of key whose copy's
+ * unwind read the words the stack at sp holds now, or one not checked yet (*path
+ * 1 or -1); SCHED_STACK_SITES when none. Two call paths that block with equal
+ * registers (the same function called from two places at one depth, without
+ * frame pointers) share a key: each has a site, told apart by its words. */
+static __always_inline __u32 stack_site_find_copied(const struct sched_off *s, __u64 key,
+						    __u16 epoch, __u64 sp, int *path)
+{
+	bool mismatched = false;
+
+	for (__u32 i = 0; i < SCHED_STACK_SITES; i++) {
+		const struct sched_stack_site *e = &s->sites[i];
+
+		if (e->key != key || e->epoch != epoch)
+			continue;
+		*path = ustack_path_holds(e->ustack_id, sp);
+		if (*path < 0)
+			__sync_fetch_and_add(&counters[SCHED_CNT_USTACK_UNCHECKED], 1);
+		if (*path)
+			return i;
+		mismatched = true;
+	}
+	if (mismatched)
+		__sync_fetch_and_add(&counters[SCHED_CNT_USTACK_COLLISION], 1);
+	*path = -1;
+	return SCHED_STACK_SITES;
+}
+
 static __always_inline bool stack_site_spent(const struct sched_stack_site *e)
 {
 	return e->uses >= e->budget;
@@ -220,11 +249,12 @@ static __always_inline void stack_site_refresh(struct sched_stack_site *e, __s32
 	e->budget = SCHED_KSTACK_REUSE;
 }
 
-static __always_inline void take_stacks(void *ctx, struct sched_off *s,
+static __always_inline void take_stacks(void *ctx, struct sched_off *s, __u32 tid,
 					const struct tt_user_regs *u_at)
 {
 	__u32 epoch = stack_epoch, i, j = SCHED_STACK_SITES;
 	__u16 uses = 0, budget = SCHED_KSTACK_REUSE;
+	int path = -1;
 	struct sched_stack_site *e;
 	__u64 ret = 0, key;
 	__s32 u, k;
@@ -234,8 +264,12 @@ static __always_inline void take_stacks(void *ctx, struct sched_off *s,
 	if (u_at->bp)
 		bpf_probe_read_user(&ret, sizeof(ret), (void *)(u_at->bp + 8));
 	key = stack_site_key(u_at, ret);
-	i = kstack_reuse && u_at->ip ? stack_site_find(s, key, 0, false, (__u16)epoch)
-				     : SCHED_STACK_SITES;
+	if (!kstack_reuse || !u_at->ip)
+		i = SCHED_STACK_SITES;
+	else if (ustack_copy_bytes)
+		i = stack_site_find_copied(s, key, (__u16)epoch, u_at->sp, &path);
+	else
+		i = stack_site_find(s, key, 0, false, (__u16)epoch);
 	if (i < SCHED_STACK_SITES && !stack_site_spent(&s->sites[i])) { /* same call site */
 		s->ustack_id = s->sites[i].ustack_id;
 		s->kstack_id = s->sites[i].kstack_id;
@@ -243,8 +277,13 @@ static __always_inline void take_stacks(void *ctx, struct sched_off *s,
 		return;
 	}
 	__sync_fetch_and_add(&counters[SCHED_CNT_UNWIND], 1);
-	u = stack_id(ctx, BPF_F_USER_STACK, epoch);
-	if (kstack_reuse && u >= 0 && i == SCHED_STACK_SITES)
+	if (!ustack_copy_bytes)
+		u = stack_id(ctx, BPF_F_USER_STACK, epoch);
+	else if (path == 1) /* a spent site on the same path: its copy stays */
+		u = s->sites[i & (SCHED_STACK_SITES - 1)].ustack_id;
+	else if ((u = ustack_copy(u_at, s->pid, tid, &counters[SCHED_CNT_USTACK_LOST])) >= 0)
+		__sync_fetch_and_add(&counters[SCHED_CNT_USTACK_COPIES], 1);
+	if (kstack_reuse && u >= 0 && i == SCHED_STACK_SITES && !ustack_copy_bytes)
 		j = stack_site_find(s, 0, u, true, (__u16)epoch);
 	if (j < SCHED_STACK_SITES && !stack_site_spent(&s->sites[j])) {
 		/* a new site on a known user stack: its kernel stack */
@@ -414,7 +453,7 @@ static __always_inline void on_switch_out(void *ctx, bool btf, struct sched_off 
 	s->kstack_id = s->ustack_id = -1;
 	take_wait_reason(s, voluntary, &u_at);
 	if (want_stacks && voluntary && !aggregate && !(skip_steps & SCHED_SKIP_STACKS))
-		take_stacks(ctx, s, &u_at);
+		take_stacks(ctx, s, tid, &u_at);
 	s->t_off_ns = now;
 }
 

@@ -22,10 +22,12 @@
 #include "symbols/syms.h"
 #include "core/filter.h"
 #include "flight/flight_store.h"
+#include "sched/copied_stacks.h"
 #include "sched/offcpu.h"
 #include "core/registry.h"
 #include "sched/runq_part.h"
 #include "sched/sched.h"
+#include "sched/user_stack.h"
 #include "symbols/stack_epoch.h"
 #include "sched.skel.h"
 #include "sched_noloop.skel.h"
@@ -44,6 +46,7 @@ struct sched_state {
 	struct tt_syms_set *syms; /* the loader's: processes seen are noted in it */
 	struct runq_part rq;      /* the runq, cpu and irq events */
 	struct stack_epochs epochs; /* the stack maps' turns (the flight recorder) */
+	struct copied_stacks *copies; /* --user-stacks dwarf: the copies, unwound */
 };
 
 /* The stack maps, in id order: each generation's map and its spill maps (sched.h). */
@@ -106,6 +109,42 @@ static struct sched_bpf *sched_skel_open(bool bpf_loop)
 	return s;
 }
 
+/* The bytes of user stack the program copies at a new call site (user_stack.h):
+ * --user-stacks dwarf when it can run, else 0 (frame pointers). */
+static unsigned user_stack_bytes(const struct tt_ctx *ctx, bool user_regs)
+{
+	const struct tt_opts *o = ctx->opts;
+
+	if (!o->user_stack_bytes || !(o->events & TT_EV_OFFCPU) || o->aggregate)
+		return 0;
+	if (ctx->flight) {
+		fprintf(stderr, "tailtrace: --user-stacks dwarf: not with --flight-recorder, whose "
+			"off-CPU user stacks are walked by frame pointer\n");
+		return 0;
+	}
+	if (!user_regs) {
+		features_fallback("--user-stacks dwarf", "the user registers", "5.10",
+				  "frame pointers", "user stacks stop at the first function "
+				  "built without them");
+		return 0;
+	}
+	return o->user_stack_bytes;
+}
+
+/* The copies' ring (4 MiB at least: a burst of new call sites, as when a
+ * server's threads start, copies a stack each) and the words their checks
+ * read; one entry each without --user-stacks dwarf. */
+static int size_user_stacks(struct sched_bpf *s, const struct tt_opts *o)
+{
+	unsigned long bytes = probe_ringbuf_bytes(o);
+
+	if (!s->rodata->ustack_copy_bytes)
+		return bpf_map__set_max_entries(s->maps.ustack_rb, 4096) ?:
+		       bpf_map__set_max_entries(s->maps.ustack_paths, 1);
+	return bpf_map__set_max_entries(s->maps.ustack_rb,
+					(__u32)(bytes < (4ul << 20) ? 4ul << 20 : bytes));
+}
+
 static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 {
 	const struct tt_opts *o = ctx->opts;
@@ -135,7 +174,8 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	s->rodata->want_reason = s->rodata->user_regs_how != FEATURES_REGS_NONE;
 	s->rodata->switch_state_arg = features_switch_state_arg();
 	s->rodata->rb_wakeup_bytes = probe_ringbuf_bytes(o) / 8;
-	err = probe_size_ringbuf(s->maps.switch_rb, o);
+	s->rodata->ustack_copy_bytes = user_stack_bytes(ctx, s->rodata->want_reason);
+	err = probe_size_ringbuf(s->maps.switch_rb, o) ?: size_user_stacks(s, o);
 	if (!err && (o->aggregate || !(o->events & (TT_EV_SWITCH | TT_EV_OFFCPU))))
 		err = bpf_map__set_max_entries(s->maps.switch_rb, 4096);
 	stack_maps(s, stacks);
@@ -195,6 +235,13 @@ static int sched_setup(struct tt_ctx *ctx, void **state)
 		if ((o->events & TT_EV_OFFCPU) && !ctx->flight && !(st->acc = offcpu_new()))
 			return -ENOMEM;
 		err = probe_add_ringbuf(ctx, st->skel->maps.switch_rb, sched_sample, st);
+		if (!err && st->skel->rodata->ustack_copy_bytes) {
+			st->copies = copied_stacks_new(bpf_map__fd(st->skel->maps.ustack_paths),
+						       st->skel->rodata->ustack_copy_bytes);
+			err = st->copies ? probe_add_ringbuf(ctx, st->skel->maps.ustack_rb,
+							     copied_stacks_add, st->copies)
+					 : -ENOMEM;
+		}
 		if (err) {
 			snprintf(ctx->err, sizeof(ctx->err), "sched: ring buffer: %s", strerror(-err));
 			return err;
@@ -254,7 +301,8 @@ static int write_offcpu(struct tt_ctx *ctx, struct sched_state *st, struct offcp
 			struct tt_ksyms *ksyms)
 {
 	struct bpf_map *maps[SCHED_STACK_MAPS];
-	struct offcpu_stacks sm = { .epoch = st->skel->bss->stack_epoch, .epochs = &st->epochs };
+	struct offcpu_stacks sm = { .epoch = st->skel->bss->stack_epoch, .epochs = &st->epochs,
+				    .copies = st->copies };
 
 	stack_maps(st->skel, maps);
 	for (int i = 0; i < SCHED_STACK_MAPS; i++)
@@ -397,6 +445,7 @@ static void sched_destroy(void *state)
 	runq_part_free(&st->rq);
 	recfile_close(st->out);
 	offcpu_free(st->acc);
+	copied_stacks_free(st->copies);
 	ksyms_free(st->ksyms);
 	free(st);
 }
@@ -458,6 +507,14 @@ static void sched_meta(void *state, FILE *f)
 	runq_part_meta(&st->rq, st->skel, f);
 	stack_epochs_meta(&st->epochs, "offcpu_stack_epochs", f);
 	stack_cache_meta(st->skel, f);
+	const __u64 *c = st->skel->bss->counters;
+
+	if (st->copies)
+		copied_stacks_meta(st->copies, &(struct copied_stacks_bpf){
+			c[SCHED_CNT_USTACK_COPIES], c[SCHED_CNT_USTACK_LOST],
+			c[SCHED_CNT_USTACK_UNCHECKED], c[SCHED_CNT_USTACK_COLLISION] }, f);
+	else if (st->skel->rodata->want_stacks && !st->skel->rodata->aggregate)
+		fputs("  \"user_stacks\": {\"unwind\": \"frame_pointer\"},\n", f);
 }
 
 /* Its programs' cost, by event: the run-queue and occupancy programs apart. */

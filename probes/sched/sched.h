@@ -22,7 +22,9 @@
  * kernel stack, the costly one to unwind, is reused, the count going on.
  * Each thread keeps its last SCHED_STACK_SITES sites: a server thread
  * alternates between several (the next request's poll, a read, a lock; a
- * PostgreSQL backend more than four in a transaction). */
+ * PostgreSQL backend more than four in a transaction). With --user-stacks dwarf
+ * a site's user stack is a copy the loader unwinds (user_stack.h), and a hit
+ * is checked against the stack words that unwind read. */
 #define SCHED_STACK_SITES 8
 #define SCHED_KSTACK_REUSE 32
 #define SCHED_KSTACK_REUSE_MAX 256
@@ -97,6 +99,11 @@ enum sched_counter {
 	SCHED_CNT_UNWIND,       /* stack cache: blocked switch-outs that unwound */
 	SCHED_CNT_REFRESH,      /* of those, a cached site's budget spent: taken afresh */
 	SCHED_CNT_REFRESH_CHANGED, /* of those, stacks other than the cached ones */
+	/* --user-stacks dwarf (user_stack.h) */
+	SCHED_CNT_USTACK_COPIES,   /* user stacks copied for the loader to unwind */
+	SCHED_CNT_USTACK_LOST,     /* copies dropped: ustack_rb full (no user stack) */
+	SCHED_CNT_USTACK_UNCHECKED, /* cache hits before the site's copy was unwound */
+	SCHED_CNT_USTACK_COLLISION, /* a key's sites whose stack words all differed: a new one */
 	SCHED_CNT_NR,
 };
 

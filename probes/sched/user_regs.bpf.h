@@ -92,4 +92,41 @@ static __always_inline bool tt_user_regs_read(struct tt_user_regs *r)
 #endif
 }
 
+/* The callee-saved registers an unwind through code without frame pointers may
+ * need (bx, r12-r15: user_stack.h) into out: false when they cannot be read. */
+static __always_inline bool tt_user_regs_callee(__u64 out[5])
+{
+#if defined(__TARGET_ARCH_x86)
+	struct pt_regs *regs;
+
+	if (user_regs_how == TT_REGS_HELPER) {
+		struct task_struct *t = bpf_get_current_task_btf();
+
+		if (t->flags & TT_PF_KTHREAD)
+			return false;
+		regs = (struct pt_regs *)bpf_task_pt_regs(t);
+		out[0] = regs->bx;
+		out[1] = regs->r12;
+		out[2] = regs->r13;
+		out[3] = regs->r14;
+		out[4] = regs->r15;
+		return true;
+	}
+	if (user_regs_how == TT_REGS_STACK) {
+		struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+		void *stack = BPF_CORE_READ(t, stack);
+
+		if (!stack)
+			return false;
+		regs = (struct pt_regs *)(stack + kernel_thread_size) - 1;
+		return !bpf_core_read(&out[0], sizeof(out[0]), &regs->bx) &&
+		       !bpf_core_read(&out[1], sizeof(out[1]), &regs->r12) &&
+		       !bpf_core_read(&out[2], sizeof(out[2]), &regs->r13) &&
+		       !bpf_core_read(&out[3], sizeof(out[3]), &regs->r14) &&
+		       !bpf_core_read(&out[4], sizeof(out[4]), &regs->r15);
+	}
+#endif
+	return false;
+}
+
 #endif

@@ -10,6 +10,7 @@
  * path, .symtab if present else .dynsym (stripped libraries).
  */
 #include "symbols/syms.h"
+#include "symbols/debuginfo.h"
 #include "symbols/perfmap.h"
 
 #include <ctype.h>
@@ -30,6 +31,9 @@ struct sym {
 	const char *name; /* into elf_file.strs */
 	char *shown;      /* demangled (syms_demangle), made when first resolved */
 	bool tried;       /* shown made, or the name is not mangled */
+	uint8_t rank;     /* among aliases, lower is shown: global before local, then
+			   * fewer leading underscores (pthread_mutex_lock, not its
+			   * ___pthread_mutex_lock of libc's debug symbols) */
 };
 
 struct seg {
@@ -37,7 +41,10 @@ struct seg {
 };
 
 struct elf_file {
-	char *path;
+	char *path;      /* as the process names it */
+	int fd;          /* -1, or the file opened while the process lived: a container's
+			  * (through /proc/PID/root) or one deleted or replaced since it was
+			  * mapped (/proc/PID/map_files); read as /proc/self/fd/FD */
 	bool loaded;     /* tried (even if it failed) */
 	struct sym *syms;
 	size_t nsyms;
@@ -53,6 +60,7 @@ struct mapping {
 
 struct tt_syms {
 	int pid;
+	bool own_root;        /* the process sees the same / as tailtrace */
 	struct perfmap *jit;  /* its runtime's perf map: code no file mapping covers */
 	struct mapping *maps; /* sorted by start, non-overlapping */
 	size_t nmaps, cap;
@@ -182,6 +190,15 @@ struct collect {
 	size_t slen, scap;
 };
 
+static uint8_t alias_rank(const char *name, const GElf_Sym *s)
+{
+	uint8_t underscores = 0;
+
+	while (name[underscores] == '_' && underscores < 3)
+		underscores++;
+	return (uint8_t)((GELF_ST_BIND(s->st_info) == STB_LOCAL) * 4 + underscores);
+}
+
 static int collect_sym(const char *name, const GElf_Sym *s, bool hidden, void *arg)
 {
 	struct collect *c = arg;
@@ -194,7 +211,7 @@ static int collect_sym(const char *name, const GElf_Sym *s, bool hidden, void *a
 		return (int)at;
 	/* name stored as an offset until strs stops moving */
 	c->syms[c->n++] = (struct sym){ s->st_value, s->st_size, (const char *)(uintptr_t)at,
-					NULL, false };
+					NULL, false, alias_rank(name, s) };
 	return 0;
 }
 
@@ -204,20 +221,63 @@ static int sym_cmp(const void *a, const void *b)
 
 	if (x->addr != y->addr)
 		return x->addr < y->addr ? -1 : 1;
-	return x->size > y->size ? -1 : x->size < y->size; /* sized first */
+	if (!x->size != !y->size)
+		return x->size ? -1 : 1; /* sized first */
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return x->size > y->size ? -1 : x->size < y->size;
+}
+
+/* A debug file's .symtab spells versions into names: "pthread_mutex_lock@@GLIBC_2.2.5"
+ * (the default), "__pthread_mutex_lock@GLIBC_2.2.5" (an old one, shown last). */
+static int collect_debug_sym(const char *name, uint64_t vaddr, uint64_t size, bool global,
+			     void *arg)
+{
+	GElf_Sym s = { .st_value = vaddr, .st_size = size,
+		       .st_info = GELF_ST_INFO(global ? STB_GLOBAL : STB_LOCAL, STT_FUNC) };
+	const char *at = strchr(name, '@');
+	char bare[512];
+
+	if (!at)
+		return collect_sym(name, &s, false, arg);
+	if (at[1] != '@')
+		s.st_info = GELF_ST_INFO(STB_LOCAL, STT_FUNC); /* after the default's aliases */
+	snprintf(bare, sizeof(bare), "%.*s", (int)(at - name), name);
+	return collect_sym(bare, &s, at[1] != '@', arg);
+}
+
+/* Where the file is read from: its path, or the descriptor kept for it. */
+static const char *file_open_path(const struct elf_file *f, char *buf, size_t len)
+{
+	if (f->fd < 0)
+		return f->path;
+	snprintf(buf, len, "/proc/self/fd/%d", f->fd);
+	return buf;
 }
 
 static void file_load(struct elf_file *f)
 {
 	struct collect c = { 0 };
+	char fdpath[64];
+	const char *path = file_open_path(f, fdpath, sizeof(fdpath));
+	GElf_Shdr sh;
 	Elf *elf;
-	int fd;
+	int fd, err;
 
 	f->loaded = true;
-	if (elf_open_path(f->path, &fd, &elf))
+	if (elf_open_path(path, &fd, &elf))
 		return;
+	/* a stripped file: the symbols of its debug file, where the distribution
+	 * keeps them (debuginfo.h), else its .dynsym */
+	err = elf_find_symtab(elf, SHT_SYMTAB, &sh) ? -ENOENT
+						    : debuginfo_each_func(path, collect_debug_sym, &c);
+	if (err && c.n) { /* failed part way: start over from the file alone */
+		free(c.syms);
+		free(c.strs);
+		c = (struct collect){ 0 };
+	}
 	if (elf_read_segs(elf, &f->segs, &f->nsegs) == 0 &&
-	    elf_for_each_func(elf, collect_sym, &c) == 0) {
+	    (!err || elf_for_each_func(elf, collect_sym, &c) == 0)) {
 		for (size_t i = 0; i < c.n; i++)
 			c.syms[i].name = c.strs + (uintptr_t)c.syms[i].name;
 		if (c.n) /* a stripped file may hold no function at all */
@@ -286,6 +346,7 @@ static struct elf_file *syms_file(struct tt_syms *s, const char *path)
 		free(f);
 		return NULL;
 	}
+	f->fd = -1;
 	s->files[s->nfiles++] = f;
 	return f;
 }
@@ -311,21 +372,61 @@ static int maps_insert(struct tt_syms *s, const struct mapping *m)
 	return 0;
 }
 
-static int maps_parse_line(const char *line, struct mapping *m, char *path, size_t len)
+/* One executable file mapping of the maps: m, its path (without the maps'
+ * " (deleted)", which sets *deleted) and inode. */
+static int maps_parse_line(const char *line, struct mapping *m, char *path, size_t len,
+			   unsigned long long *inode, bool *deleted)
 {
 	char perms[8];
-	unsigned long long start, end, pgoff, inode;
+	unsigned long long start, end, pgoff;
+	size_t n;
 	int pos = 0;
 
 	if (sscanf(line, "%llx-%llx %7s %llx %*x:%*x %llu %n", &start, &end, perms,
-		   &pgoff, &inode, &pos) < 5 || !pos)
+		   &pgoff, inode, &pos) < 5 || !pos)
 		return -EINVAL;
 	if (perms[2] != 'x' || line[pos] != '/')
 		return -ENOENT;
 	snprintf(path, len, "%s", line + pos);
 	path[strcspn(path, "\n")] = 0;
+	n = strlen(path);
+	*deleted = n > 10 && !strcmp(path + n - 10, " (deleted)");
+	if (*deleted)
+		path[n - 10] = 0;
 	*m = (struct mapping){ start, end, pgoff, NULL };
 	return 0;
+}
+
+/* A file first mapped: if the process does not see it at its path as
+ * tailtrace would (another root, or deleted or replaced since), keep it open
+ * through the process's own view while it lives. */
+static void file_pin(const struct tt_syms *s, struct elf_file *f, const struct mapping *m,
+		     unsigned long long inode, bool deleted)
+{
+	char via[4096 + 64];
+	struct stat st;
+
+	if (!deleted && s->own_root && !stat(f->path, &st) && st.st_ino == inode)
+		return;
+	if (!deleted && !s->own_root) {
+		snprintf(via, sizeof(via), "/proc/%d/root%s", s->pid, f->path);
+		if (!stat(via, &st) && st.st_ino == inode) {
+			f->fd = open(via, O_RDONLY | O_CLOEXEC);
+			return;
+		}
+	}
+	snprintf(via, sizeof(via), "/proc/%d/map_files/%llx-%llx", s->pid,
+		 (unsigned long long)m->start, (unsigned long long)m->end);
+	f->fd = open(via, O_RDONLY | O_CLOEXEC);
+}
+
+bool syms_shares_root(int pid)
+{
+	char path[64];
+	struct stat a, b;
+
+	snprintf(path, sizeof(path), "/proc/%d/root/", pid);
+	return stat(path, &a) || stat("/", &b) || (a.st_dev == b.st_dev && a.st_ino == b.st_ino);
 }
 
 int syms_refresh(struct tt_syms *s)
@@ -343,11 +444,16 @@ int syms_refresh(struct tt_syms *s)
 	if (!f)
 		return -errno; /* exited: earlier snapshots stay */
 	while (!err && fgets(line, sizeof(line), f)) {
+		unsigned long long inode;
 		struct mapping m;
+		size_t known = s->nfiles;
+		bool deleted;
 
-		if (maps_parse_line(line, &m, path, sizeof(path)))
+		if (maps_parse_line(line, &m, path, sizeof(path), &inode, &deleted))
 			continue;
 		m.file = syms_file(s, path);
+		if (m.file && s->nfiles > known)
+			file_pin(s, m.file, &m, inode, deleted);
 		err = m.file ? maps_insert(s, &m) : -ENOMEM;
 	}
 	fclose(f);
@@ -361,6 +467,7 @@ struct tt_syms *syms_new(int pid)
 	if (!s)
 		return NULL;
 	s->pid = pid;
+	s->own_root = pid <= 0 || syms_shares_root(pid);
 	if (pid > 0)
 		s->jit = perfmap_new(pid);
 	syms_refresh(s);
@@ -441,6 +548,8 @@ void syms_free(struct tt_syms *s)
 	for (size_t i = 0; i < s->nfiles; i++) {
 		for (size_t k = 0; k < s->files[i]->nsyms; k++)
 			free(s->files[i]->syms[k].shown);
+		if (s->files[i]->fd >= 0)
+			close(s->files[i]->fd);
 		free(s->files[i]->path);
 		free(s->files[i]->syms);
 		free(s->files[i]->strs);

@@ -23,6 +23,9 @@ const char *syms_resolve(struct tt_syms *s, uint64_t addr, char *buf, size_t len
 const char *syms_resolve_mangled(struct tt_syms *s, uint64_t addr, char *buf, size_t len,
 				 const char **mangled);
 void syms_free(struct tt_syms *s);
+/* Does pid see the same / as tailtrace (not a container's)? True when it cannot
+ * be told. Its files are read through /proc/PID/root otherwise. */
+bool syms_shares_root(int pid);
 
 /* One symbolizer per process (syms_set.c): made when a process is first seen,
  * so its mappings are read while it lives. */

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+/* Function symbols from debug files and MiniDebugInfo (debuginfo.h). */
+#include "symbols/debuginfo.h"
+
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <gelf.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *debuginfo_path; /* NULL: libdwfl's default, ":.debug:/usr/lib/debug" */
+
+static const Dwfl_Callbacks offline_callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.section_address = dwfl_offline_section_address,
+	.debuginfo_path = &debuginfo_path,
+};
+
+static bool is_func(const GElf_Sym *s)
+{
+	int type = GELF_ST_TYPE(s->st_info);
+
+	return (type == STT_FUNC || type == STT_GNU_IFUNC) && s->st_shndx != SHN_UNDEF &&
+	       s->st_value;
+}
+
+/* Does the module's symbol table come from elsewhere than the file itself (a
+ * debug file, or MiniDebugInfo beside its .dynsym)? */
+static bool symbols_elsewhere(Dwfl_Module *m, Elf *main_elf, int n)
+{
+	for (int i = 1; i < n; i++) {
+		GElf_Sym s;
+		GElf_Addr addr, bias;
+		GElf_Word shndx;
+		Elf *elf = NULL;
+
+		if (dwfl_module_getsym_info(m, i, &s, &addr, &shndx, &elf, &bias) && elf != main_elf)
+			return true;
+	}
+	return false;
+}
+
+int debuginfo_each_func(const char *path, debuginfo_func_fn fn, void *arg)
+{
+	Dwfl *d = dwfl_begin(&offline_callbacks);
+	Dwfl_Module *m;
+	GElf_Addr bias;
+	Elf *main_elf;
+	int n, r = -ENOENT;
+
+	if (!d)
+		return -ENOMEM;
+	m = dwfl_report_offline(d, "", path, -1);
+	dwfl_report_end(d, NULL, NULL);
+	main_elf = m ? dwfl_module_getelf(m, &bias) : NULL;
+	n = main_elf ? dwfl_module_getsymtab(m) : -1;
+	if (n > 1 && symbols_elsewhere(m, main_elf, n)) {
+		r = 0;
+		for (int i = 1; i < n && !r; i++) {
+			GElf_Sym s;
+			GElf_Addr addr;
+			GElf_Word shndx;
+			const char *name = dwfl_module_getsym_info(m, i, &s, &addr, &shndx, NULL, &bias);
+
+			if (name && *name && is_func(&s))
+				r = fn(name, s.st_value, s.st_size,
+				       GELF_ST_BIND(s.st_info) != STB_LOCAL, arg);
+		}
+	}
+	dwfl_end(d);
+	return r;
+}
+
+void debuginfo_bound_waits(void)
+{
+	if (!getenv("DEBUGINFOD_URLS"))
+		return;
+	setenv("DEBUGINFOD_TIMEOUT", "5", 0);
+	setenv("DEBUGINFOD_MAXTIME", "60", 0);
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Function symbols wherever the distribution keeps them, through libdwfl
+ * (elfutils): a stripped file's debug file (/usr/lib/debug/.build-id/NN/…,
+ * .gnu_debuglink, debuginfod when DEBUGINFOD_URLS is set) or its MiniDebugInfo
+ * (.gnu_debugdata). syms.c asks for a file that has no .symtab of its own.
+ */
+#ifndef TT_DEBUGINFO_H
+#define TT_DEBUGINFO_H
+#include <stdbool.h>
+#include <stdint.h>
+
+/* vaddr: the symbol's value, in the file's own addresses; global: not a local
+ * (static) symbol. Non-zero stops. */
+typedef int (*debuginfo_func_fn)(const char *name, uint64_t vaddr, uint64_t size, bool global,
+				 void *arg);
+
+/* Call fn for each function symbol the debug data of the ELF file at path
+ * holds: 0, -ENOENT when it has none (the file's .dynsym is all there is), or
+ * fn's non-zero return. */
+int debuginfo_each_func(const char *path, debuginfo_func_fn fn, void *arg);
+/* Bound debuginfod's waits when the user has not (DEBUGINFOD_TIMEOUT and
+ * DEBUGINFOD_MAXTIME): a server that is down or slow costs seconds, once. */
+void debuginfo_bound_waits(void);
+
+#endif

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * User stacks unwound from a copy of their top and the registers at the
+ * kernel entry, as perf --call-graph dwarf does: each object's call-frame
+ * information (.eh_frame, or .debug_frame from its debug file) through libdwfl
+ * (elfutils), which walks the frame pointer where an object has none. One Dwfl
+ * per process, its modules from /proc/PID/maps, their files through
+ * /proc/PID/root (a container's own) or, deleted or replaced since,
+ * /proc/PID/map_files.
+ */
+#ifndef TT_UNWIND_H
+#define TT_UNWIND_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define UNWIND_MAX_FRAMES 64   /* SCHED_STACK_DEPTH: frames kept per stack */
+#define UNWIND_MAX_READS 64    /* stack words whose offsets are kept */
+
+/* The registers a copy starts from, in this order. */
+enum unwind_reg { UNWIND_IP, UNWIND_SP, UNWIND_BP, UNWIND_BX, UNWIND_R12, UNWIND_R13,
+		  UNWIND_R14, UNWIND_R15, UNWIND_NREGS };
+
+struct unwind_copy {
+	int pid, tid;
+	const uint64_t *regs;  /* UNWIND_NREGS of them */
+	const uint8_t *stack;  /* the stack from regs[UNWIND_SP] up */
+	size_t size;
+};
+
+/* How an unwind ended. */
+enum unwind_end {
+	UNWIND_END_OUTERMOST, /* the outermost frame (the thread's start, main's caller) */
+	UNWIND_END_COPY,      /* the next frame is above the copied bytes: a deep stack */
+	UNWIND_END_NO_CFI,    /* an object without call-frame information, its frame pointer
+			       * not kept either */
+	UNWIND_END_NO_OBJECT, /* an address no file mapping covers (JIT code, or not an
+			       * address: a frame unwound wrong) */
+	UNWIND_END_DEPTH,     /* UNWIND_MAX_FRAMES frames */
+	UNWIND_END_ERROR,     /* the process's modules could not be read */
+	UNWIND_END_NR,
+};
+extern const char *const unwind_end_names[UNWIND_END_NR];
+
+struct unwind_stack {
+	uint64_t ips[UNWIND_MAX_FRAMES]; /* the copy's IP, then return addresses */
+	int n;
+	enum unwind_end end;
+	char end_object[64];  /* the object of the last frame when it ended early ("" if none) */
+	uint16_t reads[UNWIND_MAX_READS]; /* offsets above SP of the stack words read, in order */
+	int nreads;
+};
+
+struct unwinder;
+
+struct unwinder *unwinder_new(void);
+/* Unwind one copy into out: the frame count (0 when not even the first frame
+ * could be placed). */
+int unwinder_unwind(struct unwinder *u, const struct unwind_copy *c, struct unwind_stack *out);
+void unwinder_free(struct unwinder *u);
+
+#endif

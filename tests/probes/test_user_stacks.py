@@ -1,0 +1,132 @@
+"""User stacks through code built without frame pointers (--user-stacks dwarf): Debian's libc
+and python3, and a stripped binary whose symbols are in a debug file of its own.
+
+stripped_sleeper (built here with -fomit-frame-pointer, its debug part split off into
+/usr/lib/debug/.build-id/ and the binary stripped) blocks ROUNDS times for WAIT_US in libc's
+pthread_cond_timedwait, called from main -> serve_request -> path_a or path_b in turn ->
+wait_for_work. Oracle, by construction: ROUNDS / 2 waits of WAIT_US under each path, named only
+by the debug file and reached only by unwinding libc's frames. Real BPF: run as root."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from test_spans import tailtrace
+from tt_run import meta, needs_root
+
+pytestmark = needs_root
+HERE = Path(__file__).resolve().parent
+ROUNDS, WAIT_US = 40, 3000
+DEBUG_ROOT = Path("/usr/lib/debug/.build-id")
+
+
+def build_id(path: Path) -> str:
+    out = subprocess.run(["readelf", "-n", str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    return re.search(r"Build ID: ([0-9a-f]+)", out).group(1)
+
+
+@pytest.fixture
+def stripped(tmp_path):
+    """The stripped binary; its debug file installed where the distribution keeps them."""
+    full, debug, exe = tmp_path / "full", tmp_path / "full.debug", tmp_path / "stripped_sleeper"
+    subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", str(full),
+                    str(HERE / "stripped_sleeper.c")], check=True)
+    subprocess.run(["objcopy", "--only-keep-debug", str(full), str(debug)], check=True)
+    subprocess.run(["strip", "--strip-all", "-o", str(exe), str(full)], check=True)
+    nm = subprocess.run(["nm", str(exe)], capture_output=True, text=True)
+    assert "serve_request" not in nm.stdout, "the binary must hold no symbol of its own"
+    bid = build_id(exe)
+    dest = DEBUG_ROOT / bid[:2] / f"{bid[2:]}.debug"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(debug, dest)
+    try:
+        yield exe
+    finally:
+        dest.unlink(missing_ok=True)
+
+
+def user_stacks(run: Path) -> dict[int, list[str]]:
+    out = {}
+    for line in (run / "stacks.jsonl").read_text().splitlines():
+        s = json.loads(line)
+        if s["kind"] == "user":
+            out[s["id"]] = [f.rpartition("+0x")[0] or f for f in s["frames"]]
+    return out
+
+
+def folded_us(run: Path, *frames: str) -> int:
+    """Off-CPU µs of the folded stacks holding frames in this order, adjacent (root first)."""
+    want = ";" + ";".join(frames) + ";"
+    total = 0
+    for line in (run / "offcpu.folded").read_text().splitlines():
+        stack, _, us = line.rpartition(" ")
+        if want in stack + ";":
+            total += int(us)
+    return total
+
+
+def run_sleeper(out: Path, exe: Path, how: str):
+    p = tailtrace(out, "--events", "runq,switch,offcpu", "--user-stacks", how, "--",
+                  str(exe), str(ROUNDS), str(WAIT_US))
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+def test_a_stripped_binarys_static_functions_are_named_through_libc(tmp_path, stripped):
+    run_sleeper(tmp_path, stripped, "dwarf")
+    stacks = user_stacks(tmp_path)
+    full = [s for s in stacks.values() if "wait_for_work" in s]
+    assert full, stacks
+    s = full[0]
+    i = s.index("wait_for_work")
+    assert s[i + 1] in ("path_a", "path_b") and s[i + 2:i + 4] == ["serve_request", "main"], s
+    assert any("pthread_cond_timedwait" in f for f in s[:i]), s   # the libc frames below it
+    assert "__libc_start_call_main" in s[i + 4:], s                 # unwound to the thread's start
+    # each path's waits under their own stack, though they block from registers alike
+    want_us = ROUNDS // 2 * WAIT_US
+    for path in ("path_a", "path_b"):
+        got = folded_us(tmp_path, "main", "serve_request", path, "wait_for_work")
+        assert 0.9 * want_us <= got <= 1.5 * want_us, (path, got, want_us)
+    us = meta(tmp_path)["user_stacks"]
+    assert us["unwind"] == "dwarf" and us["copies"] >= 2 and us["ended"]["outermost"] >= 2, us
+    assert us["copies"] <= ROUNDS // 2, us   # copied once a call path, not once a wait
+
+
+def test_frame_pointers_alone_do_not_reach_them(tmp_path, stripped):
+    """The control: the same run walked by frame pointer stops in libc."""
+    run_sleeper(tmp_path, stripped, "fp")
+    assert not any("serve_request" in s for s in user_stacks(tmp_path).values())
+    assert meta(tmp_path)["user_stacks"] == {"unwind": "frame_pointer"}
+
+
+PY_THREADS = """
+import threading, time
+def spin():
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        sum(i * i for i in range(2000))
+ts = [threading.Thread(target=spin) for _ in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+"""
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="Debian's python3")
+def test_debians_python3_stacks_reach_the_interpreter_and_main(tmp_path):
+    """Debian's /usr/bin/python3 has no frame pointers: its threads' off-CPU stacks
+    (waiting for the GIL) reach _PyEval_EvalFrameDefault, and the main thread's (joining
+    them) main's own Py_BytesMain (main tail-calls it) and libc's start."""
+    p = tailtrace(tmp_path, "--events", "runq,switch,offcpu", "--user-stacks", "dwarf", "--",
+                  "/usr/bin/python3", "-c", PY_THREADS)
+    assert p.returncode == 0, p.stderr
+    stacks = list(user_stacks(tmp_path).values())
+    assert any("_PyEval_EvalFrameDefault" in s and "start_thread" in s for s in stacks), stacks
+    assert any("Py_BytesMain" in s and "__libc_start_call_main" in s for s in stacks), stacks
+    us = meta(tmp_path)["user_stacks"]
+    assert us["ended"]["outermost"] >= 0.9 * us["unwound"], us
