@@ -5,6 +5,8 @@
 # them alike:
 #   none       httpload alone
 #   default    tailtrace with its default events (runq,switch,offcpu,cpu) -- httpload
+#   fp, dwarf  the same with --user-stacks fp (frame pointers) or dwarf (copied stacks unwound
+#              by call-frame information): what the walk costs, either way of the default
 #   aggregate  tailtrace --aggregate -- httpload
 #   listen     tailtrace --listen (the Prometheus exporter) -- httpload, scraped every second
 #              (by one scraper process for the whole bench: start_scraper)
@@ -53,7 +55,7 @@ MODES=none,default,aggregate,perf
 SERVER_WORKERS=$(nproc)
 OUT=""
 SERVER_PID=""
-MODE_NAMES=none,default,aggregate,listen,listencpu,spanfloor,spans,perf,runqlat,hooks,flight,flightpair,alt,altlisten # and events=A+B
+MODE_NAMES=none,default,fp,dwarf,aggregate,listen,listencpu,spanfloor,spans,perf,runqlat,hooks,flight,flightpair,alt,altlisten # and events=A+B
 TMP=$(mktemp -d)
 . "$TOP/bench/tt_bench_lib.sh"
 
@@ -123,6 +125,8 @@ measure() { # mode round: one httpload run under that mode; appends a JSON line
 	case $mode in
 	none) "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	default) "$TAILTRACE" --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
+	fp | dwarf) "$TAILTRACE" --user-stacks "$mode" --out "$run" -- "${load[@]}" \
+		>"$TMP/out" 2>"$TMP/err" ;;
 	aggregate) "$TAILTRACE" --aggregate --out "$run" -- "${load[@]}" >"$TMP/out" 2>"$TMP/err" ;;
 	listen) "$TAILTRACE" --listen "127.0.0.1:$LISTEN_PORT" --out "$run" -- "${load[@]}" \
 		>"$TMP/out" 2>"$TMP/err" ;;

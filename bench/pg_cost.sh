@@ -7,6 +7,7 @@
 #   runqlat    libbpf-tools' runqlat (system-wide run-queue histogram) attached
 #   default    tailtrace --cgroup (the cluster's cgroup: the postmaster and every backend it
 #              forks), default events
+#   fp, dwarf  default with --user-stacks fp or dwarf (how off-CPU user stacks are walked)
 #   spans      the same with --span postgres:PortalRun (one span a statement)
 #   bpftrace   bpftrace's uprobe + uretprobe latency histogram on PortalRun
 #   alt        $TAILTRACE_ALT (another tailtrace binary, e.g. an older build) as default
@@ -26,7 +27,7 @@ ME=pg_cost.sh
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$TOP/build}
 ROUNDS=12 DURATION=10 CLIENTS=16 SCALE=10 MODES=none,runqlat,default,spans,bpftrace OUT=""
-MODE_NAMES=none,runqlat,default,spans,bpftrace,alt
+MODE_NAMES=none,runqlat,default,fp,dwarf,spans,bpftrace,alt
 STATS=()
 TMP=$(mktemp -d)
 . "$TOP/bench/tt_bench_lib.sh"
@@ -135,6 +136,8 @@ measure() { # mode round: one pgbench run under that mode; appends a JSON line
 		start_tracer 20 "$TMP/tracer.log" 'attached to' \
 			"$([ "$mode" = alt ] && echo "$TAILTRACE_ALT" || echo "$TAILTRACE")" \
 			--cgroup "$CG" "${STATS[@]}" --out "$run" ;;
+	fp | dwarf) start_tracer 20 "$TMP/tracer.log" 'attached to' "$TAILTRACE" --cgroup "$CG" \
+		"${STATS[@]}" --user-stacks "$mode" --out "$run" ;;
 	spans) start_tracer 20 "$TMP/tracer.log" 'attached to' "$TAILTRACE" --cgroup "$CG" \
 		"${STATS[@]}" --span "$PGBIN/postgres:PortalRun" --out "$run" ;;
 	bpftrace) start_tracer 20 "$TMP/tracer.log" '^Attaching' bpftrace -e "

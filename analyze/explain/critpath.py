@@ -39,7 +39,8 @@ from .antagonists import antagonists_in_windows, has_occupancy, occupant_summary
 from .intervals import Axis
 from .order import Lookup, argsort_unless_sorted, row_index, unique_of
 from .peer import process_name, also_comm
-from .waits import REASONS, describe, switch_fields, wait_core
+from .known_locks import condvar_word, lock_group
+from .waits import FUTEX_CMD_MASK, FUTEX_WAIT_BITSET, REASONS, describe, switch_fields, wait_core
 
 MAX_DEPTH = 3
 MAX_REQUESTS = 50_000   # requests followed in full; above, ≥P99 and band samples (_followed)
@@ -502,7 +503,7 @@ def _verdict(c: dict) -> str:
 MIN_WAITS = 3
 SAMPLE_WAITS = 20_000   # waits per object followed for its shares (evenly spaced)
 OBJ_COLS = ["pid", "processes", "reason", "what", "threads", "waits", "total_ms", "mean_us",
-            "ended_by",
+            "ended_by", "timed_out_share", "timeout_ms",
             "waker_oncpu_share", "waker_runnable_share", "waker_blocked_share", "irq_share",
             "unknown_share"]
 
@@ -525,18 +526,33 @@ def _object_keys(run, w: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     k += call
     k -= lo
     del call
-    # the reason follows the call: only futex waits (lock) have an object per address
+    # the reason follows the call: only futex waits (lock) have an object per address, a
+    # condition variable's two words one, a known lock's words one (known_locks.py)
     addr = np.zeros(len(rows), np.int64)
-    futex = switch_fields(run, w, rows[lock], ("wait_addr",))["wait_addr"]
-    addr[lock] = pd.factorize(futex)[0] + 1
+    addr[lock] = pd.factorize(_futex_objects(run, w, rows[lock]))[0] + 1
     k *= int(addr.max()) + 1
     k += addr
     return pd.factorize(k)[0]
 
 
+def _futex_objects(run, w: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """One value per futex wait of rows that is the same for the words of one object."""
+    f = switch_fields(run, w, rows, ("wait_addr", "wait_aux", "pid"))
+    addr = f["wait_addr"].astype(np.int64)
+    cond = (f["wait_aux"].astype(np.int64) & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET
+    obj = np.where(cond, condvar_word(addr), addr).astype(object)
+    if run.wait_names:
+        pid = f["pid"].astype(np.int64)
+        pairs, inv = np.unique(np.stack([pid, addr]), axis=1, return_inverse=True)
+        group = np.array([lock_group(run, int(p), int(a)) for p, a in pairs.T], dtype=object)
+        g = group[inv.reshape(-1)]
+        obj = np.where(g != "", g, obj)
+    return obj
+
+
 def _wait_row(run, w: pd.DataFrame, i: int) -> dict:
     """Row i of wait_core's frame with the switch record's fields: what describe reads."""
-    f = switch_fields(run, w, np.array([i]), ("wait_addr", "wait_aux", "ustack_id"))
+    f = switch_fields(run, w, np.array([i]), ("wait_addr", "wait_aux", "ustack_id", "pid"))
     return {**w.iloc[i].to_dict(), **{c: v[0] for c, v in f.items()}}
 
 
@@ -549,7 +565,8 @@ def df_wait_objects(run, top: int = 10, max_depth: int = 2,
     many); threads ('pool-w*' patterns), count, total and mean wait, the threads that
     ended most of it, and the shares of the wait during which they were on CPU, runnable,
     blocked — each wait treated as a window of its own through df_critical_path, over at
-    most SAMPLE_WAITS evenly spaced waits per object (count and total: all of them)."""
+    most SAMPLE_WAITS evenly spaced waits per object (count and total: all of them); for
+    futex waits, the share that timed out (a timer ended them) and their median length."""
     if not (run.has("switches") and run.has("runq")) or not len(run.switches):
         return pd.DataFrame(columns=OBJ_COLS)
     w, blocked, _ = _followable(run)        # the waits with a blocked part
@@ -590,7 +607,13 @@ def df_wait_objects(run, top: int = 10, max_depth: int = 2,
         # waits the critical path did not follow (above its MAX_REQUESTS) are NaN: skipped
         sh = {c: np.nansum(per[f"cp_{c}_ns"].to_numpy()[mine]) / tot_s
               for c in ("oncpu", "runnable", "blocked", "irq", "unknown")}
+        # a futex wait a timer ended timed out (pthread_cond_timedwait: the GIL's 5 ms)
+        timed = (w["waker_ctx"].to_numpy()[g] == "hardirq") & (
+            w["reason"].cat.codes.to_numpy()[g] == REASONS.index("lock"))
         out.append({"pid": int(pids[0]), "processes": int(len(np.unique(pids))),
+                    "timed_out_share": float(timed.mean()),
+                    "timeout_ms": float(np.median(d[members[k]][timed])) / 1e6 if timed.any()
+                    else 0.0,
                     "reason": str(w["reason"].iloc[g[0]]),
                     "what": describe(run, _wait_row(run, w, g[0])),
                     "threads": ", ".join(comms[:4]),

@@ -27,6 +27,7 @@ import pandas as pd
 
 from ..load.frames import frame_function
 from ..load.load import RUNQ_KINDS, per_run
+from .known_locks import known_lock, word_name
 from .order import Lookup, argsort_unless_sorted, row_index, switch_order, unique_of
 
 REASONS = ["lock", "io", "sleep", "other"]
@@ -272,15 +273,28 @@ def _wait_wrappers(run) -> frozenset:
     stacks = {sid: program_frames(fr) for (stream, sid), fr in run.stacks.items()
               if stream == "offcpu"}
     found: set = set()
+    # a function with one caller, looked through to see whether that caller is a wrapper:
+    # then it is the wrapper's own helper (latch_block, only ever called by latch_wait; the
+    # frame-pointer walk skips such a leaf's caller, an unwind by call-frame information
+    # shows it)
+    helper_of: dict = {}
     for depth in range(MAX_WRAPPERS):
         callers: dict = {}
         for fr in stacks.values():
-            if len(fr) > depth + 1 and all(f in found for f in fr[:depth]):
+            if len(fr) > depth + 1 and all(f in found or f in helper_of for f in fr[:depth]):
                 callers.setdefault(fr[depth], set()).add(fr[depth + 1])
         new = {f for f, cs in callers.items() if len(cs) > 1} - found
-        if not new:
+        one = {f: next(iter(cs)) for f, cs in callers.items()
+               if len(cs) == 1 and f not in found and f not in helper_of}
+        if not new and not one:
             break
         found |= new
+        helper_of.update(one)
+    grew = True
+    while grew:                       # helpers of wrappers, and helpers of those helpers
+        add = {f for f, c in helper_of.items() if c in found and f not in found}
+        found |= add
+        grew = bool(add)
     return frozenset(found)
 
 
@@ -300,6 +314,16 @@ def waited_in(run, frames: list | None) -> str:
     return prog[0]
 
 
+def futex_object(run, row, kind: str, frames: list | None) -> str:
+    """A futex wait's object in words: 'the GIL (condvar _PyRuntime+0x1b0 in python3.11)',
+    'mutex LOCK_open in mariadbd', 'condvar 0x7f…' (known_locks.py)."""
+    pid, addr = int(row.get("pid", 0) or 0), int(row["wait_addr"])
+    named = word_name(run, pid, addr)
+    obj = named or f"0x{addr:x}"
+    known = known_lock(run, pid, addr, frames)
+    return f"{known} ({kind} {obj})" if known else f"{kind} {obj}"
+
+
 def describe(run, row) -> str:
     """One blocked interval in words: 'mutex 0x55d0... in tp_submit', 'read fd 5',
     'epoll_wait epoll fd 9 in order_lock_wait (via latch_wait)', 'clock_nanosleep'; '' when
@@ -310,7 +334,7 @@ def describe(run, row) -> str:
     where = f" in {caller}" if caller and caller != call and caller != "[unknown]" else ""
     if call in _LOCK:
         kind = futex_kind(int(row["wait_aux"]), frames)
-        return f"{kind} {wait_object(call, row['wait_addr'], row['wait_aux'])}{where}"
+        return f"{futex_object(run, row, kind, frames)}{where}"
     if not call:
         return ""      # not in a syscall (a page fault), or no wait reason recorded
     if call in _VM:

@@ -40,6 +40,9 @@ stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
             OCC_HARDIRQ / OCC_SOFTIRQ and the number in the top 16 bits: an interrupt)
   occupants: pid, tid, comm (str), cgroup_id (uint64), flags, reused (bool): each task named in
             occupancy (traced or not)
+Beside them, dicts: stacks {(stream, id): frames, leaf first} (stacks.jsonl) and wait_names
+{(pid, futex word): (symbol, offset, object, size)} (wait_names.jsonl: the global variable holding
+each word waited on; explain/known_locks.py).
 """
 from __future__ import annotations
 
@@ -117,6 +120,7 @@ class Run:
     occupants: pd.DataFrame = None
     gaps: pd.DataFrame = None
     stacks: dict = field(default_factory=dict)
+    wait_names: dict = field(default_factory=dict)  # (pid, futex addr) -> (symbol, offset, object, size)
     lost_events: dict = field(default_factory=dict)
     source: str = "requests"
     present: set = field(default_factory=set)
@@ -480,23 +484,37 @@ def _lost_events(meta: dict, path: Path) -> dict:
                                   f"({lost!r:.60}); re-run the capture") from None
 
 
-def load_stacks(path: Path, warnings: list) -> dict:
-    """stacks.jsonl -> {(stream, id): [frames, leaf first]}; bad lines are skipped and counted."""
-    stacks, bad = {}, 0
+def _jsonl_dict(path: Path, warnings: list, entry) -> dict:
+    """{key: value} of entry(line's object) -> (key, value) for each line of a .jsonl file
+    (empty when it is absent); bad lines are skipped and counted in warnings."""
+    out, bad = {}, 0
     if not path.exists():
-        return stacks
+        return out
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             if not line.strip():
                 continue
             try:
-                o = json.loads(line)
-                stacks[(o["stream"], int(o["id"]))] = list(o["frames"])
+                k, v = entry(json.loads(line))
+                out[k] = v
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                 bad += 1
     if bad:
         warnings.append(f"{path}: skipped {bad} malformed line(s)")
-    return stacks
+    return out
+
+
+def load_stacks(path: Path, warnings: list) -> dict:
+    """stacks.jsonl -> {(stream, id): [frames, leaf first]}; bad lines are skipped and counted."""
+    return _jsonl_dict(path, warnings, lambda o: ((o["stream"], int(o["id"])), list(o["frames"])))
+
+
+def load_wait_names(path: Path, warnings: list) -> dict:
+    """wait_names.jsonl -> {(pid, addr): (symbol, offset, object, size)}: the global variable
+    holding each futex word waited on (probes/sched/wait_names.h); bad lines skipped, counted."""
+    return _jsonl_dict(path, warnings, lambda o: (
+        (int(o["pid"]), int(o["addr"])),
+        (str(o["symbol"]), int(o["offset"]), str(o["object"]), int(o.get("size", 0)))))
 
 
 # the time columns that say how far each stream's records reach
@@ -542,6 +560,7 @@ def load_run(run_dir) -> Run:
     run.gaps = split_gaps(run)
     set_request_source(run)
     run.stacks = load_stacks(run_dir / "stacks.jsonl", run.warnings)
+    run.wait_names = load_wait_names(run_dir / "wait_names.jsonl", run.warnings)
     run.lost_events = _lost_events(run.meta, run_dir / "meta.json")
     return run
 

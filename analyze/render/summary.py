@@ -57,6 +57,7 @@ from ..explain.findings import Findings
 from ..explain.handoff import df_ran_on
 from ..explain.order import unique_of
 from ..explain.sched import sched_figures
+from ..explain.span_candidates import df_span_candidates, interpreter
 from .fmt import num_or_none
 from .words import check_words, headline, no_requests_headline, root_cause_sentence
 
@@ -77,11 +78,19 @@ NO_REQUESTS_NOTE = ("Without --span there are no requests to decompose: this rep
                     "the scheduler did to the traced threads (run-queue latency, switches, "
                     "migrations, mutexes, off-CPU time). To split request latency into on-CPU, "
                     "runnable, lock wait and blocked time, name the function that serves one "
-                    "request: ./run.sh --pid PID --span BIN:SYMBOL (e.g. --span "
-                    "/usr/sbin/nginx:ngx_http_process_request, or --span "
-                    "libcurl.so.4:curl_easy_perform for a libcurl client); for a server, "
+                    "request: ./run.sh --pid PID --span BIN:SYMBOL{examples}; for a server, "
                     "--span tcp takes each request on the port it listens on (./run.sh --pid "
                     "does so by itself).")
+NO_REQUESTS_CANDIDATES = (" (of this program's own functions its threads blocked under: {spans})")
+NO_REQUESTS_INTERPRETED = ("Without --span there are no requests to decompose: this report shows "
+                           "what the scheduler did to the traced threads. They run {lang} code, "
+                           "whose functions a uprobe cannot take (the interpreter's own functions "
+                           "serve every call alike). For a server, --span tcp times each request "
+                           "on the port it listens on, from its first byte in to its answer's "
+                           "last byte out (./run.sh --pid does so by itself); or mark each "
+                           "request with one USDT probe at its end, NAME__span(id, t_start_ns, "
+                           "status), and give --span usdt:BIN:PROVIDER:NAME "
+                           "(docs/third-party.md).")
 NO_REQUESTS_JIT_NOTE = ("Without --span there are no requests to decompose: this report shows what "
                         "the scheduler did to the traced threads. Their code runs JIT-compiled "
                         "({n:,} stacks hold frames named from the runtime's perf map), and a "
@@ -321,13 +330,22 @@ def _warnings(run, decomp) -> list:
     return w
 
 
-def no_requests_note(source: str, jit_stacks: int = 0) -> str:
+def no_requests_note(source: str, jit_stacks: int = 0, run=None) -> str:
     """The line at the top of a report without requests: why, and how to get them (for a
-    runtime whose code is JIT-compiled, jit_stacks of its stacks show, the ways that work)."""
+    runtime whose code is JIT-compiled, jit_stacks of its stacks show, the ways that work; an
+    interpreted program's, the ways that work for it; else functions of the program's own
+    that --span could take, from its off-CPU stacks)."""
     if source == "none" and jit_stacks:
         return NO_REQUESTS_JIT_NOTE.format(n=jit_stacks)
     if source == "none":
-        return NO_REQUESTS_NOTE
+        lang = interpreter(run) if run is not None else ""
+        if lang:
+            return NO_REQUESTS_INTERPRETED.format(lang=lang)
+        c = df_span_candidates(run) if run is not None else None
+        spans = ", ".join(f"--span {m}:{fn}" for fn, m in
+                          zip(c["function"], c["module"])) if c is not None and len(c) else ""
+        return NO_REQUESTS_NOTE.format(
+            examples=NO_REQUESTS_CANDIDATES.format(spans=spans) if spans else "")
     why = ("no call of the --span function completed while tracing (check that SYMBOL is the "
            "function that serves one request and that it was called)" if source == "spans" else
            "requests.bin holds no complete request (check that the workload ran and reached "
@@ -470,7 +488,7 @@ def summary_dict(f: Findings) -> dict:
         "tailtrace_cost": tailtrace_cost(run.meta or {}, int(len(ok))),
     }
     if not len(decomp):
-        out["note"] = no_requests_note(run.source, jit_stack_count(run.stacks))
+        out["note"] = no_requests_note(run.source, jit_stack_count(run.stacks), run)
     return _clean(out)
 
 

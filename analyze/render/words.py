@@ -393,6 +393,9 @@ def root_cause_sentence(run, rc: dict, part: str) -> str:
         words = (f"{who} was itself blocked for {pct:.0f}% of that wait"
                  + (f", mostly in {rc['hop2']}" if rc.get("hop2") else
                     f" (followed {MAX_DEPTH} hops)"))
+    elif k == "irq" and part == "lock_wait":
+        # a futex wait an interrupt ended is a timed wait that timed out
+        words = f"{pct:.0f}% of that wait timed out (its own timer ended it, not a task)"
     elif k == "irq":
         words = ((f"{pct:.0f}% of that wait was ended by interrupts (timers, devices), "
                   "not by a task") if rc.get("irq_hop1_ms", rc["irq_ms"]) >= 0.5 * rc["irq_ms"]
@@ -412,14 +415,20 @@ def root_cause_sentence(run, rc: dict, part: str) -> str:
 
 def wait_object_line(o: dict) -> str:
     """One wait object (a df_wait_objects row) in a sentence."""
+    timed = o.get("timed_out_share") or 0.0
     sh = [(o.get(f"{k}_share") or 0.0, label) for k, label in
           (("waker_runnable", "runnable"), ("waker_blocked", "blocked"),
-           ("waker_oncpu", "on CPU"), ("irq", "interrupts"), ("unknown", "not traced"))]
+           ("waker_oncpu", "on CPU"), ("irq", "interrupts"), ("unknown", "not traced"))
+          if not (k == "irq" and timed >= 0.05)]   # those interrupts are the timeouts
     parts = ", ".join(f"{label} {v * 100:.0f}%" for v, label in sorted(sh, reverse=True)
                       if v >= 0.05)
     by = f"; the threads that ended them ({o['ended_by']}): {parts} of it" if o.get(
         "ended_by") else (f"; {parts} of it" if parts else "")
     procs = o.get("processes") or 1
     across = f" in {procs} processes" if procs > 1 else ""
-    return (f"{o['what'] or o['reason']}: {o['total_ms'] / 1e3:,.2f} s over {o['waits']:,} "
-            f"waits by {o['threads']}{across} (mean {o['mean_us']:,.0f} µs){by}")
+    out = (f"{o['what'] or o['reason']}: {o['total_ms'] / 1e3:,.2f} s over {o['waits']:,} "
+           f"waits by {o['threads']}{across} (mean {o['mean_us']:,.0f} µs)")
+    if timed >= 0.05:
+        out += (f"; {timed * 100:.0f}% timed out, after {o['timeout_ms']:,.1f} ms (the wait's "
+                "own timeout)")
+    return out + by

@@ -105,7 +105,7 @@ static const struct opt_spec {
 	  "%ld, max %ld, and unwound by each object's call-frame information\n"
 	  "with libdwfl, as perf --call-graph dwarf: through Debian's libc and\n"
 	  "python3, built without frame pointers; only a call site's first\n"
-	  "blocking switch copies it) (default: fp)",
+	  "blocking switch copies it) (default: dwarf)",
 	  .args = { TT_USTACK_DEFAULT_BYTES, TT_USTACK_MAX_BYTES } },
 	{ .name = "aggregate", .arg = NULL, .val = 'A', .help =
 	  "in-kernel histograms only (aggregate.json), no per-event records;\n"
@@ -609,7 +609,9 @@ static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len
 		return 0;
 	case 'v': o->verbose++; return 0;
 	case OPT_DEBUG: return parse_debug(&o->debug, arg, err, len);
-	case OPT_USER_STACKS: return parse_user_stacks(arg, &o->user_stack_bytes, err, len);
+	case OPT_USER_STACKS:
+		o->user_stacks_given = true;
+		return parse_user_stacks(arg, &o->user_stack_bytes, err, len);
 	case OPT_FLIGHT: return parse_num("--flight-recorder", arg, 1, 86400, &o->flight_s, err, len);
 	case OPT_TRIGGER: o->trigger = arg; return 0;
 	default:
@@ -723,6 +725,7 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 	cli->argv = argv;
 	o->events = TT_DEFAULT_EVENTS;
 	o->ringbuf_mb = TT_DEFAULT_RINGBUF_MB;
+	o->user_stack_bytes = TT_USTACK_DEFAULT_BYTES;
 	o->flight_margin_ms = UINT_MAX; /* not given */
 	o->debug.hook = -1;
 	opts_getopt(longs, shorts);

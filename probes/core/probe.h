@@ -58,6 +58,7 @@ struct tt_opts {
 	int bpf_stats;        /* enum tt_bpf_stats (cost.h): sampled (0), always, off */
 	uint64_t min_offcpu_us;
 	unsigned user_stack_bytes; /* --user-stacks dwarf,BYTES: stack copied; 0: frame pointers */
+	bool user_stacks_given;    /* --user-stacks on the command line (else the default) */
 	double duration_s;    /* 0: until the target exits / SIGINT */
 	unsigned toggle_ms;   /* --toggle-ms: programs attached and detached in turn (bench) */
 	struct tt_span_spec spans[TT_MAX_SPANS];

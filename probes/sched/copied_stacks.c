@@ -51,6 +51,7 @@ struct copied_stacks {
 	size_t nids, ids_cap;
 	/* what the unwinds gave */
 	uint64_t unwound, frames, bytes, ids_reused, bad;
+	uint64_t joined; /* unwinds gone on along the frame-pointer walk */
 	uint64_t ends[UNWIND_END_NR];
 	struct end_object objects[TOP_OBJECTS];
 	int nobjects;
@@ -193,6 +194,27 @@ static void note_object(struct copied_stacks *cs, const char *name)
 	cs->objects[i].count++;
 }
 
+/* An unwind that stopped early (a stack deeper than the copy, code without
+ * call-frame information) goes on along the frame-pointer walk from the deepest
+ * of its frames that walk reached too: 1 if joined. */
+static int join_frame_pointers(struct unwind_stack *u, const struct tt_ustack_copy *c)
+{
+	int fp_n = c->fp_n < TT_USTACK_FP_FRAMES ? (int)c->fp_n : TT_USTACK_FP_FRAMES;
+
+	if (u->end == UNWIND_END_OUTERMOST || u->end == UNWIND_END_DEPTH)
+		return 0;
+	for (int i = u->n - 1; i >= 1; i--)
+		for (int j = 1; j < fp_n - 1; j++) {
+			if (c->fp_ips[j] != u->ips[i])
+				continue;
+			u->n = i + 1;
+			for (j++; j < fp_n && u->n < UNWIND_MAX_FRAMES && c->fp_ips[j]; j++)
+				u->ips[u->n++] = c->fp_ips[j];
+			return 1;
+		}
+	return 0;
+}
+
 int copied_stacks_add(void *ctx, void *data, size_t size)
 {
 	struct copied_stacks *cs = ctx;
@@ -211,6 +233,7 @@ int copied_stacks_add(void *ctx, void *data, size_t size)
 					       .regs = (const uint64_t *)c->regs, .stack = c->stack, .size = c->size },
 			&u);
 	path_write(cs, c, &u);
+	cs->joined += join_frame_pointers(&u, c);
 	cs->unwound++;
 	cs->frames += (uint64_t)u.n;
 	cs->bytes += c->size;
@@ -262,13 +285,15 @@ void copied_stacks_meta(const struct copied_stacks *cs, const struct copied_stac
 	fprintf(f, "  \"user_stacks\": {\"unwind\": \"dwarf\", \"copy_bytes\": %u, \"copies\": %llu, "
 		"\"copies_lost\": %llu, \"unwound\": %llu, \"distinct\": %zu, \"frames_mean\": %.1f, "
 		"\"bytes_mean\": %.0f, \"cache_hits_unchecked\": %llu, "
-		"\"key_collisions\": %llu, \"ids_reused\": %llu, \"malformed\": %llu, \"ended\": {",
+		"\"key_collisions\": %llu, \"ids_reused\": %llu, \"malformed\": %llu, "
+		"\"joined_frame_pointers\": %llu, \"ended\": {",
 		cs->copy_bytes, (unsigned long long)b->copies, (unsigned long long)b->lost,
 		(unsigned long long)cs->unwound, cs->nstacks,
 		cs->unwound ? (double)cs->frames / (double)cs->unwound : 0.0,
 		cs->unwound ? (double)cs->bytes / (double)cs->unwound : 0.0,
 		(unsigned long long)b->unchecked, (unsigned long long)b->collisions,
-		(unsigned long long)cs->ids_reused, (unsigned long long)cs->bad);
+		(unsigned long long)cs->ids_reused, (unsigned long long)cs->bad,
+		(unsigned long long)cs->joined);
 	for (int i = 0; i < UNWIND_END_NR; i++)
 		fprintf(f, "%s\"%s\": %llu", i ? ", " : "", unwind_end_names[i],
 			(unsigned long long)cs->ends[i]);

@@ -281,7 +281,7 @@ static __always_inline void take_stacks(void *ctx, struct sched_off *s, __u32 ti
 		u = stack_id(ctx, BPF_F_USER_STACK, epoch);
 	else if (path == 1) /* a spent site on the same path: its copy stays */
 		u = s->sites[i & (SCHED_STACK_SITES - 1)].ustack_id;
-	else if ((u = ustack_copy(u_at, s->pid, tid, &counters[SCHED_CNT_USTACK_LOST])) >= 0)
+	else if ((u = ustack_copy(ctx, u_at, s->pid, tid, &counters[SCHED_CNT_USTACK_LOST])) >= 0)
 		__sync_fetch_and_add(&counters[SCHED_CNT_USTACK_COPIES], 1);
 	if (kstack_reuse && u >= 0 && i == SCHED_STACK_SITES && !ustack_copy_bytes)
 		j = stack_site_find(s, 0, u, true, (__u16)epoch);

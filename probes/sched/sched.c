@@ -28,6 +28,7 @@
 #include "sched/runq_part.h"
 #include "sched/sched.h"
 #include "sched/user_stack.h"
+#include "sched/wait_names.h"
 #include "symbols/stack_epoch.h"
 #include "sched.skel.h"
 #include "sched_noloop.skel.h"
@@ -47,7 +48,10 @@ struct sched_state {
 	struct runq_part rq;      /* the runq, cpu and irq events */
 	struct stack_epochs epochs; /* the stack maps' turns (the flight recorder) */
 	struct copied_stacks *copies; /* --user-stacks dwarf: the copies, unwound */
+	struct wait_names *names;     /* the futex words waited on (NULL: not recorded) */
 };
+
+#define SYSCALL_FUTEX 202 /* x86-64 */
 
 /* The stack maps, in id order: each generation's map and its spill maps (sched.h). */
 static void stack_maps(struct sched_bpf *s, struct bpf_map *out[SCHED_STACK_MAPS])
@@ -75,7 +79,9 @@ static int sched_sample(void *ctx, void *data, size_t size)
 	if (!st->write_err && (st->acc || st->flight)) {
 		const struct tt_switch *r = data;
 
-		if (r->ustack_id >= 0) /* read its maps while it lives */
+		if (r->syscall == SYSCALL_FUTEX && r->wait_addr)
+			wait_names_note(st->names, r->pid, r->wait_addr);
+		if (r->ustack_id >= 0 || r->syscall == SYSCALL_FUTEX) /* its maps while it lives */
 			syms_set_get(st->syms, (int)r->pid, true);
 		st->stacked += r->kstack_id >= 0 || r->ustack_id >= 0;
 		err = st->acc ? offcpu_add(st->acc, r) : 0;
@@ -118,8 +124,9 @@ static unsigned user_stack_bytes(const struct tt_ctx *ctx, bool user_regs)
 	if (!o->user_stack_bytes || !(o->events & TT_EV_OFFCPU) || o->aggregate)
 		return 0;
 	if (ctx->flight) {
-		fprintf(stderr, "tailtrace: --user-stacks dwarf: not with --flight-recorder, whose "
-			"off-CPU user stacks are walked by frame pointer\n");
+		if (o->user_stacks_given)
+			fprintf(stderr, "tailtrace: --user-stacks dwarf: not with --flight-recorder, "
+				"whose off-CPU user stacks are walked by frame pointer\n");
 		return 0;
 	}
 	if (!user_regs) {
@@ -131,9 +138,10 @@ static unsigned user_stack_bytes(const struct tt_ctx *ctx, bool user_regs)
 	return o->user_stack_bytes;
 }
 
-/* The copies' ring (4 MiB at least: a burst of new call sites, as when a
- * server's threads start, copies a stack each) and the words their checks
- * read; one entry each without --user-stacks dwarf. */
+/* The copies' ring: 8 MiB, some 900 copies of 8 KiB (a burst of new call
+ * sites, as when a server's threads start, copies a stack each; the loader
+ * takes them as they come), less when --ringbuf-mb is smaller; and the words
+ * their checks read. One entry each without --user-stacks dwarf. */
 static int size_user_stacks(struct sched_bpf *s, const struct tt_opts *o)
 {
 	unsigned long bytes = probe_ringbuf_bytes(o);
@@ -142,7 +150,7 @@ static int size_user_stacks(struct sched_bpf *s, const struct tt_opts *o)
 		return bpf_map__set_max_entries(s->maps.ustack_rb, 4096) ?:
 		       bpf_map__set_max_entries(s->maps.ustack_paths, 1);
 	return bpf_map__set_max_entries(s->maps.ustack_rb,
-					(__u32)(bytes < (4ul << 20) ? 4ul << 20 : bytes));
+					(__u32)(bytes > (8ul << 20) ? 8ul << 20 : bytes));
 }
 
 static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
@@ -232,7 +240,8 @@ static int sched_setup(struct tt_ctx *ctx, void **state)
 			return -errno;
 		}
 		/* the flight recorder sums each capture's own switches instead */
-		if ((o->events & TT_EV_OFFCPU) && !ctx->flight && !(st->acc = offcpu_new()))
+		if ((o->events & TT_EV_OFFCPU) && !ctx->flight &&
+		    (!(st->acc = offcpu_new()) || !(st->names = wait_names_new())))
 			return -ENOMEM;
 		err = probe_add_ringbuf(ctx, st->skel->maps.switch_rb, sched_sample, st);
 		if (!err && st->skel->rodata->ustack_copy_bytes) {
@@ -358,7 +367,8 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 		err = aggregate_add_map(st->skel->maps.offcpu_hist, "offcpu", "usecs",
 					&st->hist_events);
 	if (!err && st->acc)
-		err = write_offcpu(ctx, st, st->acc, ctx->opts->out_dir, tasks, ntasks, NULL);
+		err = write_offcpu(ctx, st, st->acc, ctx->opts->out_dir, tasks, ntasks, NULL) ?:
+		      wait_names_write(st->names, ctx->opts->out_dir, ctx->syms);
 	/* runq.bin and occupancy.bin are flushed whatever became of switches.bin (a full
 	 * disk): the histograms only once drained */
 	rq_err = st->aggregate && err ? 0 : runq_part_finish(ctx, &st->rq, st->skel);
@@ -446,6 +456,7 @@ static void sched_destroy(void *state)
 	recfile_close(st->out);
 	offcpu_free(st->acc);
 	copied_stacks_free(st->copies);
+	wait_names_free(st->names);
 	ksyms_free(st->ksyms);
 	free(st);
 }

@@ -62,11 +62,14 @@ static __always_inline __u32 ustack_read(struct tt_ustack_copy *c, __u64 sp)
 	return (__u32)size;
 }
 
-/* Copy the current thread's stack top and registers into ustack_rb: the
- * copy's id, or -1 (counted in *lost when the ring was full). */
-static __always_inline __s32 ustack_copy(const struct tt_user_regs *u, __u32 pid, __u32 tid,
-					 __u64 *lost)
+/* Copy the current thread's stack top and registers, and its frame-pointer
+ * walk, into ustack_rb: the copy's id, or -1 (counted in *lost when the ring
+ * was full). */
+static __always_inline __s32 ustack_copy(void *ctx, const struct tt_user_regs *u, __u32 pid,
+					 __u32 tid, __u64 *lost)
 {
+	long fp;
+
 	__u32 zero = 0, cpu = bpf_get_smp_processor_id(), *seq;
 	struct tt_ustack_copy *c = bpf_map_lookup_elem(&ustack_scratch, &zero);
 	__u64 len;
@@ -80,6 +83,8 @@ static __always_inline __s32 ustack_copy(const struct tt_user_regs *u, __u32 pid
 	c->size = ustack_read(c, u->sp);
 	if (!c->size)
 		return -1;
+	fp = bpf_get_stack(ctx, c->fp_ips, sizeof(c->fp_ips), BPF_F_USER_STACK);
+	c->fp_n = fp > 0 ? (__u32)fp / sizeof(c->fp_ips[0]) : 0;
 	c->id = TT_USTACK_ID_BIT | (cpu & 0xff) << TT_USTACK_ID_CPU_SHIFT |
 		(*seq & ((1u << TT_USTACK_ID_CPU_SHIFT) - 1));
 	*seq += 1;

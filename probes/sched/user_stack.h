@@ -24,8 +24,8 @@
 #define TT_USTACK_MAX_BYTES 16384     /* --user-stacks dwarf,BYTES at most */
 #define TT_USTACK_DEFAULT_BYTES 8192  /* perf's --call-graph dwarf default */
 #define TT_USTACK_PAGE 4096
-#define TT_USTACK_PATH_WORDS 16       /* stack words a hit's check compares, at most */
-#define TT_USTACK_PATH_SPAN 1024      /* within this many bytes above SP */
+#define TT_USTACK_PATH_WORDS 4        /* return addresses a hit's check compares, at most */
+#define TT_USTACK_PATH_SPAN 512       /* within this many bytes above SP */
 
 /* The user registers an unwind starts from (DWARF numbering is the loader's). */
 enum tt_ustack_reg {
@@ -34,13 +34,21 @@ enum tt_ustack_reg {
 	TT_UREG_NR,
 };
 
-/* One copy (ustack_rb): the header, then size bytes of stack from regs[SP]. */
+#define TT_USTACK_FP_FRAMES 64 /* SCHED_STACK_DEPTH */
+
+/* One copy (ustack_rb): the header, then size bytes of stack from regs[SP].
+ * fp_ips: the frame-pointer walk from the same registers (the kernel's), which
+ * goes on where the copy ends (a stack deeper than the copy) and the loader
+ * joins on at the frame both walks reached. */
 struct tt_ustack_copy {
 	__u32 id;    /* TT_USTACK_ID_BIT | cpu << TT_USTACK_ID_CPU_SHIFT | sequence */
 	__u32 pid;
 	__u32 tid;
 	__u32 size;
 	__u64 regs[TT_UREG_NR];
+	__u32 fp_n;  /* frames in fp_ips */
+	__u32 pad;
+	__u64 fp_ips[TT_USTACK_FP_FRAMES];
 	__u8 stack[TT_USTACK_MAX_BYTES];
 };
 

@@ -18,12 +18,14 @@ static const Dwfl_Callbacks offline_callbacks = {
 	.debuginfo_path = &debuginfo_path,
 };
 
-static bool is_func(const GElf_Sym *s)
+bool debuginfo_sym_wanted(const GElf_Sym *s, bool objects)
 {
 	int type = GELF_ST_TYPE(s->st_info);
 
-	return (type == STT_FUNC || type == STT_GNU_IFUNC) && s->st_shndx != SHN_UNDEF &&
-	       s->st_value;
+	if (s->st_shndx == SHN_UNDEF || !s->st_value)
+		return false;
+	return objects ? type == STT_OBJECT && s->st_size
+		       : type == STT_FUNC || type == STT_GNU_IFUNC;
 }
 
 /* Does the module's symbol table come from elsewhere than the file itself (a
@@ -42,7 +44,7 @@ static bool symbols_elsewhere(Dwfl_Module *m, Elf *main_elf, int n)
 	return false;
 }
 
-int debuginfo_each_func(const char *path, debuginfo_func_fn fn, void *arg)
+int debuginfo_each_sym(const char *path, bool objects, debuginfo_func_fn fn, void *arg)
 {
 	Dwfl *d = dwfl_begin(&offline_callbacks);
 	Dwfl_Module *m;
@@ -64,7 +66,7 @@ int debuginfo_each_func(const char *path, debuginfo_func_fn fn, void *arg)
 			GElf_Word shndx;
 			const char *name = dwfl_module_getsym_info(m, i, &s, &addr, &shndx, NULL, &bias);
 
-			if (name && *name && is_func(&s))
+			if (name && *name && debuginfo_sym_wanted(&s, objects))
 				r = fn(name, s.st_value, s.st_size,
 				       GELF_ST_BIND(s.st_info) != STB_LOCAL, arg);
 		}

@@ -7,6 +7,7 @@
  */
 #ifndef TT_DEBUGINFO_H
 #define TT_DEBUGINFO_H
+#include <gelf.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -15,10 +16,12 @@
 typedef int (*debuginfo_func_fn)(const char *name, uint64_t vaddr, uint64_t size, bool global,
 				 void *arg);
 
-/* Call fn for each function symbol the debug data of the ELF file at path
- * holds: 0, -ENOENT when it has none (the file's .dynsym is all there is), or
- * fn's non-zero return. */
-int debuginfo_each_func(const char *path, debuginfo_func_fn fn, void *arg);
+/* Call fn for each function symbol (objects: each sized data object, a global
+ * variable) the debug data of the ELF file at path holds: 0, -ENOENT when it
+ * has none (the file's .dynsym is all there is), or fn's non-zero return. */
+int debuginfo_each_sym(const char *path, bool objects, debuginfo_func_fn fn, void *arg);
+/* A defined function symbol (objects false) or sized data object (objects true). */
+bool debuginfo_sym_wanted(const GElf_Sym *s, bool objects);
 /* Bound debuginfod's waits when the user has not (DEBUGINFOD_TIMEOUT and
  * DEBUGINFOD_MAXTIME): a server that is down or slow costs seconds, once. */
 void debuginfo_bound_waits(void);

@@ -37,7 +37,7 @@ struct sym {
 };
 
 struct seg {
-	uint64_t vaddr, off, filesz;
+	uint64_t vaddr, off, filesz, memsz;
 };
 
 struct elf_file {
@@ -49,6 +49,10 @@ struct elf_file {
 	struct sym *syms;
 	size_t nsyms;
 	char *strs;      /* concatenated names */
+	bool objs_loaded; /* its data objects read (syms_resolve_data asked) */
+	struct sym *objs; /* data objects (global variables), sorted like syms */
+	size_t nobjs;
+	char *obj_strs;
 	struct seg *segs;
 	size_t nsegs;
 };
@@ -121,7 +125,7 @@ static Elf_Data *elf_versym(Elf *elf)
 	return NULL;
 }
 
-static int elf_for_each_func(Elf *elf, sym_fn fn, void *arg)
+static int elf_for_each_sym(Elf *elf, bool objects, sym_fn fn, void *arg)
 {
 	static const Elf64_Word types[] = { SHT_SYMTAB, SHT_DYNSYM };
 	size_t shstrndx;
@@ -138,13 +142,10 @@ static int elf_for_each_func(Elf *elf, sym_fn fn, void *arg)
 		for (size_t i = 0; i < n; i++) {
 			GElf_Sym s;
 			const char *name;
-			int type;
 
 			if (!gelf_getsym(data, (int)i, &s))
 				continue;
-			type = GELF_ST_TYPE(s.st_info);
-			if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
-			    s.st_shndx == SHN_UNDEF || !s.st_value)
+			if (!debuginfo_sym_wanted(&s, objects))
 				continue;
 			name = elf_strptr(elf, sh.sh_link, s.st_name);
 			if (!name || !*name)
@@ -163,6 +164,11 @@ static int elf_for_each_func(Elf *elf, sym_fn fn, void *arg)
 	return 0;
 }
 
+static int elf_for_each_func(Elf *elf, sym_fn fn, void *arg)
+{
+	return elf_for_each_sym(elf, false, fn, arg);
+}
+
 static int elf_read_segs(Elf *elf, struct seg **out, size_t *nout)
 {
 	size_t phnum;
@@ -178,7 +184,7 @@ static int elf_read_segs(Elf *elf, struct seg **out, size_t *nout)
 
 		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
 			continue;
-		(*out)[(*nout)++] = (struct seg){ ph.p_vaddr, ph.p_offset, ph.p_filesz };
+		(*out)[(*nout)++] = (struct seg){ ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_memsz };
 	}
 	return 0;
 }
@@ -255,7 +261,11 @@ static const char *file_open_path(const struct elf_file *f, char *buf, size_t le
 	return buf;
 }
 
-static void file_load(struct elf_file *f)
+/* The file's function symbols (objects false) or data objects, sorted, into
+ * *out (n, strs): from its .symtab, else its debug file (debuginfo.h), else its
+ * .dynsym. segs: its PT_LOAD segments too, when not NULL. */
+static void file_read_syms(struct elf_file *f, bool objects, struct sym **out, size_t *n,
+			   char **strs, struct seg **segs, size_t *nsegs)
 {
 	struct collect c = { 0 };
 	char fdpath[64];
@@ -264,30 +274,36 @@ static void file_load(struct elf_file *f)
 	Elf *elf;
 	int fd, err;
 
-	f->loaded = true;
 	if (elf_open_path(path, &fd, &elf))
 		return;
 	/* a stripped file: the symbols of its debug file, where the distribution
 	 * keeps them (debuginfo.h), else its .dynsym */
-	err = elf_find_symtab(elf, SHT_SYMTAB, &sh) ? -ENOENT
-						    : debuginfo_each_func(path, collect_debug_sym, &c);
+	err = elf_find_symtab(elf, SHT_SYMTAB, &sh)
+		      ? -ENOENT
+		      : debuginfo_each_sym(path, objects, collect_debug_sym, &c);
 	if (err && c.n) { /* failed part way: start over from the file alone */
 		free(c.syms);
 		free(c.strs);
 		c = (struct collect){ 0 };
 	}
-	if (elf_read_segs(elf, &f->segs, &f->nsegs) == 0 &&
-	    (!err || elf_for_each_func(elf, collect_sym, &c) == 0)) {
+	if ((!segs || elf_read_segs(elf, segs, nsegs) == 0) &&
+	    (!err || elf_for_each_sym(elf, objects, collect_sym, &c) == 0)) {
 		for (size_t i = 0; i < c.n; i++)
 			c.syms[i].name = c.strs + (uintptr_t)c.syms[i].name;
 		if (c.n) /* a stripped file may hold no function at all */
 			qsort(c.syms, c.n, sizeof(*c.syms), sym_cmp);
-		f->syms = c.syms, f->nsyms = c.n, f->strs = c.strs;
+		*out = c.syms, *n = c.n, *strs = c.strs;
 	} else {
 		free(c.syms);
 		free(c.strs);
 	}
 	elf_close_path(fd, elf);
+}
+
+static void file_load(struct elf_file *f)
+{
+	f->loaded = true;
+	file_read_syms(f, false, &f->syms, &f->nsyms, &f->strs, &f->segs, &f->nsegs);
 }
 
 /* File offset -> ELF vaddr through the PT_LOAD segment holding it. */
@@ -304,14 +320,14 @@ static bool file_off_to_vaddr(const struct elf_file *f, uint64_t off, uint64_t *
 	return false;
 }
 
-static const struct sym *file_lookup(const struct elf_file *f, uint64_t vaddr)
+static const struct sym *file_lookup_in(const struct sym *syms, size_t n, uint64_t vaddr)
 {
-	size_t lo = 0, hi = f->nsyms;
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) { /* first symbol with addr > vaddr */
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (f->syms[mid].addr <= vaddr)
+		if (syms[mid].addr <= vaddr)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -319,13 +335,18 @@ static const struct sym *file_lookup(const struct elf_file *f, uint64_t vaddr)
 	if (!lo)
 		return NULL;
 	/* among aliases at the same address the sized one sorts first */
-	const struct sym *s = &f->syms[lo - 1];
+	const struct sym *s = &syms[lo - 1];
 
-	while (s > f->syms && s[-1].addr == s->addr)
+	while (s > syms && s[-1].addr == s->addr)
 		s--;
 	if (s->size && vaddr >= s->addr + s->size)
 		return NULL;
 	return s;
+}
+
+static const struct sym *file_lookup(const struct elf_file *f, uint64_t vaddr)
+{
+	return file_lookup_in(f->syms, f->nsyms, vaddr);
 }
 
 /* ---- maps snapshots ----------------------------------------------------- */
@@ -536,6 +557,50 @@ const char *syms_resolve_mangled(struct tt_syms *s, uint64_t addr, char *buf, si
 	return buf;
 }
 
+/* The file whose loaded image holds addr (its text, data or bss: the bias of
+ * any of its mappings places all its segments), and addr as its vaddr. */
+static struct elf_file *data_file(struct tt_syms *s, uint64_t addr, uint64_t *vaddr)
+{
+	for (size_t i = 0; i < s->nmaps; i++) {
+		const struct mapping *m = &s->maps[i];
+		uint64_t v0;
+
+		if (!m->file->loaded)
+			file_load(m->file);
+		if (!file_off_to_vaddr(m->file, m->pgoff, &v0))
+			continue;
+		*vaddr = addr - (m->start - v0);
+		for (size_t k = 0; k < m->file->nsegs; k++) {
+			const struct seg *g = &m->file->segs[k];
+
+			if (*vaddr >= g->vaddr && *vaddr < g->vaddr + g->memsz)
+				return m->file;
+		}
+	}
+	return NULL;
+}
+
+int syms_resolve_data(struct tt_syms *s, uint64_t addr, struct syms_data *out)
+{
+	struct elf_file *f = s ? data_file(s, addr, &out->offset) : NULL;
+	const struct sym *sym;
+
+	if (!f)
+		return -ENOENT;
+	if (!f->objs_loaded) {
+		f->objs_loaded = true;
+		file_read_syms(f, true, &f->objs, &f->nobjs, &f->obj_strs, NULL, NULL);
+	}
+	out->object = base_name(f->path);
+	sym = file_lookup_in(f->objs, f->nobjs, out->offset);
+	if (!sym || !sym->size)
+		return -ENOENT;
+	out->name = sym->name;
+	out->offset -= sym->addr;
+	out->size = sym->size;
+	return 0;
+}
+
 const char *syms_resolve(struct tt_syms *s, uint64_t addr, char *buf, size_t len)
 {
 	return syms_resolve_mangled(s, addr, buf, len, NULL);
@@ -553,6 +618,8 @@ void syms_free(struct tt_syms *s)
 		free(s->files[i]->path);
 		free(s->files[i]->syms);
 		free(s->files[i]->strs);
+		free(s->files[i]->objs);
+		free(s->files[i]->obj_strs);
 		free(s->files[i]->segs);
 		free(s->files[i]);
 	}

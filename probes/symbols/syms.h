@@ -22,6 +22,17 @@ const char *syms_resolve(struct tt_syms *s, uint64_t addr, char *buf, size_t len
  * (else NULL; valid while s lives). */
 const char *syms_resolve_mangled(struct tt_syms *s, uint64_t addr, char *buf, size_t len,
 				 const char **mangled);
+/* The global variable holding a data address of the process (a lock in its
+ * .data or .bss): its symbol, the address's offset in it, and the file's name
+ * (all valid while s lives). */
+struct syms_data {
+	const char *name;
+	uint64_t offset;
+	uint64_t size;    /* the variable's */
+	const char *object;
+};
+/* 0, or -ENOENT when no file's image holds addr or no symbol covers it. */
+int syms_resolve_data(struct tt_syms *s, uint64_t addr, struct syms_data *out);
 void syms_free(struct tt_syms *s);
 /* Does pid see the same / as tailtrace (not a container's)? True when it cannot
  * be told. Its files are read through /proc/PID/root otherwise. */

@@ -338,7 +338,9 @@ int unwinder_unwind(struct unwinder *u, const struct unwind_copy *c, struct unwi
 	u->out = out;
 	u->read_beyond = false;
 	r = dwfl_getthread_frames(p->dwfl, c->tid, frame_note, u);
-	if (r == 0)
+	/* a word above the copy was wanted: the stack goes on, whatever the walk's
+	 * last step made of the failed read (the frame-pointer step ends quietly) */
+	if (r == 0 && !u->read_beyond)
 		out->end = UNWIND_END_OUTERMOST;
 	else
 		note_end(u, p->dwfl, out);

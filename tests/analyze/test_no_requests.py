@@ -181,7 +181,7 @@ def test_sched_only_summary_figures(sched_report):
     assert s["sched"] == {"runq_p50_us": pytest.approx(350), "runq_p99_us": pytest.approx(2925),
                           "voluntary": 3, "involuntary": 1, "migrations": 3}
     assert s["threads"] == 2 and s["lost_events"] == {"runq": 0, "switch": 0, "locks": 0}
-    assert s["note"] == NO_REQUESTS_NOTE
+    assert s["note"] == NO_REQUESTS_NOTE.format(examples="")     # no stacks: nothing to suggest
     assert s["headline"] == ("No requests in this run (no --span): scheduler view of 2 threads — "
                              "run-queue latency P50 350.0 µs, P99 2,925.0 µs; 3 voluntary and 1 "
                              "involuntary switches, 3 migrations.")
@@ -207,6 +207,42 @@ def test_jit_runtime_is_told_what_names_its_requests(schema, tmp_path):
     assert "Parser::on_headers_complete" in s["note"]
 
 
+def _with_stacks(schema, path, *frames_lists):
+    d = sched_only(schema, path)
+    (d / "stacks.jsonl").write_text("".join(
+        json.dumps({"stream": "offcpu", "id": i, "kind": "user", "frames": f}) + "\n"
+        for i, f in enumerate(frames_lists)))
+    return d
+
+
+def test_the_note_suggests_the_programs_own_functions(schema, tmp_path):
+    """A server's stacks pass through its own functions under libc's: those are suggested
+    (most stacks first), not nginx's or curl's, and not main or a thread's start."""
+    d = _with_stacks(schema, tmp_path / "run",
+                     ["__futex_abstimed_wait_common+0xc6 (libc.so.6)", "net_flush+0x23 (mariadbd)",
+                      "do_command(THD*, bool)+0x13f (mariadbd)", "main+0x1 (mariadbd)",
+                      "start_thread+0x305 (libc.so.6)"],
+                     ["__libc_recv+0x1 (libc.so.6)", "my_net_read+0x9 (mariadbd)",
+                      "do_command(THD*, bool)+0x5 (mariadbd)", "start_thread+0x305 (libc.so.6)"])
+    s = pipeline.build_report(d)
+    assert s["note"] == NO_REQUESTS_NOTE.format(examples=(
+        " (of this program's own functions its threads blocked under: --span "
+        "mariadbd:do_command, --span mariadbd:my_net_read, --span mariadbd:net_flush)"))
+    assert "nginx" not in s["note"] and "curl" not in s["note"]
+
+
+def test_an_interpreted_program_is_told_what_works_for_it(schema, tmp_path):
+    """Debian's python3: the interpreter's own functions serve every call alike, so the note
+    names --span tcp and USDT marks, not _PyEval_EvalFrameDefault."""
+    d = _with_stacks(schema, tmp_path / "run",
+                     ["__futex_abstimed_wait_common+0xc6 (libc.so.6)",
+                      "take_gil.lto_priv.0+0x232 (python3.11)",
+                      "_PyEval_EvalFrameDefault+0x45ef (python3.11)"])
+    s = pipeline.build_report(d)
+    assert "They run Python code" in s["note"] and "--span tcp" in s["note"]
+    assert "_PyEval_EvalFrameDefault" not in s["note"]
+
+
 def test_sched_only_tables_and_trace(sched_report):
     d, _ = sched_report
     th = pd.read_csv(d / "threads.csv").set_index("tid")
@@ -228,7 +264,7 @@ def test_sched_only_tables_and_trace(sched_report):
 def test_sched_only_page_says_how_to_get_requests(sched_report):
     d, s = sched_report
     page = (d / "report.html").read_text()
-    note = page.index(f'<div class="note">{html.escape(NO_REQUESTS_NOTE)}</div>')
+    note = page.index(f'<div class="note">{html.escape(s["note"])}</div>')
     assert note < page.index('<div class="headline">')              # the first thing read
     assert "--span BIN:SYMBOL" in NO_REQUESTS_NOTE and "Attribution needs requests" in page
     assert '<div class="v">2</div><div class="k">threads</div>' in page

@@ -45,8 +45,10 @@ def test_a_wait_behind_a_wrapper_is_named_by_its_caller_and_its_waker_process(tm
     assert s["requests"] == 600
     tail = s["critical_path"]["≥P99"]
     assert tail["reason"] == "io_wait", tail
-    # named by the function that waited, through the wrapper; the waker: the other process
-    assert "in order_lock_wait (via latch_wait)" in tail["what"], tail
+    # named by the function that waited, through the wrapper and the wrapper's own helper
+    # (latch_block, which the unwind by call-frame information shows: the frame-pointer walk
+    # skipped it); the waker: the other process
+    assert "in order_lock_wait (via latch_block ← latch_wait)" in tail["what"], tail
     assert "another process of the same program" in tail["who"], tail
     assert "same process" not in tail["who"].replace("same program", "")
     assert "order_lock_wait" in s["headline"], s["headline"]
