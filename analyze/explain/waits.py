@@ -25,7 +25,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..load.frames import frame_function
+from ..load.frames import frame_function, unnamed_at
 from ..load.load import RUNQ_KINDS, per_run
 from .known_locks import known_lock, word_name
 from .order import Lookup, argsort_unless_sorted, row_index, switch_order, unique_of
@@ -213,8 +213,18 @@ _LOCK_FN = re.compile(r"pthread_mutex_|__lll_lock|lll_lock|mutex_lock")
 _COND_FN = re.compile(r"pthread_cond_|sem_(timed)?wait|__new_sem_wait")
 
 
+_SYSTEM_LIB = ("libc.so", "ld-linux", "vdso", "libstdc++", "libpthread")
+
+
 def _is_lib(frame: str) -> bool:
-    return "[unknown]" in frame or "libc.so" in frame or "ld-linux" in frame or "vdso" in frame
+    return any(lib in frame for lib in _SYSTEM_LIB) or (
+        "[unknown]" in frame and not unnamed_at(frame))
+
+
+def _frame_name(frame: str) -> str:
+    """A frame's function, or where it is when it has no name: 'mariadbd+0xefef8d' (a
+    stripped program's static function)."""
+    return unnamed_at(frame) or frame_function(frame)
 
 
 def futex_kind(op: int, frames: list | None) -> str:
@@ -236,7 +246,7 @@ def caller_of(frames: list | None) -> str:
     e.g. __lll_lock_wait_private, glibc's internal locks such as malloc's arenas.)"""
     for f in frames or []:
         if not _is_lib(f):
-            return frame_function(f)
+            return _frame_name(f)
     return ""
 
 
@@ -257,8 +267,9 @@ MAX_WRAPPERS = 4   # wrapper frames looked through above a wait
 
 
 def program_frames(frames: list | None) -> list[str]:
-    """The function names of a user stack's frames outside libc, innermost first."""
-    return [frame_function(f) for f in frames or [] if not _is_lib(f)]
+    """The function names of a user stack's frames outside libc, innermost first (an
+    unnamed one as its file and offset)."""
+    return [_frame_name(f) for f in frames or [] if not _is_lib(f)]
 
 
 def wait_wrappers(run) -> frozenset:

@@ -10,6 +10,8 @@ A frame of JIT code, named from the runtime's perf map, has the module 'perf-PID
 frame_function(frame) -> 'push_back(...)'-style function name, no offset or module
 frame_parts(frame)    -> (function, module), for profiles (pprof)
 is_jit_frame(frame)   -> named from a perf map (JIT-compiled code)
+unnamed_at(frame)     -> 'mariadbd+0xefef8d' for a frame without a name in a file, else ''
+
 jit_stack_count(stacks) -> how many of a run's stacks ({key: frames}) hold one
 """
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 
 _OFFSET = re.compile(r"\+0x[0-9a-fA-F]+$")
 _PERF_MAP = re.compile(r"perf-\d+\.map")
+_UNNAMED = re.compile(r"^\[unknown\] \((.+\+0x[0-9a-fA-F]+)\)$")
 
 
 def _split(frame: str) -> tuple[str, str]:
@@ -54,3 +57,10 @@ def is_jit_frame(frame: str) -> bool:
 def jit_stack_count(stacks: dict) -> int:
     """The stacks (load_stacks' {(stream, id): frames}) with a frame of JIT code."""
     return sum(any(is_jit_frame(f) for f in frames) for frames in (stacks or {}).values())
+
+
+def unnamed_at(frame: str) -> str:
+    """Where a frame without a name is, 'mariadbd+0xefef8d' (its file and the offset in it,
+    for addr2line -e FILE), or '' (a named frame, or an address outside any file)."""
+    m = _UNNAMED.match(frame)
+    return m.group(1) if m else ""

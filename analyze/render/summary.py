@@ -58,6 +58,7 @@ from ..explain.handoff import df_ran_on
 from ..explain.order import unique_of
 from ..explain.sched import sched_figures
 from ..explain.span_candidates import df_span_candidates, interpreter
+from ..explain.stack_quality import stack_notes
 from .fmt import num_or_none
 from .words import check_words, headline, no_requests_headline, root_cause_sentence
 
@@ -301,6 +302,7 @@ def _warnings(run, decomp) -> list:
     w = list(getattr(run, "warnings", []))
     w += kernel_warnings(run.meta or {})
     w += uprobe_warnings(run.meta or {})
+    w += stack_notes(run)
     if run.source == "spans":
         w += span_notes(run)
     write_error = run.meta.get("write_error")

@@ -11,6 +11,9 @@
  *                                path, or error=N, one line per name
  *   syms_check jitdump DIR       writes its own DIR/jit-PID.dump in steps (half a
  *                                record, a code move)
+ *   syms_check data              name the global variables holding addresses of
+ *                                its own .data and .bss, and of libc's: "want got"
+ *   syms_check dataof PID ADDR... name each hex address of pid's data
  *   syms_check perfmap           writes its own /tmp/perf-PID.map in steps (an
  *                                overlapping later entry, a line half written)
  *                                and resolves JIT addresses after each: "want got"
@@ -59,6 +62,48 @@ static int cmd_self(void)
 	show(s, "[unknown]", 0x10);
 	syms_free(s);
 	return 0;
+}
+
+/* Two variables of this program, one in .data and one in .bss (a lock, as a
+ * server keeps one), and one of libc's (stdout's FILE). */
+__attribute__((used)) int syms_check_data[8] = { 1 };
+__attribute__((used)) char syms_check_bss[96];
+
+static void show_data(struct tt_syms *s, const char *want, uint64_t addr)
+{
+	struct syms_data d;
+
+	if (syms_resolve_data(s, addr, &d))
+		printf("%s\t-\n", want);
+	else
+		printf("%s\t%s+0x%llx (%s) size %llu\n", want, d.name, (unsigned long long)d.offset,
+		       d.object, (unsigned long long)d.size);
+}
+
+static int cmd_data(void)
+{
+	struct tt_syms *s = syms_new(getpid());
+	void *out = dlsym(RTLD_DEFAULT, "_IO_2_1_stdout_");
+	int on_stack = 0;
+
+	if (!s || !out)
+		return 1;
+	show_data(s, "syms_check_data+0x8 (syms_check) size 32", (uint64_t)(uintptr_t)&syms_check_data[2]);
+	show_data(s, "syms_check_bss+0x28 (syms_check) size 96", (uint64_t)(uintptr_t)&syms_check_bss[40]);
+	show_data(s, "_IO_2_1_stdout_+0x0 (libc.so.6) size 224", (uint64_t)(uintptr_t)out);
+	show_data(s, "-", (uint64_t)(uintptr_t)&on_stack);
+	syms_free(s);
+	return 0;
+}
+
+static int cmd_dataof(int pid, char **addrs, int n)
+{
+	struct tt_syms *s = syms_new(pid);
+
+	for (int i = 0; s && i < n; i++)
+		show_data(s, addrs[i], strtoull(addrs[i], NULL, 16));
+	syms_free(s);
+	return s ? 0 : 1;
 }
 
 static int cmd_exited(void)
@@ -237,6 +282,10 @@ int main(int argc, char **argv)
 		return cmd_perfmap();
 	if (argc == 2 && !strcmp(argv[1], "exited"))
 		return cmd_exited();
+	if (argc == 2 && !strcmp(argv[1], "data"))
+		return cmd_data();
+	if (argc >= 4 && !strcmp(argv[1], "dataof"))
+		return cmd_dataof(atoi(argv[2]), argv + 3, argc - 3);
 	if (argc == 4 && !strcmp(argv[1], "offset"))
 		return cmd_offset(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "findlib"))

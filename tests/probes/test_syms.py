@@ -67,6 +67,16 @@ def test_resolve_own_and_libc_addresses(exe):
     assert got["[unknown]"] == "[unknown] (0x10)"
 
 
+@pytest.mark.parametrize("exe", [CHECK, CHECK_NOPIE], ids=["pie", "nopie"])
+def test_data_addresses_name_their_global_variable(exe):
+    """A lock in .data or .bss (past the file's end: an anonymous mapping the segment's
+    size covers) and libc's stdout: the variable, the offset in it and its size; a stack
+    address none."""
+    for line in run(exe, "data").splitlines():
+        want, got = line.split("\t")
+        assert got == want.replace("(syms_check)", f"({exe.name})"), line
+
+
 def test_stripped_executable_resolves_to_file_offsets(tmp_path):
     """No function symbol left at all (strip -s, nothing exported): frames
     fall back to file+offset, the offset readelf gives the unstripped copy."""
