@@ -10,7 +10,7 @@ fi
 
 APT_PKGS=(
     build-essential cmake pkg-config git ca-certificates
-    clang llvm libclang-rt-14-dev libelf-dev libdw-dev zlib1g-dev libcapstone-dev systemtap-sdt-dev
+    clang llvm libclang-rt-14-dev libelf-dev libdw-dev libdebuginfod1 zlib1g-dev libcapstone-dev systemtap-sdt-dev
     libiberty-dev
     libbpf-dev bpftool bpftrace linux-perf libbpf-tools
     libcurl4-openssl-dev libnuma-dev libssl-dev

@@ -31,6 +31,7 @@
 #include "core/meta.h"
 #include "core/options.h"
 #include "core/registry.h"
+#include "symbols/debuginfo.h"
 #include "symbols/syms.h"
 #include "core/target.h"
 #include "core/toggle.h"
@@ -904,8 +905,10 @@ int main(int argc, char **argv)
 		ret = 1;
 	/* Only the off-CPU and lock stacks need symbols, and --aggregate takes no
 	 * stacks: its refreshes would reread /proc/PID/maps for nothing. */
-	if (!ret && !L.cli.opts.aggregate)
+	if (!ret && !L.cli.opts.aggregate) {
+		debuginfo_bound_waits();
 		L.ctx.syms = syms_set_new();
+	}
 	ret = ret ?: modules_setup(&L);
 	ret = ret ?: tree_prepare(&L);
 	ret = ret ? 1 : run(&L);

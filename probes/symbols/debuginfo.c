@@ -5,9 +5,13 @@
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <gelf.h>
+#include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <tt_clock.h>
 
 static char *debuginfo_path; /* NULL: libdwfl's default, ":.debug:/usr/lib/debug" */
 
@@ -44,12 +48,49 @@ static bool symbols_elsewhere(Dwfl_Module *m, Elf *main_elf, int n)
 	return false;
 }
 
+/* A debug file where the build id says, that libdwfl did not take (not an ELF
+ * file, or another build's): said once, in a line. */
+static void note_unusable(Dwfl_Module *m, const char *path)
+{
+	const unsigned char *id;
+	GElf_Addr vaddr;
+	char file[PATH_MAX];
+	int n = dwfl_module_build_id(m, &id, &vaddr), at;
+
+	if (n < 2)
+		return;
+	at = snprintf(file, sizeof(file), "/usr/lib/debug/.build-id/%02x/", id[0]);
+	for (int i = 1; i < n && at < (int)sizeof(file) - 8; i++)
+		at += snprintf(file + at, sizeof(file) - (size_t)at, "%02x", id[i]);
+	snprintf(file + at, sizeof(file) - (size_t)at, ".debug");
+	if (access(file, R_OK) == 0)
+		fprintf(stderr, "tailtrace: %s: not a usable debug file for %s (corrupt, or another "
+			"build's): its symbols come from the file itself\n", file, path);
+}
+
+/* debuginfod that has not answered within SLOW_NS is asked no more this run: the
+ * rest of the symbols come from local files (its waits are bounded, but a server
+ * that is down costs each file its timeout). */
+#define SLOW_NS 3000000000ull
+
+static void note_slow_server(uint64_t t0)
+{
+	const char *urls = getenv("DEBUGINFOD_URLS");
+
+	if (!urls || !*urls || tt_now_ns() - t0 < SLOW_NS)
+		return;
+	fprintf(stderr, "tailtrace: debuginfod (%s) took %.1f s for one file: not asked again, "
+		"the other symbols come from local files\n", urls, (double)(tt_now_ns() - t0) / 1e9);
+	unsetenv("DEBUGINFOD_URLS");
+}
+
 int debuginfo_each_sym(const char *path, bool objects, debuginfo_func_fn fn, void *arg)
 {
 	Dwfl *d = dwfl_begin(&offline_callbacks);
 	Dwfl_Module *m;
 	GElf_Addr bias;
 	Elf *main_elf;
+	uint64_t t0 = tt_now_ns();
 	int n, r = -ENOENT;
 
 	if (!d)
@@ -58,6 +99,9 @@ int debuginfo_each_sym(const char *path, bool objects, debuginfo_func_fn fn, voi
 	dwfl_report_end(d, NULL, NULL);
 	main_elf = m ? dwfl_module_getelf(m, &bias) : NULL;
 	n = main_elf ? dwfl_module_getsymtab(m) : -1;
+	note_slow_server(t0);
+	if (n > 1 && !symbols_elsewhere(m, main_elf, n) && !objects)
+		note_unusable(m, path);
 	if (n > 1 && symbols_elsewhere(m, main_elf, n)) {
 		r = 0;
 		for (int i = 1; i < n && !r; i++) {

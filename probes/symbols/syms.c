@@ -45,6 +45,10 @@ struct elf_file {
 	int fd;          /* -1, or the file opened while the process lived: a container's
 			  * (through /proc/PID/root) or one deleted or replaced since it was
 			  * mapped (/proc/PID/map_files); read as /proc/self/fd/FD */
+	uint64_t ino;    /* the inode mapped, when read by its path: replaced later, the
+			  * mapped one is read through map_files (pid, one mapping's range) */
+	int pid;
+	uint64_t map_start, map_end;
 	bool loaded;     /* tried (even if it failed) */
 	struct sym *syms;
 	size_t nsyms;
@@ -255,10 +259,35 @@ static int collect_debug_sym(const char *name, uint64_t vaddr, uint64_t size, bo
 /* Where the file is read from: its path, or the descriptor kept for it. */
 static const char *file_open_path(const struct elf_file *f, char *buf, size_t len)
 {
+	if (f->fd == -2)
+		return "/nonexistent"; /* replaced, its process gone (file_still_mapped_one) */
 	if (f->fd < 0)
 		return f->path;
 	snprintf(buf, len, "/proc/self/fd/%d", f->fd);
 	return buf;
+}
+
+/* Is the file at its path still the one the process mapped? If it was replaced
+ * since (an upgrade while traced), the mapped one is read through map_files
+ * while the process lives; once it has exited, false (with a note): its frames
+ * stay unnamed rather than named from another build. */
+static bool file_still_mapped_one(struct elf_file *f)
+{
+	char via[96];
+	struct stat st;
+
+	if (f->fd >= 0 || !f->ino || (!stat(f->path, &st) && st.st_ino == f->ino))
+		return true;
+	snprintf(via, sizeof(via), "/proc/%d/map_files/%llx-%llx", f->pid,
+		 (unsigned long long)f->map_start, (unsigned long long)f->map_end);
+	f->fd = open(via, O_RDONLY | O_CLOEXEC);
+	if (f->fd >= 0)
+		return true;
+	fprintf(stderr, "tailtrace: %s was replaced while traced and pid %d has exited: its "
+		"frames are left unnamed (not named from the new file)\n", f->path, f->pid);
+	f->ino = 0; /* said once */
+	f->fd = -2;
+	return false;
 }
 
 /* The file's function symbols (objects false) or data objects, sorted, into
@@ -269,11 +298,14 @@ static void file_read_syms(struct elf_file *f, bool objects, struct sym **out, s
 {
 	struct collect c = { 0 };
 	char fdpath[64];
-	const char *path = file_open_path(f, fdpath, sizeof(fdpath));
+	const char *path;
 	GElf_Shdr sh;
 	Elf *elf;
 	int fd, err;
 
+	if (!file_still_mapped_one(f))
+		return;
+	path = file_open_path(f, fdpath, sizeof(fdpath));
 	if (elf_open_path(path, &fd, &elf))
 		return;
 	/* a stripped file: the symbols of its debug file, where the distribution
@@ -427,8 +459,11 @@ static void file_pin(const struct tt_syms *s, struct elf_file *f, const struct m
 	char via[4096 + 64];
 	struct stat st;
 
-	if (!deleted && s->own_root && !stat(f->path, &st) && st.st_ino == inode)
+	if (!deleted && s->own_root && !stat(f->path, &st) && st.st_ino == inode) {
+		*f = (struct elf_file){ .path = f->path, .fd = -1, .ino = inode, .pid = s->pid,
+					.map_start = m->start, .map_end = m->end };
 		return;
+	}
 	if (!deleted && !s->own_root) {
 		snprintf(via, sizeof(via), "/proc/%d/root%s", s->pid, f->path);
 		if (!stat(via, &st) && st.st_ino == inode) {

@@ -86,9 +86,11 @@ static int module_find_elf(Dwfl_Module *mod, void **userdata, const char *name,
 
 static char *debuginfo_path; /* NULL: libdwfl's default, ":.debug:/usr/lib/debug" */
 
+/* Local debug files only (by build id): the unwind runs in the recording's poll
+ * loop, which a debuginfod download must not stall. */
 static const Dwfl_Callbacks process_callbacks = {
 	.find_elf = module_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.find_debuginfo = dwfl_build_id_find_debuginfo,
 	.debuginfo_path = &debuginfo_path,
 };
 

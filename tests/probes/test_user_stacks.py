@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from test_spans import tailtrace
-from tt_run import meta, needs_root
+from test_spans import tailtrace, tailtrace_bg
+from tt_run import meta, needs_root, tailtrace as tailtrace_env
 
 pytestmark = needs_root
 HERE = Path(__file__).resolve().parent
@@ -130,3 +130,77 @@ def test_debians_python3_stacks_reach_the_interpreter_and_main(tmp_path):
     assert any("Py_BytesMain" in s and "__libc_start_call_main" in s for s in stacks), stacks
     us = meta(tmp_path)["user_stacks"]
     assert us["ended"]["outermost"] >= 0.9 * us["unwound"], us
+
+
+@pytest.fixture
+def stripped_alone(tmp_path):
+    """The stripped binary, its debug file not installed: where the next tests put their own."""
+    full, exe = tmp_path / "full", tmp_path / "stripped_sleeper"
+    subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", str(full),
+                    str(HERE / "stripped_sleeper.c")], check=True)
+    subprocess.run(["strip", "--strip-all", "-o", str(exe), str(full)], check=True)
+    return exe
+
+
+def test_a_corrupt_debug_file_is_a_note_not_a_failure(tmp_path, stripped_alone):
+    bid = build_id(stripped_alone)
+    dest = DEBUG_ROOT / bid[:2] / f"{bid[2:]}.debug"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(b"\x7fELF not really" * 64)
+    try:
+        p = run_sleeper(tmp_path / "run", stripped_alone, "dwarf")
+    finally:
+        dest.unlink(missing_ok=True)
+    assert f"{dest}: not a usable debug file" in p.stderr, p.stderr
+    assert not any("serve_request" in s for s in user_stacks(tmp_path / "run").values())
+
+
+def test_a_debuginfod_that_never_answers_costs_one_timeout(tmp_path, stripped_alone):
+    """A server that accepts and never answers: its wait is bounded (DEBUGINFOD_TIMEOUT 5 s,
+    set by tailtrace when the user has not), and it is asked once, not once a file."""
+    import os
+    import socket
+    import time
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    assert "DEBUGINFOD_TIMEOUT" not in os.environ
+    env = {"DEBUGINFOD_URLS": f"http://127.0.0.1:{srv.getsockname()[1]}",
+           "DEBUGINFOD_CACHE_PATH": str(tmp_path / "cache")}
+    t0 = time.monotonic()
+    try:
+        p = tailtrace_env(tmp_path / "run", "--events", "runq,switch,offcpu", "--",
+                          str(stripped_alone), "4", str(WAIT_US), env=env, timeout=120)
+    finally:
+        srv.close()
+    took = time.monotonic() - t0
+    assert p.returncode == 0, p.stderr
+    assert "debuginfod (http://127.0.0.1:" in p.stderr and "not asked again" in p.stderr, p.stderr
+    assert took < 40, took          # one timeout of 5 s (and libdebuginfod's retries), not one a file
+
+
+def test_a_binary_replaced_while_traced_keeps_its_own_names(tmp_path):
+    """The traced program's file is replaced on disk by another build (an upgrade): its
+    frames are named from the file it still maps (/proc/PID/map_files), not the new one."""
+    exe, other = tmp_path / "sleeper", tmp_path / "other"
+    subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", str(exe),
+                    str(HERE / "stripped_sleeper.c")], check=True)
+    subprocess.run(["cc", "-O0", "-g", "-o", str(other), "-x", "c", "-"], check=True,
+                   input="int pad_a(void){return 1;} int pad_b(void){return 2;}\n"
+                         "int main(void){return pad_a()+pad_b();}\n", text=True)
+    prog = subprocess.Popen([str(exe), "1000", str(WAIT_US)])
+    try:
+        tt, _ = tailtrace_bg(tmp_path / "run", "--events", "runq,switch,offcpu", "--pid",
+                             str(prog.pid), "--duration", "1.5")
+        # replaced as the run goes on: before its end, when the frames are named
+        replaced = tmp_path / "new"
+        shutil.copy(other, replaced)
+        replaced.rename(exe)
+        _, err = tt.communicate(timeout=60)
+    finally:
+        prog.kill()
+        prog.wait()
+    assert tt.returncode == 0, err
+    names = {f for s in user_stacks(tmp_path / "run").values() for f in s}
+    assert "wait_for_work" in names and "serve_request" in names, names
+    assert not names & {"pad_a", "pad_b"}, names
