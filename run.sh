@@ -63,6 +63,9 @@ Recording:
                                its answer's last byte out (any runtime: Node, Java)
   --span none                  no requests: the scheduler-only report, even for a server
   --span-exit auto|uretprobe|ret  how spans end (tailtrace --span-exit; docs/third-party.md)  [auto]
+  --user-stacks dwarf[,BYTES]|fp  how off-CPU user stacks are walked: copied and unwound by
+                               call-frame information, through code without frame pointers
+                               (Debian's libc, python3), or by frame pointer  [dwarf]
   --flight SECONDS             flight recorder: keep the last SECONDS in memory, write a
                                capture of each request slower than --trigger (with our
                                workloads, httpload's USDT request marks are the spans);
@@ -99,7 +102,7 @@ EOF
 set_defaults() {
 	MODE=workload WORKLOAD=pool CONNS=20 WORKERS="" REQUESTS="" DURATION="" RATE="" URL=""
 	PORT="" SERVER_WORKERS="" SERVICE_US="" SLEEP_US="" CPUS="" NUMA=""
-	EVENTS="" SPANS=() SPAN_EXIT="" PERF=1 FLAME=1 OUT="" LABEL="" WORKLOADS=naive,pool,async
+	EVENTS="" SPANS=() SPAN_EXIT="" USER_STACKS="" PERF=1 FLAME=1 OUT="" LABEL="" WORKLOADS=naive,pool,async
 	SWEEP_CONNS=10,50,100 SPAN_NONE=0 TARGET_PID="" TARGET_COMM="" DIFF_A="" DIFF_B="" INSTALL=0
 	BUILD=1 CMD=() CONNS_SET=0 FLIGHT="" TRIGGER=""
 }
@@ -170,6 +173,8 @@ parse_args() {
 			shift ;;
 		--span-exit) need_arg "$@"; [[ $2 =~ ^(auto|uretprobe|ret)$ ]] || die "--span-exit wants auto, uretprobe or ret, got '$2'"
 			SPAN_EXIT=$2; shift ;;
+		--user-stacks) need_arg "$@"; [[ $2 =~ ^(fp|dwarf(,[0-9]+)?)$ ]] || die "--user-stacks wants dwarf, dwarf,BYTES or fp, got '$2'"
+			USER_STACKS=$2; shift ;;
 		--flight) need_arg "$@"; need_pos_num "$1" "$2"; FLIGHT=$2; shift ;;
 		--trigger) need_arg "$@"; TRIGGER=$2; shift ;;
 		--no-perf) PERF=0 ;;

@@ -202,29 +202,37 @@ static __always_inline __u32 stack_site_find(const struct sched_off *s, __u64 ke
 	return SCHED_STACK_SITES;
 }
 
-/* With copied user stacks (user_stack.h): the cached site of key whose copy's
- * unwind read the words the stack at sp holds now, or one not checked yet (*path
- * 1 or -1); SCHED_STACK_SITES when none. Two call paths that block with equal
- * registers (the same function called from two places at one depth, without
- * frame pointers) share a key: each has a site, told apart by its words. */
-static __always_inline __u32 stack_site_find_copied(const struct sched_off *s, __u64 key,
-						    __u16 epoch, __u64 sp, int *path)
-{
-	bool mismatched = false;
+static __always_inline bool stack_site_spent(const struct sched_stack_site *e);
 
+/* With copied user stacks (user_stack.h): the cached site of key whose copy's
+ * unwind found the return addresses the stack at sp holds now (*path 1), one not
+ * checked yet (-1), or one uncontested between its checks (2,
+ * SCHED_USTACK_CHECK_EVERY); SCHED_STACK_SITES when none (*collided: a site of
+ * key held another path, which is then contested). Two call paths that block
+ * with equal registers (the same function called from two places at one depth,
+ * without frame pointers) share a key: each has a site, told apart by its words. */
+static __always_inline __u32 stack_site_find_copied(struct sched_off *s, __u64 key, __u16 epoch,
+						    __u64 sp, int *path, bool *collided)
+{
 	for (__u32 i = 0; i < SCHED_STACK_SITES; i++) {
-		const struct sched_stack_site *e = &s->sites[i];
+		struct sched_stack_site *e = &s->sites[i];
 
 		if (e->key != key || e->epoch != epoch)
 			continue;
+		if (!e->contested && !stack_site_spent(e) &&
+		    (e->uses & (SCHED_USTACK_CHECK_EVERY - 1))) {
+			*path = 2;
+			return i;
+		}
 		*path = ustack_path_holds(e->ustack_id, sp);
 		if (*path < 0)
 			__sync_fetch_and_add(&counters[SCHED_CNT_USTACK_UNCHECKED], 1);
 		if (*path)
 			return i;
-		mismatched = true;
+		e->contested = 1;
+		*collided = true;
 	}
-	if (mismatched)
+	if (*collided)
 		__sync_fetch_and_add(&counters[SCHED_CNT_USTACK_COLLISION], 1);
 	*path = -1;
 	return SCHED_STACK_SITES;
@@ -254,6 +262,7 @@ static __always_inline void take_stacks(void *ctx, struct sched_off *s, __u32 ti
 {
 	__u32 epoch = stack_epoch, i, j = SCHED_STACK_SITES;
 	__u16 uses = 0, budget = SCHED_KSTACK_REUSE;
+	bool collided = false;
 	int path = -1;
 	struct sched_stack_site *e;
 	__u64 ret = 0, key;
@@ -267,7 +276,7 @@ static __always_inline void take_stacks(void *ctx, struct sched_off *s, __u32 ti
 	if (!kstack_reuse || !u_at->ip)
 		i = SCHED_STACK_SITES;
 	else if (ustack_copy_bytes)
-		i = stack_site_find_copied(s, key, (__u16)epoch, u_at->sp, &path);
+		i = stack_site_find_copied(s, key, (__u16)epoch, u_at->sp, &path, &collided);
 	else
 		i = stack_site_find(s, key, 0, false, (__u16)epoch);
 	if (i < SCHED_STACK_SITES && !stack_site_spent(&s->sites[i])) { /* same call site */
@@ -299,8 +308,9 @@ static __always_inline void take_stacks(void *ctx, struct sched_off *s, __u32 ti
 		e = &s->sites[i & (SCHED_STACK_SITES - 1)];
 		stack_site_refresh(e, u, k);
 		budget = e->budget;
-	} else {
+	} else { /* a new site: contested if it is there because another path had its key */
 		e = &s->sites[s->site_next++ & (SCHED_STACK_SITES - 1)];
+		e->contested = collided;
 	}
 	e->key = key;
 	e->ustack_id = u;

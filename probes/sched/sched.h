@@ -36,8 +36,16 @@ struct sched_stack_site {
 	__u16 uses;       /* since the kernel stack was taken */
 	__u16 epoch;      /* the stack maps' epoch of the ids (stack_epoch.h) */
 	__u16 budget;     /* uses before the stacks are taken afresh */
-	__u16 pad;
+	__u8 contested;   /* a copied stack's site whose registers another call path had:
+			   * its hits are all checked (user_stack.h) */
+	__u8 pad;
 };
+
+/* A copied stack's site no other call path has contested is checked at one hit
+ * in SCHED_USTACK_CHECK_EVERY (and when its budget is spent): a second path at
+ * its registers is caught within that many hits, then each has its site and
+ * every hit of either is checked. */
+#define SCHED_USTACK_CHECK_EVERY 8
 
 /* Per traced thread (key: tid), kept while the thread lives: its open
  * off-CPU interval (t_off_ns != 0) from its switch-out, and the stack

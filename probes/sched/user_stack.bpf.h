@@ -93,6 +93,8 @@ static __always_inline __s32 ustack_copy(void *ctx, const struct tt_user_regs *u
 	len = offsetof(struct tt_ustack_copy, stack) + c->size;
 	if (len > sizeof(*c))
 		return -1;
+	/* the loader is woken for each (no batching): until it has unwound a copy, the
+	 * hits of its site go unchecked */
 	if (bpf_ringbuf_output(&ustack_rb, c, len, 0)) {
 		__sync_fetch_and_add(lost, 1);
 		return -1;

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from test_spans import tailtrace
-from test_user_stacks import PY_THREADS, ROUNDS, WAIT_US, stripped  # noqa: F401 (a fixture)
+from test_user_stacks import GIL_THREADS, ROUNDS, WAIT_US, stripped  # noqa: F401 (a fixture)
 from tt_run import needs_root
 
 pytestmark = needs_root
@@ -44,7 +44,7 @@ def test_a_static_condvar_is_named_and_its_timeouts_said(tmp_path, stripped):
 
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="Debian's python3")
 def test_debians_python3_names_the_gil_and_who_held_it(tmp_path):
-    p = tailtrace(tmp_path, "--", "/usr/bin/python3", "-c", PY_THREADS)
+    p = tailtrace(tmp_path, "--", "/usr/bin/python3", str(GIL_THREADS), "1.5")
     assert p.returncode == 0, p.stderr
     top = wait_objects(tmp_path)[0]                    # the longest wait
     assert top["what"].startswith("the GIL (condvar _PyRuntime+"), top

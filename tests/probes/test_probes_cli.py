@@ -226,6 +226,13 @@ def test_error_bad_debug_feature(tmp_path):
                    "--debug 'fast'", "split-switch")
 
 
+def test_error_bad_user_stacks(tmp_path):
+    one_line_error(tailtrace(tmp_path, "--user-stacks", "frames", "--all"),
+                   "--user-stacks 'frames'", "fp, dwarf or dwarf,BYTES")
+    one_line_error(tailtrace(tmp_path, "--user-stacks", "dwarf,100", "--all"),
+                   "--user-stacks dwarf,BYTES '100'", "between 512 and 16384")
+
+
 def test_error_no_target_and_bad_numbers(tmp_path):
     assert one_line_error(tailtrace(tmp_path), "no target")
     one_line_error(tailtrace(tmp_path, "--duration", "soon", "--all"), "--duration 'soon'")
@@ -251,6 +258,8 @@ def test_error_not_root():
 def test_help_lists_every_option_with_defaults():
     out = subprocess.run([str(TAILTRACE), "--help"], capture_output=True, text=True).stdout
     for opt in ("--pid", "--comm", "--cgroup", "--all", "--duration", "--out", "--events",
-                "--span", "--ringbuf-mb", "--min-offcpu-us", "--aggregate", "-- CMD"):
+                "--span", "--ringbuf-mb", "--min-offcpu-us", "--user-stacks", "--aggregate",
+                "-- CMD"):
         assert opt in out
     assert "default: runq,switch,offcpu,cpu;" in out and "default: 32" in out
+    assert "(default: dwarf)" in out

@@ -105,16 +105,7 @@ def test_frame_pointers_alone_do_not_reach_them(tmp_path, stripped):
     assert meta(tmp_path)["user_stacks"] == {"unwind": "frame_pointer"}
 
 
-PY_THREADS = """
-import threading, time
-def spin():
-    end = time.monotonic() + 1.5
-    while time.monotonic() < end:
-        sum(i * i for i in range(2000))
-ts = [threading.Thread(target=spin) for _ in range(4)]
-for t in ts: t.start()
-for t in ts: t.join()
-"""
+GIL_THREADS = HERE.parents[1] / "bench" / "third_party" / "gil_threads.py"  # 4 threads
 
 
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="Debian's python3")
@@ -123,7 +114,7 @@ def test_debians_python3_stacks_reach_the_interpreter_and_main(tmp_path):
     (waiting for the GIL) reach _PyEval_EvalFrameDefault, and the main thread's (joining
     them) main's own Py_BytesMain (main tail-calls it) and libc's start."""
     p = tailtrace(tmp_path, "--events", "runq,switch,offcpu", "--user-stacks", "dwarf", "--",
-                  "/usr/bin/python3", "-c", PY_THREADS)
+                  "/usr/bin/python3", str(GIL_THREADS), "1.5")
     assert p.returncode == 0, p.stderr
     stacks = list(user_stacks(tmp_path).values())
     assert any("_PyEval_EvalFrameDefault" in s and "start_thread" in s for s in stacks), stacks
