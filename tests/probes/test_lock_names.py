@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from analyze.load.load import RUNQ_KINDS, WAKER_CTXS
 
 from test_spans import tailtrace
 from test_user_stacks import GIL_THREADS, ROUNDS, WAIT_US, stripped  # noqa: F401 (a fixture)
-from tt_run import needs_root
+from tt_run import meta, needs_root, records
 
 pytestmark = needs_root
 
@@ -25,6 +28,14 @@ pytestmark = needs_root
 def wait_objects(run: Path) -> list[dict]:
     from analyze import pipeline
     return pipeline.build_report(run)["wait_objects"]
+
+
+def wake_contexts(run: Path) -> dict:
+    """How the single-threaded target's wakeups ran: {waker_ctx name: count}."""
+    rq = records(run, "runq")
+    mine = rq[(rq["tid"] == meta(run)["target"]["pid"]) & (rq["kind"] == RUNQ_KINDS.index("wakeup"))]
+    names, counts = np.unique(mine["waker_ctx"], return_counts=True)
+    return {WAKER_CTXS[n]: int(c) for n, c in zip(names, counts)}
 
 
 def test_a_static_condvar_is_named_and_its_timeouts_said(tmp_path, stripped):
@@ -38,7 +49,14 @@ def test_a_static_condvar_is_named_and_its_timeouts_said(tmp_path, stripped):
     # wait_for_work, called from two places, is a wait wrapper: the caller is named through it
     assert o["what"].startswith("condvar never in stripped_sleeper in path_"), o
     assert o["what"].endswith("(via wait_for_work)"), o
-    assert o["waits"] == ROUNDS and o["timed_out_share"] == 1.0, o
+    # every wait ended by its timer's interrupt, but for a wakeup whose context could not be
+    # verified (the interrupted task's run queue did not lead back to it: task_guess) or whose
+    # sched_waking was not seen (unknown): the report cannot call those timed out
+    ctx = wake_contexts(tmp_path)
+    unverified = ctx.get("task_guess", 0) + ctx.get("unknown", 0)
+    assert o["waits"] == ROUNDS, o
+    assert round(o["timed_out_share"] * ROUNDS) + unverified >= ROUNDS, (o, ctx)
+    assert o["timed_out_share"] >= 0.9, (o, ctx)
     assert o["timeout_ms"] == pytest.approx(WAIT_US / 1000, rel=0.2), o
 
 
