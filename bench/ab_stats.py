@@ -14,7 +14,11 @@ says little; this prints, per mode:
   met (whole interval >= target), not met (whole interval below) or
   unresolved (the interval straddles the target: more rounds needed).
 
-  bench/ab_stats.py results.jsonl
+  bench/ab_stats.py [--baseline MODE] results.jsonl
+
+--baseline MODE reads every ratio against MODE's run of the same round instead of `none`'s
+(e.g. --baseline fp: what dwarf costs on top of fp, measured side by side, a tighter
+interval than the difference of two ratios to `none`); targets then do not apply.
 """
 from __future__ import annotations
 
@@ -78,12 +82,13 @@ def verdict(target: float | None, low: float, high: float) -> str:
     return "unresolved"
 
 
-def summarize(rows: list[dict]) -> list[ModeSummary]:
-    """One summary per mode, in first-seen order; `none` must be present."""
+def summarize(rows: list[dict], baseline: str = "none") -> list[ModeSummary]:
+    """One summary per mode, in first-seen order, each ratio against the baseline mode's
+    run of the same round; the baseline must be present."""
     modes = list(dict.fromkeys(r["mode"] for r in rows))
-    if "none" not in modes:
-        raise ValueError("no 'none' runs: every ratio needs the baseline")
-    base = {r["round"]: r["rps"] for r in rows if r["mode"] == "none"}
+    if baseline not in modes:
+        raise ValueError(f"no '{baseline}' runs: every ratio needs the baseline")
+    base = {r["round"]: r["rps"] for r in rows if r["mode"] == baseline}
     med_none = statistics.median(base.values())
     out = []
     for m in modes:
@@ -99,7 +104,7 @@ def summarize(rows: list[dict]) -> list[ModeSummary]:
         for r in mine:
             for k, v in (r.get("lost") or {}).items():
                 lost[k] = lost.get(k, 0) + v
-        target = TARGETS.get(m)
+        target = TARGETS.get(m) if baseline == "none" else None
         out.append(ModeSummary(
             mode=m, runs=len(mine), median_rps=med,
             ratio_of_medians=med / med_none if med_none else math.nan,
@@ -107,18 +112,18 @@ def summarize(rows: list[dict]) -> list[ModeSummary]:
             geomean=g, ci_low=lo, ci_high=hi,
             cpu_share=statistics.median(shares) if shares else None,
             lost=lost, target=target,
-            verdict="" if m == "none" else verdict(target, lo, hi),
+            verdict="" if m == baseline else verdict(target, lo, hi),
             disk_mb=statistics.median(disk) if disk else None,
             rss_mb=statistics.median(rss) if rss else None))
     return out
 
 
-def format_table(summaries: list[ModeSummary]) -> str:
+def format_table(summaries: list[ModeSummary], baseline: str = "none") -> str:
     lines = [f"{'mode':24} {'runs':>4} {'median req/s':>12} {'ratio':>6} {'per-round':>9} "
              f"{'geomean [95% CI]':>22} {'cpu':>6} {'disk MB':>8} {'RSS MB':>7} {'target':>7} "
              "verdict  lost events"]
     for s in summaries:
-        ci = "" if s.mode == "none" else f"{s.geomean:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
+        ci = "" if s.mode == baseline else f"{s.geomean:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
         cpu = "" if s.cpu_share is None else f"{100 * s.cpu_share:.1f}%"
         tgt = f">= {s.target:.2f}" if s.target else ""
         lost = json.dumps(s.lost) if s.lost else "-"
@@ -131,20 +136,25 @@ def format_table(summaries: list[ModeSummary]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: bench/ab_stats.py results.jsonl", file=sys.stderr)
+    baseline, args = "none", argv[1:]
+    if len(args) == 3 and args[0] == "--baseline":
+        baseline, args = args[1], args[2:]
+    if len(args) != 1:
+        print("usage: bench/ab_stats.py [--baseline MODE] results.jsonl", file=sys.stderr)
         return 2
     try:
-        with open(argv[1]) as f:
+        with open(args[0]) as f:
             rows = [json.loads(line) for line in f if line.strip()]
-        summaries = summarize(rows)
+        summaries = summarize(rows, baseline)
     except (OSError, ValueError, KeyError) as e:
-        print(f"ab_stats: {argv[1]}: {e}", file=sys.stderr)
+        print(f"ab_stats: {args[0]}: {e}", file=sys.stderr)
         return 1
-    print(format_table(summaries))
+    if baseline != "none":
+        print(f"ratios against {baseline}, round by round")
+    print(format_table(summaries, baseline))
     errors = sum(r.get("errors", 0) for r in rows)
     if errors:
-        print(f"warning: {errors} request errors in total (see {argv[1]})")
+        print(f"warning: {errors} request errors in total (see {args[0]})")
     return 0
 
 

@@ -73,3 +73,16 @@ def test_missing_baseline_is_an_error(tmp_path, capsys):
     assert ab.main(["ab_stats.py", str(f)]) == 1
     assert "no 'none' runs" in capsys.readouterr().err
     assert ab.main(["ab_stats.py"]) == 2
+
+
+def test_a_mode_against_another_round_by_round():
+    # dwarf is 0.98 of fp in every round while both drift against none
+    s = {x.mode: x for x in ab.summarize(rows({"none": [100, 100, 100],
+                                                "fp": [90, 95, 100],
+                                                "dwarf": [88.2, 93.1, 98]}), baseline="fp")}
+    assert s["dwarf"].geomean == pytest.approx(0.98)
+    assert s["dwarf"].ci_low == pytest.approx(0.98) and s["dwarf"].target is None
+    assert s["none"].geomean == pytest.approx((1 / 0.9 / 0.95) ** (1 / 3))
+    assert s["fp"].verdict == "" and s["dwarf"].verdict == ""
+    with pytest.raises(ValueError, match="no 'alt' runs"):
+        ab.summarize(rows({"none": [1.0]}), baseline="alt")
