@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..load.load import (OCC_HARDIRQ, OCC_IRQ_SHIFT, OCC_IRQ_TIMER, OCC_KTHREAD, OCC_SOFTIRQ,
                          OCC_TRUNC, SOFTIRQ_NAMES, per_run)
+from .containers import container_of
 from .intervals import Axis
 from .order import argsort_unless_sorted, search_in_order, thread_time_order
 from .peer import also_comm, peer_pids
@@ -613,9 +614,10 @@ def cgroup_path(run, cgroup_id: int) -> str | None:
 
 def process_table(run) -> pd.DataFrame:
     """One row per process seen holding a CPU: pid, comm (its main thread's, else a
-    thread's), cgroup (path, or "cgroup N (gone)"), kernel (bool)."""
+    thread's), cgroup (path, or "cgroup N (gone)"), container (its label,
+    explain/containers.py, or "" outside any container), kernel (bool)."""
     occ = run.occupants
-    cols = ["pid", "comm", "cgroup", "kernel"]
+    cols = ["pid", "comm", "cgroup", "container", "kernel"]
     if not len(occ):
         return pd.DataFrame({c: [] for c in cols})
     # a traced process's name as tasks.bin last saw its main thread: occupants.bin keeps
@@ -630,9 +632,11 @@ def process_table(run) -> pd.DataFrame:
         path = cgroup_path(run, cid)
         comm = (traced.get(int(pid)) or also_comm(run, int(pid))
                 or str(one["comm"]))   # --also-pid's name when its main thread never ran
+        container = container_of(path)
         rows.append({"pid": int(pid), "comm": comm if pid else "idle",
                      "cgroup": path if path is not None else
                      (f"cgroup {cid} (gone)" if cid else ""),
+                     "container": container.label() if container else "",
                      "kernel": bool(int(one["flags"]) & OCC_KTHREAD)})
     return pd.DataFrame(rows, columns=cols)
 
@@ -641,7 +645,8 @@ def process_table(run) -> pd.DataFrame:
 
 def summarize(part: pd.DataFrame, run, victim_pids=(), top: int = 8) -> list[dict]:
     """Rows (tid, pid, cls, irq, ns) -> the antagonists by process and class, largest
-    first: [{pid, comm, cgroup, class, threads, ms, share}], share of the rows' total; the
+    first: [{pid, comm, cgroup, container, class, threads, ms, share}] (container: its label,
+    or None outside any), share of the rows' total; the
     victims' own process is named with its thread count (siblings), an interrupt by its
     kind and number ('softirq NET_RX', pid None). The rest beyond `top` is folded into one
     row of class "rest"."""
@@ -657,9 +662,10 @@ def summarize(part: pd.DataFrame, run, victim_pids=(), top: int = 8) -> list[dic
     out = []
     for _, r in g.head(top).iterrows():
         pid, cls = int(r["pid"]), str(r["cls"])
-        comm, cgroup = "", ""
+        comm, cgroup, container = "", "", ""
         if procs is not None and pid in procs.index:
             comm, cgroup = str(procs.at[pid, "comm"]), str(procs.at[pid, "cgroup"])
+            container = str(procs.at[pid, "container"])
         if cls == "idle":
             comm = "idle"
         elif cls == "unknown":
@@ -667,11 +673,13 @@ def summarize(part: pd.DataFrame, run, victim_pids=(), top: int = 8) -> list[dic
         elif cls == "irq":
             comm = irq_label(run, int(r["irq"]))
         out.append({"pid": pid if cls not in ("idle", "unknown", "irq") else None, "comm": comm,
-                    "cgroup": cgroup or None, "class": cls, "threads": int(r["threads"]),
+                    "cgroup": cgroup or None, "container": container or None, "class": cls,
+                    "threads": int(r["threads"]),
                     "ms": float(r["ns"]) / 1e6, "share": float(r["ns"]) / total})
     rest = g.iloc[top:]
     if len(rest):
-        out.append({"pid": None, "comm": f"{len(rest)} more", "cgroup": None, "class": "rest",
+        out.append({"pid": None, "comm": f"{len(rest)} more", "cgroup": None,
+                    "container": None, "class": "rest",
                     "threads": int(rest["threads"].sum()), "ms": float(rest["ns"].sum()) / 1e6,
                     "share": float(rest["ns"].sum()) / total})
     return out
@@ -688,10 +696,32 @@ def class_processes(part: pd.DataFrame) -> dict[str, int]:
 
 def occupant_summary(part: pd.DataFrame, run, runnable_ms: float, top: int = 8) -> dict:
     """What held the CPU in the rows (tid, pid, cls, irq, ns): {runnable_ms, by_class (each
-    class's share), processes (each class's count), top (summarize)}: the form summary.json's
-    antagonists take, and the sentences (render/words.py) read."""
+    class's share), processes (each class's count), top (summarize), containers
+    (by_container)}: the form summary.json's antagonists take, and the sentences
+    (render/words.py) read."""
     return {"runnable_ms": runnable_ms, "by_class": class_shares(part),
-            "processes": class_processes(part), "top": summarize(part, run, top=top)}
+            "processes": class_processes(part), "top": summarize(part, run, top=top),
+            "containers": by_container(part, run, top=top)}
+
+
+def by_container(part: pd.DataFrame, run, top: int = 8) -> list[dict]:
+    """The rows' time grouped by the container its processes run in, largest first:
+    [{container (label), processes, ms, share}] (share of the rows' total), at most `top`;
+    [] when no process of the rows runs in a container (explain/containers.py)."""
+    if not len(part) or not len(run.occupants):
+        return []
+    procs = process_table(run)
+    label = dict(zip(procs["pid"].to_numpy(), procs["container"].to_numpy()))
+    tasks = part[part["pid"].to_numpy() > 0]
+    where = tasks["pid"].map(label).fillna("")
+    inside = tasks[where.to_numpy() != ""].assign(container=where[where != ""])
+    if not len(inside):
+        return []
+    total = float(part["ns"].sum())
+    g = inside.groupby("container").agg(ns=("ns", "sum"), processes=("pid", "nunique"))
+    g = g.sort_values("ns", ascending=False, kind="stable").head(top)
+    return [{"container": str(c), "processes": int(r["processes"]), "ms": float(r["ns"]) / 1e6,
+             "share": float(r["ns"]) / total} for c, r in g.iterrows()]
 
 
 def class_shares(part: pd.DataFrame) -> dict[str, float]:

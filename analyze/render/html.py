@@ -340,7 +340,9 @@ def _top_words(top: list) -> str:
         if t["class"] in ("idle", "unknown", "rest", "irq"):
             out.append(f"{t['comm']} {fmt_share(t['share'])}")
             continue
-        where = f", {t['cgroup']}" if t.get("cgroup") and t["cgroup"] != "/" else ""
+        where = t.get("container") or (t["cgroup"] if t.get("cgroup") and t["cgroup"] != "/"
+                                       else "")
+        where = f", {where}" if where else ""
         thr = f", {t['threads']} threads" if t.get("threads", 1) > 1 else ""
         out.append(f"{t['comm']} (pid {t['pid']}{thr}{where}) {fmt_share(t['share'])}")
     return " · ".join(out)
@@ -376,6 +378,11 @@ def _who_had_cpu(inp: ReportInputs) -> str:
     if rows:
         body += (f'<table class="num bands"><thead>{head}</thead><tbody>{"".join(rows)}'
                  "</tbody></table>")
+    for band, a in (ant or {}).items():
+        if a.get("containers"):
+            body += _p(f"{band}, by container: " + " · ".join(
+                f"{c['container']} ({c['processes']} process{'es' if c['processes'] > 1 else ''})"
+                f" {fmt_share(c['share'])}" for c in a["containers"][:4]) + ".")
     cp = ((inp.summary.get("critical_path") or {}).get("≥P99") or {}).get("antagonists")
     if cp:
         body += _p(f"≥P99, the threads their waits depended on (critical path), while runnable "

@@ -14,9 +14,10 @@ analyze/explain/peer.py), blocked_reasons{band: {lock_wait_ms, io_wait_ms, sleep
 and critical_path{band: {waker_*_ms, irq_ms, unknown_ms, reason, what, who, sentence,
 antagonists}} (analyze/explain/critpath.py; null without wait reasons / wakers), wait_objects (the
 longest waits of the whole run, critpath.df_wait_objects rows), antagonists{band: {runnable_ms
-(mean per request), by_class{class: share}, top[{pid, comm, cgroup, class, threads, ms,
-share}]}} (who held the CPU while the band's requests were runnable, analyze/explain/antagonists.py;
-null without the cpu event), cpu_occupancy{runnable_ms, by_class, records, waits_truncated,
+(mean per request), by_class{class: share}, top[{pid, comm, cgroup, container, class, threads,
+ms, share}], containers[{container, processes, ms, share}]}} (who held the CPU while the band's
+requests were runnable, analyze/explain/antagonists.py; container: the label of the container the
+process runs in, explain/containers.py; null without the cpu event), cpu_occupancy{runnable_ms, by_class, records, waits_truncated,
 irq_recorded (the irq event: interrupts are a class of their own)}
 (the same over every traced runnable interval), tailtrace_cost (what tracing cost the
 machine, from meta.json cost: tailtrace_cost below; null without BPF statistics), cut (null,

@@ -13,6 +13,7 @@ from ..load.load import fold_comm
 from ..explain.attribute import BANDS, BLOCKED_GROUPS, GROUPS, MS, adds_up, dominant_group
 from ..explain.critpath import MAX_DEPTH, has_wakers
 from ..explain.decompose import CHECK_WHY, UNTRACED
+from ..explain.containers import cgroup_words
 from ..explain.handoff import df_ran_on
 from .fmt import dur
 
@@ -315,13 +316,16 @@ def share_words(share: float) -> str:
 
 def process_words(run, top: dict) -> str:
     """'tt-hog (pid 4242, not traced, cgroup /batch)', or with several of its threads
-    '63 threads of httpload (pid 24026)'."""
+    '63 threads of httpload (pid 24026)'; a process in a container by its container
+    ('java (pid 4242, not traced, containerd container 3f2a9c1b7d4e in pod 5c2e7a1f,
+    burstable)', explain/containers.py)."""
     traced = set(run.tasks["pid"].astype(int)) if len(run.tasks) else set()
     bits = [f"pid {top['pid']}"]
     if top["pid"] not in traced:
         bits.append("not traced")
-    if top.get("cgroup") and top["cgroup"] != "/":
-        bits.append(f"cgroup {top['cgroup']}")
+    where = top.get("container") or cgroup_words(top.get("cgroup"))
+    if where:
+        bits.append(where)
     who = f"{top['comm'] or '?'} ({', '.join(bits)})"
     return f"{top['threads']} threads of {who}" if top.get("threads", 1) > 1 else who
 

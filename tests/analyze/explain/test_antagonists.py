@@ -113,8 +113,10 @@ def test_band_summary_names_process_cgroup_and_shares():
     d = df_decompose(run)
     s = summary_dict(Findings(run, d, df_bands(d)))
     top = s["antagonists"]["≥P99"]["top"]
-    assert top[0] == {"pid": 500, "comm": "hog", "cgroup": "/batch", "class": "other",
-                      "threads": 1, "ms": 2.8, "share": pytest.approx(2.8 / 6.3)}
+    assert top[0] == {"pid": 500, "comm": "hog", "cgroup": "/batch", "container": None,
+                      "class": "other", "threads": 1, "ms": 2.8,
+                      "share": pytest.approx(2.8 / 6.3)}
+    assert s["antagonists"]["≥P99"]["containers"] == []      # no process in a container
     assert s["antagonists"]["≥P99"]["runnable_ms"] == pytest.approx(6.3)
     assert s["antagonists"]["≥P99"]["by_class"] == pytest.approx(
         {"sibling": 2 / 6.3, "peer": 0, "other": 2.8 / 6.3, "kernel": 1 / 6.3, "irq": 0,
