@@ -66,6 +66,8 @@ Recording:
   --user-stacks dwarf[,BYTES]|fp  how off-CPU user stacks are walked: copied and unwound by
                                call-frame information, through code without frame pointers
                                (Debian's libc, python3), or by frame pointer  [dwarf]
+  --ringbuf-mb N               ring buffer per stream in MiB, 0 to 2048 (tailtrace
+                               --ringbuf-mb; bigger when the report says events were lost)  [32]
   --flight SECONDS             flight recorder: keep the last SECONDS in memory, write a
                                capture of each request slower than --trigger (with our
                                workloads, httpload's USDT request marks are the spans);
@@ -102,7 +104,7 @@ EOF
 set_defaults() {
 	MODE=workload WORKLOAD=pool CONNS=20 WORKERS="" REQUESTS="" DURATION="" RATE="" URL=""
 	PORT="" SERVER_WORKERS="" SERVICE_US="" SLEEP_US="" CPUS="" NUMA=""
-	EVENTS="" SPANS=() SPAN_EXIT="" USER_STACKS="" PERF=1 FLAME=1 OUT="" LABEL="" WORKLOADS=naive,pool,async
+	EVENTS="" SPANS=() SPAN_EXIT="" USER_STACKS="" RINGBUF_MB="" PERF=1 FLAME=1 OUT="" LABEL="" WORKLOADS=naive,pool,async
 	SWEEP_CONNS=10,50,100 SPAN_NONE=0 TARGET_PID="" TARGET_COMM="" DIFF_A="" DIFF_B="" INSTALL=0
 	BUILD=1 CMD=() CONNS_SET=0 FLIGHT="" TRIGGER=""
 }
@@ -175,6 +177,8 @@ parse_args() {
 			SPAN_EXIT=$2; shift ;;
 		--user-stacks) need_arg "$@"; [[ $2 =~ ^(fp|dwarf(,[0-9]+)?)$ ]] || die "--user-stacks wants dwarf, dwarf,BYTES or fp, got '$2'"
 			USER_STACKS=$2; shift ;;
+		--ringbuf-mb) need_arg "$@"; [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -le 2048 ] || die "--ringbuf-mb wants MiB from 0 to 2048, got '$2'"
+			RINGBUF_MB=$2; shift ;;
 		--flight) need_arg "$@"; need_pos_num "$1" "$2"; FLIGHT=$2; shift ;;
 		--trigger) need_arg "$@"; TRIGGER=$2; shift ;;
 		--no-perf) PERF=0 ;;

@@ -93,8 +93,8 @@ static const struct opt_spec {
 	  "sites and cost" },
 	{ .name = "ringbuf-mb", .arg = "N", .val = 'r', .help =
 	  "ring buffer per stream in MiB, rounded up to a power of two\n"
-	  "(default: %ld; 0 = one page, to test loss reporting)",
-	  .args = { TT_DEFAULT_RINGBUF_MB } },
+	  "(default: %ld, at most %ld; 0 = one page, to test loss reporting)",
+	  .args = { TT_DEFAULT_RINGBUF_MB, TT_MAX_RINGBUF_MB } },
 	{ .name = "min-offcpu-us", .arg = "N", .val = 'm', .help =
 	  "keep off-CPU stacks only for intervals >= N us\n"
 	  "(default: 0 for a filtered target, %ld with --all)",
@@ -216,7 +216,10 @@ static void opts_getopt(struct option *longs, char *shorts)
 {
 	size_t n = 0, k = 0;
 
+	/* '+': options end at the first operand (the command); ':': a missing value is
+	 * reported as ':', not as an unknown option */
 	shorts[k++] = '+';
+	shorts[k++] = ':';
 	for (size_t i = 0; i < N_OPTS; i++) {
 		const struct opt_spec *o = &opt_table[i];
 
@@ -575,7 +578,7 @@ static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len
 		}
 		return 0;
 	case 'r':
-		if (parse_num("--ringbuf-mb", arg, 0, 4096, &v, err, len))
+		if (parse_num("--ringbuf-mb", arg, 0, TT_MAX_RINGBUF_MB, &v, err, len))
 			return -EINVAL;
 		o->ringbuf_mb = (unsigned)v;
 		return 0;
@@ -717,7 +720,7 @@ int options_parse(int argc, char **argv, struct tt_cli *cli, char *err, size_t l
 {
 	struct tt_opts *o = &cli->opts;
 	struct option longs[N_OPTS + 1];
-	char shorts[2 * N_OPTS + 2];
+	char shorts[2 * N_OPTS + 3];
 	int c;
 
 	memset(cli, 0, sizeof(*cli));

@@ -9,6 +9,8 @@
  * uprobes (exact hold times, three hits a lock/unlock pair) are opt-in. */
 #define TT_DEFAULT_EVENTS (TT_EV_RUNQ | TT_EV_SWITCH | TT_EV_OFFCPU | TT_EV_CPU)
 #define TT_DEFAULT_RINGBUF_MB 32
+/* The largest ring whose size in bytes a map's max_entries (a __u32) holds, a power of two. */
+#define TT_MAX_RINGBUF_MB 2048
 #define TT_DEFAULT_MIN_OFFCPU_ALL_US 1000
 /* --flight-recorder defaults (docs/flight-recorder.md) */
 #define TT_DEFAULT_TRIGGER "p99.9"

@@ -37,6 +37,7 @@ tailtrace_args() {
 	for s in "${SPANS[@]}"; do TT_ARGS+=(--span "$s"); done
 	[ -z "$SPAN_EXIT" ] || TT_ARGS+=(--span-exit "$SPAN_EXIT")
 	[ -z "$USER_STACKS" ] || TT_ARGS+=(--user-stacks "$USER_STACKS")
+	[ -z "$RINGBUF_MB" ] || TT_ARGS+=(--ringbuf-mb "$RINGBUF_MB")
 	if [ -n "$FLIGHT" ]; then
 		TT_ARGS+=(--flight-recorder "$FLIGHT")
 		[ -z "$TRIGGER" ] || TT_ARGS+=(--trigger "$TRIGGER")

@@ -38,6 +38,8 @@ def test_bad_values_name_the_fix():
     assert p.returncode != 0 and "exclude each other" in p.stderr
     p = run_sh("--")
     assert p.returncode != 0 and "needs a command" in p.stderr
+    p = run_sh("--ringbuf-mb", "4096")
+    assert p.returncode != 0 and "--ringbuf-mb wants MiB from 0 to 2048" in p.stderr
 
 
 def test_help_lists_every_option_with_default():
@@ -45,7 +47,7 @@ def test_help_lists_every_option_with_default():
     assert p.returncode == 0
     for opt in ["--workload", "--conns", "--workers", "--requests", "--duration", "--rate", "--url",
                 "--cpus", "--numa", "--events", "--no-flamegraph", "--out", "--sweep", "--workloads",
-                "--diff", "--pid", "--span", "--install"]:
+                "--diff", "--pid", "--span", "--install", "--user-stacks", "--ringbuf-mb"]:
         assert opt in p.stdout, f"--help does not mention {opt}"
     assert "[pool]" in p.stdout and "[20000]" in p.stdout
 

@@ -36,3 +36,16 @@ def test_server_start_whose_log_never_appears_fails_with_a_message(tmp_path):
            f"server_start {tmp_path}/missing/server.log --workers 1")
     assert p.returncode == 1
     assert "t: error: orders-server exited during start-up" in p.stderr, p.stderr
+
+
+def test_tailtrace_args_pass_the_ring_size_and_stacks_run_sh_was_given():
+    """run.sh --ringbuf-mb N (what the report's lost-events warning advises) and
+    --user-stacks reach tailtrace; left out, tailtrace's own defaults hold."""
+    common = ("EVENTS= SPANS=() SPAN_EXIT= FLIGHT= TRIGGER= MODE=pid TT_TAILTRACE=tt\n"
+              ". scripts/lib/record.sh\n")
+    p = sh(common + "USER_STACKS=fp RINGBUF_MB=256\ntailtrace_args /r\necho \"${TT_ARGS[*]}\"")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["tt", "--out", "/r", "--user-stacks", "fp", "--ringbuf-mb", "256"]
+    p = sh(common + "USER_STACKS= RINGBUF_MB=\ntailtrace_args /r\necho \"${TT_ARGS[*]}\"")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["tt", "--out", "/r"]

@@ -236,6 +236,12 @@ def test_error_bad_user_stacks(tmp_path):
 def test_error_no_target_and_bad_numbers(tmp_path):
     assert one_line_error(tailtrace(tmp_path), "no target")
     one_line_error(tailtrace(tmp_path, "--duration", "soon", "--all"), "--duration 'soon'")
+    # an option's value left out is said so, not an unknown option
+    one_line_error(tailtrace(tmp_path, "--pid"), "missing value for '--pid'")
+    one_line_error(tailtrace(tmp_path, "--all", "--ringbuf-mb"), "missing value for '--ringbuf-mb'")
+    # 4 GiB does not fit a ring's size in bytes (a __u32): refused, not wrapped to 0
+    one_line_error(tailtrace(tmp_path, "--ringbuf-mb", "4096", "--all"),
+                   "--ringbuf-mb '4096'", "between 0 and 2048")
 
 
 def test_error_not_root():
@@ -261,5 +267,5 @@ def test_help_lists_every_option_with_defaults():
                 "--span", "--ringbuf-mb", "--min-offcpu-us", "--user-stacks", "--aggregate",
                 "-- CMD"):
         assert opt in out
-    assert "default: runq,switch,offcpu,cpu;" in out and "default: 32" in out
+    assert "default: runq,switch,offcpu,cpu;" in out and "default: 32, at most 2048" in out
     assert "(default: dwarf)" in out
