@@ -8,7 +8,9 @@
 #include <stdio.h>
 
 /* Write s as a JSON string: '"' and '\\' escaped, control bytes as \u00XX,
- * every other byte (UTF-8 included) as is. NULL is written as null. */
+ * well-formed UTF-8 as is, and each byte of what is not UTF-8 (a comm cut in the
+ * middle of a character, a Latin-1 argv or cgroup path) as \ufffd, the
+ * replacement character, so that the file always decodes. NULL is written as null. */
 void json_write_string(FILE *f, const char *s);
 
 /* Writes a file body; returns 0 or a negative errno. */

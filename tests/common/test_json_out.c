@@ -25,6 +25,49 @@ static void test_string(void)
 	free(buf);
 }
 
+/* What json_write_string makes of s. */
+static char *written(const char *s)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	CHECK(f);
+	json_write_string(f, s);
+	CHECK(fclose(f) == 0);
+	return buf;
+}
+
+/* Well-formed UTF-8 as is; each byte of what is not UTF-8 as the replacement character. */
+static void test_utf8(void)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{ "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"" },
+		/* a 15-byte comm cut inside a 3-byte character: its first two bytes, then the end */
+		{ "worker-\xe2\x82\xac\xe2\x82", "\"worker-\xe2\x82\xac\\ufffd\\ufffd\"" },
+		{ "caf\xe9", "\"caf\\ufffd\"" },                       /* Latin-1 */
+		{ "\x80x", "\"\\ufffdx\"" },                           /* a stray continuation */
+		{ "\xc0\xaf", "\"\\ufffd\\ufffd\"" },                 /* overlong '/' */
+		{ "\xe0\x80\xaf", "\"\\ufffd\\ufffd\\ufffd\"" },       /* overlong, 3 bytes */
+		{ "\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\"" },       /* a surrogate, U+D800 */
+		{ "\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\"" }, /* above U+10FFFF */
+		{ "\xf4\x8f\xbf\xbf", "\"\xf4\x8f\xbf\xbf\"" },             /* U+10FFFF itself */
+		{ "\xff", "\"\\ufffd\"" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = written(cases[i].in);
+
+		if (strcmp(got, cases[i].out)) {
+			fprintf(stderr, "FAIL utf8 case %zu: got %s\n", i, got);
+			exit(1);
+		}
+		free(got);
+	}
+}
+
 static int body_ok(FILE *f, const void *arg)
 {
 	fputs(arg, f);
@@ -71,6 +114,7 @@ static void test_file(const char *dir)
 int main(int argc, char **argv)
 {
 	test_string();
+	test_utf8();
 	test_file(argc > 1 ? argv[1] : ".");
 	printf("json_out ok\n");
 	return 0;

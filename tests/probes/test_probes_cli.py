@@ -1,6 +1,7 @@
 """tailtrace's target modes, exit paths and errors, with real BPF."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -269,3 +270,13 @@ def test_help_lists_every_option_with_defaults():
         assert opt in out
     assert "default: runq,switch,offcpu,cpu;" in out and "default: 32, at most 2048" in out
     assert "(default: dwarf)" in out
+
+
+def test_meta_json_decodes_whatever_bytes_the_command_line_holds(tmp_path):
+    """An argument in Latin-1 (not UTF-8): meta.json still decodes, the byte said as the
+    replacement character (common/json_out.c)."""
+    p = subprocess.run([str(TAILTRACE), "--out", str(tmp_path), "--events", "switch", "--",
+                        "/bin/echo", b"caf\xe9"], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    m = json.loads((tmp_path / "meta.json").read_bytes().decode("utf-8"))
+    assert m["command"][-1] == "caf\ufffd"
