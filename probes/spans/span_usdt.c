@@ -103,6 +103,26 @@ static int scan_probe(const struct syms_usdt *u, void *arg)
 	return 0;
 }
 
+/* How much of NAME names the span: a probe's own full name (request__span, the one
+ * mark; request__start or request__done, an end of the pair; as the errors list the
+ * probes) stands for the span it marks, request. */
+static size_t usdt_stem_len(const char *name)
+{
+	size_t n = strlen(name);
+	const char *const *lists[] = { start_suffix, end_suffix };
+
+	if (n > strlen(ONCE_SUFFIX) && !strcmp(name + n - strlen(ONCE_SUFFIX), ONCE_SUFFIX))
+		return n - strlen(ONCE_SUFFIX);
+	for (int l = 0; l < 2; l++)
+		for (int c = 0; c < N_SUFFIX; c++) {
+			size_t k = strlen(lists[l][c]);
+
+			if (n > k && !strcmp(name + n - k, lists[l][c]))
+				return n - k;
+		}
+	return n;
+}
+
 static int split_names(struct usdt_scan *s, const char *name, char *err, size_t len)
 {
 	const char *comma = strchr(name, ',');
@@ -117,12 +137,17 @@ static int split_names(struct usdt_scan *s, const char *name, char *err, size_t 
 		s->nwant = 1;
 		return 0;
 	}
+	size_t stem = usdt_stem_len(name);
+
 	for (int c = 0; c < N_SUFFIX; c++) {
-		snprintf(s->want[0][c], 64, "%s%s", name, start_suffix[c]);
-		snprintf(s->want[1][c], 64, "%s%s", name, end_suffix[c]);
+		snprintf(s->want[0][c], 64, "%.*s%s", (int)stem, name, start_suffix[c]);
+		snprintf(s->want[1][c], 64, "%.*s%s", (int)stem, name, end_suffix[c]);
 	}
-	snprintf(s->once, sizeof(s->once), "%s%s", name, ONCE_SUFFIX);
+	snprintf(s->once, sizeof(s->once), "%.*s%s", (int)stem, name, ONCE_SUFFIX);
 	s->nwant = N_SUFFIX;
+	/* one end of a pair named: the pair, not the one mark */
+	if (stem < strlen(name) && strcmp(name + stem, ONCE_SUFFIX))
+		s->once[0] = '\0';
 	return 0;
 }
 

@@ -93,6 +93,19 @@ def test_httpload_one_mark_spans_start_at_its_own_clock(server, tmp_path, model)
     assert site["entry"]["class"] == "nop5" and site["exits"] == []
 
 
+@pytest.mark.parametrize("name,found", [
+    ("request__span", "USDT request__span (3 sites, nop5), one mark carrying the start"),
+    ("request__start", "USDT request__start (2 sites, nop5) to request__done (3 sites, nop5)"),
+    ("request__done", "USDT request__start (2 sites, nop5) to request__done (3 sites, nop5)")])
+def test_a_probe_named_as_the_errors_list_it_is_taken(tmp_path, name, found):
+    """The one mark by its own name is the one mark; an end of the pair by its name, the
+    pair (the error for an unknown NAME lists the probes by these names)."""
+    p = tailtrace(tmp_path, "--events", "spans", "--span", f"usdt:{HTTPLOAD}:httpload:{name}",
+                  "--", str(HTTPLOAD), "--help")
+    assert p.returncode == 0, p.stderr
+    assert f"span {name}: {found}" in p.stderr
+
+
 def test_orders_server_usdt_spans_by_pid(server, tmp_path):
     """The server's own marks, attached by --pid: one span per request it answered, on its
     worker threads, returning the HTTP status httpload saw."""
