@@ -28,8 +28,8 @@ usage() {
 usage: ./run.sh [OPTIONS]                      run a workload against orders-server
        ./run.sh --sweep [--workloads L] [--conns L] [OPTIONS]
        ./run.sh --diff RUN_A RUN_B            differential flame graphs (into RUN_B)
-       ./run.sh --pid PID[,PID] | --comm NAME [--duration S] [--span LIB:SYM]...
-       ./run.sh [--span LIB:SYM]... -- CMD ARGS...
+       ./run.sh --pid PID[,PID] | --comm NAME [--duration S] [--span BIN:SYMBOL]...
+       ./run.sh [--span BIN:SYMBOL]... -- CMD ARGS...
 
 Workload (default mode):
   --workload naive|pool|async  client concurrency model              [pool]
@@ -56,7 +56,7 @@ Recording:
                                and lock chains, at a cost: ~0.5 us per uprobe hit, three a
                                lock/unlock pair (httpload pool/100: 84.8k req/s untraced, 44.3k
                                with locks). tailtrace warns when uprobes take > 5% of a CPU.
-  --span LIB:SYMBOL            a function call becomes a request (repeatable)  [none; with
+  --span BIN:SYMBOL            a function call becomes a request (repeatable)  [none; with
                                --pid of a server listening on TCP: --span tcp]
   --span usdt:BIN:PROV:NAME    or the time from USDT probe NAME__start to NAME__done
   --span tcp[:PORT]            or each request on the target's TCP port, first byte in to
@@ -170,7 +170,7 @@ parse_args() {
 		--cpus) need_arg "$@"; need_cpus "$1" "$2"; CPUS=$2; shift ;;
 		--numa) need_arg "$@"; NUMA=$2; shift ;;
 		--events | --probes) need_arg "$@"; EVENTS=$2; shift ;;
-		--span) need_arg "$@"; [[ $2 == *:* || $2 == tcp || $2 == none ]] || die "--span wants LIB:SYMBOL (e.g. libcurl.so.4:curl_easy_perform), usdt:BIN:PROVIDER:NAME, tcp[:PORT] or none, got '$2'"
+		--span) need_arg "$@"; [[ $2 == *:* || $2 == tcp || $2 == none ]] || die "--span wants BIN:SYMBOL (e.g. libcurl.so.4:curl_easy_perform), usdt:BIN:PROVIDER:NAME, tcp[:PORT] or none, got '$2'"
 			if [ "$2" = none ]; then SPAN_NONE=1; else SPANS+=("$2"); fi
 			shift ;;
 		--span-exit) need_arg "$@"; [[ $2 =~ ^(auto|uretprobe|ret)$ ]] || die "--span-exit wants auto, uretprobe or ret, got '$2'"

@@ -72,9 +72,9 @@ static const struct opt_spec {
 	  "the interrupts of every CPU); spans is added by --span; locks adds pthread\n"
 	  "mutex uprobes for exact hold times, ~0.5 us a hit, three a lock/unlock\n"
 	  "pair: lock waits are in the default)" },
-	{ .name = "span", .arg = "BIN:SYM", .val = 's', .help =
-	  "record calls of SYM in BIN (path or library name) as spans; repeatable, max %ld;\n"
-	  "SYM as the file spells it or, for C++ and Rust, demangled ('ns::C::f',\n"
+	{ .name = "span", .arg = "BIN:SYMBOL", .val = 's', .help =
+	  "record calls of SYMBOL in BIN (path or library name) as spans; repeatable, max %ld;\n"
+	  "SYMBOL as the file spells it or, for C++ and Rust, demangled ('ns::C::f',\n"
 	  "'ns::C::f(int)' among overloads)\n"
 	  "--span usdt:BIN:PROVIDER:NAME: one USDT probe NAME__span(id, t_start_ns[, ret])\n"
 	  "at the request's end if BIN has it, else a span from NAME__start to\n"

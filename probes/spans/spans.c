@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * spans: loader side of spans.bpf.c. Each --span BINARY_OR_LIB:SYMBOL is
+ * spans: loader side of spans.bpf.c. Each --span BIN:SYMBOL is
  * resolved to a file (path, the target's mapping, ldconfig cache, standard
  * dirs, $PATH) and planned from its machine code (span_plan.c): the entry
  * site and either a uretprobe (only where nothing can unwind through it) or

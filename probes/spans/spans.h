@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * spans: --span BINARY_OR_LIB:SYMBOL -> one struct tt_span (records.h) per
+ * spans: --span BIN:SYMBOL -> one struct tt_span (records.h) per
  * call. Types shared with spans.bpf.c.
  *
  * A span opens at the function's entry site and closes at one of its exit
