@@ -257,12 +257,14 @@ def cut_note(cut: dict) -> str:
 
 def kernel_warnings(meta: dict) -> list:
     """One line per kernel fallback of the recording (meta.json kernel_fallbacks) that cost
-    the run something: what, the kernel feature it lacked and since when, what was lost."""
+    the run something: what, the kernel feature it lacked and since when (or, since null,
+    that it is a build option), what was lost."""
     out = []
     for f in meta.get("kernel_fallbacks") or []:
         if isinstance(f, dict) and f.get("loses"):
-            out.append(f"{f.get('what')}: this kernel lacks {f.get('needs')} (Linux "
-                       f"{f.get('since')}+): {f.get('loses')}")
+            since = f"Linux {f['since']}+" if f.get("since") else "a kernel build option"
+            out.append(f"{f.get('what')}: this kernel lacks {f.get('needs')} ({since}): "
+                       f"{f.get('loses')}")
     return out
 
 

@@ -28,7 +28,8 @@ static enum tt_hook chosen = TT_HOOK_TP_BTF;
 static unsigned without; /* --debug without=FEATURE */
 
 static const char *const without_names[] = { "bpf-loop", "uprobe-cookie", "atomics",
-					     "task-regs", "switch-state", "ringbuf" };
+					     "task-regs", "switch-state", "ringbuf",
+					     "fair-group-sched" };
 
 unsigned features_without_parse(const char *name)
 {
@@ -65,12 +66,15 @@ static void note_add(bool refused, const char *what, const char *needs, const ch
 		nnotes--;
 		return;
 	}
+	/* since NULL: a build option of the kernel, in no version by default */
 	if (refused)
-		fprintf(stderr, "tailtrace: %s needs %s (Linux %s+); recording without it%s%s\n",
-			what, needs, since, loses ? ": " : "", loses ? loses : "");
+		fprintf(stderr, "tailtrace: %s needs %s (%s%s%s); recording without it%s%s\n",
+			what, needs, since ? "Linux " : "a kernel built with it", since ? since : "",
+			since ? "+" : "", loses ? ": " : "", loses ? loses : "");
 	else
-		fprintf(stderr, "tailtrace: %s need %s (Linux %s+): %s%s%s\n", what, needs, since,
-			instead, loses ? "; " : "", loses ? loses : "");
+		fprintf(stderr, "tailtrace: %s need %s (%s%s%s): %s%s%s\n", what, needs,
+			since ? "Linux " : "a kernel built with it", since ? since : "",
+			since ? "+" : "", instead, loses ? "; " : "", loses ? loses : "");
 }
 
 void features_fallback(const char *what, const char *needs, const char *since,
@@ -525,18 +529,28 @@ static bool btf_has_members(const struct btf *btf, const char *name, const char 
 	return found == n;
 }
 
-/* Every field runq_kacct_*() reads (runq_switch.bpf.h); se.cfs_rq only
- * exists with CONFIG_FAIR_GROUP_SCHED. */
+bool features_task_rq(void)
+{
+	static const char *const se[] = { "cfs_rq" };
+	static const char *const cfs_rq[] = { "rq" };
+	const struct btf *btf = vmlinux_btf();
+
+	return !(without & TT_WITHOUT_FAIR_GROUP_SCHED) && btf &&
+	       btf_has_members(btf, "sched_entity", se, 1) &&
+	       btf_has_members(btf, "cfs_rq", cfs_rq, 1);
+}
+
+/* Every field runq_kacct_*() reads (runq_switch.bpf.h), the run queue's clock
+ * reached from the task (features_task_rq). */
 static bool sched_info_fields(const struct btf *btf)
 {
 	static const char *const info[] = { "pcount", "run_delay", "last_queued" };
-	static const char *const se[] = { "cfs_rq", "nr_migrations" };
-	static const char *const cfs_rq[] = { "rq" };
+	static const char *const se[] = { "nr_migrations" };
 	static const char *const rq[] = { "clock" };
 
 	return btf_has_members(btf, "sched_info", info, 3) &&
-	       btf_has_members(btf, "sched_entity", se, 2) &&
-	       btf_has_members(btf, "cfs_rq", cfs_rq, 1) && btf_has_members(btf, "rq", rq, 1);
+	       btf_has_members(btf, "sched_entity", se, 1) && features_task_rq() &&
+	       btf_has_members(btf, "rq", rq, 1);
 }
 
 bool features_sched_info(void)

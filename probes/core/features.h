@@ -30,6 +30,7 @@ struct features_note {
 	const char *loses;     /* what the run lacks for it, NULL: nothing */
 };
 #define FEATURES_MAX_NOTES 16
+/* since: the Linux version that has `needs`, or NULL for a build option of the kernel. */
 void features_fallback(const char *what, const char *needs, const char *since,
 		       const char *instead, const char *loses);
 void features_refuse(const char *what, const char *needs, const char *since, const char *loses);
@@ -37,7 +38,7 @@ const struct features_note *features_notes(int *n);
 
 /* --debug without=FEATURE: take a kernel feature as missing, so an older kernel's
  * code path runs here (tests): bpf-loop, uprobe-cookie, atomics, task-regs,
- * switch-state, ringbuf. */
+ * switch-state, ringbuf, fair-group-sched. */
 enum {
 	TT_WITHOUT_BPF_LOOP = 1u << 0,
 	TT_WITHOUT_UPROBE_COOKIE = 1u << 1,
@@ -45,6 +46,7 @@ enum {
 	TT_WITHOUT_TASK_REGS = 1u << 3,
 	TT_WITHOUT_SWITCH_STATE = 1u << 4,
 	TT_WITHOUT_RINGBUF = 1u << 5,
+	TT_WITHOUT_FAIR_GROUP_SCHED = 1u << 6,
 };
 /* "bpf-loop" ... -> its bit, 0 if unknown. */
 unsigned features_without_parse(const char *name);
@@ -108,5 +110,9 @@ bool features_bpf_loop(void);
  * task (se.cfs_rq->rq->clock: CONFIG_FAIR_GROUP_SCHED)? --aggregate reads its
  * waits there. */
 bool features_sched_info(void);
+/* Is a task's run queue reachable from the task (se.cfs_rq->rq: only in a
+ * kernel built with CONFIG_FAIR_GROUP_SCHED)? The wakeup contexts
+ * (waker_ctx.bpf.h) and --aggregate's waits (features_sched_info) read it. */
+bool features_task_rq(void);
 
 #endif

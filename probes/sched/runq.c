@@ -52,6 +52,14 @@ static void waker_ctx_configure(struct sched_bpf *skel)
 				  "its waker, marked a guess");
 		return;
 	}
+	if (!features_task_rq()) { /* the program reaches the per-CPU area from the run queue */
+		features_fallback("wakeup contexts (a task, or an interrupt)",
+				  "CONFIG_FAIR_GROUP_SCHED", NULL,
+				  "an interrupt is told apart only when it wakes over the idle task",
+				  "a wait an interrupt ended over a running task names that task as "
+				  "its waker, marked a guess");
+		return;
+	}
 	skel->rodata->have_preempt_count = true;
 	skel->rodata->pcpu_pc_delta = pc - rq;
 	skel->rodata->pcpu_cur_delta = cur - rq;

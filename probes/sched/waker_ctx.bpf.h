@@ -18,7 +18,9 @@
 #include <bpf/bpf_helpers.h>
 #include "sched/user_regs.bpf.h"
 
-/* Set by the loader (runq.c, the sched module) from BTF; have_preempt_count false: unknown. */
+/* Set by the loader (runq.c, the sched module) from BTF; have_preempt_count false: unknown
+ * (also when se.cfs_rq is missing, a kernel without CONFIG_FAIR_GROUP_SCHED: the read in
+ * tt_preempt_count is then dead code the verifier drops, its failed relocation never run). */
 const volatile bool have_preempt_count = false;
 const volatile long pcpu_pc_delta = 0;    /* __preempt_count - runqueues */
 const volatile long pcpu_cur_delta = 0; /* current_task - runqueues */

@@ -82,7 +82,8 @@ def main(out: Path, names: list[str]) -> int:
         seen = []
         for c in cs:
             for f in c["fallbacks"]:
-                line = (f"{f['what']}: needs {f['needs']} ({f['since']}+): "
+                since = f"{f['since']}+" if f.get("since") else "a build option"
+                line = (f"{f['what']}: needs {f['needs']} ({since}): "
                         + ("refused" if f.get("refused") else f.get("instead", ""))
                         + (f"; {f['loses']}" if f.get("loses") else ""))
                 if line not in seen:

@@ -10,8 +10,10 @@ on this machine too, against the same oracles as the default path. The kernel ma
                  in read(2) on its pipes' fds
   uprobe-cookie  a program pair per --span: 200 calls, 200 spans with their return values
   atomics        USDT spans paired through the hash map only
+  fair-group-sched  no run queue reached from a task (se.cfs_rq): wakeup contexts told
+                 apart only over the idle task, the rest marked a guess
 Each fallback is said in one line naming the missing feature and the Linux version that has
-it, and recorded in meta.json kernel_fallbacks. Real BPF: run as root."""
+it (or that it is a build option of the kernel), and recorded in meta.json kernel_fallbacks. Real BPF: run as root."""
 from __future__ import annotations
 
 import os
@@ -21,7 +23,7 @@ import numpy as np
 import pytest
 
 from analyze.explain import antagonists as A
-from analyze.load.load import load_run
+from analyze.load.load import RUNQ_KINDS, WAKER_CTXS, load_run
 from analyze.load.schema import load_schema, read_records
 from tt_run import BUILD, helper, meta, needs_root, records, tailtrace
 
@@ -108,3 +110,20 @@ def test_usdt_spans_without_atomics(tmp_path):
     # 300 marks open at once, half ended by another thread: all paired by their id
     assert len(s) == 300
     assert sorted(s["ret"].tolist()) == [2 * i + 1 for i in range(300)]
+
+
+def test_wakeup_contexts_without_a_run_queue_reached_from_the_task(tmp_path):
+    """A kernel built without CONFIG_FAIR_GROUP_SCHED has no se.cfs_rq: the programs load
+    (the read is dead code) and every wakeup is a guess but those over the idle task."""
+    p = tailtrace(tmp_path, "--debug", "without=fair-group-sched", "--events", "runq,switch",
+                  "--", helper("pingpong"), "2000")
+    assert p.returncode == 0, p.stderr
+    assert ("wakeup contexts (a task, or an interrupt) need CONFIG_FAIR_GROUP_SCHED (a kernel "
+            "built with it): ") in p.stderr
+    f = fallbacks(tmp_path)["CONFIG_FAIR_GROUP_SCHED"]
+    assert f["since"] is None and not f["refused"] and "marked a guess" in f["loses"]
+    rq = records(tmp_path, "runq")
+    woken = rq[rq["kind"] == RUNQ_KINDS.index("wakeup")]
+    ctx = {WAKER_CTXS[c] for c in np.unique(woken["waker_ctx"])}
+    assert "task_guess" in ctx and ctx <= {"task_guess", "hardirq", "unknown"}, ctx
+

@@ -106,6 +106,12 @@ def test_a_kernel_fallback_that_loses_information_is_one_warning():
     assert kernel_warnings(meta) == ["the cpu event's loops: this kernel lacks bpf_loop (Linux "
                                      "5.17+): a wait keeps its last 48 switches"]
     assert kernel_warnings({}) == []
+    # a build option of the kernel, in no version: since null
+    meta = {"kernel_fallbacks": [
+        {"what": "wakeup contexts", "needs": "CONFIG_FAIR_GROUP_SCHED", "since": None,
+         "refused": False, "instead": "idle only", "loses": "a guess"}]}
+    assert kernel_warnings(meta) == ["wakeup contexts: this kernel lacks CONFIG_FAIR_GROUP_SCHED "
+                                     "(a kernel build option): a guess"]
 
 
 COST = {"bpf_stats": "sampled",
