@@ -9,10 +9,6 @@ if str(PROBES) not in sys.path:
     sys.path.insert(0, str(PROBES))
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "feature(name): the matrix row a kernel test reports")
-
-
 @pytest.fixture(autouse=True)
 def _feature(request, record_property):
     """The test's feature (its mark) as a junit property before it runs: the matrix files a

@@ -7,7 +7,8 @@ every fallback tailtrace took (meta.json kernel_fallbacks) and its figures; the 
 built from them (scripts/lib/kernel_matrix.py).
 
 Only an optional feature may be refused: --span usdt:, --listen, --events ...,locks,
---events ...,irq, and the wait-reason split. The default events, function spans,
+--events ...,irq, and the wait-reason split; and only on a kernel older than the version the
+refusal names (a refusal on one that has it fails the test). The default events, function spans,
 --aggregate, --flight-recorder and the main job must pass on every kernel.
 
 The bounds are those of the host's own tests where the figure is a share of a window
@@ -64,11 +65,22 @@ def report(record_property, run_dir: Path | None, outcome: str = "pass", **figur
             "unmatched": sum((m.get("unmatched_events") or {}).values())}))
 
 
+def kernel_version(release: str | None = None) -> tuple[int, int]:
+    """The running kernel's (major, minor): '6.12.117+deb13-amd64' -> (6, 12)."""
+    m = re.match(r"(\d+)\.(\d+)", release or os.uname().release)
+    return int(m[1]), int(m[2])
+
+
 def refused(record_property, stderr: str, what: str, run_dir: Path, **figures) -> bool:
     """Did tailtrace refuse `what` in its one line? If so, report the test's feature refused,
-    with the kernel feature it needs and the version that has it."""
+    with the kernel feature it needs and the version that has it. A refusal on a kernel at
+    or past that version is feature detection gone wrong: the test fails."""
     for m in REFUSED.finditer(stderr):
         if what in m["what"]:
+            since = tuple(int(x) for x in m["since"].split("."))
+            assert kernel_version() < since, (
+                f"{m['what']} refused as needing {m['needs']} (Linux {m['since']}+) on "
+                f"{os.uname().release}, which has it: {m[0]}")
             report(record_property, run_dir, "refused", needs=m["needs"],
                    since=m["since"], **figures)
             return True
