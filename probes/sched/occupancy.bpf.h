@@ -113,6 +113,8 @@ static __always_inline struct occ_rec *occ_next_slot(struct occ_cpu *c, __u32 cp
 	__u64 g = c->seq / OCC_BATCH;
 	struct runq_msg *m = occ_batch(c, g);
 
+	c->writing = 1;
+	asm volatile("" ::: "memory"); /* set before the slot is touched */
 	if (!(c->seq & (OCC_BATCH - 1))) {
 		c->sent &= ~(1u << (g & (OCC_BATCHES - 1)));
 		m->r.cpu = cpu;
@@ -131,6 +133,8 @@ static __always_inline void occ_commit(struct occ_cpu *c)
 	if ((c->seq & (OCC_BATCH - 1)) == OCC_BATCH - 1 && c->want == g + 1)
 		occ_send(c, g);
 	c->seq++;
+	asm volatile("" ::: "memory"); /* cleared once the slot is taken */
+	c->writing = 0;
 }
 
 /* The task's name and cgroup, read when its switch is first noted (records
@@ -195,6 +199,14 @@ static __always_inline void occ_note_irq(struct occ_cpu *c, __u32 flags)
 
 	if (!flags && !c->cur.t_ns) /* no switch noted on this CPU yet: what runs is not known */
 		return;
+	/* A hard IRQ that interrupted a softirq's program between its slot and its commit (a
+	 * switch's program runs with interrupts off): its entry and exit would write the
+	 * slot that program is writing. Both are left out, counted; the interrupt's time
+	 * is the softirq's. */
+	if (c->writing) {
+		tt_count(&occ_counters, OCC_CNT_IRQ_NESTED);
+		return;
+	}
 	s = occ_next_slot(c, bpf_get_smp_processor_id());
 	if (flags) {
 		s->tid = 0;

@@ -70,6 +70,9 @@ struct occ_cpu {
 	__u32 sent;           /* bit b: the batch at ring position b went out */
 	__u32 soft;           /* irq event: flags of the softirq running, 0 none,
 			       * OCC_SOFT_OWN: one the current task's own syscall runs */
+	__u32 writing;        /* a program is between occ_next_slot and occ_commit: an
+			       * interrupt's program that comes meanwhile notes nothing */
+	__u32 pad;
 	struct occ_rec cur;   /* irq event: the task switched in last */
 	__u64 known[OCC_KNOWN];
 	struct runq_msg batch[OCC_BATCHES]; /* kind RUNQ_MSG_OCC, r.cpu, nocc OCC_BATCH */
@@ -81,6 +84,8 @@ enum occ_counter {
 	OCC_CNT_TRUNC,     /* waits whose start was overwritten in the ring */
 	OCC_CNT_NAMES_FULL, /* names not kept: occ_names full */
 	OCC_CNT_BLAME_FULL, /* --listen: waits not added, occ_blame full */
+	OCC_CNT_IRQ_NESTED, /* irq event: hard IRQs that came while a softirq's program
+			     * was writing its slot, their time left to that softirq */
 	OCC_CNT_NR,
 };
 

@@ -229,6 +229,8 @@ void runq_part_meta(struct runq_part *rp, struct sched_bpf *s, FILE *f)
 	occ_out_meta(rp->occ, f);
 	fprintf(f, "  \"cpu_waits_truncated\": %llu,\n",
 		(unsigned long long)probe_counter_sum(s->maps.occ_counters, OCC_CNT_TRUNC));
+	fprintf(f, "  \"cpu_irqs_nested\": %llu,\n",
+		(unsigned long long)probe_counter_sum(s->maps.occ_counters, OCC_CNT_IRQ_NESTED));
 }
 
 void runq_part_free(struct runq_part *rp)
