@@ -545,6 +545,18 @@ static void render_self(struct exporter *ex, FILE *f)
 	header(ex, f, "tailtrace_collect_duration_seconds", "gauge",
 	       "Time the last read of the BPF maps took.");
 	fprintf(f, "tailtrace_collect_duration_seconds %.6f\n", ex->collect_s);
+	header(ex, f, "tailtrace_http_connections_total", "counter",
+	       "Connections to this exporter, by outcome: answered, dropped (closed before an "
+	       "answer), timed_out (no request within the deadline) or refused (over the cap of "
+	       "open connections).");
+	fprintf(f, "tailtrace_http_connections_total{outcome=\"answered\"} %llu\n",
+		ex->http.served);
+	fprintf(f, "tailtrace_http_connections_total{outcome=\"dropped\"} %llu\n",
+		ex->http.errors - ex->http.timed_out - ex->http.refused);
+	fprintf(f, "tailtrace_http_connections_total{outcome=\"timed_out\"} %llu\n",
+		ex->http.timed_out);
+	fprintf(f, "tailtrace_http_connections_total{outcome=\"refused\"} %llu\n",
+		ex->http.refused);
 	header(ex, f, "tailtrace_build_info", "gauge", "tailtrace's version.");
 	fprintf(f, "tailtrace_build_info{version=\"%s\"} 1\n", TT_VERSION);
 }
@@ -617,7 +629,7 @@ int exporter_open(struct exporter **out, const char *addr, int top_n, char *err,
 
 	*out = NULL;
 	if (ex)
-		ex->http.fd = -1;
+		http_server_init(&ex->http);
 	if (!ex || !(ex->series = calloc((size_t)top_n + 1, sizeof(*ex->series))) ||
 	    index_rebuild(ex, 0)) {
 		exporter_free(ex);
@@ -651,10 +663,11 @@ const char *exporter_address(const struct exporter *ex)
 
 void exporter_poll(struct exporter *ex, int timeout_ms)
 {
-	struct pollfd p = { .fd = ex->http.fd, .events = POLLIN };
+	struct pollfd fds[1 + HTTP_MAX_CLIENTS];
+	int n = http_serve_poll_fds(&ex->http, fds);
 
-	if (poll(&p, 1, timeout_ms) > 0 && (p.revents & POLLIN))
-		http_serve_pending(&ex->http);
+	if (poll(fds, (nfds_t)n, http_serve_timeout_ms(&ex->http, timeout_ms)) >= 0)
+		http_serve(&ex->http);
 	if (tt_now_ns() >= ex->next_collect_ns)
 		exporter_collect(ex);
 }

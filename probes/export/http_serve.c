@@ -15,7 +15,6 @@
 
 #include <tt_clock.h>
 
-#define REQUEST_MAX 8192
 
 static int split_addr(const char *addr, char *host, size_t hlen, const char **port)
 {
@@ -81,6 +80,13 @@ static void name_bound(struct http_server *s)
 	}
 }
 
+void http_server_init(struct http_server *s)
+{
+	s->fd = -1;
+	for (int i = 0; i < HTTP_MAX_CLIENTS; i++)
+		s->clients[i].fd = -1;
+}
+
 int http_listen(struct http_server *s, const char *addr, char *err, size_t len)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
@@ -90,7 +96,7 @@ int http_listen(struct http_server *s, const char *addr, char *err, size_t len)
 	const char *port;
 	int rc, fd = -EADDRNOTAVAIL;
 
-	s->fd = -1;
+	http_server_init(s);
 	if (split_addr(addr, host, sizeof(host), &port)) {
 		snprintf(err, len, "--listen '%s': expected HOST:PORT, [IPV6]:PORT or :PORT "
 			 "(e.g. 127.0.0.1:9431)", addr);
@@ -116,65 +122,6 @@ int http_listen(struct http_server *s, const char *addr, char *err, size_t len)
 	return 0;
 }
 
-static int wait_fd(int fd, short events, uint64_t deadline_ns)
-{
-	uint64_t now = tt_now_ns();
-	struct pollfd p = { .fd = fd, .events = events };
-
-	if (now >= deadline_ns)
-		return -ETIMEDOUT;
-	int n = poll(&p, 1, (int)((deadline_ns - now) / 1000000) + 1);
-
-	return n > 0 ? 0 : n == 0 ? -ETIMEDOUT : -errno;
-}
-
-/* The request head (up to the blank line), NUL-terminated; its length or -errno. */
-static int read_head(int fd, char *buf, size_t cap, uint64_t deadline_ns)
-{
-	size_t n = 0;
-
-	while (n + 1 < cap) {
-		ssize_t r = read(fd, buf + n, cap - 1 - n);
-
-		if (r > 0) {
-			n += (size_t)r;
-			buf[n] = '\0';
-			if (strstr(buf, "\r\n\r\n") || strstr(buf, "\n\n"))
-				return (int)n;
-			continue;
-		}
-		if (r == 0)
-			return -ECONNRESET;
-		if (errno != EAGAIN && errno != EINTR)
-			return -errno;
-		int err = wait_fd(fd, POLLIN, deadline_ns);
-
-		if (err)
-			return err;
-	}
-	return -E2BIG;
-}
-
-static int write_all(int fd, const char *p, size_t n, uint64_t deadline_ns)
-{
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-
-		if (w > 0) {
-			p += w;
-			n -= (size_t)w;
-			continue;
-		}
-		if (w < 0 && errno != EAGAIN && errno != EINTR)
-			return -errno;
-		int err = wait_fd(fd, POLLOUT, deadline_ns);
-
-		if (err)
-			return err;
-	}
-	return 0;
-}
-
 static const struct status {
 	int code;
 	const char *reason, *body; /* body: of an error response */
@@ -192,18 +139,6 @@ static const struct status *status_of(int code)
 		if (statuses[i].code == code)
 			return &statuses[i];
 	return &statuses[sizeof(statuses) / sizeof(statuses[0]) - 1]; /* 500 */
-}
-
-static int respond(int fd, const struct status *st, const char *type, const char *body,
-		   size_t len, bool head_only, uint64_t deadline_ns)
-{
-	char hdr[256];
-	int n = snprintf(hdr, sizeof(hdr), "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
-			 "Content-Length: %zu\r\nConnection: close\r\n%s\r\n", st->code, st->reason,
-			 type, len, st->code == 405 ? "Allow: GET, HEAD\r\n" : "");
-
-	return write_all(fd, hdr, (size_t)n, deadline_ns) ?:
-	       (head_only ? 0 : write_all(fd, body, len, deadline_ns));
 }
 
 /* The value of header name (e.g. "accept") in the request head, copied into
@@ -226,55 +161,228 @@ static void header_value(const char *req, const char *name, char *out, size_t le
 	}
 }
 
-static int serve_one(struct http_server *s, int fd)
+/* The whole response for the request head in c->in (complete): c->out, or -ENOMEM. */
+static int build_response(struct http_server *s, struct http_client *c)
 {
-	uint64_t deadline = tt_now_ns() + HTTP_CLIENT_TIMEOUT_MS * 1000000ull;
-	char req[REQUEST_MAX], path[1024], accept[512];
+	char path[1024], accept[512], hdr[256];
 	const char *type = "text/plain; charset=utf-8";
 	const struct status *st;
 	char *body = NULL;
 	size_t len = 0;
-	bool head;
-	int err = read_head(fd, req, sizeof(req), deadline), code;
+	bool head = !strncmp(c->in, "HEAD ", 5);
+	int code, n;
 
-	if (err < 0)
-		return err;
-	head = !strncmp(req, "HEAD ", 5);
-	if (sscanf(req, "%*[A-Z] %1023[^ ?\r\n]", path) != 1)
+	if (sscanf(c->in, "%*[A-Z] %1023[^ ?\r\n]", path) != 1)
 		code = 400;
-	else if (strncmp(req, "GET ", 4) && !head)
+	else if (strncmp(c->in, "GET ", 4) && !head)
 		code = 405;
 	else {
-		header_value(req, "accept", accept, sizeof(accept));
+		header_value(c->in, "accept", accept, sizeof(accept));
 		code = s->handler(s->arg, path, accept, &body, &len, &type);
 	}
 	st = status_of(code);
-	if (st->code == 200)
-		err = respond(fd, st, type, body, len, head, deadline);
-	else
-		err = respond(fd, st, "text/plain; charset=utf-8", st->body, strlen(st->body), head,
-			      deadline);
+	if (st->code != 200) {
+		free(body);
+		body = NULL;
+		type = "text/plain; charset=utf-8";
+		len = strlen(st->body);
+	}
+	n = snprintf(hdr, sizeof(hdr), "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
+		     "Content-Length: %zu\r\nConnection: close\r\n%s\r\n", st->code, st->reason,
+		     type, len, st->code == 405 ? "Allow: GET, HEAD\r\n" : "");
+	c->out_len = (size_t)n + (head ? 0 : len);
+	c->out = malloc(c->out_len ? c->out_len : 1);
+	if (!c->out) {
+		free(body);
+		return -ENOMEM;
+	}
+	memcpy(c->out, hdr, (size_t)n);
+	if (!head)
+		memcpy(c->out + n, body ? body : st->body, len);
 	free(body);
-	return err;
+	return 0;
 }
 
-void http_serve_pending(struct http_server *s)
+static void client_close(struct http_server *s, struct http_client *c, bool ok)
+{
+	close(c->fd);
+	free(c->out);
+	c->fd = -1;
+	c->out = NULL;
+	c->in_len = c->out_len = c->out_sent = 0;
+	if (ok)
+		s->served++;
+	else
+		s->errors++;
+}
+
+/* Read what has come; once the head is in, the response. 1: go on, 0: closed. */
+static int client_read(struct http_server *s, struct http_client *c)
 {
 	for (;;) {
+		ssize_t r = read(c->fd, c->in + c->in_len, sizeof(c->in) - 1 - c->in_len);
+
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			return 1;
+		if (r <= 0) {
+			client_close(s, c, false);
+			return 0;
+		}
+		c->in_len += (size_t)r;
+		c->in[c->in_len] = '\0';
+		if (strstr(c->in, "\r\n\r\n") || strstr(c->in, "\n\n"))
+			break;
+		if (c->in_len + 1 >= sizeof(c->in)) { /* a head too long: dropped */
+			client_close(s, c, false);
+			return 0;
+		}
+	}
+	if (build_response(s, c)) {
+		client_close(s, c, false);
+		return 0;
+	}
+	return 1;
+}
+
+/* Send what the socket takes; closed once all is sent. */
+static void client_write(struct http_server *s, struct http_client *c)
+{
+	while (c->out_sent < c->out_len) {
+		ssize_t w = send(c->fd, c->out + c->out_sent, c->out_len - c->out_sent, MSG_NOSIGNAL);
+
+		if (w < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (w <= 0) {
+			client_close(s, c, false);
+			return;
+		}
+		c->out_sent += (size_t)w;
+	}
+	client_close(s, c, true);
+}
+
+/* One step of c: read what has come, answer once the head is in, send what the socket takes. */
+static void client_step(struct http_server *s, struct http_client *c)
+{
+	if (!c->out && !client_read(s, c))
+		return;
+	if (c->out)
+		client_write(s, c);
+}
+
+/* A slot for a new connection: a free one, else the oldest that has sent nothing yet
+ * (closed, counted refused: a client holding connections open cannot keep a scraper
+ * out), else none. */
+static struct http_client *slot_for_new(struct http_server *s)
+{
+	struct http_client *idle = NULL;
+
+	for (int i = 0; i < HTTP_MAX_CLIENTS; i++)
+		if (s->clients[i].fd < 0)
+			return &s->clients[i];
+	/* full: first what has come since (a scraper's request may have) */
+	for (int i = 0; i < HTTP_MAX_CLIENTS; i++)
+		if (!s->clients[i].in_len && !s->clients[i].out)
+			client_step(s, &s->clients[i]);
+	for (int i = 0; i < HTTP_MAX_CLIENTS; i++) {
+		struct http_client *c = &s->clients[i];
+
+		if (c->fd < 0)
+			return c;
+		if (!c->in_len && !c->out && (!idle || c->deadline_ns < idle->deadline_ns))
+			idle = c;
+	}
+	if (idle) {
+		s->refused++;
+		client_close(s, idle, false);
+	}
+	return idle;
+}
+
+static void accept_waiting(struct http_server *s, uint64_t now)
+{
+	for (int i = 0; i < HTTP_ACCEPT_PER_CALL; i++) {
 		int fd = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct http_client *c;
 
 		if (fd < 0)
 			return; /* EAGAIN: none left (or a transient error: next poll) */
-		if (serve_one(s, fd))
+		c = slot_for_new(s);
+		if (!c) { /* every slot mid-request: the newcomer is closed, counted */
+			close(fd);
 			s->errors++;
-		else
-			s->served++;
-		close(fd);
+			s->refused++;
+			continue;
+		}
+		c->fd = fd;
+		c->deadline_ns = now + HTTP_CLIENT_TIMEOUT_MS * 1000000ull;
+		client_step(s, c); /* a scraper's request is usually there already */
+	}
+}
+
+int http_serve_poll_fds(const struct http_server *s, struct pollfd *fds)
+{
+	int n = 0;
+
+	if (s->fd < 0)
+		return 0;
+	fds[n++] = (struct pollfd){ .fd = s->fd, .events = POLLIN };
+	for (int i = 0; i < HTTP_MAX_CLIENTS; i++) {
+		const struct http_client *c = &s->clients[i];
+
+		if (c->fd >= 0)
+			fds[n++] = (struct pollfd){ .fd = c->fd, .events = c->out ? POLLOUT : POLLIN };
+	}
+	return n;
+}
+
+int http_serve_timeout_ms(const struct http_server *s, int max_ms)
+{
+	uint64_t now = tt_now_ns();
+	int ms = max_ms;
+
+	for (int i = 0; i < HTTP_MAX_CLIENTS; i++) {
+		const struct http_client *c = &s->clients[i];
+		int left;
+
+		if (c->fd < 0)
+			continue;
+		left = c->deadline_ns <= now ? 0 : (int)((c->deadline_ns - now) / 1000000) + 1;
+		ms = left < ms ? left : ms;
+	}
+	return ms;
+}
+
+void http_serve(struct http_server *s)
+{
+	uint64_t now = tt_now_ns();
+
+	if (s->fd < 0)
+		return;
+	accept_waiting(s, now);
+	for (int i = 0; i < HTTP_MAX_CLIENTS; i++) {
+		struct http_client *c = &s->clients[i];
+
+		if (c->fd < 0)
+			continue;
+		if (now >= c->deadline_ns) {
+			s->timed_out++;
+			client_close(s, c, false);
+			continue;
+		}
+		client_step(s, c);
 	}
 }
 
 void http_close(struct http_server *s)
 {
+	for (int i = 0; i < HTTP_MAX_CLIENTS; i++)
+		if (s->clients[i].fd >= 0) {
+			close(s->clients[i].fd);
+			free(s->clients[i].out);
+			s->clients[i].fd = -1;
+			s->clients[i].out = NULL;
+		}
 	if (s->fd >= 0)
 		close(s->fd);
 	s->fd = -1;

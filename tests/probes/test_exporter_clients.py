@@ -1,0 +1,90 @@
+"""--listen beside hostile clients: the metrics port never holds the loop that drains the rings
+(probes/export/http_serve.c: every connection non-blocking, a deadline each, a cap on how many
+are open).
+
+The run: the flight recorder with --listen on httpload naive/100 for 10 s (a trigger that never
+fires), the recorder's spans and the default events all through the rings. Beside it, 20
+clients connect to the metrics port and send nothing, and one opens 1,000 connections and
+holds them; a scrape every half second must still be answered. Oracles: no event lost
+(meta.json lost_events, which the recorder alone keeps at 0 here), every scrape answered within
+its timeout, and the exporter's own counts: the silent clients timed out, the connections over
+the cap refused. Real BPF: run as root."""
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from orders_proc import Server
+from test_spans import BUILD, TAILTRACE
+from tt_run import needs_root, read_line
+
+pytestmark = [needs_root, pytest.mark.serial]
+HTTPLOAD = BUILD / "workloads" / "httpload" / "httpload"
+SILENT, FLOOD, RUN_S = 20, 1000, 10
+
+
+def hold(port: int, n: int, stop: threading.Event, held: list) -> None:
+    """Open n connections to port and keep them, sending nothing, until stop."""
+    for _ in range(n):
+        if stop.is_set():
+            break
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=2)
+        except OSError:        # the backlog full for a moment: try the next
+            continue
+        held.append(s)
+    stop.wait()
+
+
+def test_silent_clients_and_a_connection_flood_lose_no_event(tmp_path):
+    srv = Server("--workers", "2")
+    tt = subprocess.Popen(
+        [str(TAILTRACE), "--out", str(tmp_path), "--listen", "127.0.0.1:0",
+         "--flight-recorder", "30", "--trigger", "latency>3600s",
+         "--span", f"usdt:{HTTPLOAD}:httpload:request", "--",
+         str(HTTPLOAD), "--model", "naive", "--conns", "100", "--duration", str(RUN_S),
+         "--url", srv.url, "--out", str(tmp_path / "load")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, bufsize=0)
+    stop, held, threads, scrapes = threading.Event(), [], [], []
+    try:
+        url = re.search(r"(http://\S+)", read_line(tt.stderr, r"serving metrics on http://",
+                                                  30)).group(1)
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        for n in [1] * SILENT + [FLOOD]:
+            t = threading.Thread(target=hold, args=(port, n, stop, held), daemon=True)
+            t.start()
+            threads.append(t)
+        end = time.monotonic() + RUN_S - 1
+        while time.monotonic() < end:
+            t0 = time.monotonic()
+            with urllib.request.urlopen(url, timeout=5) as r:
+                assert r.status == 200
+                text = r.read().decode()
+            scrapes.append(time.monotonic() - t0)
+            time.sleep(0.5)
+        stop.set()
+        for s in held:
+            s.close()
+        err = tt.stderr.read().decode()
+        assert tt.wait(timeout=60) == 0, err
+    finally:
+        stop.set()
+        if tt.poll() is None:
+            tt.kill()
+            tt.wait()
+        srv.stop()
+    m = json.loads((tmp_path / "meta.json").read_text())
+    assert len(held) >= SILENT + 100, len(held)          # the clients did connect
+    assert len(scrapes) >= 10 and max(scrapes) < 5, scrapes
+    assert sum(m["lost_events"].values()) == 0, m["lost_events"]
+    counts = {o: float(v) for o, v in re.findall(
+        r'tailtrace_http_connections_total\{outcome="(\w+)"\} (\S+)', text)}
+    assert counts["refused"] > 0 and counts["timed_out"] >= SILENT, counts
+    assert counts["answered"] >= len(scrapes) - 1, counts
