@@ -37,11 +37,15 @@ struct {
 	__uint(max_entries, 8 << 20);
 } events SEC(".maps");
 
-/* Kept while the thread or goroutine lives (an LRU: the state of threads gone is
- * reclaimed when the map fills): creating and deleting it around every call
- * cost more than the rest of the span. */
+/* Kept while the thread or goroutine lives: creating and deleting it around every
+ * call cost more than the rest of the span. A plain hash, never an LRU (the kernel's
+ * LRU evicts live entries, the oldest first, before it is full on many CPUs: the
+ * slowest requests' spans, silently): a thread's state is freed when it exits
+ * (span_thread_exit_*), a goroutine's address is reused by the Go runtime, and a
+ * full map refuses a new one, counted (SPANS_CNT_STATE_FULL). Sized by the loader
+ * (spans_open_entries). */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct spans_key);
 	__type(value, struct spans_stack);
@@ -177,6 +181,35 @@ static __always_inline int span_enter_at(struct pt_regs *ctx, __u64 cookie)
 	f->level = level;
 	f->span_id = SPANS_COOKIE_SPAN(cookie);
 	f->tid = (__u32)bpf_get_current_pid_tgid();
+	return 0;
+}
+
+/* A thread exits: its stack of open spans goes (a frame still open is counted stale,
+ * as a call whose return was never seen). Runs in the exiting thread. */
+static __always_inline void span_thread_gone(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct spans_key k = { .id = (__u32)id, .pid = id >> 32 };
+	struct spans_stack *s = bpf_map_lookup_elem(&open_spans, &k);
+
+	if (!s)
+		return;
+	if (s->depth)
+		count(SPANS_CNT_STALE);
+	bpf_map_delete_elem(&open_spans, &k);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(span_thread_exit_btf)
+{
+	span_thread_gone();
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(span_thread_exit_raw)
+{
+	span_thread_gone();
 	return 0;
 }
 

@@ -276,7 +276,7 @@ static int attach_span(struct tt_ctx *ctx, struct spans_state *st, int i)
 	char what[160];
 	int err = 0;
 
-	if (st->refused[i] || p->mode == SPAN_EXIT_TCP) /* TCP: attach_tcp, once for all */
+	if (st->refused[i] || p->mode == SPAN_EXIT_TCP) /* TCP: attach_tracepoints, once for all */
 		return 0;
 	if (p->mode == SPAN_EXIT_USDT) {
 		err = attach_usdt_span(ctx, st, i);
@@ -307,15 +307,16 @@ static bool has_mode(const struct spans_state *st, int mode)
 	return false;
 }
 
-/* The tcp:PORT spans' programs (every port is in their settings), the variant
- * spans_select_progs loaded: the close, the answer's bytes, then the requests'
- * (an end is watched before its start). */
-static int attach_tcp(struct tt_ctx *ctx, struct spans_state *st)
+/* The tracepoint programs, the variants spans_select_progs loaded: the tcp:PORT
+ * spans' (every port is in their settings: the close, the answer's bytes, then the
+ * requests', an end watched before its start), and the threads' exit. */
+static int attach_tracepoints(struct tt_ctx *ctx, struct spans_state *st)
 {
 	struct bpf_program *progs[] = {
 		st->skel->progs.span_tcp_state_btf, st->skel->progs.span_tcp_state_raw,
 		st->skel->progs.span_tcp_out_btf, st->skel->progs.span_tcp_out_raw,
 		st->skel->progs.span_tcp_in_btf, st->skel->progs.span_tcp_in_raw,
+		st->skel->progs.span_thread_exit_btf, st->skel->progs.span_thread_exit_raw,
 	};
 
 	for (size_t k = 0; k < sizeof(progs) / sizeof(progs[0]); k++) {
@@ -327,7 +328,7 @@ static int attach_tcp(struct tt_ctx *ctx, struct spans_state *st)
 		l = bpf_program__attach(progs[k]);
 		err = l ? 0 : -errno;
 		if (err) {
-			spans_err(ctx, "--span tcp: cannot attach %s: %s", bpf_program__section_name(progs[k]),
+			spans_err(ctx, "--span: cannot attach %s: %s", bpf_program__section_name(progs[k]),
 				  strerror(-err));
 			return err;
 		}
@@ -374,6 +375,26 @@ static void spans_destroy(void *state)
 	free(st);
 }
 
+/* Does a --span keep per-thread state in open_spans (a function span of a thread,
+ * not of a goroutine, nor a USDT or TCP span)? */
+static bool thread_spans(const struct spans_state *st)
+{
+	for (int i = 0; i < st->nplans; i++)
+		if (!st->refused[i] && !st->plans[i].go && st->plans[i].mode != SPAN_EXIT_USDT &&
+		    st->plans[i].mode != SPAN_EXIT_TCP)
+			return true;
+	return false;
+}
+
+/* open_spans' entries: 16,384, or 256 a CPU on machines with more than 64 (each
+ * thread or goroutine inside a traced call holds one). */
+static __u32 spans_open_entries(void)
+{
+	int ncpus = libbpf_num_possible_cpus();
+
+	return ncpus > 64 ? (__u32)ncpus * 256 : 16384;
+}
+
 /* Load only what this kernel runs and the spans use: the cookie programs, or a
  * pair per --span and one per guard kind (features_uprobe_cookie); USDT with
  * the compare-and-swap fast path or without (features_atomics). */
@@ -395,6 +416,9 @@ static void spans_select_progs(struct spans_state *st)
 
 		if (!strncmp(name, "span_tcp_", 9))
 			load = has_mode(st, SPAN_EXIT_TCP) &&
+			       strstr(name, features_hook() == TT_HOOK_TP_BTF ? "_btf" : "_raw");
+		else if (!strncmp(name, "span_thread_exit_", 17))
+			load = thread_spans(st) &&
 			       strstr(name, features_hook() == TT_HOOK_TP_BTF ? "_btf" : "_raw");
 		else if (!strcmp(name, "span_mark_once"))
 			load = once;
@@ -443,6 +467,7 @@ static int spans_load(struct tt_ctx *ctx, struct spans_state *st)
 	}
 	FILTER_CONFIGURE(st->skel->rodata, ctx);
 	probe_size_ringbuf(st->skel->maps.events, ctx->opts);
+	bpf_map__set_max_entries(st->skel->maps.open_spans, spans_open_entries());
 	st->skel->rodata->rb_wakeup_bytes = probe_ringbuf_bytes(ctx->opts) / 8;
 	spans_select_progs(st);
 	spans_tcp_configure(st);
@@ -515,7 +540,7 @@ static int spans_setup(struct tt_ctx *ctx, void **state)
 	err = err ?: spans_load(ctx, st);
 	for (int i = 0; !err && i < st->nplans; i++)
 		err = attach_span(ctx, st, i);
-	err = err ?: attach_tcp(ctx, st);
+	err = err ?: attach_tracepoints(ctx, st);
 	if (!err)
 		attach_guards(ctx, st, any_thread);
 	if (!err && !(st->out = probe_open_kind(ctx, TT_REC_SPAN))) {
@@ -585,7 +610,13 @@ static int spans_finish(struct tt_ctx *ctx, void *state)
 			(unsigned long long)spans_counter(st, SPANS_CNT_NO_ARG),
 			(unsigned long long)spans_counter(st, SPANS_CNT_BAD_START),
 			(unsigned long long)spans_counter(st, SPANS_CNT_TCP_IN));
-	else if (spans_counter(st, SPANS_CNT_BAD_START))
+	if (!ctx->opts->verbose && spans_counter(st, SPANS_CNT_STATE_FULL))
+		fprintf(stderr, "tailtrace: spans: %llu spans not recorded: more were open at once "
+			"than the kernel's tables hold (%u threads or goroutines inside a traced "
+			"call; open USDT or TCP requests: 16384 and %u; meta.json spans_state_full)\n",
+			(unsigned long long)spans_counter(st, SPANS_CNT_STATE_FULL),
+			spans_open_entries(), SPANS_TCP_SOCKETS);
+	if (!ctx->opts->verbose && spans_counter(st, SPANS_CNT_BAD_START))
 		fprintf(stderr, "tailtrace: spans: %llu one-mark spans dropped: their second "
 			"argument is not a CLOCK_MONOTONIC start before their end (NAME__span(id, "
 			"t_start_ns, ret), docs/third-party.md)\n",
@@ -691,6 +722,9 @@ static void spans_meta(void *state, FILE *f)
 			(unsigned long long)span_plan_cost_ns(p));
 	}
 	fprintf(f, "],\n  \"span_guards\": %d,\n", st->guards);
+	/* calls not recorded: their thread or goroutine found the table of open spans full */
+	fprintf(f, "  \"spans_state_full\": %llu, \"spans_state_entries\": %u,\n",
+		(unsigned long long)spans_counter(st, SPANS_CNT_STATE_FULL), spans_open_entries());
 }
 
 /* A descendant of a target (tree.c found it): the spans' uprobes for it too. */

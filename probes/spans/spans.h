@@ -26,7 +26,7 @@ enum spans_counter {
 	SPANS_CNT_LOST = 0,  /* ring buffer full: record dropped */
 	SPANS_CNT_TOO_DEEP,  /* nesting deeper than SPANS_MAX_DEPTH: not recorded */
 	SPANS_CNT_UNMATCHED, /* return without a matching entry */
-	SPANS_CNT_STATE_FULL,
+	SPANS_CNT_STATE_FULL, /* calls not recorded: open_spans or open_marks full */
 	SPANS_CNT_STALE,     /* open frame whose end was never seen, dropped */
 	SPANS_CNT_HITS,      /* program runs at span sites (their cost) */
 	SPANS_CNT_GUARD_HITS, /* program runs at catch and longjmp sites with a span open */

@@ -25,6 +25,10 @@
  *   span_target fork N      N calls of tt_span_fork(i), which forks: parent and
  *                           child both return from it; the child then exits 0.
  *                           Prints how many children did not exit 0.
+ *   span_target many N M    N threads, each inside one call of tt_span_hold(i) until all
+ *                           N are in (N spans open at once), then all return and exit;
+ *                           then M threads the same way. Prints held=N and held=M
+ *                           once each wave's threads have returned.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -84,6 +88,57 @@ __attribute__((noinline, used)) long tt_span_fork(long i)
 
 	(void)i;
 	return pid; /* the child returns 0 through the span too */
+}
+
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_all_in = PTHREAD_COND_INITIALIZER;
+static long hold_in, hold_n;
+
+__attribute__((noinline, used)) long tt_span_hold(long i)
+{
+	pthread_mutex_lock(&hold_lock);
+	if (++hold_in == hold_n)
+		pthread_cond_broadcast(&hold_all_in);
+	while (hold_in < hold_n)
+		pthread_cond_wait(&hold_all_in, &hold_lock);
+	pthread_mutex_unlock(&hold_lock);
+	return i;
+}
+
+static void *hold_main(void *arg)
+{
+	tt_span_hold((long)arg);
+	return NULL;
+}
+
+/* n threads with small stacks and no guard page (one mapping each: 50,000 threads
+ * stay under vm.max_map_count's 65,530), all inside tt_span_hold at once. */
+static int run_many(long n)
+{
+	pthread_t *t = calloc((size_t)n, sizeof(*t));
+	pthread_attr_t attr;
+	long started = 0;
+
+	if (!t || pthread_attr_init(&attr) || pthread_attr_setstacksize(&attr, 64 << 10) ||
+	    pthread_attr_setguardsize(&attr, 0))
+		return 1;
+	hold_in = 0;
+	hold_n = n;
+	for (; started < n; started++)
+		if (pthread_create(&t[started], &attr, hold_main, (void *)started))
+			break;
+	if (started < n) { /* let the ones started return */
+		fprintf(stderr, "span_target: only %ld of %ld threads started\n", started, n);
+		pthread_mutex_lock(&hold_lock);
+		hold_n = started;
+		pthread_cond_broadcast(&hold_all_in);
+		pthread_mutex_unlock(&hold_lock);
+	}
+	for (long i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+	printf("held=%ld\n", started);
+	return started == n ? 0 : 1;
 }
 
 static void run_forks(long n)
@@ -194,6 +249,8 @@ int main(int argc, char **argv)
 		printf("spins=%ld\n", n);
 		return 0;
 	}
+	if (argc == 4 && !strcmp(argv[1], "many"))
+		return run_many(atol(argv[2])) || run_many(atol(argv[3]));
 	if (argc == 3 && !strcmp(argv[1], "fork")) {
 		run_forks(atol(argv[2]));
 		return 0;

@@ -327,3 +327,24 @@ def test_library_not_mapped_by_running_pid(tmp_path):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+@pytest.mark.serial   # 20,000 threads: a sixth of this machine's pids (pid_max 32,768)
+def test_more_open_spans_than_the_table_holds_are_each_written_or_counted(tmp_path):
+    """20,000 threads inside one traced call at once, then all return: the table of open
+    spans holds 16,384 threads (this machine's CPUs); every call is a span written or one
+    counted refused in meta.json (its return then finds no entry: counted unmatched), never
+    evicted unsaid (the kernel's LRU evicted live entries); the threads' state goes as they
+    exit, so a second wave of threads is recorded as the first was."""
+    n = 20000
+    p = tailtrace(tmp_path, "--events", "spans", "--span", f"{TARGET}:tt_span_hold", "--",
+                  str(TARGET), "many", str(n), "1000", timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert f"held={n}" in p.stdout and "held=1000" in p.stdout
+    m = json.loads((tmp_path / "meta.json").read_text())
+    written, refused = len(spans(tmp_path)), m["spans_state_full"]
+    assert m["spans_state_entries"] == 16384
+    assert written + refused == n + 1000, (written, refused, p.stderr)
+    assert 16384 - 64 <= written - 1000 <= 16384 and refused > 0, (written, refused)
+    assert f"{refused} spans not recorded" in p.stderr
+    assert m["lost_events"]["spans"] == 0 and m["unmatched_events"]["spans"] == refused

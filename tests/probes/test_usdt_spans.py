@@ -166,6 +166,21 @@ def test_marks_open_at_once_beyond_the_slot_table_all_pair(tmp_path):
     assert len(cross) == n // 2, len(cross)
 
 
+def test_more_open_marks_than_the_tables_hold_are_each_written_or_counted(tmp_path):
+    """50,000 requests open at once: the slots (16,384, by a hash of the request: some
+    collide) and the hash map (16,384) keep at most 32,768; every request is a span written
+    or one counted refused in meta.json, none lost unsaid."""
+    n = 50_000
+    p = tailtrace(tmp_path, "--events", "spans", "--span",
+                  f"usdt:{TARGET}:span_target:work", "--", str(TARGET), "overlap", str(n))
+    assert p.returncode == 0, p.stderr
+    m = json.loads((tmp_path / "meta.json").read_text())
+    written, refused = len(spans(tmp_path)), m["spans_state_full"]
+    assert written + refused == n and 16384 <= written <= 32768, (written, refused)
+    assert f"{refused} spans not recorded" in p.stderr
+    assert m["lost_events"]["spans"] == 0
+
+
 def test_one_mark_spans_take_their_start_from_the_argument(tmp_path):
     """once__span(i, t_start_ns, 2i+1) after each 300 us call: 200 spans of >= 300 us returning
     2i+1; 2 x 30 marks whose start is 0 or in the future are dropped and said to be."""
