@@ -6,7 +6,7 @@
 # feature) or FAIL, with the hook, the fallbacks and the figures; exits 1 if a kernel
 # fails. docs/kernels.md.
 #
-#   scripts/kernels.sh [--kernels LIST] [--cache DIR] [--out DIR] [--tests EXPR]
+#   scripts/kernels.sh [--kernels LIST] [--cache DIR] [--out DIR] [--tests EXPR] [--cpus N]
 #
 #   --kernels LIST  comma-separated: 5.10 (Debian 11), 6.1 (Debian 12), 6.12 (Debian 13),
 #                   host (this machine, no VM); default 5.10,6.1,6.12,host
@@ -14,6 +14,8 @@
 #                   $TT_KERNEL_CACHE or /var/cache/tailtrace/kernels): fetched once
 #   --out DIR       junit XML, logs and matrix.md (default results/kernels-<UTC time>)
 #   --tests EXPR    pytest -k expression: run part of the suite
+#   --cpus N        the guests' vCPUs (default 2; e.g. 16 to check per-CPU sizing: each
+#                   vCPU is emulated, so the suite takes longer, TT_KERNEL_TIMEOUT_S)
 #
 # Needs root, qemu-system-x86, virtme-ng (vng), kmod, busybox-static and a build
 # (scripts/install-deps.sh installs them; cmake --build build).
@@ -40,6 +42,8 @@ while [ $# -gt 0 ]; do
 	--cache) CACHE=${2:?--cache needs a directory}; shift 2 ;;
 	--out) OUT=${2:?--out needs a directory}; shift 2 ;;
 	--tests) TESTS=${2:?--tests needs a pytest -k expression}; shift 2 ;;
+	--cpus) VM_CPUS=${2:?--cpus needs a number}; shift 2
+		[[ $VM_CPUS =~ ^[1-9][0-9]*$ ]] || die "--cpus wants a whole number of vCPUs, got '$VM_CPUS'" ;;
 	-h|--help) usage; exit 0 ;;
 	*) die "unknown option '$1' (see --help)" ;;
 	esac
