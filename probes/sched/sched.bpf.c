@@ -36,6 +36,18 @@
 #include "sched/wait_reason.h"
 #include "sched/sched.h"
 #include "symbols/stack_epoch.bpf.h"
+#include "core/counter.bpf.h"
+
+/* What the programs could not do, or did, by SCHED_CNT_* (sched.h): per CPU, so
+ * that no cache line bounces between the CPUs on the switch path; the loader sums
+ * them (probe_counter_sum). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SCHED_CNT_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} sched_counters SEC(".maps");
+
 #include "sched/user_stack.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -118,7 +130,6 @@ struct {
 TT_HIST_MAP(offcpu_hist);
 TT_HIST_MAP(migrate_hist); /* --aggregate: migrations, as the count of slot 0 */
 
-__u64 counters[SCHED_CNT_NR] = {};
 
 static __always_inline struct tt_task *task_get(__u32 tid, __u32 pid)
 {
@@ -159,7 +170,7 @@ static __always_inline __s32 stack_id(void *ctx, __u64 flags, __u32 epoch)
 
 	if (id < 0) {
 		if (id != -14 /* EFAULT: no user stack (kernel thread) */)
-			__sync_fetch_and_add(&counters[SCHED_CNT_STACK_ERR], 1);
+			tt_count(&sched_counters, SCHED_CNT_STACK_ERR);
 		return -1;
 	}
 	return (__s32)(id + (long)epoch * SCHED_STACK_IDS);
@@ -226,14 +237,14 @@ static __always_inline __u32 stack_site_find_copied(struct sched_off *s, __u64 k
 		}
 		*path = ustack_path_holds(e->ustack_id, sp);
 		if (*path < 0)
-			__sync_fetch_and_add(&counters[SCHED_CNT_USTACK_UNCHECKED], 1);
+			tt_count(&sched_counters, SCHED_CNT_USTACK_UNCHECKED);
 		if (*path)
 			return i;
 		e->contested = 1;
 		*collided = true;
 	}
 	if (*collided)
-		__sync_fetch_and_add(&counters[SCHED_CNT_USTACK_COLLISION], 1);
+		tt_count(&sched_counters, SCHED_CNT_USTACK_COLLISION);
 	*path = -1;
 	return SCHED_STACK_SITES;
 }
@@ -247,13 +258,13 @@ static __always_inline bool stack_site_spent(const struct sched_stack_site *e)
  * the ones it had, else starts over. */
 static __always_inline void stack_site_refresh(struct sched_stack_site *e, __s32 u, __s32 k)
 {
-	__sync_fetch_and_add(&counters[SCHED_CNT_REFRESH], 1);
+	tt_count(&sched_counters, SCHED_CNT_REFRESH);
 	if (e->ustack_id == u && e->kstack_id == k) {
 		e->budget = e->budget < SCHED_KSTACK_REUSE_MAX / 2 ? e->budget * 2
 								  : SCHED_KSTACK_REUSE_MAX;
 		return;
 	}
-	__sync_fetch_and_add(&counters[SCHED_CNT_REFRESH_CHANGED], 1);
+	tt_count(&sched_counters, SCHED_CNT_REFRESH_CHANGED);
 	e->budget = SCHED_KSTACK_REUSE;
 }
 
@@ -285,13 +296,13 @@ static __always_inline void take_stacks(void *ctx, struct sched_off *s, __u32 ti
 		s->sites[i].uses++;
 		return;
 	}
-	__sync_fetch_and_add(&counters[SCHED_CNT_UNWIND], 1);
+	tt_count(&sched_counters, SCHED_CNT_UNWIND);
 	if (!ustack_copy_bytes)
 		u = stack_id(ctx, BPF_F_USER_STACK, epoch);
 	else if (path == 1) /* a spent site on the same path: its copy stays */
 		u = s->sites[i & (SCHED_STACK_SITES - 1)].ustack_id;
-	else if ((u = ustack_copy(ctx, u_at, s->pid, tid, &counters[SCHED_CNT_USTACK_LOST])) >= 0)
-		__sync_fetch_and_add(&counters[SCHED_CNT_USTACK_COPIES], 1);
+	else if ((u = ustack_copy(ctx, u_at, s->pid, tid)) >= 0)
+		tt_count(&sched_counters, SCHED_CNT_USTACK_COPIES);
 	if (kstack_reuse && u >= 0 && i == SCHED_STACK_SITES && !ustack_copy_bytes)
 		j = stack_site_find(s, 0, u, true, (__u16)epoch);
 	if (j < SCHED_STACK_SITES && !stack_site_spent(&s->sites[j])) {
@@ -376,7 +387,7 @@ static __always_inline void emit(struct sched_off *s, __u32 tid, __u64 now,
 	if (rq) {
 		m = bpf_ringbuf_reserve(&switch_rb, sizeof(*m), 0);
 		if (!m) {
-			__sync_fetch_and_add(&counters[SCHED_CNT_LOST], 1);
+			tt_count(&sched_counters, SCHED_CNT_LOST);
 			tt_count(&runq_counters, RUNQ_CNT_LOST);
 			return;
 		}
@@ -387,7 +398,7 @@ static __always_inline void emit(struct sched_off *s, __u32 tid, __u64 now,
 	}
 	r = bpf_ringbuf_reserve(&switch_rb, sizeof(*r), 0);
 	if (!r) {
-		__sync_fetch_and_add(&counters[SCHED_CNT_LOST], 1);
+		tt_count(&sched_counters, SCHED_CNT_LOST);
 		return;
 	}
 	switch_fill(r, s, tid, now, stacked);
@@ -402,12 +413,12 @@ static __always_inline void unmatched(struct sched_off *s, __u32 tid, __u64 t_fr
 {
 	struct tt_switch *r;
 
-	__sync_fetch_and_add(&counters[SCHED_CNT_UNMATCHED], 1);
+	tt_count(&sched_counters, SCHED_CNT_UNMATCHED);
 	if (aggregate || !emit_switch)
 		return;
 	r = bpf_ringbuf_reserve(&switch_rb, sizeof(*r), 0);
 	if (!r) {
-		__sync_fetch_and_add(&counters[SCHED_CNT_LOST], 1);
+		tt_count(&sched_counters, SCHED_CNT_LOST);
 		return;
 	}
 	__builtin_memset(r, 0, sizeof(*r));
@@ -430,7 +441,7 @@ static __always_inline void on_switch_out(void *ctx, bool btf, struct sched_off 
 	struct tt_user_regs u_at = {};
 
 	if (!s) {
-		__sync_fetch_and_add(&counters[SCHED_CNT_LOST], 1); /* map full */
+		tt_count(&sched_counters, SCHED_CNT_LOST); /* map full */
 		return;
 	}
 	/* A thread running again without its switch-in having reached the
@@ -554,7 +565,7 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 		struct tt_thread *tn = next_traced ? tt_thread_get(next, true) : NULL;
 
 		if ((prev_traced && !tp) || (next_traced && !tn))
-			__sync_fetch_and_add(&counters[SCHED_CNT_NO_SLOT], 1);
+			tt_count(&sched_counters, SCHED_CNT_NO_SLOT);
 		if (skip_steps & SCHED_SKIP_AFTER_SLOTS)
 			return 0;
 		if (kacct && prev_traced)

@@ -345,7 +345,7 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 
 	if (ctx->opts->verbose)
 		fprintf(stderr, "tailtrace: sched: %llu switch edges without a readable thread slot\n",
-			(unsigned long long)st->skel->bss->counters[SCHED_CNT_NO_SLOT]);
+			(unsigned long long)probe_counter_sum(st->skel->maps.sched_counters, SCHED_CNT_NO_SLOT));
 	struct tt_task *tasks = NULL;
 	size_t ntasks = 0;
 	int rec_err = probe_flush(st->out, &st->write_err), err, rq_err;
@@ -433,12 +433,12 @@ static int sched_stats(void *state, struct tt_stream_stats *out, int max)
 		out[n++] = (struct tt_stream_stats){
 			.stream = "switch", .hook = hook,
 			.written = st->aggregate ? st->hist_events : recfile_count(st->out),
-			.lost = st->skel->bss->counters[SCHED_CNT_LOST] + recfile_dropped(st->out),
-			.unmatched = st->skel->bss->counters[SCHED_CNT_UNMATCHED] };
+			.lost = probe_counter_sum(st->skel->maps.sched_counters, SCHED_CNT_LOST) + recfile_dropped(st->out),
+			.unmatched = probe_counter_sum(st->skel->maps.sched_counters, SCHED_CNT_UNMATCHED) };
 	if ((st->acc || st->flight) && n < max)
 		out[n++] = (struct tt_stream_stats){
 			.stream = "offcpu", .hook = hook, .written = st->stacked,
-			.lost = st->skel->bss->counters[SCHED_CNT_STACK_ERR] };
+			.lost = probe_counter_sum(st->skel->maps.sched_counters, SCHED_CNT_STACK_ERR) };
 	if (!st->aggregate && n < max)
 		out[n++] = (struct tt_stream_stats){ .stream = "tasks", .hook = hook,
 						     .written = st->tasks_written };
@@ -499,16 +499,17 @@ static void sched_export(void *state, struct exporter_source *src)
  * often a cached site's stacks, taken afresh, had changed (sched.h). */
 static void stack_cache_meta(const struct sched_bpf *skel, FILE *f)
 {
-	const __u64 *c = skel->bss->counters;
+	const struct bpf_map *c = skel->maps.sched_counters;
 
 	if (!skel->rodata->want_stacks || skel->rodata->aggregate)
 		return;
 	fprintf(f, "  \"offcpu_stack_cache\": {\"on\": %s, \"budget_uses\": [%d, %d], "
 		"\"unwinds\": %llu, \"refreshes\": %llu, \"refreshes_changed\": %llu},\n",
 		skel->rodata->kstack_reuse ? "true" : "false", SCHED_KSTACK_REUSE,
-		SCHED_KSTACK_REUSE_MAX, (unsigned long long)c[SCHED_CNT_UNWIND],
-		(unsigned long long)c[SCHED_CNT_REFRESH],
-		(unsigned long long)c[SCHED_CNT_REFRESH_CHANGED]);
+		SCHED_KSTACK_REUSE_MAX,
+		(unsigned long long)probe_counter_sum(c, SCHED_CNT_UNWIND),
+		(unsigned long long)probe_counter_sum(c, SCHED_CNT_REFRESH),
+		(unsigned long long)probe_counter_sum(c, SCHED_CNT_REFRESH_CHANGED));
 }
 
 static void sched_meta(void *state, FILE *f)
@@ -518,12 +519,14 @@ static void sched_meta(void *state, FILE *f)
 	runq_part_meta(&st->rq, st->skel, f);
 	stack_epochs_meta(&st->epochs, "offcpu_stack_epochs", f);
 	stack_cache_meta(st->skel, f);
-	const __u64 *c = st->skel->bss->counters;
+	const struct bpf_map *c = st->skel->maps.sched_counters;
 
 	if (st->copies)
 		copied_stacks_meta(st->copies, &(struct copied_stacks_bpf){
-			c[SCHED_CNT_USTACK_COPIES], c[SCHED_CNT_USTACK_LOST],
-			c[SCHED_CNT_USTACK_UNCHECKED], c[SCHED_CNT_USTACK_COLLISION] }, f);
+			probe_counter_sum(c, SCHED_CNT_USTACK_COPIES),
+			probe_counter_sum(c, SCHED_CNT_USTACK_LOST),
+			probe_counter_sum(c, SCHED_CNT_USTACK_UNCHECKED),
+			probe_counter_sum(c, SCHED_CNT_USTACK_COLLISION) }, f);
 	else if (st->skel->rodata->want_stacks && !st->skel->rodata->aggregate)
 		fputs("  \"user_stacks\": {\"unwind\": \"frame_pointer\"},\n", f);
 }

@@ -3,7 +3,7 @@
  * The switch program's side of user stacks through code without frame
  * pointers (user_stack.h): the copy of a blocking thread's stack top, and the
  * check of a cached call site against the words its unwind read. Included by
- * sched.bpf.c after user_regs.bpf.h.
+ * sched.bpf.c after user_regs.bpf.h and its sched_counters.
  */
 #ifndef TT_USER_STACK_BPF_H
 #define TT_USER_STACK_BPF_H
@@ -63,10 +63,10 @@ static __always_inline __u32 ustack_read(struct tt_ustack_copy *c, __u64 sp)
 }
 
 /* Copy the current thread's stack top and registers, and its frame-pointer
- * walk, into ustack_rb: the copy's id, or -1 (counted in *lost when the ring
- * was full). */
+ * walk, into ustack_rb: the copy's id, or -1 (counted SCHED_CNT_USTACK_LOST when
+ * the ring was full). */
 static __always_inline __s32 ustack_copy(void *ctx, const struct tt_user_regs *u, __u32 pid,
-					 __u32 tid, __u64 *lost)
+					 __u32 tid)
 {
 	long fp;
 
@@ -96,7 +96,7 @@ static __always_inline __s32 ustack_copy(void *ctx, const struct tt_user_regs *u
 	/* the loader is woken for each (no batching): until it has unwound a copy, the
 	 * hits of its site go unchecked */
 	if (bpf_ringbuf_output(&ustack_rb, c, len, 0)) {
-		__sync_fetch_and_add(lost, 1);
+		tt_count(&sched_counters, SCHED_CNT_USTACK_LOST);
 		return -1;
 	}
 	return (__s32)c->id;
