@@ -4,8 +4,27 @@
 #ifndef TT_AGGREGATE_BPF_H
 #define TT_AGGREGATE_BPF_H
 #include <bpf/bpf_helpers.h>
+#include "core/counter.bpf.h"
 #include "export/aggregate.h"
 #include "sched/wait_reason.h"
+
+/* Durations a full histogram map refused, by enum tt_hist_stream: added to the
+ * stream's lost events by the loader (the histograms are keyed by thread: a host
+ * with thousands of threads fills a map). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TT_HIST_STREAMS);
+	__type(key, __u32);
+	__type(value, __u64);
+} hist_refused SEC(".maps");
+
+static __always_inline void tt_hist_refuse(__u32 stream, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&hist_refused, &stream);
+
+	if (v)
+		*v += n;
+}
 
 #define TT_HIST_MAP(name)                                                        \
 	struct {                                                                 \
@@ -64,14 +83,16 @@ static __always_inline __u32 tt_hist_slot(__u64 delta_ns)
 	return slot & (TT_HIST_SLOTS - 1);
 }
 
-static __always_inline void tt_hist_add(void *map, __u32 tid, __u32 pid, __u32 sub,
-					__u64 delta_ns)
+static __always_inline void tt_hist_add(void *map, __u32 stream, __u32 tid, __u32 pid,
+					__u32 sub, __u64 delta_ns)
 {
 	struct tt_hist *h = tt_hist_get(map, hist_by_process ? pid : tid, pid, sub);
 	__u32 slot = tt_hist_slot(delta_ns);
 
-	if (!h)
+	if (!h) {
+		tt_hist_refuse(stream, 1);
 		return;
+	}
 	__sync_fetch_and_add(&h->slots[slot], 1);
 	__sync_fetch_and_add(&h->count, 1);
 	/* not with 0 (a migration's): clang makes `+= 0` an atomic `|= 0`, which
@@ -117,9 +138,10 @@ static __always_inline void tt_lhist_add(struct tt_lhists *l, __u32 i, __u64 del
 /* Move what the thread's histogram i holds into map's (id, sub) histogram:
  * each slot's value subtracted from it and added to map's, so adds racing
  * with the move stay for the next one, and the map's count is the sum of the
- * slots it got. */
-static __always_inline void tt_lhist_drain(struct tt_lhists *l, __u32 i, void *map, __u32 id,
-					   __u32 pid, __u32 sub)
+ * slots it got. A full map leaves them for the next drain, or, at the thread's
+ * exit (final), counts them refused in stream. */
+static __always_inline void tt_lhist_drain(struct tt_lhists *l, __u32 i, void *map, __u32 stream,
+					   bool final, __u32 id, __u32 pid, __u32 sub)
 {
 	struct tt_hist *h;
 	__u64 n = 0, sum;
@@ -133,8 +155,11 @@ static __always_inline void tt_lhist_drain(struct tt_lhists *l, __u32 i, void *m
 	if (!n)
 		return;
 	h = tt_hist_get(map, id, pid, sub);
-	if (!h)
-		return; /* map full: left here, tried again at the next drain */
+	if (!h) { /* map full: left here, tried again at the next drain */
+		if (final)
+			tt_hist_refuse(stream, n);
+		return;
+	}
 	n = 0;
 	for (k = 0; k < TT_HIST_SLOTS; k++) {
 		v = l->slots[i][k];

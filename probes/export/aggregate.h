@@ -23,6 +23,11 @@ struct tt_hist_key {
 
 enum tt_runq_sub { TT_RUNQ_SUB_WAKEUP, TT_RUNQ_SUB_PREEMPT, TT_RUNQ_SUB_NR };
 
+/* The stream a histogram map's durations count in when the map is full and
+ * refuses them (each object's hist_refused, summed into that stream's lost
+ * events): runq_hist; offcpu_hist and migrate_hist; the locks' two maps. */
+enum tt_hist_stream { TT_HIST_RUNQ, TT_HIST_SWITCH, TT_HIST_LOCKS, TT_HIST_STREAMS };
+
 struct tt_hist {
 	__u64 slots[TT_HIST_SLOTS];
 	__u64 count;

@@ -151,7 +151,8 @@ static __always_inline void on_acquired(void *ctx, struct locks_pending *p, __u6
 	}
 	if (aggregate) {
 		if (!(p->flags & TT_LOCK_CONDVAR))
-			tt_hist_add(&wait_hists, key.tid, v.pid, 0, now - p->t_request_ns);
+			tt_hist_add(&wait_hists, TT_HIST_LOCKS, key.tid, v.pid, 0,
+				    now - p->t_request_ns);
 	} else if (capture_stacks) {
 		__u32 epoch = stack_epoch;
 		long sid = epoch & 1 ? bpf_get_stackid(ctx, &stacks1, BPF_F_USER_STACK) :
@@ -193,7 +194,8 @@ static __always_inline void on_released(struct locks_held_key *key, struct locks
 	struct tt_lock *r;
 
 	if (aggregate) {
-		tt_hist_add(&hold_hists, key->tid, h->pid, 0, now - h->t_acquired_ns);
+		tt_hist_add(&hold_hists, TT_HIST_LOCKS, key->tid, h->pid, 0,
+			    now - h->t_acquired_ns);
 	} else if ((r = bpf_ringbuf_reserve(&events, sizeof(*r), 0))) {
 		r->mutex = key->mutex;
 		r->t_request_ns = h->t_request_ns;

@@ -281,7 +281,8 @@ static int locks_stats(void *state, struct tt_stream_stats *out, int max)
 	out[0] = (struct tt_stream_stats){
 		.stream = "locks", .hook = "uprobe",
 		.written = st->out ? recfile_count(st->out) : 0,
-		.lost = locks_counter(st, LOCKS_CNT_LOST) + recfile_dropped(st->out),
+		.lost = locks_counter(st, LOCKS_CNT_LOST) + recfile_dropped(st->out) +
+			probe_counter_sum(st->skel->maps.hist_refused, TT_HIST_LOCKS),
 		.uprobe_hits = locks_counter(st, LOCKS_CNT_HITS),
 		/* the hits spread over the sites: their mean cost */
 		.uprobe_cost_ns = st->nsites ? locks_counter(st, LOCKS_CNT_HITS) * st->site_ns_sum /

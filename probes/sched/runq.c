@@ -204,6 +204,7 @@ int runq_part_stats(struct runq_part *rp, struct sched_bpf *s, struct tt_stream_
 		.hook = hook,
 		.written = rp->out ? recfile_count(rp->out) : rp->hist_events,
 		.lost = probe_counter_sum(s->maps.runq_counters, RUNQ_CNT_LOST) +
+			probe_counter_sum(s->maps.hist_refused, TT_HIST_RUNQ) +
 			recfile_dropped(rp->out),
 		.unmatched = probe_counter_sum(s->maps.runq_counters, RUNQ_CNT_UNMATCHED),
 	};

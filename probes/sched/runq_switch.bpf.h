@@ -175,7 +175,7 @@ static __always_inline bool runq_take(struct tt_thread *th, __u32 tid, __u32 pid
 		return false;
 	}
 	if (aggregate) {
-		tt_hist_add(&runq_hist, tid, pid, sub, now - t0);
+		tt_hist_add(&runq_hist, TT_HIST_RUNQ, tid, pid, sub, now - t0);
 		return false;
 	}
 	if (skip_steps & SCHED_SKIP_RUNQ_RB)
@@ -205,12 +205,21 @@ static __always_inline void runq_send(const struct tt_runq *r)
 
 /* Move a thread's run-queue histograms into runq_hist: at its exit, and from
  * sched.bpf.c's drain iterator runq_drain_btf. */
-static __always_inline void runq_lhist_drain(struct tt_thread *th, __u32 tid, __u32 pid)
+static __always_inline void runq_lhist_drain_at(struct tt_thread *th, __u32 tid, __u32 pid,
+						bool final)
 {
 	__u32 id = hist_by_process ? pid : tid;
 
-	tt_lhist_drain(&th->h, TT_RUNQ_SUB_WAKEUP, &runq_hist, id, pid, TT_RUNQ_SUB_WAKEUP);
-	tt_lhist_drain(&th->h, TT_RUNQ_SUB_PREEMPT, &runq_hist, id, pid, TT_RUNQ_SUB_PREEMPT);
+	tt_lhist_drain(&th->h, TT_RUNQ_SUB_WAKEUP, &runq_hist, TT_HIST_RUNQ, final, id, pid,
+		       TT_RUNQ_SUB_WAKEUP);
+	tt_lhist_drain(&th->h, TT_RUNQ_SUB_PREEMPT, &runq_hist, TT_HIST_RUNQ, final, id, pid,
+		       TT_RUNQ_SUB_PREEMPT);
+}
+
+/* From the drain iterator: what a full map refuses stays for the next drain. */
+static __always_inline void runq_lhist_drain(struct tt_thread *th, __u32 tid, __u32 pid)
+{
+	runq_lhist_drain_at(th, tid, pid, false);
 }
 
 /* ---- --aggregate under tp_btf: the kernel's own accounting -------------
@@ -295,7 +304,7 @@ static __always_inline void runq_kacct_out(struct tt_thread *th, struct task_str
 	}
 	th->rq.switched_out = !prev_dead;
 	if (prev_dead) { /* task storage goes with the task: move its histograms now */
-		runq_lhist_drain(th, tid, pid);
+		runq_lhist_drain_at(th, tid, pid, true);
 		return;
 	}
 	th->rq.kind = prev_runnable ? TT_RUNQ_PREEMPT : TT_RUNQ_WAKEUP;
@@ -374,7 +383,7 @@ static __always_inline void runq_switch_out(bool btf, struct runq_start *s, __u6
 		if (!btf) /* task storage goes with the task */
 			bpf_map_delete_elem(&start_ids, &prev_tid);
 		else if (aggregate && s) /* ... and its histograms with it: move them now */
-			runq_lhist_drain(runq_thread_of(btf, s), prev_tid, prev_pid);
+			runq_lhist_drain_at(runq_thread_of(btf, s), prev_tid, prev_pid, true);
 		return;
 	}
 	if (!s)

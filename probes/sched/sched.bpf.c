@@ -507,27 +507,41 @@ static __always_inline void on_switch_in(struct tt_thread *th, struct sched_off 
 		if (th)
 			tt_lhist_add(&th->h, TT_LHIST_OFFCPU + reason, now - s->t_off_ns);
 		else
-			tt_hist_add(&offcpu_hist, tid, s->pid, reason, now - s->t_off_ns);
+			tt_hist_add(&offcpu_hist, TT_HIST_SWITCH, tid, s->pid, reason,
+				    now - s->t_off_ns);
 	}
 	s->t_off_ns = 0;
 }
 
 /* Move a thread's off-CPU histograms and migrations into offcpu_hist and
  * migrate_hist: at its exit, and from the drain iterator below. */
-static __always_inline void sched_lhist_drain(struct tt_thread *th, __u32 tid, __u32 pid)
+static __always_inline void sched_lhist_drain_at(struct tt_thread *th, __u32 tid, __u32 pid,
+						 bool final)
 {
 	__u32 id = hist_by_process ? pid : tid;
 	struct tt_hist *h;
 	__u64 n;
 
 	for (int r = 0; r < TT_WAIT_NR; r++)
-		tt_lhist_drain(&th->h, TT_LHIST_OFFCPU + r, &offcpu_hist, id, pid, r);
+		tt_lhist_drain(&th->h, TT_LHIST_OFFCPU + r, &offcpu_hist, TT_HIST_SWITCH, final, id,
+			       pid, r);
 	n = th->h.migrations;
-	if (!n || !(h = tt_hist_get(&migrate_hist, id, pid, 0)))
+	if (!n)
 		return;
+	if (!(h = tt_hist_get(&migrate_hist, id, pid, 0))) {
+		if (final)
+			tt_hist_refuse(TT_HIST_SWITCH, n);
+		return;
+	}
 	__sync_fetch_and_add(&th->h.migrations, -n);
 	__sync_fetch_and_add(&h->slots[0], n);
 	__sync_fetch_and_add(&h->count, n);
+}
+
+/* From the drain iterator: what a full map refuses stays for the next drain. */
+static __always_inline void sched_lhist_drain(struct tt_thread *th, __u32 tid, __u32 pid)
+{
+	sched_lhist_drain_at(th, tid, pid, false);
 }
 
 /* ---- tp_btf and raw_tp ---------------------------------------------------- */
@@ -583,7 +597,7 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 				      (__u32)(id >> 32), blocked ? prev_state : 0, blocked,
 				      prev_state == TASK_DEAD);
 		if (aggregate && prev_state == TASK_DEAD && tp) /* task storage goes with it */
-			sched_lhist_drain(tp, (__u32)id, (__u32)(id >> 32));
+			sched_lhist_drain_at(tp, (__u32)id, (__u32)(id >> 32), true);
 		if (next_traced && tn)
 			on_switch_in(tn, &tn->off, next_tid, TT_FIELD(btf, next, tgid), now,
 				     has_rq ? &rq : NULL);
@@ -614,7 +628,8 @@ static __always_inline int on_migrate(bool btf, struct task_struct *p)
 		return 0;
 	}
 	if (aggregate) {
-		tt_hist_add(&migrate_hist, TT_FIELD(btf, p, pid), TT_FIELD(btf, p, tgid), 0, 0);
+		tt_hist_add(&migrate_hist, TT_HIST_SWITCH, TT_FIELD(btf, p, pid),
+			    TT_FIELD(btf, p, tgid), 0, 0);
 		return 0;
 	}
 	t = task_get(TT_FIELD(btf, p, pid), TT_FIELD(btf, p, tgid));
@@ -709,7 +724,7 @@ int sched_migrate_tp(struct trace_event_raw_sched_migrate_task *ctx)
 		struct sched_off *s = bpf_map_lookup_elem(&off_ids, &tid);
 
 		if (s && s->pid)
-			tt_hist_add(&migrate_hist, tid, s->pid, 0, 0);
+			tt_hist_add(&migrate_hist, TT_HIST_SWITCH, tid, s->pid, 0, 0);
 		return 0;
 	}
 	t = bpf_map_lookup_elem(&tasks, &tid);

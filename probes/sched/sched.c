@@ -433,7 +433,9 @@ static int sched_stats(void *state, struct tt_stream_stats *out, int max)
 		out[n++] = (struct tt_stream_stats){
 			.stream = "switch", .hook = hook,
 			.written = st->aggregate ? st->hist_events : recfile_count(st->out),
-			.lost = probe_counter_sum(st->skel->maps.sched_counters, SCHED_CNT_LOST) + recfile_dropped(st->out),
+			.lost = probe_counter_sum(st->skel->maps.sched_counters, SCHED_CNT_LOST) +
+				probe_counter_sum(st->skel->maps.hist_refused, TT_HIST_SWITCH) +
+				recfile_dropped(st->out),
 			.unmatched = probe_counter_sum(st->skel->maps.sched_counters, SCHED_CNT_UNMATCHED) };
 	if ((st->acc || st->flight) && n < max)
 		out[n++] = (struct tt_stream_stats){

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tt_run import TAILTRACE, helper, json_lines, meta, needs_root, tailtrace
+from tt_run import BUILD, TAILTRACE, helper, json_lines, meta, needs_root, tailtrace
 
 pytestmark = needs_root
 N, USEC = 1000, 100
@@ -184,3 +184,27 @@ def test_live_threads_are_counted_at_the_end(tmp_path):
     assert after - before >= 1000, "the sleeper hardly slept: nothing to check"
     # attach and detach take part of the window the kernel's count spans
     assert 0.5 * (after - before) <= off["count"] <= after - before, (off["count"], after - before)
+
+
+@pytest.mark.serial   # 20,000 threads: a sixth of this machine's pids (pid_max 32,768)
+def test_a_full_histogram_map_counts_what_it_refused(tmp_path):
+    """tests/probes/span_target.c `many`: 20,000 threads, each blocks once on a condition
+    variable and waits once for a CPU, then exits. Histograms by thread hold 16,384 (thread,
+    kind) keys a map, so the runq and off-CPU maps fill: every duration they refuse, at the
+    time or at its thread's exit, is a lost event of its stream (meta.json, the last line),
+    never dropped unsaid; the kept and the refused are at least one per thread."""
+    n = 20000
+    target = BUILD / "tests" / "probes" / "span_target"
+    p = tailtrace(tmp_path, "--aggregate", "--events", "runq,switch", "--", str(target),
+                  "many", str(n), "1", timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert f"held={n}" in p.stdout
+    m = meta(tmp_path)
+    agg = json.loads((tmp_path / "aggregate.json").read_text())["metrics"]
+    for metric, stream in (("runq", "runq"), ("offcpu", "switch")):
+        kept = agg[metric]["total"]["count"]
+        refused = m["lost_events"][stream]
+        assert refused > 0, (metric, kept, m["lost_events"])
+        assert kept + refused >= n, (metric, kept, refused)
+        assert len({t["tid"] for t in agg[metric]["threads"]}) <= 16384
+    assert "lost" in p.stderr.splitlines()[-1]
