@@ -68,7 +68,8 @@ Recording:
                                (Debian's libc, python3), or by frame pointer  [dwarf]
   --ringbuf-mb N               ring buffer per stream in MiB, 0 to 2048 (tailtrace
                                --ringbuf-mb; bigger when the report says events were lost)  [32]
-  --flight SECONDS             flight recorder: keep the last SECONDS in memory, write a
+  --flight-recorder SECONDS    flight recorder (tailtrace's option; --flight is the same):
+                               keep the last SECONDS in memory, write a
                                capture of each request slower than --trigger (with our
                                workloads, httpload's USDT request marks are the spans);
                                no perf profile; analysed by python3 -m analyze captures
@@ -179,7 +180,7 @@ parse_args() {
 			USER_STACKS=$2; shift ;;
 		--ringbuf-mb) need_arg "$@"; [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -le 2048 ] || die "--ringbuf-mb wants MiB from 0 to 2048, got '$2'"
 			RINGBUF_MB=$2; shift ;;
-		--flight) need_arg "$@"; need_pos_num "$1" "$2"; FLIGHT=$2; shift ;;
+		--flight-recorder|--flight) need_arg "$@"; need_pos_num "$1" "$2"; FLIGHT=$2; shift ;;
 		--trigger) need_arg "$@"; TRIGGER=$2; shift ;;
 		--no-perf) PERF=0 ;;
 		--no-flamegraph) FLAME=0 ;;
@@ -222,10 +223,10 @@ validate_args() {
 	fi
 	if [ "$MODE" = workload ] && [ -z "$REQUESTS" ] && [ -z "$DURATION" ]; then REQUESTS=20000; fi
 	[ "$MODE" != pid ] || [ -n "$DURATION" ] || DURATION=10
-	[ -z "$TRIGGER" ] || [ -n "$FLIGHT" ] || die "--trigger goes with --flight SECONDS"
+	[ -z "$TRIGGER" ] || [ -n "$FLIGHT" ] || die "--trigger goes with --flight-recorder SECONDS"
 	if [ -n "$FLIGHT" ]; then
-		[ "$MODE" != sweep ] && [ "$MODE" != diff ] || die "--flight records one run: not with --sweep or --diff"
-		[ "$EVENTS" != none ] || die "--flight needs the probes: drop --events none"
+		[ "$MODE" != sweep ] && [ "$MODE" != diff ] || die "--flight-recorder records one run: not with --sweep or --diff"
+		[ "$EVENTS" != none ] || die "--flight-recorder needs the probes: drop --events none"
 		PERF=0 FLAME=0 # a long run: no whole-run profile; each capture has its own stacks
 	fi
 }
