@@ -97,6 +97,39 @@ static void die_line(const char *msg)
 	fprintf(stderr, "tailtrace: %s\n", msg);
 }
 
+/* The inode of the kernel's initial PID namespace (PROC_PID_INIT_INO). */
+#define HOST_PIDNS_INO 4026531836ul
+
+/* Does tailtrace run in the host's PID namespace? The kernel's records carry the
+ * host's pids; a container's own namespace numbers its processes otherwise.
+ * True when it cannot be told. */
+static bool host_pid_namespace(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) || st.st_ino == HOST_PIDNS_INO;
+}
+
+/* In a container's PID namespace the targets given by pid cannot be found: an
+ * error that says how to run it; --all, --comm and --cgroup still work. */
+static int check_pid_namespace(const struct loader *L)
+{
+	const struct tt_opts *o = &L->cli.opts;
+
+	if (host_pid_namespace())
+		return 0;
+	if (o->npids || o->nalso || L->cli.cmd) {
+		die_line("runs in a PID namespace of its own (a container without the host's): the "
+			 "kernel's records carry host pids, which --pid, --also-pid and -- CMD cannot "
+			 "be matched to here; run it in the host's (docker run --pid=host, Kubernetes "
+			 "hostPID: true), or trace by --comm, --cgroup or --all");
+		return -EINVAL;
+	}
+	die_line("warning: runs in a PID namespace of its own: the pids in its records and "
+		 "report are the host's, not this namespace's");
+	return 0;
+}
+
 static int preflight(struct loader *L)
 {
 	char err[TT_ERR_LEN];
@@ -121,7 +154,7 @@ static int preflight(struct loader *L)
 		die_line(err);
 		return -ENOTSUP;
 	}
-	return 0;
+	return check_pid_namespace(L);
 }
 
 static int target_prepare(struct loader *L)

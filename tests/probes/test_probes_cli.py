@@ -280,3 +280,18 @@ def test_meta_json_decodes_whatever_bytes_the_command_line_holds(tmp_path):
     assert p.returncode == 0, p.stderr
     m = json.loads((tmp_path / "meta.json").read_bytes().decode("utf-8"))
     assert m["command"][-1] == "caf\ufffd"
+
+
+def test_in_a_pid_namespace_of_its_own_targets_by_pid_are_refused(tmp_path):
+    """Run as in a container without the host's PID namespace (unshare --pid): the records
+    carry host pids, so a target by pid is one line that names the fix; --all runs, warned."""
+    if not shutil.which("unshare"):
+        pytest.skip("unshare (util-linux) not installed")
+    ns = ["unshare", "--pid", "--fork", "--mount-proc", str(TAILTRACE), "--out", str(tmp_path)]
+    p = subprocess.run(ns + ["--", "true"], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    one_line_error(p, "PID namespace of its own", "--pid=host", "hostPID: true", "--comm")
+    p = subprocess.run(ns + ["--all", "--events", "switch", "--duration", "0.2"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "warning: runs in a PID namespace of its own" in p.stderr
