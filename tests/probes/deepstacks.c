@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define LEVELS 10 /* up to 1024 distinct call paths, 12 frames deep at most */
@@ -61,9 +62,18 @@ __attribute__((noinline)) static void walk(long i, int level)
 	sink++;
 }
 
+static long long now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 int main(int argc, char **argv)
 {
 	long paths;
+	long long t0, t1;
 	struct rusage r0, r1;
 
 	if (argc < 3 || argc > 4 || (paths = atol(argv[1])) < 1 || paths > (1L << LEVELS) ||
@@ -75,9 +85,12 @@ int main(int argc, char **argv)
 	printf("{\"tid\": %d}\n", gettid());
 	fflush(stdout);
 	getrusage(RUSAGE_THREAD, &r0);
+	t0 = now_ns();
 	for (long i = 0; i < paths; i++)
 		walk(i, 0);
+	t1 = now_ns();
 	getrusage(RUSAGE_THREAD, &r1);
-	printf("{\"paths\": %ld, \"nvcsw\": %ld}\n", paths, r1.ru_nvcsw - r0.ru_nvcsw);
+	printf("{\"paths\": %ld, \"nvcsw\": %ld, \"loop_t_start_ns\": %lld, \"loop_t_end_ns\": %lld}\n",
+	       paths, r1.ru_nvcsw - r0.ru_nvcsw, t0, t1);
 	return 0;
 }
