@@ -1,8 +1,9 @@
 """Four CPU-bound Python threads taking turns on the GIL, for SECONDS (default 3): each sums
 squares in a pure-Python loop, so only one runs at a time and the others wait for the GIL
-(docs/third-party.md, tests/probes/test_user_stacks.py and test_lock_names.py).
+(docs/third-party.md, tests/probes/test_user_stacks.py and test_lock_names.py); then the
+process sleeps LINGER seconds (default 0) before it exits.
 
-    python3 gil_threads.py [SECONDS]
+    python3 gil_threads.py [SECONDS [LINGER]]
 """
 import sys
 import threading
@@ -29,6 +30,7 @@ def main() -> None:
         t.start()
     for t in threads:
         t.join()
+    time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0.0)
 
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ static int table_grow(uint32_t **tab, size_t *cap, const struct stack_entry *sta
 	return 0;
 }
 
-/* The index of the stack ips[0..n), added if new; -1 on ENOMEM. */
+/* The index of the stack ips[0..n) (n may be 0), added if new; -1 on ENOMEM. */
 static long stack_intern(struct copied_stacks *cs, const uint64_t *ips, int n)
 {
 	uint64_t h = frames_hash(ips, n);
@@ -100,7 +100,7 @@ static long stack_intern(struct copied_stacks *cs, const uint64_t *ips, int n)
 		const struct stack_entry *e = &cs->stacks[cs->by_hash[j] - 1];
 
 		if (e->hash == h && e->n == (uint32_t)n &&
-		    !memcmp(cs->pool + e->off, ips, (size_t)n * sizeof(*ips)))
+		    (!n || !memcmp(cs->pool + e->off, ips, (size_t)n * sizeof(*ips))))
 			return cs->by_hash[j] - 1;
 	}
 	if (TT_GROW(cs->stacks, cs->nstacks, cs->stacks_cap, 256))
@@ -108,7 +108,9 @@ static long stack_intern(struct copied_stacks *cs, const uint64_t *ips, int n)
 	while (cs->npool + (size_t)n > cs->pool_cap)
 		if (TT_GROW(cs->pool, cs->pool_cap, cs->pool_cap, 4096))
 			return -1;
-	memcpy(cs->pool + cs->npool, ips, (size_t)n * sizeof(*ips));
+	if (n) /* an empty stack (an unwind that found no frame) has no frames to copy: the
+		* pool may not exist yet, and memcpy's pointers must not be NULL */
+		memcpy(cs->pool + cs->npool, ips, (size_t)n * sizeof(*ips));
 	cs->stacks[cs->nstacks] = (struct stack_entry){ h, (uint32_t)cs->npool, (uint32_t)n };
 	cs->npool += (size_t)n;
 	cs->by_hash[j] = (uint32_t)++cs->nstacks;
@@ -203,6 +205,11 @@ static int join_frame_pointers(struct unwind_stack *u, const struct tt_ustack_co
 
 	if (u->end == UNWIND_END_OUTERMOST || u->end == UNWIND_END_DEPTH)
 		return 0;
+	if (u->end == UNWIND_END_GONE) { /* nothing to unwind by: the walk the copy carries */
+		for (int j = 0; j < fp_n && u->n < UNWIND_MAX_FRAMES && c->fp_ips[j]; j++)
+			u->ips[u->n++] = c->fp_ips[j];
+		return u->n > 0;
+	}
 	for (int i = u->n - 1; i >= 1; i--)
 		for (int j = 1; j < fp_n - 1; j++) {
 			if (c->fp_ips[j] != u->ips[i])

@@ -19,7 +19,7 @@
 #include <tt_clock.h>
 
 const char *const unwind_end_names[UNWIND_END_NR] = {
-	"outermost", "copy_ended", "no_cfi", "no_object", "depth", "error",
+	"outermost", "copy_ended", "no_cfi", "no_object", "depth", "error", "process_gone",
 };
 
 /* A process's maps are read again, when an address falls outside its modules,
@@ -40,6 +40,7 @@ struct process {
 	Dwfl *dwfl;
 	bool attached;
 	bool host_root;
+	bool gone;             /* its maps held no executable file: it had exited */
 	uint64_t reported_ns;
 	struct module_file *files;
 };
@@ -152,8 +153,10 @@ static int process_report(struct process *p)
 
 	snprintf(line, sizeof(line), "/proc/%d/maps", p->pid);
 	f = fopen(line, "re");
-	if (!f)
+	if (!f) {
+		p->gone = errno == ENOENT || errno == ESRCH; /* reaped already */
 		return -errno;
+	}
 	dwfl_report_begin_add(p->dwfl);
 	while (fgets(line, sizeof(line), f)) {
 		path[0] = 0;
@@ -188,6 +191,8 @@ static int process_report(struct process *p)
 	group_report(p, &g);
 	fclose(f);
 	p->reported_ns = tt_now_ns();
+	/* an exited process (a zombie's maps are empty) leaves no module to unwind by */
+	p->gone = !p->files;
 	return dwfl_report_end(p->dwfl, NULL, NULL) ? -EINVAL : 0;
 }
 
@@ -330,8 +335,12 @@ int unwinder_unwind(struct unwinder *u, const struct unwind_copy *c, struct unwi
 	memset(out, 0, offsetof(struct unwind_stack, reads));
 	out->nreads = 0;
 	out->end = UNWIND_END_ERROR;
-	if (!p || !p->attached)
+	if (!p || (!p->attached && !p->gone))
 		return 0;
+	if (p->gone) { /* the copy came after its process exited */
+		out->end = UNWIND_END_GONE;
+		return 0;
+	}
 	/* an IP outside every module: code mapped since the maps were read */
 	if (!dwfl_addrmodule(p->dwfl, c->regs[UNWIND_IP]) &&
 	    tt_now_ns() - p->reported_ns > REPORT_EVERY_NS)

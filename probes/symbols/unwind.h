@@ -37,6 +37,8 @@ enum unwind_end {
 			       * address: a frame unwound wrong) */
 	UNWIND_END_DEPTH,     /* UNWIND_MAX_FRAMES frames */
 	UNWIND_END_ERROR,     /* the process's modules could not be read */
+	UNWIND_END_GONE,      /* the process had exited (a loader behind its rings): no file
+			       * mapping left to unwind by; the frame-pointer walk stands */
 	UNWIND_END_NR,
 };
 extern const char *const unwind_end_names[UNWIND_END_NR];

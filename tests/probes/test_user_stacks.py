@@ -113,14 +113,17 @@ def test_debians_python3_stacks_reach_the_interpreter_and_main(tmp_path):
     """Debian's /usr/bin/python3 has no frame pointers: its threads' off-CPU stacks
     (waiting for the GIL) reach _PyEval_EvalFrameDefault, and the main thread's (joining
     them) main's own Py_BytesMain (main tail-calls it) and libc's start."""
+    # the process lingers 1 s after its threads: a loader behind its rings (a loaded machine,
+    # a sanitizer) unwinds the copies while it lives
     p = tailtrace(tmp_path, "--events", "runq,switch,offcpu", "--user-stacks", "dwarf", "--",
-                  "/usr/bin/python3", str(GIL_THREADS), "1.5")
+                  "/usr/bin/python3", str(GIL_THREADS), "1.5", "1")
     assert p.returncode == 0, p.stderr
     stacks = list(user_stacks(tmp_path).values())
     assert any("_PyEval_EvalFrameDefault" in s and "start_thread" in s for s in stacks), stacks
     assert any("Py_BytesMain" in s and "__libc_start_call_main" in s for s in stacks), stacks
     us = meta(tmp_path)["user_stacks"]
-    assert us["ended"]["outermost"] >= 0.9 * us["unwound"], us
+    # copies unwound after the process had exited keep only the frame-pointer walk
+    assert us["ended"]["outermost"] >= 0.9 * (us["unwound"] - us["ended"]["process_gone"]), us
 
 
 @pytest.fixture
@@ -195,3 +198,40 @@ def test_a_binary_replaced_while_traced_keeps_its_own_names(tmp_path):
     names = {f for s in user_stacks(tmp_path / "run").values() for f in s}
     assert "wait_for_work" in names and "serve_request" in names, names
     assert not names & {"pad_a", "pad_b"}, names
+
+
+def test_copies_taken_after_their_process_exited_keep_the_frame_pointer_walk(tmp_path):
+    """The loader stopped (SIGSTOP) while tt-deepstacks blocks under 400 call paths, a copy
+    each, and exits: those copies are unwound after the process is gone (a zombie's maps are
+    empty), as on a machine where the loader lags its rings. With its maps read before (a copy
+    unwound before the stop) they unwind by its files as ever; without, they end
+    "process_gone" and keep the walk the copy carries; never blamed on JIT code."""
+    import signal
+    import time
+
+    from tt_run import TAILTRACE, helper, read_line, wait_target_running
+    # exact-stacks: a copy at every block (the cache would reuse one: every path blocks
+    # with the same registers)
+    p = subprocess.Popen([str(TAILTRACE), "--out", str(tmp_path), "--debug", "exact-stacks",
+                          "--events", "runq,switch,offcpu", "--", helper("deepstacks"), "400",
+                          "2000"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, bufsize=0)
+    try:
+        read_line(p.stderr, r"attached to PID", 30)
+        wait_target_running(p.pid, helper("deepstacks"))
+        p.send_signal(signal.SIGSTOP)
+        time.sleep(3)                         # 400 sleeps of 2 ms, then its exit
+        p.send_signal(signal.SIGCONT)
+        assert p.wait(timeout=60) == 0, p.stderr.read().decode()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        p.stderr.close()
+    us = meta(tmp_path)["user_stacks"]
+    # each copy is unwound by its files when the loader had read the process's maps while it
+    # lived (a copy before the stop), else it keeps the walk it carries: never "no file"
+    ended = us["ended"]
+    assert ended["outermost"] + ended["process_gone"] == us["unwound"] == 400, us
+    assert ended["no_object"] == 0 and "[no file: JIT code?]" not in us["stopped_in"], us
+    assert us["frames_mean"] > 0 and us["joined_frame_pointers"] >= ended["process_gone"], us
