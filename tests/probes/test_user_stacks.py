@@ -89,11 +89,16 @@ def test_a_stripped_binarys_static_functions_are_named_through_libc(tmp_path, st
     assert s[i + 1] in ("path_a", "path_b") and s[i + 2:i + 4] == ["serve_request", "main"], s
     assert any("pthread_cond_timedwait" in f for f in s[:i]), s   # the libc frames below it
     assert "__libc_start_call_main" in s[i + 4:], s                 # unwound to the thread's start
-    # each path's waits under their own stack, though they block from registers alike
-    want_us = ROUNDS // 2 * WAIT_US
-    for path in ("path_a", "path_b"):
-        got = folded_us(tmp_path, "main", "serve_request", path, "wait_for_work")
-        assert 0.9 * want_us <= got <= 1.5 * want_us, (path, got, want_us)
+    # each path's waits under their own stack, though they block from registers alike: the
+    # second path is caught within SCHED_USTACK_CHECK_EVERY (8) blocks of the site (an
+    # uncontested site is checked at one hit in 8, probes/sched/sched.h), so up to 7 of its
+    # waits may go under the first's
+    want_us, early_us = ROUNDS // 2 * WAIT_US, 7 * WAIT_US
+    got = {path: folded_us(tmp_path, "main", "serve_request", path, "wait_for_work")
+           for path in ("path_a", "path_b")}
+    for path, us_ in got.items():
+        assert want_us - early_us <= us_ <= want_us + early_us + 0.5 * want_us, (got, want_us)
+    assert 0.9 * 2 * want_us <= sum(got.values()), (got, want_us)
     us = meta(tmp_path)["user_stacks"]
     assert us["unwind"] == "dwarf" and us["copies"] >= 2 and us["ended"]["outermost"] >= 2, us
     assert us["copies"] <= ROUNDS // 2, us   # copied once a call path, not once a wait
