@@ -118,7 +118,7 @@ GIL_THREADS = HERE.parents[1] / "bench" / "third_party" / "gil_threads.py"  # 4 
 
 
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="Debian's python3")
-@pytest.mark.xfail(strict=False, reason="open defect (issue 57): in some runs most of python3's "
+@pytest.mark.xfail(strict=False, reason="open defect: in some runs most of python3's "
                    "copies end before the outermost frame, cause not found")
 def test_debians_python3_stacks_reach_the_interpreter_and_main(tmp_path):
     """Debian's /usr/bin/python3 has no frame pointers: its threads' off-CPU stacks
@@ -133,7 +133,7 @@ def test_debians_python3_stacks_reach_the_interpreter_and_main(tmp_path):
     assert any("_PyEval_EvalFrameDefault" in s and "start_thread" in s for s in stacks), stacks
     assert any("Py_BytesMain" in s and "__libc_start_call_main" in s for s in stacks), stacks
     us = meta(tmp_path)["user_stacks"]
-    # Open defect (issue 57's closing note): in about one run in three most of python3's
+    # Open defect: in about one run in three most of python3's
     # copies end before the outermost frame (13 of 42 reached it in a CI run, all of them in
     # the others), cause not found; the threads' and main's stacks above hold in every run.
     assert us["ended"]["outermost"] >= 2, us
