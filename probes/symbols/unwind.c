@@ -22,8 +22,9 @@ const char *const unwind_end_names[UNWIND_END_NR] = {
 	"outermost", "copy_ended", "no_cfi", "no_object", "depth", "error", "process_gone",
 };
 
-/* A process's maps are read again, when an address falls outside its modules,
- * at most this often. */
+/* A process's maps are read again when an address falls outside its modules:
+ * at once the first time (an exec, a dlopen), then, while reading them again
+ * explained nothing (JIT code), at most this often. */
 #define REPORT_EVERY_NS 200000000ull
 
 /* Where a module's file is found (module_find_elf): the module's userdata. */
@@ -41,6 +42,7 @@ struct process {
 	bool attached;
 	bool host_root;
 	bool gone;             /* its maps held no executable file: it had exited */
+	bool miss_unexplained; /* the maps read for an address outside them lacked it too */
 	uint64_t reported_ns;
 	struct module_file *files;
 };
@@ -117,30 +119,34 @@ static bool replaced(const struct process *p, const struct maps_group *g)
 	return stat(path, &st) || st.st_ino != g->ino;
 }
 
-static void group_report(struct process *p, struct maps_group *g)
+/* Reports one file's mappings as a module; 1 if it is one (new or known). */
+static int group_report(struct process *p, struct maps_group *g)
 {
 	Dwfl_Module *mod;
 	void **userdata;
 	struct module_file *m;
 
 	if (!g->usable || !g->exec)
-		return;
+		return 0;
 	mod = dwfl_report_module(p->dwfl, g->path, g->start, g->end);
-	if (!mod || !dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL) ||
-	    *userdata)
-		return;
+	if (!mod || !dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL))
+		return 0;
+	if (*userdata)
+		return 1;
 	m = calloc(1, sizeof(*m));
 	if (!m)
-		return;
+		return 0;
 	*m = (struct module_file){ .pid = p->pid, .host_root = p->host_root, .start = g->start,
 				   .end = g->first_end, .next = p->files };
 	m->deleted = g->deleted || replaced(p, g);
 	p->files = m;
 	*userdata = m;
+	return 1;
 }
 
 /* Report the process's executable file mappings as modules (one a file, from
- * its first mapping, which maps the file's start, to its last). */
+ * its first mapping, which maps the file's start, to its last): the set as the
+ * maps hold it now, so an exec's new image replaces the old one's modules. */
 static int process_report(struct process *p)
 {
 	char line[PATH_MAX + 128], path[PATH_MAX];
@@ -149,7 +155,7 @@ static int process_report(struct process *p)
 	unsigned long ino;
 	char perms[8];
 	FILE *f;
-	int n;
+	int n, files = 0;
 
 	snprintf(line, sizeof(line), "/proc/%d/maps", p->pid);
 	f = fopen(line, "re");
@@ -157,8 +163,13 @@ static int process_report(struct process *p)
 		p->gone = errno == ENOENT || errno == ESRCH; /* reaped already */
 		return -errno;
 	}
-	dwfl_report_begin_add(p->dwfl);
-	while (fgets(line, sizeof(line), f)) {
+	if (!fgets(line, sizeof(line), f)) { /* a zombie's maps are empty: keep what was read */
+		fclose(f);
+		p->gone = true;
+		return -ESRCH;
+	}
+	dwfl_report_begin(p->dwfl);
+	do {
 		path[0] = 0;
 		if (sscanf(line, "%llx-%llx %7s %llx %*x:%*x %lu %n", &start, &end, perms, &pgoff,
 			   &ino, &n) < 5)
@@ -166,7 +177,7 @@ static int process_report(struct process *p)
 		snprintf(path, sizeof(path), "%s", line + n);
 		path[strcspn(path, "\n")] = 0;
 		if (path[0] != '/') {
-			group_report(p, &g);
+			files += group_report(p, &g);
 			g.usable = false;
 			continue;
 		}
@@ -182,17 +193,16 @@ static int process_report(struct process *p)
 			g.exec |= perms[2] == 'x';
 			continue;
 		}
-		group_report(p, &g);
+		files += group_report(p, &g);
 		g = (struct maps_group){ .ino = ino, .start = start, .end = end, .first_end = end,
 					 .exec = perms[2] == 'x', .usable = pgoff == 0,
 					 .deleted = deleted };
 		snprintf(g.path, sizeof(g.path), "%s", path);
-	}
-	group_report(p, &g);
+	} while (fgets(line, sizeof(line), f));
+	files += group_report(p, &g);
 	fclose(f);
 	p->reported_ns = tt_now_ns();
-	/* an exited process (a zombie's maps are empty) leaves no module to unwind by */
-	p->gone = !p->files;
+	p->gone = files == 0;
 	return dwfl_report_end(p->dwfl, NULL, NULL) ? -EINVAL : 0;
 }
 
@@ -335,16 +345,22 @@ int unwinder_unwind(struct unwinder *u, const struct unwind_copy *c, struct unwi
 	memset(out, 0, offsetof(struct unwind_stack, reads));
 	out->nreads = 0;
 	out->end = UNWIND_END_ERROR;
-	if (!p || (!p->attached && !p->gone))
+	if (!p)
 		return 0;
-	if (p->gone) { /* the copy came after its process exited */
+	/* an IP outside every module: code mapped since the maps were read */
+	if (!dwfl_addrmodule(p->dwfl, c->regs[UNWIND_IP]) && !p->gone &&
+	    (!p->miss_unexplained || tt_now_ns() - p->reported_ns > REPORT_EVERY_NS)) {
+		process_report(p);
+		p->miss_unexplained = !dwfl_addrmodule(p->dwfl, c->regs[UNWIND_IP]);
+	}
+	/* The copy came after its process exited, from code whose maps were never
+	 * read (an image it exec'd): the modules read before cannot unwind it. */
+	if (p->gone && !dwfl_addrmodule(p->dwfl, c->regs[UNWIND_IP])) {
 		out->end = UNWIND_END_GONE;
 		return 0;
 	}
-	/* an IP outside every module: code mapped since the maps were read */
-	if (!dwfl_addrmodule(p->dwfl, c->regs[UNWIND_IP]) &&
-	    tt_now_ns() - p->reported_ns > REPORT_EVERY_NS)
-		process_report(p);
+	if (!p->attached)
+		return 0;
 	u->copy = c;
 	u->out = out;
 	u->read_beyond = false;

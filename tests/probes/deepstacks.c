@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * deepstacks PATHS USEC [lock]: sleeps USEC microseconds PATHS times, each time
+ * deepstacks PATHS USEC [lock | exec CMD...]: sleeps USEC microseconds PATHS times, each time
  * under a different user stack (path i: LEVELS calls through via_a or via_b
  * as the bits of i say), so tailtrace's offcpu stream sees PATHS distinct
  * user stacks: with a few hundred, some land in a bucket of the stack map
@@ -11,7 +11,9 @@
  * (getrusage RUSAGE_THREAD). A sleep whose timer expired before the thread
  * reached schedule() (a stalled vCPU) is no switch, and the kernel knows.
  * With "lock", each sleep holds a mutex, taken on the same path (the locks
- * probe's stacks).
+ * probe's stacks). With "exec CMD...", it then sleeps 300 ms more (a test's
+ * cue, after that line, to act before the new image runs) and execs CMD in the
+ * same process (a new image under the same pid: the unwinder's maps must follow).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -76,9 +78,11 @@ int main(int argc, char **argv)
 	long long t0, t1;
 	struct rusage r0, r1;
 
-	if (argc < 3 || argc > 4 || (paths = atol(argv[1])) < 1 || paths > (1L << LEVELS) ||
-	    (usec = atol(argv[2])) < 0 || (argc == 4 && strcmp(argv[3], "lock"))) {
-		fprintf(stderr, "usage: deepstacks PATHS(1..%d) USEC [lock]\n", 1 << LEVELS);
+	if (argc < 3 || (paths = atol(argv[1])) < 1 || paths > (1L << LEVELS) ||
+	    (usec = atol(argv[2])) < 0 || (argc == 4 && strcmp(argv[3], "lock")) ||
+	    (argc > 4 && strcmp(argv[3], "exec"))) {
+		fprintf(stderr, "usage: deepstacks PATHS(1..%d) USEC [lock | exec CMD...]\n",
+			1 << LEVELS);
 		return 2;
 	}
 	locking = argc == 4;
@@ -92,5 +96,12 @@ int main(int argc, char **argv)
 	getrusage(RUSAGE_THREAD, &r1);
 	printf("{\"paths\": %ld, \"nvcsw\": %ld, \"loop_t_start_ns\": %lld, \"loop_t_end_ns\": %lld}\n",
 	       paths, r1.ru_nvcsw - r0.ru_nvcsw, t0, t1);
+	fflush(stdout);
+	if (argc > 4) {
+		usleep(300000);
+		execvp(argv[4], argv + 4);
+		perror(argv[4]);
+		return 127;
+	}
 	return 0;
 }

@@ -246,6 +246,43 @@ def test_copies_taken_after_their_process_exited_keep_the_frame_pointer_walk(tmp
     # lived (a copy before the stop), else it keeps the walk it carries: never "no file"
     ended = us["ended"]
     # 400 blocks of the loop (a block at start or exit may add one: seen under ASan)
-    assert ended["outermost"] + ended["process_gone"] >= 400, us
+    assert ended["outermost"] + ended["process_gone"] >= 400, (ended, us["stopped_in"])
     assert ended["no_object"] == 0 and "[no file: JIT code?]" not in us["stopped_in"], us
     assert us["frames_mean"] > 0 and us["joined_frame_pointers"] >= ended["process_gone"], us
+
+
+def test_a_process_that_execs_is_unwound_by_its_new_image(tmp_path):
+    """tt-deepstacks blocks under 40 call paths, then execs itself to block under 400 more:
+    the same pid, a new image at new addresses. The loader, which read the first image's
+    maps, is stopped (SIGSTOP) as the first ends and resumed after the second exited, so the
+    second's copies meet modules of an image that is gone and maps that are empty: each
+    ends "process_gone" with the walk it carries; none is unwound by the first image's
+    modules ("no file") or lost as an error."""
+    import signal
+    import time
+
+    from tt_run import TAILTRACE, helper, read_line
+    p = subprocess.Popen([str(TAILTRACE), "--out", str(tmp_path), "--debug", "exact-stacks",
+                          "--events", "runq,switch,offcpu", "--", helper("deepstacks"), "40",
+                          "5000", "exec", helper("deepstacks"), "400", "2000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    try:
+        read_line(p.stdout, r'"paths": 40,', 30)      # the first image's loop is over
+        p.send_signal(signal.SIGSTOP)
+        time.sleep(3)                                  # 400 sleeps of 2 ms, then its exit
+        p.send_signal(signal.SIGCONT)
+        read_line(p.stdout, r'"paths": 400,', 30)
+        assert p.wait(timeout=60) == 0, p.stderr.read().decode()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        p.stdout.close()
+        p.stderr.close()
+    us = meta(tmp_path)["user_stacks"]
+    ended = us["ended"]
+    # 440 blocks of the two loops and the wait before the exec (a block inside execve may
+    # add one, its registers the old image's: unwound by the old maps, as it should be)
+    assert ended["outermost"] + ended["process_gone"] >= 440, (ended, us["stopped_in"])
+    assert ended["no_object"] == 0 and ended["error"] == 0, (ended, us["stopped_in"])
+    assert ended["process_gone"] >= 400, ended   # the stop held the whole second image
