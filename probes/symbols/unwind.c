@@ -337,30 +337,26 @@ static void note_end(struct unwinder *u, Dwfl *dwfl, struct unwind_stack *o)
 	}
 }
 
-int unwinder_unwind(struct unwinder *u, const struct unwind_copy *c, struct unwind_stack *out)
+/* The maps are read again for an address outside every module read so far,
+ * unless reading them again lately explained nothing; whether it is known now. */
+static bool process_explain(struct process *p, uint64_t addr)
 {
-	struct process *p = process_get(u, c->pid);
+	if (dwfl_addrmodule(p->dwfl, addr))
+		return true;
+	if (p->gone || (p->miss_unexplained && tt_now_ns() - p->reported_ns <= REPORT_EVERY_NS))
+		return false;
+	process_report(p);
+	p->miss_unexplained = !dwfl_addrmodule(p->dwfl, addr);
+	return !p->miss_unexplained;
+}
+
+static void unwind_walk(struct unwinder *u, struct process *p, const struct unwind_copy *c,
+			struct unwind_stack *out)
+{
 	int r;
 
 	memset(out, 0, offsetof(struct unwind_stack, reads));
 	out->nreads = 0;
-	out->end = UNWIND_END_ERROR;
-	if (!p)
-		return 0;
-	/* an IP outside every module: code mapped since the maps were read */
-	if (!dwfl_addrmodule(p->dwfl, c->regs[UNWIND_IP]) && !p->gone &&
-	    (!p->miss_unexplained || tt_now_ns() - p->reported_ns > REPORT_EVERY_NS)) {
-		process_report(p);
-		p->miss_unexplained = !dwfl_addrmodule(p->dwfl, c->regs[UNWIND_IP]);
-	}
-	/* The copy came after its process exited, from code whose maps were never
-	 * read (an image it exec'd): the modules read before cannot unwind it. */
-	if (p->gone && !dwfl_addrmodule(p->dwfl, c->regs[UNWIND_IP])) {
-		out->end = UNWIND_END_GONE;
-		return 0;
-	}
-	if (!p->attached)
-		return 0;
 	u->copy = c;
 	u->out = out;
 	u->read_beyond = false;
@@ -373,6 +369,33 @@ int unwinder_unwind(struct unwinder *u, const struct unwind_copy *c, struct unwi
 		note_end(u, p->dwfl, out);
 	u->copy = NULL;
 	u->out = NULL;
+}
+
+int unwinder_unwind(struct unwinder *u, const struct unwind_copy *c, struct unwind_stack *out)
+{
+	struct process *p = process_get(u, c->pid);
+	bool known;
+
+	memset(out, 0, offsetof(struct unwind_stack, reads));
+	out->nreads = 0;
+	out->end = UNWIND_END_ERROR;
+	if (!p)
+		return 0;
+	known = process_explain(p, c->regs[UNWIND_IP]);
+	/* The copy came after its process exited, from code whose maps were never
+	 * read (an image it exec'd): the modules read before cannot unwind it. */
+	if (p->gone && !known) {
+		out->end = UNWIND_END_GONE;
+		return 0;
+	}
+	if (!p->attached)
+		return 0;
+	unwind_walk(u, p, c, out);
+	/* a caller's frame in code mapped since the maps were read (a dlopen'd
+	 * library): once more, if reading them again found it */
+	if (out->end == UNWIND_END_NO_OBJECT && out->n > 1 &&
+	    process_explain(p, out->ips[out->n - 1] - 1))
+		unwind_walk(u, p, c, out);
 	return out->n;
 }
 

@@ -286,3 +286,58 @@ def test_a_process_that_execs_is_unwound_by_its_new_image(tmp_path):
     assert ended["outermost"] + ended["process_gone"] >= 440, (ended, us["stopped_in"])
     assert ended["no_object"] == 0 and ended["error"] == 0, (ended, us["stopped_in"])
     assert ended["process_gone"] >= 400, ended   # the stop held the whole second image
+
+
+LATE_LIB = r"""
+#include <unistd.h>
+volatile long late_sink;
+__attribute__((noinline)) void late_wait(int n, int usec)
+{
+	for (int i = 0; i < n; i++) {
+		usleep(usec);
+		late_sink++;
+	}
+}
+"""
+LATE_MAIN = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	void *lib;
+	void (*late_wait)(int, int);
+
+	for (int i = 0; i < 20; i++)
+		usleep(2000);
+	lib = dlopen(argv[1], RTLD_NOW);
+	if (!lib || !(late_wait = (void (*)(int, int))dlsym(lib, "late_wait"))) {
+		fprintf(stderr, "%s\n", dlerror());
+		return 1;
+	}
+	late_wait(50, 2000);
+	return 0;
+}
+"""
+
+
+def test_a_library_loaded_after_the_maps_were_read_is_unwound_through(tmp_path):
+    """The program blocks 20 times (its maps read), then dlopens a library whose function
+    blocks 50 times in libc's usleep: the innermost frame is in a known file (libc), its
+    caller in one mapped since. Those 50 copies reach the outermost frame through the
+    library, named late_wait, none ends "no file"."""
+    lib, exe = tmp_path / "liblate.so", tmp_path / "late"
+    (tmp_path / "lib.c").write_text(LATE_LIB)
+    (tmp_path / "main.c").write_text(LATE_MAIN)
+    subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-shared", "-fPIC", "-o",
+                    str(lib), str(tmp_path / "lib.c")], check=True)
+    subprocess.run(["cc", "-O2", "-g", "-o", str(exe), str(tmp_path / "main.c"), "-ldl"],
+                   check=True)
+    p = tailtrace(tmp_path / "run", "--debug", "exact-stacks", "--events", "runq,switch,offcpu",
+                  "--", str(exe), str(lib))
+    assert p.returncode == 0, p.stderr
+    us = meta(tmp_path / "run")["user_stacks"]
+    ended = us["ended"]
+    assert ended["no_object"] == 0 and ended["outermost"] >= 70, (ended, us["stopped_in"])
+    late = [s for s in user_stacks(tmp_path / "run").values() if "late_wait" in s]
+    assert late and all("main" in s for s in late), late
