@@ -7,7 +7,8 @@ Targets on this 2-core machine: the core, 10M scheduler intervals + 1M requests,
 and ≤ 6 GiB; the full report in ≤ 30 s and ≤ 3 GB (2,861 MiB); a span-heavy run (--spans
 400000) reported in ≤ 5 s. "10M scheduler intervals" is 10M off-CPU intervals
 (switches.bin) *and* one runnable interval for each (runq.bin): 20M scheduler records, as a
-real trace of 10M context switches has.
+real trace of 10M context switches has. The exit status is 1 when a target is missed, at
+the full sizes (--scale 1, --spans 400000 or more); a smaller run is judged on closure alone.
 
 Synthetic data is written in a temporary run directory with the schema's dtypes
 (schema.json from build/common/tt-schema) by a child process; the core runs in a fresh
@@ -310,13 +311,17 @@ def main(argv=None) -> int:
               f"peak RSS with them {r['peak_rss_all_mib']:.0f} MiB)")
         ok = r["closure_ratio"] == 1.0
         print("headline:", r["headline"])
-        at = "" if a.scale == 1 or a.spans else f"(at scale {a.scale})"
+        # the time and memory targets are for the sizes they name: smaller runs (the tests'
+        # smoke runs, on a busy machine) print them but are judged on closure alone
+        full_size = a.spans >= 400_000 if a.spans else a.scale == 1
+        at = "" if full_size else "(not judged below the full size)"
         if a.spans:
             print("every span closes:", "MET" if ok else "NOT MET")
         else:
-            ok &= r["total_s"] <= 60 and r["peak_rss_mib"] <= 6 * 1024
+            met = r["total_s"] <= 60 and r["peak_rss_mib"] <= 6 * 1024
             print("target (full size): ≤ 60 s and ≤ 6144 MiB, every request closes:",
-                  "MET" if ok else "NOT MET", at)
+                  "MET" if ok and met else "NOT MET", at)
+            ok &= met or not full_size
         if not a.no_report:
             r = _child(["--_report", str(run_dir)])
             limit_s = 5 if a.spans else 30
@@ -327,7 +332,7 @@ def main(argv=None) -> int:
                   f"{r['trace_mb']:.1f} MB; trace.perfetto-trace {r['perfetto_mb']:.1f} MB")
             print(f"target: ≤ {limit_s} s and ≤ {REPORT_RSS_MIB:.0f} MiB (3 GB):",
                   "MET" if met else "NOT MET", at)
-            ok &= met
+            ok &= met or not full_size
         return 0 if ok else 1
     finally:
         if not a.keep:
