@@ -89,6 +89,9 @@ PY=${PYTHON:-python3}
 if [ -f "$here/analyze/pyproject.toml" ] || [ -f "$here/pyproject.toml" ]; then
     "$PY" -m pip install -q --disable-pip-version-check -e "$here" 2>/dev/null || true
 fi
+# matplotlib builds its font cache on first use (~10 s on a fresh machine): here, not in the
+# first report
+MPLBACKEND=Agg "$PY" -c 'import matplotlib.font_manager' >/dev/null 2>&1 || true
 
 # pycurl for the third-party demo (bench/third_party): built from source so that it links the
 # system libcurl.so.4 (the PyPI wheel bundles a renamed libcurl that --span libcurl.so.4 cannot see).
