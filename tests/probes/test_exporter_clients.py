@@ -33,7 +33,7 @@ SILENT, FLOOD, RUN_S = 20, 1000, 10
 # would hold its GIL between its connect and its request, a client no scraper is (Prometheus
 # sends its request at once), so the server would rightly count the scrape silent.
 HOLDER = """
-import socket, sys, threading, time
+import os, socket, sys, threading, time
 port, silent, flood, count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 held, lock = [], threading.Lock()
 def hold(n):
@@ -42,9 +42,11 @@ def hold(n):
             s = socket.create_connection(("127.0.0.1", port), timeout=2)
         except OSError:
             continue
-        with lock:
+        with lock:  # the count replaced whole: a reader never sees it truncated
             held.append(s)
-            open(count, "w").write(str(len(held)))
+            with open(count + ".new", "w") as f:
+                f.write(str(len(held)))
+            os.replace(count + ".new", count)
 for n in [1] * silent + [flood]:
     threading.Thread(target=hold, args=(n,), daemon=True).start()
 time.sleep(3600)
