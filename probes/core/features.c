@@ -263,9 +263,18 @@ static bool has_suffix(const char *s, const char *suf)
 	return a >= b && !strcmp(s + a - b, suf);
 }
 
-void features_select_progs(struct bpf_object *obj, enum tt_hook h)
+int features_prog_variant(const char *name, enum tt_hook h)
 {
 	static const char *const suffix[] = { "_btf", "_raw", "_tp" };
+
+	for (int i = 0; i < 3; i++)
+		if (has_suffix(name, suffix[i]))
+			return i == (int)h;
+	return -1;
+}
+
+void features_select_progs(struct bpf_object *obj, enum tt_hook h)
+{
 	struct bpf_program *p;
 	struct bpf_map *m;
 
@@ -281,14 +290,10 @@ void features_select_progs(struct bpf_object *obj, enum tt_hook h)
 	}
 
 	bpf_object__for_each_program(p, obj) {
-		const char *name = bpf_program__name(p);
-		int variant = -1;
+		int mine = features_prog_variant(bpf_program__name(p), h);
 
-		for (int i = 0; i < 3; i++)
-			if (has_suffix(name, suffix[i]))
-				variant = i;
-		if (variant >= 0)
-			bpf_program__set_autoload(p, variant == (int)h);
+		if (mine >= 0)
+			bpf_program__set_autoload(p, mine);
 	}
 }
 

@@ -69,6 +69,9 @@ int features_hook_parse(const char *s, enum tt_hook *h);
 int features_probe(int want, char *err, size_t len);
 enum tt_hook features_hook(void);
 const char *features_hook_name(enum tt_hook h);
+/* A program named for a hook (NAME_btf, NAME_raw, NAME_tp): 1 if it is hook h's,
+ * 0 if another's; -1 if its name ends in none of these. */
+int features_prog_variant(const char *name, enum tt_hook h);
 /* Autoload exactly the programs of the chosen hook: names end in _btf, _raw, _tp.
  * Programs without one of these suffixes are left alone. Maps named *_btf (task
  * storage) are created only for tp_btf, maps named *_ids (tid-keyed) only for

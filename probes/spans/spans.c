@@ -412,14 +412,12 @@ static void spans_select_progs(struct spans_state *st)
 	bpf_object__for_each_program(p, st->skel->obj) {
 		const char *name = bpf_program__name(p);
 		const char *nc = strstr(name, "_nc");
+		int hook = features_prog_variant(name, features_hook());
 		bool load;
 
-		if (!strncmp(name, "span_tcp_", 9))
-			load = has_mode(st, SPAN_EXIT_TCP) &&
-			       strstr(name, features_hook() == TT_HOOK_TP_BTF ? "_btf" : "_raw");
-		else if (!strncmp(name, "span_thread_exit_", 17))
-			load = thread_spans(st) &&
-			       strstr(name, features_hook() == TT_HOOK_TP_BTF ? "_btf" : "_raw");
+		if (hook >= 0) /* span_tcp_*, span_thread_exit_*: this kernel's variant */
+			load = hook && (!strncmp(name, "span_tcp_", 9) ? has_mode(st, SPAN_EXIT_TCP)
+								       : thread_spans(st));
 		else if (!strcmp(name, "span_mark_once"))
 			load = once;
 		else if (!strncmp(name, "span_mark_", 10))
