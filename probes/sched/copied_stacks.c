@@ -311,7 +311,10 @@ void copied_stacks_meta(const struct copied_stacks *cs, const struct copied_stac
 	if (cs->other_objects)
 		fprintf(f, "%s\"(others)\": %llu", cs->nobjects ? ", " : "",
 			(unsigned long long)cs->other_objects);
-	fputs("}},\n", f);
+	const struct unwinder_counts *n = unwinder_counts(cs->unwinder);
+
+	fprintf(f, "}, \"processes\": {\"seen\": %llu, \"peak\": %zu, \"forgotten\": %llu}},\n",
+		n->processes, n->peak, n->forgotten);
 }
 
 struct copied_stacks *copied_stacks_new(int paths_fd, unsigned copy_bytes)

@@ -26,6 +26,11 @@ const char *const unwind_end_names[UNWIND_END_NR] = {
  * at once the first time (an exec, a dlopen), then, while reading them again
  * explained nothing (JIT code), at most this often. */
 #define REPORT_EVERY_NS 200000000ull
+/* The processes are checked this often for an exit (a process that exited sends
+ * no copy to say so); one seen gone is forgotten, its files closed, this long
+ * after, when copies still in the rings have been unwound by them. */
+#define SWEEP_EVERY_NS 1000000000ull
+#define GONE_KEEP_NS 5000000000ull
 
 /* Where a module's file is found (module_find_elf): the module's userdata. */
 struct module_file {
@@ -43,7 +48,9 @@ struct process {
 	bool host_root;
 	bool gone;             /* its maps held no executable file: it had exited */
 	bool miss_unexplained; /* the maps read for an address outside them lacked it too */
-	uint64_t reported_ns;
+	unsigned long long start_ticks; /* its start time (/proc/PID/stat): a pid reused is
+					 * another process */
+	uint64_t reported_ns, gone_ns;
 	struct module_file *files;
 };
 
@@ -54,6 +61,8 @@ struct unwinder {
 	const struct unwind_copy *copy;
 	struct unwind_stack *out;
 	bool read_beyond; /* the unwind wanted a word above the copied bytes */
+	uint64_t swept_ns;
+	struct unwinder_counts counts;
 };
 
 /* ---- a process's modules ------------------------------------------------- */
@@ -279,6 +288,71 @@ static const Dwfl_Thread_Callbacks copy_callbacks = {
 
 /* ---- unwinding ------------------------------------------------------------- */
 
+/* A process's start time in clock ticks, 0 if it has exited (a zombie too). */
+static unsigned long long process_start_ticks(int pid)
+{
+	char path[64], buf[1024], state;
+	unsigned long long ticks = 0;
+	const char *after_comm;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	after_comm = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+	/* fields 3 (state) and 22 (starttime) */
+	if (!after_comm || sscanf(after_comm + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+				  "%*s %*s %*s %*s %*s %*s %*s %*s %llu", &state, &ticks) != 2)
+		return 0;
+	return state == 'Z' || state == 'X' ? 0 : ticks;
+}
+
+static void process_free(struct process *p)
+{
+	struct module_file *m = p->files, *next;
+
+	dwfl_end(p->dwfl);
+	for (; m; m = next) {
+		next = m->next;
+		free(m);
+	}
+}
+
+/* Processes that exited are marked so, and forgotten GONE_KEEP_NS later; a pid
+ * another process now holds is forgotten at once. */
+static void unwinder_sweep(struct unwinder *u)
+{
+	uint64_t now = tt_now_ns();
+
+	if (now - u->swept_ns < SWEEP_EVERY_NS)
+		return;
+	u->swept_ns = now;
+	for (size_t i = 0; i < u->nprocs;) {
+		struct process *p = &u->procs[i];
+		unsigned long long ticks = p->gone ? 0 : process_start_ticks(p->pid);
+		bool reused = ticks && ticks != p->start_ticks;
+
+		if (!p->gone && !ticks)
+			p->gone = true;
+		if (p->gone && !p->gone_ns)
+			p->gone_ns = now;
+		if (reused || (p->gone && now - p->gone_ns > GONE_KEEP_NS)) {
+			process_free(p);
+			u->procs[i] = u->procs[--u->nprocs];
+			u->counts.forgotten++;
+			continue;
+		}
+		i++;
+	}
+}
+
 static struct process *process_get(struct unwinder *u, int pid)
 {
 	struct process *p;
@@ -289,11 +363,15 @@ static struct process *process_get(struct unwinder *u, int pid)
 	if (TT_GROW(u->procs, u->nprocs, u->cap, 16))
 		return NULL;
 	p = &u->procs[u->nprocs];
-	*p = (struct process){ .pid = pid, .host_root = syms_shares_root(pid) };
+	*p = (struct process){ .pid = pid, .host_root = syms_shares_root(pid),
+			       .start_ticks = process_start_ticks(pid) };
 	p->dwfl = dwfl_begin(&process_callbacks);
 	if (!p->dwfl)
 		return NULL;
 	u->nprocs++;
+	u->counts.processes++;
+	if (u->nprocs > u->counts.peak)
+		u->counts.peak = u->nprocs;
 	if (process_report(p) == 0)
 		p->attached = dwfl_attach_state(p->dwfl, NULL, pid, &copy_callbacks, u);
 	return p;
@@ -373,12 +451,14 @@ static void unwind_walk(struct unwinder *u, struct process *p, const struct unwi
 
 int unwinder_unwind(struct unwinder *u, const struct unwind_copy *c, struct unwind_stack *out)
 {
-	struct process *p = process_get(u, c->pid);
+	struct process *p;
 	bool known;
 
 	memset(out, 0, offsetof(struct unwind_stack, reads));
 	out->nreads = 0;
 	out->end = UNWIND_END_ERROR;
+	unwinder_sweep(u);
+	p = process_get(u, c->pid);
 	if (!p)
 		return 0;
 	known = process_explain(p, c->regs[UNWIND_IP]);
@@ -399,6 +479,11 @@ int unwinder_unwind(struct unwinder *u, const struct unwind_copy *c, struct unwi
 	return out->n;
 }
 
+const struct unwinder_counts *unwinder_counts(const struct unwinder *u)
+{
+	return &u->counts;
+}
+
 struct unwinder *unwinder_new(void)
 {
 	return calloc(1, sizeof(struct unwinder));
@@ -408,15 +493,8 @@ void unwinder_free(struct unwinder *u)
 {
 	if (!u)
 		return;
-	for (size_t i = 0; i < u->nprocs; i++) {
-		struct module_file *m = u->procs[i].files, *next;
-
-		dwfl_end(u->procs[i].dwfl);
-		for (; m; m = next) {
-			next = m->next;
-			free(m);
-		}
-	}
+	for (size_t i = 0; i < u->nprocs; i++)
+		process_free(&u->procs[i]);
 	free(u->procs);
 	free(u);
 }

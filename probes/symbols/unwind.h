@@ -52,9 +52,17 @@ struct unwind_stack {
 	int nreads;
 };
 
+/* The processes unwound for: how many, the most held at once, and how many were
+ * forgotten (exited, their files closed; or their pid reused). */
+struct unwinder_counts {
+	unsigned long long processes, forgotten;
+	size_t peak;
+};
+
 struct unwinder;
 
 struct unwinder *unwinder_new(void);
+const struct unwinder_counts *unwinder_counts(const struct unwinder *u);
 /* Unwind one copy into out: the frame count (0 when not even the first frame
  * could be placed). */
 int unwinder_unwind(struct unwinder *u, const struct unwind_copy *c, struct unwind_stack *out);
