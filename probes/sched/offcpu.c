@@ -141,14 +141,28 @@ static int copied_frames(struct symctx *c, int32_t id, int pid, char frames[][ST
 		 : 0;
 }
 
-/* Folded frame: the function name only ("foo+0x1a (lib)" -> "foo"). */
+/* Folded frame: the function name only ("foo+0x1a (lib)" -> "foo"); a frame
+ * without a name, its file, as stackcollapse-perf.pl folds it
+ * ("[unknown] (libcurl.so.4.8.0+0x575e0)" -> "[libcurl.so.4.8.0]"), so that a
+ * flame graph does not merge unnamed code of different files. */
 static void folded_frame(FILE *f, const char *frame, bool kernel)
 {
+	static const char unnamed[] = "[unknown] (";
+	const char *name = frame, *plus;
 	size_t n = stacks_frame_func_len(frame);
 
 	fputc(';', f);
+	if (!kernel && !strncmp(frame, unnamed, sizeof(unnamed) - 1) &&
+	    strncmp(frame + sizeof(unnamed) - 1, "0x", 2) &&
+	    (plus = strstr(frame + sizeof(unnamed) - 1, "+0x"))) {
+		name = frame + sizeof(unnamed) - 1;
+		n = (size_t)(plus - name);
+		fputc('[', f);
+	}
 	for (size_t i = 0; i < n; i++)
-		fputc(frame[i] == ';' ? ':' : frame[i], f);
+		fputc(name[i] == ';' ? ':' : name[i], f);
+	if (name != frame)
+		fputc(']', f);
 	if (kernel)
 		fputs("_[k]", f);
 }

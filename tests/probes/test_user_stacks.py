@@ -293,10 +293,16 @@ LATE_LIB = r"""
 #include <unistd.h>
 #include <sys/syscall.h>
 volatile long late_sink;
+/* static, and the library stripped: a frame without a name */
+static __attribute__((noinline)) void late_pause(int usec)
+{
+	usleep(usec);
+	late_sink++;
+}
 __attribute__((noinline)) void late_wait(int n, int usec)
 {
 	for (int i = 0; i < n; i++) {
-		usleep(usec);
+		late_pause(usec);
 		late_sink++;
 	}
 }
@@ -342,12 +348,15 @@ def test_a_library_loaded_after_the_maps_were_read_is_unwound_through(tmp_path):
     times by its own syscall instruction (the innermost frame in a file mapped since, well
     within the 200 ms that re-reading the maps for JIT code waits), then 50 times in libc's
     usleep (the innermost frame in a known file, its caller in the new one). Those 70 copies
-    reach the outermost frame through the library, named, none ends "no file"."""
+    reach the outermost frame through the library, named, none ends "no file". The library
+    is stripped: its static function is folded as its file ("[liblate.so]"), as
+    stackcollapse-perf.pl folds a frame without a name."""
     lib, exe = tmp_path / "liblate.so", tmp_path / "late"
     (tmp_path / "lib.c").write_text(LATE_LIB)
     (tmp_path / "main.c").write_text(LATE_MAIN)
-    subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-shared", "-fPIC", "-o",
+    subprocess.run(["cc", "-O2", "-fomit-frame-pointer", "-shared", "-fPIC", "-o",
                     str(lib), str(tmp_path / "lib.c")], check=True)
+    subprocess.run(["strip", "--strip-all", str(lib)], check=True)
     subprocess.run(["cc", "-O2", "-g", "-o", str(exe), str(tmp_path / "main.c"), "-ldl"],
                    check=True)
     p = tailtrace(tmp_path / "run", "--debug", "exact-stacks", "--events", "runq,switch,offcpu",
@@ -360,6 +369,8 @@ def test_a_library_loaded_after_the_maps_were_read_is_unwound_through(tmp_path):
     for fn in ("late_wait", "late_sleep_here"):
         late = [s for s in stacks if fn in s]
         assert late and all("main" in s for s in late), (fn, late)
+    folded = (tmp_path / "run" / "offcpu.folded").read_text()
+    assert ";late_wait;[liblate.so];usleep" in folded, folded
 
 
 def test_processes_that_exited_are_forgotten_and_their_files_closed(tmp_path):
