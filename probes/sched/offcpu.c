@@ -152,8 +152,8 @@ static void folded_frame(FILE *f, const char *frame, bool kernel)
 	size_t n = stacks_frame_func_len(frame);
 
 	fputc(';', f);
+	/* "[unknown] (0xADDR)", in no file, has no "+0x": it stays "[unknown]" */
 	if (!kernel && !strncmp(frame, unnamed, sizeof(unnamed) - 1) &&
-	    strncmp(frame + sizeof(unnamed) - 1, "0x", 2) &&
 	    (plus = strstr(frame + sizeof(unnamed) - 1, "+0x"))) {
 		name = frame + sizeof(unnamed) - 1;
 		n = (size_t)(plus - name);

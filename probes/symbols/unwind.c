@@ -2,6 +2,7 @@
 /* User stacks from copies of their top, through libdwfl (unwind.h). */
 #include "symbols/unwind.h"
 #include "symbols/syms.h"
+#include "core/target.h"
 
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
@@ -46,10 +47,11 @@ struct process {
 	Dwfl *dwfl;
 	bool attached;
 	bool host_root;
-	bool gone;             /* its maps held no executable file: it had exited */
+	bool gone;             /* it exited: its maps held no executable file, or it was
+				* seen a zombie or reaped */
 	bool miss_unexplained; /* the maps read for an address outside them lacked it too */
-	unsigned long long start_ticks; /* its start time (/proc/PID/stat): a pid reused is
-					 * another process */
+	uint64_t start_ticks;  /* its start time (target_start_time): a pid reused is
+				* another process */
 	uint64_t reported_ns, gone_ns;
 	struct module_file *files;
 };
@@ -288,32 +290,6 @@ static const Dwfl_Thread_Callbacks copy_callbacks = {
 
 /* ---- unwinding ------------------------------------------------------------- */
 
-/* A process's start time in clock ticks, 0 if it has exited (a zombie too). */
-static unsigned long long process_start_ticks(int pid)
-{
-	char path[64], buf[1024], state;
-	unsigned long long ticks = 0;
-	const char *after_comm;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	after_comm = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-	/* fields 3 (state) and 22 (starttime) */
-	if (!after_comm || sscanf(after_comm + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-				  "%*s %*s %*s %*s %*s %*s %*s %*s %llu", &state, &ticks) != 2)
-		return 0;
-	return state == 'Z' || state == 'X' ? 0 : ticks;
-}
-
 static void process_free(struct process *p)
 {
 	struct module_file *m = p->files, *next;
@@ -336,11 +312,12 @@ static void unwinder_sweep(struct unwinder *u)
 	u->swept_ns = now;
 	for (size_t i = 0; i < u->nprocs;) {
 		struct process *p = &u->procs[i];
-		unsigned long long ticks = p->gone ? 0 : process_start_ticks(p->pid);
-		bool reused = ticks && ticks != p->start_ticks;
+		bool reused = false;
 
-		if (!p->gone && !ticks)
+		if (!p->gone && target_pid_exited(p->pid, -1))
 			p->gone = true;
+		else if (!p->gone)
+			reused = target_start_time(p->pid) != p->start_ticks;
 		if (p->gone && !p->gone_ns)
 			p->gone_ns = now;
 		if (reused || (p->gone && now - p->gone_ns > GONE_KEEP_NS)) {
@@ -364,7 +341,7 @@ static struct process *process_get(struct unwinder *u, int pid)
 		return NULL;
 	p = &u->procs[u->nprocs];
 	*p = (struct process){ .pid = pid, .host_root = syms_shares_root(pid),
-			       .start_ticks = process_start_ticks(pid) };
+			       .start_ticks = target_start_time(pid) };
 	p->dwfl = dwfl_begin(&process_callbacks);
 	if (!p->dwfl)
 		return NULL;
