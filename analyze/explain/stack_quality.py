@@ -58,6 +58,30 @@ def df_unnamed(run) -> pd.DataFrame:
     return pd.DataFrame(sorted(rows, key=lambda r: -r[1]), columns=["object", "frames", "share"])
 
 
+def _dwarf_causes(us: dict) -> str:
+    """Why the copies' unwinds stopped early, by cause (meta.json user_stacks ended), each
+    with its fix, most first."""
+    ended = us.get("ended") or {}
+    objects = ", ".join(us.get("stopped_in") or {}) or "JIT code"
+    causes = [
+        (ended.get("no_cfi", 0) + ended.get("no_object", 0),
+         f"in an object without call-frame information or frame pointers ({objects}): keep "
+         "frame pointers in the runtime (Java -XX:+PreserveFramePointer, Python 3.12+ -X perf) "
+         "or install the object's debug symbols"),
+        (ended.get("copy_ended", 0),
+         f"deeper than the copy ({us.get('copy_bytes', 8192):,} bytes), gone on by frame "
+         "pointer only: --user-stacks dwarf,16384 copies more"),
+        (ended.get("depth", 0), "at the 64 frames kept"),
+        (ended.get("process_gone", 0),
+         "of processes that had exited when the loader came to them (short-lived children), "
+         "so neither unwound nor named: their frame-pointer walk only"),
+    ]
+    parts = [f"{n:,} {why}" for n, why in sorted(causes, key=lambda c: -c[0]) if n]
+    if not parts:
+        return "the unwind reached no start frame (a thread started by code without one)"
+    return f"of the {us.get('unwound', 0):,} copies unwound, " + "; ".join(parts)
+
+
 def stack_notes(run) -> list[str]:
     """The report's sentences on what the stacks lack, each with its fix."""
     stacks = _user_stacks(run)
@@ -74,12 +98,7 @@ def stack_notes(run) -> list[str]:
                    "without one (Debian's libc, python3): --user-stacks dwarf unwinds through "
                    "them by call-frame information")
         else:
-            fix = (f"an object without call-frame information ({', '.join(us.get('stopped_in') or {}) or 'JIT code'}) "
-                   "and no frame pointer stops the unwind: keep frame pointers in the runtime "
-                   "(Java -XX:+PreserveFramePointer, Python 3.12+ -X perf) or install the "
-                   "object's debug symbols; a stack deeper than the copy "
-                   f"({us.get('copy_bytes', 8192):,} bytes) goes on only by frame pointer: "
-                   "--user-stacks dwarf,16384 copies more")
+            fix = _dwarf_causes(us)
         notes.append(f"{short:,} of the {len(stacks):,} off-CPU user stacks stop before their "
                      f"thread's start, in {where}: {fix}")
     unnamed = df_unnamed(run)

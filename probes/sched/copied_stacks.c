@@ -142,8 +142,13 @@ static int ids_grow(struct copied_stacks *cs)
 	return 0;
 }
 
-static bool is_return_address(const struct unwind_stack *u, uint64_t word)
+/* A word the unwind read as a return address: one of its frames, or the
+ * uretprobe trampoline it read in place of one. */
+static bool is_return_address(const struct unwind_stack *u, const struct tt_ustack_copy *c,
+			      uint64_t word)
 {
+	if (c->nreturns && word == c->trampoline)
+		return true;
 	for (int i = 1; i < u->n; i++)
 		if (u->ips[i] == word)
 			return true;
@@ -166,7 +171,7 @@ static void path_write(struct copied_stacks *cs, const struct tt_ustack_copy *c,
 		if (off % 8 || off + 8 > TT_USTACK_PATH_SPAN || (uint32_t)off + 8 > c->size)
 			continue;
 		memcpy(&word, c->stack + off, sizeof(word));
-		if (!is_return_address(u, word))
+		if (!is_return_address(u, c, word))
 			continue;
 		p.off[p.n++] = off;
 		p.hash = tt_ustack_mix(p.hash, word);
@@ -196,27 +201,45 @@ static void note_object(struct copied_stacks *cs, const char *name)
 	cs->objects[i].count++;
 }
 
+/* The copy's frame-pointer walk into ips, each uretprobe trampoline in it (a
+ * kernel before 6.13 leaves them there) replaced by the return address it stands
+ * for, the newest first as the walk meets them: the frame count. */
+static int fp_restore(const struct tt_ustack_copy *c, uint64_t *ips)
+{
+	int n = c->fp_n < TT_USTACK_FP_FRAMES ? (int)c->fp_n : TT_USTACK_FP_FRAMES;
+	unsigned r = 0, nreturns = c->nreturns < TT_USTACK_RETURNS ? c->nreturns : TT_USTACK_RETURNS;
+
+	for (int j = 0; j < n; j++) {
+		ips[j] = c->fp_ips[j];
+		if (r < nreturns && ips[j] == c->trampoline)
+			ips[j] = c->returns[r++].ip;
+	}
+	return n;
+}
+
 /* An unwind that stopped early (a stack deeper than the copy, code without
  * call-frame information) goes on along the frame-pointer walk from the deepest
  * of its frames that walk reached too: 1 if joined. */
 static int join_frame_pointers(struct unwind_stack *u, const struct tt_ustack_copy *c)
 {
-	int fp_n = c->fp_n < TT_USTACK_FP_FRAMES ? (int)c->fp_n : TT_USTACK_FP_FRAMES;
+	uint64_t fp_ips[TT_USTACK_FP_FRAMES];
+	int fp_n;
 
 	if (u->end == UNWIND_END_OUTERMOST || u->end == UNWIND_END_DEPTH)
 		return 0;
+	fp_n = fp_restore(c, fp_ips);
 	if (u->end == UNWIND_END_GONE) { /* nothing to unwind by: the walk the copy carries */
-		for (int j = 0; j < fp_n && u->n < UNWIND_MAX_FRAMES && c->fp_ips[j]; j++)
-			u->ips[u->n++] = c->fp_ips[j];
+		for (int j = 0; j < fp_n && u->n < UNWIND_MAX_FRAMES && fp_ips[j]; j++)
+			u->ips[u->n++] = fp_ips[j];
 		return u->n > 0;
 	}
 	for (int i = u->n - 1; i >= 1; i--)
 		for (int j = 1; j < fp_n - 1; j++) {
-			if (c->fp_ips[j] != u->ips[i])
+			if (fp_ips[j] != u->ips[i])
 				continue;
 			u->n = i + 1;
-			for (j++; j < fp_n && u->n < UNWIND_MAX_FRAMES && c->fp_ips[j]; j++)
-				u->ips[u->n++] = c->fp_ips[j];
+			for (j++; j < fp_n && u->n < UNWIND_MAX_FRAMES && fp_ips[j]; j++)
+				u->ips[u->n++] = fp_ips[j];
 			return 1;
 		}
 	return 0;
@@ -226,8 +249,10 @@ int copied_stacks_add(void *ctx, void *data, size_t size)
 {
 	struct copied_stacks *cs = ctx;
 	const struct tt_ustack_copy *c = data;
+	struct unwind_return returns[TT_USTACK_RETURNS];
 	struct unwind_stack u;
 	struct id_entry *e;
+	int nreturns;
 	long stack;
 
 	if (size < offsetof(struct tt_ustack_copy, stack) ||
@@ -235,9 +260,14 @@ int copied_stacks_add(void *ctx, void *data, size_t size)
 		cs->bad++;
 		return 0;
 	}
+	nreturns = c->nreturns < TT_USTACK_RETURNS ? (int)c->nreturns : TT_USTACK_RETURNS;
+	for (int i = 0; i < nreturns; i++)
+		returns[i] = (struct unwind_return){ c->returns[i].slot, c->returns[i].ip };
 	unwinder_unwind(cs->unwinder,
 			&(struct unwind_copy){ .pid = (int)c->pid, .tid = (int)c->tid,
-					       .regs = (const uint64_t *)c->regs, .stack = c->stack, .size = c->size },
+					       .regs = (const uint64_t *)c->regs, .stack = c->stack,
+					       .size = c->size, .returns = returns,
+					       .nreturns = nreturns },
 			&u);
 	path_write(cs, c, &u);
 	cs->joined += join_frame_pointers(&u, c);

@@ -7,6 +7,7 @@
  */
 #ifndef TT_USER_STACK_BPF_H
 #define TT_USER_STACK_BPF_H
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include "sched/user_stack.h"
 
@@ -62,6 +63,27 @@ static __always_inline __u32 ustack_read(struct tt_ustack_copy *c, __u64 sp)
 	return (__u32)size;
 }
 
+/* The uretprobes pending on the current thread, the newest first: each one's
+ * function returns through the trampoline the kernel put in place of its
+ * return address (tailtrace's --span probes, or another tool's). */
+static __always_inline void ustack_returns(struct tt_ustack_copy *c)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct return_instance *ri;
+
+	c->nreturns = 0;
+	if (!bpf_core_field_exists(t->utask))
+		return;
+	ri = BPF_CORE_READ(t, utask, return_instances);
+	c->trampoline = ri ? BPF_CORE_READ(t, mm, uprobes_state.xol_area, vaddr) : 0;
+	for (int i = 0; i < TT_USTACK_RETURNS && ri; i++) {
+		c->returns[i].slot = BPF_CORE_READ(ri, stack);
+		c->returns[i].ip = BPF_CORE_READ(ri, orig_ret_vaddr);
+		c->nreturns = i + 1;
+		ri = BPF_CORE_READ(ri, next);
+	}
+}
+
 /* Copy the current thread's stack top and registers, and its frame-pointer
  * walk, into ustack_rb: the copy's id, or -1 (counted SCHED_CNT_USTACK_LOST when
  * the ring was full). */
@@ -85,6 +107,7 @@ static __always_inline __s32 ustack_copy(void *ctx, const struct tt_user_regs *u
 		return -1;
 	fp = bpf_get_stack(ctx, c->fp_ips, sizeof(c->fp_ips), BPF_F_USER_STACK);
 	c->fp_n = fp > 0 ? (__u32)fp / sizeof(c->fp_ips[0]) : 0;
+	ustack_returns(c);
 	c->id = TT_USTACK_ID_BIT | (cpu & 0xff) << TT_USTACK_ID_CPU_SHIFT |
 		(*seq & ((1u << TT_USTACK_ID_CPU_SHIFT) - 1));
 	*seq += 1;

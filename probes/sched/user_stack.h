@@ -35,11 +35,21 @@ enum tt_ustack_reg {
 };
 
 #define TT_USTACK_FP_FRAMES 64 /* SCHED_STACK_DEPTH */
+#define TT_USTACK_RETURNS 4    /* pending uretprobes' return addresses carried, at most */
+
+/* A return address a pending uretprobe replaced on the stack with its
+ * trampoline (the kernel's utask->return_instances): where, and what it was. */
+struct tt_ustack_return {
+	__u64 slot;  /* the stack address of the return address */
+	__u64 ip;    /* the return address the trampoline stands for */
+};
 
 /* One copy (ustack_rb): the header, then size bytes of stack from regs[SP].
  * fp_ips: the frame-pointer walk from the same registers (the kernel's), which
  * goes on where the copy ends (a stack deeper than the copy) and the loader
- * joins on at the frame both walks reached. */
+ * joins on at the frame both walks reached. returns: the uretprobes pending on
+ * the thread (the newest first), whose trampoline the stack holds where their
+ * functions' return addresses were (tailtrace's own --span probes among them). */
 struct tt_ustack_copy {
 	__u32 id;    /* TT_USTACK_ID_BIT | cpu << TT_USTACK_ID_CPU_SHIFT | sequence */
 	__u32 pid;
@@ -47,7 +57,9 @@ struct tt_ustack_copy {
 	__u32 size;
 	__u64 regs[TT_UREG_NR];
 	__u32 fp_n;  /* frames in fp_ips */
-	__u32 pad;
+	__u32 nreturns;
+	__u64 trampoline;  /* where the returns go instead: the uretprobe trampoline */
+	struct tt_ustack_return returns[TT_USTACK_RETURNS];
 	__u64 fp_ips[TT_USTACK_FP_FRAMES];
 	__u8 stack[TT_USTACK_MAX_BYTES];
 };

@@ -70,6 +70,8 @@ struct tt_syms {
 	int pid;
 	bool own_root;        /* the process sees the same / as tailtrace */
 	struct perfmap *jit;  /* its runtime's perf map: code no file mapping covers */
+	uint64_t uprobes_start, uprobes_end; /* the kernel's [uprobes] page: the uretprobe
+					      * trampoline a pending probe returns through */
 	struct mapping *maps; /* sorted by start, non-overlapping */
 	size_t nmaps, cap;
 	struct elf_file **files;
@@ -450,6 +452,21 @@ static int maps_parse_line(const char *line, struct mapping *m, char *path, size
 	return 0;
 }
 
+/* The [uprobes] page, where a function with a uretprobe pending (a --span
+ * probe's, or another tool's) returns first: a kernel before 6.13 leaves its
+ * address in frame-pointer stacks. */
+static void maps_note_uprobes(struct tt_syms *s, const char *line)
+{
+	unsigned long long start, end;
+	int pos = 0;
+
+	if (sscanf(line, "%llx-%llx %*s %*x %*x:%*x %*u %n", &start, &end, &pos) == 2 && pos &&
+	    !strncmp(line + pos, "[uprobes]", 9)) {
+		s->uprobes_start = start;
+		s->uprobes_end = end;
+	}
+}
+
 /* A file first mapped: if the process does not see it at its path as
  * tailtrace would (another root, or deleted or replaced since), keep it open
  * through the process's own view while it lives. */
@@ -505,8 +522,10 @@ int syms_refresh(struct tt_syms *s)
 		size_t known = s->nfiles;
 		bool deleted;
 
-		if (maps_parse_line(line, &m, path, sizeof(path), &inode, &deleted))
+		if (maps_parse_line(line, &m, path, sizeof(path), &inode, &deleted)) {
+			maps_note_uprobes(s, line);
 			continue;
+		}
 		m.file = syms_file(s, path);
 		if (m.file && s->nfiles > known)
 			file_pin(s, m.file, &m, inode, deleted);
@@ -571,6 +590,10 @@ const char *syms_resolve_mangled(struct tt_syms *s, uint64_t addr, char *buf, si
 
 	if (mangled)
 		*mangled = NULL;
+	if (!m && s && addr >= s->uprobes_start && addr < s->uprobes_end) {
+		snprintf(buf, len, "[uretprobe trampoline] ([uprobes])");
+		return buf;
+	}
 	if (!m) {
 		if (!s || !s->jit || perfmap_lookup(s->jit, addr, buf, len))
 			snprintf(buf, len, "[unknown] (0x%llx)", (unsigned long long)addr);

@@ -261,6 +261,9 @@ static bool copy_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, vo
 		return false;
 	}
 	memcpy(result, c->stack + (addr - sp), sizeof(*result));
+	for (int i = 0; i < c->nreturns; i++)
+		if (c->returns[i].slot == addr) /* a uretprobe's trampoline: the caller it replaced */
+			*result = c->returns[i].ip;
 	note_read(u->out, addr - sp);
 	return true;
 }

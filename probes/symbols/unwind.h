@@ -20,11 +20,19 @@
 enum unwind_reg { UNWIND_IP, UNWIND_SP, UNWIND_BP, UNWIND_BX, UNWIND_R12, UNWIND_R13,
 		  UNWIND_R14, UNWIND_R15, UNWIND_NREGS };
 
+/* A return address a pending uretprobe replaced with its trampoline: the stack
+ * address that holds the trampoline now, and the address it stands for. */
+struct unwind_return {
+	uint64_t slot, ip;
+};
+
 struct unwind_copy {
 	int pid, tid;
 	const uint64_t *regs;  /* UNWIND_NREGS of them */
 	const uint8_t *stack;  /* the stack from regs[UNWIND_SP] up */
 	size_t size;
+	const struct unwind_return *returns; /* read in place of the stack's words */
+	int nreturns;
 };
 
 /* How an unwind ended. */

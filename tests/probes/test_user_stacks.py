@@ -107,6 +107,28 @@ def test_a_stripped_binarys_static_functions_are_named_through_libc(tmp_path, st
     assert us["copies"] <= ROUNDS // 2, us   # copied once a call path, not once a wait
 
 
+def test_stacks_pass_through_a_span_functions_uretprobe(tmp_path):
+    """A --span on serve_request puts the kernel's uretprobe trampoline where its return
+    address was: the unwind reads the address the trampoline stands for (the kernel's
+    pending return instances, sent with the copy), so each wait's stack goes on through
+    serve_request to main and libc's start, not to an address no file maps."""
+    exe = tmp_path / "sleeper"
+    subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", str(exe),
+                    str(HERE / "stripped_sleeper.c")], check=True)
+    p = tailtrace(tmp_path / "run", "--events", "runq,switch,offcpu", "--user-stacks", "dwarf",
+                  "--span", f"{exe}:serve_request", "--", str(exe), str(ROUNDS), str(WAIT_US))
+    assert p.returncode == 0, p.stderr
+    waits = [s for s in user_stacks(tmp_path / "run").values() if "wait_for_work" in s]
+    assert waits, user_stacks(tmp_path / "run")
+    for s in waits:
+        i = s.index("wait_for_work")
+        assert s[i + 2:i + 4] == ["serve_request", "main"], s
+        assert "__libc_start_call_main" in s[i + 4:], s
+        assert not any(f.startswith("[unknown]") or "trampoline" in f for f in s), s
+    us = meta(tmp_path / "run")["user_stacks"]
+    assert us["ended"]["no_object"] == 0 and us["ended"]["outermost"] >= 2, us
+
+
 def test_frame_pointers_alone_do_not_reach_them(tmp_path, stripped):
     """The control: the same run walked by frame pointer stops in libc."""
     run_sleeper(tmp_path, stripped, "fp")
