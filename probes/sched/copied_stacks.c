@@ -10,6 +10,7 @@
 
 #include "sched/sched_stacks.h"
 #include "sched/user_stack.h"
+#include "symbols/syms.h"
 #include "symbols/unwind.h"
 
 _Static_assert((int)UNWIND_NREGS == (int)TT_UREG_NR && (int)UNWIND_IP == (int)TT_UREG_IP &&
@@ -41,6 +42,7 @@ struct copied_stacks {
 	struct unwinder *unwinder;
 	int paths_fd;
 	unsigned copy_bytes;
+	struct tt_syms_set *syms;
 	uint64_t *pool;
 	size_t npool, pool_cap;
 	struct stack_entry *stacks;
@@ -270,6 +272,8 @@ int copied_stacks_add(void *ctx, void *data, size_t size)
 					       .nreturns = nreturns },
 			&u);
 	path_write(cs, c, &u);
+	if (u.end != UNWIND_END_GONE)
+		syms_set_get(cs->syms, (int)c->pid, true);
 	cs->joined += join_frame_pointers(&u, c);
 	cs->unwound++;
 	cs->frames += (uint64_t)u.n;
@@ -347,7 +351,8 @@ void copied_stacks_meta(const struct copied_stacks *cs, const struct copied_stac
 		n->processes, n->peak, n->forgotten);
 }
 
-struct copied_stacks *copied_stacks_new(int paths_fd, unsigned copy_bytes)
+struct copied_stacks *copied_stacks_new(int paths_fd, unsigned copy_bytes,
+					struct tt_syms_set *syms)
 {
 	struct copied_stacks *cs = calloc(1, sizeof(*cs));
 
@@ -357,6 +362,7 @@ struct copied_stacks *copied_stacks_new(int paths_fd, unsigned copy_bytes)
 	}
 	cs->paths_fd = paths_fd;
 	cs->copy_bytes = copy_bytes;
+	cs->syms = syms;
 	return cs;
 }
 

@@ -13,9 +13,13 @@
 #include <stdio.h>
 
 struct copied_stacks;
+struct tt_syms_set;
 
-/* paths_fd: the ustack_paths map. NULL on ENOMEM. */
-struct copied_stacks *copied_stacks_new(int paths_fd, unsigned copy_bytes);
+/* paths_fd: the ustack_paths map; syms: the run's symbolizers, one made for each
+ * process a copy comes from (its maps read while it lives: a short-lived child
+ * is often gone by the time its switch record is read). NULL on ENOMEM. */
+struct copied_stacks *copied_stacks_new(int paths_fd, unsigned copy_bytes,
+					struct tt_syms_set *syms);
 /* ustack_rb's callback: one struct tt_ustack_copy. */
 int copied_stacks_add(void *ctx, void *data, size_t size);
 /* The frames of copy id (leaf first) in *ips: their count, 0 for an id never

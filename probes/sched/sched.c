@@ -246,7 +246,7 @@ static int sched_setup(struct tt_ctx *ctx, void **state)
 		err = probe_add_ringbuf(ctx, st->skel->maps.switch_rb, sched_sample, st);
 		if (!err && st->skel->rodata->ustack_copy_bytes) {
 			st->copies = copied_stacks_new(bpf_map__fd(st->skel->maps.ustack_paths),
-						       st->skel->rodata->ustack_copy_bytes);
+						       st->skel->rodata->ustack_copy_bytes, st->syms);
 			err = st->copies ? probe_add_ringbuf(ctx, st->skel->maps.ustack_rb,
 							     copied_stacks_add, st->copies)
 					 : -ENOMEM;

@@ -207,17 +207,26 @@ def test_wait_reasons_and_wakers_pingpong(tmp_path, record_property):
 @pytest.mark.feature("--span BIN:SYMBOL")
 def test_function_spans(tmp_path, record_property):
     """200 calls of tt_span_work, each sleeping 500 us and returning 2i+1: 200 spans with
-    those return values, each at least 500 us."""
-    p = tailtrace(tmp_path, "--events", "spans", "--span", f"{SPAN_TARGET}:tt_span_work", "--",
-                  str(SPAN_TARGET), "work", "200", "500", timeout=SLOW)
+    those return values, each at least 500 us; their sleeps' off-CPU user stacks go on past
+    the uretprobe's trampoline (where tt_span_work's return address was) to main."""
+    p = tailtrace(tmp_path, "--events", "switch,offcpu,spans", "--span",
+                  f"{SPAN_TARGET}:tt_span_work", "--", str(SPAN_TARGET), "work", "200", "500",
+                  timeout=SLOW)
     ok(p)
     s = read_records(tmp_path / "spans.bin", load_schema(tmp_path), "span")
     assert len(s) == 200
     assert sorted(s["ret"].tolist()) == [2 * i + 1 for i in range(200)]
     dur = (s["t_end_ns"] - s["t_start_ns"]).astype(np.int64)
     assert (dur >= 500_000).all()
+    stacks = [json.loads(line)["frames"] for line in
+              (tmp_path / "stacks.jsonl").read_text().splitlines()]
+    inside = [[f.rpartition("+0x")[0] or f for f in fr] for fr in stacks
+              if any(f.startswith("tt_span_work+") for f in fr)]
+    assert inside, stacks
+    for fr in inside:
+        assert "main" in fr[fr.index("tt_span_work"):], fr
     report(record_property, tmp_path, spans=int(len(s)),
-           median_ms=float(np.median(dur) / 1e6))
+           median_ms=float(np.median(dur) / 1e6), stacks_through_span=len(inside))
 
 
 def usdt_spans(tmp_path, record_property, name, mode, what):

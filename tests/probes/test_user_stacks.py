@@ -129,6 +129,22 @@ def test_stacks_pass_through_a_span_functions_uretprobe(tmp_path):
     assert us["ended"]["no_object"] == 0 and us["ended"]["outermost"] >= 2, us
 
 
+def test_short_lived_childrens_stacks_are_named(tmp_path):
+    """30 children of a shell, each blocking twice for 3 ms and exiting: their stacks are
+    named by the maps read when their copies arrived, not at the end (when they are gone)."""
+    exe = tmp_path / "sleeper"
+    subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", str(exe),
+                    str(HERE / "stripped_sleeper.c")], check=True)
+    p = tailtrace(tmp_path / "run", "--events", "runq,switch,offcpu", "--user-stacks", "dwarf",
+                  "--", "sh", "-c", f"for i in $(seq 30); do {exe} 2 {WAIT_US}; done")
+    assert p.returncode == 0, p.stderr
+    stacks = list(user_stacks(tmp_path / "run").values())
+    named = [s for s in stacks if "serve_request" in s]
+    bare = [s for s in stacks if s and all(f.startswith("[unknown] (0x") for f in s)]
+    # a loader behind its rings may come to a copy after its process exited: 2 at most
+    assert len(named) >= 2 and len(bare) <= 2, (len(named), bare)
+
+
 def test_frame_pointers_alone_do_not_reach_them(tmp_path, stripped):
     """The control: the same run walked by frame pointer stops in libc."""
     run_sleeper(tmp_path, stripped, "fp")
