@@ -16,8 +16,8 @@ int locks_stacks_write(const char *out_dir, struct tt_syms_set *syms, const int 
 		       struct stack_epochs *epochs, uint32_t epoch,
 		       const struct locks_stack *ids, size_t n)
 {
-	static char frames[LOCKS_STACK_DEPTH][STACKS_FRAME_LEN];
-	static const char *mangled[LOCKS_STACK_DEPTH];
+	static char frames[STACKS_MAX_FRAMES][STACKS_FRAME_LEN];
+	static const char *mangled[STACKS_MAX_FRAMES];
 	__u64 ips[LOCKS_STACK_DEPTH];
 	int err = 0;
 	FILE *f = stacks_json_open(out_dir); /* the offcpu module writes there too */

@@ -191,8 +191,8 @@ struct seen {
 static void write_entry(struct symctx *c, struct seen *seen, FILE *js, FILE *fold,
 			const struct acc_entry *e, const char *comm)
 {
-	static char kf[SCHED_STACK_DEPTH][STACKS_FRAME_LEN], uf[SCHED_STACK_DEPTH][STACKS_FRAME_LEN];
-	static const char *um[SCHED_STACK_DEPTH];
+	static char kf[STACKS_MAX_FRAMES][STACKS_FRAME_LEN], uf[STACKS_MAX_FRAMES][STACKS_FRAME_LEN];
+	static const char *um[STACKS_MAX_FRAMES];
 	bool copied = e->uid >= 0 && ((uint32_t)e->uid & TT_USTACK_ID_BIT);
 	int ks = stack_slot(c, e->kid), us = copied ? -1 : stack_slot(c, e->uid);
 	int nk = stack_frames(c, ks, false, (int)e->pid, kf, NULL);

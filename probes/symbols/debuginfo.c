@@ -2,6 +2,8 @@
 /* Function symbols from debug files and MiniDebugInfo (debuginfo.h). */
 #include "symbols/debuginfo.h"
 
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <gelf.h>
@@ -117,6 +119,94 @@ int debuginfo_each_sym(const char *path, bool objects, debuginfo_func_fn fn, voi
 	}
 	dwfl_end(d);
 	return r;
+}
+
+struct debuginfo_lines {
+	Dwfl *dwfl;
+	Dwfl_Module *mod;
+	GElf_Addr base; /* the module's address of the file's vaddr 0 */
+};
+
+struct debuginfo_lines *debuginfo_lines_open(const char *path)
+{
+	struct debuginfo_lines *l = calloc(1, sizeof(*l));
+	GElf_Addr bias;
+	uint64_t t0 = tt_now_ns();
+
+	if (!l || !(l->dwfl = dwfl_begin(&offline_callbacks)))
+		goto fail;
+	l->mod = dwfl_report_offline(l->dwfl, "", path, -1);
+	dwfl_report_end(l->dwfl, NULL, NULL);
+	if (!l->mod || !dwfl_module_getelf(l->mod, &l->base) || !dwfl_module_getdwarf(l->mod, &bias)) {
+		note_slow_server(t0);
+		goto fail;
+	}
+	note_slow_server(t0);
+	return l;
+fail:
+	debuginfo_lines_free(l);
+	return NULL;
+}
+
+/* An inlined instance's name: its abstract origin's linkage name (mangled, for
+ * C++ and Rust), else its DW_AT_name. */
+static const char *inlined_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+	const char *name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &a));
+
+	if (!name)
+		name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &a));
+	return name ? name : "[inlined]";
+}
+
+int debuginfo_inlined(struct debuginfo_lines *l, uint64_t vaddr, char *out, size_t len, int max)
+{
+	Dwarf_Addr bias, addr;
+	Dwarf_Die *cu, *scopes = NULL;
+	int nscopes, n = 0;
+
+	if (!l)
+		return 0;
+	addr = vaddr + l->base;
+	cu = dwfl_module_addrdie(l->mod, addr, &bias);
+	if (!cu)
+		return 0;
+	/* the innermost scope at the address; an inlined instance's own scopes go on
+	 * into its abstract definition, so its callers are read from the concrete
+	 * tree it sits in (dwarf_getscopes_die), as eu-addr2line -i does */
+	nscopes = dwarf_getscopes(cu, addr - bias, &scopes);
+	for (int i = 0; i < nscopes; i++) {
+		int tag = dwarf_tag(&scopes[i]);
+
+		if (tag == DW_TAG_subprogram)
+			break;
+		if (tag != DW_TAG_inlined_subroutine)
+			continue;
+		Dwarf_Die *chain = NULL;
+		int nchain = dwarf_getscopes_die(&scopes[i], &chain);
+
+		for (int j = 0; j < nchain && n < max; j++) {
+			tag = dwarf_tag(&chain[j]);
+			if (tag == DW_TAG_subprogram)
+				break;
+			if (tag == DW_TAG_inlined_subroutine)
+				snprintf(out + (size_t)n++ * len, len, "%s", inlined_name(&chain[j]));
+		}
+		free(chain);
+		break;
+	}
+	free(scopes);
+	return n;
+}
+
+void debuginfo_lines_free(struct debuginfo_lines *l)
+{
+	if (!l)
+		return;
+	if (l->dwfl)
+		dwfl_end(l->dwfl);
+	free(l);
 }
 
 void debuginfo_bound_waits(void)

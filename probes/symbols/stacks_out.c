@@ -48,22 +48,52 @@ size_t stacks_frame_func_len(const char *frame)
 	return (size_t)((off ? off : mod) - frame);
 }
 
+/* The functions inlined at a user frame's address, as frames of their own
+ * before it ("name (inlined) (file)"): how many. */
+static int inlined_frames(struct tt_syms *syms, uint64_t addr, char frames[][STACKS_FRAME_LEN],
+			  const char **mangled, int room)
+{
+	static char names[16][STACKS_FRAME_LEN / 2];
+	char file[STACKS_FRAME_LEN / 4];
+	const char *mod;
+	int n = syms_inlined(syms, addr, names[0], sizeof(names[0]), room < 16 ? room : 16);
+
+	if (!n)
+		return 0;
+	syms_resolve(syms, addr, file, sizeof(file));
+	for (mod = strstr(file, " ("); mod && strstr(mod + 1, " ("); mod = strstr(mod + 1, " ("))
+		;
+	for (int i = 0; i < n; i++) {
+		snprintf(frames[i], STACKS_FRAME_LEN, "%.*s (inlined)%.*s", STACKS_FRAME_LEN / 2 - 1,
+			 names[i], STACKS_FRAME_LEN / 4 - 1, mod ? mod : "");
+		if (mangled)
+			mangled[i] = NULL;
+	}
+	return n;
+}
+
 int stacks_resolve(const __u64 *ips, int depth, bool user, struct tt_syms *syms,
 		   struct tt_ksyms *ksyms, char frames[][STACKS_FRAME_LEN], const char **mangled)
 {
 	int n = 0;
 
-	for (; n < depth && ips[n]; n++) {
+	for (int i = 0; i < depth && ips[i] && n < STACKS_MAX_FRAMES; i++) {
+		/* a caller's frame is at its call, the byte before the return address;
+		 * the first frame's IP, at a blocking switch, follows its syscall alike */
+		if (user && syms)
+			n += inlined_frames(syms, ips[i] - 1, frames + n, mangled ? mangled + n : NULL,
+					    STACKS_MAX_FRAMES - n - 1);
 		if (mangled)
 			mangled[n] = NULL;
 		if (user && syms)
-			syms_resolve_mangled(syms, ips[n], frames[n], STACKS_FRAME_LEN,
+			syms_resolve_mangled(syms, ips[i], frames[n], STACKS_FRAME_LEN,
 					     mangled ? &mangled[n] : NULL);
 		else if (!user && ksyms)
-			ksyms_resolve(ksyms, ips[n], frames[n], STACKS_FRAME_LEN);
+			ksyms_resolve(ksyms, ips[i], frames[n], STACKS_FRAME_LEN);
 		else
 			snprintf(frames[n], STACKS_FRAME_LEN, "[unknown] (0x%llx)",
-				 (unsigned long long)ips[n]);
+				 (unsigned long long)ips[i]);
+		n++;
 	}
 	return user ? n : trim_tracing(frames, n);
 }

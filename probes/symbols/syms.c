@@ -59,6 +59,8 @@ struct elf_file {
 	char *obj_strs;
 	struct seg *segs;
 	size_t nsegs;
+	bool lines_tried;              /* its DWARF looked for */
+	struct debuginfo_lines *lines; /* NULL: none (no inline frames) */
 };
 
 struct mapping {
@@ -659,6 +661,36 @@ int syms_resolve_data(struct tt_syms *s, uint64_t addr, struct syms_data *out)
 	return 0;
 }
 
+int syms_inlined(struct tt_syms *s, uint64_t addr, char *out, size_t len, int max)
+{
+	const struct mapping *m = s ? maps_find(s, addr) : NULL;
+	struct elf_file *f = m ? m->file : NULL;
+	char fdpath[64];
+	uint64_t vaddr = 0;
+
+	if (!f || max <= 0)
+		return 0;
+	if (!f->loaded)
+		file_load(f);
+	if (!f->lines_tried) {
+		f->lines_tried = true;
+		if (f->nsyms) /* a file read at all (not replaced, its process gone) */
+			f->lines = debuginfo_lines_open(file_open_path(f, fdpath, sizeof(fdpath)));
+	}
+	if (!f->lines || !file_off_to_vaddr(f, addr - m->start + m->pgoff, &vaddr))
+		return 0;
+	int n = debuginfo_inlined(f->lines, vaddr, out, len, max);
+
+	for (int i = 0; i < n; i++) { /* C++ and Rust names as c++filt and rustfilt print them */
+		char *shown = syms_demangle(out + (size_t)i * len);
+
+		if (shown)
+			snprintf(out + (size_t)i * len, len, "%s", shown);
+		free(shown);
+	}
+	return n;
+}
+
 const char *syms_resolve(struct tt_syms *s, uint64_t addr, char *buf, size_t len)
 {
 	return syms_resolve_mangled(s, addr, buf, len, NULL);
@@ -679,6 +711,7 @@ void syms_free(struct tt_syms *s)
 		free(s->files[i]->objs);
 		free(s->files[i]->obj_strs);
 		free(s->files[i]->segs);
+		debuginfo_lines_free(s->files[i]->lines);
 		free(s->files[i]);
 	}
 	free(s->files);

@@ -87,6 +87,16 @@ def refused(record_property, stderr: str, what: str, run_dir: Path, **figures) -
     return False
 
 
+def keep_run(run_dir: Path, what: str) -> None:
+    """A failed run's directory, kept beside the matrix's results (scripts/kernels.sh --out,
+    writable from the guest) for a look after the VM is gone."""
+    out = os.environ.get("TT_KERNEL_OUT")
+    if out:
+        dest = Path(out) / f"{os.environ.get('TT_KERNEL_NAME', 'host')}-{what}"
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(run_dir, dest, ignore=shutil.ignore_patterns("perf.data"))
+
+
 def ok(p: subprocess.CompletedProcess) -> None:
     assert p.returncode == 0, p.stderr[-3000:]
 
@@ -474,6 +484,8 @@ def test_main_job(tmp_path, record_property):
                        text=True, timeout=3 * SLOW, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stderr[-4000:]
     s = json.loads((out / "summary.json").read_text())
+    if not (s["closure_ratio"] >= 0.999 and all(s["checks"]["bands_add_up"].values())):
+        keep_run(out, "main-job")
     assert s["requests"] == 2000
     assert s["closure_ratio"] >= 0.999, s["checks"]
     assert all(s["checks"]["bands_add_up"].values()), s["checks"]

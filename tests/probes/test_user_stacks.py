@@ -145,6 +145,64 @@ def test_short_lived_childrens_stacks_are_named(tmp_path):
     assert len(named) >= 2 and len(bare) <= 2, (len(named), bare)
 
 
+INLINED_C = r"""
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+static inline __attribute__((always_inline)) void take_a_nap(int us)
+{
+#ifdef RAW_SYSCALL /* the thread blocks in serve_one itself: no libc frame to walk through */
+	struct timespec ts = { 0, us * 1000L };
+	long ret;
+
+	__asm__ volatile("syscall" : "=a"(ret) : "0"((long)SYS_nanosleep), "D"(&ts), "S"(0L)
+			 : "rcx", "r11", "memory");
+#else
+	usleep(us);
+#endif
+}
+static inline __attribute__((always_inline)) void handle_one(int us) { take_a_nap(us); }
+__attribute__((noinline)) void serve_one(int us)
+{
+	handle_one(us);
+	__asm__ volatile("" ::: "memory"); /* no tail call */
+}
+int main(int argc, char **argv)
+{
+	for (int i = 0; i < atoi(argv[1]); i++)
+		serve_one(atoi(argv[2]));
+	return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("how,define", [("dwarf", "LIBC"), ("dwarf", "RAW_SYSCALL"),
+                                        ("fp", "RAW_SYSCALL")])
+def test_functions_inlined_into_a_frame_are_frames_of_their_own(tmp_path, how, define):
+    """serve_one sleeps through two functions inlined into it (in libc's usleep, a return
+    address into serve_one; or by its own syscall, serve_one's IP): DWARF names them, so its
+    frame is preceded by theirs, innermost first, as perf shows them. Walked by frame pointer
+    only where libc is not in the way (Debian's has none)."""
+    exe = tmp_path / "napper"
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", f"-D{define}", "-o", str(exe),
+                    "-x", "c", "-"], check=True, input=INLINED_C, text=True)
+    p = tailtrace(tmp_path / "run", "--events", "runq,switch,offcpu", "--user-stacks", how,
+                  "--", str(exe), "20", str(WAIT_US))
+    assert p.returncode == 0, p.stderr
+    raw = [json.loads(line)["frames"] for line in
+           (tmp_path / "run" / "stacks.jsonl").read_text().splitlines()]
+    mine = [fr for fr in raw if any(f.startswith("serve_one+") for f in fr)]
+    assert mine, raw
+    for fr in mine:
+        i = next(k for k, f in enumerate(fr) if f.startswith("serve_one+"))
+        assert i >= 2, fr
+        assert fr[i - 2:i] == ["take_a_nap (inlined) (napper)", "handle_one (inlined) (napper)"], fr
+        assert fr[i + 1].startswith("main+"), fr
+    assert folded_us(tmp_path / "run", "main", "serve_one", "handle_one (inlined)",
+                     "take_a_nap (inlined)") >= 0.5 * 20 * WAIT_US
+
+
 def test_frame_pointers_alone_do_not_reach_them(tmp_path, stripped):
     """The control: the same run walked by frame pointer stops in libc."""
     run_sleeper(tmp_path, stripped, "fp")
