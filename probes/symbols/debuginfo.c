@@ -121,10 +121,21 @@ int debuginfo_each_sym(const char *path, bool objects, debuginfo_func_fn fn, voi
 	return r;
 }
 
+/* An address's inlined functions, once found: a stack's return addresses recur
+ * in many stacks, and a scope walk of a large unit (CPython's ceval.c) costs
+ * most of a millisecond. */
+struct inlined_memo {
+	uint64_t vaddr;  /* + 1: 0 is a free slot */
+	int n;
+	char *names;     /* n names, each ended by its NUL */
+};
+
 struct debuginfo_lines {
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	GElf_Addr base; /* the module's address of the file's vaddr 0 */
+	struct inlined_memo *memo;
+	size_t memo_cap, memo_used;
 };
 
 struct debuginfo_lines *debuginfo_lines_open(const char *path)
@@ -160,14 +171,13 @@ static const char *inlined_name(Dwarf_Die *die)
 	return name ? name : "[inlined]";
 }
 
-int debuginfo_inlined(struct debuginfo_lines *l, uint64_t vaddr, char *out, size_t len, int max)
+static int scopes_inlined(struct debuginfo_lines *l, uint64_t vaddr, char *out, size_t len,
+			  int max)
 {
 	Dwarf_Addr bias, addr;
 	Dwarf_Die *cu, *scopes = NULL;
 	int nscopes, n = 0;
 
-	if (!l)
-		return 0;
 	addr = vaddr + l->base;
 	cu = dwfl_module_addrdie(l->mod, addr, &bias);
 	if (!cu)
@@ -200,10 +210,71 @@ int debuginfo_inlined(struct debuginfo_lines *l, uint64_t vaddr, char *out, size
 	return n;
 }
 
+static struct inlined_memo *memo_slot(struct inlined_memo *memo, size_t cap, uint64_t vaddr)
+{
+	size_t i = (size_t)((vaddr * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+
+	while (memo[i].vaddr && memo[i].vaddr != vaddr + 1)
+		i = (i + 1) & (cap - 1);
+	return &memo[i];
+}
+
+static int memo_grow(struct debuginfo_lines *l)
+{
+	size_t cap = l->memo_cap ? l->memo_cap * 2 : 1024;
+	struct inlined_memo *memo = calloc(cap, sizeof(*memo));
+
+	if (!memo)
+		return -1;
+	for (size_t i = 0; i < l->memo_cap; i++)
+		if (l->memo[i].vaddr)
+			*memo_slot(memo, cap, l->memo[i].vaddr - 1) = l->memo[i];
+	free(l->memo);
+	l->memo = memo;
+	l->memo_cap = cap;
+	return 0;
+}
+
+int debuginfo_inlined(struct debuginfo_lines *l, uint64_t vaddr, char *out, size_t len, int max)
+{
+	struct inlined_memo *m;
+	size_t at = 0;
+	int n;
+
+	if (!l || max <= 0)
+		return 0;
+	if ((l->memo_used + 1) * 2 > l->memo_cap && memo_grow(l))
+		return scopes_inlined(l, vaddr, out, len, max);
+	m = memo_slot(l->memo, l->memo_cap, vaddr);
+	if (!m->vaddr) {
+		n = scopes_inlined(l, vaddr, out, len, max);
+		for (int i = 0; i < n; i++)
+			at += strlen(out + (size_t)i * len) + 1;
+		m->names = n ? malloc(at) : NULL;
+		if (n && !m->names)
+			return n;
+		for (int i = 0, k = 0; i < n; i++)
+			k += sprintf(m->names + k, "%s", out + (size_t)i * len) + 1;
+		m->vaddr = vaddr + 1;
+		m->n = n;
+		l->memo_used++;
+		return n;
+	}
+	n = m->n < max ? m->n : max;
+	for (int i = 0; i < n; i++) {
+		snprintf(out + (size_t)i * len, len, "%s", m->names + at);
+		at += strlen(m->names + at) + 1;
+	}
+	return n;
+}
+
 void debuginfo_lines_free(struct debuginfo_lines *l)
 {
 	if (!l)
 		return;
+	for (size_t i = 0; i < l->memo_cap; i++)
+		free(l->memo[i].names);
+	free(l->memo);
 	if (l->dwfl)
 		dwfl_end(l->dwfl);
 	free(l);

@@ -60,7 +60,7 @@ struct elf_file {
 	struct seg *segs;
 	size_t nsegs;
 	bool lines_tried;              /* its DWARF looked for */
-	struct debuginfo_lines *lines; /* NULL: none (no inline frames) */
+	struct debuginfo_lines *lines; /* NULL: none (no inline frames); lines_shared's */
 };
 
 struct mapping {
@@ -661,6 +661,34 @@ int syms_resolve_data(struct tt_syms *s, uint64_t addr, struct syms_data *out)
 	return 0;
 }
 
+/* Each file's DWARF, opened once for every process that maps it (by device and
+ * inode): a prefork server's workers and a shell's children share their libc's
+ * debug file. Kept for the loader's life. */
+#define LINES_SHARED_MAX 512
+static struct {
+	dev_t dev;
+	ino_t ino;
+	struct debuginfo_lines *lines;  /* NULL: the file has none */
+} lines_shared[LINES_SHARED_MAX];
+static int nlines_shared;
+
+static struct debuginfo_lines *lines_of(const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st))
+		return NULL;
+	for (int i = 0; i < nlines_shared; i++)
+		if (lines_shared[i].dev == st.st_dev && lines_shared[i].ino == st.st_ino)
+			return lines_shared[i].lines;
+	if (nlines_shared == LINES_SHARED_MAX)
+		return NULL; /* that many files with DWARF: the rest without inline frames */
+	lines_shared[nlines_shared].dev = st.st_dev;
+	lines_shared[nlines_shared].ino = st.st_ino;
+	lines_shared[nlines_shared].lines = debuginfo_lines_open(path);
+	return lines_shared[nlines_shared++].lines;
+}
+
 int syms_inlined(struct tt_syms *s, uint64_t addr, char *out, size_t len, int max)
 {
 	const struct mapping *m = s ? maps_find(s, addr) : NULL;
@@ -675,7 +703,7 @@ int syms_inlined(struct tt_syms *s, uint64_t addr, char *out, size_t len, int ma
 	if (!f->lines_tried) {
 		f->lines_tried = true;
 		if (f->nsyms) /* a file read at all (not replaced, its process gone) */
-			f->lines = debuginfo_lines_open(file_open_path(f, fdpath, sizeof(fdpath)));
+			f->lines = lines_of(file_open_path(f, fdpath, sizeof(fdpath)));
 	}
 	if (!f->lines || !file_off_to_vaddr(f, addr - m->start + m->pgoff, &vaddr))
 		return 0;
@@ -711,7 +739,6 @@ void syms_free(struct tt_syms *s)
 		free(s->files[i]->objs);
 		free(s->files[i]->obj_strs);
 		free(s->files[i]->segs);
-		debuginfo_lines_free(s->files[i]->lines);
 		free(s->files[i]);
 	}
 	free(s->files);
