@@ -23,7 +23,7 @@ from ..load.load import per_run
 from .antagonists import CLASSES, has_occupancy, thread_antagonists
 from .order import Lookup, switch_order, unique_of
 
-THREAD_COLS = ["tid", "comm", "role", "runq_ns", "oncpu_ns", "offcpu_ns", "voluntary",
+THREAD_COLS = ["tid", "ns_tid", "comm", "role", "runq_ns", "oncpu_ns", "offcpu_ns", "voluntary",
                "involuntary", "migrations", "cpus"]
 # with the cpu event: who held the CPU while the thread was runnable (shares of runq_ns)
 ANTAGONIST_COLS = [f"runq_{c}_share" for c in CLASSES] + ["top_antagonist", "top_antagonist_share"]
@@ -81,6 +81,10 @@ def df_threads(run) -> pd.DataFrame:
     g_sw, g_rq = thread(sw["tid"].to_numpy())[0], thread(rq["tid"].to_numpy())[0]  # all known
     df = pd.DataFrame({"tid": tids}).set_index("tid")
     t = run.tasks.drop_duplicates("tid", keep="last").set_index("tid")
+    # the thread's id in its own PID namespace (a container's), where it is not the host's
+    ns = (t["ns_tid"].reindex(df.index).fillna(0).astype(np.int64) if "ns_tid" in t
+          else pd.Series(0, index=df.index, dtype=np.int64))
+    df["ns_tid"] = ns.where(ns != df.index.to_series(), 0)
     df["comm"] = t["comm"].reindex(df.index).fillna("").astype(str)
     df["role"] = t["role"].reindex(df.index).fillna("other").astype(str)
     df["runq_ns"] = _per_thread(n, g_rq, _runnable_ns(rq))

@@ -33,7 +33,8 @@ stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
   spans:    pid, tid, span_id, depth, ret, t_start_ns, t_end_ns, goroutine (Go: the
             runtime.g the span was keyed by; 0: keyed by thread), end_tid (thread it ended
             on), end (categorical SPAN_ENDS: return|exception|longjmp|tailcall)
-  tasks:    pid, tid, comm (str), migrations, role (conn-thread|worker|event-loop|server|other)
+  tasks:    pid, tid, comm (str), migrations, role (conn-thread|worker|event-loop|server|other),
+            ns_pid, ns_tid (the ids in its own PID namespace; the host's where equal or not recorded)
   occupancy: cpu, tid, pid, flags, t_ns (int32 but t_ns): from t_ns, tid ran on cpu until that
             cpu's next record; written only around traced threads' runnable intervals
             (antagonists.py; flags OCC_KTHREAD, OCC_TRUNC, OCC_TRACED; with the irq event
@@ -97,7 +98,7 @@ COLUMNS = {
               "wait_ns", "hold_ns", "flags", "ustack_id", "contended", "trylock"],
     "spans": ["pid", "tid", "span_id", "depth", "ret", "t_start_ns", "t_end_ns", "goroutine",
               "end_tid", "end"],
-    "tasks": ["pid", "tid", "comm", "migrations", "role"],
+    "tasks": ["pid", "tid", "comm", "migrations", "role", "ns_pid", "ns_tid"],
     "occupancy": ["cpu", "tid", "pid", "flags", "t_ns"],
     "occupants": ["pid", "tid", "comm", "cgroup_id", "flags", "reused"],
 }
@@ -261,6 +262,10 @@ def frame_from_records(stream: str, rec, owned: bool = False) -> pd.DataFrame:
         comm = _comms(r["comm"])
         d = {"pid": _i64(r["pid"]), "tid": _i64(r["tid"]), "comm": comm,
              "migrations": _i64(r["migrations"]), "role": [role_of(c) for c in comm]}
+        # ids in the thread's own PID namespace; a run recorded before them: the host's
+        fields = r.dtype.names if hasattr(r, "dtype") else tuple(r)
+        for ns, host in (("ns_pid", "pid"), ("ns_tid", "tid")):
+            d[ns] = _i64(r[ns]) if ns in fields else d[host]
     elif stream == "occupancy":
         d = {c: _i32(r[c]) for c in ("cpu", "tid", "pid", "flags")}
         d["t_ns"] = _i64(r["t_ns"])

@@ -150,7 +150,11 @@ enum tt_span_end {
 	F(u64, migrations)    /* sched_migrate_task count */                 \
 	F(u32, pid)                                                          \
 	F(u32, tid)                                                          \
-	A(char, comm, 16)
+	A(char, comm, 16)                                                    \
+	F(u32, ns_pid)        /* pid and tid in the thread's own PID         \
+	                       * namespace (a container's): equal to pid,    \
+	                       * tid in the host's; 0: not read */           \
+	F(u32, ns_tid)
 
 /* occupancy.bin: who held a CPU while a traced thread waited for it
  * (probes/sched/occupancy.h). Each record: from t_ns, tid ran on cpu, until that

@@ -131,6 +131,28 @@ TT_HIST_MAP(offcpu_hist);
 TT_HIST_MAP(migrate_hist); /* --aggregate: migrations, as the count of slot 0 */
 
 
+/* A task's id in the PID namespace it was made in (its pid's deepest level: a
+ * container's own numbers), as getpid() says it there. */
+static __always_inline __u32 ns_id_of(struct pid *p)
+{
+	unsigned int level = BPF_CORE_READ(p, level);
+	struct upid up = {};
+
+	if (level > 32)
+		return 0;
+	bpf_probe_read_kernel(&up, sizeof(up), &p->numbers[level]);
+	return (__u32)up.nr;
+}
+
+/* The current thread's pid and tid in its own PID namespace, into t. */
+static __always_inline void task_ns_ids(struct tt_task *t)
+{
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+
+	t->ns_tid = ns_id_of(BPF_CORE_READ(cur, thread_pid));
+	t->ns_pid = ns_id_of(BPF_CORE_READ(cur, group_leader, thread_pid));
+}
+
 static __always_inline struct tt_task *task_get(__u32 tid, __u32 pid)
 {
 	struct tt_task *t = bpf_map_lookup_elem(&tasks, &tid);
@@ -456,8 +478,10 @@ static __always_inline void on_switch_out(void *ctx, bool btf, struct sched_off 
 	if ((!s->task_seen || dead) && (!hist_by_process || tid == pid)) {
 		struct tt_task *t = task_get(tid, pid);
 
-		if (t)
+		if (t) {
 			bpf_get_current_comm(t->comm, sizeof(t->comm));
+			task_ns_ids(t);
+		}
 		s->task_seen = 1;
 	}
 	if (dead) { /* its last switch-out: no interval will close */

@@ -73,8 +73,10 @@ def span(tid, t_start, t_end, ret=0, span_id=0, depth=0, pid=100, end=0, gorouti
                 end_tid=tid if end_tid is None else end_tid)
 
 
-def task(tid, comm, migrations=0, pid=100):
-    return dict(pid=pid, tid=tid, comm=comm.encode(), migrations=migrations)
+def task(tid, comm, migrations=0, pid=100, ns_tid=None):
+    """ns_tid: the thread's id in its own PID namespace (default: the host's, tid)."""
+    return dict(pid=pid, tid=tid, comm=comm.encode(), migrations=migrations,
+                ns_pid=pid, ns_tid=tid if ns_tid is None else ns_tid)
 
 
 def _raw(rows: list[dict]) -> dict:

@@ -295,3 +295,24 @@ def test_in_a_pid_namespace_of_its_own_targets_by_pid_are_refused(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "warning: runs in a PID namespace of its own" in p.stderr
+
+
+def test_a_thread_in_a_pid_namespace_of_its_own_is_shown_by_both_ids(tmp_path):
+    """A command that unshares its PID namespace (as a container's runtime does): its child
+    is pid 1 there. tasks.bin keeps both ids, and threads.csv's ns_tid says 1 for it and 0
+    (the same id) for the unshare process, which stays in the host's namespace."""
+    if not shutil.which("unshare"):
+        pytest.skip("unshare (util-linux) not installed")
+    p = tailtrace(tmp_path, "--events", "runq,switch,offcpu", "--", "unshare", "--pid", "--fork",
+                  "sh", "-c", "sleep 0.05; sleep 0.05")
+    assert p.returncode == 0, p.stderr
+    t = records(tmp_path, "task")
+    comm = {bytes(c).rstrip(b"\0").decode(): (int(tid), int(ns_tid), int(ns_pid))
+            for c, tid, ns_tid, ns_pid in zip(t["comm"], t["tid"], t["ns_tid"], t["ns_pid"])}
+    tid, ns_tid, ns_pid = comm["sh"]
+    assert (ns_tid, ns_pid) == (1, 1) and tid != 1, comm
+    assert comm["unshare"][1] == comm["unshare"][0], comm   # the host's namespace
+    from analyze.explain.sched import df_threads
+    from analyze.load.load import load_run
+    th = df_threads(load_run(tmp_path)).set_index("tid")
+    assert th.loc[tid, "ns_tid"] == 1 and th.loc[comm["unshare"][0], "ns_tid"] == 0

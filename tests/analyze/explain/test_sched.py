@@ -33,6 +33,15 @@ def test_threads_table():
     assert t.loc[3, "oncpu_ns"] == 0 and t.loc[3, "cpus"] == ""
 
 
+def test_a_thread_in_a_container_has_its_own_id_there():
+    """ns_tid: the id the thread has in its own PID namespace where it differs (the
+    container's init is 1 there), 0 where it is the host's tid."""
+    run = make_run(switches=[off(7, 1 * MS, 2 * MS), off(8, 1 * MS, 2 * MS)], runq=[],
+                   tasks=[task(7, "server", ns_tid=1), task(8, "sidecar")])
+    t = df_threads(run).set_index("tid")
+    assert t["ns_tid"].to_dict() == {7: 1, 8: 0}
+
+
 def test_roles_from_comm():
     assert [role_of(c) for c in ["naive-c12", "pool-w3", "httpload-w7", "async-loop",
                                  "orders-w1", "bash"]] == [
