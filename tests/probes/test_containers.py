@@ -1,0 +1,78 @@
+"""A service in a container, traced from the host by its host pid. The container is made as a
+runtime makes one, with util-linux: `unshare --pid --mount --fork` and a chroot into a root of
+its own holding span_target as /app and the libraries it links. No file is at /app on the
+host, so the frames that name span_target's functions come from the container's own file
+(/proc/PID/root). Oracle by construction: span_target calls tt_span_work 600 times, each
+sleeping 5 ms. Real BPF: run as root."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tt_run import BUILD, needs_root, tailtrace
+
+pytestmark = needs_root
+SPAN_TARGET = BUILD / "tests" / "probes" / "span_target"
+
+
+def make_root(root: Path) -> None:
+    """span_target as /app, and each library ldd says it links, at its own path."""
+    root.mkdir()
+    shutil.copy(SPAN_TARGET, root / "app")
+    out = subprocess.run(["ldd", str(SPAN_TARGET)], capture_output=True, text=True,
+                         check=True).stdout
+    for lib in re.findall(r"(/\S+)", out):
+        dest = root / lib.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(lib, dest)
+
+
+def child_of(pid: int, timeout_s: float = 10) -> int:
+    """unshare --fork's child: the container's pid 1, as the host numbers it."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if kids and Path(f"/proc/{kids[0]}/exe").resolve().name == "app":
+            return int(kids[0])
+        time.sleep(0.02)
+    raise AssertionError("the container's process did not start")
+
+
+def test_a_service_in_a_container_is_decomposed_and_named_from_its_own_files(tmp_path):
+    if not shutil.which("unshare") or not shutil.which("chroot"):
+        pytest.skip("unshare and chroot (util-linux, coreutils) not installed")
+    root = tmp_path / "root"
+    make_root(root)
+    assert not Path("/app").exists()
+    box = subprocess.Popen(["unshare", "--pid", "--mount", "--fork", "chroot", str(root),
+                            "/app", "work", "600", "5000"], stdout=subprocess.DEVNULL)
+    try:
+        pid = child_of(box.pid)
+        status = Path(f"/proc/{pid}/status").read_text()
+        assert re.search(r"^NSpid:\s+\d+\s+1$", status, re.M), status
+        p = tailtrace(tmp_path / "run", "--pid", str(pid), "--span", "app:tt_span_work",
+                      "--duration", "1")
+    finally:
+        box.kill()
+        box.wait()
+    assert p.returncode == 0, p.stderr
+    from analyze.explain.decompose import df_decompose
+    from analyze.load.load import load_run
+    run = load_run(tmp_path / "run")
+    d = df_decompose(run)
+    assert 100 <= len(d) <= 205, len(d)           # ~190 calls of 5 ms in the 1 s traced
+    assert (d["latency_ns"] >= 5_000_000).all()
+    assert d["closes"].mean() >= 0.95, d["closes"].mean()
+    stacks = [json.loads(line)["frames"] for line in
+              (tmp_path / "run" / "stacks.jsonl").read_text().splitlines()]
+    mine = [fr for fr in stacks if any(f.startswith("tt_span_work+") and f.endswith("(app)")
+                                       for f in fr)]
+    assert mine, stacks
+    tasks = run.tasks.set_index("tid")
+    assert tasks.loc[pid, "ns_tid"] == 1 and tasks.loc[pid, "ns_pid"] == 1
