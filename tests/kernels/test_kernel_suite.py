@@ -270,9 +270,12 @@ def test_usdt_one_mark_spans(tmp_path, record_property):
 @pytest.mark.feature("--span tcp")
 def test_tcp_spans(tmp_path, record_property):
     """tcp_server.py answers each request 50 ms after it: 20 requests on one connection are 20
-    spans of its thread, each at least 55 ms (the client's two writes are 5 ms apart)."""
+    spans of its thread, each at least 50 ms: the server's delay after the last byte (the
+    client's two writes 5 ms apart add up to 5 ms more, less the delay of the first one's
+    delivery, which reached 0.7 ms under emulation on 5.10). A span ended by the server's
+    delayed ACK (40 ms) would be shorter."""
     from test_spans import spans, tailtrace_bg
-    from test_tcp_spans import DELAY_MS, PAUSE_MS, TcpServer, client
+    from test_tcp_spans import DELAY_MS, TcpServer, client
 
     srv = TcpServer()
     try:
@@ -288,7 +291,7 @@ def test_tcp_spans(tmp_path, record_property):
     s = spans(tmp_path)
     dur = (s["t_end_ns"] - s["t_start_ns"]).astype(np.int64)
     assert len(s) == len(got) == 20
-    assert (dur >= (DELAY_MS + PAUSE_MS) * 1_000_000).all()
+    assert (dur >= DELAY_MS * 1_000_000).all(), dur.min()
     assert set(s["tid"]) == set(srv.threads.values()) and len(srv.threads) == 1
     report(record_property, tmp_path, spans=int(len(s)), median_ms=float(np.median(dur) / 1e6))
 
