@@ -16,11 +16,14 @@ import subprocess
 import threading
 
 import numpy as np
+import pytest
 
 from test_spans import tailtrace_bg
 from tt_run import helper, needs_root
 
-pytestmark = needs_root
+# serial: each request's on-CPU part is checked within 20 % of its 2 ms spin, which the
+# parallel phase's other tests stretch (CI: the 95th percentile at 4 ms, 79-87 % within 20 %)
+pytestmark = [needs_root, pytest.mark.serial]
 CPU_US, SLEEP_US, CONNS, REQUESTS = 2000, 3000, 2, 40
 US = 1000
 
