@@ -50,8 +50,9 @@ def test_a_service_in_a_container_is_decomposed_and_named_from_its_own_files(tmp
     root = tmp_path / "root"
     make_root(root)
     assert not Path("/app").exists()
-    box = subprocess.Popen(["unshare", "--pid", "--mount", "--fork", "chroot", str(root),
-                            "/app", "work", "600", "5000"], stdout=subprocess.DEVNULL)
+    # --kill-child: the container's processes go with unshare when the test kills it
+    box = subprocess.Popen(["unshare", "--pid", "--mount", "--fork", "--kill-child", "chroot",
+                            str(root), "/app", "work", "600", "5000"], stdout=subprocess.DEVNULL)
     try:
         pid = child_of(box.pid)
         status = Path(f"/proc/{pid}/status").read_text()
