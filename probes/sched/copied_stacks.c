@@ -203,13 +203,19 @@ static void note_object(struct copied_stacks *cs, const char *name)
 	cs->objects[i].count++;
 }
 
+/* How many of the copy's pending uretprobes it carries (at most TT_USTACK_RETURNS). */
+static int copy_nreturns(const struct tt_ustack_copy *c)
+{
+	return c->nreturns < TT_USTACK_RETURNS ? (int)c->nreturns : TT_USTACK_RETURNS;
+}
+
 /* The copy's frame-pointer walk into ips, each uretprobe trampoline in it (a
  * kernel before 6.13 leaves them there) replaced by the return address it stands
  * for, the newest first as the walk meets them: the frame count. */
 static int fp_restore(const struct tt_ustack_copy *c, uint64_t *ips)
 {
 	int n = c->fp_n < TT_USTACK_FP_FRAMES ? (int)c->fp_n : TT_USTACK_FP_FRAMES;
-	unsigned r = 0, nreturns = c->nreturns < TT_USTACK_RETURNS ? c->nreturns : TT_USTACK_RETURNS;
+	int r = 0, nreturns = copy_nreturns(c);
 
 	for (int j = 0; j < n; j++) {
 		ips[j] = c->fp_ips[j];
@@ -262,7 +268,7 @@ int copied_stacks_add(void *ctx, void *data, size_t size)
 		cs->bad++;
 		return 0;
 	}
-	nreturns = c->nreturns < TT_USTACK_RETURNS ? (int)c->nreturns : TT_USTACK_RETURNS;
+	nreturns = copy_nreturns(c);
 	for (int i = 0; i < nreturns; i++)
 		returns[i] = (struct unwind_return){ c->returns[i].slot, c->returns[i].ip };
 	unwinder_unwind(cs->unwinder,

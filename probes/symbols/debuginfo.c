@@ -148,12 +148,12 @@ struct debuginfo_lines *debuginfo_lines_open(const char *path)
 		goto fail;
 	l->mod = dwfl_report_offline(l->dwfl, "", path, -1);
 	dwfl_report_end(l->dwfl, NULL, NULL);
-	if (!l->mod || !dwfl_module_getelf(l->mod, &l->base) || !dwfl_module_getdwarf(l->mod, &bias)) {
-		note_slow_server(t0);
-		goto fail;
-	}
+	bool found = l->mod && dwfl_module_getelf(l->mod, &l->base) &&
+		     dwfl_module_getdwarf(l->mod, &bias);
+
 	note_slow_server(t0);
-	return l;
+	if (found)
+		return l;
 fail:
 	debuginfo_lines_free(l);
 	return NULL;

@@ -49,26 +49,14 @@ size_t stacks_frame_func_len(const char *frame)
 }
 
 /* The functions inlined at a user frame's address, as frames of their own
- * before it ("name (inlined) (file)"): how many. */
+ * before it: how many. */
 static int inlined_frames(struct tt_syms *syms, uint64_t addr, char frames[][STACKS_FRAME_LEN],
 			  const char **mangled, int room)
 {
-	static char names[16][STACKS_FRAME_LEN / 2];
-	char file[STACKS_FRAME_LEN / 4];
-	const char *mod;
-	int n = syms_inlined(syms, addr, names[0], sizeof(names[0]), room < 16 ? room : 16);
+	int n = syms_inlined(syms, addr, frames[0], STACKS_FRAME_LEN, room);
 
-	if (!n)
-		return 0;
-	syms_resolve(syms, addr, file, sizeof(file));
-	for (mod = strstr(file, " ("); mod && strstr(mod + 1, " ("); mod = strstr(mod + 1, " ("))
-		;
-	for (int i = 0; i < n; i++) {
-		snprintf(frames[i], STACKS_FRAME_LEN, "%.*s (inlined)%.*s", STACKS_FRAME_LEN / 2 - 1,
-			 names[i], STACKS_FRAME_LEN / 4 - 1, mod ? mod : "");
-		if (mangled)
-			mangled[i] = NULL;
-	}
+	for (int i = 0; mangled && i < n; i++)
+		mangled[i] = NULL;
 	return n;
 }
 

@@ -693,8 +693,9 @@ int syms_inlined(struct tt_syms *s, uint64_t addr, char *out, size_t len, int ma
 {
 	const struct mapping *m = s ? maps_find(s, addr) : NULL;
 	struct elf_file *f = m ? m->file : NULL;
-	char fdpath[64];
+	char fdpath[64], name[512];
 	uint64_t vaddr = 0;
+	int n;
 
 	if (!f || max <= 0)
 		return 0;
@@ -707,14 +708,14 @@ int syms_inlined(struct tt_syms *s, uint64_t addr, char *out, size_t len, int ma
 	}
 	if (!f->lines || !file_off_to_vaddr(f, addr - m->start + m->pgoff, &vaddr))
 		return 0;
-	int n = debuginfo_inlined(f->lines, vaddr, out, len, max);
+	n = debuginfo_inlined(f->lines, vaddr, out, len, max);
+	for (int i = 0; i < n; i++) {
+		char *row = out + (size_t)i * len, *shown = syms_demangle(row);
 
-	for (int i = 0; i < n; i++) { /* C++ and Rust names as c++filt and rustfilt print them */
-		char *shown = syms_demangle(out + (size_t)i * len);
-
-		if (shown)
-			snprintf(out + (size_t)i * len, len, "%s", shown);
+		/* C++ and Rust names as c++filt and rustfilt print them */
+		snprintf(name, sizeof(name), "%s", shown ? shown : row);
 		free(shown);
+		snprintf(row, len, "%s (inlined) (%s)", name, base_name(f->path));
 	}
 	return n;
 }

@@ -19,7 +19,8 @@ int syms_refresh(struct tt_syms *s);
  * Rust names demangled ("ns::C::f(int)+0x1a (app)"). */
 const char *syms_resolve(struct tt_syms *s, uint64_t addr, char *buf, size_t len);
 /* The functions inlined at addr, innermost first (the DWARF of its file, or of
- * the file's debug file), into out: max names of len bytes each; how many. */
+ * the file's debug file), into out as frames, "take_a_nap (inlined) (app)": max
+ * of len bytes each; how many. */
 int syms_inlined(struct tt_syms *s, uint64_t addr, char *out, size_t len, int max);
 /* syms_resolve, and the frame's mangled name in *mangled when it was demangled
  * (else NULL; valid while s lives). */
