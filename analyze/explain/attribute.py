@@ -37,6 +37,8 @@ GROUPS = {
     "oncpu": (["oncpu_ns"], "on CPU (running)", "on-CPU work"),
     "runnable": (["runq_wakeup_ns", "runq_preempt_ns"], "runnable (waiting for a CPU)",
                  "scheduler delay"),
+    "throttled": (["throttled_ns"], "throttled (runnable, held back by a CPU quota)",
+                  "CPU-quota throttling"),
     "lock_wait": (["lock_wait_ns"], "waiting for a lock (futex: mutex, condvar)", "lock wait"),
     "io_wait": (["io_wait_ns"], "blocked on I/O (socket, pipe, poll)", "I/O wait"),
     "sleep": (["sleep_ns"], "sleeping (timers)", "sleep"),

@@ -7,6 +7,8 @@ from its own evidence, so the closure check can fail when streams disagree:
   oncpu        = window minus the union of T's off-CPU intervals (switches)
   runq_wakeup  = sum of T's runnable intervals of kind wakeup|wakeup_new (runq)
   runq_preempt = sum of T's runnable intervals of kind preempt (runq)
+  throttled    = of those, the time its cgroup (or an ancestor) was throttled by its CPU
+                 quota: each interval's first throttled_ns (runq; taken out of the two above)
   lock_wait    = |futex-blocked ∩ off-CPU ∖ runnable|      (wait reasons × switches × runq)
   io_wait      = |I/O-blocked ∖ runnable|  (read, recv, poll, epoll, accept, ...: waits.py)
   sleep        = |sleep-blocked ∖ runnable|  (nanosleep, clock_nanosleep, pause)
@@ -43,8 +45,8 @@ import pandas as pd
 from .handoff import follow_handoffs
 from .states import STATE_PARTS, blocked_all, overlaps_gap, thread_states
 
-PARTS = ["queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "lock_wait", "io_wait", "sleep",
-         "blocked"]
+PARTS = ["queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "throttled", "lock_wait", "io_wait",
+         "sleep", "blocked"]
 # the parts that split blocked time by wait reason (waits.REASONS), "other" stays blocked
 CLOSE_TOL = 0.01  # closure_err at or below this: the request "closes"
 
@@ -134,9 +136,10 @@ def df_decompose(run) -> pd.DataFrame:
     Columns: id, conn, tid, pid, status, t_enqueue_ns, t_start_ns, t_end_ns (and ret for
     requests built from spans: the function's raw return value),
     latency_ns (t_end − t_start, service time), e2e_ns (t_end − t_enqueue),
-    queue_wait_ns, oncpu_ns, runq_wakeup_ns, runq_preempt_ns, lock_wait_ns, io_wait_ns,
+    queue_wait_ns, oncpu_ns, runq_wakeup_ns, runq_preempt_ns, throttled_ns (runnable while a
+    CPU quota held its cgroup back), lock_wait_ns, io_wait_ns,
     sleep_ns, blocked_ns (blocked for other reasons), blocked_all_ns (lock_wait + io_wait +
-    sleep + blocked), runnable_ns (wakeup + preempt), offcpu_ns, traced (bool),
+    sleep + blocked), runnable_ns (wakeup + preempt: waiting for a CPU, throttled apart), offcpu_ns, traced (bool),
     closure_err (|Σ parts − latency| / latency), closes (closure_err ≤ 1 %), check
     (CHECKS: why the parts are what they are, CHECK_WHY says it in words).
     Parts are NaN where the stream they come from is absent or the request's

@@ -22,8 +22,8 @@ REASON_PARTS = {"lock": "lock_wait", "io": "io_wait", "sleep": "sleep"}
 
 
 # the parts a thread's time in a window splits into (each ns in exactly one)
-STATE_PARTS = ["oncpu_ns", "runq_wakeup_ns", "runq_preempt_ns", "lock_wait_ns", "io_wait_ns",
-               "sleep_ns", "blocked_ns"]
+STATE_PARTS = ["oncpu_ns", "runq_wakeup_ns", "runq_preempt_ns", "throttled_ns", "lock_wait_ns",
+               "io_wait_ns", "sleep_ns", "blocked_ns"]
 STATE_COLS = STATE_PARTS + ["offcpu_ns", "overlap_ns", "outside_ns", "closure_err"]
 
 
@@ -33,7 +33,8 @@ _EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 class _StateSets:
     """The interval sets of one run on one axis, independent of the windows measured, so a
     run's many thread_states calls (decomposition, each critical-path hop, lock chains)
-    build them once: off-CPU (each, and their union), wakeup / preempt runnable, runnable ∩
+    build them once: off-CPU (each, and their union), wakeup / preempt runnable, throttled
+    (the first throttled_ns of each runnable interval: a CPU quota held it back), runnable ∩
     off-CPU, and per wait reason (or the uprobe lock waits) the blocked and blocked ∩
     runnable parts."""
 
@@ -56,9 +57,16 @@ class _StateSets:
             r_s, r_e, r_rows = axis.rows(*(rq[c].to_numpy()
                                            for c in ("tid", "t_runnable_ns", "t_run_ns")))
             pre = (rq["kind"].cat.codes.to_numpy() == RUNQ_KINDS.index("preempt"))[r_rows]
+            thr = (rq["throttled_ns"].to_numpy(np.int64)[r_rows] if "throttled_ns" in rq
+                   else np.zeros(len(r_rows), np.int64))
             del r_rows
-            self.preempt, self.wakeup = IntervalSet(r_s[pre], r_e[pre]), IntervalSet(r_s[~pre], r_e[~pre])
-            del pre
+            # a wait's throttled part is its start (throttle.bpf.h); the rest is runnable
+            r_mid = r_s + np.minimum(thr, r_e - r_s)
+            t = thr > 0
+            self.throttled = IntervalSet(r_s[t], r_mid[t])
+            self.preempt = IntervalSet(r_mid[pre], r_e[pre])
+            self.wakeup = IntervalSet(r_mid[~pre], r_e[~pre])
+            del pre, thr, r_mid, t
             if ou is not None:
                 ru = (r_s, r_e) if IntervalSet.is_disjoint(r_s, r_e) else iv_union(r_s, r_e)
                 rin = iv_intersect(*ru, *ou)
@@ -135,7 +143,7 @@ def thread_brief(run, tid, w_start, w_end) -> pd.DataFrame:
     k = Windows(st.axis.key(g, ws), st.axis.key(g, we))
     lat = (we - ws).astype(np.float64)
     on = lat - st.off_union.sum(k) if st.has_sw else nan
-    rn = st.wakeup.sum(k) + st.preempt.sum(k) if st.has_rq else nan
+    rn = st.wakeup.sum(k) + st.preempt.sum(k) + st.throttled.sum(k) if st.has_rq else nan
     bl = st.off.sum(k) - st.rin.sum(k) if st.has_sw else nan
     res = {"oncpu_ns": on, "runnable_ns": rn, "blocked_all_ns": bl}
     return pd.DataFrame({c: np.where(valid, v, np.nan) for c, v in res.items()}, copy=False)
@@ -168,7 +176,8 @@ def thread_states(run, tid, w_start, w_end) -> pd.DataFrame:
 
     off_sum, oncpu = ((st.off.sum(k), lat - st.off_union.sum(k)) if st.has_sw
                       else (nan, nan))
-    rq_w, rq_p = ((st.wakeup.sum(k), st.preempt.sum(k)) if st.has_rq else (nan, nan))
+    rq_w, rq_p, thr = ((st.wakeup.sum(k), st.preempt.sum(k), st.throttled.sum(k)) if st.has_rq
+                       else (nan, nan, nan))
     rq_in_off = st.rin.sum(k)
     why = {"lock_wait": nan, "io_wait": nan, "sleep": nan}
     for part, (blocked_set, runnable_part) in st.why.items():
@@ -176,13 +185,13 @@ def thread_states(run, tid, w_start, w_end) -> pd.DataFrame:
     known = sum(np.nan_to_num(v) for v in why.values())
     blocked = off_sum - rq_in_off - known  # NaN without switches
 
-    total = oncpu + np.nan_to_num(rq_w) + np.nan_to_num(rq_p) + known + blocked
+    total = oncpu + np.nan_to_num(rq_w) + np.nan_to_num(rq_p) + np.nan_to_num(thr) + known + blocked
     with np.errstate(divide="ignore", invalid="ignore"):
         err = np.abs(total - lat) / lat
     err = np.where(lat == 0, np.where(np.abs(total - lat) == 0, 0.0, np.inf), err)
     overlap = off_sum - (lat - oncpu)                     # NaN without switches
-    outside = rq_w + rq_p - rq_in_off                     # NaN without runq
-    res = {"oncpu_ns": oncpu, "runq_wakeup_ns": rq_w, "runq_preempt_ns": rq_p,
+    outside = rq_w + rq_p + thr - rq_in_off               # NaN without runq
+    res = {"oncpu_ns": oncpu, "runq_wakeup_ns": rq_w, "runq_preempt_ns": rq_p, "throttled_ns": thr,
            "lock_wait_ns": why["lock_wait"], "io_wait_ns": why["io_wait"],
            "sleep_ns": why["sleep"], "blocked_ns": blocked, "offcpu_ns": off_sum,
            "overlap_ns": overlap, "outside_ns": outside, "closure_err": err}

@@ -16,7 +16,9 @@ stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
             during it: then when that thread first ran, start_when_thread_ran)
   runq:     pid, tid, cpu, waker_tid, waker_pid, kind (categorical wakeup|preempt|wakeup_new),
             waker_ctx (categorical, WAKER_CTXS: the context sched_waking ran in),
-            t_runnable_ns, t_run_ns (the runnable time is t_run_ns - t_runnable_ns)
+            t_runnable_ns, t_run_ns (the runnable time is t_run_ns - t_runnable_ns),
+            throttled_ns (of it, the first throttled_ns: its cgroup or an ancestor was
+            throttled by its CPU quota; 0 in records from before the field)
   switches: pid, tid, cpu_off, cpu_on, t_off_ns, t_on_ns, voluntary (bool),
             prev_state, kstack_id, ustack_id, syscall (-1: not blocked in a syscall or
             unknown), wait_addr (uint64: the syscall's first argument), wait_aux (its second
@@ -90,7 +92,7 @@ COLUMNS = {
     "requests": ["id", "conn", "tid", "pid", "status", "bytes",
                  "t_enqueue_ns", "t_start_ns", "t_end_ns"],
     "runq": ["pid", "tid", "cpu", "waker_tid", "waker_pid", "kind", "waker_ctx",
-             "t_runnable_ns", "t_run_ns"],
+             "t_runnable_ns", "t_run_ns", "throttled_ns"],
     "switches": ["pid", "tid", "cpu_off", "cpu_on", "t_off_ns", "t_on_ns",
                  "voluntary", "prev_state", "kstack_id", "ustack_id", "syscall", "wait_addr",
                  "wait_aux", "unmatched"],
@@ -195,6 +197,7 @@ def _defaults(stream: str, r: dict) -> None:
     n = len(next(iter(r.values()))) if r else 0
     if stream == "runq":
         r.setdefault("waker_pid", np.zeros(n, np.int32))
+        r.setdefault("throttled_ns", np.zeros(n, np.int64))
         if "waker_ctx" not in r:   # woken: a task as far as is known; preempted: nobody
             r["waker_ctx"] = np.where(np.asarray(r.get("kind", np.zeros(n))) == 1, 0, 6)
     elif stream == "switches":
@@ -235,6 +238,7 @@ def frame_from_records(stream: str, rec, owned: bool = False) -> pd.DataFrame:
         d["kind"] = _categorical(r["kind"], RUNQ_KINDS)
         d["waker_ctx"] = _categorical(r["waker_ctx"], WAKER_CTXS)
         d["t_runnable_ns"], d["t_run_ns"] = _i64(r["t_runnable_ns"]), _i64(r["t_run_ns"])
+        d["throttled_ns"] = _i64(r["throttled_ns"])
     elif stream == "switches":
         d = {c: _i32(r[c]) for c in ("pid", "tid")}
         d["cpu_off"], d["cpu_on"] = _i16(r["cpu_off"]), _i16(r["cpu_on"])
@@ -300,7 +304,8 @@ def _comms(comm) -> list[str]:
 
 def empty_frame(stream: str) -> pd.DataFrame:
     """The stream's DataFrame with no rows and the right columns and dtypes."""
-    names = {"runq": ["pid", "tid", "cpu", "waker_tid", "kind", "t_runnable_ns", "t_run_ns"],
+    names = {"runq": ["pid", "tid", "cpu", "waker_tid", "kind", "t_runnable_ns", "t_run_ns",
+                      "throttled_ns"],
              "switches": ["pid", "tid", "cpu_off", "cpu_on", "t_off_ns", "t_on_ns",
                           "voluntary", "prev_state", "kstack_id", "ustack_id"],
              "locks": ["pid", "tid", "mutex", "t_request_ns", "t_acquired_ns",

@@ -24,7 +24,8 @@ from .words import check_words
 
 esc = html.escape
 PART_SHORT = {"queue_wait": "queue wait", "oncpu": "on CPU", "runq_wakeup": "runnable (wakeup)",
-              "runq_preempt": "runnable (preempt)", "lock_wait": "lock wait",
+              "runq_preempt": "runnable (preempt)", "throttled": "throttled",
+              "lock_wait": "lock wait",
               "io_wait": "I/O wait", "sleep": "sleep", "blocked": "blocked, other"}
 
 

@@ -19,7 +19,10 @@ ms, share}], containers[{container, processes, ms, share}]}} (who held the CPU w
 requests were runnable, analyze/explain/antagonists.py; container: the label of the container the
 process runs in, explain/containers.py; null without the cpu event), cpu_occupancy{runnable_ms, by_class, records, waits_truncated,
 irq_recorded (the irq event: interrupts are a class of their own)}
-(the same over every traced runnable interval), tailtrace_cost (what tracing cost the
+(the same over every traced runnable interval), cpu_quotas (null, or per CPU quota over the
+traced processes [{path, cgroup_version, quota_us, period_us, kernel_throttled_ms,
+kernel_throttles (cpu.stat over the run), records_throttled_ms, requests_throttled_ms}]:
+cpu_quotas below), tailtrace_cost (what tracing cost the
 machine, from meta.json cost: tailtrace_cost below; null without BPF statistics), cut (null,
 or for a run whose recorder never finished {from_ns, to_ns, kept_s}: load.cut_span), and
 note (runs without requests only).
@@ -436,6 +439,29 @@ def handoff_summary(f: Findings) -> dict | None:
             "ran_on": ran_on}
 
 
+def cpu_quotas(run, decomp: pd.DataFrame) -> list | None:
+    """The CPU quotas over the traced processes (meta.json cpu_quotas) with what the kernel
+    counted throttled in each over the run (cpu.stat; None where a count is missing), beside
+    the throttled parts of the run-queue records and of the requests: the check a reader can
+    make of the throttled part (docs/containers.md). None without any quota."""
+    quotas = (run.meta or {}).get("cpu_quotas") or []
+    if not quotas:
+        return None
+    rq = run.runq
+    records_ms = float(rq["throttled_ns"].sum()) / 1e6 if "throttled_ns" in rq else None
+    requests_ms = (float(decomp["throttled_ns"].sum()) / 1e6
+                   if len(decomp) and "throttled_ns" in decomp else None)
+    out = []
+    for q in quotas:
+        t, n = q.get("throttled_ns") or [None, None], q.get("nr_throttled") or [None, None]
+        out.append({"path": q["path"], "cgroup_version": q.get("cgroup_version"),
+                    "quota_us": q["quota_us"], "period_us": q["period_us"],
+                    "kernel_throttled_ms": (t[1] - t[0]) / 1e6 if None not in t else None,
+                    "kernel_throttles": n[1] - n[0] if None not in n else None,
+                    "records_throttled_ms": records_ms, "requests_throttled_ms": requests_ms})
+    return out
+
+
 def summary_dict(f: Findings) -> dict:
     """The dict written as summary.json (see module doc for the keys), from the findings."""
     run, decomp, bands = f.run, f.decomp, f.bands
@@ -490,6 +516,7 @@ def summary_dict(f: Findings) -> dict:
         "antagonists": f.antagonists,
         "handoffs": handoff_summary(f) if len(decomp) else None,
         "cpu_occupancy": cpu_occupancy(run),
+        "cpu_quotas": cpu_quotas(run, decomp),
         "tailtrace_cost": tailtrace_cost(run.meta or {}, int(len(ok))),
     }
     if not len(decomp):

@@ -153,6 +153,10 @@ def headline(f) -> str:
     g_ex = te["parts"][g]["ms"]
     s = (f"{head} spent {share * 100:.0f}% of their time {label}: "
          f"{dur(g_ex)} of the {dur(ex)} excess over the median is {noun}.")
+    if g == "throttled":
+        s = (f"{head} were throttled by {quota_words(run)} for {share * 100:.0f}% of their "
+             f"time (runnable, held back until the quota's next period): {dur(g_ex)} of the "
+             f"{dur(ex)} excess over the median is {noun}.")
     rc = f.root_cause(BANDS[3], g) if g in BLOCKED_GROUPS else None
     peer = _peer_sentence(f) if g in BLOCKED_GROUPS else None
     if rc and rc["verdict"] == "unknown" and (peer or not has_wakers(run)):
@@ -194,6 +198,34 @@ def headline(f) -> str:
     if caveats:
         s += " Caution: " + "; ".join(caveats) + "."
     return s
+
+
+def busiest_quota(run) -> dict | None:
+    """The CPU quota over the traced processes (meta.json cpu_quotas) that the kernel says
+    throttled them the longest during the run, else the tightest one; None without any."""
+    quotas = (run.meta.get("cpu_quotas") if run is not None else None) or []
+    if not quotas:
+        return None
+
+    def key(q):
+        t = q.get("throttled_ns") or [None, None]
+        grew = t[1] - t[0] if None not in t else -1
+        return (grew, -q["quota_us"] / max(q["period_us"], 1))
+    return max(quotas, key=key)
+
+
+def quota_words(run) -> str:
+    """'the CPU quota of cgroup /kubepods/… (20 ms per 100 ms)', or 'a CPU quota' when
+    meta.json names none (the quota was found on no traced process's cgroup)."""
+    q = busiest_quota(run)
+    if q is None:
+        return "a CPU quota"
+    where = cgroup_words(q["path"]) or "the root cgroup"
+
+    def setting(us: int) -> str:   # as it was set: '20 ms', '2.5 ms'
+        return f"{us // 1000} ms" if us % 1000 == 0 else dur(us / 1e3)
+    return f"the CPU quota of {where} ({setting(q['quota_us'])} per {setting(q['period_us'])})"
+
 
 
 def _sched_records(run) -> int:

@@ -58,7 +58,10 @@
 	F(u32, waker_pid)     /* the waker's process (tgid) */               \
 	F(u8, kind)           /* enum tt_runq_kind */                        \
 	F(u8, waker_ctx)      /* enum tt_waker_ctx */                        \
-	A(u8, pad, 2)
+	A(u8, pad, 2)                                                        \
+	F(u64, throttled_ns)  /* of the wait, its first throttled_ns: its    \
+	                       * cgroup or an ancestor was throttled by its  \
+	                       * CPU quota (probes/sched/throttle.bpf.h) */
 
 enum tt_runq_kind {
 	TT_RUNQ_WAKEUP = 0,     /* R: woken by another task */

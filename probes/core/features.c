@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "core/features.h"
+#include "sched/throttle.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -29,7 +30,7 @@ static unsigned without; /* --debug without=FEATURE */
 
 static const char *const without_names[] = { "bpf-loop", "uprobe-cookie", "atomics",
 					     "task-regs", "switch-state", "ringbuf",
-					     "fair-group-sched" };
+					     "fair-group-sched", "throttle-self" };
 
 unsigned features_without_parse(const char *name)
 {
@@ -568,4 +569,28 @@ bool features_sched_info(void)
 		cached = btf && sched_info_fields(btf);
 	}
 	return cached;
+}
+
+int features_throttle_clock(void)
+{
+	static const char *const self[] = { "throttled_clock_self", "throttled_clock_self_time",
+					    "rq" };
+	static const char *const pelt[] = { "throttled_clock_pelt", "throttled_clock_pelt_time",
+					    "throttle_count", "rq" };
+	static const char *const rq[] = { "clock", "clock_pelt", "lost_idle_time" };
+	const struct btf *btf = vmlinux_btf();
+
+	if (!btf || !features_task_rq())
+		return TT_THROTTLE_NONE;
+	if (!(without & TT_WITHOUT_THROTTLE_SELF) && btf_has_members(btf, "cfs_rq", self, 3))
+		return TT_THROTTLE_SELF;
+	if (btf_has_members(btf, "cfs_rq", pelt, 4) && btf_has_members(btf, "rq", rq, 3))
+		return TT_THROTTLE_PELT;
+	return TT_THROTTLE_NONE;
+}
+
+const char *features_throttle_clock_name(int clock)
+{
+	return clock == TT_THROTTLE_SELF ? "throttled_clock_self_time" :
+	       clock == TT_THROTTLE_PELT ? "throttled_clock_pelt_time" : "none";
 }

@@ -38,7 +38,7 @@ const struct features_note *features_notes(int *n);
 
 /* --debug without=FEATURE: take a kernel feature as missing, so an older kernel's
  * code path runs here (tests): bpf-loop, uprobe-cookie, atomics, task-regs,
- * switch-state, ringbuf, fair-group-sched. */
+ * switch-state, ringbuf, fair-group-sched, throttle-self. */
 enum {
 	TT_WITHOUT_BPF_LOOP = 1u << 0,
 	TT_WITHOUT_UPROBE_COOKIE = 1u << 1,
@@ -47,6 +47,7 @@ enum {
 	TT_WITHOUT_SWITCH_STATE = 1u << 4,
 	TT_WITHOUT_RINGBUF = 1u << 5,
 	TT_WITHOUT_FAIR_GROUP_SCHED = 1u << 6,
+	TT_WITHOUT_THROTTLE_SELF = 1u << 7,
 };
 /* "bpf-loop" ... -> its bit, 0 if unknown. */
 unsigned features_without_parse(const char *name);
@@ -117,5 +118,12 @@ bool features_sched_info(void);
  * kernel built with CONFIG_FAIR_GROUP_SCHED)? The wakeup contexts
  * (waker_ctx.bpf.h) and --aggregate's waits (features_sched_info) read it. */
 bool features_task_rq(void);
+/* Which throttle total of the CFS bandwidth control the switch program reads
+ * (enum tt_throttle_clock, sched/throttle.h): cfs_rq.throttled_clock_self_time
+ * (6.6+), else cfs_rq.throttled_clock_pelt_time; none without
+ * CONFIG_CFS_BANDWIDTH. */
+int features_throttle_clock(void);
+/* Its name in meta.json: "throttled_clock_self_time", ..., or "none". */
+const char *features_throttle_clock_name(int clock);
 
 #endif

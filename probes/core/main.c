@@ -29,6 +29,7 @@
 #include "core/features.h"
 #include "flight/flight.h"
 #include "core/meta.h"
+#include "core/cpu_quota.h"
 #include "core/options.h"
 #include "core/registry.h"
 #include "symbols/debuginfo.h"
@@ -62,6 +63,7 @@ struct loader {
 	void *states[MAX_MODS];
 	int nmods;
 	struct tt_meta meta;
+	struct cpu_quotas quotas; /* over the targets (meta.json cpu_quotas) */
 	struct tt_cost cost;
 	struct tt_stream_stats stats[MAX_STATS];
 	int nstats;
@@ -769,6 +771,11 @@ static int run_finish(struct loader *L, int status)
 	if (L->cli.opts.aggregate)
 		print_aggregate(L);
 	stats_collect(L);
+	cpu_quotas_end(&L->quotas);
+	for (int i = 0; i < L->meta.ntargets; i++) /* quotas found since: their start unknown */
+		cpu_quotas_note(&L->quotas, L->meta.target_pids[i], 1);
+	for (int i = 0; i < L->tree.n; i++)
+		cpu_quotas_note(&L->quotas, L->tree.pids[i], 1);
 	L->meta.mono_end_ns = tt_now_ns();
 	if (!L->cost.t_end_ns) /* ended before the poll loop */
 		cost_loop_end(&L->cost);
@@ -857,6 +864,9 @@ static int run(struct loader *L)
 	print_ready(L);
 	exporter_connect(L);
 	meta_start(&L->meta);
+	for (int i = 0; i < L->meta.ntargets; i++)
+		cpu_quotas_note(&L->quotas, L->meta.target_pids[i], 0);
+	L->meta.quotas = &L->quotas;
 	cost_start_clock(&L->cost, L->meta.mono_start_ns, L->mods, L->states, L->nmods);
 	/* what a cut run keeps: this meta.json says "finished": false until the end */
 	L->meta.mono_end_ns = L->meta.mono_start_ns;

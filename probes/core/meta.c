@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "spans/disasm.h"
 #include "core/meta.h"
+#include "core/cpu_quota.h"
 #include "flight/flight.h"
 #include "core/target.h"
 #include "core/features.h"
@@ -222,11 +223,12 @@ static void write_evidence(FILE *f, const struct tt_meta *m)
 	long rq, pc, co;
 
 	fprintf(f, "  \"evidence\": {\"wait_reason\": \"%s\", \"runq_wait\": \"%s\", "
-		"\"waker\": \"%s\", \"waker_ctx\": \"%s\"},\n",
+		"\"waker\": \"%s\", \"waker_ctx\": \"%s\", \"throttle\": \"%s\"},\n",
 		regs[features_user_regs(&thread_size)],
 		kacct ? "sched_info" : "sched_waking", kacct ? "none" : "sched_waking",
 		features_typed_task() && !features_percpu_layout(&rq, &pc, &co) ? "preempt_count"
-									   : "idle_task_only");
+									   : "idle_task_only",
+		features_throttle_clock_name(probe_throttle_clock(m->opts)));
 }
 
 /* "kernel_fallbacks": what the running kernel lacks and what was done instead, or
@@ -282,6 +284,8 @@ static void write_body(FILE *f, const struct tt_meta *m)
 	write_uprobe_hits(f, m);
 	write_uprobe_cost(f, m);
 	write_evidence(f, m);
+	if (m->quotas)
+		cpu_quotas_write_json(f, m->quotas);
 	write_fallbacks(f);
 	fprintf(f, "  \"tool_versions\": {\"tailtrace\": \"%s\", \"libbpf\": \"%s\"},\n",
 		TT_VERSION, libbpf_version_string());

@@ -7,6 +7,8 @@
 #include "core/cost.h"
 #include "core/probe.h"
 
+struct cpu_quotas;
+
 struct tt_meta {
 	int argc;
 	char **argv;
@@ -32,6 +34,7 @@ struct tt_meta {
 	int write_err;               /* -errno of the first failed record write, or 0 */
 	int exit_status;             /* CMD child's exit code, -1 if none */
 	uint64_t cgroup_id;
+	const struct cpu_quotas *quotas; /* over the traced processes; NULL: none read */
 	const struct tt_cost *cost;  /* tailtrace's own cost; NULL: not written */
 	const struct tt_probe *const *mods; /* their optional meta() members */
 	void *const *states;

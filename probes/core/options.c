@@ -171,7 +171,7 @@ static const struct opt_spec {
 	  "atomics, task-regs, switch-state, ringbuf), skip=STEP (benchmarks:\n"
 	  "leave a step of the switch program out, records incomplete; steps:\n"
 	  "body, after-slots, occ-note, occ-emit, switch-rb, runq-rb, reason,\n"
-	  "stacks, runq, occ-send)" },
+	  "stacks, runq, occ-send, throttle)" },
 	{ .name = "verbose", .arg = NULL, .val = 'v', .help =
 	  "more messages (repeat for libbpf debug output)" },
 	{ .name = "help", .arg = NULL, .val = 'h', .help = "this help" },
@@ -324,7 +324,7 @@ static int parse_debug(struct tt_debug *d, const char *s, char *err, size_t len)
 			snprintf(err, len, "--debug '%s': give hook=tp_btf|raw_tp|tracepoint, btf=PATH, "
 				 "split-switch, runq-waking, exact-stacks, stack-epoch-ms=N, flight-tee, "
 				 "skip=STEP (body, occ-note, occ-emit, switch-rb, runq-rb, reason, "
-				 "stacks, runq, after-slots, occ-send) "
+				 "stacks, runq, after-slots, occ-send, throttle) "
 				 "or without=bpf-loop|uprobe-cookie|atomics|task-regs|switch-state|ringbuf",
 				 tok);
 			ret = -EINVAL;

@@ -197,6 +197,10 @@ bool probe_runq_in_sched(const struct tt_opts *opts);
  * with sched_info (features_sched_info), unless --debug runq-waking
  * (waits from sched_waking, as the records measure them). */
 bool probe_runq_kacct(const struct tt_opts *opts);
+/* Which throttle total the run-queue records' throttled part is read from
+ * (enum tt_throttle_clock, sched/throttle.bpf.h): the kernel's
+ * (features_throttle_clock) with runq records under a typed hook, else none. */
+int probe_throttle_clock(const struct tt_opts *opts);
 /* A module's tt_probe.toggle for its skeleton: detach every program, or bump
  * its runq_attach_gen (runq_switch.bpf.h: switch-outs from before the
  * detached stretch are stale) and attach them again. 0 or a negative errno. */

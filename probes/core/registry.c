@@ -12,6 +12,8 @@
 #include "flight/flight.h"
 #include "recfile.h"
 #include "core/registry.h"
+#include "core/cpu_quota.h"
+#include "sched/throttle.h"
 
 extern const struct tt_probe probe_sched;
 extern const struct tt_probe probe_locks __attribute__((weak));
@@ -128,6 +130,33 @@ bool probe_runq_kacct(const struct tt_opts *opts)
 {
 	return opts->aggregate && (opts->events & TT_EV_RUNQ) && features_hook() == TT_HOOK_TP_BTF &&
 	       features_sched_info() && !opts->debug.runq_waking;
+}
+
+/* Does a target start under a CPU quota? The --pid targets, or for -- CMD tailtrace's
+ * own cgroup (the child's); targets picked by --all, --comm or --cgroup are not known
+ * before they run: yes. */
+static bool targets_under_quota(const struct tt_opts *opts)
+{
+	if (opts->all || opts->comm || opts->cgroup)
+		return true;
+	if (!opts->npids)
+		return cpu_quota_over(getpid());
+	for (int i = 0; i < opts->npids; i++)
+		if (cpu_quota_over(opts->pids[i]))
+			return true;
+	return false;
+}
+
+int probe_throttle_clock(const struct tt_opts *opts)
+{
+	static int cached = -1;
+
+	if (cached >= 0)
+		return cached;
+	if (opts->aggregate || !(opts->events & TT_EV_RUNQ) || features_hook() == TT_HOOK_TRACEPOINT ||
+	    !targets_under_quota(opts))
+		return cached = TT_THROTTLE_NONE;
+	return cached = features_throttle_clock();
 }
 
 int probe_toggle_skeleton(struct bpf_object_skeleton *skel, __u32 *attach_gen, bool on)

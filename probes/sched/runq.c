@@ -16,6 +16,8 @@
 #include "core/registry.h"
 #include "sched/runq.h"
 #include "sched/runq_part.h"
+#include "sched/sched.h"
+#include "sched/throttle.h"
 #include "sched.skel.h"
 
 /* A bare tt_runq, or with the cpu event a runq_msg (occupancy.h). */
@@ -80,6 +82,8 @@ int runq_part_configure(struct tt_ctx *ctx, struct sched_bpf *s)
 	waker_ctx_configure(s);
 	s->rodata->with_runq = probe_runq_in_sched(o);
 	s->rodata->runq_kacct = probe_runq_kacct(o);
+	s->rodata->throttle_clock = (o->debug.skip_steps & SCHED_SKIP_THROTTLE) ? TT_THROTTLE_NONE :
+				    (__u8)probe_throttle_clock(o);
 	/* the only sched_switch program unless runq's own runs beside it */
 	s->rodata->shared_clock = own_switch;
 	/* sized for runq's records, or as small as can be without them */
@@ -99,6 +103,9 @@ int runq_part_configure(struct tt_ctx *ctx, struct sched_bpf *s)
 	autoload(s->progs.runq_wakeup_new_btf, on && !s->rodata->runq_kacct);
 	autoload(s->progs.runq_waking_raw, on);
 	autoload(s->progs.runq_wakeup_new_raw, on);
+	/* a wakeup's throttle base, once it is queued where it waits */
+	autoload(s->progs.runq_wakeup_btf, s->rodata->throttle_clock != TT_THROTTLE_NONE);
+	autoload(s->progs.runq_wakeup_raw, s->rodata->throttle_clock != TT_THROTTLE_NONE);
 	autoload(s->progs.runq_switch_btf, own_switch);
 	autoload(s->progs.runq_switch_raw, own_switch);
 	autoload(s->progs.runq_waking_tp, on);

@@ -37,7 +37,9 @@ struct runq_start {
 	/* kernel accounting (--aggregate, runq_switch.bpf.h), at the last switch-out: */
 	__u8 switched_out;     /* seen, kind set; the switch-in not yet */
 	__u8 out_delayed;      /* it blocked, left queued (EEVDF delayed dequeue) */
-	__u8 pad[2];
+	__u8 throttle_noted;   /* throttle_base is of the open wait (throttle.bpf.h) */
+	__u8 pad;
+	__u64 throttle_base;   /* its cfs_rq's throttled total when it became runnable */
 };
 
 /* The rest of the kernel accounting's state at the last switch-out (tp_btf

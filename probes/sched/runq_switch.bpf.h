@@ -24,6 +24,7 @@
 #include "sched/occupancy.bpf.h"
 #include "sched/runq.h"
 #include "sched/sched.h"
+#include "sched/throttle.bpf.h"
 
 /* One thread's state under tp_btf (the sched part unused without sched),
  * and with --aggregate its own histograms (aggregate.bpf.h). rq comes
@@ -37,7 +38,8 @@ struct tt_thread {
 	struct runq_kacct ka;
 	struct tt_lhists h;
 };
-_Static_assert(8 + sizeof(struct runq_start) <= 64, "runq_start fills the first line");
+_Static_assert(8 + __builtin_offsetof(struct runq_start, throttle_base) <= 64,
+	       "runq_start but its throttle base fills the first line");
 _Static_assert(8 + sizeof(struct runq_start) + __builtin_offsetof(struct sched_off, sites) <= 128,
 	       "what a switch-in reads of sched_off is in the second line");
 
@@ -144,7 +146,8 @@ static __always_inline void occ_batch_out(struct runq_msg *m)
 }
 
 static __always_inline void runq_fill(struct tt_runq *r, __u32 tid, __u32 pid, __u64 t0, __u64 now,
-				      __u8 kind, __u32 waker, __u32 waker_pid, __u8 ctx)
+				      __u8 kind, __u32 waker, __u32 waker_pid, __u8 ctx,
+				      __u64 throttled_ns)
 {
 	r->t_runnable_ns = t0;
 	r->t_run_ns = now;
@@ -156,13 +159,16 @@ static __always_inline void runq_fill(struct tt_runq *r, __u32 tid, __u32 pid, _
 	r->kind = kind;
 	r->waker_ctx = ctx;
 	__builtin_memset(r->pad, 0, sizeof(r->pad));
+	r->throttled_ns = throttled_ns;
 }
 
 /* One runnable interval [t0, now] of tid into a histogram (in th, the
  * thread's tp_btf slot, if it has one; else in runq_hist), or filled into *r
  * to be sent: true. With the cpu event the switches of this CPU that cover
- * the wait go out in batches (occupancy.bpf.h); occ_want marks them. */
-static __always_inline bool runq_take(struct tt_thread *th, __u32 tid, __u32 pid, __u64 t0,
+ * the wait go out in batches (occupancy.bpf.h); occ_want marks them. t: the
+ * thread (NULL in the classic variant), whose throttled part is taken. */
+static __always_inline bool runq_take(bool btf, struct tt_thread *th, struct task_struct *t,
+				      struct runq_start *s, __u32 tid, __u32 pid, __u64 t0,
 				      __u64 now, __u8 kind, __u32 waker, __u32 waker_pid, __u8 ctx,
 				      struct tt_runq *r)
 {
@@ -182,7 +188,8 @@ static __always_inline bool runq_take(struct tt_thread *th, __u32 tid, __u32 pid
 		return false;
 	if (occ_on && !(skip_steps & SCHED_SKIP_OCC_EMIT))
 		occ_want(t0);
-	runq_fill(r, tid, pid, t0, now, kind, waker, waker_pid, ctx);
+	runq_fill(r, tid, pid, t0, now, kind, waker, waker_pid, ctx,
+		  throttle_take(btf, t, s, now - t0));
 	return true;
 }
 
@@ -371,7 +378,8 @@ static __always_inline void runq_kacct_in(struct tt_thread *th, struct task_stru
  * for its sched_waking, which may already have run on another CPU while it
  * was switching out (runq.h); the waking is kept. Slots are reused in place
  * while the thread lives. */
-static __always_inline void runq_switch_out(bool btf, struct runq_start *s, __u64 now,
+static __always_inline void runq_switch_out(bool btf, struct runq_start *s,
+					    struct task_struct *prev, __u64 now,
 					    bool prev_runnable, bool prev_dead, __u32 prev_tid,
 					    __u32 prev_pid, bool clear_blocked)
 {
@@ -391,8 +399,10 @@ static __always_inline void runq_switch_out(bool btf, struct runq_start *s, __u6
 	if (prev_runnable) {
 		runq_open_interval(s, now, prev_pid, 0, 0, TT_WAKER_NONE, TT_RUNQ_PREEMPT);
 		s->t_blocked_ns = 0;
+		throttle_note(btf, prev, s);
 		return;
 	}
+	s->throttle_noted = 0; /* its wakeup notes it again (sched_wakeup) */
 	s->pid = prev_pid;
 	s->t_runnable_ns = 0;
 	s->t_blocked_ns = now;
@@ -414,8 +424,9 @@ static __always_inline bool runq_waking_ends_wait(const struct runq_start *s, __
  * have a pending interval) switched in; s: its slot or NULL. The wait it
  * closes is sent, or with out filled into *out for the caller to send with
  * the switch record (sched.bpf.c): true then. */
-static __always_inline bool runq_switch_in(bool btf, struct runq_start *s, __u32 next_tid,
-					   __u64 now, struct tt_runq *out)
+static __always_inline bool runq_switch_in(bool btf, struct runq_start *s,
+					   struct task_struct *next, __u32 next_tid, __u64 now,
+					   struct tt_runq *out)
 {
 	struct tt_thread *th = runq_thread_of(btf, s);
 	struct tt_runq r, *dst = out ? out : &r;
@@ -426,18 +437,19 @@ static __always_inline bool runq_switch_in(bool btf, struct runq_start *s, __u32
 		return false;
 	w = s->t_waking_ns;
 	if (s->t_runnable_ns) { /* preempted, or a new task */
-		took = runq_take(th, next_tid, s->pid, s->t_runnable_ns, now, s->kind,
+		took = runq_take(btf, th, next, s, next_tid, s->pid, s->t_runnable_ns, now, s->kind,
 				 s->waker_tid, s->waker_pid, s->waker_ctx, dst);
 	} else if (runq_waking_ends_wait(s, w)) {
 		t0 = w > s->t_blocked_ns ? w : s->t_blocked_ns; /* woken while switching out */
-		took = runq_take(th, next_tid, s->pid, t0, now, TT_RUNQ_WAKEUP, s->waking_tid,
-				 s->waking_pid, s->waking_ctx, dst);
+		took = runq_take(btf, th, next, s, next_tid, s->pid, t0, now, TT_RUNQ_WAKEUP,
+				 s->waking_tid, s->waking_pid, s->waking_ctx, dst);
 	} else if (s->t_blocked_ns) {
 		tt_count(&runq_counters, RUNQ_CNT_UNMATCHED); /* its waking was never seen */
 	}
 	s->t_runnable_ns = 0;
 	s->t_blocked_ns = 0;
 	s->t_waking_ns = 0;
+	s->throttle_noted = 0;
 	if (took && !out)
 		runq_send(&r);
 	return took && out;
@@ -453,9 +465,9 @@ static __always_inline bool runq_on_switch(bool btf, struct task_struct *prev,
 	if (prev_traced)
 		runq_switch_out(btf, prev_runnable ? runq_slot(btf, prev, prev_tid) :
 						     runq_slot_find(btf, prev, prev_tid),
-				now, prev_runnable, prev_dead, prev_tid, prev_pid, clear_blocked);
+				prev, now, prev_runnable, prev_dead, prev_tid, prev_pid, clear_blocked);
 	return next_traced &&
-	       runq_switch_in(btf, runq_slot_find(btf, next, next_tid), next_tid, now, out);
+	       runq_switch_in(btf, runq_slot_find(btf, next, next_tid), next, next_tid, now, out);
 }
 
 #endif

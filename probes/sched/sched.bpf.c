@@ -612,10 +612,10 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 		if (kacct && next_traced)
 			runq_kacct_in(tn, next);
 		if (runq && !kacct && prev_traced)
-			runq_switch_out(btf, tp ? &tp->rq : NULL, now, !blocked,
+			runq_switch_out(btf, tp ? &tp->rq : NULL, prev, now, !blocked,
 					prev_state == TASK_DEAD, (__u32)id, (__u32)(id >> 32), false);
 		if (runq && !kacct && next_traced)
-			has_rq = runq_switch_in(btf, tn ? &tn->rq : NULL, next_tid, now, &rq);
+			has_rq = runq_switch_in(btf, tn ? &tn->rq : NULL, next, next_tid, now, &rq);
 		if (prev_traced)
 			on_switch_out(ctx, btf, tp ? &tp->off : NULL, now, (__u32)id,
 				      (__u32)(id >> 32), blocked ? prev_state : 0, blocked,
@@ -835,9 +835,24 @@ static __always_inline void on_wakeup_new(bool btf, struct task_struct *p, __u32
 		tt_count(&runq_counters, RUNQ_CNT_LOST); /* map full */
 		return;
 	}
-	if (!s->t_runnable_ns)
+	if (!s->t_runnable_ns) {
 		runq_open_interval(s, bpf_ktime_get_ns(), pid, (__u32)id, (__u32)(id >> 32),
 				   TT_WAKER_TASK, TT_RUNQ_WAKEUP_NEW);
+		throttle_note(btf, p, s);
+	}
+}
+
+/* sched_wakeup: p (traced) is queued on the CPU it will wait on, after any
+ * migration its wakeup made: the throttled time of its wait is measured from
+ * here (throttle.bpf.h). Loaded only where the kernel keeps throttle totals. */
+static __always_inline int wakeup_task(bool btf, struct task_struct *p)
+{
+	struct runq_start *s;
+
+	if (!tt_task_traced_v(btf, p) || !(s = runq_slot_find(btf, p, TT_FIELD(btf, p, pid))))
+		return 0;
+	throttle_note(btf, p, s);
+	return 0;
 }
 
 /* ---- tp_btf and raw_tp: typed task pointers ---------------------------- */
@@ -902,6 +917,12 @@ int BPF_PROG(runq_wakeup_new_btf, struct task_struct *p)
 	return wakeup_new_task(true, p);
 }
 
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(runq_wakeup_btf, struct task_struct *p)
+{
+	return wakeup_task(true, p);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(runq_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -918,6 +939,12 @@ SEC("raw_tp/sched_wakeup_new")
 int BPF_PROG(runq_wakeup_new_raw, struct task_struct *p)
 {
 	return wakeup_new_task(false, p);
+}
+
+SEC("raw_tp/sched_wakeup")
+int BPF_PROG(runq_wakeup_raw, struct task_struct *p)
+{
+	return wakeup_task(false, p);
 }
 
 SEC("raw_tp/sched_switch")

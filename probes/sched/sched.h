@@ -91,10 +91,12 @@ enum sched_skip {
 	SCHED_SKIP_RUNQ = 1u << 7,     /* runq: none of runq's switch work */
 	SCHED_SKIP_AFTER_SLOTS = 1u << 8, /* after-slots: return once the threads' slots are found */
 	SCHED_SKIP_OCC_SEND = 1u << 9, /* occ-send: the wanted batches are found, not sent */
+	SCHED_SKIP_THROTTLE = 1u << 10, /* throttle: no throttle total read, no sched_wakeup
+					 * program (throttle.bpf.h) */
 };
 /* The names of --debug skip=, bit i for name i. */
 #define SCHED_SKIP_NAMES { "body", "occ-note", "occ-emit", "switch-rb", "runq-rb", "reason", \
-			   "stacks", "runq", "after-slots", "occ-send" }
+			   "stacks", "runq", "after-slots", "occ-send", "throttle" }
 
 enum sched_counter {
 	SCHED_CNT_LOST = 0,     /* ring buffer full: switch record dropped */

@@ -15,7 +15,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ORDER = ["default events", "--cgroup", "--pid of a pre-fork server", "wait reasons", "--span BIN:SYMBOL",
+ORDER = ["default events", "--cgroup", "throttled", "--pid of a pre-fork server", "wait reasons", "--span BIN:SYMBOL",
          "--span usdt:", "--span usdt: one mark", "--span tcp",
          "--flight-recorder",
          "--aggregate", "--listen", "--events …,locks", "--events …,irq", "main job"]

@@ -32,6 +32,7 @@ import pytest
 from analyze.explain import antagonists as A
 from analyze.load.load import OCC_HARDIRQ, OCC_IRQ_TIMER, load_run
 from analyze.load.schema import load_schema, read_records
+from quota_case import PERIOD_US, QUOTA_US, QuotaGroup, cpu_v1_root, run_service
 from tt_run import (BUILD, ROOT, cgroup2_root, clipped_sum, free_port, helper, intervals,
                     json_lines, meta, needs_root, records, tailtrace)
 
@@ -173,6 +174,38 @@ def test_cgroup_filter_one_sleeper_of_two(tmp_path, record_property):
     assert set(sw["pid"].tolist()) == {tids[0]} and set(rq["pid"].tolist()) == {tids[0]}
     assert len(sw) >= 50 and len(rq) >= 50, (len(sw), len(rq))
     report(record_property, tmp_path, switches=len(sw), waits=len(rq))
+
+
+@pytest.mark.feature("throttled")
+def test_cpu_quota_throttling_as_the_kernel_counts_it(tmp_path, record_property):
+    """A service needing 44% of a CPU under a quota of 20 ms per 100 ms (tests/probes/
+    quota_case.py), on cgroup v2 (the host's cgroup v1 cpu controller where v2 has no cpu
+    controller): the runnable time its waits spent throttled, summed over its run-queue
+    records, is within 10% of what the kernel counted (cpu.stat) over the run; the run names
+    the quota in meta.json."""
+    v2 = cgroup2_dir(tmp_path)
+    if "cpu" in (v2 / "cgroup.controllers").read_text().split():
+        root, version = v2, 2
+    elif cpu_v1_root() is not None:
+        root, version = cpu_v1_root(), 1
+    else:
+        pytest.skip("no cgroup hierarchy with the cpu controller")
+    g = QuotaGroup(root, version, f"tt-kernel-quota-{os.getpid()}", QUOTA_US)
+    try:
+        p, bracket_ns = run_service(tailtrace, tmp_path, g, duration_s=8, timeout=SLOW)
+    finally:
+        g.close()
+    ok(p)
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    quota = next(q for q in meta["cpu_quotas"] if q["path"] == g.path)
+    assert (quota["quota_us"], quota["period_us"]) == (QUOTA_US, PERIOD_US)
+    kernel_ns = quota["throttled_ns"][1] - quota["throttled_ns"][0]
+    rq = records(tmp_path, "runq")
+    ours = int(rq["throttled_ns"].astype(np.int64).sum())
+    assert kernel_ns >= 2e9 and kernel_ns <= bracket_ns, (kernel_ns, bracket_ns)
+    assert abs(ours - kernel_ns) <= 0.15 * kernel_ns, (ours, kernel_ns)
+    report(record_property, tmp_path, cgroup=version, clock=meta["evidence"]["throttle"],
+           kernel_ms=kernel_ns / 1e6, ours_ms=ours / 1e6)
 
 
 # ---- wait reasons and wakers ------------------------------------------------------------

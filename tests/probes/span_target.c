@@ -25,6 +25,10 @@
  *   span_target fork N      N calls of tt_span_fork(i), which forks: parent and
  *                           child both return from it; the child then exits 0.
  *                           Prints how many children did not exit 0.
+ *   span_target serve N SLEEP_US CPU_US  N calls of tt_span_serve(i, SLEEP_US, CPU_US):
+ *                           each sleeps SLEEP_US, then spins until the thread has used
+ *                           CPU_US of CPU time (a request that sleeps, then computes:
+ *                           under a CPU quota its computing waits out throttles).
  *   span_target many N M    N threads, each inside one call of tt_span_hold(i) until all
  *                           N are in (N spans open at once), then all return and exit;
  *                           then M threads the same way. Prints held=N and held=M
@@ -59,6 +63,27 @@ __attribute__((noinline, used)) long tt_span_spin(long i, long us)
 	volatile long x = 0;
 
 	while (tt_now_ns() < end)
+		for (int k = 0; k < 100; k++)
+			x++;
+	return i;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+__attribute__((noinline, used)) long tt_span_serve(long i, long sleep_us, long cpu_us)
+{
+	uint64_t end;
+	volatile long x = 0;
+
+	tt_sleep_until_ns(tt_now_ns() + (uint64_t)sleep_us * 1000);
+	end = thread_cpu_ns() + (uint64_t)cpu_us * 1000;
+	while (thread_cpu_ns() < end)
 		for (int k = 0; k < 100; k++)
 			x++;
 	return i;
@@ -249,6 +274,14 @@ int main(int argc, char **argv)
 		printf("spins=%ld\n", n);
 		return 0;
 	}
+	if (argc == 5 && !strcmp(argv[1], "serve")) {
+		long n = atol(argv[2]), sleep_us = atol(argv[3]), cpu_us = atol(argv[4]);
+
+		for (long i = 0; i < n; i++)
+			tt_span_serve(i, sleep_us, cpu_us);
+		printf("served=%ld\n", n);
+		return 0;
+	}
 	if (argc == 4 && !strcmp(argv[1], "many"))
 		return run_many(atol(argv[2])) || run_many(atol(argv[3]));
 	if (argc == 3 && !strcmp(argv[1], "fork")) {
@@ -259,7 +292,7 @@ int main(int argc, char **argv)
 		printf("recurse=%ld\n", tt_span_recurse(atol(argv[2])));
 		return 0;
 	}
-	fprintf(stderr, "usage: span_target work N SLEEP_US | once N SLEEP_US BAD | spin N US | recurse DEPTH | jump N | "
+	fprintf(stderr, "usage: span_target work N SLEEP_US | once N SLEEP_US BAD | spin N US | serve N SLEEP_US CPU_US | recurse DEPTH | jump N | "
 		"fork N | overlap N\n");
 	return 2;
 }

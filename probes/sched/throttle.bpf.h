@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CPU-quota throttling of a runnable interval, read from the scheduler's own
+ * state (docs/containers.md, "The throttled part").
+ *
+ * CFS bandwidth control keeps, in every cfs_rq, a running total of the time
+ * the cfs_rq's group or one of its ancestors was throttled (tg_unthrottle_up
+ * adds each throttle when it ends), and the start of a throttle in progress:
+ *
+ *   self: throttled_clock_self_time, throttled_clock_self (rq clock ns; kernels
+ *         from 6.6, counted only while the cfs_rq holds a task: ours does);
+ *   pelt: throttled_clock_pelt_time, throttled_clock_pelt while throttle_count
+ *         is above 0 (the PELT clock: the task clock where the CPU runs at its
+ *         full capacity and frequency, as in the VMs we test on; slower on a
+ *         CPU running at a lower frequency). Kernels before 6.6.
+ *
+ * When a thread becomes runnable (preempted at a switch-out, woken once it is
+ * queued, new) its cfs_rq's total is noted together with the part of a
+ * throttle in progress that is already over: base = total + (now - start).
+ * At its switch-in the throttled part of the wait is total - base: every
+ * throttle that ended while it waited, less what of the first lay before the
+ * wait began. A throttle still in progress at the switch-in did not hold the
+ * thread back (it is running), so it is not counted. The thread's cfs_rq is
+ * the one of the CPU it waits on: a throttled group's queued tasks are not
+ * migrated, and a wakeup is noted after its migration (sched_wakeup).
+ *
+ * The kernel that throttles per task (6.18: a thread leaves the run queue at
+ * its return to user space and comes back at the unthrottle) keeps the same
+ * totals, so the same two reads hold there.
+ */
+#ifndef TT_THROTTLE_BPF_H
+#define TT_THROTTLE_BPF_H
+#include <bpf/bpf_core_read.h>
+#include "sched/throttle.h"
+
+/* enum tt_throttle_clock, set by the loader (features_throttle_clock). */
+const volatile __u8 throttle_clock = TT_THROTTLE_NONE;
+
+/* The kernel's own struct cfs_rq and struct rq (vmlinux.h) hold every field read
+ * here; a field the running kernel lacks is never read (throttle_clock says which
+ * it has), so its relocation may fail. Under tp_btf the task's pointers are typed
+ * and read with plain loads; raw_tp reads them with bpf_probe_read_kernel. */
+#define TT_THROTTLE_READ(btf, p, f) ((btf) ? (p)->f : BPF_CORE_READ(p, f))
+
+/* The throttled total of t's cfs_rq, and with *base the base a wait that
+ * begins now is measured from. */
+static __always_inline __u64 throttle_total(bool btf, struct task_struct *t, __u64 *base)
+{
+	struct cfs_rq *c = TT_THROTTLE_READ(btf, t, se.cfs_rq);
+	__u64 total = 0, start = 0, now = 0;
+	struct rq *rq;
+
+	if (!c)
+		return 0;
+	if (throttle_clock == TT_THROTTLE_SELF) {
+		total = TT_THROTTLE_READ(btf, c, throttled_clock_self_time);
+		if (base && (start = TT_THROTTLE_READ(btf, c, throttled_clock_self))) {
+			rq = TT_THROTTLE_READ(btf, c, rq);
+			now = rq ? TT_THROTTLE_READ(btf, rq, clock) : 0;
+		}
+	} else if (throttle_clock == TT_THROTTLE_PELT) {
+		total = TT_THROTTLE_READ(btf, c, throttled_clock_pelt_time);
+		if (base && TT_THROTTLE_READ(btf, c, throttle_count) > 0) {
+			start = TT_THROTTLE_READ(btf, c, throttled_clock_pelt);
+			rq = TT_THROTTLE_READ(btf, c, rq);
+			now = rq ? TT_THROTTLE_READ(btf, rq, clock_pelt) -
+				   TT_THROTTLE_READ(btf, rq, lost_idle_time) : 0;
+		}
+	}
+	if (base)
+		*base = total + (start && now > start ? now - start : 0);
+	return total;
+}
+
+/* t becomes runnable now: note where its throttled time is measured from. */
+static __always_inline void throttle_note(bool btf, struct task_struct *t, struct runq_start *s)
+{
+	if (throttle_clock == TT_THROTTLE_NONE || !t)
+		return;
+	throttle_total(btf, t, &s->throttle_base);
+	s->throttle_noted = 1;
+}
+
+/* t switches in after waiting wait_ns: the part of it spent throttled. */
+static __always_inline __u64 throttle_take(bool btf, struct task_struct *t, struct runq_start *s,
+					   __u64 wait_ns)
+{
+	__u64 total, part;
+
+	if (throttle_clock == TT_THROTTLE_NONE || !t || !s->throttle_noted)
+		return 0;
+	s->throttle_noted = 0;
+	total = throttle_total(btf, t, NULL);
+	if (total <= s->throttle_base)
+		return 0;
+	part = total - s->throttle_base;
+	return part < wait_ns ? part : wait_ns;
+}
+
+#endif
