@@ -72,10 +72,12 @@ static __always_inline __u64 throttle_total(bool btf, struct task_struct *t, __u
 	return total;
 }
 
-/* t becomes runnable now: note where its throttled time is measured from. */
+/* t becomes runnable now: note where its throttled time is measured from. A task of
+ * the root group (se.depth 0, in the task's own hot line) is never throttled: nothing
+ * is read for it, at the note or at its switch-in. */
 static __always_inline void throttle_note(bool btf, struct task_struct *t, struct runq_start *s)
 {
-	if (throttle_clock == TT_THROTTLE_NONE || !t)
+	if (throttle_clock == TT_THROTTLE_NONE || !t || !TT_THROTTLE_READ(btf, t, se.depth))
 		return;
 	throttle_total(btf, t, &s->throttle_base);
 	s->throttle_noted = 1;
