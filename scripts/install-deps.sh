@@ -15,7 +15,7 @@ APT_PKGS=(
     libbpf-dev bpftool bpftrace linux-perf libbpf-tools
     libcurl4-openssl-dev libnuma-dev libssl-dev
     nginx wrk curl jq procps psmisc redis-server redis-tools stress-ng
-    postgresql util-linux
+    postgresql util-linux debootstrap
     kmod busybox-static libseccomp-dev libcap-ng-dev
     prometheus
     python3 python3-pip python3-venv

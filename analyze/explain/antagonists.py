@@ -236,11 +236,14 @@ class _Occ:
 
 class _Waits:
     """The runnable intervals (run.runq) as arrays: a, b (its bounds), tid, pid, cpu (and
-    tid32, pid32 to gather rows' columns from)."""
+    tid32, pid32 to gather rows' columns from). A wait's throttled start (throttled_ns: its
+    CPU quota held it back, whatever held the CPU) is not part of it: a starts after it."""
 
     def __init__(self, rq):
         i64 = np.int64
         self.a, self.b = rq["t_runnable_ns"].to_numpy(i64), rq["t_run_ns"].to_numpy(i64)
+        if "throttled_ns" in rq:
+            self.a = self.a + np.minimum(rq["throttled_ns"].to_numpy(i64), self.b - self.a)
         self.tid, self.pid, self.cpu = (rq[c].to_numpy(i64) for c in ("tid", "pid", "cpu"))
         self.tid32, self.pid32 = (rq[c].to_numpy(np.int32) for c in ("tid", "pid"))
 

@@ -21,7 +21,8 @@ process runs in, explain/containers.py; null without the cpu event), cpu_occupan
 irq_recorded (the irq event: interrupts are a class of their own)}
 (the same over every traced runnable interval), cpu_quotas (null, or per CPU quota over the
 traced processes [{path, cgroup_version, quota_us, period_us, kernel_throttled_ms,
-kernel_throttles (cpu.stat over the run), records_throttled_ms, requests_throttled_ms}]:
+kernel_throttles (cpu.stat over the run), records_throttled_ms (the run-queue records' over the
+same window), requests_throttled_ms}]:
 cpu_quotas below), tailtrace_cost (what tracing cost the
 machine, from meta.json cost: tailtrace_cost below; null without BPF statistics), cut (null,
 or for a run whose recorder never finished {from_ns, to_ns, kept_s}: load.cut_span), and
@@ -448,7 +449,6 @@ def cpu_quotas(run, decomp: pd.DataFrame) -> list | None:
     if not quotas:
         return None
     rq = run.runq
-    records_ms = float(rq["throttled_ns"].sum()) / 1e6 if "throttled_ns" in rq else None
     requests_ms = (float(decomp["throttled_ns"].sum()) / 1e6
                    if len(decomp) and "throttled_ns" in decomp else None)
     out = []
@@ -458,8 +458,23 @@ def cpu_quotas(run, decomp: pd.DataFrame) -> list | None:
                     "quota_us": q["quota_us"], "period_us": q["period_us"],
                     "kernel_throttled_ms": (t[1] - t[0]) / 1e6 if None not in t else None,
                     "kernel_throttles": n[1] - n[0] if None not in n else None,
-                    "records_throttled_ms": records_ms, "requests_throttled_ms": requests_ms})
+                    "records_throttled_ms": records_throttled_ns(rq, q) / 1e6,
+                    "requests_throttled_ms": requests_ms})
     return out
+
+
+def records_throttled_ns(rq: pd.DataFrame, quota: dict) -> int:
+    """The run-queue records' throttled parts over the window the kernel's count of quota is
+    of: records switched in between its two reads (read_ns; the kernel adds a throttle at its
+    unthrottle, just before the wait's switch-in), else all of them."""
+    if "throttled_ns" not in rq:
+        return 0
+    r = quota.get("read_ns") or [None, None]
+    thr = rq["throttled_ns"].to_numpy(np.int64)
+    if None in r:
+        return int(thr.sum())
+    t = rq["t_run_ns"].to_numpy(np.int64)
+    return int(thr[(t > r[0]) & (t <= r[1])].sum())
 
 
 def summary_dict(f: Findings) -> dict:

@@ -7,6 +7,7 @@
 
 #include "core/cpu_quota.h"
 #include "json_out.h"
+#include "tt_clock.h"
 
 /* The mount point of the v1 hierarchy with the cpu controller (version 1) or of
  * the v2 hierarchy (version 2), from /proc/self/mountinfo; false if none. */
@@ -109,6 +110,7 @@ static void read_stat(const char *dir, struct cpu_quota *q, int at)
 	snprintf(file, sizeof(file), "%s/cpu.stat", dir);
 	if (!(f = fopen(file, "r")))
 		return;
+	q->read_ns[at] = tt_now_ns();
 	while (fscanf(f, "%63s %llu", key, &v) == 2) {
 		if (!strcmp(key, "throttled_time")) /* v1: ns */
 			q->throttled_ns[at] = v;
@@ -122,14 +124,17 @@ static void read_stat(const char *dir, struct cpu_quota *q, int at)
 	fclose(f);
 }
 
+/* The slot of path, made if new (*made then). */
 static struct cpu_quota *quota_slot(struct cpu_quotas *qs, const char *dir, const char *path,
-				    int version)
+				    int version, bool *made)
 {
 	struct cpu_quota *q;
 
+	*made = false;
 	for (int i = 0; i < qs->n; i++)
 		if (qs->q[i].version == version && !strcmp(qs->q[i].path, path))
 			return &qs->q[i];
+	*made = true;
 	if (qs->n == CPU_QUOTAS_MAX)
 		return NULL;
 	q = &qs->q[qs->n++];
@@ -138,7 +143,8 @@ static struct cpu_quota *quota_slot(struct cpu_quotas *qs, const char *dir, cons
 	snprintf(q->dir, sizeof(q->dir), "%s", dir);
 	q->version = version;
 	for (int at = 0; at < 2; at++)
-		q->throttled_ns[at] = q->nr_throttled[at] = q->nr_periods[at] = CPU_QUOTA_UNKNOWN;
+		q->throttled_ns[at] = q->nr_throttled[at] = q->nr_periods[at] = q->read_ns[at] =
+			CPU_QUOTA_UNKNOWN;
 	return q;
 }
 
@@ -158,13 +164,15 @@ void cpu_quotas_note(struct cpu_quotas *qs, int pid, int at)
 		for (;;) { /* the cgroup, then each ancestor up to the root */
 			int64_t quota, period;
 			struct cpu_quota *q;
+			bool made;
 			char *slash;
 
 			if (read_quota(dir, version, &quota, &period) &&
-			    (q = quota_slot(qs, dir, dir[root] ? dir + root : "/", version))) {
+			    (q = quota_slot(qs, dir, dir[root] ? dir + root : "/", version, &made))) {
 				q->quota_us = quota;
 				q->period_us = period;
-				read_stat(dir, q, at);
+				if (made || at == 0) /* an end count comes from cpu_quotas_end */
+					read_stat(dir, q, at);
 			}
 			slash = strrchr(dir, '/');
 			if (strlen(dir) <= root || !slash || slash < dir + root)
@@ -216,6 +224,7 @@ void cpu_quotas_write_json(FILE *f, const struct cpu_quotas *qs)
 		write_count(f, "throttled_ns", q->throttled_ns);
 		write_count(f, "nr_throttled", q->nr_throttled);
 		write_count(f, "nr_periods", q->nr_periods);
+		write_count(f, "read_ns", q->read_ns);
 		fputc('}', f);
 	}
 	fputs("],\n", f);

@@ -23,6 +23,10 @@ struct cpu_quota {
 	uint64_t throttled_ns[2];     /* cpu.stat at the start [0] and end [1]; */
 	uint64_t nr_throttled[2];     /* CPU_QUOTA_UNKNOWN: not read then */
 	uint64_t nr_periods[2];
+	uint64_t read_ns[2];          /* CLOCK_MONOTONIC when they were read: a run-queue
+				       * record switched in between the two was counted
+				       * by the kernel between them (its unthrottle came
+				       * just before) */
 };
 
 struct cpu_quotas {
@@ -30,12 +34,13 @@ struct cpu_quotas {
 	int n;
 };
 
-/* Note the quotas over pid's cgroup at the run's start (at = 0) or end (1). */
+/* Note the quotas over pid's cgroup at the run's start (at = 0), or at its end (1): the
+ * quotas not noted yet, with their counts now (their start unknown). */
 void cpu_quotas_note(struct cpu_quotas *qs, int pid, int at);
 /* Is pid's cgroup, or an ancestor, under a CPU quota now? */
 bool cpu_quota_over(int pid);
 /* Read every noted quota's cpu.stat again as the run's end (also of groups
- * whose processes are gone). */
+ * whose processes are gone): when the records stop being read. */
 void cpu_quotas_end(struct cpu_quotas *qs);
 /* meta.json's "cpu_quotas": [...], with its trailing ",\n". */
 void cpu_quotas_write_json(FILE *f, const struct cpu_quotas *qs);

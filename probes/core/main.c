@@ -755,6 +755,8 @@ static int run_finish(struct loader *L, int status)
 {
 	int err;
 
+	/* the kernel's throttle counts as the last records are read: the same window */
+	cpu_quotas_end(&L->quotas);
 	if (L->ctx.rb)
 		ring_buffer__consume(L->ctx.rb);
 	if (L->ctx.syms && !L->target_gone)
@@ -771,7 +773,6 @@ static int run_finish(struct loader *L, int status)
 	if (L->cli.opts.aggregate)
 		print_aggregate(L);
 	stats_collect(L);
-	cpu_quotas_end(&L->quotas);
 	for (int i = 0; i < L->meta.ntargets; i++) /* quotas found since: their start unknown */
 		cpu_quotas_note(&L->quotas, L->meta.target_pids[i], 1);
 	for (int i = 0; i < L->tree.n; i++)
@@ -864,9 +865,6 @@ static int run(struct loader *L)
 	print_ready(L);
 	exporter_connect(L);
 	meta_start(&L->meta);
-	for (int i = 0; i < L->meta.ntargets; i++)
-		cpu_quotas_note(&L->quotas, L->meta.target_pids[i], 0);
-	L->meta.quotas = &L->quotas;
 	cost_start_clock(&L->cost, L->meta.mono_start_ns, L->mods, L->states, L->nmods);
 	/* what a cut run keeps: this meta.json says "finished": false until the end */
 	L->meta.mono_end_ns = L->meta.mono_start_ns;
@@ -953,6 +951,10 @@ int main(int argc, char **argv)
 		L.ctx.syms = syms_set_new();
 	}
 	ret = ret ?: modules_setup(&L);
+	/* the kernel's throttle counts as the records begin (the scheduler programs attached) */
+	for (int i = 0; !ret && i < L.meta.ntargets; i++)
+		cpu_quotas_note(&L.quotas, L.meta.target_pids[i], 0);
+	L.meta.quotas = &L.quotas;
 	ret = ret ?: tree_prepare(&L);
 	ret = ret ? 1 : run(&L);
 	cleanup(&L);

@@ -640,13 +640,17 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 	return 0;
 }
 
-static __always_inline int on_migrate(bool btf, struct task_struct *p)
+static __always_inline int on_migrate(bool btf, struct task_struct *p, int dest_cpu)
 {
+	struct runq_start *s;
 	struct tt_thread *th;
 	struct tt_task *t;
 
 	if (!tt_task_traced_v(btf, p))
 		return 0;
+	if (throttle_clock != TT_THROTTLE_NONE &&
+	    (s = runq_slot_find(btf, p, TT_FIELD(btf, p, pid))))
+		throttle_migrate(btf, p, dest_cpu, s);
 	if (aggregate && btf && (th = tt_thread_get(p, false))) {
 		__sync_fetch_and_add(&th->h.migrations, 1);
 		return 0;
@@ -671,7 +675,7 @@ int BPF_PROG(sched_switch_btf, bool preempt, struct task_struct *prev, struct ta
 SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(sched_migrate_btf, struct task_struct *p, int dest_cpu)
 {
-	return on_migrate(true, p);
+	return on_migrate(true, p, dest_cpu);
 }
 
 /* --aggregate under tp_btf: every thread's off-CPU histograms and migrations
@@ -714,7 +718,7 @@ int BPF_PROG(sched_switch_raw, bool preempt, struct task_struct *prev, struct ta
 SEC("raw_tp/sched_migrate_task")
 int BPF_PROG(sched_migrate_raw, struct task_struct *p, int dest_cpu)
 {
-	return on_migrate(false, p);
+	return on_migrate(false, p, dest_cpu);
 }
 
 /* ---- classic tracepoints: a thread is known once it switched out traced -- */

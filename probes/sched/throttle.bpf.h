@@ -21,8 +21,9 @@
  * throttle that ended while it waited, less what of the first lay before the
  * wait began. A throttle still in progress at the switch-in did not hold the
  * thread back (it is running), so it is not counted. The thread's cfs_rq is
- * the one of the CPU it waits on: a throttled group's queued tasks are not
- * migrated, and a wakeup is noted after its migration (sched_wakeup).
+ * the one of the CPU it waits on: a wakeup is noted after its migration
+ * (sched_wakeup), and a waiting task moved to another CPU carries what it has
+ * been throttled so far over to its group's cfs_rq there (throttle_migrate).
  *
  * The kernel that throttles per task (6.18: a thread leaves the run queue at
  * its return to user space and comes back at the unthrottle) keeps the same
@@ -42,11 +43,10 @@ const volatile __u8 throttle_clock = TT_THROTTLE_NONE;
  * and read with plain loads; raw_tp reads them with bpf_probe_read_kernel. */
 #define TT_THROTTLE_READ(btf, p, f) ((btf) ? (p)->f : BPF_CORE_READ(p, f))
 
-/* The throttled total of t's cfs_rq, and with *base the base a wait that
- * begins now is measured from. */
-static __always_inline __u64 throttle_total(bool btf, struct task_struct *t, __u64 *base)
+/* The throttled total of cfs_rq c, and with *base the base a wait that begins
+ * now is measured from. btf: c is a typed pointer. */
+static __always_inline __u64 cfs_throttle_total(bool btf, struct cfs_rq *c, __u64 *base)
 {
-	struct cfs_rq *c = TT_THROTTLE_READ(btf, t, se.cfs_rq);
 	__u64 total = 0, start = 0, now = 0;
 	struct rq *rq;
 
@@ -72,6 +72,12 @@ static __always_inline __u64 throttle_total(bool btf, struct task_struct *t, __u
 	return total;
 }
 
+/* The same of t's cfs_rq. */
+static __always_inline __u64 throttle_total(bool btf, struct task_struct *t, __u64 *base)
+{
+	return cfs_throttle_total(btf, TT_THROTTLE_READ(btf, t, se.cfs_rq), base);
+}
+
 /* t becomes runnable now: note where its throttled time is measured from. A task of
  * the root group (se.depth 0, in the task's own hot line) is never throttled: nothing
  * is read for it, at the note or at its switch-in. */
@@ -93,10 +99,38 @@ static __always_inline __u64 throttle_take(bool btf, struct task_struct *t, stru
 		return 0;
 	s->throttle_noted = 0;
 	total = throttle_total(btf, t, NULL);
-	if (total <= s->throttle_base)
+	part = total - s->throttle_base; /* a migration's base may lie above the total */
+	if ((__s64)part <= 0)
 		return 0;
-	part = total - s->throttle_base;
 	return part < wait_ns ? part : wait_ns;
+}
+
+/* t, runnable, moves to dest_cpu (sched_migrate_task, before it leaves its cfs_rq):
+ * a waiting task is pulled by an idle CPU, often just after its group's unthrottle.
+ * The part throttled so far is carried over to its group's cfs_rq there: the base
+ * is that cfs_rq's, less it. */
+static __always_inline void throttle_migrate(bool btf, struct task_struct *t, int dest_cpu,
+					     struct runq_start *s)
+{
+	struct cfs_rq *old, *dst = NULL, **per_cpu;
+	struct task_group *tg;
+	__u64 base, so_far;
+
+	if (throttle_clock == TT_THROTTLE_NONE || !s->throttle_noted)
+		return;
+	old = TT_THROTTLE_READ(btf, t, se.cfs_rq);
+	so_far = cfs_throttle_total(btf, old, NULL) - s->throttle_base;
+	if ((__s64)so_far < 0)
+		so_far = 0;
+	tg = old ? TT_THROTTLE_READ(btf, old, tg) : NULL;
+	per_cpu = tg ? TT_THROTTLE_READ(btf, tg, cfs_rq) : NULL;
+	if (!per_cpu || dest_cpu < 0 ||
+	    bpf_probe_read_kernel(&dst, sizeof(dst), per_cpu + (__u32)dest_cpu) || !dst) {
+		s->throttle_noted = 0; /* its wait's throttled part is not known */
+		return;
+	}
+	cfs_throttle_total(false, dst, &base);
+	s->throttle_base = base - so_far;
 }
 
 #endif

@@ -44,15 +44,16 @@ def gap(tid, t_from, t_to, pid=100):
 
 
 def rq(tid, t_runnable, t_run, kind="wakeup", cpu=0, waker=0, pid=100, waker_pid=None,
-       ctx=None):
+       ctx=None, throttled=0):
     """A runnable interval (runq.bin record). ctx: a WAKER_CTXS name (default: "task" for a
-    wakeup by a waker, "unknown" without one, "none" for a preemption)."""
+    wakeup by a waker, "unknown" without one, "none" for a preemption); throttled: its first
+    part held back by a CPU quota (throttled_ns)."""
     if ctx is None:
         ctx = "none" if kind == "preempt" else "task" if waker else "unknown"
     return dict(pid=pid, tid=tid, cpu=cpu, waker_tid=waker, kind=RUNQ_KIND[kind],
                 waker_pid=pid if waker_pid is None else waker_pid,
                 waker_ctx=WAKER_CTXS.index(ctx),
-                t_runnable_ns=T0 + t_runnable, t_run_ns=T0 + t_run)
+                t_runnable_ns=T0 + t_runnable, t_run_ns=T0 + t_run, throttled_ns=throttled)
 
 
 def lk(tid, mutex, t_request, t_acquired, t_released=None, contended=None, trylock=False,

@@ -52,9 +52,9 @@ class QuotaGroup:
         stat = dict(line.split() for line in (self.dir / "cpu.stat").read_text().splitlines())
         return int(stat["throttled_time"]) if self.version == 1 else int(stat["throttled_usec"]) * 1000
 
-    def start(self, requests: int) -> subprocess.Popen:
+    def start(self, requests: int, sleep_us: int = SLEEP_US) -> subprocess.Popen:
         """The service, moved into this cgroup before it execs."""
-        cmd = f'echo $$ > {self.dir}/cgroup.procs && exec "$0" serve {requests} {SLEEP_US} {CPU_US}'
+        cmd = f'echo $$ > {self.dir}/cgroup.procs && exec "$0" serve {requests} {sleep_us} {CPU_US}'
         return subprocess.Popen(["sh", "-c", cmd, SERVICE],
                                 stdout=subprocess.DEVNULL)
 
@@ -77,10 +77,12 @@ def quota_root(prefer_v1: bool = True) -> tuple[Path, int] | None:
     return (v2, 2) if v2 is not None else None
 
 
-def run_service(tailtrace, out: Path, group: QuotaGroup, duration_s: float, timeout: float):
+def run_service(tailtrace, out: Path, group: QuotaGroup, duration_s: float, timeout: float,
+                sleep_us: int = SLEEP_US):
     """Trace the service in group for duration_s by its pid (--span tt_span_serve); the
-    tailtrace process result and the kernel's count over a window bracketing the run."""
-    svc = group.start(requests=100_000)
+    tailtrace process result and the kernel's count over a window bracketing the run.
+    sleep_us 0: a service that never sleeps, runnable whenever it is not running."""
+    svc = group.start(requests=100_000, sleep_us=sleep_us)
     try:
         time.sleep(0.3)                  # in its cgroup, serving
         before = group.throttled_ns()

@@ -1,12 +1,14 @@
 """A service in a container, traced from the host by its host pid. The container is made as a
 runtime makes one, with util-linux: `unshare --pid --mount --fork` and a chroot into a root of
-its own holding span_target as /app and the libraries it links. No file is at /app on the
+its own: one holding span_target as /app and the libraries it links, and a Debian root built
+with debootstrap (its own libc; span_target as /usr/local/bin/tt-app). No file is at /app on the
 host, so the frames that name span_target's functions come from the container's own file
 (/proc/PID/root). Oracle by construction: span_target calls tt_span_work 2,000 times, each
 sleeping 5 ms: the 1 s traced sees a part of them. Real BPF: run as root."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -33,12 +35,13 @@ def make_root(root: Path) -> None:
         shutil.copy(lib, dest)
 
 
-def child_of(pid: int, timeout_s: float = 10) -> int:
-    """unshare --fork's child: the container's pid 1, as the host numbers it."""
+def child_of(pid: int, timeout_s: float = 10, name: str = "app") -> int:
+    """unshare --fork's child (an executable called name): the container's pid 1, as the host
+    numbers it."""
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        if kids and Path(f"/proc/{kids[0]}/exe").resolve().name == "app":
+        if kids and Path(f"/proc/{kids[0]}/exe").resolve().name == name:
             return int(kids[0])
         time.sleep(0.02)
     raise AssertionError("the container's process did not start")
@@ -78,3 +81,62 @@ def test_a_service_in_a_container_is_decomposed_and_named_from_its_own_files(tmp
     assert mine, stacks
     tasks = run.tasks.set_index("tid")
     assert tasks.loc[pid, "ns_tid"] == 1 and tasks.loc[pid, "ns_pid"] == 1
+
+
+ROOTFS_CACHE = Path(os.environ.get("TT_ROOTFS_CACHE", "/var/cache/tailtrace/rootfs"))
+SUITE = "bookworm"
+
+
+def debian_root() -> Path:
+    """A Debian root built with debootstrap from the Debian archive (minbase), once per
+    machine: ROOTFS_CACHE/bookworm (26 s here)."""
+    root = ROOTFS_CACHE / SUITE
+    if (root / "etc" / "debian_version").exists():
+        return root
+    tmp = ROOTFS_CACHE / f"{SUITE}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    p = subprocess.run(["debootstrap", "--variant=minbase", SUITE, str(tmp),
+                        "http://deb.debian.org/debian"], capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 0, f"debootstrap {SUITE} failed: {p.stdout[-2000:]}{p.stderr[-2000:]}"
+    tmp.rename(root)
+    return root
+
+
+def test_a_service_in_a_debootstrapped_debian_root_is_named_from_its_files(tmp_path):
+    """The same service in a Debian root made by debootstrap: it links the root's own libc
+    (/lib/x86_64-linux-gnu/libc.so.6 there), and is at /usr/local/bin/tt-app, a path the host
+    does not have."""
+    if not shutil.which("debootstrap") or not shutil.which("unshare"):
+        pytest.skip("debootstrap and unshare not installed (scripts/install-deps.sh)")
+    root = debian_root()
+    app = Path("/usr/local/bin/tt-app")
+    assert not app.exists()
+    shutil.copy2(SPAN_TARGET, root / app.relative_to("/"))
+    box = subprocess.Popen(["unshare", "--pid", "--mount", "--fork", "--kill-child", "chroot",
+                            str(root), str(app), "work", "2000", "5000"],
+                           stdout=subprocess.DEVNULL)
+    try:
+        pid = child_of(box.pid, name=app.name)
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        assert "/usr/local/bin/tt-app" in maps and "/lib/x86_64-linux-gnu/libc.so.6" in maps
+        p = tailtrace(tmp_path / "run", "--pid", str(pid), "--span", "tt-app:tt_span_work",
+                      "--duration", "1")
+    finally:
+        box.kill()
+        box.wait()
+    assert p.returncode == 0, p.stderr
+    from analyze.explain.decompose import df_decompose
+    from analyze.load.load import load_run
+    d = df_decompose(load_run(tmp_path / "run"))
+    assert 20 <= len(d) <= 205, len(d)
+    assert d["closes"].mean() >= 0.95, d["closes"].mean()
+    stacks = [json.loads(line)["frames"] for line in
+              (tmp_path / "run" / "stacks.jsonl").read_text().splitlines()]
+    mine = [fr for fr in stacks if any(f.startswith("tt_span_work+") and f.endswith("(tt-app)")
+                                       for f in fr)]
+    assert mine, stacks
+    # the root's libc, read through /proc/PID/root: its sleep named there
+    assert any(any(f.endswith("(libc.so.6)") and not f.startswith("[unknown]") for f in fr)
+               for fr in mine), mine

@@ -29,6 +29,23 @@ def test_ten_ms_request_six_runnable_one_oncpu_three_blocked():
     assert d.loc[0, "closure_err"] == 0.0 and bool(d.loc[0, "closes"])
 
 
+def test_a_waits_throttled_start_is_a_part_of_its_own_and_the_parts_still_add_up():
+    # preempted at 2 ms (its quota spent), throttled until 8 ms, runnable behind another task
+    # until 9 ms, on CPU to 10 ms; a second request's wait [12, 14] straddles its start (13)
+    # with its throttled part [12, 13.5] cut there
+    run = make_run(requests=[req(0, 7, 0, 10 * MS), req(1, 7, 13 * MS, 20 * MS)],
+                   switches=[off(7, 2 * MS, 9 * MS, voluntary=False),
+                             off(7, 12 * MS, 14 * MS, voluntary=False)],
+                   runq=[rq(7, 2 * MS, 9 * MS, "preempt", throttled=6 * MS),
+                         rq(7, 12 * MS, 14 * MS, "preempt", throttled=1500 * US)], locks=[])
+    d = df_decompose(run)
+    assert d.loc[0, "throttled_ns"] == 6 * MS and d.loc[0, "runq_preempt_ns"] == 1 * MS
+    assert d.loc[0, "oncpu_ns"] == 3 * MS and d.loc[0, "runnable_ns"] == 1 * MS
+    assert d.loc[1, "throttled_ns"] == 500 * US and d.loc[1, "runq_preempt_ns"] == 500 * US
+    assert d.loc[1, "oncpu_ns"] == 6 * MS
+    assert d["closure_err"].tolist() == [0.0, 0.0]
+
+
 def test_intervals_cut_by_request_edges():
     # off [-2, 2] (woken at 1) starts before t_start; off [8, 15] (woken at 14) ends after t_end
     run = make_run(requests=[req(0, 7, 0, 10 * MS)],

@@ -174,3 +174,28 @@ def test_requests_on_threads_no_probe_saw_are_named_with_the_option_that_traces_
     assert "2 threads of 2 processes the probes did not trace (pid 200, 201)" in h, h
     assert "--pid 200,201" in h, h
     assert s["attribution"]["≥P99"]["n_unknown"] == s["attribution"]["≥P99"]["n"] >= 1
+
+
+def test_a_throttled_tail_names_its_quota_and_the_kernels_count():
+    # ten requests of 10 ms; the slowest's 50 ms include a 40 ms wait its CPU quota held back
+    quota = {"path": "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod5c2e7a1f_"
+                     "0000_4000_8000_000000000000.slice/cri-containerd-" + "3f2a9c1b7d4e" + "0" * 52
+                     + ".scope",
+             "cgroup_version": 2, "quota_us": 20000, "period_us": 100000,
+             "throttled_ns": [1_000_000, 41_000_000], "nr_throttled": [3, 4], "nr_periods": [9, 10]}
+    reqs = [req(i, 7, i * 100 * MS, i * 100 * MS + 10 * MS) for i in range(9)]
+    reqs.append(req(9, 7, 900 * MS, 950 * MS))
+    run = make_run(requests=reqs, switches=[off(7, 905 * MS, 945 * MS, voluntary=False)],
+                   runq=[rq(7, 905 * MS, 945 * MS, "preempt", throttled=40 * MS)], locks=[],
+                   meta={"cpu_quotas": [quota]})
+    d = df_decompose(run)
+    s = summary_dict(Findings(run, d, df_bands(d)))
+    assert s["headline"].startswith(
+        "≥P99 requests (n=1, mean 50.0 ms) were throttled by the CPU quota of containerd "
+        "container 3f2a9c1b7d4e in pod 5c2e7a1f, burstable (20 ms per 100 ms) for 80% of their "
+        "time"), s["headline"]
+    assert s["attribution"]["≥P99"]["throttled_ms"] == pytest.approx(40)
+    assert s["cpu_quotas"] == [{
+        "path": quota["path"], "cgroup_version": 2, "quota_us": 20000, "period_us": 100000,
+        "kernel_throttled_ms": pytest.approx(40), "kernel_throttles": 1,
+        "records_throttled_ms": pytest.approx(40), "requests_throttled_ms": pytest.approx(40)}]
