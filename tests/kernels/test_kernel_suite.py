@@ -206,26 +206,9 @@ def test_cpu_quota_throttling_as_the_kernel_counts_it(tmp_path, record_property,
     # the run-queue records switched in between the kernel's two reads (its window)
     ours = records_throttled_ns(load_run(tmp_path).runq, quota)
     assert kernel_ns >= 2e9 and kernel_ns <= bracket_ns, (kernel_ns, bracket_ns)
-    # the kernel counts in its run queues' clock, the records in CLOCK_MONOTONIC: the same
-    # rate here, and under QEMU's emulation too (measured 0.998-1.000)
-    rate = sched_clock_rate()
-    assert abs(ours * rate - kernel_ns) <= 0.10 * kernel_ns, (ours, rate, kernel_ns)
+    assert abs(ours - kernel_ns) <= 0.10 * kernel_ns, (ours, kernel_ns)
     report(record_property, tmp_path, cgroup=version, clock=meta["evidence"]["throttle"],
-           sleep_us=sleep_us, kernel_ms=kernel_ns / 1e6, ours_ms=ours / 1e6,
-           sched_clock_rate=rate)
-
-
-def sched_clock_rate() -> float:
-    """How fast the scheduler's clock runs against CLOCK_MONOTONIC: a thread's CPU time (summed
-    in its run queue's clock) over 0.3 s of spinning, the best of three (a preemption can only
-    lower it)."""
-    best = 0.0
-    for _ in range(3):
-        t0, c0 = time.monotonic_ns(), time.thread_time_ns()
-        while time.monotonic_ns() - t0 < 300_000_000:
-            pass
-        best = max(best, (time.thread_time_ns() - c0) / (time.monotonic_ns() - t0))
-    return best
+           sleep_us=sleep_us, kernel_ms=kernel_ns / 1e6, ours_ms=ours / 1e6)
 
 
 # ---- wait reasons and wakers ------------------------------------------------------------
