@@ -32,6 +32,7 @@
 #ifndef TT_THROTTLE_BPF_H
 #define TT_THROTTLE_BPF_H
 #include <bpf/bpf_core_read.h>
+#include "core/filter.bpf.h"
 #include "sched/throttle.h"
 
 /* enum tt_throttle_clock, set by the loader (features_throttle_clock). */
@@ -39,9 +40,8 @@ const volatile __u8 throttle_clock = TT_THROTTLE_NONE;
 
 /* The kernel's own struct cfs_rq and struct rq (vmlinux.h) hold every field read
  * here; a field the running kernel lacks is never read (throttle_clock says which
- * it has), so its relocation may fail. Under tp_btf the task's pointers are typed
- * and read with plain loads; raw_tp reads them with bpf_probe_read_kernel. */
-#define TT_THROTTLE_READ(btf, p, f) ((btf) ? (p)->f : BPF_CORE_READ(p, f))
+ * it has), so its relocation may fail. Fields are read with TT_FIELD: plain loads
+ * of tp_btf's typed pointers, bpf_probe_read_kernel under raw_tp. */
 
 /* The throttled total of cfs_rq c, and with *base the base a wait that begins
  * now is measured from. btf: c is a typed pointer. */
@@ -53,18 +53,18 @@ static __always_inline __u64 cfs_throttle_total(bool btf, struct cfs_rq *c, __u6
 	if (!c)
 		return 0;
 	if (throttle_clock == TT_THROTTLE_SELF) {
-		total = TT_THROTTLE_READ(btf, c, throttled_clock_self_time);
-		if (base && (start = TT_THROTTLE_READ(btf, c, throttled_clock_self))) {
-			rq = TT_THROTTLE_READ(btf, c, rq);
-			now = rq ? TT_THROTTLE_READ(btf, rq, clock) : 0;
+		total = TT_FIELD(btf, c, throttled_clock_self_time);
+		if (base && (start = TT_FIELD(btf, c, throttled_clock_self))) {
+			rq = TT_FIELD(btf, c, rq);
+			now = rq ? TT_FIELD(btf, rq, clock) : 0;
 		}
 	} else if (throttle_clock == TT_THROTTLE_PELT) {
-		total = TT_THROTTLE_READ(btf, c, throttled_clock_pelt_time);
-		if (base && TT_THROTTLE_READ(btf, c, throttle_count) > 0) {
-			start = TT_THROTTLE_READ(btf, c, throttled_clock_pelt);
-			rq = TT_THROTTLE_READ(btf, c, rq);
-			now = rq ? TT_THROTTLE_READ(btf, rq, clock_pelt) -
-				   TT_THROTTLE_READ(btf, rq, lost_idle_time) : 0;
+		total = TT_FIELD(btf, c, throttled_clock_pelt_time);
+		if (base && TT_FIELD(btf, c, throttle_count) > 0) {
+			start = TT_FIELD(btf, c, throttled_clock_pelt);
+			rq = TT_FIELD(btf, c, rq);
+			now = rq ? TT_FIELD(btf, rq, clock_pelt) -
+				   TT_FIELD(btf, rq, lost_idle_time) : 0;
 		}
 	}
 	if (base)
@@ -75,7 +75,7 @@ static __always_inline __u64 cfs_throttle_total(bool btf, struct cfs_rq *c, __u6
 /* The same of t's cfs_rq. */
 static __always_inline __u64 throttle_total(bool btf, struct task_struct *t, __u64 *base)
 {
-	return cfs_throttle_total(btf, TT_THROTTLE_READ(btf, t, se.cfs_rq), base);
+	return cfs_throttle_total(btf, TT_FIELD(btf, t, se.cfs_rq), base);
 }
 
 /* t becomes runnable now: note where its throttled time is measured from. A task of
@@ -83,7 +83,7 @@ static __always_inline __u64 throttle_total(bool btf, struct task_struct *t, __u
  * is read for it, at the note or at its switch-in. */
 static __always_inline void throttle_note(bool btf, struct task_struct *t, struct runq_start *s)
 {
-	if (throttle_clock == TT_THROTTLE_NONE || !t || !TT_THROTTLE_READ(btf, t, se.depth))
+	if (throttle_clock == TT_THROTTLE_NONE || !t || !TT_FIELD(btf, t, se.depth))
 		return;
 	throttle_total(btf, t, &s->throttle_base);
 	s->throttle_noted = 1;
@@ -118,12 +118,12 @@ static __always_inline void throttle_migrate(bool btf, struct task_struct *t, in
 
 	if (throttle_clock == TT_THROTTLE_NONE || !s->throttle_noted)
 		return;
-	old = TT_THROTTLE_READ(btf, t, se.cfs_rq);
+	old = TT_FIELD(btf, t, se.cfs_rq);
 	so_far = cfs_throttle_total(btf, old, NULL) - s->throttle_base;
 	if ((__s64)so_far < 0)
 		so_far = 0;
-	tg = old ? TT_THROTTLE_READ(btf, old, tg) : NULL;
-	per_cpu = tg ? TT_THROTTLE_READ(btf, tg, cfs_rq) : NULL;
+	tg = old ? TT_FIELD(btf, old, tg) : NULL;
+	per_cpu = tg ? TT_FIELD(btf, tg, cfs_rq) : NULL;
 	if (!per_cpu || dest_cpu < 0 ||
 	    bpf_probe_read_kernel(&dst, sizeof(dst), per_cpu + (__u32)dest_cpu) || !dst) {
 		s->throttle_noted = 0; /* its wait's throttled part is not known */
