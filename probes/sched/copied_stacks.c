@@ -372,6 +372,11 @@ struct copied_stacks *copied_stacks_new(int paths_fd, unsigned copy_bytes,
 	return cs;
 }
 
+void copied_stacks_watch(struct copied_stacks *cs, int pid)
+{
+	unwinder_watch(cs->unwinder, pid);
+}
+
 void copied_stacks_free(struct copied_stacks *cs)
 {
 	if (!cs)

@@ -25,6 +25,9 @@ int copied_stacks_add(void *ctx, void *data, size_t size);
 /* The frames of copy id (leaf first) in *ips: their count, 0 for an id never
  * unwound. */
 int copied_stacks_get(const struct copied_stacks *cs, int32_t id, const uint64_t **ips);
+/* The target pid's maps read and its files opened now, while it lives
+ * (unwinder_watch): its copies unwind by them even when read after its exit. */
+void copied_stacks_watch(struct copied_stacks *cs, int pid);
 /* True the first time it is asked for id (its stacks.jsonl line is due). */
 bool copied_stacks_first_use(struct copied_stacks *cs, int32_t id);
 /* The switch program's counts (sched.h: SCHED_CNT_USTACK_*). */

@@ -48,6 +48,7 @@ struct sched_state {
 	struct runq_part rq;      /* the runq, cpu and irq events */
 	struct stack_epochs epochs; /* the stack maps' turns (the flight recorder) */
 	struct copied_stacks *copies; /* --user-stacks dwarf: the copies, unwound */
+	uint64_t watch_next_ns, watch_every_ns; /* the targets' maps read for the copies */
 	struct wait_names *names;     /* the futex words waited on (NULL: not recorded) */
 };
 
@@ -319,24 +320,57 @@ static int write_offcpu(struct tt_ctx *ctx, struct sched_state *st, struct offcp
 	return offcpu_write(acc, dir, &sm, tasks, ntasks, ctx->syms, ksyms);
 }
 
+/* The targets' maps are read for their copies' unwinds first this soon after
+ * the loop starts (their exec), then twice as late each time, up to every
+ * second (their dlopens). */
+#define WATCH_FIRST_NS 5000000ull
+#define WATCH_EVERY_NS 1000000000ull
+
+/* The targets' maps read for the unwinder while they live (copied_stacks_watch),
+ * when due: the ms until the next time, -1 if never. */
+static int targets_watch(const struct tt_ctx *ctx, struct sched_state *st, uint64_t now_ns)
+{
+	if (!st->copies || !ctx->ntargets)
+		return -1;
+	if (!st->watch_every_ns) {
+		st->watch_every_ns = WATCH_FIRST_NS;
+		st->watch_next_ns = now_ns + WATCH_FIRST_NS;
+	}
+	if (now_ns >= st->watch_next_ns) {
+		for (int i = 0; i < ctx->ntargets; i++)
+			copied_stacks_watch(st->copies, ctx->target_pids[i]);
+		if (st->watch_every_ns < WATCH_EVERY_NS)
+			st->watch_every_ns *= 2;
+		st->watch_next_ns = now_ns + st->watch_every_ns;
+	}
+	return (int)((st->watch_next_ns - now_ns) / 1000000) + 1;
+}
+
+static int ms_sooner(int a, int b)
+{
+	return a < 0 || (b >= 0 && b < a) ? b : a;
+}
+
 /* The stack maps' next epoch, when due (stack_epoch.h); under the flight
- * recorder, the switches waits want that are still in the rings. */
+ * recorder, the switches waits want that are still in the rings; the targets'
+ * maps for the unwinder. */
 static int sched_tick(struct tt_ctx *ctx, void *state, uint64_t now_ns)
 {
 	struct sched_state *st = state;
 	struct bpf_map *maps[SCHED_STACK_MAPS];
 	int fds[SCHED_STACK_MAPS];
 	const int *gens[2] = { fds, fds + SCHED_STACK_LEVELS };
-	int occ_ms = ctx->flight ? runq_part_tick(&st->rq, st->skel) : -1, ms;
+	int due_ms = ctx->flight ? runq_part_tick(&st->rq, st->skel) : -1, ms;
 
+	due_ms = ms_sooner(due_ms, targets_watch(ctx, st, now_ns));
 	if (!st->epochs.period_ns)
-		return occ_ms;
+		return due_ms;
 	stack_maps(st->skel, maps);
 	for (int i = 0; i < SCHED_STACK_MAPS; i++)
 		fds[i] = bpf_map__fd(maps[i]);
 	ms = stack_epochs_tick(&st->epochs, &st->skel->bss->stack_epoch, gens,
 			       SCHED_STACK_LEVELS, now_ns);
-	return ms < 0 || (occ_ms >= 0 && occ_ms < ms) ? occ_ms : ms;
+	return ms_sooner(ms, due_ms);
 }
 
 static int sched_finish(struct tt_ctx *ctx, void *state)

@@ -459,6 +459,42 @@ int unwinder_unwind(struct unwinder *u, const struct unwind_copy *c, struct unwi
 	return out->n;
 }
 
+static int module_open(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+		       void *arg)
+{
+	Dwarf_Addr bias;
+
+	(void)userdata;
+	(void)name;
+	(void)start;
+	(void)arg;
+	dwfl_module_getelf(mod, &bias); /* its file opened while /proc/PID/root holds it */
+	return DWARF_CB_OK;
+}
+
+void unwinder_watch(struct unwinder *u, int pid)
+{
+	struct process *p = NULL;
+
+	unwinder_sweep(u);
+	for (size_t i = 0; i < u->nprocs && !p; i++)
+		if (u->procs[i].pid == pid)
+			p = &u->procs[i];
+	if (p && p->gone)
+		return;
+	if (!p) {
+		p = process_get(u, pid);
+	} else if (process_report(p) == 0 && !p->attached) {
+		p->attached = dwfl_attach_state(p->dwfl, NULL, pid, &copy_callbacks, u);
+	}
+	if (!p)
+		return;
+	/* an exec under way maps no file yet: that is not an exit */
+	if (p->gone && !target_pid_exited(pid, -1))
+		p->gone = false;
+	dwfl_getmodules(p->dwfl, module_open, NULL, 0);
+}
+
 const struct unwinder_counts *unwinder_counts(const struct unwinder *u)
 {
 	return &u->counts;

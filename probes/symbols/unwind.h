@@ -74,6 +74,11 @@ const struct unwinder_counts *unwinder_counts(const struct unwinder *u);
 /* Unwind one copy into out: the frame count (0 when not even the first frame
  * could be placed). */
 int unwinder_unwind(struct unwinder *u, const struct unwind_copy *c, struct unwind_stack *out);
+/* Read a living process's maps now, and open its files: copies of it that arrive
+ * after it exited (a loader behind its rings) unwind by them, where a process first
+ * seen in a copy after its exit keeps only the frame-pointer walk. Called for the
+ * targets as the loop runs (their exec, then dlopens). */
+void unwinder_watch(struct unwinder *u, int pid);
 void unwinder_free(struct unwinder *u);
 
 #endif

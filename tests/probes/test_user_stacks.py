@@ -8,11 +8,14 @@ wait_for_work. Oracle, by construction: ROUNDS / 2 waits of WAIT_US under each p
 by the debug file and reached only by unwinding libc's frames. Real BPF: run as root."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -62,6 +65,34 @@ def user_stacks(run: Path) -> dict[int, list[str]]:
         if s["kind"] == "user":
             out[s["id"]] = [f.rpartition("+0x")[0] or f for f in s["frames"]]
     return out
+
+
+@contextlib.contextmanager
+def stoppable_loader(out: Path, *target: str, stdout=subprocess.DEVNULL):
+    """tailtrace --debug exact-stacks (a copy at every block: the cache would reuse one where
+    call paths block with the same registers) on runq,switch,offcpu of target, its stderr
+    piped unbuffered; at the end of the block, its exit is awaited and must be 0."""
+    from tt_run import TAILTRACE
+    p = subprocess.Popen([str(TAILTRACE), "--out", str(out), "--debug", "exact-stacks",
+                          "--events", "runq,switch,offcpu", "--", *target],
+                         stdout=stdout, stderr=subprocess.PIPE, bufsize=0)
+    try:
+        yield p
+        assert p.wait(timeout=60) == 0, p.stderr.read().decode()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for stream in (p.stdout, p.stderr):
+            if stream:
+                stream.close()
+
+
+def stall(p: subprocess.Popen, seconds: float):
+    """The loader stopped (SIGSTOP) for seconds: a loader that lags its rings."""
+    p.send_signal(signal.SIGSTOP)
+    time.sleep(seconds)
+    p.send_signal(signal.SIGCONT)
 
 
 def folded_us(run: Path, *frames: str) -> int:
@@ -261,9 +292,7 @@ def test_a_corrupt_debug_file_is_a_note_not_a_failure(tmp_path, stripped_alone):
 def test_a_debuginfod_that_never_answers_costs_one_timeout(tmp_path, stripped_alone):
     """A server that accepts and never answers: its wait is bounded (DEBUGINFOD_TIMEOUT 5 s,
     set by tailtrace when the user has not), and it is asked once, not once a file."""
-    import os
     import socket
-    import time
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(16)
@@ -313,30 +342,14 @@ def test_copies_taken_after_their_process_exited_keep_the_frame_pointer_walk(tmp
     """The loader stopped (SIGSTOP) while tt-deepstacks blocks under 400 call paths, a copy
     each, and exits: those copies are unwound after the process is gone (a zombie's maps are
     empty), as on a machine where the loader lags its rings. With its maps read before (a copy
-    unwound before the stop) they unwind by its files as ever; without, they end
-    "process_gone" and keep the walk the copy carries; never blamed on JIT code."""
-    import signal
-    import time
-
-    from tt_run import TAILTRACE, helper, read_line, wait_target_running
-    # exact-stacks: a copy at every block (the cache would reuse one: every path blocks
-    # with the same registers)
-    p = subprocess.Popen([str(TAILTRACE), "--out", str(tmp_path), "--debug", "exact-stacks",
-                          "--events", "runq,switch,offcpu", "--", helper("deepstacks"), "400",
-                          "2000"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, bufsize=0)
-    try:
+    unwound before the stop, or the loop's read of the targets' maps) they unwind by its files
+    as ever; without, they end "process_gone" and keep the walk the copy carries; never
+    blamed on JIT code."""
+    from tt_run import helper, read_line, wait_target_running
+    with stoppable_loader(tmp_path, helper("deepstacks"), "400", "2000") as p:
         read_line(p.stderr, r"attached to PID", 30)
         wait_target_running(p.pid, helper("deepstacks"))
-        p.send_signal(signal.SIGSTOP)
-        time.sleep(3)                         # 400 sleeps of 2 ms, then its exit
-        p.send_signal(signal.SIGCONT)
-        assert p.wait(timeout=60) == 0, p.stderr.read().decode()
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        p.stderr.close()
+        stall(p, 3)                           # 400 sleeps of 2 ms, then its exit
     us = meta(tmp_path)["user_stacks"]
     # each copy is unwound by its files when the loader had read the process's maps while it
     # lived (a copy before the stop), else it keeps the walk it carries: never "no file"
@@ -347,6 +360,52 @@ def test_copies_taken_after_their_process_exited_keep_the_frame_pointer_walk(tmp
     assert us["frames_mean"] > 0 and us["joined_frame_pointers"] >= ended["process_gone"], us
 
 
+LATE_WAITS = r"""
+#include <time.h>
+#include <unistd.h>
+volatile long sink;
+static void spin_ms(long ms)
+{
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do {
+		for (int i = 0; i < 1000; i++)
+			sink++;
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	} while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+}
+__attribute__((noinline)) void pause_here(void) { usleep(2000); sink++; }
+__attribute__((noinline)) void wait_loop(int n) { for (int i = 0; i < n; i++) pause_here(); }
+int main(void) { spin_ms(800); wait_loop(200); return 0; }
+"""
+
+
+def test_a_target_that_exits_before_its_copies_are_read_is_unwound_by_its_files(tmp_path):
+    """The target spins 800 ms (no block, so no copy), then blocks 200 times in usleep under
+    wait_loop -> pause_here, built without frame pointers, and exits. The loader is stopped
+    (SIGSTOP) during the spin and resumed after the exit, as on a machine where it lags its
+    rings by more than the target lives (seen on 6.1 under emulation in CI): every copy
+    arrives after the exit. The target's maps were read while it lived (the loop reads the
+    targets' maps for the unwinder), so each copy unwinds by its files to main, none ends
+    "process_gone" with a frame-pointer walk that skips pause_here."""
+    from tt_run import read_line, wait_target_running
+    exe = tmp_path / "late_waits"
+    (tmp_path / "late_waits.c").write_text(LATE_WAITS)
+    subprocess.run(["cc", "-O2", "-g", "-fomit-frame-pointer", "-o", str(exe),
+                    str(tmp_path / "late_waits.c")], check=True)
+    with stoppable_loader(tmp_path / "run", str(exe)) as p:
+        read_line(p.stderr, r"attached to PID", 30)
+        wait_target_running(p.pid, str(exe))
+        time.sleep(0.3)                       # the spin: the loop has read its maps
+        stall(p, 2.5)                         # the rest of the spin, 200 waits, the exit
+    ended = meta(tmp_path / "run")["user_stacks"]["ended"]
+    assert ended["process_gone"] == 0 and ended["outermost"] >= 200, ended
+    waits = [s for s in user_stacks(tmp_path / "run").values() if "pause_here" in s]
+    assert waits, user_stacks(tmp_path / "run")
+    for s in waits:
+        assert s[s.index("pause_here") + 1:][:2] == ["wait_loop", "main"], s
+
+
 def test_a_process_that_execs_is_unwound_by_its_new_image(tmp_path):
     """tt-deepstacks blocks under 40 call paths, then execs itself to block under 400 more:
     the same pid, a new image at new addresses. The loader, which read the first image's
@@ -354,27 +413,12 @@ def test_a_process_that_execs_is_unwound_by_its_new_image(tmp_path):
     second's copies meet modules of an image that is gone and maps that are empty: each
     ends "process_gone" with the walk it carries; none is unwound by the first image's
     modules ("no file") or lost as an error."""
-    import signal
-    import time
-
-    from tt_run import TAILTRACE, helper, read_line
-    p = subprocess.Popen([str(TAILTRACE), "--out", str(tmp_path), "--debug", "exact-stacks",
-                          "--events", "runq,switch,offcpu", "--", helper("deepstacks"), "40",
-                          "5000", "exec", helper("deepstacks"), "400", "2000"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
-    try:
+    from tt_run import helper, read_line
+    with stoppable_loader(tmp_path, helper("deepstacks"), "40", "5000", "exec",
+                          helper("deepstacks"), "400", "2000", stdout=subprocess.PIPE) as p:
         read_line(p.stdout, r'"paths": 40,', 30)      # the first image's loop is over
-        p.send_signal(signal.SIGSTOP)
-        time.sleep(3)                                  # 400 sleeps of 2 ms, then its exit
-        p.send_signal(signal.SIGCONT)
+        stall(p, 3)                                    # 400 sleeps of 2 ms, then its exit
         read_line(p.stdout, r'"paths": 400,', 30)
-        assert p.wait(timeout=60) == 0, p.stderr.read().decode()
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        p.stdout.close()
-        p.stderr.close()
     us = meta(tmp_path)["user_stacks"]
     ended = us["ended"]
     # 440 blocks of the two loops and the wait before the exec (a block inside execve may
@@ -475,8 +519,6 @@ def test_processes_that_exited_are_forgotten_and_their_files_closed(tmp_path):
     forgotten 5 s later: over the ~11 s run about half of the 500 are (seen here: 229, the
     most held at once 277), and the loader's open files follow the processes it holds (~2
     each), not all it has seen (before: ~1,000 at the end)."""
-    import time
-
     from tt_run import TAILTRACE
     p = subprocess.Popen([str(TAILTRACE), "--out", str(tmp_path), "--events",
                           "runq,switch,offcpu", "--", "/bin/sh", "-c",
