@@ -153,7 +153,7 @@ int probe_throttle_clock(const struct tt_opts *opts)
 
 	if (cached >= 0)
 		return cached;
-	if (opts->aggregate || !(opts->events & TT_EV_RUNQ) || features_hook() == TT_HOOK_TRACEPOINT ||
+	if (!(opts->events & TT_EV_RUNQ) || features_hook() == TT_HOOK_TRACEPOINT ||
 	    !targets_under_quota(opts))
 		return cached = TT_THROTTLE_NONE;
 	return cached = features_throttle_clock();

@@ -23,9 +23,11 @@
 #include "sched/wait_reason.h"
 #include <grow.h>
 
-/* runq by kind, then offcpu by reason, then migrations (as a count) */
+/* runq by kind, then offcpu by reason, then migrations (as a count), then the
+ * run-queue waits' throttled parts */
 #define IDX_MIGRATE (TT_RUNQ_SUB_NR + TT_WAIT_NR)
-#define NHIST (IDX_MIGRATE + 1)
+#define IDX_THROTTLED (IDX_MIGRATE + 1)
+#define NHIST (IDX_THROTTLED + 1)
 #define LE_SLOTS 25  /* buckets le = 2^1 .. 2^25 us (33.6 s), then +Inf */
 #define MAX_STREAMS 16
 
@@ -388,11 +390,12 @@ void exporter_collect(struct exporter *ex)
 	read_map(ex, ex->src.runq, 0, TT_RUNQ_SUB_NR);
 	read_map(ex, ex->src.offcpu, TT_RUNQ_SUB_NR, TT_WAIT_NR);
 	read_map(ex, ex->src.migrate, IDX_MIGRATE, 1);
+	read_map(ex, ex->src.throttled, IDX_THROTTLED, 1);
 	for (size_t i = 0; i < ex->nents; i++) {
 		struct entry *e = &ex->ents[i];
 		struct proc *p = proc_get(ex, e->pid);
 
-		if (p && e->idx != IDX_MIGRATE)
+		if (p && e->idx < IDX_MIGRATE) /* scheduler events: not their throttled parts */
 			p->tick += count_increase(e->h.count, p->last.h[e->idx].count);
 	}
 	admit(ex, false);
@@ -473,7 +476,8 @@ static void render_hists(struct exporter *ex, FILE *f, const char *name, int bas
 	for (int i = 0; i <= ex->top_n; i++)
 		for (int k = 0; ex->series[i].used && k < n; k++)
 			if (ex->series[i].acc.h[base + k].count)
-				put_hist(f, name, &ex->series[i], key, vals[k], &ex->series[i].acc.h[base + k]);
+				put_hist(f, name, &ex->series[i], key, vals ? vals[k] : NULL,
+					 &ex->series[i].acc.h[base + k]);
 }
 
 static void render_switches(struct exporter *ex, FILE *f)
@@ -578,6 +582,14 @@ int exporter_render(struct exporter *ex, enum expo_format fmt, char **text, size
 	       "sleep, other.");
 	render_hists(ex, f, "tailtrace_offcpu_seconds", TT_RUNQ_SUB_NR, TT_WAIT_NR, "reason",
 		     wait_reason);
+	if (ex->src.throttled) {
+		header(ex, f, "tailtrace_throttled_seconds", "histogram",
+		       "The part of each run-queue wait (counted whole in "
+		       "tailtrace_runqueue_latency_seconds) during which the thread's cgroup, or "
+		       "an ancestor, was throttled by its CPU quota (CFS bandwidth control); "
+		       "waits without one are not counted.");
+		render_hists(ex, f, "tailtrace_throttled_seconds", IDX_THROTTLED, 1, NULL, NULL);
+	}
 	render_switches(ex, f);
 	if (ex->src.blame) {
 		header(ex, f, "tailtrace_runqueue_wait_by_antagonist_seconds_total", "counter",

@@ -32,6 +32,7 @@ struct bpf_map;
 
 struct exporter_source {
 	struct bpf_map *runq;    /* key {tgid, enum tt_runq_sub}; NULL: not traced */
+	struct bpf_map *throttled; /* key {tgid, 0}: the waits' throttled parts; NULL: none */
 	struct bpf_map *offcpu;  /* key {tgid, enum tt_wait_reason} */
 	struct bpf_map *migrate; /* key {tgid, 0}: the count is the migrations */
 	struct bpf_map *tasks;   /* tid -> struct tt_task: names of exited processes */

@@ -95,6 +95,8 @@ int runq_part_configure(struct tt_ctx *ctx, struct sched_bpf *s)
 		err = bpf_map__set_max_entries(s->maps.start_ids, 1) ?:
 		      bpf_map__set_max_entries(s->maps.runq_hist, 1) ?:
 		      bpf_map__set_max_entries(s->maps.tracked, 1);
+	if (!err && s->rodata->throttle_clock == TT_THROTTLE_NONE)
+		err = bpf_map__set_max_entries(s->maps.throttle_hist, 1);
 	s->rodata->occ_on = on && occ_wanted(o);
 	s->rodata->occ_irq = s->rodata->occ_on && occ_irq_wanted(o);
 	err = err ?: occ_configure(s->obj, o);
@@ -160,8 +162,12 @@ int runq_part_finish(struct tt_ctx *ctx, struct runq_part *rp, struct sched_bpf 
 
 	if (!rp->on)
 		return 0;
-	if (ctx->opts->aggregate)
-		return aggregate_add_map(s->maps.runq_hist, "runq", "usecs", &rp->hist_events);
+	if (ctx->opts->aggregate) {
+		err = aggregate_add_map(s->maps.runq_hist, "runq", "usecs", &rp->hist_events);
+		if (!err && s->rodata->throttle_clock != TT_THROTTLE_NONE)
+			err = aggregate_add_map(s->maps.throttle_hist, "throttled", "usecs", NULL);
+		return err;
+	}
 	err = probe_flush(rp->out, &rp->write_err);
 	if (err) {
 		snprintf(ctx->err, sizeof(ctx->err), "runq: writing runq.bin: %s", strerror(-err));

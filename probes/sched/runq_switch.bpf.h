@@ -71,6 +71,9 @@ struct {
 } start_ids SEC(".maps");
 
 TT_HIST_MAP(runq_hist);
+/* --aggregate: each run-queue wait's throttled part, when above 0 (sub 0); the same
+ * wait is in runq_hist whole */
+TT_HIST_MAP(throttle_hist);
 
 /* enum runq_counter (runq.h), summed by the loader */
 struct {
@@ -162,6 +165,18 @@ static __always_inline void runq_fill(struct tt_runq *r, __u32 tid, __u32 pid, _
 	r->throttled_ns = throttled_ns;
 }
 
+/* --aggregate: a wait's throttled part into th's histogram (tp_btf) or throttle_hist. */
+static __always_inline void runq_throttled_add(struct tt_thread *th, __u32 tid, __u32 pid,
+					       __u64 throttled_ns)
+{
+	if (!throttled_ns)
+		return;
+	if (th)
+		tt_lhist_add(&th->h, TT_LHIST_THROTTLED, throttled_ns);
+	else
+		tt_hist_add(&throttle_hist, TT_HIST_RUNQ, tid, pid, 0, throttled_ns);
+}
+
 /* One runnable interval [t0, now] of tid into a histogram (in th, the
  * thread's tp_btf slot, if it has one; else in runq_hist), or filled into *r
  * to be sent: true. With the cpu event the switches of this CPU that cover
@@ -178,10 +193,12 @@ static __always_inline bool runq_take(bool btf, struct tt_thread *th, struct tas
 		occ_blame_wait(tid, pid, t0, now);
 	if (aggregate && th) {
 		tt_lhist_add(&th->h, sub, now - t0);
+		runq_throttled_add(th, tid, pid, throttle_take(btf, t, s, now - t0));
 		return false;
 	}
 	if (aggregate) {
 		tt_hist_add(&runq_hist, TT_HIST_RUNQ, tid, pid, sub, now - t0);
+		runq_throttled_add(NULL, tid, pid, throttle_take(btf, t, s, now - t0));
 		return false;
 	}
 	if (skip_steps & SCHED_SKIP_RUNQ_RB)
@@ -221,6 +238,7 @@ static __always_inline void runq_lhist_drain_at(struct tt_thread *th, __u32 tid,
 		       TT_RUNQ_SUB_WAKEUP);
 	tt_lhist_drain(&th->h, TT_RUNQ_SUB_PREEMPT, &runq_hist, TT_HIST_RUNQ, final, id, pid,
 		       TT_RUNQ_SUB_PREEMPT);
+	tt_lhist_drain(&th->h, TT_LHIST_THROTTLED, &throttle_hist, TT_HIST_RUNQ, final, id, pid, 0);
 }
 
 /* From the drain iterator: what a full map refuses stays for the next drain. */
@@ -315,6 +333,9 @@ static __always_inline void runq_kacct_out(struct tt_thread *th, struct task_str
 		return;
 	}
 	th->rq.kind = prev_runnable ? TT_RUNQ_PREEMPT : TT_RUNQ_WAKEUP;
+	th->rq.throttle_noted = 0;
+	if (prev_runnable) /* a sleeper's is noted at its wakeup (sched_wakeup) */
+		throttle_note(true, prev, &th->rq);
 	th->rq.out_delayed = !prev_runnable && runq_se_delayed(prev);
 	th->ka.out_migrations = (__u32)prev->se.nr_migrations;
 	th->ka.out_attach = runq_attach_gen;
@@ -351,6 +372,7 @@ static __always_inline void runq_kacct_in(struct tt_thread *th, struct task_stru
 			wait += clock - queued;
 	}
 	tt_lhist_add(&th->h, th->rq.switched_out ? runq_kacct_sub(th) : TT_RUNQ_SUB_WAKEUP, wait);
+	runq_throttled_add(th, next->pid, next->tgid, throttle_take(true, next, &th->rq, wait));
 	th->rq.switched_out = 0;
 	if (occ_on && wait) { /* --listen with the cpu event: who held the CPU meanwhile */
 		__u64 now = bpf_ktime_get_ns();

@@ -525,6 +525,7 @@ static void sched_export(void *state, struct exporter_source *src)
 	struct sched_bpf *s = st->skel;
 
 	src->runq = st->rq.on ? in_use(s->maps.runq_hist) : NULL;
+	src->throttled = st->rq.on ? in_use(s->maps.throttle_hist) : NULL;
 	src->offcpu = in_use(s->maps.offcpu_hist);
 	src->migrate = in_use(s->maps.migrate_hist);
 	src->tasks = in_use(s->maps.tasks);

@@ -78,16 +78,18 @@ def quota_root(prefer_v1: bool = True) -> tuple[Path, int] | None:
 
 
 def run_service(tailtrace, out: Path, group: QuotaGroup, duration_s: float, timeout: float,
-                sleep_us: int = SLEEP_US):
-    """Trace the service in group for duration_s by its pid (--span tt_span_serve); the
-    tailtrace process result and the kernel's count over a window bracketing the run.
-    sleep_us 0: a service that never sleeps, runnable whenever it is not running."""
+                sleep_us: int = SLEEP_US, args: tuple[str, ...] | None = None):
+    """Trace the service in group for duration_s by its pid (with args; default --span
+    tt_span_serve); the tailtrace process result and the kernel's count over a window
+    bracketing the run. sleep_us 0: a service that never sleeps, runnable whenever it is
+    not running."""
     svc = group.start(requests=100_000, sleep_us=sleep_us)
+    if args is None:
+        args = ("--span", f"{SERVICE}:tt_span_serve")
     try:
         time.sleep(0.3)                  # in its cgroup, serving
         before = group.throttled_ns()
-        p = tailtrace(out, "--pid", str(svc.pid), "--span",
-                      f"{SERVICE}:tt_span_serve", "--duration", str(duration_s),
+        p = tailtrace(out, "--pid", str(svc.pid), *args, "--duration", str(duration_s),
                       timeout=timeout)
         after = group.throttled_ns()
     finally:

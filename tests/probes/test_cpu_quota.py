@@ -21,15 +21,23 @@ from tt_run import ROOT, needs_root, tailtrace
 pytestmark = [needs_root, pytest.mark.serial]   # its oracle is a share of one CPU: load would move it
 
 
-def traced_service(out, name: str, quota_us: int | None, duration_s: float):
-    """The service in a new group (quota_us per period, or none) traced for duration_s: the
-    tailtrace result, the kernel's count over a bracketing window, the group's path."""
+def quota_group(name: str, quota_us: int | None) -> QuotaGroup:
+    """A new group of quota_us per period (None: no quota), or a skip without the cpu
+    controller."""
     where = quota_root()
     if where is None:
         pytest.skip("no cgroup hierarchy with the cpu controller is mounted")
-    g = QuotaGroup(*where, f"{name}-{os.getpid()}", quota_us)
+    return QuotaGroup(*where, f"{name}-{os.getpid()}", quota_us)
+
+
+def traced_service(out, name: str, quota_us: int | None, duration_s: float, *args: str):
+    """The service in a new group (quota_us per period, or none) traced for duration_s (with
+    args; default its spans): the tailtrace result, the kernel's count over a bracketing
+    window, the group's path."""
+    g = quota_group(name, quota_us)
     try:
-        p, bracket_ns = run_service(tailtrace, out, g, duration_s=duration_s, timeout=120)
+        p, bracket_ns = run_service(tailtrace, out, g, duration_s=duration_s, timeout=120,
+                                    args=args or None)
     finally:
         g.close()
     assert p.returncode == 0, p.stderr
@@ -77,3 +85,54 @@ def test_without_a_quota_nothing_is_throttled(tmp_path):
     d = df_decompose(run)
     d = d[decomposed(d)]
     assert len(d) >= 50 and (d["throttled_ns"] == 0).all() and d["closes"].mean() >= 0.95
+
+
+def kernel_window_ns(out, path: str) -> int:
+    """The kernel's throttled count over the run (meta.json cpu_quotas, read as the records
+    began and ended) of the group at path."""
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["evidence"]["throttle"] != "none", meta["evidence"]
+    quota = next(q for q in meta["cpu_quotas"] if q["path"] == path)
+    return quota["throttled_ns"][1] - quota["throttled_ns"][0]
+
+
+def test_aggregate_counts_each_wait_s_throttled_part(tmp_path):
+    """--aggregate: a histogram of the run-queue waits' throttled parts beside the run-queue
+    latency one; its sum is the kernel's count over the run (a throttle whose wait began
+    before tailtrace attached is left out: 1 of ~40)."""
+    p, _, path = traced_service(tmp_path, "tt-quota-agg", QUOTA_US, 4, "--aggregate")
+    assert "throttled, all 1 threads" in p.stdout + p.stderr, p.stdout
+    kernel_ns = kernel_window_ns(tmp_path, path)
+    assert kernel_ns >= 1e9, kernel_ns
+    hist = json.loads((tmp_path / "aggregate.json").read_text())["metrics"]["throttled"]
+    assert abs(hist["total"]["sum_ns"] - kernel_ns) <= 0.10 * kernel_ns, (hist["total"], kernel_ns)
+    # one throttle a period, each most of the 80 ms the quota leaves (the wait after it)
+    assert 0.5 * kernel_ns / (PERIOD_US * 1000) <= hist["total"]["count"], hist["total"]
+
+
+def test_the_exporter_serves_each_process_s_throttled_time(tmp_path):
+    """--listen: tailtrace_throttled_seconds for the service's pid, scraped after 3 s, within
+    15% of what the kernel counted from its attach to the scrape."""
+    import time
+
+    from test_exporter import exporter, parse, pick, scrape
+    g = quota_group("tt-quota-listen", QUOTA_US)
+    svc = g.start(requests=100_000)
+    try:
+        time.sleep(0.3)
+        with exporter(tmp_path, "--pid", str(svc.pid)) as (url, _, _):
+            before = g.throttled_ns()
+            time.sleep(3)
+            text = scrape(url)
+            kernel_ns = g.throttled_ns() - before
+    finally:
+        svc.kill()
+        svc.wait()
+        g.close()
+    samples = parse(text)
+    (labels, total_s), = pick(samples, "tailtrace_throttled_seconds_sum", pid=str(svc.pid))
+    (_, count), = pick(samples, "tailtrace_throttled_seconds_count", pid=str(svc.pid))
+    assert kernel_ns >= 1e9, kernel_ns
+    assert abs(total_s * 1e9 - kernel_ns) <= 0.15 * kernel_ns, (total_s, kernel_ns, labels)
+    assert count >= 15, count
+    assert "# TYPE tailtrace_throttled_seconds histogram" in text
