@@ -272,6 +272,42 @@ def kernel_warnings(meta: dict) -> list:
     return out
 
 
+# What a full map's refused updates cost the run (meta.json map_full; probes/core/map_full.h).
+MAP_FULL_LOSES = {
+    "tasks": "threads first seen after it filled have no name or ids in tasks.bin",
+    "off_ids": "those threads' switches were not recorded",
+    "start_ids": "those threads' run-queue waits were not recorded",
+    "tracked": "those threads were not traced",
+    "occ_names": "some CPUs' holders are unnamed in 'who held the CPU'",
+    "occ_blame": "some run-queue waits are not split by antagonist",
+    "stacks": "those off-CPU waits have no stack",
+    "runq_hist": "those run-queue waits are not in the histograms",
+    "offcpu_hist": "those off-CPU waits are not in the histograms",
+    "open_spans": "those calls are not spans",
+    "open_marks": "those USDT requests are not spans",
+    "tcp_open": "those TCP requests are not spans",
+    "pending": "those lock calls were not recorded",
+    "held": "those mutex holds were not recorded",
+    "tryfailed": "those failed trylocks were not told apart",
+    "condwait": "those condition waits were not tied to their mutex",
+}
+
+
+def map_full_warnings(meta: dict) -> list:
+    """One line per BPF map that refused updates for want of room (meta.json map_full):
+    how many, its size, and what the run lacks for it."""
+    out = []
+    full = meta.get("map_full")
+    for name, v in (full.items() if isinstance(full, dict) else ()):
+        refused = v.get("refused") if isinstance(v, dict) else None
+        if isinstance(refused, int) and refused > 0:
+            entries = v.get("entries")
+            size = f" (it holds {entries:,})" if isinstance(entries, int) else ""
+            out.append(f"BPF map {name} was full{size}: {refused:,} updates refused; "
+                       f"{MAP_FULL_LOSES.get(name, 'what they would have held is not in the run')}")
+    return out
+
+
 def tailtrace_cost(meta: dict, requests: int = 0) -> dict | None:
     """What tracing cost the machine (meta.json cost, written by tailtrace): share_of_machine
     ((BPF + loader CPU) / (traced time x CPUs)), bpf_ms (scaled to the traced time when the
@@ -308,6 +344,7 @@ def tailtrace_cost(meta: dict, requests: int = 0) -> dict | None:
 def _warnings(run, decomp) -> list:
     w = list(getattr(run, "warnings", []))
     w += kernel_warnings(run.meta or {})
+    w += map_full_warnings(run.meta or {})
     w += uprobe_warnings(run.meta or {})
     w += stack_notes(run)
     if run.source == "spans":

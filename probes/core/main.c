@@ -459,6 +459,13 @@ static int exporter_stats(void *arg, struct tt_stream_stats *out, int max)
 	return max;
 }
 
+static int exporter_map_full(void *arg, struct tt_map_full *out, int max)
+{
+	struct loader *L = arg;
+
+	return probe_map_full_collect(L->mods, L->states, L->nmods, out, max);
+}
+
 static void exporter_self_cpu(void *arg, double *bpf_s, double *loader_s)
 {
 	struct loader *L = arg;
@@ -485,7 +492,7 @@ static void exporter_extra(void *arg, FILE *f, int fmt)
 static void exporter_connect(struct loader *L)
 {
 	struct exporter_source src = {
-		.stats = exporter_stats, .drain = L->cli.opts.aggregate ? drain_all : NULL,
+		.stats = exporter_stats, .map_full = exporter_map_full, .drain = L->cli.opts.aggregate ? drain_all : NULL,
 		.self_cpu = exporter_self_cpu, .extra = exporter_extra, .arg = L };
 
 	if (!L->ex)
@@ -701,6 +708,25 @@ static const char *fmt_thousands(uint64_t n, char *buf, size_t len)
 	return buf;
 }
 
+/* The maps that refused entries for want of room, in one line: what they would
+ * have held is not in the run. */
+static void print_map_full(struct loader *L)
+{
+	struct tt_map_full v[TT_MAX_MAP_FULL];
+	int n = probe_map_full_collect(L->mods, L->states, L->nmods, v, TT_MAX_MAP_FULL), said = 0;
+	char a[32], b[32];
+
+	for (int i = 0; i < n; i++) {
+		if (!v[i].refused)
+			continue;
+		fprintf(stderr, "%s%s refused %s updates (it holds %s entries)",
+			said++ ? ", " : "tailtrace: warning: BPF maps full: ", v[i].map,
+			fmt_thousands(v[i].refused, a, sizeof(a)), fmt_thousands(v[i].entries, b, sizeof(b)));
+	}
+	if (said)
+		fprintf(stderr, "; what they would have held is not in the run (meta.json map_full)\n");
+}
+
 /* The observer effect, said out loud: a stream whose uprobes (hits by the class of
  * their sites x the cost measured here) took more than TT_UPROBE_WARN_SHARE of a
  * CPU made the target measurably slower than it runs untraced. */
@@ -805,6 +831,7 @@ static int run_finish(struct loader *L, int status)
 	if (L->ctx.flight)
 		flight_print(L->ctx.flight, stderr);
 	print_final(L);
+	print_map_full(L);
 	print_uprobe_warnings(L);
 	return status;
 }

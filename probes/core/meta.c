@@ -112,6 +112,24 @@ static void write_streams(FILE *f, const struct tt_meta *m, const char *key, int
 	fprintf(f, "},\n");
 }
 
+/* "map_full": {map: {"refused": N, "entries": SIZE}, ...}: every BPF map that can
+ * fill, with the updates it refused for want of room ({} before the end). */
+static void write_map_full(FILE *f, const struct tt_meta *m)
+{
+	struct tt_map_full v[TT_MAX_MAP_FULL];
+	int n = m->mods ? probe_map_full_collect(m->mods, m->states, m->nmods, v,
+						 TT_MAX_MAP_FULL) : 0;
+
+	fprintf(f, "  \"map_full\": {");
+	for (int i = 0; i < n; i++) {
+		fprintf(f, "%s", i ? ", " : "");
+		json_write_string(f, v[i].map);
+		fprintf(f, ": {\"refused\": %llu, \"entries\": %u}", (unsigned long long)v[i].refused,
+			v[i].entries);
+	}
+	fprintf(f, "},\n");
+}
+
 /* The time the stream counters were counted over, ns. */
 static double counted_ns(const struct tt_meta *m)
 {
@@ -281,6 +299,7 @@ static void write_body(FILE *f, const struct tt_meta *m)
 	write_streams(f, m, "events", 1);
 	write_streams(f, m, "lost_events", 2);
 	write_streams(f, m, "unmatched_events", 3);
+	write_map_full(f, m);
 	write_uprobe_hits(f, m);
 	write_uprobe_cost(f, m);
 	write_evidence(f, m);

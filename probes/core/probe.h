@@ -105,6 +105,15 @@ struct tt_capture {
 };
 
 /* Per-stream figures for meta.json and the final line. */
+/* A BPF map that can fill: the updates it refused for want of room (what they
+ * would have held is not in the run), and its size. */
+struct tt_map_full {
+	const char *map;  /* the map's name: "tasks", "open_spans", ... */
+	uint64_t refused;
+	uint32_t entries;
+};
+#define TT_MAX_MAP_FULL 32
+
 struct tt_stream_stats {
 	const char *stream;   /* "runq", "switch", "offcpu", "locks", "spans", ... */
 	const char *hook;     /* "tp_btf", "raw_tp", "tracepoint", "uprobe" */
@@ -149,6 +158,8 @@ struct tt_probe {
 	int (*setup)(struct tt_ctx *ctx, void **state);
 	int (*finish)(struct tt_ctx *ctx, void *state);
 	int (*stats)(void *state, struct tt_stream_stats *out, int max);
+	/* Optional: its maps that can fill (struct tt_map_full), up to max; the count. */
+	int (*map_full)(void *state, struct tt_map_full *out, int max);
 	void (*destroy)(void *state);
 	/* Optional: the module's loaded BPF object (its programs' run-time
 	 * statistics go into meta.json cost); NULL hook or return: none. */
@@ -207,5 +218,16 @@ int probe_throttle_clock(const struct tt_opts *opts);
 int probe_toggle_skeleton(struct bpf_object_skeleton *skel, __u32 *attach_gen, bool on);
 
 uint64_t probe_counter_sum(const struct bpf_map *map, __u32 idx);
+/* One map that can fill, refused updates counted elsewhere, into out[*n] (if room):
+ * a map sized down to one entry (its event off) is left out. */
+void probe_map_full_add(struct tt_map_full *out, int *n, int max, const struct bpf_map *map,
+			uint64_t refused);
+/* The maps of an object counted in its map_full array (core/counter.bpf.h), maps[i]
+ * at index i, into out from *n on. */
+void probe_map_full_counts(struct tt_map_full *out, int *n, int max, const struct bpf_map *counts,
+			   struct bpf_map *const *maps, int nmaps);
+/* Every module's maps that can fill (tt_probe.map_full): the count. */
+int probe_map_full_collect(const struct tt_probe *const *mods, void *const *states, int nmods,
+			   struct tt_map_full *out, int max);
 
 #endif

@@ -184,3 +184,30 @@ uint64_t probe_counter_sum(const struct bpf_map *map, __u32 idx)
 		sum += vals[i];
 	return sum;
 }
+
+void probe_map_full_add(struct tt_map_full *out, int *n, int max, const struct bpf_map *map,
+			uint64_t refused)
+{
+	if (!map || *n >= max || bpf_map__max_entries(map) <= 1)
+		return;
+	out[(*n)++] = (struct tt_map_full){ .map = bpf_map__name(map), .refused = refused,
+					    .entries = bpf_map__max_entries(map) };
+}
+
+void probe_map_full_counts(struct tt_map_full *out, int *n, int max, const struct bpf_map *counts,
+			   struct bpf_map *const *maps, int nmaps)
+{
+	for (int i = 0; i < nmaps; i++)
+		probe_map_full_add(out, n, max, maps[i], probe_counter_sum(counts, (__u32)i));
+}
+
+int probe_map_full_collect(const struct tt_probe *const *mods, void *const *states, int nmods,
+			   struct tt_map_full *out, int max)
+{
+	int n = 0;
+
+	for (int i = 0; i < nmods; i++)
+		if (mods[i]->map_full && states[i])
+			n += mods[i]->map_full(states[i], out + n, max - n);
+	return n;
+}

@@ -509,6 +509,23 @@ static void render_switches(struct exporter *ex, FILE *f)
 		}
 }
 
+static void render_map_full(struct exporter *ex, FILE *f)
+{
+	struct tt_map_full v[TT_MAX_MAP_FULL];
+	int n = ex->src.map_full ? ex->src.map_full(ex->src.arg, v, TT_MAX_MAP_FULL) : 0;
+
+	header(ex, f, "tailtrace_map_full_total", "counter",
+	       "Entries a BPF map of tailtrace's refused for want of room (what they would have "
+	       "held is not counted), by map.");
+	for (int i = 0; i < n; i++)
+		fprintf(f, "tailtrace_map_full_total{map=\"%s\"} %llu\n", v[i].map,
+			(unsigned long long)v[i].refused);
+	header(ex, f, "tailtrace_map_entries", "gauge", "The size of each BPF map counted in "
+	       "tailtrace_map_full_total: the entries it holds at most.");
+	for (int i = 0; i < n; i++)
+		fprintf(f, "tailtrace_map_entries{map=\"%s\"} %u\n", v[i].map, v[i].entries);
+}
+
 static void render_self(struct exporter *ex, FILE *f)
 {
 	struct tt_stream_stats st[MAX_STREAMS];
@@ -527,6 +544,7 @@ static void render_self(struct exporter *ex, FILE *f)
 	for (int i = 0; i < n; i++)
 		fprintf(f, "tailtrace_unmatched_events_total{stream=\"%s\"} %llu\n", st[i].stream,
 			(unsigned long long)st[i].unmatched);
+	render_map_full(ex, f);
 	if (ex->src.self_cpu)
 		ex->src.self_cpu(ex->src.arg, &bpf_s, &loader_s);
 	header(ex, f, "tailtrace_cpu_seconds_total", "counter",

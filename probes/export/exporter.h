@@ -40,6 +40,8 @@ struct exporter_source {
 	/* read at each scrape: per-stream lost/unmatched counts, and tailtrace's
 	 * own CPU time so far (BPF programs, loader) in seconds */
 	int (*stats)(void *arg, struct tt_stream_stats *out, int max);
+	/* read at each scrape: the maps that can fill, with their refusals */
+	int (*map_full)(void *arg, struct tt_map_full *out, int max);
 	void (*self_cpu)(void *arg, double *bpf_s, double *loader_s);
 	/* called before the maps are read: the threads' own histograms into
 	 * them (aggregate_drain); NULL: nothing to do */

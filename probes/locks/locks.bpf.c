@@ -22,6 +22,7 @@
 #include "locks/locks.h"
 #include "core/filter.bpf.h"
 #include "core/counter.bpf.h"
+#include "core/map_full.h"
 #include "export/aggregate.bpf.h"
 #include "symbols/stack_epoch.bpf.h"
 
@@ -78,6 +79,8 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
+TT_MAP_FULL_COUNTS(LOCKS_MAP_NR); /* updates refused for want of room, by map */
+
 /* --aggregate: per-thread log2 histograms (aggregate.h) */
 TT_HIST_MAP(wait_hists);
 TT_HIST_MAP(hold_hists);
@@ -100,7 +103,7 @@ static __always_inline int on_lock_enter(__u64 mutex, __u32 flags)
 		.flags = flags,
 	};
 
-	if (bpf_map_update_elem(&pending, &tid, &p, BPF_ANY))
+	if (tt_count_full(LOCKS_MAP_PENDING, bpf_map_update_elem(&pending, &tid, &p, BPF_ANY)))
 		count(LOCKS_CNT_STATE_FULL);
 	return 0;
 }
@@ -160,7 +163,7 @@ static __always_inline void on_acquired(void *ctx, struct locks_pending *p, __u6
 
 		v.ustack_id = sid < 0 ? (__s32)sid : (__s32)(sid + (long)epoch * LOCKS_STACK_ENTRIES);
 	}
-	if (bpf_map_update_elem(&held, &key, &v, BPF_NOEXIST))
+	if (tt_count_full(LOCKS_MAP_HELD, bpf_map_update_elem(&held, &key, &v, BPF_NOEXIST)))
 		count(LOCKS_CNT_STATE_FULL);
 }
 
@@ -181,7 +184,8 @@ int BPF_KRETPROBE(mutex_lock_exit, int ret)
 		struct locks_held_key key = { .mutex = p->mutex, .tid = tid };
 		__u8 one = 1;
 
-		bpf_map_update_elem(&tryfailed, &key, &one, BPF_ANY);
+		tt_count_full(LOCKS_MAP_TRYFAILED,
+			      bpf_map_update_elem(&tryfailed, &key, &one, BPF_ANY));
 		count(LOCKS_CNT_TRYFAIL);
 	}
 	bpf_map_delete_elem(&pending, &tid);
@@ -250,7 +254,7 @@ int BPF_KPROBE(cond_wait_enter, void *cond, void *mutex)
 	if (!h || h->depth)
 		return 0; /* not seen acquired, or recursively held: left as is */
 	on_released(&key, h, now);
-	bpf_map_update_elem(&condwait, &tid, &key.mutex, BPF_ANY);
+	tt_count_full(LOCKS_MAP_CONDWAIT, bpf_map_update_elem(&condwait, &tid, &key.mutex, BPF_ANY));
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 
 #include "spans/disasm.h"
 #include "core/features.h"
+#include "core/map_full.h"
 #include "core/probe.h"
 #include "spans/span_plan.h"
 #include "symbols/syms.h"
@@ -272,6 +273,23 @@ static int locks_finish(struct tt_ctx *ctx, void *state)
 	return err;
 }
 
+static int locks_map_full(void *state, struct tt_map_full *out, int max)
+{
+	struct locks_state *st = state;
+	int n = 0;
+
+	if (!st->skel)
+		return 0;
+	struct bpf_map *const counted[LOCKS_MAP_NR] = {
+		[LOCKS_MAP_PENDING] = st->skel->maps.pending, [LOCKS_MAP_HELD] = st->skel->maps.held,
+		[LOCKS_MAP_TRYFAILED] = st->skel->maps.tryfailed,
+		[LOCKS_MAP_CONDWAIT] = st->skel->maps.condwait,
+	};
+
+	probe_map_full_counts(out, &n, max, st->skel->maps.map_full, counted, LOCKS_MAP_NR);
+	return n;
+}
+
 static int locks_stats(void *state, struct tt_stream_stats *out, int max)
 {
 	struct locks_state *st = state;
@@ -404,6 +422,7 @@ const struct tt_probe probe_locks = {
 	.setup = locks_setup,
 	.finish = locks_finish,
 	.stats = locks_stats,
+	.map_full = locks_map_full,
 	.destroy = locks_destroy,
 	.object = locks_object,
 	.capture = locks_capture,

@@ -15,6 +15,7 @@
 #include "core/filter.bpf.h"
 #include "sched/occupancy.h"
 #include "sched/sched.h"
+#include "sched/sched_map_full.bpf.h"
 
 #define PF_KTHREAD 0x00200000
 
@@ -157,7 +158,7 @@ static __always_inline void occ_name(struct occ_cpu *c, struct task_struct *t, _
 	v.reused = n != NULL;
 	v.cgid = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
 	bpf_probe_read_kernel(v.comm, sizeof(v.comm), &t->comm);
-	if (bpf_map_update_elem(&occ_names, &tid, &v, BPF_ANY))
+	if (tt_count_full(SCHED_MAP_OCC_NAMES, bpf_map_update_elem(&occ_names, &tid, &v, BPF_ANY)))
 		tt_count(&occ_counters, OCC_CNT_NAMES_FULL);
 }
 
@@ -292,7 +293,7 @@ static __always_inline void occ_blame_add_map(const struct occ_blame_key *k, __u
 		__sync_fetch_and_add(v, ns);
 		return;
 	}
-	if (!bpf_map_update_elem(&occ_blame, k, &ns, BPF_NOEXIST))
+	if (!tt_count_full(SCHED_MAP_OCC_BLAME, bpf_map_update_elem(&occ_blame, k, &ns, BPF_NOEXIST)))
 		return;
 	v = bpf_map_lookup_elem(&occ_blame, k); /* another CPU made it meanwhile? */
 	if (v)

@@ -24,6 +24,7 @@
 #include "sched/occupancy.bpf.h"
 #include "sched/runq.h"
 #include "sched/sched.h"
+#include "sched/sched_map_full.bpf.h"
 #include "sched/throttle.bpf.h"
 
 /* One thread's state under tp_btf (the sched part unused without sched),
@@ -117,7 +118,8 @@ static __always_inline struct runq_start *runq_slot(bool btf, struct task_struct
 	if (!s) {
 		static const struct runq_start zero;
 
-		bpf_map_update_elem(&start_ids, &tid, &zero, BPF_NOEXIST);
+		tt_count_full(SCHED_MAP_START_IDS,
+			      bpf_map_update_elem(&start_ids, &tid, &zero, BPF_NOEXIST));
 		s = bpf_map_lookup_elem(&start_ids, &tid);
 	}
 	return s;

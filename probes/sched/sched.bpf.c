@@ -70,6 +70,7 @@ const volatile bool shared_clock = true; /* runq's own switch program runs too: 
 const volatile __u32 skip_steps = 0;     /* enum sched_skip (--debug skip=STEP): benchmarks only */
 
 #include "sched/runq_switch.bpf.h"
+#include "sched/sched_map_full.bpf.h"
 
 /* sched_switch passes prev_state since 5.18 (the loader reads the tracepoint's
  * prototype in the kernel's BTF: features_switch_state_arg). Before, a typed or
@@ -160,7 +161,7 @@ static __always_inline struct tt_task *task_get(__u32 tid, __u32 pid)
 	if (!t) {
 		struct tt_task n = { .pid = pid, .tid = tid };
 
-		bpf_map_update_elem(&tasks, &tid, &n, BPF_NOEXIST);
+		tt_count_full(SCHED_MAP_TASKS, bpf_map_update_elem(&tasks, &tid, &n, BPF_NOEXIST));
 		t = bpf_map_lookup_elem(&tasks, &tid);
 	}
 	return t;
@@ -205,7 +206,8 @@ static __always_inline struct sched_off *off_slot(__u32 tid)
 	struct sched_off *s = bpf_map_lookup_elem(&off_ids, &tid);
 
 	if (!s) {
-		bpf_map_update_elem(&off_ids, &tid, &tt_thread_init.off, BPF_NOEXIST);
+		tt_count_full(SCHED_MAP_OFF_IDS,
+			      bpf_map_update_elem(&off_ids, &tid, &tt_thread_init.off, BPF_NOEXIST));
 		s = bpf_map_lookup_elem(&off_ids, &tid);
 	}
 	return s;
@@ -1046,7 +1048,7 @@ int runq_fork_tp(struct trace_event_raw_sched_process_fork *ctx)
 	__u32 tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
 
 	if (tt_current_traced())
-		bpf_map_update_elem(&tracked, &child, &tgid, BPF_ANY);
+		tt_count_full(SCHED_MAP_TRACKED, bpf_map_update_elem(&tracked, &child, &tgid, BPF_ANY));
 	return 0;
 }
 
@@ -1061,7 +1063,7 @@ int runq_switch_tp(struct trace_event_raw_sched_switch *ctx)
 	__u32 *known = bpf_map_lookup_elem(&tracked, &tid);
 
 	if (traced && !known)
-		bpf_map_update_elem(&tracked, &tid, &tgid, BPF_ANY);
+		tt_count_full(SCHED_MAP_TRACKED, bpf_map_update_elem(&tracked, &tid, &tgid, BPF_ANY));
 	else if (known && (!traced || (state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE))))
 		bpf_map_delete_elem(&tracked, &tid); /* exited, or a forked child of another tgid */
 	runq_on_switch(false, NULL, NULL, tt_switch_now(tid, ctx->next_pid), traced, runnable,

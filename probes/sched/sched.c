@@ -17,6 +17,7 @@
 #include <tt_clock.h>
 #include "export/aggregate.h"
 #include "export/exporter.h"
+#include "core/map_full.h"
 #include "core/features.h"
 #include "sched/occupancy_out.h"
 #include "symbols/syms.h"
@@ -454,6 +455,39 @@ static int sched_capture(struct tt_ctx *ctx, void *state, const struct tt_captur
 	return err;
 }
 
+/* The sched object's maps that can fill: those map_full counts (enum sched_map),
+ * the stack maps (a stack all three levels refused) and the histograms. */
+static int sched_map_full(void *state, struct tt_map_full *out, int max)
+{
+	struct sched_state *st = state;
+	struct sched_bpf *s = st->skel;
+	int n = 0;
+
+	if (!s)
+		return 0;
+	int hook = features_hook();
+	/* the tid-keyed state of raw_tp and the classic hook (tp_btf: task storage) */
+	struct bpf_map *const counted[SCHED_MAP_NR] = {
+		[SCHED_MAP_TASKS] = s->maps.tasks,
+		[SCHED_MAP_OFF_IDS] = hook != TT_HOOK_TP_BTF ? s->maps.off_ids : NULL,
+		[SCHED_MAP_START_IDS] = hook != TT_HOOK_TP_BTF ? s->maps.start_ids : NULL,
+		[SCHED_MAP_TRACKED] = hook == TT_HOOK_TRACEPOINT ? s->maps.tracked : NULL,
+		[SCHED_MAP_OCC_NAMES] = s->maps.occ_names, [SCHED_MAP_OCC_BLAME] = s->maps.occ_blame,
+	};
+
+	probe_map_full_counts(out, &n, max, s->maps.map_full, counted, SCHED_MAP_NR);
+	if (st->acc || st->flight)
+		probe_map_full_add(out, &n, max, s->maps.stacks,
+				   probe_counter_sum(s->maps.sched_counters, SCHED_CNT_STACK_ERR));
+	if (st->aggregate) {
+		probe_map_full_add(out, &n, max, s->maps.runq_hist,
+				   probe_counter_sum(s->maps.hist_refused, TT_HIST_RUNQ));
+		probe_map_full_add(out, &n, max, s->maps.offcpu_hist,
+				   probe_counter_sum(s->maps.hist_refused, TT_HIST_SWITCH));
+	}
+	return n;
+}
+
 static int sched_stats(void *state, struct tt_stream_stats *out, int max)
 {
 	struct sched_state *st = state;
@@ -582,6 +616,7 @@ const struct tt_probe probe_sched = {
 	.setup = sched_setup,
 	.finish = sched_finish,
 	.stats = sched_stats,
+	.map_full = sched_map_full,
 	.destroy = sched_destroy,
 	.object = sched_object,
 	.toggle = sched_toggle,

@@ -22,6 +22,7 @@
 #include "spans/spans.h"
 #include "core/filter.bpf.h"
 #include "core/counter.bpf.h"
+#include "core/map_full.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -57,6 +58,8 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } counters SEC(".maps");
+
+TT_MAP_FULL_COUNTS(SPANS_MAP_NR); /* updates refused for want of room, by map */
 
 static __always_inline void count(__u32 idx)
 {
@@ -162,7 +165,8 @@ static __always_inline int span_enter_at(struct pt_regs *ctx, __u64 cookie)
 		return 0;
 	s = bpf_map_lookup_elem(&open_spans, &k);
 	if (!s) {
-		bpf_map_update_elem(&open_spans, &k, &empty_stack, BPF_NOEXIST);
+		tt_count_full(SPANS_MAP_OPEN_SPANS,
+			      bpf_map_update_elem(&open_spans, &k, &empty_stack, BPF_NOEXIST));
 		s = bpf_map_lookup_elem(&open_spans, &k);
 		if (!s) {
 			count(SPANS_CNT_STATE_FULL);
@@ -524,6 +528,7 @@ static __always_inline int mark_start_at(struct pt_regs *ctx, bool slots)
 		count(SPANS_CNT_STALE);
 		bpf_map_update_elem(&open_marks, &k, &m, BPF_EXIST);
 	} else if (err) {
+		tt_count_full(SPANS_MAP_OPEN_MARKS, err);
 		count(SPANS_CNT_STATE_FULL);
 	}
 	return 0;
@@ -706,7 +711,7 @@ static __always_inline void tcp_in(bool btf, const struct sock *sk, const struct
 		return;
 	}
 	fresh.t_start_ns = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&tcp_open, &k, &fresh, BPF_NOEXIST))
+	if (tt_count_full(SPANS_MAP_TCP_OPEN, bpf_map_update_elem(&tcp_open, &k, &fresh, BPF_NOEXIST)))
 		count(SPANS_CNT_STATE_FULL);
 }
 

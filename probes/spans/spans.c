@@ -21,6 +21,7 @@
 #include <json_out.h>
 #include "spans/disasm.h"
 #include "core/features.h"
+#include "core/map_full.h"
 #include "core/probe.h"
 #include "spans/span_plan.h"
 #include "symbols/syms.h"
@@ -635,6 +636,23 @@ static uint64_t spans_cost_ns(const struct spans_state *st)
 	return ns;
 }
 
+static int spans_map_full(void *state, struct tt_map_full *out, int max)
+{
+	struct spans_state *st = state;
+	int n = 0;
+
+	if (!st->skel)
+		return 0;
+	struct bpf_map *const counted[SPANS_MAP_NR] = {
+		[SPANS_MAP_OPEN_SPANS] = st->skel->maps.open_spans,
+		[SPANS_MAP_OPEN_MARKS] = st->skel->maps.open_marks,
+		[SPANS_MAP_TCP_OPEN] = st->skel->maps.tcp_open,
+	};
+
+	probe_map_full_counts(out, &n, max, st->skel->maps.map_full, counted, SPANS_MAP_NR);
+	return n;
+}
+
 static int spans_stats(void *state, struct tt_stream_stats *out, int max)
 {
 	struct spans_state *st = state;
@@ -750,6 +768,7 @@ const struct tt_probe probe_spans = {
 	.setup = spans_setup,
 	.finish = spans_finish,
 	.stats = spans_stats,
+	.map_full = spans_map_full,
 	.destroy = spans_destroy,
 	.object = spans_object,
 	.meta = spans_meta,

@@ -167,6 +167,10 @@ def test_exposition_counts_the_spinners(tmp_path):
     # tailtrace's own series
     assert pick(s, "tailtrace_cpu_seconds_total", part="bpf")[0][1] > 0
     assert pick(s, "tailtrace_build_info")
+    # every map that can fill, with its refusals (none here) and its size
+    assert pick(s, "tailtrace_map_full_total", map="tasks")[0][1] == 0
+    assert pick(s, "tailtrace_map_entries", map="tasks")[0][1] == 65536
+    assert pick(s, "tailtrace_map_entries", map="runq_hist")[0][1] == 16384
 
 
 @pytest.mark.serial

@@ -205,6 +205,11 @@ def test_a_full_histogram_map_counts_what_it_refused(tmp_path):
         kept = agg[metric]["total"]["count"]
         refused = m["lost_events"][stream]
         assert refused > 0, (metric, kept, m["lost_events"])
+        # the stream's refusals are its histogram map's (runq has no records here)
+        full = m["map_full"][f"{metric}_hist"]
+        assert full["entries"] == 16384 and full["refused"] == refused, (metric, m["map_full"])
         assert kept + refused >= n, (metric, kept, refused)
         assert len({t["tid"] for t in agg[metric]["threads"]}) <= 16384
-    assert "lost" in p.stderr.splitlines()[-1]
+    counted = [line for line in p.stderr.splitlines() if line.startswith("tailtrace: events")]
+    assert counted and "lost" in counted[-1], p.stderr
+    assert "BPF maps full: runq_hist refused" in p.stderr, p.stderr

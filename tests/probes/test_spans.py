@@ -348,3 +348,6 @@ def test_more_open_spans_than_the_table_holds_are_each_written_or_counted(tmp_pa
     assert 16384 - 64 <= written - 1000 <= 16384 and refused > 0, (written, refused)
     assert f"{refused} spans not recorded" in p.stderr
     assert m["lost_events"]["spans"] == 0 and m["unmatched_events"]["spans"] == refused
+    # the one object of every map's refusals names the table that refused them
+    assert m["map_full"]["open_spans"] == {"refused": refused, "entries": 16384}, m["map_full"]
+    assert f"open_spans refused {refused:,} updates (it holds 16,384 entries)" in p.stderr

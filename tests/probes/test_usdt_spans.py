@@ -177,6 +177,7 @@ def test_more_open_marks_than_the_tables_hold_are_each_written_or_counted(tmp_pa
     m = json.loads((tmp_path / "meta.json").read_text())
     written, refused = len(spans(tmp_path)), m["spans_state_full"]
     assert written + refused == n and 16384 <= written <= 32768, (written, refused)
+    assert m["map_full"]["open_marks"]["refused"] == refused, m["map_full"]
     assert f"{refused} spans not recorded" in p.stderr
     assert m["lost_events"]["spans"] == 0
 

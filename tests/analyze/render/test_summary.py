@@ -61,6 +61,17 @@ def test_lost_events_are_flagged():
     assert "Caution: events were lost (runq: 5)" in s["headline"]
 
 
+def test_full_maps_are_warned_with_what_the_run_lacks():
+    run = small_run(meta={"map_full": {"tasks": {"refused": 0, "entries": 65536},
+                                       "open_spans": {"refused": 3616, "entries": 16384},
+                                       "bogus": "not a map", "stacks": {"refused": "x"}}})
+    d = df_decompose(run)
+    w = summary_dict(Findings(run, d, df_bands(d)))["warnings"]
+    full = [x for x in w if x.startswith("BPF map")]
+    assert full == ["BPF map open_spans was full (it holds 16,384): 3,616 updates refused; "
+                    "those calls are not spans"], w
+
+
 def test_run_without_scheduler_streams_still_summarises():
     run = make_run(requests=[req(0, 1, 0, 10 * MS), req(1, 1, 10 * MS, 30 * MS)])
     d = df_decompose(run)
