@@ -34,7 +34,8 @@ PRODUCER = BUILD / "tests" / "probes" / "tt-pingpong"
 
 
 def one_run(trips: int) -> dict:
-    """One traced run: {records, switches, loader_s, seconds, lost}."""
+    """One traced run: {records, switches, loader_s, seconds, lost, refused}; refused: the
+    updates each BPF map refused for want of room (meta.json map_full), by map."""
     with tempfile.TemporaryDirectory(prefix="tt-drain-") as d:
         p = subprocess.run([str(TAILTRACE), "--out", d, "--", str(PRODUCER), str(trips)],
                            capture_output=True, text=True, timeout=600)
@@ -46,7 +47,8 @@ def one_run(trips: int) -> dict:
     records = sum(n for s, n in m["events"].items() if s != "offcpu")
     return {"records": records, "switches": m["events"]["switch"],
             "loader_s": c["loader_cpu_ns"] / 1e9,   # the poll loop's: drains and writes
-            "seconds": c["traced_wall_ns"] / 1e9, "lost": sum(m["lost_events"].values())}
+            "seconds": c["traced_wall_ns"] / 1e9, "lost": sum(m["lost_events"].values()),
+            "refused": {k: v["refused"] for k, v in m.get("map_full", {}).items()}}
 
 
 def predict(rate_per_loader_s: float, per_switch: float, cpus: int, switch_rate: float) -> dict:
@@ -74,7 +76,8 @@ def main(argv: list[str]) -> int:
     for i, r in enumerate(runs, 1):
         print(f"run {i}: {r['records']:,} records ({r['switches']:,} switches) in {r['seconds']:.2f} s,"
               f" loader {r['loader_s'] * 1e3:.0f} ms CPU: {rates[i - 1]:,.0f} records a loader "
-              f"CPU second; lost {r['lost']}")
+              f"CPU second; lost {r['lost']}; maps refused "
+              + (", ".join(f"{k} {v}" for k, v in r["refused"].items()) or "(none counted)"))
     print(f"median: {rate:,.0f} records a loader CPU second, {per_switch:.2f} records a switch")
     print(f"{'CPUs':>5} {'records/s at ' + format(a.rate, ',.0f') + ' switches/s/CPU':>34} "
           f"{'loader CPUs':>12} {'lost':>6}")
