@@ -35,8 +35,9 @@ def cases(xml: Path) -> list[dict]:
             el = tc.find("failure") if tc.find("failure") is not None else tc.find("error")
             msg = (el.get("message") or "").splitlines()[0][:160] if el is not None else ""
         out.append({"feature": feature,
-                    "outcome": "FAIL" if failed else "skipped" if skipped
-                    else props.get("outcome", "pass"),
+                    "outcome": "FAIL" if failed else props.get("outcome", "skipped")
+                    if skipped and props.get("outcome", "").startswith("xfail")
+                    else "skipped" if skipped else props.get("outcome", "pass"),
                     "hook": props.get("hook", ""),
                     "fallbacks": json.loads(props.get("fallbacks") or "[]"),
                     "figures": json.loads(props.get("figures") or "{}"),

@@ -228,8 +228,7 @@ int main(int argc, char **argv)
 		run_jumps(atol(argv[2]));
 		return 0;
 	}
-	/* work N US [LINGER_MS]: N calls of tt_span_work, then LINGER_MS asleep before the exit */
-	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "work")) {
+	if (argc == 4 && !strcmp(argv[1], "work")) {
 		long n = atol(argv[2]), us = atol(argv[3]), check = 0;
 		uint64_t sum_ns = 0;
 
@@ -246,8 +245,6 @@ int main(int argc, char **argv)
 		}
 		printf("calls=%ld inner_sum_ns=%llu outer_sum_ns=%llu check=%ld\n", n,
 		       (unsigned long long)inner_sum_ns, (unsigned long long)sum_ns, check);
-		if (argc == 5)
-			usleep((useconds_t)(atol(argv[4]) * 1000));
 		return 0;
 	}
 	if (argc == 5 && !strcmp(argv[1], "once")) {
