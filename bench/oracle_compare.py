@@ -31,9 +31,10 @@ thread, for the `top` busiest threads:
   coverage:     matched intervals / tailtrace's intervals (how much of
                 tailtrace perf could vouch for).
 Exit status 0 when every thread agrees within tol and has at least
-min-coverage; 1 when a thread disagrees; 3 when all agree but perf saw too
-little of some thread (below min-coverage: the oracle cannot vouch, which
-says nothing against tailtrace; run again); 2 on bad input.
+min-coverage; 1 when a thread perf saw enough of (min-coverage) disagrees;
+3 when those agree but perf saw too little of some thread (below min-coverage:
+the oracle cannot vouch for it either way, which says nothing against
+tailtrace; run again); 2 on bad input.
 
 perf sched timehist is not used: it keeps a thread's last wakeup and, when
 perf dropped the one that opened an interval, reports that interval's delay
@@ -216,14 +217,19 @@ def main(argv: list[str] | None = None) -> int:
           f"{perf.cpu_breaks} broken CPU switch chains")
     print(f"{'tid':>8} {'comm':16} {'intervals':>9} {'coverage':>8} {'tt missing':>10} "
           f"{'tailtrace ms':>13} {'perf ms':>10} {'diff':>7}")
-    worst, low = 0.0, 1.0
+    worst, low, worst_vouched = 0.0, 1.0, 0.0
     for tid in busiest:
         ag = agree_thread(tt[tid], perf.complete.get(tid, []), window)
         rel, cov = ag.rel_diff(), ag.matched / len(tt[tid])
         worst, low = max(worst, rel), min(low, cov)
+        if cov >= a.min_coverage:
+            worst_vouched = max(worst_vouched, rel)
         print(f"{tid:>8} {comms.get(tid, '?'):16} {len(tt[tid]):>9} {cov * 100:>7.1f}% "
               f"{ag.tt_missing:>10} {ag.tt_ms:>13.3f} {ag.perf_ms:>10.3f} {rel * 100:>6.1f}%")
-    status = 1 if worst > a.tol else 3 if low < a.min_coverage else 0
+    # a thread perf saw too little of cannot fail the run: where perf drops events, an
+    # interval it calls complete may span a dropped switch-in and switch-out (an ASan CI run:
+    # perf's sums 37-43 % above tailtrace's at 63-70 % coverage, every interval matched)
+    status = 1 if worst_vouched > a.tol else 3 if low < a.min_coverage else 0
     print(f"agreement (run-queue delay per thread, intervals perf saw whole): worst {worst * 100:.1f}% "
           f"(tolerance {a.tol * 100:.0f}%), lowest coverage {low * 100:.0f}% "
           f"(minimum {a.min_coverage * 100:.0f}%) over the {len(busiest)} busiest threads: "
