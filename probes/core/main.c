@@ -45,8 +45,6 @@
  * killed outright (SIGKILL, the OOM killer) loses at most POLL_MS + FLUSH_MS
  * of records, and its run directory says it was cut (meta.json finished). */
 #define FLUSH_MS 150
-#define SYMS_REFRESH_NS 1000000000ull
-#define SYMS_FIRST_REFRESH_NS 5000000ull
 
 static volatile sig_atomic_t exiting;
 static volatile sig_atomic_t got_signal;
@@ -492,8 +490,8 @@ static void exporter_extra(void *arg, FILE *f, int fmt)
 static void exporter_connect(struct loader *L)
 {
 	struct exporter_source src = {
-		.stats = exporter_stats, .map_full = exporter_map_full, .drain = L->cli.opts.aggregate ? drain_all : NULL,
-		.self_cpu = exporter_self_cpu, .extra = exporter_extra, .arg = L };
+		.stats = exporter_stats, .map_full = exporter_map_full,
+		.drain = L->cli.opts.aggregate ? drain_all : NULL, .self_cpu = exporter_self_cpu, .extra = exporter_extra, .arg = L };
 
 	if (!L->ex)
 		return;

@@ -2,7 +2,7 @@
 /*
  * The BPF maps that can fill, by object: the index of each one's count in its
  * object's map_full array (core/counter.bpf.h, tt_count_full). The loader reads
- * them (probe_map_full) into meta.json "map_full", the final lines and the
+ * them (probe_map_full_collect) into meta.json "map_full", the final lines and the
  * exporter's tailtrace_map_full_total. Only these constants: included by both sides.
  */
 #ifndef TT_MAP_FULL_H

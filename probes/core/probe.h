@@ -104,7 +104,6 @@ struct tt_capture {
 	uint64_t records[TT_REC_TYPES];   /* records written, by type */
 };
 
-/* Per-stream figures for meta.json and the final line. */
 /* A BPF map that can fill: the updates it refused for want of room (what they
  * would have held is not in the run), and its size. */
 struct tt_map_full {
@@ -114,6 +113,7 @@ struct tt_map_full {
 };
 #define TT_MAX_MAP_FULL 32
 
+/* Per-stream figures for meta.json and the final line. */
 struct tt_stream_stats {
 	const char *stream;   /* "runq", "switch", "offcpu", "locks", "spans", ... */
 	const char *hook;     /* "tp_btf", "raw_tp", "tracepoint", "uprobe" */

@@ -106,9 +106,9 @@ static __always_inline void tt_hist_add(void *map, __u32 stream, __u32 tid, __u3
 /* --aggregate under tp_btf: a thread's own histograms, in its task-storage
  * slot (runq_switch.bpf.h, struct tt_thread): runq's by enum tt_runq_sub,
  * then off-CPU time by enum tt_wait_reason (TT_LHIST_OFFCPU + reason), the
- * waits' throttled parts (TT_LHIST_THROTTLED), and its migrations. The programs add to them; tt_lhist_drain moves them into
- * the maps, from the drain iterators (aggregate_drain) and at the thread's
- * exit. Sums and maxima sit together, before the slots, so an update touches
+ * waits' throttled parts (TT_LHIST_THROTTLED), and its migrations. The
+ * programs add to them; tt_lhist_drain moves them into the maps, from the
+ * drain iterators (aggregate_drain) and at the thread's exit. Sums and maxima sit together, before the slots, so an update touches
  * two lines. u32 slots: a thread cannot switch 2^32 times between two drains
  * (every AGGREGATE_DRAIN_MS at least). */
 #define TT_LHIST_OFFCPU TT_RUNQ_SUB_NR

@@ -321,26 +321,21 @@ static int write_offcpu(struct tt_ctx *ctx, struct sched_state *st, struct offcp
 	return offcpu_write(acc, dir, &sm, tasks, ntasks, ctx->syms, ksyms);
 }
 
-/* The targets' maps are read for their copies' unwinds first this soon after
- * the loop starts (their exec), then twice as late each time, up to every
- * second (their dlopens). */
-#define WATCH_FIRST_NS 5000000ull
-#define WATCH_EVERY_NS 1000000000ull
-
 /* The targets' maps read for the unwinder while they live (copied_stacks_watch),
- * when due: the ms until the next time, -1 if never. */
+ * when due, on the symbolizers' schedule (SYMS_FIRST_REFRESH_NS, syms.h): the ms
+ * until the next time, -1 if never. */
 static int targets_watch(const struct tt_ctx *ctx, struct sched_state *st, uint64_t now_ns)
 {
 	if (!st->copies || !ctx->ntargets)
 		return -1;
 	if (!st->watch_every_ns) {
-		st->watch_every_ns = WATCH_FIRST_NS;
-		st->watch_next_ns = now_ns + WATCH_FIRST_NS;
+		st->watch_every_ns = SYMS_FIRST_REFRESH_NS;
+		st->watch_next_ns = now_ns + SYMS_FIRST_REFRESH_NS;
 	}
 	if (now_ns >= st->watch_next_ns) {
 		for (int i = 0; i < ctx->ntargets; i++)
 			copied_stacks_watch(st->copies, ctx->target_pids[i]);
-		if (st->watch_every_ns < WATCH_EVERY_NS)
+		if (st->watch_every_ns < SYMS_REFRESH_NS)
 			st->watch_every_ns *= 2;
 		st->watch_next_ns = now_ns + st->watch_every_ns;
 	}

@@ -12,6 +12,12 @@
 
 struct tt_syms;
 
+/* A traced process's maps are read again (the symbolizers', the unwinder's) first
+ * this soon after the poll loop starts (its exec under way), then twice as late
+ * each time, up to every SYMS_REFRESH_NS (its dlopens). */
+#define SYMS_FIRST_REFRESH_NS 5000000ull
+#define SYMS_REFRESH_NS 1000000000ull
+
 struct tt_syms *syms_new(int pid);
 /* Re-read /proc/PID/maps, keeping mappings already seen (cheap if unchanged). */
 int syms_refresh(struct tt_syms *s);

@@ -333,13 +333,27 @@ static void unwinder_sweep(struct unwinder *u)
 	}
 }
 
-static struct process *process_get(struct unwinder *u, int pid)
+static struct process *process_find(struct unwinder *u, int pid)
 {
-	struct process *p;
-
 	for (size_t i = 0; i < u->nprocs; i++)
 		if (u->procs[i].pid == pid)
 			return &u->procs[i];
+	return NULL;
+}
+
+/* Its maps read again, and libdwfl attached to its copies once they held files. */
+static void process_attach(struct unwinder *u, struct process *p)
+{
+	if (process_report(p) == 0 && !p->attached)
+		p->attached = dwfl_attach_state(p->dwfl, NULL, p->pid, &copy_callbacks, u);
+}
+
+static struct process *process_get(struct unwinder *u, int pid)
+{
+	struct process *p = process_find(u, pid);
+
+	if (p)
+		return p;
 	if (TT_GROW(u->procs, u->nprocs, u->cap, 16))
 		return NULL;
 	p = &u->procs[u->nprocs];
@@ -352,8 +366,7 @@ static struct process *process_get(struct unwinder *u, int pid)
 	u->counts.processes++;
 	if (u->nprocs > u->counts.peak)
 		u->counts.peak = u->nprocs;
-	if (process_report(p) == 0)
-		p->attached = dwfl_attach_state(p->dwfl, NULL, pid, &copy_callbacks, u);
+	process_attach(u, p);
 	return p;
 }
 
@@ -474,20 +487,15 @@ static int module_open(Dwfl_Module *mod, void **userdata, const char *name, Dwar
 
 void unwinder_watch(struct unwinder *u, int pid)
 {
-	struct process *p = NULL;
+	struct process *p;
 
 	unwinder_sweep(u);
-	for (size_t i = 0; i < u->nprocs && !p; i++)
-		if (u->procs[i].pid == pid)
-			p = &u->procs[i];
+	p = process_find(u, pid);
 	if (p && p->gone)
 		return;
-	if (!p) {
-		p = process_get(u, pid);
-	} else if (process_report(p) == 0 && !p->attached) {
-		p->attached = dwfl_attach_state(p->dwfl, NULL, pid, &copy_callbacks, u);
-	}
-	if (!p)
+	if (p)
+		process_attach(u, p);
+	else if (!(p = process_get(u, pid)))
 		return;
 	/* an exec under way maps no file yet: that is not an exit */
 	if (p->gone && !target_pid_exited(pid, -1))
