@@ -51,6 +51,18 @@ def child_of(pid: int, timeout_s: float = 10, name: str = "app") -> int:
     raise AssertionError("the container's process did not start")
 
 
+def maps_when_loaded(pid: int, library: str, timeout_s: float = 10) -> str:
+    """pid's /proc/PID/maps once its loader has mapped library: the process is found as soon
+    as it has exec'd, before ld.so has mapped what it links (a race a slow start, as in the
+    ASan pass, loses)."""
+    end = time.monotonic() + timeout_s
+    while True:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        if library in maps or time.monotonic() > end:
+            return maps
+        time.sleep(0.02)
+
+
 def test_a_service_in_a_container_is_decomposed_and_named_from_its_own_files(tmp_path):
     if not shutil.which("unshare") or not shutil.which("chroot"):
         pytest.skip("unshare and chroot (util-linux, coreutils) not installed")
@@ -130,7 +142,7 @@ def test_a_service_in_a_debootstrapped_debian_root_is_named_from_its_files(tmp_p
                            stdout=subprocess.DEVNULL)
     try:
         pid = child_of(box.pid, name=app.name)
-        maps = Path(f"/proc/{pid}/maps").read_text()
+        maps = maps_when_loaded(pid, "/lib/x86_64-linux-gnu/libc.so.6")
         assert "/usr/local/bin/tt-app" in maps and "/lib/x86_64-linux-gnu/libc.so.6" in maps
         p = tailtrace(tmp_path / "run", "--pid", str(pid), "--span", "tt-app:tt_span_work",
                       "--duration", "1")
