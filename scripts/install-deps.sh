@@ -122,4 +122,13 @@ if ! command -v inferno-flamegraph >/dev/null 2>&1; then
     fi
 fi
 
+# The OTLP/JSON tests read the exported file back with the OpenTelemetry Collector's own decoder
+# (tests/analyze/render/otlp_json_read, Go, pdata v1.71.0): its modules, from the Go module
+# proxy, into Go's module cache. It needs Go 1.26; the test skips where Go is missing.
+GO=$(command -v go || echo /usr/local/go/bin/go)
+if [ -x "$GO" ]; then
+    (cd "$(dirname "$0")/../tests/analyze/render/otlp_json_read" && "$GO" mod download) ||
+        echo "install-deps: the OTLP/JSON reader's Go modules were not downloaded (its test will try again)" >&2
+fi
+
 echo "install-deps: done"

@@ -14,10 +14,12 @@ df_wait_spans    -> one row per wait on a request's critical path (critpath segm
                     request (row of df_request_spans), parent span, span_id, its times,
                     reason, call, object, frame, waker thread and process, verdict.
 request_batches  -> ExportTraceServiceRequest messages of at most `batch` spans.
+otlp_json        -> one message as OTLP/JSON (the OTLP specification's JSON encoding).
 export_otlp      -> send them (retries with backoff) or write them; returns counts.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import socket
@@ -283,27 +285,67 @@ def request_batches(run, decomp: pd.DataFrame, segs: pd.DataFrame | None,
                   "spans": n_spans, "batches": len(msgs)}
 
 
+def post_once(endpoint: str, body: bytes, timeout_s: float = 10.0) -> tuple[bool, bool, str]:
+    """POST one OTLP/HTTP protobuf body once: (sent, worth retrying, why not in one line).
+    Worth retrying: 429/502/503/504 and an endpoint that cannot be reached."""
+    req = urllib.request.Request(endpoint, data=body, method="POST",
+                                 headers={"Content-Type": "application/x-protobuf"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            r.read()
+            return True, False, ""
+    except urllib.error.HTTPError as e:
+        why = f"HTTP {e.code} {e.reason}: {e.read(200).decode(errors='replace').strip()}"
+        return False, e.code in RETRY_STATUS, why
+    except (urllib.error.URLError, OSError) as e:
+        return False, True, str(getattr(e, "reason", e))
+
+
+def refusal(endpoint: str, why: str,
+            fix: str = "start a collector there or give --endpoint URL (or --file OUT)") -> str:
+    """The one line that says an endpoint refused the spans, and the fix."""
+    return f"OTLP endpoint {endpoint} refused the spans ({why}); {fix}"
+
+
 def post(endpoint: str, body: bytes, retry_s=RETRY_S, timeout_s: float = 10.0) -> None:
     """POST one OTLP/HTTP protobuf body; retries on 429/502/503/504 and unreachable
     endpoints after each of retry_s; ExportError with one line when it gives up."""
-    req = urllib.request.Request(endpoint, data=body, method="POST",
-                                 headers={"Content-Type": "application/x-protobuf"})
-    why = ""
     for i in range(len(retry_s) + 1):
-        try:
-            with urllib.request.urlopen(req, timeout=timeout_s) as r:
-                r.read()
-                return
-        except urllib.error.HTTPError as e:
-            why = f"HTTP {e.code} {e.reason}: {e.read(200).decode(errors='replace').strip()}"
-            if e.code not in RETRY_STATUS:
-                break
-        except (urllib.error.URLError, OSError) as e:
-            why = str(getattr(e, "reason", e))
+        sent, again, why = post_once(endpoint, body, timeout_s)
+        if sent:
+            return
+        if not again:
+            break
         if i < len(retry_s):
             time.sleep(retry_s[i])
-    raise ExportError(f"OTLP endpoint {endpoint} refused the spans ({why}); start a collector "
-                      f"there or give --endpoint URL (or --file OUT)")
+    raise ExportError(refusal(endpoint, why))
+
+
+ID_KEYS = ("traceId", "spanId", "parentSpanId")
+
+
+def _hex_ids(node) -> None:
+    """In place: every trace, span and parent span id of node (and below) from protobuf's
+    base64 to the lowercase hex OTLP/JSON requires."""
+    if isinstance(node, list):
+        for x in node:
+            _hex_ids(x)
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            if k in ID_KEYS and isinstance(v, str):
+                node[k] = base64.b64decode(v).hex()
+            else:
+                _hex_ids(v)
+
+
+def otlp_json(m) -> dict:
+    """An ExportTraceServiceRequest as the OTLP specification encodes it in JSON: protobuf's
+    JSON mapping (lowerCamelCase keys, 64-bit integers as decimal strings, empty fields left
+    out) with enums as integers and ids in hex, not protobuf's enum names and base64."""
+    from google.protobuf import json_format
+    d = json_format.MessageToDict(m, use_integers_for_enums=True)
+    _hex_ids(d)
+    return d
 
 
 def export_otlp(run, decomp, segs, endpoint: str | None = None, file: Path | None = None,
@@ -311,11 +353,10 @@ def export_otlp(run, decomp, segs, endpoint: str | None = None, file: Path | Non
     """Send (or write as OTLP/JSON lines) the run's request spans; the counts sent."""
     msgs, counts = request_batches(run, decomp, segs, service, rows=rows)
     if file is not None:
-        from google.protobuf import json_format
         tmp = Path(file).with_name(Path(file).name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             for m in msgs:
-                f.write(json.dumps(json_format.MessageToDict(m), separators=(",", ":")) + "\n")
+                f.write(json.dumps(otlp_json(m), separators=(",", ":")) + "\n")
         tmp.replace(file)
     else:
         for m in msgs:

@@ -364,7 +364,7 @@ static int capture_write(void *arg, const struct tt_capture *cap)
 	capture_stats(L, cap);
 	m.stats = L->stats;
 	m.nstats = L->nstats;
-	m.mono_start_ns = cap->t0_ns;
+	meta_start_at(&m, cap->t0_ns);
 	m.mono_end_ns = cap->t1_ns;
 	m.counted_from_ns = L->meta.mono_start_ns; /* the uprobe counters: since the start */
 	m.counted_to_ns = tt_now_ns();

@@ -25,16 +25,37 @@
 #define TT_VERSION "dev"
 #endif
 
+/* Write the Unix time ts into wall_start as ISO-8601 UTC to the microsecond. */
+static void meta_format_wall(struct tt_meta *m, const struct timespec *ts)
+{
+	struct tm tm;
+
+	gmtime_r(&ts->tv_sec, &tm);
+	strftime(m->wall_start, sizeof(m->wall_start), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(m->wall_start + strlen(m->wall_start), 16, ".%06dZ", (int)(ts->tv_nsec / 1000));
+}
+
 void meta_start(struct tt_meta *m)
 {
 	struct timespec ts;
-	struct tm tm;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(m->wall_start, sizeof(m->wall_start), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(m->wall_start + strlen(m->wall_start), 16, ".%06dZ", (int)(ts.tv_nsec / 1000));
+	meta_format_wall(m, &ts);
 	m->mono_start_ns = tt_now_ns();
+}
+
+void meta_start_at(struct tt_meta *m, uint64_t mono_ns)
+{
+	struct timespec ts;
+	uint64_t now_ns = tt_now_ns(), wall_ns;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	wall_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	wall_ns -= now_ns > mono_ns ? now_ns - mono_ns : 0;
+	ts.tv_sec = (time_t)(wall_ns / 1000000000ull);
+	ts.tv_nsec = (long)(wall_ns % 1000000000ull);
+	meta_format_wall(m, &ts);
+	m->mono_start_ns = mono_ns;
 }
 
 static int numa_nodes(void)

@@ -53,6 +53,10 @@ double meta_uprobe_rate(const struct tt_meta *m, const struct tt_stream_stats *s
 double meta_uprobe_share(const struct tt_meta *m, const struct tt_stream_stats *s);
 /* Fill wall_start and mono_start_ns with the current time. */
 void meta_start(struct tt_meta *m);
+/* Fill them for a window that began at CLOCK_MONOTONIC mono_ns (a flight-recorder capture):
+ * wall_start is the Unix time then, read from the clocks now, not the run's start plus the
+ * monotonic time since (the wall clock may have been set meanwhile). */
+void meta_start_at(struct tt_meta *m, uint64_t mono_ns);
 /* Write DIR/meta.json atomically. 0 or -errno. */
 int meta_write(const char *dir, const struct tt_meta *m);
 

@@ -2,17 +2,17 @@
 known by construction, sent to a local OTLP/HTTP receiver and decoded with the official
 opentelemetry-proto messages; retries, refusals and the file form."""
 import json
+import re
+import shutil
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 import synth
+from otlp_receiver import Receiver, attrs
 from analyze import pipeline
 from analyze.explain.decompose import PARTS
 from analyze.load.errors import ExportError
@@ -20,48 +20,6 @@ from analyze.render import otlp
 
 ROOT = Path(__file__).resolve().parents[3]
 WALL = "2026-11-28T18:00:00.000001Z"
-
-
-class Receiver:
-    """An OTLP/HTTP receiver on a free port: answers each POST with the next status of
-    `statuses` (then 200) and keeps the decoded requests."""
-
-    def __init__(self, statuses=()):
-        self.statuses, self.got, self.posts = list(statuses), [], 0
-        outer = self
-
-        class H(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                outer.posts += 1
-                code = outer.statuses.pop(0) if outer.statuses else 200
-                if code == 200:
-                    assert self.headers["Content-Type"] == "application/x-protobuf"
-                    m = ExportTraceServiceRequest()
-                    m.ParseFromString(body)
-                    outer.got.append(m)
-                self.send_response(code)
-                self.end_headers()
-                self.wfile.write(b"{}" if code == 200 else b"try later")
-
-            def log_message(self, *a):
-                pass
-
-        self.httpd = HTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1/traces"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def spans(self) -> list:
-        return [(rs, sp) for m in self.got for rs in m.resource_spans
-                for ss in rs.scope_spans for sp in ss.spans]
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()   # the port refuses connections from now on
-
-
-def attrs(kvs) -> dict:
-    return {kv.key: getattr(kv.value, kv.value.WhichOneof("value")) for kv in kvs}
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +119,64 @@ def test_file_form_is_otlp_json_lines(pool, tmp_path):
              for s in ss["spans"]]
     assert sum("parentSpanId" not in s for s in spans) == 400
     assert f"exported 400 requests as {len(spans)} spans" in r.stdout
+
+
+READER = Path(__file__).resolve().parent / "otlp_json_read"
+
+
+@pytest.fixture(scope="module")
+def otlp_json_read(tmp_path_factory):
+    """otlp_json_read/: the OpenTelemetry Collector's own OTLP/JSON decoder (pdata), built with
+    Go from the module cache scripts/install-deps.sh fills (9 s here)."""
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists()
+                                else None)
+    if not go:
+        pytest.skip("Go is not installed (scripts/install-deps.sh)")
+    v = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
+    if tuple(map(int, re.findall(r"\d+", v)[:2])) < (1, 26):
+        pytest.skip(f"the Collector's decoder (pdata v1.71.0) needs Go 1.26, this is {v}")
+    exe = tmp_path_factory.mktemp("otlp-json-read") / "otlp-json-read"
+    p = subprocess.run([go, "build", "-o", str(exe), "."], cwd=READER, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, f"otlp_json_read did not build: {p.stderr[-2000:]}"
+    return exe
+
+
+def test_file_form_is_read_back_by_the_collectors_own_decoder(pool, tmp_path, otlp_json_read):
+    """The file is OTLP/JSON as the specification defines it (hex ids, integer enums, 64-bit
+    integers as strings): the Collector's decoder reads every line back into the very spans
+    sent over OTLP/HTTP protobuf."""
+    _, d = pool
+    out = tmp_path / "spans.jsonl"
+    run = pipeline.load_run(d)
+    a = pipeline.analyse(run)
+    otlp.export_otlp(run, a["decomp"], a["segments"], file=out)
+    rx = Receiver()
+    try:
+        otlp.export_otlp(run, a["decomp"], a["segments"], endpoint=rx.url)
+    finally:
+        rx.close()
+    p = subprocess.run([str(otlp_json_read)], stdin=out.open("rb"), capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    got = {(s["trace_id"], s["span_id"]): s for s in map(json.loads, p.stdout.splitlines())}
+    sent = rx.spans()
+    assert len(got) == len(sent) > 400
+    for rs, sp in sent:
+        s = got[(sp.trace_id.hex(), sp.span_id.hex())]
+        assert s["parent"] == sp.parent_span_id.hex()
+        assert (s["name"], s["kind"]) == (sp.name, sp.kind)
+        assert (s["start_unix_nano"], s["end_unix_nano"]) == (sp.start_time_unix_nano,
+                                                               sp.end_time_unix_nano)
+        assert s["attributes"] == attrs(sp.attributes)
+        assert s["resource"] == attrs(rs.resource.attributes) and s["scope"] == "tailtrace"
+        assert s["links"] == [{"trace_id": l.trace_id.hex(), "span_id": l.span_id.hex()}
+                              for l in sp.links]
+    # and the text itself: hex ids, the kind as a number, nanoseconds as a string
+    first = json.loads(out.read_text().splitlines()[0])
+    span = first["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    assert re.fullmatch(r"[0-9a-f]{32}", span["traceId"]) and span["kind"] == 2
+    assert isinstance(span["startTimeUnixNano"], str)
 
 
 def test_captures_send_their_triggering_requests(tmp_path):
