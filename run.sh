@@ -74,6 +74,8 @@ Recording:
                                workloads, httpload's USDT request marks are the spans);
                                no perf profile; analysed by python3 -m analyze captures
   --trigger EXPR               latency>5ms, p99 or p99.9 of the last minute     [p99.9]
+  --otlp URL                   send each capture's slow requests, explained, as OTLP spans
+                               to URL (http://HOST:4318/v1/traces) as it is written
   --no-perf                    no perf on-CPU profile                [perf record -F 499 -g]
   --no-flamegraph              skip flame graphs                     [draw them if inferno exists]
   --out DIR                    run directory                         [results/<UTC time>-<label>]
@@ -107,7 +109,7 @@ set_defaults() {
 	PORT="" SERVER_WORKERS="" SERVICE_US="" SLEEP_US="" CPUS="" NUMA=""
 	EVENTS="" SPANS=() SPAN_EXIT="" USER_STACKS="" RINGBUF_MB="" PERF=1 FLAME=1 OUT="" LABEL="" WORKLOADS=naive,pool,async
 	SWEEP_CONNS=10,50,100 SPAN_NONE=0 TARGET_PID="" TARGET_COMM="" DIFF_A="" DIFF_B="" INSTALL=0
-	BUILD=1 CMD=() CONNS_SET=0 FLIGHT="" TRIGGER=""
+	BUILD=1 CMD=() CONNS_SET=0 FLIGHT="" TRIGGER="" OTLP=""
 }
 
 need_arg() { [ "$#" -ge 2 ] && [ -n "$2" ] || die "option $1 needs a value; see ./run.sh --help"; }
@@ -182,6 +184,7 @@ parse_args() {
 			RINGBUF_MB=$2; shift ;;
 		--flight-recorder|--flight) need_arg "$@"; need_pos_num "$1" "$2"; FLIGHT=$2; shift ;;
 		--trigger) need_arg "$@"; TRIGGER=$2; shift ;;
+		--otlp) need_arg "$@"; OTLP=$2; shift ;;
 		--no-perf) PERF=0 ;;
 		--no-flamegraph) FLAME=0 ;;
 		--out) need_arg "$@"; OUT=$2; shift ;;
@@ -224,6 +227,7 @@ validate_args() {
 	if [ "$MODE" = workload ] && [ -z "$REQUESTS" ] && [ -z "$DURATION" ]; then REQUESTS=20000; fi
 	[ "$MODE" != pid ] || [ -n "$DURATION" ] || DURATION=10
 	[ -z "$TRIGGER" ] || [ -n "$FLIGHT" ] || die "--trigger goes with --flight-recorder SECONDS"
+	[ -z "$OTLP" ] || [ -n "$FLIGHT" ] || die "--otlp goes with --flight-recorder SECONDS (a whole run: python3 -m analyze export otlp RUN_DIR)"
 	if [ -n "$FLIGHT" ]; then
 		[ "$MODE" != sweep ] && [ "$MODE" != diff ] || die "--flight-recorder records one run: not with --sweep or --diff"
 		[ "$EVENTS" != none ] || die "--flight-recorder needs the probes: drop --events none"

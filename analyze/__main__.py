@@ -48,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--otlp", metavar="URL",
                    help="also send each capture's triggering requests as OTLP spans to URL "
                         "(e.g. http://127.0.0.1:4318/v1/traces)")
+    k.add_argument("--follow", action="store_true",
+                   help="with --otlp: send each capture's triggering requests as soon as the "
+                        "recorder lists it, until the recorder (--recorder-pid) exits; no "
+                        "reports (run `captures DIR` for them); counts in DIR/otlp.json")
+    k.add_argument("--recorder-pid", metavar="PID", type=int,
+                   help="with --follow: the recorder to follow (default: until SIGINT/SIGTERM)")
     x = sub.add_parser("export", help="send a run's requests to a tracing backend",
                        description="otlp: one span per request, its latency split into parts "
                                    "as attributes (tailtrace.<part>_ns), a child span per wait "
@@ -145,6 +151,8 @@ def _compare(args) -> int:
 
 def _captures(args) -> int:
     from .pipeline import build_captures
+    if args.follow or args.recorder_pid:
+        return _follow(args)
 
     df = build_captures(args.run_dir, plots=not args.no_plots, otlp=args.otlp)
     for r in df.sort_values("t_start_ns").itertuples():
@@ -154,6 +162,27 @@ def _captures(args) -> int:
         print(f"exported {int(df['otlp_spans'].sum()):,} spans of {len(df)} captures' "
               f"triggering requests to {args.otlp}")
     return 0
+
+
+def _follow(args) -> int:
+    """captures --follow: exit 1 when spans were dropped (counted in DIR/otlp.json)."""
+    import signal
+    import threading
+    from .pipeline import follow_captures
+    if not args.follow or not args.otlp:
+        raise AnalysisError("--follow sends to an OTLP endpoint: give --follow --otlp URL "
+                       "(--recorder-pid goes with --follow)")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    c = follow_captures(args.run_dir, args.otlp, args.recorder_pid, stop)
+    line = (f"otlp: {c['sent_spans']:,} spans of {c['captures']} captures sent to {args.otlp}")
+    if c["dropped_spans"]:
+        line += f"; {c['dropped_spans']:,} dropped ({c['last_error']})"
+    if c["captures_failed"]:
+        line += f"; {c['captures_failed']} captures not analysed ({c['capture_error']})"
+    print(line, file=sys.stderr)
+    return 1 if c["dropped_spans"] or c["captures_failed"] else 0
 
 
 def _export(args) -> int:

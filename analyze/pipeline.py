@@ -29,6 +29,7 @@ import json
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -351,11 +352,9 @@ def _export_capture(cdir: Path, threshold_ns, endpoint: str) -> int:
     return export_run(cdir, endpoint=endpoint, min_latency_ns=threshold_ns or 0)["spans"]
 
 
-def export_run(run_dir, endpoint: str | None = None, file=None, service: str | None = None,
-               min_latency_ns=None) -> dict:
-    """Send a run's requests (those with a latency ≥ min_latency_ns when given) as OTLP spans
-    (render/otlp.py) to endpoint, or write them as OTLP/JSON lines to file; nothing in
-    run_dir changes. The counts sent."""
+def _export_rows(run_dir, min_latency_ns=None):
+    """A run's analysis for export: (run, decomposition, critical-path segments, the rows to
+    export: None for all, else those with a latency ≥ min_latency_ns)."""
     run = load_run(Path(run_dir))
     a = analyse(run)
     dec = a["decomp"]
@@ -365,5 +364,80 @@ def export_run(run_dir, endpoint: str | None = None, file=None, service: str | N
     elif not len(dec):
         raise AnalysisError(f"{run_dir}: no requests to export (add --span BIN:SYMBOL to make "
                             "a function's calls the requests)")
-    return otlp.export_otlp(run, dec, a["segments"], endpoint=endpoint,
+    return run, dec, a["segments"], rows
+
+
+def export_run(run_dir, endpoint: str | None = None, file=None, service: str | None = None,
+               min_latency_ns=None) -> dict:
+    """Send a run's requests (those with a latency ≥ min_latency_ns when given) as OTLP spans
+    (render/otlp.py) to endpoint, or write them as OTLP/JSON lines to file; nothing in
+    run_dir changes. The counts sent."""
+    run, dec, segs, rows = _export_rows(run_dir, min_latency_ns)
+    return otlp.export_otlp(run, dec, segs, endpoint=endpoint,
                             file=Path(file) if file else None, service=service, rows=rows)
+
+
+FOLLOW_POLL_S = 0.25
+FOLLOW_CLOSE_S = 15.0     # what is queued when the recorder ends: sent for this long at most
+
+
+def _recording(d: Path, pid: int | None) -> bool:
+    """Is the recorder still recording: its process alive (pid: None, not known) and its
+    meta.json not yet marked finished (it waits for its follower after that)?"""
+    if pid:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+    try:
+        return not json.loads((d / "meta.json").read_text()).get("finished")
+    except (OSError, ValueError):
+        return True
+
+
+def follow_captures(run_dir, endpoint: str, recorder_pid: int | None = None,
+                    stop=None, queue=None) -> dict:
+    """Send each capture's triggering requests (latency ≥ its threshold), explained, as OTLP
+    spans as soon as the recorder lists the capture in captures.jsonl, through a queue that
+    never blocks (render/otlp_queue.py); until the recorder (recorder_pid) has exited or
+    marked its meta.json finished, or stop (a threading.Event) is set, and every capture
+    listed by then is queued. The counts,
+    also in DIR/otlp.json, rewritten after each capture and at the end."""
+    from .load.captures import new_captures
+    from .render.otlp_queue import SpanQueue
+    d = Path(run_dir)
+    q = queue or SpanQueue(endpoint)
+    c = {"endpoint": endpoint, "captures": 0, "captures_failed": 0, "capture_error": ""}
+    offset = 0
+    while True:
+        alive = _recording(d, recorder_pid) and not (stop and stop.is_set())
+        rows, offset = new_captures(d / "captures.jsonl", offset)
+        for r in rows:
+            if r.get("error") is not None or not (d / r["dir"] / "meta.json").exists():
+                continue
+            try:
+                run, dec, segs, keep = _export_rows(d / r["dir"], r.get("threshold_ns") or 0)
+                msgs, _ = otlp.request_batches(run, dec, segs, rows=keep)
+            except AnalysisError as e:
+                c["captures_failed"] += 1
+                c["capture_error"] = f"{r['dir']}: {e}"
+                continue
+            for m in msgs:
+                q.put(m, sum(len(ss.spans) for rs in m.resource_spans for ss in rs.scope_spans))
+            c["captures"] += 1
+            _write_follow_counts(d, dict(c, **q.counts(), finished=False))
+        if not alive and not rows:
+            break
+        if not rows:
+            (stop.wait if stop else time.sleep)(FOLLOW_POLL_S)
+    c.update(q.close(FOLLOW_CLOSE_S), finished=True)
+    _write_follow_counts(d, c)
+    return c
+
+
+def _write_follow_counts(d: Path, c: dict) -> None:
+    tmp = d / "otlp.json.tmp"
+    tmp.write_text(json.dumps(c, indent=2) + "\n")
+    tmp.replace(d / "otlp.json")

@@ -7,6 +7,8 @@ and captures/NNNN/, each an ordinary run directory of one window (load_run reads
 df_captures(dir) -> DataFrame, one row per captures.jsonl line, columns:
   dir, t_start_ns, latency_ns, worst_ns, threshold_ns, spans, bytes, error (None: written),
   t_s (seconds since the recorder started).
+new_captures(path, offset) -> (the rows of the lines written past byte offset, the offset
+  after the last whole line): for a reader that follows a recorder while it writes.
 """
 from __future__ import annotations
 
@@ -21,9 +23,9 @@ CAPTURE_COLS = ["dir", "t_start_ns", "latency_ns", "worst_ns", "threshold_ns", "
                 "error"]
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+def _read_jsonl(path: Path, text: str | None = None) -> list[dict]:
     rows = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate((path.read_text() if text is None else text).splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -48,3 +50,16 @@ def df_captures(run_dir) -> pd.DataFrame:
     t0 = int(meta.get("mono_start_ns") or 0)
     df["t_s"] = (df["t_start_ns"].astype("float64") - t0) / 1e9 if len(df) else []
     return df
+
+
+def new_captures(path: Path, offset: int) -> tuple[list[dict], int]:
+    """The captures listed in path past byte offset, and the offset after them; a last line
+    not yet ended by its newline is left for the next call."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return [], offset
+    whole = data[:data.rfind(b"\n") + 1]
+    return _read_jsonl(path, whole.decode()), offset + len(whole)

@@ -28,6 +28,7 @@
 #include "export/exporter.h"
 #include "core/features.h"
 #include "flight/flight.h"
+#include "flight/flight_export.h"
 #include "core/meta.h"
 #include "core/cpu_quota.h"
 #include "core/options.h"
@@ -45,6 +46,8 @@
  * killed outright (SIGKILL, the OOM killer) loses at most POLL_MS + FLUSH_MS
  * of records, and its run directory says it was cut (meta.json finished). */
 #define FLUSH_MS 150
+/* --otlp: the follower's last captures analysed and sent (its queue gets 15 s of it) */
+#define OTLP_FOLLOWER_WAIT_MS 60000
 
 static volatile sig_atomic_t exiting;
 static volatile sig_atomic_t got_signal;
@@ -69,6 +72,7 @@ struct loader {
 	char events_str[128];     /* ... as a list, once the modules are set up (run) */
 	bool target_gone;
 	struct exporter *ex;      /* --listen */
+	struct flight_export otlp_follower; /* --otlp: sends the captures' spans */
 	double bpf_s_served;      /* the last BPF seconds served: the counter never goes back */
 	bool drain_warned;
 	struct tt_toggle toggle;  /* --toggle-ms */
@@ -420,6 +424,11 @@ static int flight_prepare(struct loader *L)
 		return -ENOMEM;
 	}
 	L->meta.flight = L->ctx.flight;
+	if (o->otlp_url && flight_export_start(&L->otlp_follower, o->out_dir, o->otlp_url, err,
+					       sizeof(err))) {
+		die_line(err);
+		return -EINVAL;
+	}
 	fprintf(stderr, "tailtrace: flight recorder: the last %g s in memory (at most %llu MB%s), "
 		"trigger %s%s, captures into %s/captures\n", o->flight_s,
 		(unsigned long long)(fo.max_bytes >> 20),
@@ -774,6 +783,22 @@ static void print_aggregate(struct loader *L)
 		fprintf(stderr, "tailtrace: writing aggregate.json: %s\n", strerror(-err));
 }
 
+/* --otlp: the follower sends what the last captures hold (meta.json now says the
+ * recording has finished), then exits; one line when it could not send it all. */
+static void otlp_follower_finish(struct loader *L)
+{
+	int status;
+
+	if (!L->otlp_follower.pid)
+		return;
+	status = flight_export_finish(&L->otlp_follower, OTLP_FOLLOWER_WAIT_MS);
+	if (status)
+		fprintf(stderr, "tailtrace: --otlp: %s; what was sent and dropped is in "
+			"%s/otlp.json\n", status < 0 ? "the follower was stopped before it had sent "
+			"every capture" : "not every capture's spans were sent",
+			L->cli.opts.out_dir);
+}
+
 /* After the probes are attached: every path ends here. */
 static int run_finish(struct loader *L, int status)
 {
@@ -831,6 +856,7 @@ static int run_finish(struct loader *L, int status)
 	print_final(L);
 	print_map_full(L);
 	print_uprobe_warnings(L);
+	otlp_follower_finish(L);
 	return status;
 }
 
@@ -848,6 +874,7 @@ static void cleanup(struct loader *L)
 			close(L->pidfds[i]);
 	tree_free(&L->tree);
 	exporter_free(L->ex);
+	flight_export_finish(&L->otlp_follower, 0); /* an error path: it goes too */
 	flight_free(L->ctx.flight);
 	aggregate_reset();
 }

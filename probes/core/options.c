@@ -30,7 +30,7 @@ static const struct {
 #define N_EVENTS (sizeof(event_names) / sizeof(event_names[0]))
 
 enum { OPT_FLIGHT = 256, OPT_TRIGGER, OPT_WARMUP, OPT_FLIGHT_MB, OPT_MARGIN, OPT_MAX_CAPTURES,
-       OPT_MAX_DISK, OPT_DEBUG, OPT_USER_STACKS };
+       OPT_MAX_DISK, OPT_OTLP, OPT_DEBUG, OPT_USER_STACKS };
 
 /*
  * Every option once: its getopt entry and its help. An entry without a name is
@@ -147,6 +147,11 @@ static const struct opt_spec {
 	{ .name = "max-disk-mb", .arg = "N", .val = OPT_MAX_DISK, .help =
 	  "disk for captures at most; what it skips is counted (default %ld)",
 	  .args = { TT_DEFAULT_MAX_DISK_MB } },
+	{ .name = "otlp", .arg = "URL", .val = OPT_OTLP, .help =
+	  "send each capture's slow requests, explained, as OTLP spans to URL\n"
+	  "(http://HOST:4318/v1/traces) as soon as it is written: python3 -m\n"
+	  "analyze captures OUT --follow, niced, beside the recorder, which never\n"
+	  "waits on it; counts and drops in OUT/otlp.json" },
 	{ .help = "Measuring tailtrace itself:" },
 	{ .name = "bpf-stats", .arg = "MODE", .val = 'B', .help =
 	  "the kernel's BPF run-time statistics behind the cost line: sampled\n"
@@ -617,6 +622,7 @@ static int parse_one(struct tt_cli *cli, int c, char *arg, char *err, size_t len
 		return parse_user_stacks(arg, &o->user_stack_bytes, err, len);
 	case OPT_FLIGHT: return parse_num("--flight-recorder", arg, 1, 86400, &o->flight_s, err, len);
 	case OPT_TRIGGER: o->trigger = arg; return 0;
+	case OPT_OTLP: o->otlp_url = arg; return 0;
 	default:
 		return parse_flight_num(o, c, arg, err, len);
 	}
@@ -687,10 +693,11 @@ static int check_flight(struct tt_cli *cli, char *err, size_t len)
 
 	if (!o->flight_s) {
 		if (o->trigger || o->trigger_warmup || o->flight_mb || o->flight_margin_ms != UINT_MAX ||
-		    o->max_captures_per_min || o->max_disk_mb) {
+		    o->max_captures_per_min || o->max_disk_mb || o->otlp_url) {
 			snprintf(err, len, "--trigger, --trigger-warmup, --flight-mb, --flight-margin-ms, "
-				 "--max-captures-per-min and --max-disk-mb go with --flight-recorder "
-				 "SECONDS");
+				 "--max-captures-per-min, --max-disk-mb and --otlp go with "
+				 "--flight-recorder SECONDS (a whole run: python3 -m analyze export otlp "
+				 "OUT)");
 			return -EINVAL;
 		}
 		return 0;
@@ -703,6 +710,11 @@ static int check_flight(struct tt_cli *cli, char *err, size_t len)
 	}
 	if (o->aggregate && !o->listen) {
 		snprintf(err, len, "--flight-recorder keeps records: it does not go with --aggregate");
+		return -EINVAL;
+	}
+	if (o->otlp_url && strncmp(o->otlp_url, "http://", 7) && strncmp(o->otlp_url, "https://", 8)) {
+		snprintf(err, len, "--otlp %s: give an OTLP/HTTP traces URL, e.g. "
+			 "http://127.0.0.1:4318/v1/traces", o->otlp_url);
 		return -EINVAL;
 	}
 	o->aggregate = false; /* --listen serves the recorder's own metrics */

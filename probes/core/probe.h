@@ -75,6 +75,7 @@ struct tt_opts {
 	unsigned flight_margin_ms;
 	unsigned max_captures_per_min;
 	unsigned max_disk_mb;
+	const char *otlp_url; /* --otlp: each capture's slow requests sent there (flight_export.h) */
 	struct tt_debug {     /* --debug: alternative code paths (tests, old kernels) */
 		int hook;             /* enum tt_hook (features.h) forced, or -1 */
 		const char *btf;      /* kernel BTF file (NULL: /sys/kernel/btf/vmlinux) */

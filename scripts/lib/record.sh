@@ -41,6 +41,7 @@ tailtrace_args() {
 	if [ -n "$FLIGHT" ]; then
 		TT_ARGS+=(--flight-recorder "$FLIGHT")
 		[ -z "$TRIGGER" ] || TT_ARGS+=(--trigger "$TRIGGER")
+		[ -z "$OTLP" ] || TT_ARGS+=(--otlp "$OTLP")
 		# our workloads mark their requests: httpload's USDT probes are the spans
 		[ "${#SPANS[@]}" -gt 0 ] || [ "$MODE" != workload ] ||
 			TT_ARGS+=(--span "usdt:$TT_HTTPLOAD:httpload:request")

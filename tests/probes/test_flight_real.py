@@ -186,6 +186,146 @@ def test_a_recorder_that_falls_behind_still_captures_each_slot(tmp_path):
         assert sum(w0 <= b and a <= w1 for w0, w1 in windows) == 1, (slow, windows)
 
 
+def stop_calls(target, n: int, every_s: float) -> list[int]:
+    """Stop span_target n times for 100 ms, every_s apart: n slow calls. Their CLOCK_MONOTONIC
+    times."""
+    t = []
+    for _ in range(n):
+        time.sleep(every_s)
+        t.append(time.monotonic_ns())
+        os.kill(target.pid, signal.SIGSTOP)
+        time.sleep(0.1)
+        os.kill(target.pid, signal.SIGCONT)
+    return t
+
+
+def slow_call_recorder(out: Path, target, *extra: str) -> subprocess.Popen:
+    """A recorder of a 3 s window on span_target's calls, triggered by those over 50 ms; once
+    it has attached."""
+    tt = subprocess.Popen([str(TAILTRACE), "--out", str(out), "--flight-recorder", "3",
+                           "--trigger", "latency>50ms", "--max-captures-per-min", "60", *extra,
+                           "--span", f"{SPAN_TARGET}:tt_span_work", "--pid", str(target.pid)],
+                          stderr=subprocess.PIPE, bufsize=0)
+    try:
+        read_line(tt.stderr, "attached to PID", 60)
+    except BaseException:
+        tt.kill()
+        target.kill()
+        raise
+    return tt
+
+
+def recorder_stop(tt: subprocess.Popen, target) -> str:
+    """SIGINT to the recorder, then the target goes; the recorder's stderr (exit status 0)."""
+    tt.send_signal(signal.SIGINT)
+    _, err = tt.communicate(timeout=120)
+    target.kill()
+    target.wait()
+    assert tt.returncode == 0, err
+    return err.decode()
+
+
+def test_a_captures_spans_are_at_the_requests_wall_time(tmp_path):
+    """A capture taken 6 s into a recorder of a 3 s window: the OTLP span of its slow call
+    (span_target stopped 100 ms in a 10 ms call) starts at the call's start in Unix time as the
+    test's own clocks convert it, within 1 ms, not at the recorder's start plus the call's
+    monotonic time since the capture's window began (3 s early)."""
+    target = subprocess.Popen([str(SPAN_TARGET), "work", "1500", "10000"])
+    out = tmp_path / "rec"
+    tt = slow_call_recorder(out, target)
+    try:
+        t_stop = stop_calls(target, 1, 6.0)[0]
+        to_wall_ns = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
+        time.sleep(2.0)
+    finally:
+        recorder_stop(tt, target)
+    from analyze import pipeline
+    from analyze.render import otlp
+    from otlp_receiver import Receiver, attrs
+    rx = Receiver()
+    try:
+        pipeline.build_captures(out, plots=False, otlp=rx.url)
+    finally:
+        rx.close()
+    # the capture whose window holds the stop, and its stopped call (on a loaded machine
+    # another slow call may have made a capture too)
+    caps = [out / json.loads(line)["dir"] for line in
+            (out / "captures.jsonl").read_text().splitlines()]
+    cap = [c for c in caps if (lambda w: w["t0_ns"] <= t_stop <= w["t1_ns"])(
+        json.loads((c / "meta.json").read_text())["capture"])]
+    assert len(cap) == 1, caps
+    run = pipeline.load_run(cap[0])
+    a = pipeline.analyse(run)
+    calls = otlp.df_request_spans(run, a["decomp"], a["segments"])
+    calls = calls[(calls["t_enqueue_ns"] <= t_stop) & (calls["t_end_ns"] >= t_stop)]
+    assert len(calls) == 1, calls
+    call = calls.iloc[0]
+    stopped = [sp for _, sp in rx.spans() if sp.trace_id == call["trace_id"]
+               and not sp.parent_span_id]
+    assert len(stopped) == 1, [attrs(sp.attributes) for _, sp in rx.spans()]
+    sp = stopped[0]
+    assert sp.end_time_unix_nano - sp.start_time_unix_nano >= 100_000_000
+    assert abs(sp.start_time_unix_nano - (call["t_enqueue_ns"] + to_wall_ns)) < 1_000_000, \
+        (sp.start_time_unix_nano - (call["t_enqueue_ns"] + to_wall_ns)) / 1e9
+
+
+def test_otlp_sends_each_capture_while_the_recorder_runs(tmp_path):
+    """--otlp: three slow calls 3 s apart; each capture's slow call reaches the OTLP endpoint,
+    explained (its parts, its cause), within 15 s of the capture's line in captures.jsonl and
+    while the recorder still runs."""
+    from otlp_receiver import Receiver, attrs
+    rx = Receiver()
+    target = subprocess.Popen([str(SPAN_TARGET), "work", "3000", "10000"])
+    out = tmp_path / "rec"
+    tt = slow_call_recorder(out, target, "--otlp", rx.url)
+    arrived = {}
+    try:
+        stops = stop_calls(target, 3, 3.0)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and len(arrived) < len(stops):
+            for _, sp in rx.spans():
+                a = attrs(sp.attributes)
+                if not sp.parent_span_id and a.get("tailtrace.latency_ns", 0) >= 100_000_000:
+                    arrived.setdefault(sp.trace_id, (time.monotonic(), a))
+            time.sleep(0.1)
+        running = tt.poll() is None
+    finally:
+        err = recorder_stop(tt, target)
+        rx.close()
+    assert running and len(arrived) == 3, (arrived, err)
+    for _, a in arrived.values():
+        parts = sum(v for k, v in a.items() if k.endswith("_ns") and k[10:-3] in
+                    ("queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "throttled",
+                     "lock_wait", "io_wait", "sleep", "blocked"))
+        assert parts > 0 and a["tailtrace.cause"] and a["tailtrace.check"] == "ok", a
+    c = json.loads((out / "otlp.json").read_text())
+    assert c["finished"] and c["dropped_spans"] == 0 and c["captures"] >= 3, c
+    assert c["sent_spans"] == len([1 for _ in rx.spans()])
+
+
+def test_otlp_to_an_endpoint_that_is_down_loses_no_capture(tmp_path):
+    """--otlp where nothing listens: the recorder records and writes every capture as without
+    it; the spans it could not send are counted in otlp.json and in one line at its end."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1/traces"
+    target = subprocess.Popen([str(SPAN_TARGET), "work", "3000", "10000"])
+    out = tmp_path / "rec"
+    tt = slow_call_recorder(out, target, "--otlp", url)
+    try:
+        stops = stop_calls(target, 2, 3.0)
+        time.sleep(3.0)
+    finally:
+        err = recorder_stop(tt, target)
+    fl = json.loads((out / "meta.json").read_text())["flight"]
+    assert fl["captures"] >= len(stops) and fl["failed"] == 0, fl
+    caps = (out / "captures.jsonl").read_text().splitlines()
+    assert all((out / json.loads(line)["dir"] / "meta.json").exists() for line in caps)
+    c = json.loads((out / "otlp.json").read_text())
+    assert c["finished"] and c["sent_spans"] == 0 and c["dropped_spans"] >= len(stops), c
+    assert f"OTLP endpoint {url} refused the spans" in c["last_error"]
+    assert "tailtrace: --otlp: not every capture's spans were sent" in err, err
+
+
 def test_bad_flight_settings_are_refused_before_anything_runs(tmp_path):
     cases = [
         (["--flight-recorder", "30", "--trigger", "p100", "--span", USDT],
@@ -197,10 +337,19 @@ def test_bad_flight_settings_are_refused_before_anything_runs(tmp_path):
         (["--flight-recorder", "30"], "give --span"),
         (["--flight-recorder", "30", "--aggregate", "--span", USDT], "does not go with --aggregate"),
         (["--flight-recorder", "30", "--flight-mb", "99999999", "--span", USDT], "--flight-mb"),
+        (["--otlp", "http://127.0.0.1:4318/v1/traces", "--span", USDT],
+         "go with --flight-recorder"),
+        (["--flight-recorder", "30", "--otlp", "127.0.0.1:4318", "--span", USDT],
+         "give an OTLP/HTTP traces URL"),
+        (["--flight-recorder", "30", "--otlp", "http://127.0.0.1:4318/v1/traces", "--span",
+          USDT, "ENV=/nonexistent"], "TAILTRACE_ANALYZE_DIR=/nonexistent holds no"),
     ]
     for args, needle in cases:
+        env = dict(os.environ)
+        if args[-1].startswith("ENV="):
+            env["TAILTRACE_ANALYZE_DIR"] = args.pop()[4:]
         p = subprocess.run([str(TAILTRACE), "--out", str(tmp_path / "x"), *args, "--", "true"],
-                           capture_output=True, text=True, timeout=30)
+                           capture_output=True, text=True, timeout=30, env=env)
         err = expect_error(p, needle)
         assert err.count("\n") == 0, err   # one line
 
