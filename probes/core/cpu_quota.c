@@ -67,6 +67,16 @@ static bool process_cgroup(int pid, int version, char *path, size_t len)
 	return found;
 }
 
+bool cpu_cgroup_path(int pid, char *path, size_t len)
+{
+	char mnt[512];
+
+	/* a controller is bound to one hierarchy: where a v1 one has cpu, v2 has not */
+	if (hierarchy_mount(1, mnt, sizeof(mnt)) && process_cgroup(pid, 1, path, len))
+		return true;
+	return hierarchy_mount(2, mnt, sizeof(mnt)) && process_cgroup(pid, 2, path, len);
+}
+
 /* The quota of directory dir: false if it has none (unlimited, or no cpu controller). */
 static bool read_quota(const char *dir, int version, int64_t *quota_us, int64_t *period_us)
 {

@@ -39,6 +39,10 @@ struct cpu_quotas {
 void cpu_quotas_note(struct cpu_quotas *qs, int pid, int at);
 /* Is pid's cgroup, or an ancestor, under a CPU quota now? */
 bool cpu_quota_over(int pid);
+/* pid's cgroup as its CPU controller sees it: its path in the v1 hierarchy with the cpu
+ * controller where one is mounted (a hybrid host's v2 hierarchy has no cpu then), else its
+ * v2 path; false if neither. */
+bool cpu_cgroup_path(int pid, char *path, size_t len);
 /* Read every noted quota's cpu.stat again as the run's end (also of groups
  * whose processes are gone): when the records stop being read. */
 void cpu_quotas_end(struct cpu_quotas *qs);

@@ -19,6 +19,7 @@
 #include "export/exporter_antagonists.h"
 #include "export/exposition.h"
 #include "export/http_serve.h"
+#include "core/cpu_quota.h"
 #include "core/target.h"
 #include "sched/wait_reason.h"
 #include <grow.h>
@@ -218,7 +219,8 @@ static void series_init(struct exporter *ex, struct series *s, uint32_t pid)
 	s->used = true;
 	s->pid = pid;
 	target_proc_line((int)pid, "comm", "", s->comm, sizeof(s->comm));
-	target_proc_line((int)pid, "cgroup", "0::", s->cgroup, sizeof(s->cgroup)); /* cgroup v2 */
+	if (!cpu_cgroup_path((int)pid, s->cgroup, sizeof(s->cgroup)))
+		s->cgroup[0] = '\0';
 	if (!s->comm[0] && ex->src.tasks &&
 	    !bpf_map__lookup_elem(ex->src.tasks, &pid, sizeof(pid), &t, sizeof(t), 0))
 		snprintf(s->comm, sizeof(s->comm), "%s", t.comm);

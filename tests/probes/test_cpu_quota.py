@@ -136,3 +136,5 @@ def test_the_exporter_serves_each_process_s_throttled_time(tmp_path):
     assert abs(total_s * 1e9 - kernel_ns) <= 0.15 * kernel_ns, (total_s, kernel_ns, labels)
     assert count >= 15, count
     assert "# TYPE tailtrace_throttled_seconds histogram" in text
+    # the series names the group its CPU limit comes from, on cgroup v1 as on v2
+    assert labels["cgroup"] == g.path, (labels, g.path)
