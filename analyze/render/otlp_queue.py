@@ -21,6 +21,7 @@ from .otlp import post_once, refusal
 
 QUEUE_BATCHES = 256                   # ~256,000 spans at otlp.BATCH_SPANS a batch
 LIVE_RETRY_S = (0.5, 1.0, 2.0, 4.0, 8.0)
+STOPPED = "not sent before the exporter stopped"
 
 
 class SpanQueue:
@@ -62,13 +63,16 @@ class SpanQueue:
         with self._cv:
             while self._q:
                 _, n = self._q.popleft()
-                self._drop(n, "not sent before the exporter stopped")
+                self._drop(n, STOPPED)
         return self.counts()
 
     def _drop(self, spans: int, why: str) -> None:
+        """Count a batch dropped; why becomes last_error, except that a drop at the stop
+        leaves the endpoint's own refusal there (what to fix)."""
         self._c["dropped_batches"] += 1
         self._c["dropped_spans"] += spans
-        self._c["last_error"] = why
+        if why != STOPPED or not self._c["last_error"]:
+            self._c["last_error"] = why
 
     def _run(self) -> None:
         while True:
@@ -91,7 +95,7 @@ class SpanQueue:
         why = ""
         for i in range(len(self.retry_s) + 1):
             if self._stop.is_set():
-                return False, why or "not sent before the exporter stopped"
+                return False, why or STOPPED
             sent, again, why = post_once(self.endpoint, body, self.timeout_s)
             if sent:
                 return True, ""
