@@ -114,3 +114,17 @@ def clipped_sum(t0: np.ndarray, t1: np.ndarray, lo: int, hi: int) -> int:
     a = np.clip(t0.astype(np.int64), lo, hi)
     b = np.clip(t1.astype(np.int64), lo, hi)
     return int((b - a).sum())
+
+
+def stolen_ns(cpu: int) -> int:
+    """The time the hypervisor has taken from CPU cpu so far (/proc/stat's steal, in
+    USER_HZ ticks), in ns, plus one tick for the counter's granularity. A thread's CPU clock
+    leaves it out where the kernel accounts steal (CONFIG_PARAVIRT_TIME_ACCOUNTING) while the
+    scheduler's switches, and so tailtrace's on-CPU time, take it in: an oracle that compares
+    the two allows the steal between two reads."""
+    tick_ns = 10**9 // os.sysconf("SC_CLK_TCK")
+    for line in Path("/proc/stat").read_text().splitlines():
+        f = line.split()
+        if f[0] == f"cpu{cpu}":
+            return int(f[8]) * tick_ns + tick_ns
+    return 0
