@@ -43,12 +43,10 @@ import numpy as np
 import pandas as pd
 
 from .handoff import follow_handoffs
-from .states import STATE_PARTS, blocked_all, overlaps_gap, thread_states
+from .states import CLOSE_TOL, STATE_PARTS, blocked_all, overlaps_gap, thread_states
 
 PARTS = ["queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "throttled", "lock_wait", "io_wait",
          "sleep", "blocked"]
-# the parts that split blocked time by wait reason (waits.REASONS), "other" stays blocked
-CLOSE_TOL = 0.01  # closure_err at or below this: the request "closes"
 
 
 CHECKS = ["ok", "overlap", "outside", "thread", "window", "gap", "no_switches"]

@@ -19,9 +19,13 @@ A wait [t0, t1] of T inside the request is a handoff when
   - T and W wake each other in the run (T hands W work, W hands the result back).
 A mutex wait stays lock wait: it is contention for a lock, not the request's work elsewhere
 (critpath.py follows it to its holder), and so are the waits between threads that wake each
-other one way only (a ring, a pipeline stage handing on). Where W's states over the wait are
-unknown (an edge of W the kernel never reported: a gap), the wait stays T's, its time is
-counted in handoff_unknown_ns, and decompose checks the request "gap" (its parts unknown).
+other one way only (a ring, a pipeline stage handing on), and a wait for no recorded reason
+whose waker the kernel could only guess (waker_ctx task_guess, before 5.11: most likely an
+interrupt that ran over W, ending a page fault's or a disk's read). Where W's states over the
+wait are unknown (an edge of W the kernel never reported: a gap), the wait stays T's, its time
+is counted in handoff_unknown_ns, and decompose checks the request "gap" (its parts unknown).
+Where W's states over it do not add up to it (W made inside it, runnable from its birth with
+no switch-out to bound that), the wait stays T's and the request's parts still add up.
 
 df_handoffs(run, decomp) -> the segments followed: request (the decomposition's row), hop
 (1: a wait of the request's thread, 2: of the thread that ended it, ...), tid (the thread
@@ -37,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from ..load.load import WAKER_BLAMES_TASK, fold_comm, thread_names
-from .states import STATE_PARTS, overlaps_gap, thread_states
+from .states import CLOSE_TOL, STATE_PARTS, overlaps_gap, thread_states
 from .order import Lookup, unique_of
 from .waits import FUTEX_CMD_MASK, FUTEX_WAIT, REASONS, switch_fields, wait_core
 
@@ -126,7 +130,12 @@ def _handoff_waits(run, pairs: _Pairs) -> np.ndarray:
     reason = w["reason"].cat.codes.to_numpy()[rows]
     futex = (reason == REASONS.index("lock")) & \
         ((f["wait_aux"].astype(np.int64) & FUTEX_CMD_MASK) != FUTEX_WAIT)
-    keep = (np.isin(reason, _FOLLOWED) | futex) & (w["waker_pid"].to_numpy()[rows] == f["pid"])
+    # a wait for no recorded reason (a page fault's read, a disk's) that an interrupt most
+    # likely ended, on a kernel that names the task it ran over (task_guess), is no handoff
+    guessed = (w["waker_ctx"].to_numpy()[rows] == "task_guess") & \
+        (reason == REASONS.index("other"))
+    keep = ((np.isin(reason, _FOLLOWED) & ~guessed) | futex) & \
+        (w["waker_pid"].to_numpy()[rows] == f["pid"])
     return rows[keep]
 
 
@@ -233,9 +242,13 @@ def follow_handoffs(run, decomp: pd.DataFrame) -> pd.DataFrame:
     unknown = _with_parents_unknown(seg, unknown)
     lost = unknown & (seg["hop"].to_numpy() == 1)
     np.add.at(decomp["handoff_unknown_ns"].to_numpy(), r[lost], (b - a)[lost])
+    # nor one whose thread's states over it do not add up to it (a thread made inside it,
+    # runnable from its birth with no switch-out yet): the time stays the waiting thread's
+    dst = thread_states(run, to, a, b)
+    unknown |= _with_parents_unknown(seg, dst["closure_err"].to_numpy() > CLOSE_TOL)
     f = ~unknown
     src = thread_states(run, frm[f], a[f], b[f])
-    dst = thread_states(run, to[f], a[f], b[f])
+    dst = dst[f]
     for c in STATE_PARTS:
         delta = np.nan_to_num(dst[c].to_numpy()) - np.nan_to_num(src[c].to_numpy())
         col = decomp[c].to_numpy(np.float64).copy()

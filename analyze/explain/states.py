@@ -25,6 +25,7 @@ REASON_PARTS = {"lock": "lock_wait", "io": "io_wait", "sleep": "sleep"}
 STATE_PARTS = ["oncpu_ns", "runq_wakeup_ns", "runq_preempt_ns", "throttled_ns", "lock_wait_ns",
                "io_wait_ns", "sleep_ns", "blocked_ns"]
 STATE_COLS = STATE_PARTS + ["offcpu_ns", "overlap_ns", "outside_ns", "closure_err"]
+CLOSE_TOL = 0.01  # closure_err at or below this: the window's parts add up to it ("closes")
 
 
 _EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64))
