@@ -6,6 +6,8 @@
  *                               tasks[prev] created / comm refreshed
  *   sched_switch, next          off[next] -> one struct tt_switch (or a histogram slot)
  *   sched_migrate_task          tasks[p].migrations++ (--aggregate: migrate_hist)
+ *   sched_switch, prev dead     tasks[prev] sent to the loader and deleted
+ *                               (retire_tasks: the map holds live threads)
  *
  * prev is the current task at sched_switch, so its kernel and user stacks are
  * taken there (blocked switch-outs only: a preempted thread's time is run-queue
@@ -68,6 +70,7 @@ const volatile bool want_reason = true;  /* wait reasons (user_regs.bpf.h) */
 const volatile bool with_runq = false;   /* do runq's switch work too (runq_switch.bpf.h) */
 const volatile bool shared_clock = true; /* runq's own switch program runs too: one time for both */
 const volatile __u32 skip_steps = 0;     /* enum sched_skip (--debug skip=STEP): benchmarks only */
+const volatile bool retire_tasks = false; /* an exited thread's tasks entry goes to the loader */
 
 #include "sched/runq_switch.bpf.h"
 #include "sched/sched_map_full.bpf.h"
@@ -152,6 +155,20 @@ static __always_inline void task_ns_ids(struct tt_task *t)
 
 	t->ns_tid = ns_id_of(BPF_CORE_READ(cur, thread_pid));
 	t->ns_pid = ns_id_of(BPF_CORE_READ(cur, group_leader, thread_pid));
+}
+
+/* A thread's last switch-out: its tasks entry sent on switch_rb (a record of its
+ * own size, sched.c) and deleted, so the map holds the live threads however many
+ * come and go. A full ring keeps the entry: read at the end, as before. */
+static __always_inline void task_retire(__u32 tid)
+{
+	struct tt_task *t = bpf_map_lookup_elem(&tasks, &tid), *m;
+
+	if (!t || !(m = bpf_ringbuf_reserve(&switch_rb, sizeof(*m), 0)))
+		return;
+	__builtin_memcpy(m, t, sizeof(*m));
+	bpf_ringbuf_submit(m, tt_rb_flags(&switch_rb, rb_wakeup_bytes, sizeof(*m)));
+	bpf_map_delete_elem(&tasks, &tid);
 }
 
 static __always_inline struct tt_task *task_get(__u32 tid, __u32 pid)
@@ -487,6 +504,8 @@ static __always_inline void on_switch_out(void *ctx, bool btf, struct sched_off 
 		s->task_seen = 1;
 	}
 	if (dead) { /* its last switch-out: no interval will close */
+		if (retire_tasks && !hist_by_process)
+			task_retire(tid);
 		if (btf) /* task storage goes with the task */
 			s->t_off_ns = 0;
 		else

@@ -24,6 +24,7 @@
 #include "core/filter.h"
 #include "flight/flight_store.h"
 #include "sched/copied_stacks.h"
+#include "sched/retired_tasks.h"
 #include "sched/offcpu.h"
 #include "core/registry.h"
 #include "sched/runq_part.h"
@@ -51,6 +52,8 @@ struct sched_state {
 	struct copied_stacks *copies; /* --user-stacks dwarf: the copies, unwound */
 	uint64_t watch_next_ns, watch_every_ns; /* the targets' maps read for the copies */
 	struct wait_names *names;     /* the futex words waited on (NULL: not recorded) */
+	struct retired_tasks *retired; /* the threads that exited (NULL: kept in the map) */
+	uint64_t retired_keep_ns;     /* the flight recorder: how long they are kept (0: all) */
 };
 
 #define SYSCALL_FUTEX 202 /* x86-64 */
@@ -66,13 +69,37 @@ static void stack_maps(struct sched_bpf *s, struct bpf_map *out[SCHED_STACK_MAPS
 	out[5] = s->maps.stacks1_spill2;
 }
 
+_Static_assert(sizeof(struct tt_task) < sizeof(struct tt_switch),
+	       "switch_rb's records are told apart by their size");
+
+/* An exited thread's tasks entry (sched.bpf.c task_retire), kept for tasks.bin. */
+static int sched_retire(struct sched_state *st, const struct tt_task *t)
+{
+	uint64_t now_ns = tt_now_ns();
+	int err = retired_tasks_add(st->retired, t, now_ns);
+
+	if (st->retired_keep_ns && now_ns > st->retired_keep_ns)
+		retired_tasks_forget_before(st->retired, now_ns - st->retired_keep_ns);
+	return err;
+}
+
 /* A struct tt_switch, or a struct sched_in_msg: a switch record and the run-queue
- * record of the same switch-in, the latter written by the runq part. */
+ * record of the same switch-in, the latter written by the runq part; or a
+ * struct tt_task, a thread that exited. */
 static int sched_sample(void *ctx, void *data, size_t size)
 {
 	struct sched_state *st = ctx;
 	int err;
 
+	if (size == sizeof(struct tt_task)) {
+		struct tt_task t;
+
+		memcpy(&t, data, sizeof(t));
+		err = sched_retire(st, &t);
+		if (err && !st->write_err)
+			st->write_err = err;
+		return 0;
+	}
 	if (size < sizeof(struct tt_switch))
 		return 0;
 	probe_write(st->out, data, &st->write_err);
@@ -155,6 +182,11 @@ static int size_user_stacks(struct sched_bpf *s, const struct tt_opts *o)
 					(__u32)(bytes > (8ul << 20) ? 8ul << 20 : bytes));
 }
 
+static bool records_wanted(const struct tt_opts *o)
+{
+	return !o->aggregate && (o->events & (TT_EV_SWITCH | TT_EV_OFFCPU));
+}
+
 static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 {
 	const struct tt_opts *o = ctx->opts;
@@ -179,6 +211,7 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	s->rodata->min_offcpu_ns = o->min_offcpu_us * 1000;
 	s->rodata->kstack_reuse = !o->debug.exact_stacks;
 	s->rodata->skip_steps = o->debug.skip_steps;
+	s->rodata->retire_tasks = records_wanted(o); /* switch_rb is read then */
 	s->rodata->user_regs_how = (__u8)features_user_regs(&thread_size);
 	s->rodata->kernel_thread_size = thread_size;
 	s->rodata->want_reason = s->rodata->user_regs_how != FEATURES_REGS_NONE;
@@ -213,11 +246,6 @@ static int sched_open(struct tt_ctx *ctx, struct sched_state *st)
 	return err;
 }
 
-static bool records_wanted(const struct tt_opts *o)
-{
-	return !o->aggregate && (o->events & (TT_EV_SWITCH | TT_EV_OFFCPU));
-}
-
 static int sched_setup(struct tt_ctx *ctx, void **state)
 {
 	const struct tt_opts *o = ctx->opts;
@@ -245,6 +273,10 @@ static int sched_setup(struct tt_ctx *ctx, void **state)
 		if ((o->events & TT_EV_OFFCPU) && !ctx->flight &&
 		    (!(st->acc = offcpu_new()) || !(st->names = wait_names_new())))
 			return -ENOMEM;
+		if (!(st->retired = retired_tasks_new()))
+			return -ENOMEM;
+		/* the recorder keeps the threads its windows can still reach */
+		st->retired_keep_ns = ctx->flight ? (uint64_t)((2 * o->flight_s + 60) * 1e9) : 0;
 		err = probe_add_ringbuf(ctx, st->skel->maps.switch_rb, sched_sample, st);
 		if (!err && st->skel->rodata->ustack_copy_bytes) {
 			st->copies = copied_stacks_new(bpf_map__fd(st->skel->maps.ustack_paths),
@@ -265,32 +297,29 @@ static int sched_setup(struct tt_ctx *ctx, void **state)
 	return err;
 }
 
-static int cmp_task(const void *a, const void *b)
-{
-	const struct tt_task *x = a, *y = b;
-
-	return x->tid < y->tid ? -1 : x->tid > y->tid;
-}
-
-/* Every thread in the tasks map, sorted by tid. */
-static int tasks_read(struct sched_state *st, struct tt_task **out, size_t *n)
+/* Every thread: those that exited at or after since_ns (retired), then the live
+ * ones in the tasks map; sorted by tid, one row each (a reused tid: its thread
+ * now). */
+static int tasks_read(struct sched_state *st, uint64_t since_ns, struct tt_task **out, size_t *n)
 {
 	int fd = bpf_map__fd(st->skel->maps.tasks);
-	size_t cap = bpf_map__max_entries(st->skel->maps.tasks), cnt = 0;
-	struct tt_task *v = calloc(cap, sizeof(*v));
+	size_t live = bpf_map__max_entries(st->skel->maps.tasks);
+	size_t gone = st->retired ? retired_tasks_count(st->retired) : 0, cnt = 0;
+	struct tt_task *v = calloc(live + gone + 1, sizeof(*v));
 	__u32 key, next, *prev = NULL;
 
 	if (!v)
 		return -ENOMEM;
-	while (cnt < cap && bpf_map_get_next_key(fd, prev, &next) == 0) {
+	if (gone)
+		cnt = retired_tasks_copy(st->retired, since_ns, v, gone);
+	while (cnt < live + gone && bpf_map_get_next_key(fd, prev, &next) == 0) {
 		if (bpf_map_lookup_elem(fd, &next, &v[cnt]) == 0)
 			cnt++;
 		key = next;
 		prev = &key;
 	}
-	qsort(v, cnt, sizeof(*v), cmp_task);
 	*out = v;
-	*n = cnt;
+	*n = tasks_sort_unique(v, cnt);
 	return 0;
 }
 
@@ -382,7 +411,7 @@ static int sched_finish(struct tt_ctx *ctx, void *state)
 
 	/* switches.bin failed (disk full): still try the small side files below,
 	 * the thread names and stacks make what was recorded readable */
-	err = tasks_read(st, &tasks, &ntasks);
+	err = tasks_read(st, 0, &tasks, &ntasks);
 	for (size_t i = 0; !err && i < ntasks; i++)
 		aggregate_note_task(tasks[i].tid, tasks[i].pid, tasks[i].comm);
 	if (!err && !st->aggregate && !ctx->flight) /* the recorder: each capture has its own */
@@ -427,7 +456,7 @@ static int sched_capture(struct tt_ctx *ctx, void *state, const struct tt_captur
 	struct offcpu_acc *acc = NULL;
 	struct tt_task *tasks = NULL;
 	size_t ntasks = 0;
-	int err = tasks_read(st, &tasks, &ntasks);
+	int err = tasks_read(st, cap->t0_ns, &tasks, &ntasks);
 
 	err = err ?: tasks_write(cap->dir, st, tasks, ntasks);
 	if (!err && (err = runq_part_capture(ctx, &st->rq, st->skel, cap))) {
@@ -522,6 +551,7 @@ static void sched_destroy(void *state)
 	offcpu_free(st->acc);
 	copied_stacks_free(st->copies);
 	wait_names_free(st->names);
+	retired_tasks_free(st->retired);
 	ksyms_free(st->ksyms);
 	free(st);
 }
@@ -585,6 +615,9 @@ static void sched_meta(void *state, FILE *f)
 	runq_part_meta(&st->rq, st->skel, f);
 	stack_epochs_meta(&st->epochs, "offcpu_stack_epochs", f);
 	stack_cache_meta(st->skel, f);
+	if (st->retired) /* exited threads sent from the tasks map, which holds the live ones */
+		fprintf(f, "  \"tasks_retired\": %llu,\n",
+			(unsigned long long)retired_tasks_added(st->retired));
 	const struct bpf_map *c = st->skel->maps.sched_counters;
 
 	if (st->copies)

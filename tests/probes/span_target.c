@@ -29,10 +29,11 @@
  *                           each sleeps SLEEP_US, then spins until the thread has used
  *                           CPU_US of CPU time (a request that sleeps, then computes:
  *                           under a CPU quota its computing waits out throttles).
- *   span_target many N M    N threads, each inside one call of tt_span_hold(i) until all
+ *   span_target many N M... N threads, each inside one call of tt_span_hold(i) until all
  *                           N are in (N spans open at once), then all return and exit;
- *                           then M threads the same way. Prints held=N and held=M
- *                           once each wave's threads have returned.
+ *                           then M threads the same way, and so on for each number
+ *                           given. Prints held=N, held=M, ... once each wave's threads
+ *                           have returned.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -282,8 +283,12 @@ int main(int argc, char **argv)
 		printf("served=%ld\n", n);
 		return 0;
 	}
-	if (argc == 4 && !strcmp(argv[1], "many"))
-		return run_many(atol(argv[2])) || run_many(atol(argv[3]));
+	if (argc >= 3 && !strcmp(argv[1], "many")) {
+		for (int i = 2; i < argc; i++)
+			if (run_many(atol(argv[i])))
+				return 1;
+		return 0;
+	}
 	if (argc == 3 && !strcmp(argv[1], "fork")) {
 		run_forks(atol(argv[2]));
 		return 0;
@@ -292,7 +297,7 @@ int main(int argc, char **argv)
 		printf("recurse=%ld\n", tt_span_recurse(atol(argv[2])));
 		return 0;
 	}
-	fprintf(stderr, "usage: span_target work N SLEEP_US | once N SLEEP_US BAD | spin N US | serve N SLEEP_US CPU_US | recurse DEPTH | jump N | "
+	fprintf(stderr, "usage: span_target work N SLEEP_US | once N SLEEP_US BAD | spin N US | serve N SLEEP_US CPU_US | many N M... | recurse DEPTH | jump N | "
 		"fork N | overlap N\n");
 	return 2;
 }

@@ -15,11 +15,12 @@ unmatched = the kernel's count.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tt_run import helper, intervals, json_lines, meta, needs_root, records, tailtrace
+from tt_run import HELPERS, helper, intervals, json_lines, meta, needs_root, records, tailtrace
 
 pytestmark = needs_root
 N, USEC = 1000, 100
@@ -95,6 +96,36 @@ def test_tasks_bin_names_the_thread(run):
     row = tasks[tasks["tid"] == tid]
     assert len(row) == 1
     assert row["comm"][0].decode() == "tt-sleeper"
+
+
+@pytest.mark.serial   # 80,000 threads, pid_max raised for them
+def test_exited_threads_leave_the_tasks_map_and_keep_their_rows(tmp_path):
+    """tests/probes/span_target.c `many`, four waves of 20,000 threads, each starting,
+    blocking once and exiting: 80,000 threads, more than the tasks map's 65,536 entries. Each
+    thread's entry leaves the map at its exit for the loader (sched.bpf.c task_retire), so
+    none is refused and tasks.bin has a row for every thread that switched (switches.bin's
+    tids), named."""
+    pid_max = Path("/proc/sys/kernel/pid_max")
+    before = pid_max.read_text()
+    pid_max.write_text("4194304")        # 80,000 tids without wrapping (32,768 here)
+    try:
+        p = tailtrace(tmp_path, "--events", "switch", "--",
+                      str(HELPERS / "span_target"), "many", *["20000"] * 4, timeout=300)
+    finally:
+        pid_max.write_text(before)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["held=20000"] * 4
+    m = meta(tmp_path)
+    assert m["map_full"]["tasks"] == {"refused": 0, "entries": 65536}, m["map_full"]
+    assert m["tasks_retired"] >= 80000, m["tasks_retired"]
+    pid = m["target"]["pid"]
+    tasks, sw = records(tmp_path, "task"), records(tmp_path, "switch")
+    mine = tasks[tasks["pid"] == pid]
+    assert len(np.unique(mine["tid"])) == len(mine)
+    switched = np.unique(sw["tid"][sw["pid"] == pid])
+    assert len(switched) > 65536, len(switched)
+    assert np.isin(switched, mine["tid"]).all(), np.setdiff1d(switched, mine["tid"])[:10]
+    assert (mine["comm"] != b"").all()
 
 
 def test_offcpu_stacks_and_folded(run):
