@@ -191,8 +191,10 @@ def _export(args) -> int:
 
     n = export_run(args.run_dir, endpoint=args.endpoint, file=args.file, service=args.service)
     where = args.file or args.endpoint or DEFAULT_ENDPOINT
+    joined = (f"; {n['in_callers_traces']:,} in their callers' traces (traceparent)"
+              if n.get("in_callers_traces") else "")
     print(f"exported {n['requests']:,} requests as {n['spans']:,} spans ({n['waits']:,} waits, "
-          f"{n['links']:,} links) in {n['batches']} batches to {where}")
+          f"{n['links']:,} links) in {n['batches']} batches to {where}{joined}")
     return 0
 
 

@@ -45,6 +45,8 @@ static void print_kind(FILE *out, const char *kind, const char *file, int type,
 #define A1_occ(t, n, c) FIELD_JSON(tt_occ, t, n, c)
 #define F1_occupant(t, n) FIELD_JSON(tt_occupant, t, n, 1)
 #define A1_occupant(t, n, c) FIELD_JSON(tt_occupant, t, n, c)
+#define F1_span_context(t, n) FIELD_JSON(tt_span_context, t, n, 1)
+#define A1_span_context(t, n, c) FIELD_JSON(tt_span_context, t, n, c)
 TT_RECORD_KINDS(GEN_FIELDS)
 
 int schema_print(FILE *out)

@@ -13,7 +13,9 @@ stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
             (+ ret, end, goroutine when built from spans: status then holds the same
             raw return value, which is not an HTTP status; end says how the call ended;
             t_enqueue_ns is the span's start, t_start_ns too unless its thread was born
-            during it: then when that thread first ran, start_when_thread_ran)
+            during it: then when that thread first ran, start_when_thread_ran; with
+            span_contexts also trace_id, parent_span_id, trace_flags, trace_context: the
+            caller's trace context, trace_context.df_request_contexts)
   runq:     pid, tid, cpu, waker_tid, waker_pid, kind (categorical wakeup|preempt|wakeup_new),
             waker_ctx (categorical, WAKER_CTXS: the context sched_waking ran in),
             t_runnable_ns, t_run_ns (the runnable time is t_run_ns - t_runnable_ns),
@@ -43,6 +45,8 @@ stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
             OCC_HARDIRQ / OCC_SOFTIRQ and the number in the top 16 bits: an interrupt)
   occupants: pid, tid, comm (str), cgroup_id (uint64), flags, reused (bool): each task named in
             occupancy (traced or not)
+  span_contexts: span_row (the span's row in spans.bin), traceparent (bytes: the header's
+            value as a tcp:PORT request carried it; trace_context.py parses it)
 Beside them, dicts: stacks {(stream, id): frames, leaf first} (stacks.jsonl) and wait_names
 {(pid, futex word): (symbol, offset, object, size)} (wait_names.jsonl: the global variable holding
 each word waited on; explain/known_locks.py).
@@ -60,12 +64,14 @@ import pandas as pd
 from .errors import AnalysisError, CorruptRecordsError, MissingStreamError
 from .heap import heap_trim
 from .schema import SchemaError, load_schema, record_dtype
+from .trace_context import df_request_contexts
 
-STREAMS = ("requests", "runq", "switches", "locks", "spans", "tasks", "occupancy", "occupants")
+STREAMS = ("requests", "runq", "switches", "locks", "spans", "tasks", "occupancy", "occupants",
+           "span_contexts")
 # stream -> (schema record kind, file name, what writes it)
 STREAM_KIND = {"requests": "request", "runq": "runq", "switches": "switch",
                "locks": "lock", "spans": "span", "tasks": "task", "occupancy": "occ",
-               "occupants": "occupant"}
+               "occupants": "occupant", "span_contexts": "span_context"}
 PRODUCER = {
     "requests": "httpload --out RUN_DIR",
     "runq": "tailtrace --events runq --out RUN_DIR",
@@ -75,6 +81,7 @@ PRODUCER = {
     "tasks": "tailtrace --out RUN_DIR (any event set)",
     "occupancy": "tailtrace --events runq,cpu --out RUN_DIR",
     "occupants": "tailtrace --events runq,cpu --out RUN_DIR",
+    "span_contexts": "tailtrace --span tcp:PORT --out RUN_DIR",
 }
 RUNQ_KINDS = ["wakeup", "preempt", "wakeup_new"]  # enum tt_runq_kind order
 # enum tt_waker_ctx order (records.h): who can be blamed for a wakeup
@@ -103,6 +110,7 @@ COLUMNS = {
     "tasks": ["pid", "tid", "comm", "migrations", "role", "ns_pid", "ns_tid"],
     "occupancy": ["cpu", "tid", "pid", "flags", "t_ns"],
     "occupants": ["pid", "tid", "comm", "cgroup_id", "flags", "reused"],
+    "span_contexts": ["span_row", "traceparent"],
 }
 
 
@@ -121,6 +129,7 @@ class Run:
     tasks: pd.DataFrame = None
     occupancy: pd.DataFrame = None
     occupants: pd.DataFrame = None
+    span_contexts: pd.DataFrame = None
     gaps: pd.DataFrame = None
     stacks: dict = field(default_factory=dict)
     wait_names: dict = field(default_factory=dict)  # (pid, futex addr) -> (symbol, offset, object, size)
@@ -154,7 +163,8 @@ PROBE_STREAMS = ("runq", "switches", "locks", "tasks")
 
 STREAM_FILE = {"requests": "requests.bin", "runq": "runq.bin", "switches": "switches.bin",
                "locks": "locks.bin", "spans": "spans.bin", "tasks": "tasks.bin",
-               "occupancy": "occupancy.bin", "occupants": "occupants.bin"}
+               "occupancy": "occupancy.bin", "occupants": "occupants.bin",
+               "span_contexts": "span_contexts.bin"}
 
 
 # ---- raw records -> DataFrames (shared by the loader and test fixtures) ----
@@ -277,6 +287,9 @@ def frame_from_records(stream: str, rec, owned: bool = False) -> pd.DataFrame:
         d = {"pid": _i64(r["pid"]), "tid": _i64(r["tid"]), "comm": _comms(r["comm"]),
              "cgroup_id": np.asarray(r["cgroup_id"]).astype(np.uint64),
              "flags": _i32(r["flags"]), "reused": np.asarray(r["reused"]).astype(bool)}
+    elif stream == "span_contexts":
+        d = {"span_row": _i64(r["span_row"]),
+             "traceparent": [bytes(v) for v in np.asarray(r["traceparent"])]}
     else:
         raise ValueError(f"unknown stream {stream!r}")
     # a column per array, no block consolidation (a 2-D copy of every column: 2.3 s for
@@ -332,13 +345,15 @@ def split_gaps(run) -> pd.DataFrame:
                          "t_from_ns": _i64(g["t_off_ns"]), "t_to_ns": _i64(g["t_on_ns"])})
 
 
-def requests_from_spans(spans: pd.DataFrame) -> pd.DataFrame:
+def requests_from_spans(spans: pd.DataFrame,
+                        contexts: pd.DataFrame | None = None) -> pd.DataFrame:
     """One request per outer span (depth 0): id=row, conn=span_id, ret (and status) = the
     function's raw return register (not an HTTP status), end = how the call ended (a call a
-    C++ exception or a longjmp left is an error), goroutine = its Go goroutine (0: none)."""
+    C++ exception or a longjmp left is an error), goroutine = its Go goroutine (0: none);
+    with contexts (span_contexts), the trace context each carried."""
     outer = spans[spans["depth"] == 0].sort_values("t_start_ns", kind="stable")
     n = len(outer)
-    return pd.DataFrame({
+    req = pd.DataFrame({
         "id": np.arange(n, dtype=np.int64), "conn": outer["span_id"].to_numpy(),
         "tid": outer["tid"].to_numpy(), "pid": outer["pid"].to_numpy(),
         "status": outer["ret"].to_numpy(), "bytes": np.zeros(n, dtype=np.int64),
@@ -347,6 +362,11 @@ def requests_from_spans(spans: pd.DataFrame) -> pd.DataFrame:
         "ret": outer["ret"].to_numpy(), "end": outer["end"].to_numpy(),
         "goroutine": outer["goroutine"].to_numpy(),
     }, columns=COLUMNS["requests"] + ["ret", "end", "goroutine"])
+    if contexts is not None:
+        ctx = df_request_contexts(contexts, outer.index.to_numpy())
+        for c in ctx.columns:
+            req[c] = ctx[c].to_numpy()
+    return req
 
 
 def start_when_thread_ran(req: pd.DataFrame, runq: pd.DataFrame) -> pd.DataFrame:
@@ -371,7 +391,9 @@ def set_request_source(run: Run) -> None:
     if run.has("requests"):
         run.source = "requests"
     elif run.has("spans"):
-        run.requests, run.source = requests_from_spans(run.spans), "spans"
+        run.requests = requests_from_spans(
+            run.spans, run.span_contexts if run.has("span_contexts") else None)
+        run.source = "spans"
         run.requests = start_when_thread_ran(run.requests, run.runq)
     else:
         run.requests, run.source = empty_frame("requests"), "none"

@@ -4,7 +4,9 @@ OTLP/HTTP (protobuf) to a collector, Jaeger or Tempo, or written as OTLP/JSON li
 docs/export.md maps each field.
 
 df_request_spans -> one row per decomposed request: trace_id, span_id (16 and 8 bytes, from
-                    the run and the request: a re-export sends the same ids), t_start_ns,
+                    the run and the request: a re-export sends the same ids; a request that
+                    carried a valid W3C traceparent takes its trace id, and its span id as
+                    parent_span_id: the span sits in the caller's trace), t_start_ns,
                     t_end_ns (the span: enqueue to end, so the parts add up to it), the
                     parts (decompose.PARTS, ns), band, cause (the largest part, in words),
                     antagonist and antagonist_ns (who held the CPU longest while it was
@@ -83,6 +85,8 @@ def df_request_spans(run, decomp: pd.DataFrame, segs: pd.DataFrame | None) -> pd
            .itertuples(index=False)]
     d["trace_id"] = [_id(k, 16) for k in ids]
     d["span_id"] = [_id(k + "/span", 8) for k in ids]
+    d["parent_span_id"] = b""
+    _join_callers(run, d)
     d["band"] = band_of(decomp).reindex(d.index).astype(object).where(lambda s: s.notna(), "")
     d["cause"] = _cause(d)
     names = thread_names(run)
@@ -111,6 +115,22 @@ def df_request_spans(run, decomp: pd.DataFrame, segs: pd.DataFrame | None) -> pd
         d["waker_tid"] = top["waker_tid"].fillna(0).astype(np.int64)
         d["t_wake_ns"] = top["t_end_ns"].fillna(0).astype(np.int64)
     return d
+
+
+def _join_callers(run, d: pd.DataFrame) -> None:
+    """Requests that carried a valid traceparent (a tcp:PORT span's, trace_context.py) join
+    the caller's trace: its trace id, and the caller's span as their parent."""
+    req = run.requests
+    if "trace_context" not in req or not len(d):
+        return
+    ctx = req.set_index("id")[["trace_id", "parent_span_id", "trace_context"]].reindex(d["id"])
+    ok = (ctx["trace_context"] == "ok").to_numpy()
+    if not ok.any():
+        return
+    rows = d.index[ok]
+    d.loc[rows, "trace_id"] = [bytes.fromhex(t) for t in ctx["trace_id"].to_numpy()[ok]]
+    d.loc[rows, "parent_span_id"] = [bytes.fromhex(p)
+                                     for p in ctx["parent_span_id"].to_numpy()[ok]]
 
 
 def _ran_on(names: dict, d: pd.DataFrame) -> list:
@@ -154,7 +174,7 @@ def df_wait_spans(run, spans: pd.DataFrame, segs: pd.DataFrame | None) -> pd.Dat
     s = s[s["root"].isin(own["seg"])]
     names = thread_names(run)
     req_span = spans["span_id"]
-    wait_span = {i: _id(f"{spans.at[r, 'trace_id'].hex()}/wait/{i}", 8)
+    wait_span = {i: _id(f"{spans.at[r, 'span_id'].hex()}/wait/{i}", 8)
                  for i, r in zip(s["seg"], s["request_row"])}
     s["span_id"] = [wait_span[i] for i in s["seg"]]
     s["parent"] = [req_span[r] if dp == 0 else wait_span.get(root, req_span[r])
@@ -243,6 +263,7 @@ def request_batches(run, decomp: pd.DataFrame, segs: pd.DataFrame | None,
         children.setdefault(w.request, []).append(sp)
     for r in spans.itertuples():
         sp = trace_pb2.Span(trace_id=r.trace_id, span_id=r.span_id,
+                            parent_span_id=r.parent_span_id,
                             name=f"request {int(r.id)}" if run.source == "requests" else
                             "span", kind=trace_pb2.Span.SPAN_KIND_SERVER,
                             start_time_unix_nano=int(r.t_enqueue_ns) + off,
@@ -281,8 +302,9 @@ def request_batches(run, decomp: pd.DataFrame, segs: pd.DataFrame | None,
             ss.spans.extend(sps[i:i + batch])
             msgs.append(m)
             n_spans += len(sps[i:i + batch])
+    joined = int(spans["parent_span_id"].map(len).astype(bool).sum()) if len(spans) else 0
     return msgs, {"requests": len(spans), "waits": len(waits), "links": len(links),
-                  "spans": n_spans, "batches": len(msgs)}
+                  "spans": n_spans, "batches": len(msgs), "in_callers_traces": joined}
 
 
 def post_once(endpoint: str, body: bytes, timeout_s: float = 10.0) -> tuple[bool, bool, str]:

@@ -514,6 +514,19 @@ def records_throttled_ns(rq: pd.DataFrame, quota: dict) -> int:
     return int(thr[(t > r[0]) & (t <= r[1])].sum())
 
 
+def trace_context_summary(run) -> dict | None:
+    """How many tcp:PORT requests carried a valid traceparent (their spans join the callers'
+    traces), a malformed one (ignored), or none; with the kernel's count of requests whose
+    first bytes no read() or recv() was seen to copy (meta.json trace_contexts). None when
+    the run did not read them."""
+    if "trace_context" not in run.requests:
+        return None
+    n = run.requests["trace_context"].value_counts()
+    kernel = (run.meta or {}).get("trace_contexts") or {}
+    return {"ok": int(n.get("ok", 0)), "malformed": int(n.get("malformed", 0)),
+            "none": int(n.get("none", 0)), "unread": int(kernel.get("unread", 0))}
+
+
 def summary_dict(f: Findings) -> dict:
     """The dict written as summary.json (see module doc for the keys), from the findings."""
     run, decomp, bands = f.run, f.decomp, f.bands
@@ -567,6 +580,7 @@ def summary_dict(f: Findings) -> dict:
         "wait_objects": f.wait_objects,
         "antagonists": f.antagonists,
         "handoffs": handoff_summary(f) if len(decomp) else None,
+        "trace_context": trace_context_summary(run),
         "cpu_occupancy": cpu_occupancy(run),
         "cpu_quotas": cpu_quotas(run, decomp),
         "tailtrace_cost": tailtrace_cost(run.meta or {}, int(len(ok))),

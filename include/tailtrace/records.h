@@ -139,6 +139,14 @@ enum tt_waker_ctx {
 	F(u32, depth)         /* nesting depth on this thread, 0 = outer */  \
 	F(u32, end)           /* enum tt_span_end */
 
+/* span_contexts.bin: the W3C trace context a tcp:PORT request carried (its
+ * traceparent header, probes/spans/spans.bpf.c tcp_read), for the span at
+ * span_row of spans.bin. The value is as it arrived, up to its line's end:
+ * the analysis parses and checks it (a malformed one is counted, not trusted). */
+#define TT_SPAN_CONTEXT_FIELDS(F, A)                                         \
+	F(u64, span_row)      /* the span's row in spans.bin, from 0 */      \
+	A(char, traceparent, 64) /* the header's value, NUL-padded */
+
 /* How a span ended. Only TT_SPAN_RETURN has a return value. */
 enum tt_span_end {
 	TT_SPAN_RETURN = 0,    /* it returned (ret instruction or uretprobe) */
@@ -201,6 +209,7 @@ struct tt_runq    { TT_RUNQ_FIELDS(TT_DECL_F, TT_DECL_A) };
 struct tt_switch  { TT_SWITCH_FIELDS(TT_DECL_F, TT_DECL_A) };
 struct tt_lock    { TT_LOCK_FIELDS(TT_DECL_F, TT_DECL_A) };
 struct tt_span    { TT_SPAN_FIELDS(TT_DECL_F, TT_DECL_A) };
+struct tt_span_context { TT_SPAN_CONTEXT_FIELDS(TT_DECL_F, TT_DECL_A) };
 struct tt_task    { TT_TASK_FIELDS(TT_DECL_F, TT_DECL_A) };
 struct tt_occ     { TT_OCC_FIELDS(TT_DECL_F, TT_DECL_A) };
 struct tt_occupant { TT_OCCUPANT_FIELDS(TT_DECL_F, TT_DECL_A) };
@@ -215,8 +224,9 @@ enum tt_rec_type {
 	TT_REC_TASK = 6,
 	TT_REC_OCC = 7,
 	TT_REC_OCCUPANT = 8,
+	TT_REC_SPAN_CONTEXT = 9,
 };
-#define TT_REC_TYPES 9 /* enum tt_rec_type values are below this */
+#define TT_REC_TYPES 10 /* enum tt_rec_type values are below this */
 
 /* Every .bin file starts with this 16-byte header, then records back to back. */
 #define TT_FILE_MAGIC "TTREC01" /* 7 chars + NUL = 8 bytes */
@@ -235,6 +245,8 @@ struct tt_file_header {
 	X(span, tt_span, TT_REC_SPAN, TT_SPAN_FIELDS, "spans.bin")                 \
 	X(task, tt_task, TT_REC_TASK, TT_TASK_FIELDS, "tasks.bin")                 \
 	X(occ, tt_occ, TT_REC_OCC, TT_OCC_FIELDS, "occupancy.bin")                 \
-	X(occupant, tt_occupant, TT_REC_OCCUPANT, TT_OCCUPANT_FIELDS, "occupants.bin")
+	X(occupant, tt_occupant, TT_REC_OCCUPANT, TT_OCCUPANT_FIELDS, "occupants.bin") \
+	X(span_context, tt_span_context, TT_REC_SPAN_CONTEXT, TT_SPAN_CONTEXT_FIELDS,     \
+	  "span_contexts.bin")
 
 #endif /* TAILTRACE_RECORDS_H */

@@ -22,6 +22,7 @@
 #include "spans/spans.h"
 #include "core/filter.bpf.h"
 #include "core/counter.bpf.h"
+#include "sched/user_regs.bpf.h"
 #include "core/map_full.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -95,15 +96,10 @@ static __always_inline bool span_key(struct pt_regs *ctx, bool go, __u64 sp,
 	return true;
 }
 
-static __always_inline void span_emit_on(struct spans_key *k, struct spans_frame *f, __u32 depth,
-					 __u64 now, __s64 ret, __u32 end, __u32 end_tid)
+static __always_inline void span_fill(struct tt_span *r, struct spans_key *k,
+				      struct spans_frame *f, __u32 depth, __u64 now, __s64 ret,
+				      __u32 end, __u32 end_tid)
 {
-	struct tt_span *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
-
-	if (!r) {
-		count(SPANS_CNT_LOST);
-		return;
-	}
 	r->t_start_ns = f->t_start_ns;
 	r->t_end_ns = now;
 	r->ret = ret;
@@ -114,6 +110,18 @@ static __always_inline void span_emit_on(struct spans_key *k, struct spans_frame
 	r->span_id = f->span_id;
 	r->depth = depth;
 	r->end = end;
+}
+
+static __always_inline void span_emit_on(struct spans_key *k, struct spans_frame *f, __u32 depth,
+					 __u64 now, __s64 ret, __u32 end, __u32 end_tid)
+{
+	struct tt_span *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+
+	if (!r) {
+		count(SPANS_CNT_LOST);
+		return;
+	}
+	span_fill(r, k, f, depth, now, ret, end, end_tid);
 	bpf_ringbuf_submit(r, tt_rb_flags(&events, rb_wakeup_bytes, sizeof(*r)));
 }
 
@@ -635,6 +643,7 @@ int span_mark_once(struct pt_regs *ctx)
 const volatile __u16 tcp_port[SPANS_TCP_PORTS] = {}; /* local ports; 0 = unused */
 const volatile __u8 tcp_span[SPANS_TCP_PORTS] = {};  /* the --span each port belongs to */
 const volatile __u32 tcp_netns = 0;                  /* the target's network namespace (0: any) */
+const volatile bool tcp_context = false;             /* read each request's traceparent */
 
 /* Requests by socket. Not an LRU, which may evict one still open: a request
  * never answered is swept by the loader (spans.c tcp_sweep), the entry of a
@@ -678,14 +687,54 @@ static __always_inline __s64 tcp_payload(bool btf, const struct sk_buff *skb)
 	return (__s64)TT_FIELD(btf, skb, len) - (head + th - data) - (doff >> 4) * 4;
 }
 
-/* An answered request: its span, on the last target thread that sent its bytes. */
+/* An answered request: its span, on the last target thread that sent its bytes;
+ * with the trace context its request carried, one message of both. */
 static __always_inline void tcp_emit(const struct spans_tcp_open *o)
 {
 	struct spans_frame f = { .t_start_ns = o->t_start_ns, .span_id = o->span_id,
 				 .tid = o->tid };
 	struct spans_key key = { .pid = o->pid };
+	struct spans_context_msg *m;
 
-	span_emit_on(&key, &f, 0, o->t_out_ns, 0, TT_SPAN_RETURN, o->tid);
+	if (o->context != SPANS_CONTEXT_DONE || !o->traceparent[0]) {
+		span_emit_on(&key, &f, 0, o->t_out_ns, 0, TT_SPAN_RETURN, o->tid);
+		return;
+	}
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		count(SPANS_CNT_LOST);
+		return;
+	}
+	span_fill(&m->span, &key, &f, 0, o->t_out_ns, 0, TT_SPAN_RETURN, o->tid);
+	__builtin_memcpy(m->traceparent, o->traceparent, sizeof(m->traceparent));
+	bpf_ringbuf_submit(m, tt_rb_flags(&events, rb_wakeup_bytes, sizeof(*m)));
+}
+
+/* How far the socket's reader has read (tcp_sock.copied_seq): read through the
+ * sock pointer, whose BTF type is struct sock, not its container. */
+static __always_inline __u32 tcp_copied_seq(const struct sock *sk)
+{
+	return BPF_CORE_READ((const struct tcp_sock *)sk, copied_seq);
+}
+
+/* A request starts on its connection: where its bytes begin in the stream, and
+ * how far the target has read it, for the trace-context scan (tcp_read). */
+static __always_inline void tcp_context_start(bool btf, const struct sock *sk,
+					      const struct sk_buff *skb, struct spans_tcp_open *o)
+{
+	__u32 seq = 0;
+
+	o->context = SPANS_CONTEXT_OFF;
+	if (!tcp_context)
+		return;
+	/* TCP_SKB_CB(skb)->seq: the first word of skb->cb on the receive path */
+	if (bpf_probe_read_kernel(&seq, sizeof(seq), (const void *)skb +
+				  bpf_core_field_offset(struct sk_buff, cb)))
+		return;
+	o->req_seq = seq;
+	o->read_seq = tcp_copied_seq(sk);
+	o->traceparent[0] = 0;
+	o->context = SPANS_CONTEXT_WANTED;
 }
 
 /* A request's bytes arrive: the first starts it; after an answer, they end that
@@ -708,9 +757,11 @@ static __always_inline void tcp_in(bool btf, const struct sock *sk, const struct
 		o->t_out_ns = 0;
 		o->tid = 0;
 		o->pid = tt_targ_tgids[0];
+		tcp_context_start(btf, sk, skb, o);
 		return;
 	}
 	fresh.t_start_ns = bpf_ktime_get_ns();
+	tcp_context_start(btf, sk, skb, &fresh);
 	if (tt_count_full(SPANS_MAP_TCP_OPEN, bpf_map_update_elem(&tcp_open, &k, &fresh, BPF_NOEXIST)))
 		count(SPANS_CNT_STATE_FULL);
 }
@@ -756,6 +807,161 @@ static __always_inline void tcp_state(bool btf, const struct sock *sk, int newst
 	else
 		count(SPANS_CNT_STALE);
 	bpf_map_delete_elem(&tcp_open, &k);
+}
+
+/* ---- the trace context a request carries (its traceparent header) ---------- */
+
+/* The request's first bytes as the target's read() or recv() copied them. */
+struct spans_scan {
+	char b[2 * SPANS_CONTEXT_SCAN];
+	/* where the header's value begins (0: none) and the bytes read: kept in the
+	 * map, not in registers, so that the verifier meets one state after the scan
+	 * (a register's bounds differ at each turn it left the loop from) */
+	__u32 at, n;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct spans_scan);
+} context_scan SEC(".maps");
+
+#define SYS_READ 0 /* x86-64 */
+#define SYS_READV 19
+#define SYS_RECVFROM 45
+#define SYS_RECVMSG 47
+
+/* Where the current read(), readv(), recvfrom() or recvmsg() copies to (the first
+ * buffer of a vector), from the registers its syscall entered with; 0: another
+ * call (splice, io_uring) or unreadable. */
+static __always_inline __u64 tcp_read_buffer(void)
+{
+	struct tt_user_regs r = {};
+	struct user_msghdr mh = {};
+	struct iovec iov = {};
+	__u64 vec;
+
+	if (!tt_user_regs_read(&r))
+		return 0;
+	if (r.nr == SYS_READ || r.nr == SYS_RECVFROM)
+		return r.arg1;
+	if (r.nr == SYS_READV)
+		vec = r.arg1;
+	else if (r.nr == SYS_RECVMSG && !bpf_probe_read_user(&mh, sizeof(mh), (void *)r.arg1))
+		vec = (__u64)mh.msg_iov;
+	else
+		return 0;
+	if (bpf_probe_read_user(&iov, sizeof(iov), (void *)vec))
+		return 0;
+	return (__u64)iov.iov_base;
+}
+
+/* Does b[i..] start "\ntraceparent:" (the name in any case, RFC 9110)? Two word
+ * compares, letters folded to lower case by their 0x20 bit: cheap for the
+ * verifier, which walks every turn of the scan. */
+static __always_inline bool traceparent_at(const char *b, __u32 i)
+{
+	const __u64 tracepar = 0x7261706563617274ull; /* "tracepar", little-endian */
+	const __u32 ent = 0x3a746e65;                 /* "ent:" */
+	__u64 w8 = *(const __u64 *)(b + i + 1);
+	__u32 w4 = *(const __u32 *)(b + i + 9);
+
+	return (w8 | 0x2020202020202020ull) == tracepar && (w4 | 0x20202020) == ent;
+}
+
+/* The first n bytes of a request, in b: its traceparent header's value (past
+ * the blanks after the colon, to the end of the bytes read or 64) into out;
+ * out[0] stays 0 without one. */
+static __always_inline void traceparent_find(struct spans_scan *sc, __u32 n, char *out)
+{
+	const __u32 name = 13; /* "\ntraceparent:" */
+	const char *b = sc->b;
+	__u32 at, len;
+
+	sc->at = 0;
+	sc->n = n;
+	for (__u32 i = 0; i < SPANS_CONTEXT_SCAN - name; i++) {
+		if (i + name > n)
+			break;
+		if (b[i] == '\n' && traceparent_at(b, i)) {
+			sc->at = i + name;
+			break;
+		}
+	}
+	at = *(volatile __u32 *)&sc->at; /* from the map, not what the compiler remembers */
+	n = *(volatile __u32 *)&sc->n;
+	if (!at || at >= SPANS_CONTEXT_SCAN || n > SPANS_CONTEXT_SCAN)
+		return;
+	for (int k = 0; k < 4 && at < n && (b[at & (2 * SPANS_CONTEXT_SCAN - 1)] == ' ' ||
+					     b[at & (2 * SPANS_CONTEXT_SCAN - 1)] == '\t'); k++)
+		at++;
+	if (at >= n || at >= SPANS_CONTEXT_SCAN)
+		return;
+	len = n - at;
+	if (len > SPANS_TRACEPARENT_BYTES - 1)
+		len = SPANS_TRACEPARENT_BYTES - 1;
+	asm volatile("" : "+r"(len)); /* keep the mask: the verifier wants the bound here */
+	len &= SPANS_TRACEPARENT_BYTES - 1;
+	bpf_probe_read_kernel(out, len, b + at);
+	out[len] = 0;
+	if (!out[0])
+		out[0] = '?'; /* an empty value: found, and malformed */
+}
+
+/* The target read from a request's socket (tcp_rcv_space_adjust, in its read):
+ * the socket's read position has moved from read_seq to copied_seq. Once it has
+ * passed the request's first byte, the bytes from there are in the buffer the
+ * call copied to: look for the traceparent header in the first of them, once. */
+static __always_inline void tcp_read(bool btf, const struct sock *sk)
+{
+	struct spans_tcp_key k = {};
+	struct spans_tcp_open *o;
+	struct spans_scan *sc;
+	__u32 start, end, n, zero = 0;
+	__u64 buf;
+
+	if (!tcp_context || tcp_span_of(btf, sk, &k) < 0 ||
+	    !(o = bpf_map_lookup_elem(&tcp_open, &k)) || o->context != SPANS_CONTEXT_WANTED)
+		return;
+	end = tcp_copied_seq(sk);
+	start = o->read_seq;
+	o->read_seq = end;
+	if ((__s32)(end - o->req_seq) <= 0) /* the bytes before the request's */
+		return;
+	o->context = SPANS_CONTEXT_DONE;
+	if ((__s32)(o->req_seq - start) < 0 || !(buf = tcp_read_buffer()) ||
+	    !(sc = bpf_map_lookup_elem(&context_scan, &zero))) {
+		count(SPANS_CNT_CONTEXT_UNREAD);
+		return;
+	}
+	buf += o->req_seq - start;
+	n = end - o->req_seq;
+	if (n > SPANS_CONTEXT_SCAN)
+		n = SPANS_CONTEXT_SCAN;
+	asm volatile("" : "+r"(n)); /* keep the mask: the verifier wants the bound here */
+	n &= 2 * SPANS_CONTEXT_SCAN - 1;
+	if (bpf_probe_read_user(sc->b, n, (void *)buf)) {
+		count(SPANS_CNT_CONTEXT_UNREAD);
+		return;
+	}
+	traceparent_find(sc, n, o->traceparent);
+	if (o->traceparent[0])
+		count(SPANS_CNT_CONTEXT);
+}
+
+SEC("tp_btf/tcp_rcv_space_adjust")
+int BPF_PROG(span_tcp_read_btf, struct sock *sk)
+{
+	tcp_read(true, sk);
+	return 0;
+}
+
+SEC("raw_tp/tcp_rcv_space_adjust")
+int BPF_PROG(span_tcp_read_raw, struct sock *sk)
+{
+	tcp_read(false, sk);
+	return 0;
 }
 
 SEC("tp_btf/tcp_probe")

@@ -32,7 +32,7 @@
 #include "core/registry.h"
 #include "core/uprobe_set.h"
 
-#define MAX_LINKS 8 /* the tcp programs (three of their six variants load) */
+#define MAX_LINKS 8 /* the tcp programs (four of their eight variants load), the exit's */
 
 /* Where the guards go: library, function, guard kind. */
 static const struct {
@@ -59,6 +59,7 @@ struct spans_state {
 	char mangled[TT_MAX_SPANS][512]; /* a --span named demangled: its symbol in the file */
 	char shown[TT_MAX_SPANS][512];   /* each span's name as people read it (demangled) */
 	struct recfile *out;
+	struct recfile *contexts; /* span_contexts.bin; NULL: no trace contexts read */
 	int write_err;
 	uint64_t tcp_stale;      /* tcp:PORT requests never answered (tcp_sweep) */
 };
@@ -74,11 +75,34 @@ static void spans_err(struct tt_ctx *ctx, const char *fmt, ...)
 	va_end(ap);
 }
 
+_Static_assert(sizeof(struct spans_context_msg) > sizeof(struct tt_span),
+	       "the events ring's messages are told apart by their size");
+_Static_assert(sizeof(((struct tt_span_context *)0)->traceparent) ==
+	       sizeof(((struct spans_context_msg *)0)->traceparent), "a header's value fits");
+
+/* A tcp:PORT span with its request's trace context: the span, then the context
+ * naming the span's row. */
+static void spans_write_context(struct spans_state *st, const struct spans_context_msg *m)
+{
+	struct tt_span_context c = { .span_row = recfile_count(st->out) };
+
+	memcpy(c.traceparent, m->traceparent, sizeof(c.traceparent));
+	probe_write(st->out, &m->span, &st->write_err);
+	st->calls[m->span.span_id % TT_MAX_SPANS]++;
+	if (st->contexts)
+		probe_write(st->contexts, &c, &st->write_err);
+}
+
 static int spans_on_event(void *arg, void *data, size_t size)
 {
 	struct spans_state *st = arg;
 
-	if (size >= sizeof(struct tt_span)) {
+	if (size == sizeof(struct spans_context_msg)) {
+		struct spans_context_msg m;
+
+		memcpy(&m, data, sizeof(m));
+		spans_write_context(st, &m);
+	} else if (size >= sizeof(struct tt_span)) {
 		const struct tt_span *r = data;
 
 		probe_write(st->out, data, &st->write_err);
@@ -317,6 +341,7 @@ static int attach_tracepoints(struct tt_ctx *ctx, struct spans_state *st)
 		st->skel->progs.span_tcp_state_btf, st->skel->progs.span_tcp_state_raw,
 		st->skel->progs.span_tcp_out_btf, st->skel->progs.span_tcp_out_raw,
 		st->skel->progs.span_tcp_in_btf, st->skel->progs.span_tcp_in_raw,
+		st->skel->progs.span_tcp_read_btf, st->skel->progs.span_tcp_read_raw,
 		st->skel->progs.span_thread_exit_btf, st->skel->progs.span_thread_exit_raw,
 	};
 
@@ -373,6 +398,7 @@ static void spans_destroy(void *state)
 	uprobe_set_free(&st->uprobes);
 	spans_bpf__destroy(st->skel);
 	recfile_close(st->out);
+	recfile_close(st->contexts);
 	free(st);
 }
 
@@ -455,6 +481,27 @@ static void spans_tcp_configure(struct spans_state *st)
 	}
 }
 
+/* Each tcp:PORT request's traceparent, read from the bytes the target's read()
+ * or recv() copied (the registers its syscall entered with say where to): not
+ * under the flight recorder (its captures keep the spans alone). */
+static void spans_context_configure(struct tt_ctx *ctx, struct spans_state *st)
+{
+	unsigned thread_size;
+	int how;
+
+	if (!has_mode(st, SPAN_EXIT_TCP) || ctx->flight)
+		return;
+	how = features_user_regs(&thread_size);
+	if (how == FEATURES_REGS_NONE) {
+		features_refuse("the traceparent of tcp:PORT requests", "bpf_task_pt_regs", "5.15",
+				"their spans keep trace ids of their own, outside the callers' traces");
+		return;
+	}
+	st->skel->rodata->user_regs_how = (__u8)how;
+	st->skel->rodata->kernel_thread_size = thread_size;
+	st->skel->rodata->tcp_context = true;
+}
+
 static int spans_load(struct tt_ctx *ctx, struct spans_state *st)
 {
 	int err;
@@ -470,6 +517,7 @@ static int spans_load(struct tt_ctx *ctx, struct spans_state *st)
 	st->skel->rodata->rb_wakeup_bytes = probe_ringbuf_bytes(ctx->opts) / 8;
 	spans_select_progs(st);
 	spans_tcp_configure(st);
+	spans_context_configure(ctx, st);
 	err = spans_bpf__load(st->skel);
 	if (err)
 		spans_err(ctx, "spans: cannot load BPF programs: %s", strerror(-err));
@@ -546,6 +594,12 @@ static int spans_setup(struct tt_ctx *ctx, void **state)
 		err = -errno;
 		spans_err(ctx, "spans: cannot create %s/spans.bin: %s", o->out_dir, strerror(errno));
 	}
+	if (!err && st->skel->rodata->tcp_context &&
+	    !(st->contexts = recfile_open_kind(o->out_dir, TT_REC_SPAN_CONTEXT))) {
+		err = -errno;
+		spans_err(ctx, "spans: cannot create %s/span_contexts.bin: %s", o->out_dir,
+			  strerror(errno));
+	}
 	if (!err)
 		err = probe_add_ringbuf(ctx, st->skel->maps.events, spans_on_event, st);
 	if (err)
@@ -594,6 +648,9 @@ static int spans_finish(struct tt_ctx *ctx, void *state)
 	struct spans_state *st = state;
 	int err = probe_flush(st->out, &st->write_err);
 
+	if (st->contexts)
+		err = probe_flush(st->contexts, &st->write_err);
+
 	if (ctx->opts->verbose)
 		fprintf(stderr, "tailtrace: spans: %llu calls nested deeper than %d, %llu returns "
 			"without an entry, %llu entries whose return was never seen, "
@@ -621,8 +678,8 @@ static int spans_finish(struct tt_ctx *ctx, void *state)
 			"t_start_ns, ret), docs/third-party.md)\n",
 			(unsigned long long)spans_counter(st, SPANS_CNT_BAD_START));
 	if (err)
-		spans_err(ctx, "spans: writing %s/spans.bin: %s",
-			 ctx->opts->out_dir, strerror(-err));
+		spans_err(ctx, "spans: writing %s/spans.bin%s: %s", ctx->opts->out_dir,
+			  st->contexts ? " and span_contexts.bin" : "", strerror(-err));
 	return err;
 }
 
@@ -741,6 +798,14 @@ static void spans_meta(void *state, FILE *f)
 	/* calls not recorded: their thread or goroutine found the table of open spans full */
 	fprintf(f, "  \"spans_state_full\": %llu, \"spans_state_entries\": %u,\n",
 		(unsigned long long)spans_counter(st, SPANS_CNT_STATE_FULL), spans_open_entries());
+	/* tcp:PORT requests' trace contexts: read, and how many carried a traceparent */
+	if (st->skel && st->skel->rodata->tcp_context)
+		fprintf(f, "  \"trace_contexts\": {\"requests\": %llu, \"traceparent\": %llu, "
+			"\"unread\": %llu, \"written\": %llu},\n",
+			(unsigned long long)spans_counter(st, SPANS_CNT_TCP_IN),
+			(unsigned long long)spans_counter(st, SPANS_CNT_CONTEXT),
+			(unsigned long long)spans_counter(st, SPANS_CNT_CONTEXT_UNREAD),
+			(unsigned long long)recfile_count(st->contexts));
 }
 
 /* A descendant of a target (tree.c found it): the spans' uprobes for it too. */

@@ -35,6 +35,9 @@ enum spans_counter {
 	SPANS_CNT_NO_ARG,    /* USDT site whose argument could not be read */
 	SPANS_CNT_BAD_START, /* one-mark USDT span whose start is not a time before its end */
 	SPANS_CNT_TCP_IN,    /* tcp:PORT requests whose first bytes arrived */
+	SPANS_CNT_CONTEXT,   /* tcp:PORT requests that carried a traceparent header */
+	SPANS_CNT_CONTEXT_UNREAD, /* requests whose first bytes no read() or recv() was seen
+			      * to copy (another call, io_uring, or read before it began) */
 	SPANS_CNT_NR,
 };
 
@@ -109,13 +112,34 @@ struct spans_tcp_key {
 	__u32 pad;
 };
 
+/* The first bytes of a request the trace-context scan reads (spans.bpf.c
+ * tcp_read): HTTP/1.x headers up to there. A power of two. */
+#define SPANS_CONTEXT_SCAN 2048
+#define SPANS_TRACEPARENT_BYTES 64
+
+enum spans_context_state {
+	SPANS_CONTEXT_OFF = 0,    /* not looked for */
+	SPANS_CONTEXT_WANTED = 1, /* the request's first bytes not read by the target yet */
+	SPANS_CONTEXT_DONE = 2,   /* looked for: traceparent[0] != 0 when found */
+};
+
 struct spans_tcp_open {
 	__u64 t_start_ns; /* the request's first byte arrived */
 	__u64 t_out_ns;   /* its answer's last byte so far left; 0: unanswered */
 	__u32 span_id;
 	__u32 tid;        /* the last of the target's threads that sent its answer */
 	__u32 pid;
-	__u32 pad;
+	__u32 context;    /* enum spans_context_state */
+	__u32 req_seq;    /* the TCP sequence number of the request's first byte */
+	__u32 read_seq;   /* how far the target had read the socket when last seen */
+	char traceparent[SPANS_TRACEPARENT_BYTES]; /* the header's value as it came */
+};
+
+/* A tcp:PORT span with the trace context its request carried: the span and the
+ * header's value, one ring message (the loader writes both files). */
+struct spans_context_msg {
+	struct tt_span span;
+	char traceparent[SPANS_TRACEPARENT_BYTES];
 };
 #define SPANS_TCP_SOCKETS 65536 /* connections with a request open or answered */
 

@@ -97,12 +97,13 @@ def occupant(tid, comm, pid=None, cgroup_id=1, flags=0, reused=0):
 
 def make_run(requests=None, runq=None, switches=None, locks=None, spans=None, tasks=None,
              meta=None, workload=None, stacks=None, path="/nonexistent/run", occupancy=None,
-             occupants=None) -> Run:
+             occupants=None, span_contexts=None) -> Run:
     """A Run built in memory. A stream given as a list (even empty) is 'present'.
     Requests come from where load_run takes them (requests, else outer spans, else none)."""
     run = Run(path=Path(path), meta=meta or {}, workload=workload or {})
     given = dict(requests=requests, runq=runq, switches=switches, locks=locks,
-                 spans=spans, tasks=tasks, occupancy=occupancy, occupants=occupants)
+                 spans=spans, tasks=tasks, occupancy=occupancy, occupants=occupants,
+                 span_contexts=span_contexts)
     for s, rows in given.items():
         if rows is None:
             continue

@@ -358,6 +358,22 @@ def test_tcp_spans(tmp_path, record_property):
     report(record_property, tmp_path, spans=int(len(s)), median_ms=float(np.median(dur) / 1e6))
 
 
+@pytest.mark.feature("--span tcp traceparent")
+def test_tcp_spans_traceparent(tmp_path, record_property):
+    """40 requests on one connection, by turns with a valid traceparent (named in lower case,
+    or "TraceParent"), a malformed one and none (test_tcp_spans.traced_requests): the 20
+    valid ones' spans join their callers' traces in the run and in the OTLP export, read from
+    the bytes the server's recv() copied (its registers: bpf_task_pt_regs, or the top of its
+    kernel stack before 5.15)."""
+    from test_tcp_spans import check_trace_contexts, traced_run
+
+    sent, out = traced_run(tmp_path, 40)
+    if refused(record_property, out, "traceparent", tmp_path):
+        return
+    got = check_trace_contexts(tmp_path, sent)
+    report(record_property, tmp_path, **got)
+
+
 @pytest.mark.feature("--pid of a pre-fork server")
 def test_process_tree_prefork_server(tmp_path, record_property):
     """prefork_server's parent only listens; its two forked workers serve. Traced by the

@@ -178,3 +178,81 @@ def test_tcp_without_a_port_needs_one_the_target_listens_on(tmp_path):
 def test_a_bad_port_is_refused_in_one_line(tmp_path, bad):
     p = tailtrace(tmp_path, "--events", "spans", "--span", bad, "--", "/bin/true")
     expect_error(p, f"--span '{bad}': expected tcp:PORT with PORT 1..65535")
+
+
+# ---- the trace context a request carries -----------------------------------------------
+
+def traced_requests(port: int, n: int) -> list[tuple[str, str, str]]:
+    """n requests on one connection, by turns: a valid traceparent (its name in lower case),
+    a valid one named "TraceParent", a malformed one (not hex), none; each answered before the
+    next. Returns (kind, trace id, parent id) of each, the ids unique to the request."""
+    sent = []
+    with socket.create_connection(("127.0.0.1", port)) as sk:
+        for i in range(n):
+            kind = ("valid", "named", "malformed", "none")[i % 4]
+            trace, parent = f"{0x4bf92f35 + i:032x}", f"{0xb7ad6b71 + i:016x}"
+            head = {"valid": f"traceparent: 00-{trace}-{parent}-01\r\n",
+                    "named": f"TraceParent:\t00-{trace}-{parent}-00\r\n",
+                    "malformed": f"traceparent: 00-{'g' * 32}-{parent}-01\r\n",
+                    "none": ""}[kind]
+            sk.sendall(f"GET /small HTTP/1.1\r\nHost: x\r\nUser-Agent: {'a' * 300}\r\n"
+                       f"{head}Accept: */*\r\n\r\n".encode())
+            assert recv_answer(sk) == SIZE
+            sent.append((kind, trace, parent))
+    return sent
+
+
+def traced_run(tmp_path: Path, n: int, *args: str) -> tuple[list, str]:
+    """tcp_server.py traced with --span tcp while traced_requests sends it n requests."""
+    srv = TcpServer(delay_ms=1)
+    try:
+        tt, head = tailtrace_bg(tmp_path, "--pid", str(srv.proc.pid), "--events", "spans",
+                                "--span", "tcp", "--duration", "120", *args)
+        sent = traced_requests(srv.port, n)
+        time.sleep(0.2)
+        tt.send_signal(2)
+        _, err = tt.communicate(timeout=120)
+        assert tt.returncode == 0, head + err
+    finally:
+        srv.stop()
+    return sent, head + err
+
+
+def check_trace_contexts(run_dir: Path, sent: list) -> dict:
+    """The requests' trace contexts as sent (oracle: traced_requests), in the loaded run and
+    in its OTLP export: the valid ones' spans in the callers' traces, children of their spans."""
+    from analyze.load.load import load_run
+    from analyze.pipeline import export_run
+
+    run = load_run(run_dir)
+    req = run.requests.sort_values("t_start_ns")
+    assert len(req) == len(sent), (len(req), len(sent))
+    want = {"valid": "ok", "named": "ok", "malformed": "malformed", "none": "none"}
+    assert req["trace_context"].astype(str).tolist() == [want[k] for k, _, _ in sent]
+    ok = [(t, p) for k, t, p in sent if k in ("valid", "named")]
+    got = req[req["trace_context"] == "ok"]
+    assert list(zip(got["trace_id"], got["parent_span_id"])) == ok
+    meta = json.loads((run_dir / "meta.json").read_text())["trace_contexts"]
+    # the kernel counts every header it found, the malformed among them
+    found = sum(k != "none" for k, _, _ in sent)
+    assert meta["traceparent"] == found and meta["unread"] == 0, meta
+    out = run_dir / "otlp.json"
+    counts = export_run(run_dir, file=out)
+    assert counts["in_callers_traces"] == len(ok), counts
+    spans = [s for line in out.read_text().splitlines()
+             for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"]
+             for s in ss["spans"]]
+    joined = sorted((s["traceId"], s["parentSpanId"]) for s in spans if s.get("parentSpanId"))
+    assert joined == sorted(ok)
+    return {"requests": len(sent), "in_callers_traces": len(ok)}
+
+
+@needs_root
+@pytest.mark.parametrize("hook", ["tp_btf", "raw_tp"])
+def test_a_requests_traceparent_puts_its_span_in_the_callers_trace(tmp_path, hook):
+    """40 requests, each with headers of some 350 bytes: the 20 with a valid traceparent (its
+    name in any case) carry their trace and parent ids into the run and into the OTLP spans;
+    the 10 malformed are counted and keep ids of their own, as do the 10 without one."""
+    debug = ["--debug", "hook=raw_tp"] if hook == "raw_tp" else []
+    sent, _ = traced_run(tmp_path, 40, *debug)
+    check_trace_contexts(tmp_path, sent)

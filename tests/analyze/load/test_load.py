@@ -9,6 +9,8 @@ from analyze.load.errors import AnalysisError, CorruptRecordsError, MissingStrea
 from analyze.load.load import COLUMNS, load_run
 from analyze.load.schema import load_schema
 
+TRACEPARENT = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
+
 
 @pytest.fixture(scope="module")
 def schema():
@@ -29,6 +31,7 @@ def full_run(tmp_path, schema, **over):
         tasks=[task(11, "pool-w3", migrations=2), task(12, "naive-c17")],
         occupancy=[occ(1, 1 * MS, 0), occ(1, 2 * MS, 11, pid=100)],
         occupants=[occupant(0, "idle"), occupant(11, "pool-w3", pid=100, cgroup_id=2 ** 40)],
+        span_contexts=[dict(span_row=0, traceparent=TRACEPARENT)],
     )
     streams.update(over)
     streams = {k: v for k, v in streams.items() if v is not None}
@@ -69,6 +72,8 @@ def test_round_trip_every_stream(tmp_path, schema):
     assert run.occupants["comm"].tolist() == ["idle", "pool-w3"]
     assert run.occupants["cgroup_id"].dtype == np.uint64
     assert run.occupants["cgroup_id"].tolist() == [1, 2 ** 40]
+    assert run.span_contexts["traceparent"].tolist() == [TRACEPARENT]   # NULs cut
+    assert run.span_contexts["span_row"].tolist() == [0]
     assert run.stacks[("locks", 9)] == ["pthread_mutex_lock", "order_add", "main"]
     assert run.lost_events == {"runq": 3} and run.workload["model"] == "pool"
     assert run.source == "requests"
@@ -107,6 +112,10 @@ def test_requests_from_outer_spans(tmp_path, schema):
     assert r["t_enqueue_ns"].tolist() == r["t_start_ns"].tolist()
     assert r["status"].tolist() == [0, -1] and r["conn"].tolist() == [0, 1]
     assert r["ret"].tolist() == [0, -1]        # raw return values, kept as such
+    # span_contexts names spans.bin's row 0: the span at 5 ms, the second request
+    assert r["trace_context"].astype(str).tolist() == ["none", "ok"]
+    assert r["trace_id"].tolist() == ["", "4bf92f3577b34da6a3ce929d0e0e4736"]
+    assert r["parent_span_id"].tolist() == ["", "00f067aa0ba902b7"]
 
 
 def test_a_span_whose_thread_was_born_during_it_starts_when_that_thread_first_ran(
