@@ -77,14 +77,16 @@ pkill -x redis-server 2>/dev/null || true
 # parallel: scripts/lib/tests.sh); protobuf encodes the pprof profiles (analyze/render/pprof.py)
 # and opentelemetry-proto the OTLP spans (analyze/render/otlp.py); perfetto's trace protos
 # write trace.perfetto-trace (analyze/render/pftrace.py); prometheus-client's strict
-# OpenMetrics parser checks the exporter; virtme-ng boots the kernel matrix's kernels
+# OpenMetrics parser checks the exporter; the OpenTelemetry SDK instruments the service whose
+# trace tailtrace's spans join (tests/probes/test_otel_sdk.py); virtme-ng boots the kernel matrix's kernels
 # (scripts/kernels.sh).
 here=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
 "$PY" -m pip install -q --disable-pip-version-check \
     'pandas>=1.5' 'pyarrow>=10' 'numpy>=1.23' 'matplotlib>=3.6' 'pytest>=7' \
     'pytest-xdist>=3.5' 'protobuf>=4.22' 'opentelemetry-proto>=1.27' 'perfetto>=0.59' \
-    'prometheus-client>=0.16' \
+    'prometheus-client>=0.16' 'opentelemetry-sdk>=1.27' \
+    'opentelemetry-exporter-otlp-proto-http>=1.27' 'opentelemetry-instrumentation-wsgi' \
     'virtme-ng>=1.30'
 if [ -f "$here/analyze/pyproject.toml" ] || [ -f "$here/pyproject.toml" ]; then
     "$PY" -m pip install -q --disable-pip-version-check -e "$here" 2>/dev/null || true

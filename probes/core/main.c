@@ -914,9 +914,11 @@ static int run(struct loader *L)
 
 	/* the events traced: a module that could not be set up dropped its own */
 	L->meta.events_str = options_events_str(L->events, L->events_str, sizeof(L->events_str));
+	/* the recorded time starts before "attached" is said: what a caller starts on
+	 * reading it falls inside the run */
+	meta_start(&L->meta);
 	print_ready(L);
 	exporter_connect(L);
-	meta_start(&L->meta);
 	cost_start_clock(&L->cost, L->meta.mono_start_ns, L->mods, L->states, L->nmods);
 	/* what a cut run keeps: this meta.json says "finished": false until the end */
 	L->meta.mono_end_ns = L->meta.mono_start_ns;
