@@ -1,0 +1,31 @@
+-- wrk: each request carries a W3C traceparent of its own (a fresh trace and parent span id),
+-- and each thread writes what it sent to LOG.<thread> (one "trace parent" line a request) for
+-- bench/traceparent_node.py to check against Jaeger.  wrk -s bench/traceparent.lua URL
+local counter = 0
+local threads = {}
+
+function setup(thread)
+  thread:set("id", counter)
+  counter = counter + 1
+end
+
+function init(args)
+  math.randomseed(os.time() * 1000 + id)
+  out = io.open((os.getenv("TT_TRACEPARENT_LOG") or "/tmp/traceparent") .. "." .. id, "w")
+end
+
+local function hex(n)
+  local t = {}
+  for i = 1, n do t[i] = string.format("%x", math.random(0, 15)) end
+  t[1] = string.format("%x", math.random(1, 15)) -- never all zeros
+  return table.concat(t)
+end
+
+function request()
+  local trace, parent = hex(32), hex(16)
+  out:write(trace, " ", parent, "\n")
+  return wrk.format("GET", "/", { ["traceparent"] = "00-" .. trace .. "-" .. parent .. "-01" })
+end
+
+function done(summary, latency, requests)
+end
