@@ -24,8 +24,8 @@ whose waker the kernel could only guess (waker_ctx task_guess, before 5.11: most
 interrupt that ran over W, ending a page fault's or a disk's read). Where W's states over the
 wait are unknown (an edge of W the kernel never reported: a gap), the wait stays T's, its time
 is counted in handoff_unknown_ns, and decompose checks the request "gap" (its parts unknown).
-Where W's states over it do not add up to it (W made inside it, runnable from its birth with
-no switch-out to bound that), the wait stays T's and the request's parts still add up.
+Where W was made inside the wait (runnable from its birth, with no switch-out to bound that:
+its states there do not add up), the wait stays T's and the request's parts still add up.
 
 df_handoffs(run, decomp) -> the segments followed: request (the decomposition's row), hop
 (1: a wait of the request's thread, 2: of the thread that ended it, ...), tid (the thread
@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from ..load.load import WAKER_BLAMES_TASK, fold_comm, thread_names
-from .states import CLOSE_TOL, STATE_PARTS, overlaps_gap, thread_states
+from .states import STATE_PARTS, overlaps_gap, thread_states
 from .order import Lookup, unique_of
 from .waits import FUTEX_CMD_MASK, FUTEX_WAIT, REASONS, switch_fields, wait_core
 
@@ -242,13 +242,13 @@ def follow_handoffs(run, decomp: pd.DataFrame) -> pd.DataFrame:
     unknown = _with_parents_unknown(seg, unknown)
     lost = unknown & (seg["hop"].to_numpy() == 1)
     np.add.at(decomp["handoff_unknown_ns"].to_numpy(), r[lost], (b - a)[lost])
-    # nor one whose thread's states over it do not add up to it (a thread made inside it,
-    # runnable from its birth with no switch-out yet): the time stays the waiting thread's
-    dst = thread_states(run, to, a, b)
-    unknown |= _with_parents_unknown(seg, dst["closure_err"].to_numpy() > CLOSE_TOL)
+    # nor one charged to a thread made inside it: runnable from its birth with no
+    # switch-out to bound that, its states there do not add up; the time stays the
+    # waiting thread's
+    unknown |= _with_parents_unknown(seg, _born_inside(run, to, a, b))
     f = ~unknown
     src = thread_states(run, frm[f], a[f], b[f])
-    dst = dst[f]
+    dst = thread_states(run, to[f], a[f], b[f])
     for c in STATE_PARTS:
         delta = np.nan_to_num(dst[c].to_numpy()) - np.nan_to_num(src[c].to_numpy())
         col = decomp[c].to_numpy(np.float64).copy()
@@ -263,6 +263,17 @@ def follow_handoffs(run, decomp: pd.DataFrame) -> pd.DataFrame:
     decomp["handoff_ns"] = hand
     decomp["handoff_tid"] = _top_thread(r[first], to[first], (b - a)[first], n)
     return decomp
+
+
+def _born_inside(run, tid: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Was thread tid[i] made (its wakeup_new) inside [a[i], b[i])?"""
+    rq = run.runq
+    born = rq[rq["kind"] == "wakeup_new"] if len(rq) else rq
+    if not len(born):
+        return np.zeros(len(tid), bool)
+    first = born.groupby("tid")["t_runnable_ns"].min()
+    t = pd.Series(tid).map(first).to_numpy(dtype="float64")
+    return (t >= a) & (t < b)
 
 
 def _with_parents_unknown(seg: pd.DataFrame, unknown: np.ndarray) -> np.ndarray:

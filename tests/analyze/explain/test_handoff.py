@@ -85,7 +85,7 @@ def test_an_unexplained_wait_a_kernel_guessed_the_waker_of_stays_the_threads_own
     assert d.iloc[0]["handoff_ns"] == 8500 * US and d.iloc[0]["handoff_tid"] == W
 
 
-def test_a_handoff_whose_worker_states_do_not_add_up_stays_the_threads_own():
+def test_a_handoff_to_a_worker_made_inside_it_stays_the_threads_own():
     """W is made by L at 0.5 ms and first runs at 3 (seen on 5.10 under emulation: a new
     thread waits 100 ms and more for its first turn): no switch-out of W bounds that runnable
     stretch, so W's states over [0.5, 9] do not add up to it (2.5 ms "outside"); the wait is
