@@ -193,6 +193,8 @@ def _export(args) -> int:
     where = args.file or args.endpoint or DEFAULT_ENDPOINT
     joined = (f"; {n['in_callers_traces']:,} in their callers' traces (traceparent)"
               if n.get("in_callers_traces") else "")
+    if n.get("under_service_spans"):
+        joined += f", {n['under_service_spans']:,} under the services' own spans (traceresponse)"
     print(f"exported {n['requests']:,} requests as {n['spans']:,} spans ({n['waits']:,} waits, "
           f"{n['links']:,} links) in {n['batches']} batches to {where}{joined}")
     return 0

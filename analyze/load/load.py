@@ -15,7 +15,8 @@ stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
             t_enqueue_ns is the span's start, t_start_ns too unless its thread was born
             during it: then when that thread first ran, start_when_thread_ran; with
             span_contexts also trace_id, parent_span_id, trace_flags, trace_context: the
-            caller's trace context, trace_context.df_request_contexts)
+            caller's trace context; service_trace_id, service_span_id, service_context:
+            the server's own span, from its answer; trace_context.df_request_contexts)
   runq:     pid, tid, cpu, waker_tid, waker_pid, kind (categorical wakeup|preempt|wakeup_new),
             waker_ctx (categorical, WAKER_CTXS: the context sched_waking ran in),
             t_runnable_ns, t_run_ns (the runnable time is t_run_ns - t_runnable_ns),
@@ -45,8 +46,9 @@ stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
             OCC_HARDIRQ / OCC_SOFTIRQ and the number in the top 16 bits: an interrupt)
   occupants: pid, tid, comm (str), cgroup_id (uint64), flags, reused (bool): each task named in
             occupancy (traced or not)
-  span_contexts: span_row (the span's row in spans.bin), traceparent (bytes: the header's
-            value as a tcp:PORT request carried it; trace_context.py parses it)
+  span_contexts: span_row (the span's row in spans.bin), traceparent, traceresponse (bytes:
+            the headers' values as a tcp:PORT request and its answer carried them, b""
+            without; trace_context.py parses them)
 Beside them, dicts: stacks {(stream, id): frames, leaf first} (stacks.jsonl) and wait_names
 {(pid, futex word): (symbol, offset, object, size)} (wait_names.jsonl: the global variable holding
 each word waited on; explain/known_locks.py).
@@ -110,7 +112,7 @@ COLUMNS = {
     "tasks": ["pid", "tid", "comm", "migrations", "role", "ns_pid", "ns_tid"],
     "occupancy": ["cpu", "tid", "pid", "flags", "t_ns"],
     "occupants": ["pid", "tid", "comm", "cgroup_id", "flags", "reused"],
-    "span_contexts": ["span_row", "traceparent"],
+    "span_contexts": ["span_row", "traceparent", "traceresponse"],
 }
 
 
@@ -288,8 +290,11 @@ def frame_from_records(stream: str, rec, owned: bool = False) -> pd.DataFrame:
              "cgroup_id": np.asarray(r["cgroup_id"]).astype(np.uint64),
              "flags": _i32(r["flags"]), "reused": np.asarray(r["reused"]).astype(bool)}
     elif stream == "span_contexts":
-        d = {"span_row": _i64(r["span_row"]),
-             "traceparent": [bytes(v) for v in np.asarray(r["traceparent"])]}
+        fields = r.dtype.names if hasattr(r, "dtype") else tuple(r)
+        d = {"span_row": _i64(r["span_row"])}
+        for c in ("traceparent", "traceresponse"):  # traceresponse: runs since 2026-12
+            d[c] = ([bytes(v) for v in np.asarray(r[c])] if c in fields
+                    else [b""] * len(d["span_row"]))
     else:
         raise ValueError(f"unknown stream {stream!r}")
     # a column per array, no block consolidation (a 2-D copy of every column: 2.3 s for

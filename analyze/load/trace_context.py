@@ -1,16 +1,21 @@
 """The W3C trace context a request carried (https://www.w3.org/TR/trace-context/): the
 traceparent header tailtrace read from a tcp:PORT request's first bytes
-(probes/spans/spans.bpf.c tcp_read, span_contexts.bin), parsed and checked here, never trusted
-as it came.
+(probes/spans/spans.bpf.c tcp_read, span_contexts.bin), and the traceresponse header of its
+answer (Trace Context Level 2, https://www.w3.org/TR/trace-context-2/: the server's own span,
+sent by tracing that offers it; tcp_answer_read), parsed and checked here, never trusted as
+they came.
 
 parse_traceparent(value) -> (trace_id, parent_id, flags) as lowercase hex and an int, or None
     for a malformed value: the version not two hex digits or "ff"; version 00 not exactly
     "00-" 32 hex "-" 16 hex "-" 2 hex; a later version shorter, or longer without a "-" after
     the flags; ids of zeros; upper-case hex. The value ends at the line's end; blanks around
-    it are not part of it.
-df_request_contexts(spans, contexts, rows) -> per request (rows: its span's row of spans.bin)
+    it are not part of it. A traceresponse has the same form: its parent id is the
+    server's span.
+df_request_contexts(contexts, rows) -> per request (rows: its span's row of spans.bin)
     columns trace_id, parent_span_id (hex, "" without a valid header), trace_flags (int) and
-    trace_context (categorical CONTEXT_STATES: none, ok, malformed).
+    trace_context (categorical CONTEXT_STATES: none, ok, malformed): the caller's, from the
+    traceparent; service_trace_id, service_span_id (hex, "") and service_context (the same
+    categories): the server's own span, from the traceresponse.
 """
 from __future__ import annotations
 
@@ -48,22 +53,37 @@ def parse_traceparent(value: bytes | str) -> tuple[str, str, int] | None:
     return trace_id, parent, int(flags, 16)
 
 
+def _parse_column(values, at: pd.Series, span_rows: np.ndarray, n: int):
+    """Each request's (trace id, span id, flags, state) from one header column: "" and
+    "none" where its span has no value, "malformed" where parse_traceparent refuses it."""
+    trace, span = np.full(n, "", dtype=object), np.full(n, "", dtype=object)
+    flags, state = np.zeros(n, np.int64), np.zeros(n, np.int8)
+    for row, value in zip(span_rows, values):
+        i = at.get(int(row))
+        if i is None or not value.split(b"\0", 1)[0]:
+            continue
+        got = parse_traceparent(value)
+        if got is None:
+            state[i] = CONTEXT_STATES.index("malformed")
+            continue
+        trace[i], span[i], flags[i] = got
+        state[i] = CONTEXT_STATES.index("ok")
+    return trace, span, flags, pd.Categorical.from_codes(state, CONTEXT_STATES)
+
+
 def df_request_contexts(contexts: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     """The trace context of each request whose span is at rows[i] of spans.bin (module doc)."""
     n = len(rows)
-    trace, parent = np.full(n, "", dtype=object), np.full(n, "", dtype=object)
-    flags, state = np.zeros(n, np.int64), np.zeros(n, np.int8)
-    if contexts is not None and len(contexts):
-        at = pd.Series(np.arange(n), index=np.asarray(rows, np.int64))
-        for row, value in zip(contexts["span_row"].to_numpy(), contexts["traceparent"]):
-            i = at.get(int(row))
-            if i is None:
-                continue
-            got = parse_traceparent(value)
-            if got is None:
-                state[i] = CONTEXT_STATES.index("malformed")
-                continue
-            trace[i], parent[i], flags[i] = got
-            state[i] = CONTEXT_STATES.index("ok")
-    return pd.DataFrame({"trace_id": trace, "parent_span_id": parent, "trace_flags": flags,
-                         "trace_context": pd.Categorical.from_codes(state, CONTEXT_STATES)})
+    at = pd.Series(np.arange(n), index=np.asarray(rows, np.int64))
+    empty = contexts is None or not len(contexts)
+    span_rows = np.zeros(0, np.int64) if empty else contexts["span_row"].to_numpy()
+    cols = {}
+    for header, names in (("traceparent", ("trace_id", "parent_span_id", "trace_flags",
+                                           "trace_context")),
+                          ("traceresponse", ("service_trace_id", "service_span_id", None,
+                                             "service_context"))):
+        values = [] if empty or header not in contexts else contexts[header]
+        for name, col in zip(names, _parse_column(values, at, span_rows, n)):
+            if name:
+                cols[name] = col
+    return pd.DataFrame(cols)

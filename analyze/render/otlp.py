@@ -6,7 +6,9 @@ docs/export.md maps each field.
 df_request_spans -> one row per decomposed request: trace_id, span_id (16 and 8 bytes, from
                     the run and the request: a re-export sends the same ids; a request that
                     carried a valid W3C traceparent takes its trace id, and its span id as
-                    parent_span_id: the span sits in the caller's trace), t_start_ns,
+                    parent_span_id: the span sits in the caller's trace; one whose answer
+                    carried a valid traceresponse sits under that span, the server's own:
+                    under_service_span), t_start_ns,
                     t_end_ns (the span: enqueue to end, so the parts add up to it), the
                     parts (decompose.PARTS, ns), band, cause (the largest part, in words),
                     antagonist and antagonist_ns (who held the CPU longest while it was
@@ -119,18 +121,29 @@ def df_request_spans(run, decomp: pd.DataFrame, segs: pd.DataFrame | None) -> pd
 
 def _join_callers(run, d: pd.DataFrame) -> None:
     """Requests that carried a valid traceparent (a tcp:PORT span's, trace_context.py) join
-    the caller's trace: its trace id, and the caller's span as their parent."""
+    the caller's trace: its trace id, and the caller's span as their parent. Those whose
+    answer carried a valid traceresponse go under the server's own span instead, in its
+    trace: the span whose time the breakdown explains."""
     req = run.requests
     if "trace_context" not in req or not len(d):
         return
-    ctx = req.set_index("id")[["trace_id", "parent_span_id", "trace_context"]].reindex(d["id"])
-    ok = (ctx["trace_context"] == "ok").to_numpy()
-    if not ok.any():
-        return
-    rows = d.index[ok]
-    d.loc[rows, "trace_id"] = [bytes.fromhex(t) for t in ctx["trace_id"].to_numpy()[ok]]
-    d.loc[rows, "parent_span_id"] = [bytes.fromhex(p)
-                                     for p in ctx["parent_span_id"].to_numpy()[ok]]
+    cols = ["trace_id", "parent_span_id", "trace_context"]
+    has_service = "service_context" in req
+    if has_service:
+        cols += ["service_trace_id", "service_span_id", "service_context"]
+    ctx = req.set_index("id")[cols].reindex(d["id"])
+    service = (ctx["service_context"] == "ok").to_numpy() if has_service \
+        else np.zeros(len(d), bool)
+    caller = (ctx["trace_context"] == "ok").to_numpy() & ~service
+    for ok, trace, parent in ((caller, "trace_id", "parent_span_id"),
+                              (service, "service_trace_id", "service_span_id")):
+        if not ok.any():
+            continue
+        rows = d.index[ok]
+        d.loc[rows, "trace_id"] = [bytes.fromhex(t) for t in ctx[trace].to_numpy()[ok]]
+        d.loc[rows, "parent_span_id"] = [bytes.fromhex(p) for p in ctx[parent].to_numpy()[ok]]
+    d["under_service_span"] = False
+    d.loc[d.index[service], "under_service_span"] = True
 
 
 def _ran_on(names: dict, d: pd.DataFrame) -> list:
@@ -303,8 +316,10 @@ def request_batches(run, decomp: pd.DataFrame, segs: pd.DataFrame | None,
             msgs.append(m)
             n_spans += len(sps[i:i + batch])
     joined = int(spans["parent_span_id"].map(len).astype(bool).sum()) if len(spans) else 0
+    under = int(spans["under_service_span"].sum()) if "under_service_span" in spans else 0
     return msgs, {"requests": len(spans), "waits": len(waits), "links": len(links),
-                  "spans": n_spans, "batches": len(msgs), "in_callers_traces": joined}
+                  "spans": n_spans, "batches": len(msgs), "in_callers_traces": joined,
+                  "under_service_spans": under}
 
 
 def post_once(endpoint: str, body: bytes, timeout_s: float = 10.0) -> tuple[bool, bool, str]:

@@ -517,14 +517,25 @@ def records_throttled_ns(rq: pd.DataFrame, quota: dict) -> int:
 def trace_context_summary(run) -> dict | None:
     """How many tcp:PORT requests carried a valid traceparent (their spans join the callers'
     traces), a malformed one (ignored), or none; with the kernel's count of requests whose
-    first bytes no read() or recv() was seen to copy (meta.json trace_contexts). None when
-    the run did not read them."""
+    first bytes no read() or recv() was seen to copy (meta.json trace_contexts). The same
+    for their answers' traceresponse headers (the server's own span: the request's span goes
+    under it) under "service". None when the run did not read them."""
     if "trace_context" not in run.requests:
         return None
-    n = run.requests["trace_context"].value_counts()
+    req = run.requests
     kernel = (run.meta or {}).get("trace_contexts") or {}
-    return {"ok": int(n.get("ok", 0)), "malformed": int(n.get("malformed", 0)),
-            "none": int(n.get("none", 0)), "unread": int(kernel.get("unread", 0))}
+    out = {}
+    for key, col, unread in ((None, "trace_context", "unread"),
+                             ("service", "service_context", "answers_unread")):
+        n = req[col].value_counts() if col in req else {}
+        counts = {"ok": int(n.get("ok", 0)), "malformed": int(n.get("malformed", 0)),
+                  "none": int(n.get("none", len(req) if col not in req else 0)),
+                  "unread": int(kernel.get(unread, 0))}
+        if key:
+            out[key] = counts
+        else:
+            out.update(counts)
+    return out
 
 
 def summary_dict(f: Findings) -> dict:

@@ -140,12 +140,14 @@ enum tt_waker_ctx {
 	F(u32, end)           /* enum tt_span_end */
 
 /* span_contexts.bin: the W3C trace context a tcp:PORT request carried (its
- * traceparent header, probes/spans/spans.bpf.c tcp_read), for the span at
- * span_row of spans.bin. The value is as it arrived, up to its line's end:
- * the analysis parses and checks it (a malformed one is counted, not trusted). */
+ * traceparent header, probes/spans/spans.bpf.c tcp_read) and its answer's
+ * (traceresponse, tcp_answer_read), for the span at span_row of spans.bin. The
+ * values are as they came, up to their line's end: the analysis parses and
+ * checks them (a malformed one is counted, not trusted). */
 #define TT_SPAN_CONTEXT_FIELDS(F, A)                                         \
 	F(u64, span_row)      /* the span's row in spans.bin, from 0 */      \
-	A(char, traceparent, 64) /* the header's value, NUL-padded */
+	A(char, traceparent, 64) /* the request's header, NUL-padded */      \
+	A(char, traceresponse, 64) /* the answer's header, NUL-padded */
 
 /* How a span ended. Only TT_SPAN_RETURN has a return value. */
 enum tt_span_end {

@@ -45,51 +45,84 @@ static __always_inline void tt_user_regs_fill(struct tt_user_regs *r, long orig_
 	r->bp = bp;
 }
 
+#if defined(__TARGET_ARCH_x86)
+/* TT_REGS_HELPER: the current task's saved user registers as a BTF pointer (direct
+ * loads); NULL for a kernel thread. */
+static __always_inline struct pt_regs *tt_regs_btf(void)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+
+	if (t->flags & TT_PF_KTHREAD)
+		return NULL;
+	return (struct pt_regs *)bpf_task_pt_regs(t);
+}
+
+/* TT_REGS_STACK: where they sit at the top of its kernel stack, to be read with
+ * bpf_core_read; NULL for a kernel thread or a task without a stack. */
+static __always_inline struct pt_regs *tt_regs_on_stack(void)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	void *stack;
+
+	if (BPF_CORE_READ(t, flags) & TT_PF_KTHREAD)
+		return NULL;
+	stack = BPF_CORE_READ(t, stack);
+	return stack ? (struct pt_regs *)(stack + kernel_thread_size) - 1 : NULL;
+}
+#endif
+
 /* false for a kernel thread, when they cannot be read, or on an architecture we do
  * not read. */
 static __always_inline bool tt_user_regs_read(struct tt_user_regs *r)
 {
 #if defined(__TARGET_ARCH_x86)
-	if (user_regs_how == TT_REGS_HELPER) {
-		struct task_struct *t = bpf_get_current_task_btf();
-		struct pt_regs *regs;
+	struct pt_regs *regs;
+	long orig_ax = -1, ax = 0;
 
-		if (t->flags & TT_PF_KTHREAD)
+	if (user_regs_how == TT_REGS_HELPER) {
+		if (!(regs = tt_regs_btf()))
 			return false;
-		regs = (struct pt_regs *)bpf_task_pt_regs(t);
 		tt_user_regs_fill(r, (long)regs->orig_ax, (long)regs->ax, regs->di, regs->si,
 				  regs->ip, regs->sp, regs->bp);
 		return true;
 	}
-	if (user_regs_how == TT_REGS_STACK) {
-		struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-		struct pt_regs *regs;
-		long orig_ax = -1, ax = 0;
-		void *stack;
-
-		if (BPF_CORE_READ(t, flags) & TT_PF_KTHREAD)
-			return false;
-		stack = BPF_CORE_READ(t, stack);
-		if (!stack)
-			return false;
-		regs = (struct pt_regs *)(stack + kernel_thread_size) - 1;
-		/* field by field, not a copy of pt_regs: its 168 bytes on the program's
-		 * stack pass the 512 a program and its calls share before 6.13 */
-		if (bpf_core_read(&orig_ax, sizeof(orig_ax), &regs->orig_ax) ||
-		    bpf_core_read(&ax, sizeof(ax), &regs->ax) ||
-		    bpf_core_read(&r->arg0, sizeof(r->arg0), &regs->di) ||
-		    bpf_core_read(&r->arg1, sizeof(r->arg1), &regs->si) ||
-		    bpf_core_read(&r->ip, sizeof(r->ip), &regs->ip) ||
-		    bpf_core_read(&r->sp, sizeof(r->sp), &regs->sp) ||
-		    bpf_core_read(&r->bp, sizeof(r->bp), &regs->bp))
-			return false;
-		r->nr = orig_ax >= 0 && ax == -TT_ENOSYS ? orig_ax : -1;
-		return true;
-	}
-	return false;
+	if (user_regs_how != TT_REGS_STACK || !(regs = tt_regs_on_stack()))
+		return false;
+	/* field by field, not a copy of pt_regs: its 168 bytes on the program's stack
+	 * pass the 512 a program and its calls share before 6.13 */
+	if (bpf_core_read(&orig_ax, sizeof(orig_ax), &regs->orig_ax) ||
+	    bpf_core_read(&ax, sizeof(ax), &regs->ax) ||
+	    bpf_core_read(&r->arg0, sizeof(r->arg0), &regs->di) ||
+	    bpf_core_read(&r->arg1, sizeof(r->arg1), &regs->si) ||
+	    bpf_core_read(&r->ip, sizeof(r->ip), &regs->ip) ||
+	    bpf_core_read(&r->sp, sizeof(r->sp), &regs->sp) ||
+	    bpf_core_read(&r->bp, sizeof(r->bp), &regs->bp))
+		return false;
+	r->nr = orig_ax >= 0 && ax == -TT_ENOSYS ? orig_ax : -1;
+	return true;
 #else
 	return false;
 #endif
+}
+
+/* The current syscall's third argument (dx: a write's count, a writev's vector
+ * length) into out, apart from tt_user_regs_read: few callers need it. False when
+ * it cannot be read. */
+static __always_inline bool tt_user_regs_arg2(__u64 *out)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct pt_regs *regs;
+
+	if (user_regs_how == TT_REGS_HELPER) {
+		if (!(regs = tt_regs_btf()))
+			return false;
+		*out = regs->dx;
+		return true;
+	}
+	if (user_regs_how == TT_REGS_STACK && (regs = tt_regs_on_stack()))
+		return !bpf_core_read(out, sizeof(*out), &regs->dx);
+#endif
+	return false;
 }
 
 /* The callee-saved registers an unwind through code without frame pointers may
@@ -100,11 +133,8 @@ static __always_inline bool tt_user_regs_callee(__u64 out[5])
 	struct pt_regs *regs;
 
 	if (user_regs_how == TT_REGS_HELPER) {
-		struct task_struct *t = bpf_get_current_task_btf();
-
-		if (t->flags & TT_PF_KTHREAD)
+		if (!(regs = tt_regs_btf()))
 			return false;
-		regs = (struct pt_regs *)bpf_task_pt_regs(t);
 		out[0] = regs->bx;
 		out[1] = regs->r12;
 		out[2] = regs->r13;
@@ -112,19 +142,12 @@ static __always_inline bool tt_user_regs_callee(__u64 out[5])
 		out[4] = regs->r15;
 		return true;
 	}
-	if (user_regs_how == TT_REGS_STACK) {
-		struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-		void *stack = BPF_CORE_READ(t, stack);
-
-		if (!stack)
-			return false;
-		regs = (struct pt_regs *)(stack + kernel_thread_size) - 1;
+	if (user_regs_how == TT_REGS_STACK && (regs = tt_regs_on_stack()))
 		return !bpf_core_read(&out[0], sizeof(out[0]), &regs->bx) &&
 		       !bpf_core_read(&out[1], sizeof(out[1]), &regs->r12) &&
 		       !bpf_core_read(&out[2], sizeof(out[2]), &regs->r13) &&
 		       !bpf_core_read(&out[3], sizeof(out[3]), &regs->r14) &&
 		       !bpf_core_read(&out[4], sizeof(out[4]), &regs->r15);
-	}
 #endif
 	return false;
 }

@@ -15,6 +15,7 @@
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
@@ -688,7 +689,7 @@ static __always_inline __s64 tcp_payload(bool btf, const struct sk_buff *skb)
 }
 
 /* An answered request: its span, on the last target thread that sent its bytes;
- * with the trace context its request carried, one message of both. */
+ * with the trace context its request or its answer carried, one message of all. */
 static __always_inline void tcp_emit(const struct spans_tcp_open *o)
 {
 	struct spans_frame f = { .t_start_ns = o->t_start_ns, .span_id = o->span_id,
@@ -696,7 +697,7 @@ static __always_inline void tcp_emit(const struct spans_tcp_open *o)
 	struct spans_key key = { .pid = o->pid };
 	struct spans_context_msg *m;
 
-	if (o->context != SPANS_CONTEXT_DONE || !o->traceparent[0]) {
+	if (!o->traceparent[0] && !o->traceresponse[0]) {
 		span_emit_on(&key, &f, 0, o->t_out_ns, 0, TT_SPAN_RETURN, o->tid);
 		return;
 	}
@@ -707,6 +708,7 @@ static __always_inline void tcp_emit(const struct spans_tcp_open *o)
 	}
 	span_fill(&m->span, &key, &f, 0, o->t_out_ns, 0, TT_SPAN_RETURN, o->tid);
 	__builtin_memcpy(m->traceparent, o->traceparent, sizeof(m->traceparent));
+	__builtin_memcpy(m->traceresponse, o->traceresponse, sizeof(m->traceresponse));
 	bpf_ringbuf_submit(m, tt_rb_flags(&events, rb_wakeup_bytes, sizeof(*m)));
 }
 
@@ -734,6 +736,7 @@ static __always_inline void tcp_context_start(bool btf, const struct sock *sk,
 	o->req_seq = seq;
 	o->read_seq = tcp_copied_seq(sk);
 	o->traceparent[0] = 0;
+	o->traceresponse[0] = 0;
 	o->context = SPANS_CONTEXT_WANTED;
 }
 
@@ -766,6 +769,9 @@ static __always_inline void tcp_in(bool btf, const struct sock *sk, const struct
 		count(SPANS_CNT_STATE_FULL);
 }
 
+static __always_inline void tcp_answer_read(bool btf, const struct sock *sk,
+					    const struct sk_buff *skb, struct spans_tcp_open *o);
+
 /* Bytes of the answer leave: the request ends here unless more follow. Bytes the
  * kernel sends from softirq (held by Nagle or a full window) move the end, not
  * the thread: the thread is taken only while a task owns the socket (lock_sock:
@@ -777,17 +783,27 @@ static __always_inline void tcp_out(bool btf, const struct sk_buff *skb)
 	__u64 id = bpf_get_current_pid_tgid();
 	struct spans_tcp_key k = {};
 	struct spans_tcp_open *o;
+	bool first, traced;
 
 	if (!sk || tcp_span_of(btf, sk, &k) < 0 || !(o = bpf_map_lookup_elem(&tcp_open, &k)) ||
 	    tcp_payload(btf, skb) <= 0)
 		return;
+	first = tcp_context && !o->t_out_ns; /* the answer's first bytes */
 	o->t_out_ns = bpf_ktime_get_ns();
-	if (!TT_FIELD(btf, sk, sk_lock.owned))
+	if (!TT_FIELD(btf, sk, sk_lock.owned)) {
+		if (first)
+			count(SPANS_CNT_RESPONSE_UNREAD);
 		return;
-	if ((tt_filter & TT_FILTER_TGID) ? tt_current_traced() : !o->tid) {
+	}
+	traced = !(tt_filter & TT_FILTER_TGID) || tt_current_traced();
+	if ((tt_filter & TT_FILTER_TGID) ? traced : !o->tid) {
 		o->tid = (__u32)id;
 		o->pid = id >> 32;
 	}
+	if (first && traced)
+		tcp_answer_read(btf, sk, skb, o);
+	else if (first)
+		count(SPANS_CNT_RESPONSE_UNREAD);
 }
 
 /* The connection leaves ESTABLISHED: its answered request ends; at the close, an
@@ -822,15 +838,20 @@ struct spans_scan {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2); /* 0: a request's bytes (tcp_read), 1: an answer's */
 	__type(key, __u32);
 	__type(value, struct spans_scan);
 } context_scan SEC(".maps");
 
 #define SYS_READ 0 /* x86-64 */
+#define SYS_WRITE 1
 #define SYS_READV 19
+#define SYS_WRITEV 20
+#define SYS_SENDTO 44
 #define SYS_RECVFROM 45
+#define SYS_SENDMSG 46
 #define SYS_RECVMSG 47
+#define SEND_VECTOR_MAX 8 /* a writev's or sendmsg's buffers added up, at most */
 
 /* Where the current read(), readv(), recvfrom() or recvmsg() copies to (the first
  * buffer of a vector), from the registers its syscall entered with; 0: another
@@ -857,35 +878,43 @@ static __always_inline __u64 tcp_read_buffer(void)
 	return (__u64)iov.iov_base;
 }
 
-/* Does b[i..] start "\ntraceparent:" (the name in any case, RFC 9110)? Two word
- * compares, letters folded to lower case by their 0x20 bit: cheap for the
- * verifier, which walks every turn of the scan. */
-static __always_inline bool traceparent_at(const char *b, __u32 i)
-{
-	const __u64 tracepar = 0x7261706563617274ull; /* "tracepar", little-endian */
-	const __u32 ent = 0x3a746e65;                 /* "ent:" */
-	__u64 w8 = *(const __u64 *)(b + i + 1);
-	__u32 w4 = *(const __u32 *)(b + i + 9);
+/* The names the scans look for, "\ntraceparent:" and "\ntraceresponse:", as two
+ * little-endian words in lower case: HEAD, the newline and the name's first 7
+ * bytes; TAIL, the rest with the colon, its bytes in TAIL_MASK. */
+#define TRACEPARENT_LEN 13
+#define TRACEPARENT_HEAD 0x617065636172740aull /* "\ntracepa" */
+#define TRACEPARENT_TAIL 0x3a746e6572ull       /* "rent:" */
+#define TRACEPARENT_MASK 0xffffffffffull
+#define TRACERESPONSE_LEN 15
+#define TRACERESPONSE_HEAD 0x657265636172740aull /* "\ntracere" */
+#define TRACERESPONSE_TAIL 0x3a65736e6f7073ull   /* "sponse:" */
+#define TRACERESPONSE_MASK 0xffffffffffffffull
+#define HEADERS_END 0x0d0a /* "\n\r": the empty line after the headers */
+#define FOLD_CASE 0x2020202020202020ull /* the 0x20 bit: upper-case letters to lower */
 
-	return (w8 | 0x2020202020202020ull) == tracepar && (w4 | 0x20202020) == ent;
-}
-
-/* The first n bytes of a request, in b: its traceparent header's value (past
- * the blanks after the colon, to the end of the bytes read or 64) into out;
- * out[0] stays 0 without one. */
-static __always_inline void traceparent_find(struct spans_scan *sc, __u32 n, char *out)
+/* The first n bytes of an HTTP/1.x request or answer, in b: the value of its
+ * header NAME (past the blanks after the colon, to the end of the bytes read or
+ * 64) into out; out[0] stays 0 without one. The scan ends at the headers' end
+ * (an empty line). */
+static __always_inline void header_find(struct spans_scan *sc, __u32 n, __u32 name_len,
+					__u64 head, __u64 tail, __u64 tail_mask, char *out)
 {
-	const __u32 name = 13; /* "\ntraceparent:" */
 	const char *b = sc->b;
 	__u32 at, len;
 
+	/* Few branches a turn: the verifier walks every turn and keeps each branch it
+	 * has yet to walk (8,192 at most). A match past n, in an earlier scan's bytes,
+	 * is refused after the loop; the newline is not folded. */
 	sc->at = 0;
 	sc->n = n;
-	for (__u32 i = 0; i < SPANS_CONTEXT_SCAN - name; i++) {
-		if (i + name > n)
+	for (__u32 i = 0; i < SPANS_CONTEXT_SCAN - TRACERESPONSE_LEN; i++) {
+		__u64 w = *(const __u64 *)(b + i);
+
+		if ((__u16)w == HEADERS_END)
 			break;
-		if (b[i] == '\n' && traceparent_at(b, i)) {
-			sc->at = i + name;
+		if ((w | (FOLD_CASE & ~0xffull)) == head &&
+		    ((*(const __u64 *)(b + i + 8) | FOLD_CASE) & tail_mask) == tail) {
+			sc->at = i + name_len;
 			break;
 		}
 	}
@@ -945,9 +974,89 @@ static __always_inline void tcp_read(bool btf, const struct sock *sk)
 		count(SPANS_CNT_CONTEXT_UNREAD);
 		return;
 	}
-	traceparent_find(sc, n, o->traceparent);
+	header_find(sc, n, TRACEPARENT_LEN, TRACEPARENT_HEAD, TRACEPARENT_TAIL, TRACEPARENT_MASK,
+		    o->traceparent);
 	if (o->traceparent[0])
 		count(SPANS_CNT_CONTEXT);
+}
+
+/* Where the current write(), writev(), sendto() or sendmsg() sends from: its
+ * first buffer and that buffer's length, and the bytes of the whole call (a
+ * vector's buffers added up); false for another call (sendfile, io_uring) or a
+ * vector longer than SEND_VECTOR_MAX. */
+static __always_inline bool tcp_write_buffer(__u64 *buf, __u64 *len, __u64 *total)
+{
+	struct tt_user_regs r = {};
+	struct user_msghdr mh = {};
+	struct iovec iov = {};
+	__u64 vec, count = 0;
+
+	if (!tt_user_regs_read(&r) || !tt_user_regs_arg2(&count))
+		return false;
+	if (r.nr == SYS_WRITE || r.nr == SYS_SENDTO) {
+		*buf = r.arg1;
+		*len = *total = count;
+		return true;
+	}
+	if (r.nr == SYS_WRITEV) {
+		vec = r.arg1;
+	} else if (r.nr == SYS_SENDMSG && !bpf_probe_read_user(&mh, sizeof(mh), (void *)r.arg1)) {
+		vec = (__u64)mh.msg_iov;
+		count = mh.msg_iovlen;
+	} else {
+		return false;
+	}
+	if (!count || count > SEND_VECTOR_MAX)
+		return false;
+	*total = 0;
+	for (__u32 k = 0; k < SEND_VECTOR_MAX && k < count; k++) {
+		if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(vec + k * sizeof(iov))))
+			return false;
+		if (!k) {
+			*buf = (__u64)iov.iov_base;
+			*len = iov.iov_len;
+		}
+		*total += iov.iov_len;
+	}
+	return true;
+}
+
+/* An answer's first bytes leave (tcp_out, inside the target's send): look for
+ * its traceresponse header. The packet's sequence number says where the answer
+ * begins in the stream; the call has queued its bytes up to the socket's
+ * write_seq, so its first byte is the call's length before that, and the answer
+ * begins that far into the call's buffer. A write larger than one push
+ * (~64 KiB) breaks the sum: the bytes found there must start "HTTP/" to be read. */
+static __always_inline void tcp_answer_read(bool btf, const struct sock *sk,
+					    const struct sk_buff *skb, struct spans_tcp_open *o)
+{
+	unsigned char *head = TT_FIELD(btf, skb, head);
+	__u16 th = TT_FIELD(btf, skb, transport_header);
+	__u64 buf = 0, len = 0, total = 0;
+	__u32 seq = 0, first, off, n, one = 1;
+	struct spans_scan *sc;
+
+	if (bpf_probe_read_kernel(&seq, sizeof(seq), head + th + 4) ||
+	    !tcp_write_buffer(&buf, &len, &total) ||
+	    !(sc = bpf_map_lookup_elem(&context_scan, &one)))
+		goto unread;
+	first = BPF_CORE_READ((const struct tcp_sock *)sk, write_seq) - (__u32)total;
+	off = bpf_ntohl(seq) - first; /* a sequence number before the call's wraps past len */
+	if (off >= len || len - off < 16)
+		goto unread;
+	n = len - off > SPANS_CONTEXT_SCAN ? SPANS_CONTEXT_SCAN : (__u32)(len - off);
+	asm volatile("" : "+r"(n)); /* keep the mask: the verifier wants the bound here */
+	n &= 2 * SPANS_CONTEXT_SCAN - 1;
+	if (bpf_probe_read_user(sc->b, n, (void *)(buf + off)) ||
+	    *(const __u32 *)sc->b != 0x50545448 /* "HTTP" */ || sc->b[4] != '/')
+		goto unread;
+	header_find(sc, n, TRACERESPONSE_LEN, TRACERESPONSE_HEAD, TRACERESPONSE_TAIL,
+		    TRACERESPONSE_MASK, o->traceresponse);
+	if (o->traceresponse[0])
+		count(SPANS_CNT_RESPONSE_CONTEXT);
+	return;
+unread:
+	count(SPANS_CNT_RESPONSE_UNREAD);
 }
 
 SEC("tp_btf/tcp_rcv_space_adjust")

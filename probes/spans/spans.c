@@ -79,6 +79,8 @@ _Static_assert(sizeof(struct spans_context_msg) > sizeof(struct tt_span),
 	       "the events ring's messages are told apart by their size");
 _Static_assert(sizeof(((struct tt_span_context *)0)->traceparent) ==
 	       sizeof(((struct spans_context_msg *)0)->traceparent), "a header's value fits");
+_Static_assert(sizeof(((struct tt_span_context *)0)->traceresponse) ==
+	       sizeof(((struct spans_context_msg *)0)->traceresponse), "a header's value fits");
 
 /* A tcp:PORT span with its request's trace context: the span, then the context
  * naming the span's row. */
@@ -87,6 +89,7 @@ static void spans_write_context(struct spans_state *st, const struct spans_conte
 	struct tt_span_context c = { .span_row = recfile_count(st->out) };
 
 	memcpy(c.traceparent, m->traceparent, sizeof(c.traceparent));
+	memcpy(c.traceresponse, m->traceresponse, sizeof(c.traceresponse));
 	probe_write(st->out, &m->span, &st->write_err);
 	st->calls[m->span.span_id % TT_MAX_SPANS]++;
 	if (st->contexts)
@@ -493,7 +496,8 @@ static void spans_context_configure(struct tt_ctx *ctx, struct spans_state *st)
 		return;
 	how = features_user_regs(&thread_size);
 	if (how == FEATURES_REGS_NONE) {
-		features_refuse("the traceparent of tcp:PORT requests", "bpf_task_pt_regs", "5.15",
+		features_refuse("the trace context (traceparent, traceresponse) of tcp:PORT requests",
+				"bpf_task_pt_regs", "5.15",
 				"their spans keep trace ids of their own, outside the callers' traces");
 		return;
 	}
@@ -798,13 +802,17 @@ static void spans_meta(void *state, FILE *f)
 	/* calls not recorded: their thread or goroutine found the table of open spans full */
 	fprintf(f, "  \"spans_state_full\": %llu, \"spans_state_entries\": %u,\n",
 		(unsigned long long)spans_counter(st, SPANS_CNT_STATE_FULL), spans_open_entries());
-	/* tcp:PORT requests' trace contexts: read, and how many carried a traceparent */
+	/* tcp:PORT requests' trace contexts: read, how many carried a traceparent, how
+	 * many answers a traceresponse */
 	if (st->skel && st->skel->rodata->tcp_context)
 		fprintf(f, "  \"trace_contexts\": {\"requests\": %llu, \"traceparent\": %llu, "
-			"\"unread\": %llu, \"written\": %llu},\n",
+			"\"unread\": %llu, \"traceresponse\": %llu, \"answers_unread\": %llu, "
+			"\"written\": %llu},\n",
 			(unsigned long long)spans_counter(st, SPANS_CNT_TCP_IN),
 			(unsigned long long)spans_counter(st, SPANS_CNT_CONTEXT),
 			(unsigned long long)spans_counter(st, SPANS_CNT_CONTEXT_UNREAD),
+			(unsigned long long)spans_counter(st, SPANS_CNT_RESPONSE_CONTEXT),
+			(unsigned long long)spans_counter(st, SPANS_CNT_RESPONSE_UNREAD),
 			(unsigned long long)recfile_count(st->contexts));
 }
 

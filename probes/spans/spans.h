@@ -38,6 +38,10 @@ enum spans_counter {
 	SPANS_CNT_CONTEXT,   /* tcp:PORT requests that carried a traceparent header */
 	SPANS_CNT_CONTEXT_UNREAD, /* requests whose first bytes no read() or recv() was seen
 			      * to copy (another call, io_uring, or read before it began) */
+	SPANS_CNT_RESPONSE_CONTEXT, /* tcp:PORT answers that carried a traceresponse header */
+	SPANS_CNT_RESPONSE_UNREAD, /* answers whose first bytes no write() or send() of the
+			      * target's was seen to send (sent from softirq, sendfile, a
+			      * buffer past the first of a vector) */
 	SPANS_CNT_NR,
 };
 
@@ -112,8 +116,9 @@ struct spans_tcp_key {
 	__u32 pad;
 };
 
-/* The first bytes of a request the trace-context scan reads (spans.bpf.c
- * tcp_read): HTTP/1.x headers up to there. A power of two. */
+/* The first bytes of a request or an answer the trace-context scans read
+ * (spans.bpf.c tcp_read, tcp_answer_read): HTTP/1.x headers up to there. A
+ * power of two. */
 #define SPANS_CONTEXT_SCAN 2048
 #define SPANS_TRACEPARENT_BYTES 64
 
@@ -133,13 +138,17 @@ struct spans_tcp_open {
 	__u32 req_seq;    /* the TCP sequence number of the request's first byte */
 	__u32 read_seq;   /* how far the target had read the socket when last seen */
 	char traceparent[SPANS_TRACEPARENT_BYTES]; /* the header's value as it came */
+	/* the answer's traceresponse header (W3C Trace Context Level 2): the id of the
+	 * server's own span, when the target's tracing sends it */
+	char traceresponse[SPANS_TRACEPARENT_BYTES];
 };
 
-/* A tcp:PORT span with the trace context its request carried: the span and the
- * header's value, one ring message (the loader writes both files). */
+/* A tcp:PORT span with the trace context its request and its answer carried: the
+ * span and the headers' values, one ring message (the loader writes both files). */
 struct spans_context_msg {
 	struct tt_span span;
 	char traceparent[SPANS_TRACEPARENT_BYTES];
+	char traceresponse[SPANS_TRACEPARENT_BYTES];
 };
 #define SPANS_TCP_SOCKETS 65536 /* connections with a request open or answered */
 

@@ -374,6 +374,22 @@ def test_tcp_spans_traceparent(tmp_path, record_property):
     report(record_property, tmp_path, **got)
 
 
+@pytest.mark.feature("--span tcp traceresponse")
+def test_tcp_spans_traceresponse(tmp_path, record_property):
+    """30 HTTP requests whose answers carry, by turns, a valid traceresponse (sent in one
+    send or a two-buffer sendmsg, for a request with a traceparent or without), a malformed
+    one and none (test_tcp_spans.answered_requests): the 18 valid ones' spans go under the
+    server's own span, read from the bytes the server's send copied from (its registers, and
+    the socket's write_seq)."""
+    from test_tcp_spans import answered_requests, check_answer_contexts, traced_run
+
+    want, out = traced_run(tmp_path, 30, send=answered_requests)
+    if refused(record_property, out, "traceparent", tmp_path):
+        return
+    got = check_answer_contexts(tmp_path, want)
+    report(record_property, tmp_path, **got)
+
+
 @pytest.mark.feature("--pid of a pre-fork server")
 def test_process_tree_prefork_server(tmp_path, record_property):
     """prefork_server's parent only listens; its two forked workers serve. Traced by the

@@ -1,7 +1,10 @@
 """A WSGI service instrumented with the OpenTelemetry SDK (opentelemetry-instrumentation-wsgi),
 for tests/probes/test_otel_sdk.py: each request is a server span of its own, a child of the
 caller's (its traceparent header), sent to ENDPOINT over OTLP/HTTP as it ends; the handler
-sleeps SLEEP_MS, then answers "ok". Listens on an ephemeral loopback port, printed as
+sleeps SLEEP_MS, then answers "ok", with the server span's own context in a traceresponse
+header (W3C Trace Context Level 2) by the SDK's response propagator, as the Flask, Django,
+Falcon, Tornado and ASGI instrumentations send it once set_global_response_propagator is
+called. Listens on an ephemeral loopback port, printed as
 "port N"; HTTP/1.0, a connection a request (wsgiref).
 
   python3 otel_service.py ENDPOINT SLEEP_MS"""
@@ -12,6 +15,9 @@ import time
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.instrumentation.propagators import (FuncSetter, TraceResponsePropagator,
+                                                       get_global_response_propagator,
+                                                       set_global_response_propagator)
 from opentelemetry.instrumentation.wsgi import OpenTelemetryMiddleware
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -21,6 +27,11 @@ SERVICE = "tt-otel-service"
 
 
 class Quiet(WSGIRequestHandler):
+    """No log lines; the answer in one send, as gunicorn, uvicorn, Node and Go send theirs
+    (wsgiref's unbuffered writer sends the status line, each header and the body apart, and
+    tailtrace reads an answer's headers from its first send)."""
+    wbufsize = -1
+
     def log_message(self, *args):
         pass
 
@@ -29,10 +40,14 @@ def main() -> None:
     endpoint, sleep_s = sys.argv[1], int(sys.argv[2]) / 1000
     provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    set_global_response_propagator(TraceResponsePropagator())
+    append = FuncSetter(lambda headers, name, value: headers.append((name, value)))
 
     def app(environ, start_response):
         time.sleep(sleep_s)
-        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
+        headers = [("Content-Type", "text/plain"), ("Content-Length", "2")]
+        get_global_response_propagator().inject(headers, setter=append)  # the server span's
+        start_response("200 OK", headers)
         return [b"ok"]
 
     server = make_server("127.0.0.1", 0, OpenTelemetryMiddleware(app, tracer_provider=provider),

@@ -1,14 +1,16 @@
 """A service instrumented with the OpenTelemetry SDK, tailtrace attached by its pid: one trace
-in a real Jaeger holds the caller's span, the service's own server span and tailtrace's
-breakdown of the same request, both children of the caller's span.
+in a real Jaeger holds the caller's span, the service's own server span under it and
+tailtrace's breakdown of the same request under the service's span.
 
 Oracle by construction: the test is the caller. Each of its 20 requests is a client span of
 its own (the SDK, service tt-otel-client) whose context goes in the request's traceparent
 header; the service (otel_service.py, opentelemetry-instrumentation-wsgi) sends its server
-span, a child of that client span; tailtrace (--span tcp) reads the header from the bytes the
-service read and exports its span of the request under the same client span. So every trace
-holds the three, tailtrace's parts adding up to its duration and its duration covering the
-service's span (the kernel's first byte in to last byte out spans the handler).
+span, a child of that client span, and names it in its answer's traceresponse header (the
+SDK's response propagator); tailtrace (--span tcp) reads the traceparent from the bytes the
+service read, the traceresponse from the bytes it sent, and exports its span of the request
+under the service's span. So every trace holds the three, tailtrace's parts adding up to its
+duration, its first byte in before the service's span and its last byte out after the
+handler's sleep, before the span ends.
 
 Needs Jaeger built (bench/jaeger_roundtrip.sh builds it once from the Go module proxy into
 $TT_JAEGER_CACHE, default /var/cache/tailtrace/jaeger) and its ports 4318 and 16686 free."""
@@ -126,7 +128,7 @@ def _parent(sp: dict) -> str:
                 "")
 
 
-def test_one_trace_holds_the_callers_span_the_services_and_tailtraces(tmp_path):
+def test_one_trace_holds_the_callers_span_the_services_and_tailtraces_under_it(tmp_path):
     from analyze.explain.decompose import PARTS
     from analyze.pipeline import export_run
 
@@ -144,23 +146,26 @@ def test_one_trace_holds_the_callers_span_the_services_and_tailtraces(tmp_path):
         _, err = tt.communicate(timeout=120)
         assert tt.returncode == 0, head + err
         counts = export_run(run, endpoint=OTLP, service="tailtrace")
-        assert counts["in_callers_traces"] == N, counts
+        assert counts["in_callers_traces"] == counts["under_service_spans"] == N, counts
         for trace_id, client_span in sent:
             by = _trace(trace_id)
             assert set(by) >= {"tt-otel-client", "tt-otel-service", "tailtrace"}, (trace_id, by)
             (server,) = by["tt-otel-service"]
             assert _parent(server) == client_span, server
-            # tailtrace's request span under the client's, its waits under it
-            (ours,) = [sp for sp in by["tailtrace"] if _parent(sp) == client_span]
-            assert all(_parent(sp) != client_span for sp in by["tailtrace"] if sp is not ours)
+            # tailtrace's request span under the service's, its waits under it
+            (ours,) = [sp for sp in by["tailtrace"] if _parent(sp) == server["spanID"]]
+            assert all(_parent(sp) not in (client_span, server["spanID"])
+                       for sp in by["tailtrace"] if sp is not ours)
             tags = {t["key"]: t["value"] for t in ours["tags"]}
             parts = sum(int(tags[f"tailtrace.{p}_ns"]) for p in PARTS
                         if f"tailtrace.{p}_ns" in tags)
             assert abs(parts / 1000 - ours["duration"]) <= 1, (tags, ours["duration"])
-            # the kernel's first byte in to last byte out holds the handler's span
+            # the kernel's first byte in comes before the handler's span, the last byte out
+            # after its sleep and before the span ends (the SDK ends it once the answer is
+            # sent and the response closed): within 1 ms, the clocks' two conversions
+            ours_end, server_end = (sp["startTime"] + sp["duration"] for sp in (ours, server))
             assert ours["startTime"] <= server["startTime"] + 1000
-            assert ours["startTime"] + ours["duration"] >= server["startTime"] + \
-                server["duration"] - 1000
+            assert server["startTime"] + SLEEP_MS * 1000 - 1000 <= ours_end <= server_end + 1000
     finally:
         svc.kill()
         svc.wait()

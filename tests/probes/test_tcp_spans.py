@@ -202,13 +202,14 @@ def traced_requests(port: int, n: int) -> list[tuple[str, str, str]]:
     return sent
 
 
-def traced_run(tmp_path: Path, n: int, *args: str) -> tuple[list, str]:
-    """tcp_server.py traced with --span tcp while traced_requests sends it n requests."""
+def traced_run(tmp_path: Path, n: int, *args: str, send=None) -> tuple[list, str]:
+    """tcp_server.py traced with --span tcp while send (traced_requests unless said) sends it
+    n requests: what send returned, and what tailtrace said."""
     srv = TcpServer(delay_ms=1)
     try:
         tt, head = tailtrace_bg(tmp_path, "--pid", str(srv.proc.pid), "--events", "spans",
                                 "--span", "tcp", "--duration", "120", *args)
-        sent = traced_requests(srv.port, n)
+        sent = (send or traced_requests)(srv.port, n)
         time.sleep(0.2)
         tt.send_signal(2)
         _, err = tt.communicate(timeout=120)
@@ -256,3 +257,87 @@ def test_a_requests_traceparent_puts_its_span_in_the_callers_trace(tmp_path, hoo
     debug = ["--debug", "hook=raw_tp"] if hook == "raw_tp" else []
     sent, _ = traced_run(tmp_path, 40, *debug)
     check_trace_contexts(tmp_path, sent)
+
+
+ANSWER_KINDS = ("under", "vector", "started", "malformed", "plain")
+
+
+def recv_http(sk: socket.socket) -> bytes:
+    """One HTTP/1.1 answer of tcp_server.py: its headers, after its SIZE bytes of body came."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        buf += sk.recv(65536)
+    head, body = buf.split(b"\r\n\r\n", 1)
+    while len(body) < SIZE:
+        body += sk.recv(65536)
+    assert len(body) == SIZE
+    return head
+
+
+def answered_requests(port: int, n: int) -> list[tuple[str, str, str]]:
+    """n HTTP requests on one connection, by turns (ANSWER_KINDS) of what the answer says of
+    the server's own span: a valid traceresponse in the caller's trace, sent in one send
+    ("under") or in a two-buffer sendmsg ("vector"); a valid one starting a trace, the request
+    carrying no traceparent ("started"); a malformed one; none. Returns (kind, the trace id
+    and the parent the request's span should have): the server's span when its traceresponse
+    is valid, else the caller's."""
+    want = []
+    with socket.create_connection(("127.0.0.1", port)) as sk:
+        for i in range(n):
+            kind = ANSWER_KINDS[i % len(ANSWER_KINDS)]
+            trace, caller = f"{0x5bf92f35 + i:032x}", f"{0xc7ad6b71 + i:016x}"
+            server = f"{0xd1e55e00 + i:016x}"
+            head = f"traceparent: 00-{trace}-{caller}-01\r\n" if kind != "started" else ""
+            echo = {"malformed": f"00-{trace}-{'z' * 16}-01", "plain": None}.get(
+                kind, f"00-{trace}-{server}-01")
+            if echo:
+                head += f"echo-traceresponse: {echo}\r\n"
+            path = "/http-vector" if kind == "vector" else "/http"
+            sk.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n{head}Accept: */*\r\n\r\n".encode())
+            got = recv_http(sk)
+            assert (b"traceresponse: " in got) == bool(echo), got
+            under = kind in ("under", "vector", "started")
+            want.append((kind, trace, server if under else caller))
+    return want
+
+
+def check_answer_contexts(run_dir: Path, want: list) -> dict:
+    """The answers' traceresponse headers as sent (oracle: answered_requests), in the loaded
+    run and in its OTLP export: the valid ones' requests under the server's span."""
+    from analyze.load.load import load_run
+    from analyze.pipeline import export_run
+
+    states = {"under": "ok", "vector": "ok", "started": "ok", "malformed": "malformed",
+              "plain": "none"}
+    meta = json.loads((run_dir / "meta.json").read_text())["trace_contexts"]
+    sent = sum(k != "plain" for k, _, _ in want)
+    assert meta["traceresponse"] == sent and meta["answers_unread"] == 0, meta
+    req = load_run(run_dir).requests.sort_values("t_start_ns")
+    assert req["service_context"].astype(str).tolist() == [states[k] for k, _, _ in want]
+    ok = req[req["service_context"] == "ok"]
+    under = [(t, p) for k, t, p in want if states[k] == "ok"]
+    assert list(zip(ok["service_trace_id"], ok["service_span_id"])) == under
+    out = run_dir / "otlp.json"
+    counts = export_run(run_dir, file=out)
+    assert counts["under_service_spans"] == len(under), counts
+    assert counts["in_callers_traces"] == len(want), counts
+    spans = [s for line in out.read_text().splitlines()
+             for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"]
+             for s in ss["spans"] if s.get("parentSpanId")]
+    assert sorted((s["traceId"], s["parentSpanId"]) for s in spans) == \
+        sorted((t, p) for _, t, p in want)
+    return {"requests": len(want), "under_service_spans": len(under)}
+
+
+@needs_root
+@pytest.mark.parametrize("hook", ["tp_btf", "raw_tp"])
+def test_an_answers_traceresponse_puts_the_span_under_the_servers_own(tmp_path, hook):
+    """30 HTTP requests whose answers say, by turns, the server's own span (traceresponse,
+    W3C Trace Context Level 2) or not: the 18 valid ones, in one send or a two-buffer
+    sendmsg, and for a request without a traceparent too, put the request's span under the
+    server's span in its trace; the 6 malformed are counted and leave it under the caller's,
+    as do the 6 answers without one. Oracle: the ids answered_requests sent."""
+    debug = ["--debug", "hook=raw_tp"] if hook == "raw_tp" else []
+    want, _ = traced_run(tmp_path, 30, *debug, send=answered_requests)
+    got = check_answer_contexts(tmp_path, want)
+    assert got["under_service_spans"] == 18

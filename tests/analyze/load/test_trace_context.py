@@ -1,5 +1,7 @@
-"""The W3C traceparent a request carried (analyze/load/trace_context.py): parsed exactly,
-anything malformed refused (https://www.w3.org/TR/trace-context/#traceparent-header)."""
+"""The W3C traceparent a request carried and the traceresponse its answer carried
+(analyze/load/trace_context.py): parsed exactly, anything malformed refused
+(https://www.w3.org/TR/trace-context/#traceparent-header); the span under the server's span
+when the answer names it, else the caller's (analyze/render/otlp.py)."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -47,3 +49,42 @@ def test_each_request_gets_its_spans_context_by_row():
     assert d["trace_id"].tolist() == ["", TRACE, ""]
     assert d["parent_span_id"].tolist() == ["", PARENT, ""]
     assert d["trace_flags"].tolist() == [0, 1, 0]
+
+
+SERVER = "a3ce929d0e0e4736"
+OTHER_TRACE = "0af7651916cd43dd8448eb211c80319c"
+
+
+def contexts_of_answers() -> pd.DataFrame:
+    """Four requests (span rows 0-3): a traceparent and a traceresponse in its trace; a
+    traceresponse alone, starting a trace; a traceparent and a malformed traceresponse; a
+    traceparent alone."""
+    return pd.DataFrame({
+        "span_row": [0, 1, 2, 3],
+        "traceparent": [VALID.encode(), b"", VALID.encode(), VALID.encode()],
+        "traceresponse": [f"00-{TRACE}-{SERVER}-01".encode(),
+                          f"00-{OTHER_TRACE}-{SERVER}-00\0\0".encode(), b"00-zz", b""]})
+
+
+def test_an_answers_traceresponse_names_the_servers_span():
+    d = df_request_contexts(contexts_of_answers(), np.arange(4))
+    assert d["trace_context"].astype(str).tolist() == ["ok", "none", "ok", "ok"]
+    assert d["service_context"].astype(str).tolist() == ["ok", "ok", "malformed", "none"]
+    assert d["service_trace_id"].tolist() == [TRACE, OTHER_TRACE, "", ""]
+    assert d["service_span_id"].tolist() == [SERVER, SERVER, "", ""]
+
+
+def test_the_span_goes_under_the_servers_span_else_the_callers():
+    """The OTLP join: a valid traceresponse wins (its trace, the server's span as parent),
+    else a valid traceparent (the caller's span), else the request's own ids stay."""
+    from types import SimpleNamespace
+
+    from analyze.render.otlp import _join_callers
+
+    req = df_request_contexts(contexts_of_answers(), np.arange(4)).assign(id=np.arange(4))
+    own = [bytes([i]) * 16 for i in range(4)]
+    d = pd.DataFrame({"id": np.arange(4), "trace_id": own, "parent_span_id": [b""] * 4})
+    _join_callers(SimpleNamespace(requests=req), d)
+    assert [t.hex() for t in d["trace_id"]] == [TRACE, OTHER_TRACE, TRACE, TRACE]
+    assert [p.hex() for p in d["parent_span_id"]] == [SERVER, SERVER, PARENT, PARENT]
+    assert d["under_service_span"].tolist() == [True, True, False, False]
