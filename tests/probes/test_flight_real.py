@@ -271,17 +271,18 @@ def test_a_captures_spans_are_at_the_requests_wall_time(tmp_path):
 
 def test_otlp_sends_each_capture_while_the_recorder_runs(tmp_path):
     """--otlp: three slow calls 3 s apart; each capture's slow call reaches the OTLP endpoint,
-    explained (its parts, its cause), within 15 s of the capture's line in captures.jsonl and
-    while the recorder still runs."""
+    explained (its parts, its cause), while the recorder still runs: within seconds of the
+    last stop here, bounded at 60 s for a loaded machine (the target's calls last 90 s, so
+    the recorder outlives the wait; a failure shows captures.jsonl and otlp.json)."""
     from otlp_receiver import Receiver, attrs
     rx = Receiver()
-    target = subprocess.Popen([str(SPAN_TARGET), "work", "3000", "10000"])
+    target = subprocess.Popen([str(SPAN_TARGET), "work", "9000", "10000"])
     out = tmp_path / "rec"
     tt = slow_call_recorder(out, target, "--otlp", rx.url)
     arrived = {}
     try:
         stops = stop_calls(target, 3, 3.0)
-        end = time.monotonic() + 30
+        end = time.monotonic() + 60
         while time.monotonic() < end and len(arrived) < len(stops):
             for _, sp in rx.spans():
                 a = attrs(sp.attributes)
@@ -292,7 +293,9 @@ def test_otlp_sends_each_capture_while_the_recorder_runs(tmp_path):
     finally:
         err = recorder_stop(tt, target)
         rx.close()
-    assert running and len(arrived) == 3, (arrived, err)
+    caps = (out / "captures.jsonl").read_text() if (out / "captures.jsonl").exists() else ""
+    sent = (out / "otlp.json").read_text() if (out / "otlp.json").exists() else ""
+    assert running and len(arrived) == 3, (arrived, err, caps, sent)
     for _, a in arrived.values():
         parts = sum(v for k, v in a.items() if k.endswith("_ns") and k[10:-3] in
                     ("queue_wait", "oncpu", "runq_wakeup", "runq_preempt", "throttled",
