@@ -31,6 +31,28 @@ CLOSE_TOL = 0.01  # closure_err at or below this: the window's parts add up to i
 _EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
+def asleep_since_before(run, t0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(tid, t_from, t_to) of each thread asleep since before the run began: its first
+    run-queue wait is a wakeup's, ending before any switch-out of it was recorded, so the
+    switch-out that put it to sleep came before the program attached and no switches row
+    holds the sleep. Off CPU from t0 to that wakeup's switch-in (its runnable part then
+    lies inside an off-CPU interval, as every other thread's does), not on CPU."""
+    none = (np.zeros(0, np.int64),) * 3
+    if not run.has("runq") or not run.has("switches"):
+        return none
+    rq = run.runq
+    first = rq.loc[rq.groupby("tid", sort=False)["t_run_ns"].idxmin()]
+    first = first[first["kind"].cat.codes.to_numpy() == RUNQ_KINDS.index("wakeup")]
+    if not len(first):
+        return none
+    sw_first = run.switches.groupby("tid", sort=False)["t_off_ns"].min()
+    off0 = first["tid"].map(sw_first).fillna(np.iinfo(np.int64).max).to_numpy()
+    t_run = first["t_run_ns"].to_numpy(np.int64)
+    m = t_run <= off0
+    tid = first["tid"].to_numpy(np.int64)[m]
+    return tid, np.full(len(tid), t0, np.int64), t_run[m]
+
+
 class _StateSets:
     """The interval sets of one run on one axis, independent of the windows measured, so a
     run's many thread_states calls (decomposition, each critical-path hop, lock chains)
@@ -50,8 +72,13 @@ class _StateSets:
             # the whole is (a thread's own off-CPU intervals do not overlap)
             sw = run.switches
             s, e, rows = axis.rows(*(sw[c].to_numpy() for c in ("tid", "t_off_ns", "t_on_ns")))
-            self.off = IntervalSet(s, e)
-            ou = (s, e) if self.off.disjoint else iv_union(s, e)
+            off_s, off_e = s, e
+            a_s, a_e, _ = axis.rows(*asleep_since_before(run, axis.t0))
+            if len(a_s):   # blocked, for no recorded reason: off CPU, in no reason's set
+                order = np.argsort(np.concatenate([s, a_s]), kind="stable")
+                off_s, off_e = np.concatenate([s, a_s])[order], np.concatenate([e, a_e])[order]
+            self.off = IntervalSet(off_s, off_e)
+            ou = (off_s, off_e) if self.off.disjoint else iv_union(off_s, off_e)
             self.off_union = self.off if self.off.disjoint else IntervalSet(*ou, disjoint=True)
         if self.has_rq:
             rq = run.runq

@@ -53,11 +53,12 @@ def test_a_request_outside_the_recording_stays_in_its_band_counted_unknown():
 
 def _overlap_run():
     """Thread 7, request [0, 10] ms: two switch records claim [2, 6] and [4, 8] ms off CPU
-    (2 ms counted twice), the second woken at 7.5 ms; request [20, 25] ms on thread 8 with a
-    runnable interval [22, 23] ms that no switch holds (1 ms outside off-CPU time)."""
+    (2 ms counted twice), the second woken at 7.5 ms; request [20, 25] ms on thread 8 (off
+    CPU at [10, 12] ms before it, so not asleep since before the run) with a runnable interval
+    [22, 23] ms that no switch holds (1 ms outside off-CPU time)."""
     return make_run(requests=[req(0, 7, 0, 10 * MS), req(1, 8, 20 * MS, 25 * MS)],
                     switches=[off(7, 2 * MS, 6 * MS, syscall=202),
-                              off(7, 4 * MS, 8 * MS, syscall=202)],
+                              off(7, 4 * MS, 8 * MS, syscall=202), off(8, 10 * MS, 12 * MS)],
                     runq=[rq(7, 7 * MS + 500 * US, 8 * MS), rq(8, 22 * MS, 23 * MS)],
                     tasks=[task(7, "w0"), task(8, "w1")])
 

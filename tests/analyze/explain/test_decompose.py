@@ -140,14 +140,31 @@ def test_a_thread_no_probe_saw_has_unknown_parts_not_time_on_cpu():
 
 
 def test_runnable_outside_off_cpu_makes_closure_fail():
-    # tid 7 has a runnable interval [3, 5] but no off-CPU interval: streams disagree.
+    # tid 7 has a runnable interval [3, 5] that no off-CPU interval holds (its one is [1, 2]):
+    # streams disagree.
     run = make_run(requests=[req(0, 7, 0, 10 * MS), req(1, 8, 0, 10 * MS)],
-                   switches=[off(8, 3 * MS, 5 * MS)],
+                   switches=[off(7, 1 * MS, 2 * MS), off(8, 3 * MS, 5 * MS)],
                    runq=[rq(7, 3 * MS, 5 * MS), rq(8, 4 * MS, 5 * MS)], locks=[])
     d = df_decompose(run)
     assert d.loc[0, "closure_err"] == pytest.approx(0.2)
     assert not bool(d.loc[0, "closes"])
     assert d.loc[1, "closure_err"] == 0.0 and bool(d.loc[1, "closes"])
+
+
+def test_a_thread_asleep_since_before_the_run_is_off_cpu_until_its_first_wakeup():
+    """tid 7's first event is a wakeup at 3 ms, run at 5 ms, and no switch-out of it came
+    before: it slept since before the run began (the switch-out was before the attach). Its
+    request [0, 10] ms: 3 ms blocked (no reason recorded), 2 ms runnable, 5 ms on CPU; not
+    8 ms on CPU with the runnable 2 ms counted twice. tid 8, switched out at 1 ms before its
+    first wakeup, keeps its streams' disagreement (outside)."""
+    run = make_run(requests=[req(0, 7, 0, 10 * MS), req(1, 8, 0, 10 * MS)],
+                   switches=[off(8, 1 * MS, 2 * MS)],
+                   runq=[rq(7, 3 * MS, 5 * MS), rq(8, 4 * MS, 6 * MS)], locks=[])
+    d = df_decompose(run)
+    assert d.loc[0, "oncpu_ns"] == 5 * MS and d.loc[0, "runq_wakeup_ns"] == 2 * MS
+    assert d.loc[0, "blocked_ns"] == 3 * MS
+    assert d.loc[0, "closure_err"] == 0.0 and bool(d.loc[0, "closes"])
+    assert d.loc[1, "closure_err"] == pytest.approx(0.2) and not bool(d.loc[1, "closes"])
 
 
 def test_overlapping_off_cpu_intervals_make_closure_fail():
