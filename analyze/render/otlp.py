@@ -146,6 +146,17 @@ def _join_callers(run, d: pd.DataFrame) -> None:
     d.loc[d.index[service], "under_service_span"] = True
 
 
+def _request_span_names(run, spans: pd.DataFrame) -> list[str]:
+    """Each request span's name: `request ID` for httpload's requests; for a --span's, the
+    span's name as tailtrace said it (meta.json span_sites: `tcp:8080`, `orders_handle`),
+    `span` where the run does not say."""
+    if run.source == "requests":
+        return [f"request {int(i)}" for i in spans["id"]]
+    sites = [s.get("name") or "span" for s in (run.meta or {}).get("span_sites") or []]
+    conn = run.requests.set_index("id")["conn"].reindex(spans["id"]).fillna(-1).astype(int)
+    return [sites[c] if 0 <= c < len(sites) else "span" for c in conn]
+
+
 def _ran_on(names: dict, d: pd.DataFrame) -> list:
     """Each request's threads when part of its time ran on another thread of its process
     (handoff.py): 'worker-3 (tid 12) 85%, loop (tid 11) 15%'; '' when all of it ran on its
@@ -274,11 +285,11 @@ def request_batches(run, decomp: pd.DataFrame, segs: pd.DataFrame | None,
                               _kv("tailtrace.verdict", w.verdict),
                               _kv("tailtrace.hop", int(w.depth))])
         children.setdefault(w.request, []).append(sp)
-    for r in spans.itertuples():
+    names = _request_span_names(run, spans)
+    for r, name in zip(spans.itertuples(), names):
         sp = trace_pb2.Span(trace_id=r.trace_id, span_id=r.span_id,
                             parent_span_id=r.parent_span_id,
-                            name=f"request {int(r.id)}" if run.source == "requests" else
-                            "span", kind=trace_pb2.Span.SPAN_KIND_SERVER,
+                            name=name, kind=trace_pb2.Span.SPAN_KIND_SERVER,
                             start_time_unix_nano=int(r.t_enqueue_ns) + off,
                             end_time_unix_nano=int(r.t_end_ns) + off)
         attrs = [_kv("thread.id", int(r.tid)), _kv("thread.name", r.thread),

@@ -5,7 +5,7 @@ sleeps SLEEP_MS, then answers "ok", with the server span's own context in a trac
 header (W3C Trace Context Level 2) by the SDK's response propagator, as the Flask, Django,
 Falcon, Tornado and ASGI instrumentations send it once set_global_response_propagator is
 called. Listens on an ephemeral loopback port, printed as
-"port N"; HTTP/1.0, a connection a request (wsgiref).
+"port N"; HTTP/1.0, a connection a request (wsgiref). call() is its caller.
 
   python3 otel_service.py ENDPOINT SLEEP_MS"""
 from __future__ import annotations
@@ -24,6 +24,32 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 SERVICE = "tt-otel-service"
+
+
+def call(port: int, n: int, endpoint: str) -> list[tuple[str, str]]:
+    """The caller: n requests to the service, each in a client span of its own (the SDK,
+    service tt-otel-client, sent to endpoint) whose context goes in its traceparent header:
+    (trace id, client span id) of each."""
+    import http.client
+
+    from opentelemetry.propagate import inject
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "tt-otel-client"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    tracer = provider.get_tracer("tailtrace-test")
+    sent = []
+    for i in range(n):
+        with tracer.start_as_current_span(f"GET /{i}") as sp:
+            headers = {}
+            inject(headers)
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            c.request("GET", f"/{i}", headers=headers)
+            assert c.getresponse().read() == b"ok"
+            c.close()
+            ctx = sp.get_span_context()
+            sent.append((f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"))
+    provider.shutdown()
+    return sent
 
 
 class Quiet(WSGIRequestHandler):

@@ -16,7 +16,6 @@ Needs Jaeger built (bench/jaeger_roundtrip.sh builds it once from the Go module 
 $TT_JAEGER_CACHE, default /var/cache/tailtrace/jaeger) and its ports 4318 and 16686 free."""
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import socket
@@ -82,32 +81,6 @@ def _start_jaeger(log: Path) -> subprocess.Popen:
     raise AssertionError(f"Jaeger did not answer in 30 s: {log.read_text()[-2000:]}")
 
 
-def _calls(port: int) -> list[tuple[str, str]]:
-    """N requests, each in a client span of its own: (trace id, client span id) of each."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.propagate import inject
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
-    provider = TracerProvider(resource=Resource.create({"service.name": "tt-otel-client"}))
-    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=OTLP)))
-    tracer = provider.get_tracer("tailtrace-test")
-    sent = []
-    for i in range(N):
-        with tracer.start_as_current_span(f"GET /{i}") as sp:
-            headers = {}
-            inject(headers)
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-            c.request("GET", f"/{i}", headers=headers)
-            assert c.getresponse().read() == b"ok"
-            c.close()
-            ctx = sp.get_span_context()
-            sent.append((f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"))
-    provider.shutdown()
-    return sent
-
-
 def _trace(trace_id: str) -> dict:
     """{service name: [spans]} of a trace in Jaeger, once it holds the three services'."""
     for _ in range(100):
@@ -131,6 +104,7 @@ def _parent(sp: dict) -> str:
 def test_one_trace_holds_the_callers_span_the_services_and_tailtraces_under_it(tmp_path):
     from analyze.explain.decompose import PARTS
     from analyze.pipeline import export_run
+    from otel_service import call  # the SDK: after the skips
 
     jaeger = _start_jaeger(tmp_path / "jaeger.log")
     svc = subprocess.Popen([sys.executable, str(SERVICE), OTLP, str(SLEEP_MS)],
@@ -140,7 +114,7 @@ def test_one_trace_holds_the_callers_span_the_services_and_tailtraces_under_it(t
         run = tmp_path / "run"
         tt, head = tailtrace_bg(run, "--pid", str(svc.pid), "--span", f"tcp:{port}",
                                 "--duration", "120")
-        sent = _calls(port)
+        sent = call(port, N, OTLP)
         time.sleep(0.2)
         tt.send_signal(2)
         _, err = tt.communicate(timeout=120)
@@ -154,6 +128,7 @@ def test_one_trace_holds_the_callers_span_the_services_and_tailtraces_under_it(t
             assert _parent(server) == client_span, server
             # tailtrace's request span under the service's, its waits under it
             (ours,) = [sp for sp in by["tailtrace"] if _parent(sp) == server["spanID"]]
+            assert ours["operationName"] == f"tcp:{port}", ours["operationName"]
             assert all(_parent(sp) not in (client_span, server["spanID"])
                        for sp in by["tailtrace"] if sp is not ours)
             tags = {t["key"]: t["value"] for t in ours["tags"]}
