@@ -46,7 +46,8 @@ stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
             OCC_HARDIRQ / OCC_SOFTIRQ and the number in the top 16 bits: an interrupt)
   occupants: pid, tid, comm (str), cgroup_id (uint64), flags, reused (bool): each task named in
             occupancy (traced or not)
-  span_contexts: span_row (the span's row in spans.bin), traceparent, traceresponse (bytes:
+  span_contexts: span_row (the span's row in spans.bin), tid, t_start_ns, t_end_ns (that
+            span's; 0 in runs before 2026-12-03), traceparent, traceresponse (bytes:
             the headers' values as a tcp:PORT request and its answer carried them, b""
             without; trace_context.py parses them)
 Beside them, dicts: stacks {(stream, id): frames, leaf first} (stacks.jsonl) and wait_names
@@ -112,7 +113,8 @@ COLUMNS = {
     "tasks": ["pid", "tid", "comm", "migrations", "role", "ns_pid", "ns_tid"],
     "occupancy": ["cpu", "tid", "pid", "flags", "t_ns"],
     "occupants": ["pid", "tid", "comm", "cgroup_id", "flags", "reused"],
-    "span_contexts": ["span_row", "traceparent", "traceresponse"],
+    "span_contexts": ["span_row", "tid", "t_start_ns", "t_end_ns", "traceparent",
+                      "traceresponse"],
 }
 
 
@@ -291,7 +293,8 @@ def frame_from_records(stream: str, rec, owned: bool = False) -> pd.DataFrame:
              "flags": _i32(r["flags"]), "reused": np.asarray(r["reused"]).astype(bool)}
     elif stream == "span_contexts":
         fields = r.dtype.names if hasattr(r, "dtype") else tuple(r)
-        d = {"span_row": _i64(r["span_row"])}
+        d = {c: _i64(r[c]) if c in fields else np.zeros(len(r["span_row"]), np.int64)
+             for c in ("span_row", "tid", "t_start_ns", "t_end_ns")}
         for c in ("traceparent", "traceresponse"):  # traceresponse: runs since 2026-12
             d[c] = ([bytes(v) for v in np.asarray(r[c])] if c in fields
                     else [b""] * len(d["span_row"]))
@@ -368,7 +371,7 @@ def requests_from_spans(spans: pd.DataFrame,
         "goroutine": outer["goroutine"].to_numpy(),
     }, columns=COLUMNS["requests"] + ["ret", "end", "goroutine"])
     if contexts is not None:
-        ctx = df_request_contexts(contexts, outer.index.to_numpy())
+        ctx = df_request_contexts(contexts, outer.index.to_numpy(), outer)
         for c in ctx.columns:
             req[c] = ctx[c].to_numpy()
     return req

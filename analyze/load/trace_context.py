@@ -11,7 +11,8 @@ parse_traceparent(value) -> (trace_id, parent_id, flags) as lowercase hex and an
     the flags; ids of zeros; upper-case hex. The value ends at the line's end; blanks around
     it are not part of it. A traceresponse has the same form: its parent id is the
     server's span.
-df_request_contexts(contexts, rows) -> per request (rows: its span's row of spans.bin)
+df_request_contexts(contexts, rows, spans) -> per request (rows: its span's row of spans.bin;
+    spans: those rows, whose thread, start and end the contexts name)
     columns trace_id, parent_span_id (hex, "" without a valid header), trace_flags (int) and
     trace_context (categorical CONTEXT_STATES: none, ok, malformed): the caller's, from the
     traceparent; service_trace_id, service_span_id (hex, "") and service_context (the same
@@ -53,14 +54,14 @@ def parse_traceparent(value: bytes | str) -> tuple[str, str, int] | None:
     return trace_id, parent, int(flags, 16)
 
 
-def _parse_column(values, at: pd.Series, span_rows: np.ndarray, n: int):
-    """Each request's (trace id, span id, flags, state) from one header column: "" and
-    "none" where its span has no value, "malformed" where parse_traceparent refuses it."""
+def _parse_column(values, pos: np.ndarray, n: int):
+    """Each request's (trace id, span id, flags, state) from one header column (pos[k]: the
+    request of its k-th value, -1 none): "" and "none" where its span has no value,
+    "malformed" where parse_traceparent refuses it."""
     trace, span = np.full(n, "", dtype=object), np.full(n, "", dtype=object)
     flags, state = np.zeros(n, np.int64), np.zeros(n, np.int8)
-    for row, value in zip(span_rows, values):
-        i = at.get(int(row))
-        if i is None or not value.split(b"\0", 1)[0]:
+    for i, value in zip(pos, values):
+        if i < 0 or not value.split(b"\0", 1)[0]:
             continue
         got = parse_traceparent(value)
         if got is None:
@@ -71,19 +72,35 @@ def _parse_column(values, at: pd.Series, span_rows: np.ndarray, n: int):
     return trace, span, flags, pd.Categorical.from_codes(state, CONTEXT_STATES)
 
 
-def df_request_contexts(contexts: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
-    """The trace context of each request whose span is at rows[i] of spans.bin (module doc)."""
+def _request_of(contexts: pd.DataFrame, rows: np.ndarray, spans: pd.DataFrame | None):
+    """For each context, the request (its position in rows) whose span it names: by the
+    span's thread, start and end where the contexts say them (a flight-recorder capture
+    keeps some of the recorder's spans, so its rows are not the recorder's), else by row."""
+    if spans is not None and "t_end_ns" in contexts and bool((contexts["t_end_ns"] > 0).all()):
+        key = zip(spans["tid"].to_numpy(np.int64), spans["t_start_ns"].to_numpy(np.int64),
+                  spans["t_end_ns"].to_numpy(np.int64))
+        at = {k: i for i, k in enumerate(key)}
+        return np.array([at.get(k, -1) for k in zip(
+            contexts["tid"].to_numpy(np.int64), contexts["t_start_ns"].to_numpy(np.int64),
+            contexts["t_end_ns"].to_numpy(np.int64))], np.int64)
+    at = pd.Series(np.arange(len(rows)), index=np.asarray(rows, np.int64))
+    return at.reindex(contexts["span_row"].to_numpy(np.int64)).fillna(-1).to_numpy(np.int64)
+
+
+def df_request_contexts(contexts: pd.DataFrame, rows: np.ndarray,
+                        spans: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The trace context of each request whose span is at rows[i] of spans.bin (spans: those
+    spans' rows, with tid, t_start_ns, t_end_ns) (module doc)."""
     n = len(rows)
-    at = pd.Series(np.arange(n), index=np.asarray(rows, np.int64))
     empty = contexts is None or not len(contexts)
-    span_rows = np.zeros(0, np.int64) if empty else contexts["span_row"].to_numpy()
+    pos = np.zeros(0, np.int64) if empty else _request_of(contexts, rows, spans)
     cols = {}
     for header, names in (("traceparent", ("trace_id", "parent_span_id", "trace_flags",
                                            "trace_context")),
                           ("traceresponse", ("service_trace_id", "service_span_id", None,
                                              "service_context"))):
         values = [] if empty or header not in contexts else contexts[header]
-        for name, col in zip(names, _parse_column(values, at, span_rows, n)):
+        for name, col in zip(names, _parse_column(values, pos, n)):
             if name:
                 cols[name] = col
     return pd.DataFrame(cols)

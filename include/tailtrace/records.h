@@ -141,11 +141,17 @@ enum tt_waker_ctx {
 
 /* span_contexts.bin: the W3C trace context a tcp:PORT request carried (its
  * traceparent header, probes/spans/spans.bpf.c tcp_read) and its answer's
- * (traceresponse, tcp_answer_read), for the span at span_row of spans.bin. The
- * values are as they came, up to their line's end: the analysis parses and
- * checks them (a malformed one is counted, not trusted). */
+ * (traceresponse, tcp_answer_read), for the span at span_row of spans.bin,
+ * which tid, t_start_ns and t_end_ns name too (a flight-recorder capture keeps
+ * some of the spans: its rows are not the recorder's). The values are as they
+ * came, up to their line's end: the analysis parses and checks them (a
+ * malformed one is counted, not trusted). */
 #define TT_SPAN_CONTEXT_FIELDS(F, A)                                         \
 	F(u64, span_row)      /* the span's row in spans.bin, from 0 */      \
+	F(u64, t_start_ns)    /* the span's start and end (CLOCK_MONOTONIC) */ \
+	F(u64, t_end_ns)                                                     \
+	F(u32, tid)           /* the span's thread */                        \
+	F(u32, pad)                                                          \
 	A(char, traceparent, 64) /* the request's header, NUL-padded */      \
 	A(char, traceresponse, 64) /* the answer's header, NUL-padded */
 

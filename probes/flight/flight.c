@@ -366,7 +366,8 @@ static enum cap_state capture_state(const struct flight *f, const struct tt_span
 static uint64_t dir_bytes(const char *dir)
 {
 	static const char *const names[] = { "runq.bin", "switches.bin", "locks.bin", "spans.bin",
-					     "occupancy.bin", "occupants.bin", "tasks.bin",
+					     "span_contexts.bin", "occupancy.bin", "occupants.bin",
+					     "tasks.bin",
 					     "stacks.jsonl", "offcpu.folded", "meta.json",
 					     "schema.json" };
 	char path[PATH_MAX + 128];

@@ -162,6 +162,7 @@ bool flight_rec_range(uint32_t type, const void *rec, uint64_t *t0, uint64_t *t1
 		struct tt_switch w;
 		struct tt_lock l;
 		struct tt_span s;
+		struct tt_span_context c;
 		struct tt_occ o;
 		struct tt_request r;
 	} u;
@@ -178,6 +179,7 @@ bool flight_rec_range(uint32_t type, const void *rec, uint64_t *t0, uint64_t *t1
 		*t1 = max_u64(u.l.t_acquired_ns, u.l.t_released_ns);
 		return true;
 	case TT_REC_SPAN: *t0 = u.s.t_start_ns; *t1 = u.s.t_end_ns; return true;
+	case TT_REC_SPAN_CONTEXT: *t0 = u.c.t_start_ns; *t1 = u.c.t_end_ns; return true;
 	case TT_REC_OCC: *t0 = *t1 = u.o.t_ns; return true;
 	case TT_REC_REQUEST: *t0 = u.r.t_enqueue_ns; *t1 = u.r.t_end_ns; return true;
 	default: return false;

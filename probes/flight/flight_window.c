@@ -64,13 +64,13 @@ static int dump_one(void *arg, uint32_t type, const void *rec)
 	struct dump *d = arg;
 	int err;
 
-	if (type == TT_REC_SPAN) {
-		struct tt_span sp;
+	if (type == TT_REC_SPAN || type == TT_REC_SPAN_CONTEXT) {
+		uint64_t t0 = 0, t1 = 0;
 
-		memcpy(&sp, rec, sizeof(sp));
-		/* those of the trigger window, and those the records cover whole */
-		if ((sp.t_end_ns < d->w->t0 || sp.t_start_ns > d->w->t1) &&
-		    (sp.t_start_ns < d->w->r0 || sp.t_end_ns > d->w->r1))
+		flight_rec_range(type, rec, &t0, &t1);
+		/* the spans of the trigger window, and those the records cover whole;
+		 * the trace contexts of the same spans */
+		if ((t1 < d->w->t0 || t0 > d->w->t1) && (t0 < d->w->r0 || t1 > d->w->r1))
 			return 0;
 	}
 	err = recfile_write(d->out, rec, 1);

@@ -86,7 +86,9 @@ _Static_assert(sizeof(((struct tt_span_context *)0)->traceresponse) ==
  * naming the span's row. */
 static void spans_write_context(struct spans_state *st, const struct spans_context_msg *m)
 {
-	struct tt_span_context c = { .span_row = recfile_count(st->out) };
+	struct tt_span_context c = { .span_row = recfile_count(st->out),
+				     .t_start_ns = m->span.t_start_ns, .t_end_ns = m->span.t_end_ns,
+				     .tid = m->span.tid };
 
 	memcpy(c.traceparent, m->traceparent, sizeof(c.traceparent));
 	memcpy(c.traceresponse, m->traceresponse, sizeof(c.traceresponse));
@@ -485,14 +487,15 @@ static void spans_tcp_configure(struct spans_state *st)
 }
 
 /* Each tcp:PORT request's traceparent, read from the bytes the target's read()
- * or recv() copied (the registers its syscall entered with say where to): not
- * under the flight recorder (its captures keep the spans alone). */
+ * or recv() copied (the registers its syscall entered with say where to), and
+ * its answer's traceresponse; under the flight recorder too (a capture keeps the
+ * contexts of its spans, flight_window.c). */
 static void spans_context_configure(struct tt_ctx *ctx, struct spans_state *st)
 {
 	unsigned thread_size;
 	int how;
 
-	if (!has_mode(st, SPAN_EXIT_TCP) || ctx->flight)
+	if (!has_mode(st, SPAN_EXIT_TCP))
 		return;
 	how = features_user_regs(&thread_size);
 	if (how == FEATURES_REGS_NONE) {
@@ -599,7 +602,7 @@ static int spans_setup(struct tt_ctx *ctx, void **state)
 		spans_err(ctx, "spans: cannot create %s/spans.bin: %s", o->out_dir, strerror(errno));
 	}
 	if (!err && st->skel->rodata->tcp_context &&
-	    !(st->contexts = recfile_open_kind(o->out_dir, TT_REC_SPAN_CONTEXT))) {
+	    !(st->contexts = probe_open_kind(ctx, TT_REC_SPAN_CONTEXT))) {
 		err = -errno;
 		spans_err(ctx, "spans: cannot create %s/span_contexts.bin: %s", o->out_dir,
 			  strerror(errno));

@@ -306,6 +306,46 @@ def test_otlp_sends_each_capture_while_the_recorder_runs(tmp_path):
     assert c["sent_spans"] == len([1 for _ in rx.spans()])
 
 
+def test_a_captures_requests_keep_their_callers_trace_context(tmp_path):
+    """tcp spans under the flight recorder: tcp_server.py answers 30 ms after each request,
+    over the 20 ms trigger, so each of 8 requests (by turns a valid traceparent, a valid
+    "TraceParent", a malformed one, none: test_tcp_spans.traced_requests) is in a capture.
+    Exported from the captures, the 4 valid ones' spans sit in their callers' traces, under
+    the callers' spans, the others in traces of their own: a capture keeps the trace
+    contexts of its spans, found by thread and times, not by the recorder's rows."""
+    from analyze import pipeline
+    from otlp_receiver import Receiver
+    from test_tcp_spans import TcpServer, traced_requests
+
+    srv = TcpServer(delay_ms=30)
+    out = tmp_path / "rec"
+    tt = subprocess.Popen([str(TAILTRACE), "--out", str(out), "--flight-recorder", "3",
+                           "--trigger", "latency>20ms", "--max-captures-per-min", "60",
+                           "--span", "tcp", "--pid", str(srv.proc.pid)],
+                          stderr=subprocess.PIPE, bufsize=0)
+    try:
+        read_line(tt.stderr, "attached to PID", 60)
+        sent = traced_requests(srv.port, 8)
+        time.sleep(1.0)
+        tt.send_signal(signal.SIGINT)
+        _, err = tt.communicate(timeout=120)
+    finally:
+        if tt.poll() is None:
+            tt.kill()
+        srv.stop()
+    assert tt.returncode == 0, err
+    rx = Receiver()
+    try:
+        pipeline.build_captures(out, plots=False, otlp=rx.url)
+    finally:
+        rx.close()
+    got = {sp.trace_id.hex(): sp.parent_span_id.hex() for _, sp in rx.spans()
+           if sp.kind == sp.SPAN_KIND_SERVER}
+    valid = {t: p for k, t, p in sent if k in ("valid", "named")}
+    assert {t: got.get(t) for t in valid} == valid, (got, err.decode()[-1500:])
+    assert sum(bool(p) for p in got.values()) == len(valid), got
+
+
 def test_otlp_to_an_endpoint_that_is_down_loses_no_capture(tmp_path):
     """--otlp where nothing listens: the recorder records and writes every capture as without
     it; the spans it could not send are counted in otlp.json and in one line at its end."""
