@@ -1,6 +1,6 @@
 """A service instrumented with the OpenTelemetry SDK, tailtrace attached by its pid: one trace
-in a real Jaeger holds the caller's span, the service's own server span under it and
-tailtrace's breakdown of the same request under the service's span.
+holds the caller's span, the service's own server span under it and tailtrace's breakdown of
+the same request under the service's span.
 
 Oracle by construction: the test is the caller. Each of its 20 requests is a client span of
 its own (the SDK, service tt-otel-client) whose context goes in the request's traceparent
@@ -12,8 +12,11 @@ under the service's span. So every trace holds the three, tailtrace's parts addi
 duration, its first byte in before the service's span and its last byte out after the
 handler's sleep, before the span ends.
 
-Needs Jaeger built (bench/jaeger_roundtrip.sh builds it once from the Go module proxy into
-$TT_JAEGER_CACHE, default /var/cache/tailtrace/jaeger) and its ports 4318 and 16686 free."""
+Run twice: into tests/otlp_receiver.py (everywhere the SDK is installed: the trace as the
+spans posted make it), and into a real Jaeger where one is built (bench/jaeger_roundtrip.sh
+builds it once from the Go module proxy into $TT_JAEGER_CACHE, default
+/var/cache/tailtrace/jaeger) and its ports 4318 and 16686 are free: the trace as Jaeger's
+query API gives it."""
 from __future__ import annotations
 
 import json
@@ -53,12 +56,8 @@ def _sdk() -> bool:
 
 pytestmark = [
     needs_root,
-    pytest.mark.skipif(not JAEGER.exists(), reason=f"Jaeger not built at {JAEGER}: "
-                       "bench/jaeger_roundtrip.sh builds it once (needs Go)"),
     pytest.mark.skipif(not _sdk(), reason="the OpenTelemetry SDK is not installed "
                        "(scripts/install-deps.sh installs it)"),
-    pytest.mark.skipif(not (_port_free(4318) and _port_free(16686)),
-                       reason="ports 4318 or 16686 taken: Jaeger cannot start"),
     pytest.mark.serial,  # Jaeger's ports are the machine's
 ]
 
@@ -68,81 +67,131 @@ def _get(url: str):
         return json.load(r)
 
 
-def _start_jaeger(log: Path) -> subprocess.Popen:
-    p = subprocess.Popen([str(JAEGER), "--config", str(ROOT / "bench" / "jaeger.yaml")],
-                         stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    for _ in range(300):
-        try:
-            _get(f"{QUERY}/api/services")
-            return p
-        except OSError:
-            assert p.poll() is None, log.read_text()[-2000:]
-            time.sleep(0.1)
-    raise AssertionError(f"Jaeger did not answer in 30 s: {log.read_text()[-2000:]}")
+class Jaeger:
+    """A real Jaeger (bench/jaeger.yaml: OTLP/HTTP in, traces in memory) and its query API."""
 
+    def __init__(self, tmp: Path):
+        log = tmp / "jaeger.log"
+        self.url = OTLP
+        self.p = subprocess.Popen([str(JAEGER), "--config", str(ROOT / "bench" / "jaeger.yaml")],
+                                  stdout=open(log, "w"), stderr=subprocess.STDOUT)
+        for _ in range(300):
+            try:
+                _get(f"{QUERY}/api/services")
+                return
+            except OSError:
+                assert self.p.poll() is None, log.read_text()[-2000:]
+                time.sleep(0.1)
+        raise AssertionError(f"Jaeger did not answer in 30 s: {log.read_text()[-2000:]}")
 
-def _trace(trace_id: str) -> dict:
-    """{service name: [spans]} of a trace in Jaeger, once it holds the three services'."""
-    for _ in range(100):
+    def trace(self, trace_id: str) -> dict:
         data = _get(f"{QUERY}/api/traces/{trace_id}").get("data") or []
-        if data:
-            tr = data[0]
-            by = {}
+        by = {}
+        for tr in data:
             for sp in tr["spans"]:
-                by.setdefault(tr["processes"][sp["processID"]]["serviceName"], []).append(sp)
-            if len(by) >= 3:
-                return by
+                parent = next((r["spanID"] for r in sp.get("references") or []
+                               if r["refType"] == "CHILD_OF"), "")
+                by.setdefault(tr["processes"][sp["processID"]]["serviceName"], []).append({
+                    "id": sp["spanID"], "parent": parent, "name": sp["operationName"],
+                    "start_us": sp["startTime"], "dur_us": sp["duration"],
+                    "tags": {t["key"]: t["value"] for t in sp["tags"]}})
+        return by
+
+    def close(self):
+        self.p.terminate()
+        self.p.wait(timeout=30)
+
+
+class Receiver:
+    """tests/otlp_receiver.py: every span the SDK and tailtrace post, by trace, as Jaeger
+    would hold them."""
+
+    def __init__(self, tmp: Path):
+        from otlp_receiver import Receiver as Rx
+        self.rx = Rx()
+        self.url = self.rx.url
+
+    def trace(self, trace_id: str) -> dict:
+        from otlp_receiver import attrs
+        by = {}
+        for rs, sp in self.rx.spans():
+            if sp.trace_id.hex() != trace_id:
+                continue
+            name = attrs(rs.resource.attributes).get("service.name", "")
+            by.setdefault(name, []).append({
+                "id": sp.span_id.hex(), "parent": sp.parent_span_id.hex(), "name": sp.name,
+                "start_us": sp.start_time_unix_nano / 1000,
+                "dur_us": (sp.end_time_unix_nano - sp.start_time_unix_nano) / 1000,
+                "tags": attrs(sp.attributes)})
+        return by
+
+    def close(self):
+        self.rx.close()
+
+
+def _held(backend, trace_id: str) -> dict:
+    """{service name: [spans]} of a trace, once it holds the three services' (10 s at most)."""
+    by = {}
+    for _ in range(100):
+        by = backend.trace(trace_id)
+        if len(by) >= 3:
+            break
         time.sleep(0.1)
-    return by if data else {}
+    return by
 
 
-def _parent(sp: dict) -> str:
-    return next((r["spanID"] for r in sp.get("references") or [] if r["refType"] == "CHILD_OF"),
-                "")
+BACKENDS = [
+    pytest.param(Receiver, id="otlp-receiver"),
+    pytest.param(Jaeger, id="jaeger", marks=[
+        pytest.mark.skipif(not JAEGER.exists(), reason=f"Jaeger not built at {JAEGER}: "
+                           "bench/jaeger_roundtrip.sh builds it once (needs Go)"),
+        pytest.mark.skipif(not (_port_free(4318) and _port_free(16686)),
+                           reason="ports 4318 or 16686 taken: Jaeger cannot start")]),
+]
 
 
-def test_one_trace_holds_the_callers_span_the_services_and_tailtraces_under_it(tmp_path):
+@pytest.mark.parametrize("backend_type", BACKENDS)
+def test_one_trace_holds_the_callers_span_the_services_and_tailtraces_under_it(tmp_path,
+                                                                             backend_type):
     from analyze.explain.decompose import PARTS
     from analyze.pipeline import export_run
     from otel_service import call  # the SDK: after the skips
 
-    jaeger = _start_jaeger(tmp_path / "jaeger.log")
-    svc = subprocess.Popen([sys.executable, str(SERVICE), OTLP, str(SLEEP_MS)],
+    backend = backend_type(tmp_path)
+    svc = subprocess.Popen([sys.executable, str(SERVICE), backend.url, str(SLEEP_MS)],
                            stdout=subprocess.PIPE, text=True)
     try:
         port = int(svc.stdout.readline().split()[1])
         run = tmp_path / "run"
         tt, head = tailtrace_bg(run, "--pid", str(svc.pid), "--span", f"tcp:{port}",
                                 "--duration", "120")
-        sent = call(port, N, OTLP)
+        sent = call(port, N, backend.url)
         time.sleep(0.2)
         tt.send_signal(2)
         _, err = tt.communicate(timeout=120)
         assert tt.returncode == 0, head + err
-        counts = export_run(run, endpoint=OTLP, service="tailtrace")
+        counts = export_run(run, endpoint=backend.url, service="tailtrace")
         assert counts["in_callers_traces"] == counts["under_service_spans"] == N, counts
         for trace_id, client_span in sent:
-            by = _trace(trace_id)
+            by = _held(backend, trace_id)
             assert set(by) >= {"tt-otel-client", "tt-otel-service", "tailtrace"}, (trace_id, by)
             (server,) = by["tt-otel-service"]
-            assert _parent(server) == client_span, server
+            assert server["parent"] == client_span, server
             # tailtrace's request span under the service's, its waits under it
-            (ours,) = [sp for sp in by["tailtrace"] if _parent(sp) == server["spanID"]]
-            assert ours["operationName"] == f"tcp:{port}", ours["operationName"]
-            assert all(_parent(sp) not in (client_span, server["spanID"])
+            (ours,) = [sp for sp in by["tailtrace"] if sp["parent"] == server["id"]]
+            assert ours["name"] == f"tcp:{port}", ours["name"]
+            assert all(sp["parent"] not in (client_span, server["id"])
                        for sp in by["tailtrace"] if sp is not ours)
-            tags = {t["key"]: t["value"] for t in ours["tags"]}
-            parts = sum(int(tags[f"tailtrace.{p}_ns"]) for p in PARTS
-                        if f"tailtrace.{p}_ns" in tags)
-            assert abs(parts / 1000 - ours["duration"]) <= 1, (tags, ours["duration"])
+            parts = sum(int(ours["tags"][f"tailtrace.{p}_ns"]) for p in PARTS
+                        if f"tailtrace.{p}_ns" in ours["tags"])
+            assert abs(parts / 1000 - ours["dur_us"]) <= 1, (ours["tags"], ours["dur_us"])
             # the kernel's first byte in comes before the handler's span, the last byte out
             # after its sleep and before the span ends (the SDK ends it once the answer is
             # sent and the response closed): within 1 ms, the clocks' two conversions
-            ours_end, server_end = (sp["startTime"] + sp["duration"] for sp in (ours, server))
-            assert ours["startTime"] <= server["startTime"] + 1000
-            assert server["startTime"] + SLEEP_MS * 1000 - 1000 <= ours_end <= server_end + 1000
+            ours_end, server_end = (sp["start_us"] + sp["dur_us"] for sp in (ours, server))
+            assert ours["start_us"] <= server["start_us"] + 1000
+            assert server["start_us"] + SLEEP_MS * 1000 - 1000 <= ours_end <= server_end + 1000
     finally:
         svc.kill()
         svc.wait()
-        jaeger.terminate()
-        jaeger.wait(timeout=30)
+        backend.close()
