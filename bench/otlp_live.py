@@ -41,22 +41,26 @@ def trace_ids(cap: Path, threshold_ns: int) -> list[str]:
     return [t.hex() for t in slow["trace_id"]]
 
 
-def explained(query: str, trace_id: str) -> bool:
-    """Does Jaeger hold the trace, its request span's parts adding up to its duration?"""
+def explained(query: str, trace_id: str) -> str:
+    """Does Jaeger hold the trace, its request span's parts adding up to its duration? "" no;
+    "root": its request span starts the trace; "child": it sits under another span (the
+    caller's, from the request's traceparent; or the service's own)."""
     try:
         with urllib.request.urlopen(f"{query}/api/traces/{trace_id}", timeout=5) as r:
             data = json.load(r).get("data") or []
     except (urllib.error.URLError, OSError, ValueError):
-        return False
+        return ""
     for tr in data:
         for sp in tr.get("spans", []):
-            if sp.get("references"):
-                continue
             tags = {t["key"]: t["value"] for t in sp.get("tags", [])}
+            if "tailtrace.latency_ns" not in tags:
+                continue   # a wait's span, or the application's own
             parts = sum(int(tags[f"tailtrace.{p}_ns"]) for p in PARTS
                         if f"tailtrace.{p}_ns" in tags)
-            return abs(parts / 1000 - sp["duration"]) <= 1 and bool(tags.get("tailtrace.cause"))
-    return False
+            if abs(parts / 1000 - sp["duration"]) > 1 or not tags.get("tailtrace.cause"):
+                return ""
+            return "child" if sp.get("references") else "root"
+    return ""
 
 
 def finished(d: Path) -> bool:
@@ -84,17 +88,20 @@ def main() -> int:
         for r in rows:
             if r.get("error") is None:
                 ids = trace_ids(a.run_dir / r["dir"], r.get("threshold_ns") or 0)
-                pending.append((r["dir"], time.monotonic(), set(ids), len(ids)))
+                pending.append((r["dir"], time.monotonic(), set(ids), len(ids), [0]))
         for item in list(pending):
-            cap, t_seen, ids, n = item
-            ids -= {t for t in ids if explained(a.query, t)}
+            cap, t_seen, ids, n, under = item
+            found = {t: explained(a.query, t) for t in ids}
+            ids -= {t for t, how in found.items() if how}
+            under[0] += sum(how == "child" for how in found.values())
             late = time.monotonic() - t_seen
             if not ids or late > a.timeout:
                 pending.remove(item)
                 worst = max(worst, late)
                 missing += len(ids)
-                print(f"{cap}: {n} requests, {n - len(ids)} in Jaeger, explained, "
-                      f"{late:.1f} s after its line in captures.jsonl", flush=True)
+                print(f"{cap}: {n} requests, {n - len(ids)} in Jaeger, explained "
+                      f"({under[0]} under a caller's span), {late:.1f} s after its line in "
+                      "captures.jsonl", flush=True)
         if done and not rows and not pending:
             break
         time.sleep(POLL_S)
