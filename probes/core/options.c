@@ -83,7 +83,9 @@ static const struct opt_spec {
 	  "the end probe's second argument is the span's return value\n"
 	  "--span tcp[:PORT]: requests on the target's TCP port (default: each port\n"
 	  "it listens on), from a request's first byte in to its answer's last byte\n"
-	  "out, seen by the kernel (no function to name: Node, Java, any runtime)",
+	  "out, seen by the kernel (no function to name: Node, Java, any runtime);\n"
+	  "an HTTP/1.x request's traceparent header and its answer's traceresponse\n"
+	  "put its span in the caller's trace, under the service's span",
 	  .args = { TT_MAX_SPANS } },
 	{ .name = "span-exit", .arg = "MODE", .val = 'X', .help =
 	  "how spans end: auto (default: a uretprobe, unless the function's file\n"
