@@ -56,8 +56,10 @@ def test_500_calls_give_500_spans_matching_own_timing(tmp_path, exit_mode):
     assert sorted(s["ret"].tolist()) == [2 * i + 1 for i in range(500)]
     dur = (s["t_end_ns"] - s["t_start_ns"]).astype(np.int64)
     assert (dur >= 500_000).all()  # each call sleeps 500 us
-    inner = int(m[2])
-    assert abs(int(dur.sum()) - inner) <= 0.05 * inner
+    # the span lies between the function's own clock reads and its caller's around the call:
+    # inner <= span <= outer for each call, so for their sums (1 us a call for the clocks)
+    inner, outer = int(m[2]), int(m[3])
+    assert inner - 500_000 <= int(dur.sum()) <= outer + 500_000, (dur.sum(), inner, outer)
     meta = json.loads((tmp_path / "meta.json").read_text())
     # one entry and one exit hit per call, counted for the observer-cost warning
     assert meta["uprobe_hits"] == {"spans": 1000}
