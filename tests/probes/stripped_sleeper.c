@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * stripped_sleeper ROUNDS WAIT_US: ROUNDS times, main -> serve_request ->
+ * stripped_sleeper ROUNDS WAIT_US [LINGER_US]: ROUNDS times, main -> serve_request ->
  * (path_a or path_b, in turn) -> wait_for_work -> pthread_cond_timedwait on a
- * condition variable nobody signals: each round blocks WAIT_US inside libc.
+ * condition variable nobody signals: each round blocks WAIT_US inside libc;
+ * then it sleeps LINGER_US (default 0) in main before it exits.
  * tests/probes/test_user_stacks.py builds it without frame pointers, splits its
  * debug part into /usr/lib/debug/.build-id/ and strips it: its static
  * functions are then named only by that debug file, and reached only by
@@ -57,15 +58,20 @@ static __attribute__((noinline)) void serve_request(unsigned i, unsigned wait_us
 
 int main(int argc, char **argv)
 {
-	unsigned rounds, wait_us;
+	unsigned rounds, wait_us, linger_us;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: stripped_sleeper ROUNDS WAIT_US\n");
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: stripped_sleeper ROUNDS WAIT_US [LINGER_US]\n");
 		return 2;
 	}
 	rounds = (unsigned)atoi(argv[1]);
 	wait_us = (unsigned)atoi(argv[2]);
+	linger_us = argc == 4 ? (unsigned)atoi(argv[3]) : 0;
 	for (unsigned i = 0; i < rounds; i++)
 		serve_request(i, wait_us);
+	if (linger_us)
+		nanosleep(&(struct timespec){ .tv_sec = linger_us / 1000000,
+					      .tv_nsec = (long)(linger_us % 1000000) * 1000 },
+			  NULL);
 	return done_a + done_b / 2 == rounds ? 0 : 1;
 }

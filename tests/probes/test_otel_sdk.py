@@ -10,7 +10,8 @@ SDK's response propagator); tailtrace (--span tcp) reads the traceparent from th
 service read, the traceresponse from the bytes it sent, and exports its span of the request
 under the service's span. So every trace holds the three, tailtrace's parts adding up to its
 duration, its first byte in before the service's span and its last byte out after the
-handler's sleep, before the span ends.
+handler's sleep, before the span ends. A request overlapping a context-switch edge the kernel
+never reported has unknown parts and is not exported: at most 2, each edge counted.
 
 Run twice: into tests/otlp_receiver.py (everywhere the SDK is installed: the trace as the
 spans posted make it), and into a real Jaeger where one is built (bench/jaeger_roundtrip.sh
@@ -140,6 +141,22 @@ def _held(backend, trace_id: str) -> dict:
     return by
 
 
+def _parts_unknown(run: Path) -> list:
+    """The requests whose parts the analysis does not know, which are not exported: (id,
+    check) of each. Only a request overlapping a context-switch edge the kernel never
+    reported may be one (docs/probes/sched.md, "Unmatched intervals": 1 of 20 in about one
+    run in ten beside a CPU hog), each such edge counted in meta.json, and 2 at most."""
+    from analyze.explain.decompose import decomposed
+    from analyze.pipeline import analyse, load_run
+
+    dec = analyse(load_run(run))["decomp"]
+    unknown = [(int(r.id), str(r.check)) for r in dec[~decomposed(dec)].itertuples()]
+    edges = sum(json.loads((run / "meta.json").read_text())["unmatched_events"].values())
+    assert len(unknown) <= min(2, edges) and all(c == "gap" for _, c in unknown), \
+        (unknown, edges)
+    return unknown
+
+
 BACKENDS = [
     pytest.param(Receiver, id="otlp-receiver"),
     pytest.param(Jaeger, id="jaeger", marks=[
@@ -171,9 +188,15 @@ def test_one_trace_holds_the_callers_span_the_services_and_tailtraces_under_it(t
         _, err = tt.communicate(timeout=120)
         assert tt.returncode == 0, head + err
         counts = export_run(run, endpoint=backend.url, service="tailtrace")
-        assert counts["in_callers_traces"] == counts["under_service_spans"] == N, counts
+        unknown = _parts_unknown(run)
+        assert counts["requests"] == counts["in_callers_traces"] == \
+            counts["under_service_spans"] == N - len(unknown), (counts, unknown)
+        untraced = 0
         for trace_id, client_span in sent:
             by = _held(backend, trace_id)
+            if "tailtrace" not in by and unknown:
+                untraced += 1
+                continue
             assert set(by) >= {"tt-otel-client", "tt-otel-service", "tailtrace"}, (trace_id, by)
             (server,) = by["tt-otel-service"]
             assert server["parent"] == client_span, server
@@ -191,6 +214,7 @@ def test_one_trace_holds_the_callers_span_the_services_and_tailtraces_under_it(t
             ours_end, server_end = (sp["start_us"] + sp["dur_us"] for sp in (ours, server))
             assert ours["start_us"] <= server["start_us"] + 1000
             assert server["start_us"] + SLEEP_MS * 1000 - 1000 <= ours_end <= server_end + 1000
+        assert untraced == len(unknown), (untraced, unknown)
     finally:
         svc.kill()
         svc.wait()
