@@ -519,7 +519,8 @@ def trace_context_summary(run) -> dict | None:
     traces), a malformed one (ignored), or none; with the kernel's count of requests whose
     first bytes no read() or recv() was seen to copy (meta.json trace_contexts). The same
     for their answers' traceresponse headers (the server's own span: the request's span goes
-    under it) under "service". None when the run did not read them."""
+    under it) under "service", with the answers that were not HTTP (not_http: another
+    protocol on the port). None when the run did not read them."""
     if "trace_context" not in run.requests:
         return None
     req = run.requests
@@ -532,6 +533,7 @@ def trace_context_summary(run) -> dict | None:
                   "none": int(n.get("none", len(req) if col not in req else 0)),
                   "unread": int(kernel.get(unread, 0))}
         if key:
+            counts["not_http"] = int(kernel.get("answers_not_http", 0))
             out[key] = counts
         else:
             out.update(counts)

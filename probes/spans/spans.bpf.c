@@ -1042,13 +1042,20 @@ static __always_inline void tcp_answer_read(bool btf, const struct sock *sk,
 		goto unread;
 	first = BPF_CORE_READ((const struct tcp_sock *)sk, write_seq) - (__u32)total;
 	off = bpf_ntohl(seq) - first; /* a sequence number before the call's wraps past len */
-	if (off >= len || len - off < 16)
+	if (off >= len)
 		goto unread;
+	/* the first bytes alone first: another protocol's answers cost no copy; fewer
+	 * than 16 bytes hold no HTTP status line */
+	if (len - off >= 16 && bpf_probe_read_user(sc->b, 8, (void *)(buf + off)))
+		goto unread;
+	if (len - off < 16 || *(const __u32 *)sc->b != 0x50545448 /* "HTTP" */ || sc->b[4] != '/') {
+		count(SPANS_CNT_RESPONSE_NOT_HTTP);
+		return;
+	}
 	n = len - off > SPANS_CONTEXT_SCAN ? SPANS_CONTEXT_SCAN : (__u32)(len - off);
 	asm volatile("" : "+r"(n)); /* keep the mask: the verifier wants the bound here */
 	n &= 2 * SPANS_CONTEXT_SCAN - 1;
-	if (bpf_probe_read_user(sc->b, n, (void *)(buf + off)) ||
-	    *(const __u32 *)sc->b != 0x50545448 /* "HTTP" */ || sc->b[4] != '/')
+	if (bpf_probe_read_user(sc->b, n, (void *)(buf + off)))
 		goto unread;
 	header_find(sc, n, TRACERESPONSE_LEN, TRACERESPONSE_HEAD, TRACERESPONSE_TAIL,
 		    TRACERESPONSE_MASK, o->traceresponse);

@@ -810,12 +810,13 @@ static void spans_meta(void *state, FILE *f)
 	if (st->skel && st->skel->rodata->tcp_context)
 		fprintf(f, "  \"trace_contexts\": {\"requests\": %llu, \"traceparent\": %llu, "
 			"\"unread\": %llu, \"traceresponse\": %llu, \"answers_unread\": %llu, "
-			"\"written\": %llu},\n",
+			"\"answers_not_http\": %llu, \"written\": %llu},\n",
 			(unsigned long long)spans_counter(st, SPANS_CNT_TCP_IN),
 			(unsigned long long)spans_counter(st, SPANS_CNT_CONTEXT),
 			(unsigned long long)spans_counter(st, SPANS_CNT_CONTEXT_UNREAD),
 			(unsigned long long)spans_counter(st, SPANS_CNT_RESPONSE_CONTEXT),
 			(unsigned long long)spans_counter(st, SPANS_CNT_RESPONSE_UNREAD),
+			(unsigned long long)spans_counter(st, SPANS_CNT_RESPONSE_NOT_HTTP),
 			(unsigned long long)recfile_count(st->contexts));
 }
 

@@ -42,6 +42,8 @@ enum spans_counter {
 	SPANS_CNT_RESPONSE_UNREAD, /* answers whose first bytes no write() or send() of the
 			      * target's was seen to send (sent from softirq, sendfile, a
 			      * buffer past the first of a vector) */
+	SPANS_CNT_RESPONSE_NOT_HTTP, /* answers whose first bytes are not an HTTP status line
+			      * (another protocol on the port: nothing to scan) */
 	SPANS_CNT_NR,
 };
 
