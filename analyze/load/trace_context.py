@@ -77,12 +77,12 @@ def _request_of(contexts: pd.DataFrame, rows: np.ndarray, spans: pd.DataFrame | 
     span's thread, start and end where the contexts say them (a flight-recorder capture
     keeps some of the recorder's spans, so its rows are not the recorder's), else by row."""
     if spans is not None and "t_end_ns" in contexts and bool((contexts["t_end_ns"] > 0).all()):
-        key = zip(spans["tid"].to_numpy(np.int64), spans["t_start_ns"].to_numpy(np.int64),
-                  spans["t_end_ns"].to_numpy(np.int64))
-        at = {k: i for i, k in enumerate(key)}
-        return np.array([at.get(k, -1) for k in zip(
-            contexts["tid"].to_numpy(np.int64), contexts["t_start_ns"].to_numpy(np.int64),
-            contexts["t_end_ns"].to_numpy(np.int64))], np.int64)
+        key = ["tid", "t_start_ns", "t_end_ns"]
+        at = pd.DataFrame({k: spans[k].to_numpy(np.int64) for k in key})
+        at["pos"] = np.arange(len(at), dtype=np.int64)
+        at = at.drop_duplicates(key, keep="last")  # one span a key: the last, as written
+        want = pd.DataFrame({k: contexts[k].to_numpy(np.int64) for k in key})
+        return want.merge(at, how="left", on=key)["pos"].fillna(-1).to_numpy(np.int64)
     at = pd.Series(np.arange(len(rows)), index=np.asarray(rows, np.int64))
     return at.reindex(contexts["span_row"].to_numpy(np.int64)).fillna(-1).to_numpy(np.int64)
 

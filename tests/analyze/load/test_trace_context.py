@@ -88,3 +88,32 @@ def test_the_span_goes_under_the_servers_span_else_the_callers():
     assert [t.hex() for t in d["trace_id"]] == [TRACE, OTHER_TRACE, TRACE, TRACE]
     assert [p.hex() for p in d["parent_span_id"]] == [SERVER, SERVER, PARENT, PARENT]
     assert d["under_service_span"].tolist() == [True, True, False, False]
+
+
+def test_the_summary_counts_each_requests_context_and_the_kernels_unread_and_not_http():
+    """summary.json trace_context: the requests' states as loaded, with the kernel's counts
+    from meta.json (answers read but not HTTP apart from answers never read)."""
+    from types import SimpleNamespace
+
+    from analyze.render.summary import trace_context_summary
+
+    req = pd.DataFrame({"trace_context": pd.Categorical(["ok", "ok", "malformed", "none"]),
+                        "service_context": pd.Categorical(["ok", "none", "none", "none"])})
+    meta = {"trace_contexts": {"unread": 1, "answers_unread": 2, "answers_not_http": 3}}
+    got = trace_context_summary(SimpleNamespace(requests=req, meta=meta))
+    assert got == {"ok": 2, "malformed": 1, "none": 1, "unread": 1,
+                   "service": {"ok": 1, "malformed": 0, "none": 3, "unread": 2, "not_http": 3}}
+
+
+def test_a_captures_contexts_find_their_spans_by_thread_start_and_end():
+    """A capture's contexts carry the recorder's rows, not the capture's: they are joined by
+    (tid, t_start_ns, t_end_ns). Requests 0-2 are spans of threads 11, 12, 11; the contexts
+    name request 2 (valid), request 0 (malformed) and a span the capture does not hold."""
+    spans = pd.DataFrame({"tid": [11, 12, 11], "t_start_ns": [100, 150, 300],
+                          "t_end_ns": [200, 250, 400]})
+    ctx = pd.DataFrame({"span_row": [70, 50, 90], "tid": [11, 11, 12],
+                        "t_start_ns": [300, 100, 150], "t_end_ns": [400, 200, 999],
+                        "traceparent": [VALID.encode(), b"00-nope", VALID.encode()]})
+    d = df_request_contexts(ctx, np.array([5, 6, 7]), spans)
+    assert d["trace_context"].astype(str).tolist() == ["malformed", "none", "ok"]
+    assert d["trace_id"].tolist() == ["", "", TRACE]
