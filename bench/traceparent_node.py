@@ -27,9 +27,10 @@ TOP = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TOP))
 from analyze.explain.decompose import PARTS  # noqa: E402
 from analyze.pipeline import export_run  # noqa: E402
+import tailtrace_bg  # noqa: E402
 
 JAEGER = Path(os.environ.get("TT_JAEGER_CACHE", "/var/cache/tailtrace/jaeger")) / "jaeger"
-TAILTRACE = TOP / os.environ.get("BUILD", "build") / "probes" / "tailtrace"
+TAILTRACE = tailtrace_bg.TAILTRACE
 OTLP, QUERY, PORT = "http://127.0.0.1:4318/v1/traces", "http://127.0.0.1:16686", 18530
 
 
@@ -98,12 +99,8 @@ def main() -> int:
         procs.append(node)
         node.stdout.readline()
         run = tmp / "run"
-        tt = subprocess.Popen([str(TAILTRACE), "--out", str(run), "--pid", str(node.pid),
-                               "--span", f"tcp:{PORT}", "--duration", str(a.seconds + 30)],
-                              stderr=subprocess.PIPE, text=True)
-        for line in tt.stderr:
-            if "attached to" in line:
-                break
+        tt = tailtrace_bg.start(run, "--pid", str(node.pid), "--span", f"tcp:{PORT}",
+                                "--duration", str(a.seconds + 30))
         env = dict(os.environ, TT_TRACEPARENT_LOG=str(tmp / "sent"))
         subprocess.run(["wrk", "-t2", f"-c{a.conns}", f"-d{a.seconds}s", "-s",
                         str(TOP / "bench/traceparent.lua"), f"http://127.0.0.1:{PORT}/"],

@@ -34,8 +34,9 @@ sys.path.insert(0, str(TOP))
 from analyze.explain.decompose import PARTS  # noqa: E402
 from analyze.load.trace_context import parse_traceparent  # noqa: E402
 from analyze.pipeline import export_run  # noqa: E402
+import tailtrace_bg  # noqa: E402
 
-TAILTRACE = TOP / os.environ.get("BUILD", "build") / "probes" / "tailtrace"
+TAILTRACE = tailtrace_bg.TAILTRACE
 PORT = 18531
 
 
@@ -96,12 +97,8 @@ def main() -> int:
                 break
             except OSError:
                 time.sleep(0.1)
-        tt = subprocess.Popen([str(TAILTRACE), "--out", str(tmp / "run"), "--pid", str(g.pid),
-                               "--span", f"tcp:{PORT}", "--duration", "600"],
-                              stderr=subprocess.PIPE, text=True)
-        for line in tt.stderr:
-            if "attached to" in line:
-                break
+        tt = tailtrace_bg.start(tmp / "run", "--pid", str(g.pid), "--span", f"tcp:{PORT}",
+                                "--duration", "600")
         sent: list = []
         threads = [threading.Thread(target=call, args=(a.requests // a.clients, sent))
                    for _ in range(a.clients)]

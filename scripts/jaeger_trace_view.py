@@ -27,11 +27,12 @@ import urllib.request
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(TOP), str(TOP / "tests" / "probes")]
+sys.path[:0] = [str(TOP), str(TOP / "tests" / "probes"), str(TOP / "bench")]
 from analyze.pipeline import export_run  # noqa: E402
+import tailtrace_bg  # noqa: E402
 
 JAEGER = Path(os.environ.get("TT_JAEGER_CACHE", "/var/cache/tailtrace/jaeger")) / "jaeger"
-TAILTRACE = TOP / os.environ.get("BUILD", "build") / "probes" / "tailtrace"
+TAILTRACE = tailtrace_bg.TAILTRACE
 OTLP, QUERY = "http://127.0.0.1:4318/v1/traces", "http://127.0.0.1:16686"
 
 
@@ -69,12 +70,8 @@ def record(tmp: Path) -> str:
                             OTLP, "5"], stdout=subprocess.PIPE, text=True)
     try:
         port = int(svc.stdout.readline().split()[1])
-        tt = subprocess.Popen([str(TAILTRACE), "--out", str(tmp / "run"), "--pid", str(svc.pid),
-                               "--span", f"tcp:{port}", "--duration", "120"],
-                              stderr=subprocess.PIPE, text=True)
-        for line in tt.stderr:
-            if "attached to" in line:
-                break
+        tt = tailtrace_bg.start(tmp / "run", "--pid", str(svc.pid), "--span", f"tcp:{port}",
+                                "--duration", "120")
         sent = call(port, 5, OTLP)
         time.sleep(0.2)
         tt.send_signal(2)
