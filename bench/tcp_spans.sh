@@ -11,8 +11,10 @@
 #   default  tailtrace --pid PID, the default events
 #   tcp      tailtrace --pid PID --span tcp: the default events and each request on the port
 #            it listens on; attached before wrk starts and stopped after it ends
-# Prints per round wrk's requests and median latency beside the spans' count and median, then
-# the medians of those ratios over the rounds, and the A/B throughput summary (bench/ab_stats.py).
+#   traceparent  as tcp, each request with a traceparent of its own (bench/traceparent.lua)
+# Prints per round wrk's requests and median latency beside the spans' count and median and the
+# spans programs' BPF time a run (meta.json cost.bpf.spans), then the medians of those over the
+# rounds, and the A/B throughput summary (bench/ab_stats.py).
 set -euo pipefail
 ME=tcp_spans.sh
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,12 +38,12 @@ while [ $# -gt 0 ]; do
 	--conns) CONNS=$(num_arg "$1" "${2-}"); shift 2 ;;
 	--modes) MODES=${2-}; shift 2 ;;
 	--out) OUT=${2-}; shift 2 ;;
-	-h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option $1 (see --help)" ;;
 	esac
 done
-[[ $MODES =~ ^(none|default|tcp)(,(none|default|tcp))*$ ]] ||
-	die "--modes expects a list of none,default,tcp, got '$MODES'"
+[[ $MODES =~ ^(none|default|tcp|traceparent)(,(none|default|tcp|traceparent))*$ ]] ||
+	die "--modes expects a list of none,default,tcp,traceparent, got '$MODES'"
 [[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline of every ratio)"
 [ "$(id -u)" -eq 0 ] || die "needs root (BPF): run it as root"
 [ "$ROUNDS" -ge 1 ] && [ "$SECONDS_" -ge 2 ] && [ "$CONNS" -ge 1 ] ||
@@ -65,16 +67,18 @@ URL=http://127.0.0.1:$PORT/
 wrk -t2 -c"$CONNS" -d3s "$URL" >/dev/null # warm up: the JIT compiles the handler
 
 measure() { # mode round: one wrk run under that mode; appends a JSON line
-	local mode=$1 round=$2 run="$TMP/tt"
+	local mode=$1 round=$2 run="$TMP/tt" script=()
 	rm -rf "$run"
 	case $mode in
 	none) ;;
 	default) start_tracer 20 "$TMP/tracer.log" 'attached to' "$TAILTRACE" --pid "$NODE_PID" \
 		--out "$run" ;;
-	tcp) start_tracer 20 "$TMP/tracer.log" 'attached to' "$TAILTRACE" --pid "$NODE_PID" \
-		--span tcp --out "$run" ;;
+	tcp | traceparent) start_tracer 20 "$TMP/tracer.log" 'attached to' "$TAILTRACE" \
+		--pid "$NODE_PID" --span tcp --out "$run" ;;
 	esac
-	wrk -t2 -c"$CONNS" -d"${SECONDS_}s" --latency "$URL" >"$TMP/wrk.out" 2>&1 ||
+	[ "$mode" = traceparent ] && script=(-s "$top/bench/traceparent.lua")
+	TT_TRACEPARENT_LOG=$TMP/sent wrk -t2 -c"$CONNS" -d"${SECONDS_}s" --latency "${script[@]}" \
+		"$URL" >"$TMP/wrk.out" 2>&1 ||
 		die "wrk failed: $(tail -2 "$TMP/wrk.out")"
 	stop_tracer
 	python3 - "$mode" "$round" "$TMP/wrk.out" "$run" >>"$RESULTS" <<'PY'
@@ -91,6 +95,9 @@ if (run / "meta.json").exists():
     m = json.loads((run / "meta.json").read_text())
     row["lost"] = m.get("lost_events")
     row["cpu_share"] = (m.get("cost") or {}).get("cpu_share_of_machine")
+    spans_bpf = ((m.get("cost") or {}).get("bpf") or {}).get("spans")
+    if spans_bpf:
+        row["spans_ns_per_run"] = spans_bpf.get("ns_per_run")
 if (run / "spans.bin").exists():
     import numpy as np
     from analyze.load.schema import load_schema, read_records
@@ -106,6 +113,8 @@ extra = ""
 if "spans" in r:
     extra = (f"  spans {r['spans']} ({r['spans'] / r['wrk_requests']:.4f} of wrk), span P50 "
              f"{r['span_p50_ms']:.3f} ms ({r['span_p50_ms'] / r['wrk_p50_ms']:.3f} of wrk)")
+if r.get("spans_ns_per_run"):
+    extra += f", spans BPF {r['spans_ns_per_run'] / 1000:.2f} us a run"
 print(f"{sys.argv[1]}: round {r['round']} {r['mode']:<5} {r['rps']:9.0f} req/s, wrk "
       f"{r['wrk_requests']} requests, P50 {r['wrk_p50_ms']:.3f} ms{extra}")
 PY
@@ -125,4 +134,9 @@ print(f"spans per wrk request: median {statistics.median(count):.4f} "
       f"(rounds {min(count):.4f}..{max(count):.4f})")
 print(f"span P50 / wrk P50:    median {statistics.median(p50):.3f} "
       f"(rounds {min(p50):.3f}..{max(p50):.3f})")
+for mode in sorted({r["mode"] for r in rows}):
+    ns = [r["spans_ns_per_run"] for r in rows if r["mode"] == mode and r.get("spans_ns_per_run")]
+    if ns:
+        print(f"spans BPF a run, {mode}: median {statistics.median(ns) / 1000:.2f} us "
+              f"(rounds {min(ns) / 1000:.2f}..{max(ns) / 1000:.2f})")
 PY
