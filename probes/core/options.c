@@ -178,7 +178,8 @@ static const struct opt_spec {
 	  "atomics, task-regs, switch-state, ringbuf), skip=STEP (benchmarks:\n"
 	  "leave a step of the switch program out, records incomplete; steps:\n"
 	  "body, after-slots, occ-note, occ-emit, switch-rb, runq-rb, reason,\n"
-	  "stacks, runq, occ-send, throttle)" },
+	  "stacks, runq, occ-send, throttle; first-run, for tests: a thread's first\n"
+	  "switch-in goes unseen, as the kernel sometimes lets it)" },
 	{ .name = "verbose", .arg = NULL, .val = 'v', .help =
 	  "more messages (repeat for libbpf debug output)" },
 	{ .name = "help", .arg = NULL, .val = 'h', .help = "this help" },
@@ -331,7 +332,7 @@ static int parse_debug(struct tt_debug *d, const char *s, char *err, size_t len)
 			snprintf(err, len, "--debug '%s': give hook=tp_btf|raw_tp|tracepoint, btf=PATH, "
 				 "split-switch, runq-waking, exact-stacks, stack-epoch-ms=N, flight-tee, "
 				 "skip=STEP (body, occ-note, occ-emit, switch-rb, runq-rb, reason, "
-				 "stacks, runq, after-slots, occ-send, throttle) "
+				 "stacks, runq, after-slots, occ-send, throttle, first-run) "
 				 "or without=bpf-loop|uprobe-cookie|atomics|task-regs|switch-state|ringbuf",
 				 tok);
 			ret = -EINVAL;

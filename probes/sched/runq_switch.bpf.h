@@ -401,35 +401,43 @@ static __always_inline void runq_kacct_in(struct tt_thread *th, struct task_stru
  * none. Preempted: a runnable interval opens now. Blocked: the thread waits
  * for its sched_waking, which may already have run on another CPU while it
  * was switching out (runq.h); the waking is kept. Slots are reused in place
- * while the thread lives. */
-static __always_inline void runq_switch_out(bool btf, struct runq_start *s,
-					    struct task_struct *prev, __u64 now,
-					    bool prev_runnable, bool prev_dead, __u32 prev_tid,
-					    __u32 prev_pid, bool clear_blocked)
+ * while the thread lives. Returns the start of a wait whose switch-in never
+ * reached the tracepoint (0: none), so the switch records can mark the
+ * stretch from it a gap: the only sign of a new thread's first switch-in
+ * missed, since its switch slot saw nothing before. */
+static __always_inline __u64 runq_switch_out(bool btf, struct runq_start *s,
+					     struct task_struct *prev, __u64 now,
+					     bool prev_runnable, bool prev_dead, __u32 prev_tid,
+					     __u32 prev_pid, bool clear_blocked)
 {
+	__u64 missed_in_from = 0;
+
 	/* Running, so an open interval or a pending wait is stale: its
 	 * switch-in never reached the tracepoint (seen on 6.x under load). */
-	if (s && (s->t_runnable_ns || s->t_blocked_ns) && !clear_blocked)
+	if (s && (s->t_runnable_ns || s->t_blocked_ns) && !clear_blocked) {
 		tt_count(&runq_counters, RUNQ_CNT_UNMATCHED);
+		missed_in_from = s->t_runnable_ns ? s->t_runnable_ns : s->t_blocked_ns;
+	}
 	if (prev_dead) {
 		if (!btf) /* task storage goes with the task */
 			bpf_map_delete_elem(&start_ids, &prev_tid);
 		else if (aggregate && s) /* ... and its histograms with it: move them now */
 			runq_lhist_drain_at(runq_thread_of(btf, s), prev_tid, prev_pid, true);
-		return;
+		return missed_in_from;
 	}
 	if (!s)
-		return;
+		return 0;
 	if (prev_runnable) {
 		runq_open_interval(s, now, prev_pid, 0, 0, TT_WAKER_NONE, TT_RUNQ_PREEMPT);
 		s->t_blocked_ns = 0;
 		throttle_note(btf, prev, s);
-		return;
+		return missed_in_from;
 	}
 	s->throttle_noted = 0; /* its wakeup notes it again (sched_wakeup) */
 	s->pid = prev_pid;
 	s->t_runnable_ns = 0;
 	s->t_blocked_ns = now;
+	return missed_in_from;
 }
 
 /* Was the pending waking the one that ended this wait? After the blocked
@@ -479,17 +487,24 @@ static __always_inline bool runq_switch_in(bool btf, struct runq_start *s,
 	return took && out;
 }
 
-/* Both, finding the slots. out: as in runq_switch_in. */
+/* Both, finding the slots. out: as in runq_switch_in; *missed_in_from (if
+ * not NULL): runq_switch_out's. */
 static __always_inline bool runq_on_switch(bool btf, struct task_struct *prev,
 					   struct task_struct *next, __u64 now, bool prev_traced,
 					   bool prev_runnable, bool prev_dead, __u32 prev_tid,
 					   __u32 prev_pid, bool next_traced, __u32 next_tid,
-					   bool clear_blocked, struct tt_runq *out)
+					   bool clear_blocked, struct tt_runq *out,
+					   __u64 *missed_in_from)
 {
+	__u64 missed = 0;
+
 	if (prev_traced)
-		runq_switch_out(btf, prev_runnable ? runq_slot(btf, prev, prev_tid) :
-						     runq_slot_find(btf, prev, prev_tid),
-				prev, now, prev_runnable, prev_dead, prev_tid, prev_pid, clear_blocked);
+		missed = runq_switch_out(btf, prev_runnable ? runq_slot(btf, prev, prev_tid) :
+								runq_slot_find(btf, prev, prev_tid),
+					 prev, now, prev_runnable, prev_dead, prev_tid, prev_pid,
+					 clear_blocked);
+	if (missed_in_from)
+		*missed_in_from = missed;
 	return next_traced &&
 	       runq_switch_in(btf, runq_slot_find(btf, next, next_tid), next, next_tid, now, out);
 }

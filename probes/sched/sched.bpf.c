@@ -475,9 +475,11 @@ static __always_inline void unmatched(struct sched_off *s, __u32 tid, __u64 t_fr
 }
 
 /* prev (the current task, traced) switched out; s: its slot (NULL: none
- * could be made). */
+ * could be made); missed_in_from: the start of the wait runq found still
+ * pending (runq_switch_out; 0: none, or runq not traced). */
 static __always_inline void on_switch_out(void *ctx, bool btf, struct sched_off *s, __u64 now,
-					  __u32 tid, __u32 pid, __u32 state, bool voluntary, bool dead)
+					  __u32 tid, __u32 pid, __u32 state, bool voluntary, bool dead,
+					  __u64 missed_in_from)
 {
 	struct tt_user_regs u_at = {};
 
@@ -487,9 +489,15 @@ static __always_inline void on_switch_out(void *ctx, bool btf, struct sched_off 
 	}
 	/* A thread running again without its switch-in having reached the
 	 * tracepoint (seen on 6.x under load): that interval is lost. Count it
-	 * and record the stretch as a gap: off CPU, then on, split unknown. */
-	if (s->t_off_ns)
+	 * and record the stretch as a gap: off CPU, then on, split unknown.
+	 * A thread this slot never saw come in or go out (a new thread's first
+	 * run) shows it only by runq's pending wait: the gap is from its start. */
+	if (s->t_off_ns) {
 		unmatched(s, tid, s->t_off_ns, now);
+	} else if (missed_in_from && !s->t_on_ns) {
+		s->pid = pid;
+		unmatched(s, tid, missed_in_from, now);
+	}
 	/* comm: taken when the thread is first seen and when it exits (a name
 	 * set later is picked up from /proc at the end if it still lives).
 	 * --listen names processes only: their leaders (the exporter deletes
@@ -591,6 +599,13 @@ static __always_inline void sched_lhist_drain(struct tt_thread *th, __u32 tid, _
 
 /* ---- tp_btf and raw_tp ---------------------------------------------------- */
 
+/* Is this switch-in the thread's first run ever? (sched_info's count of runs
+ * is raised after the tracepoint.) For --debug skip=first-run. */
+static __always_inline bool first_run(bool btf, struct task_struct *t)
+{
+	return (btf ? t->sched_info.pcount : BPF_CORE_READ(t, sched_info.pcount)) == 0;
+}
+
 static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 				       struct task_struct *prev, struct task_struct *next,
 				       unsigned int prev_state)
@@ -603,8 +618,10 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 	bool runq = with_runq && !(skip_steps & SCHED_SKIP_RUNQ);
 	struct tt_runq rq; /* the wait next's switch-in closes, sent with its switch record */
 	bool has_rq = false;
-	__u64 now;
+	__u64 now, missed_in_from = 0;
 
+	if ((skip_steps & SCHED_SKIP_FIRST_RUN) && next_traced && first_run(btf, next))
+		next_traced = false; /* its switch-in unseen; prev's switch-out is */
 	if (!prev_traced && !next_traced) { /* no shared clock either: switch_clock.bpf.h */
 		if (runq && occ_on)
 			occ_note(btf, next, bpf_ktime_get_ns(), false);
@@ -633,14 +650,15 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 		if (kacct && next_traced)
 			runq_kacct_in(tn, next);
 		if (runq && !kacct && prev_traced)
-			runq_switch_out(btf, tp ? &tp->rq : NULL, prev, now, !blocked,
-					prev_state == TASK_DEAD, (__u32)id, (__u32)(id >> 32), false);
+			missed_in_from = runq_switch_out(btf, tp ? &tp->rq : NULL, prev, now,
+							 !blocked, prev_state == TASK_DEAD,
+							 (__u32)id, (__u32)(id >> 32), false);
 		if (runq && !kacct && next_traced)
 			has_rq = runq_switch_in(btf, tn ? &tn->rq : NULL, next, next_tid, now, &rq);
 		if (prev_traced)
 			on_switch_out(ctx, btf, tp ? &tp->off : NULL, now, (__u32)id,
 				      (__u32)(id >> 32), blocked ? prev_state : 0, blocked,
-				      prev_state == TASK_DEAD);
+				      prev_state == TASK_DEAD, missed_in_from);
 		if (aggregate && prev_state == TASK_DEAD && tp) /* task storage goes with it */
 			sched_lhist_drain_at(tp, (__u32)id, (__u32)(id >> 32), true);
 		if (next_traced && tn)
@@ -651,10 +669,11 @@ static __always_inline int switch_task(void *ctx, bool btf, bool preempt,
 	if (runq)
 		has_rq = runq_on_switch(btf, prev, next, now, prev_traced, !blocked,
 					prev_state == TASK_DEAD, (__u32)id, (__u32)(id >> 32),
-					next_traced, next_tid, false, &rq);
+					next_traced, next_tid, false, &rq, &missed_in_from);
 	if (prev_traced)
 		on_switch_out(ctx, btf, off_slot((__u32)id), now, (__u32)id, (__u32)(id >> 32),
-			      blocked ? prev_state : 0, blocked, prev_state == TASK_DEAD);
+			      blocked ? prev_state : 0, blocked, prev_state == TASK_DEAD,
+			      missed_in_from);
 	if (next_traced)
 		on_switch_in(NULL, off_slot(next_tid), next_tid, TT_FIELD(btf, next, tgid), now,
 			     has_rq ? &rq : NULL);
@@ -757,7 +776,7 @@ int sched_switch_tp(struct trace_event_raw_sched_switch *ctx)
 	if (tt_current_traced())
 		on_switch_out(ctx, false, off_slot((__u32)id), now, (__u32)id, (__u32)(id >> 32),
 			      blocked ? (__u32)(state & 0xff) : 0, blocked,
-			      state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE));
+			      state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE), 0);
 	if (next_tid)
 		on_switch_in(NULL, bpf_map_lookup_elem(&off_ids, &next_tid), next_tid, 0, now, NULL);
 	return 0;
@@ -926,7 +945,7 @@ static __always_inline int runq_switch_task(bool btf, bool preempt, struct task_
 	occ_note(btf, next, now, next_traced);
 	runq_on_switch(btf, prev, next, now, prev_traced,
 		       preempt || prev_state == TASK_RUNNING, prev_state == TASK_DEAD, (__u32)id,
-		       (__u32)(id >> 32), next_traced, next_tid, false, NULL);
+		       (__u32)(id >> 32), next_traced, next_tid, false, NULL, NULL);
 	return 0;
 }
 
@@ -1087,6 +1106,6 @@ int runq_switch_tp(struct trace_event_raw_sched_switch *ctx)
 		bpf_map_delete_elem(&tracked, &tid); /* exited, or a forked child of another tgid */
 	runq_on_switch(false, NULL, NULL, tt_switch_now(tid, ctx->next_pid), traced, runnable,
 		       state & (TP_REPORT_DEAD | TP_REPORT_ZOMBIE), tid, tgid, ctx->next_pid != 0,
-		       ctx->next_pid, true, NULL);
+		       ctx->next_pid, true, NULL, NULL);
 	return 0;
 }

@@ -15,6 +15,8 @@ unmatched = the kernel's count.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +28,7 @@ pytestmark = needs_root
 N, USEC = 1000, 100
 TASK_INTERRUPTIBLE = 1
 WAKEUP = 0
+WAKEUP_NEW = 2
 
 
 @pytest.fixture(scope="module")
@@ -232,3 +235,41 @@ def test_no_stack_lost_to_stack_map_collisions(tmp_path):
     # each path blocks once under its own stack: one distinct stack per switch of the loop
     walks = {fr for fr in user.values() if any("via_a" in f or "via_b" in f for f in fr)}
     assert len(walks) + gaps >= nvcsw, (len(walks), gaps, last)
+
+
+@pytest.mark.parametrize("hook", ["tp_btf", "raw_tp"])
+def test_a_new_threads_unseen_first_run_is_a_gap(tmp_path, hook):
+    """--debug skip=first-run hides each new thread's first switch-in from the switch program,
+    as the kernel sometimes does (docs/probes/sched.md, "Unmatched intervals"; the cause of a
+    rare test_perfetto_trace_holds_every_record failure). The thread's switch slot saw nothing
+    before its first switch-out; only runq's wait from its creation (sched_wakeup_new), still
+    pending then, says it ran unseen. So its first switch record is a gap from that wait's
+    start to that switch-out, where its first interval starts; the wait is counted unmatched,
+    not recorded. pingpong 50 2: four threads made after the attach."""
+    debug = "skip=first-run" + (",hook=raw_tp" if hook == "raw_tp" else "")
+    p = tailtrace(tmp_path, "--events", "runq,switch", "--debug", debug, "--",
+                  helper("pingpong"), "50", "2")
+    assert p.returncode == 0, p.stderr
+    pid = meta(tmp_path)["target"]["pid"]
+    sw = records(tmp_path, "switch")
+    sw = sw[np.argsort(sw["t_off_ns"], kind="stable")]
+    born = sorted(set(sw["tid"][(sw["pid"] == pid) & (sw["tid"] != pid)].tolist()))
+    assert len(born) == 4, (born, p.stderr)
+    rq = records(tmp_path, "runq")
+    for tid in born:
+        mine = sw[sw["tid"] == tid]
+        first = mine[0]
+        assert first["unmatched"] == 1, (tid, mine[:3])
+        assert first["t_off_ns"] < first["t_on_ns"] == mine[1]["t_off_ns"], (tid, mine[:3])
+        assert mine[1]["unmatched"] == 0 and len(mine) >= 50, (tid, len(mine))
+        assert not ((rq["tid"] == tid) & (rq["kind"] == WAKEUP_NEW)).any(), tid
+    m = meta(tmp_path)["unmatched_events"]
+    assert m["runq"] >= 4 and m["switch"] >= 4, m
+    # the Perfetto trace's invariant (tests/e2e): a switch-out not found there follows a gap
+    rep = subprocess.run([sys.executable, "-m", "analyze", "report", str(tmp_path), "--no-plots"],
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    from analyze.load.load import load_run
+    from analyze.render.pftrace import check_against_records
+    c = check_against_records(load_run(tmp_path), tmp_path / "trace.perfetto-trace")
+    assert c["switch_records"] - c["gap_records"] <= c["switch_outs_found"] < c["switch_records"], c
