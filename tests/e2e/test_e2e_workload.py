@@ -145,7 +145,10 @@ def test_perfetto_trace_holds_every_record(pool_run):
     events = load_json(out / "meta.json")["events"]
     assert c["switch_records"] + c["gap_records"] == events["switch"] > 0, c
     assert c["switch_ins_found"] == c["switch_records"], c
-    assert c["switch_records"] - c["gap_records"] <= c["switch_outs_found"], c
+    # each switch-in the kernel never reported costs at most the next switch-out found; it
+    # is a gap, or (a thread asleep since before the attach) a run-queue wait counted unmatched
+    missed_ins = c["gap_records"] + load_json(out / "meta.json")["unmatched_events"]["runq"]
+    assert c["switch_records"] - missed_ins <= c["switch_outs_found"], c
     assert c["runq_records"] == events["runq"], c
     assert c["wakeups_found"] == c["wakeups"] == c["wakings_in_trace"] > 0, c
     assert c["preemptions"] - c["gap_records"] <= c["preemptions_found"], c
