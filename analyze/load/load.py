@@ -15,7 +15,8 @@ stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
             t_enqueue_ns is the span's start, t_start_ns too unless its thread was born
             during it: then when that thread first ran, start_when_thread_ran; with
             span_contexts also trace_id, parent_span_id, trace_flags, trace_context: the
-            caller's trace context; service_trace_id, service_span_id, service_context:
+            caller's trace context; trace_state, trace_state_context: its tracestate;
+            service_trace_id, service_span_id, service_context:
             the server's own span, from its answer; trace_context.df_request_contexts)
   runq:     pid, tid, cpu, waker_tid, waker_pid, kind (categorical wakeup|preempt|wakeup_new),
             waker_ctx (categorical, WAKER_CTXS: the context sched_waking ran in),
@@ -47,9 +48,9 @@ stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
   occupants: pid, tid, comm (str), cgroup_id (uint64), flags, reused (bool): each task named in
             occupancy (traced or not)
   span_contexts: span_row (the span's row in spans.bin), tid, t_start_ns, t_end_ns (that
-            span's; 0 in runs before 2026-12-03), traceparent, traceresponse (bytes:
-            the headers' values as a tcp:PORT request and its answer carried them, b""
-            without; trace_context.py parses them)
+            span's; 0 in runs before 2026-12-03), traceparent, traceresponse, tracestate
+            (bytes: the headers' values as a tcp:PORT request and its answer carried them,
+            to their line's end, b"" without; trace_context.py parses them)
 Beside them, dicts: stacks {(stream, id): frames, leaf first} (stacks.jsonl) and wait_names
 {(pid, futex word): (symbol, offset, object, size)} (wait_names.jsonl: the global variable holding
 each word waited on; explain/known_locks.py).
@@ -114,7 +115,7 @@ COLUMNS = {
     "occupancy": ["cpu", "tid", "pid", "flags", "t_ns"],
     "occupants": ["pid", "tid", "comm", "cgroup_id", "flags", "reused"],
     "span_contexts": ["span_row", "tid", "t_start_ns", "t_end_ns", "traceparent",
-                      "traceresponse"],
+                      "traceresponse", "tracestate"],
 }
 
 
@@ -295,7 +296,7 @@ def frame_from_records(stream: str, rec, owned: bool = False) -> pd.DataFrame:
         fields = r.dtype.names if hasattr(r, "dtype") else tuple(r)
         d = {c: _i64(r[c]) if c in fields else np.zeros(len(r["span_row"]), np.int64)
              for c in ("span_row", "tid", "t_start_ns", "t_end_ns")}
-        for c in ("traceparent", "traceresponse"):  # traceresponse: runs since 2026-12
+        for c in ("traceparent", "traceresponse", "tracestate"):  # the last two: since 2026-12
             d[c] = ([bytes(v) for v in np.asarray(r[c])] if c in fields
                     else [b""] * len(d["span_row"]))
     else:

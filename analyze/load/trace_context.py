@@ -11,11 +11,18 @@ parse_traceparent(value) -> (trace_id, parent_id, flags) as lowercase hex and an
     the flags; ids of zeros; upper-case hex. The value ends at the line's end; blanks around
     it are not part of it. A traceresponse has the same form: its parent id is the
     server's span.
+parse_tracestate(value) -> the tracestate header's list, its members joined by "," (blanks
+    and empty members dropped), or None for a malformed one: a member not key=value with the
+    key and value the W3C allows, a key twice, more than 32 members, none. A value the
+    kernel cut (TRACESTATE_KEPT bytes, no line end) loses its last member, which may be
+    cut: the W3C's own way to shorten a tracestate.
 df_request_contexts(contexts, rows, spans) -> per request (rows: its span's row of spans.bin;
     spans: those rows, whose thread, start and end the contexts name)
     columns trace_id, parent_span_id (hex, "" without a valid header), trace_flags (int) and
     trace_context (categorical CONTEXT_STATES: none, ok, malformed): the caller's, from the
-    traceparent; service_trace_id, service_span_id (hex, "") and service_context (the same
+    traceparent; trace_state (str, "" without) and trace_state_context (the same
+    categories; "none" where the traceparent is not valid: a tracestate is never read
+    without one); service_trace_id, service_span_id (hex, "") and service_context (the same
     categories): the server's own span, from the traceresponse.
 """
 from __future__ import annotations
@@ -27,6 +34,15 @@ import pandas as pd
 
 CONTEXT_STATES = ["none", "ok", "malformed"]
 _HEX = re.compile(r"[0-9a-f]+")
+# The bytes of a tracestate value the kernel keeps (probes/spans/spans.h
+# SPANS_TRACESTATE_BYTES, less its NUL): one this long may have been cut.
+TRACESTATE_KEPT = 511
+TRACESTATE_MEMBERS = 32
+_KEY_CHARS = r"[a-z0-9_\-*/]"
+_TRACESTATE_KEY = re.compile(rf"[a-z]{_KEY_CHARS}{{0,255}}"
+                             rf"|[a-z0-9]{_KEY_CHARS}{{0,240}}@[a-z]{_KEY_CHARS}{{0,13}}")
+_TRACESTATE_VALUE = re.compile(r"[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}"
+                               r"[\x21-\x2b\x2d-\x3c\x3e-\x7e]")
 
 
 def _hex(s: str, n: int) -> bool:
@@ -52,6 +68,44 @@ def parse_traceparent(value: bytes | str) -> tuple[str, str, int] | None:
     if trace_id == "0" * 32 or parent == "0" * 16:
         return None
     return trace_id, parent, int(flags, 16)
+
+
+def parse_tracestate(value: bytes | str) -> str | None:
+    """The tracestate list, or None for a malformed one (module doc)."""
+    if isinstance(value, bytes):
+        value = value.split(b"\0", 1)[0].decode("latin-1")
+    text = re.split(r"[\r\n]", value, maxsplit=1)[0]
+    members = text.split(",")
+    if len(text) >= TRACESTATE_KEPT:
+        members = members[:-1]  # cut by the kernel: its last member may be part of one
+    kept, keys = [], set()
+    for m in members:
+        m = m.strip(" \t")
+        if not m:
+            continue
+        key, eq, val = m.partition("=")
+        if not eq or not _TRACESTATE_KEY.fullmatch(key) or \
+                not _TRACESTATE_VALUE.fullmatch(val) or key in keys:
+            return None
+        keys.add(key)
+        kept.append(m)
+    if not kept or len(kept) > TRACESTATE_MEMBERS:
+        return None
+    return ",".join(kept)
+
+
+def _parse_states(values, pos: np.ndarray, caller_ok: np.ndarray):
+    """Each request's tracestate (str) and its state, read only where its traceparent is
+    valid (caller_ok)."""
+    n = len(caller_ok)
+    state, code = np.full(n, "", dtype=object), np.zeros(n, np.int8)
+    for i, value in zip(pos, values):
+        if i < 0 or not caller_ok[i] or not value.split(b"\0", 1)[0]:
+            continue
+        got = parse_tracestate(value)
+        code[i] = CONTEXT_STATES.index("malformed" if got is None else "ok")
+        state[i] = got or ""
+    return state, pd.Categorical.from_codes(code, CONTEXT_STATES)
 
 
 def _parse_column(values, pos: np.ndarray, n: int):
@@ -103,4 +157,7 @@ def df_request_contexts(contexts: pd.DataFrame, rows: np.ndarray,
         for name, col in zip(names, _parse_column(values, pos, n)):
             if name:
                 cols[name] = col
+    values = [] if empty or "tracestate" not in contexts else contexts["tracestate"]
+    cols["trace_state"], cols["trace_state_context"] = _parse_states(
+        values, pos, np.asarray(cols["trace_context"] == "ok", bool))
     return pd.DataFrame(cols)

@@ -6,9 +6,10 @@ docs/export.md maps each field.
 df_request_spans -> one row per decomposed request: trace_id, span_id (16 and 8 bytes, from
                     the run and the request: a re-export sends the same ids; a request that
                     carried a valid W3C traceparent takes its trace id, and its span id as
-                    parent_span_id: the span sits in the caller's trace; one whose answer
-                    carried a valid traceresponse sits under that span, the server's own:
-                    under_service_span), t_start_ns,
+                    parent_span_id: the span sits in the caller's trace, with the
+                    caller's valid tracestate as its trace_state; one whose answer carried
+                    a valid traceresponse sits under that span, the server's own:
+                    under_service_span, no trace_state), t_start_ns,
                     t_end_ns (the span: enqueue to end, so the parts add up to it), the
                     parts (decompose.PARTS, ns), band, cause (the largest part, in words),
                     antagonist and antagonist_ns (who held the CPU longest while it was
@@ -87,7 +88,7 @@ def df_request_spans(run, decomp: pd.DataFrame, segs: pd.DataFrame | None) -> pd
            .itertuples(index=False)]
     d["trace_id"] = [_id(k, 16) for k in ids]
     d["span_id"] = [_id(k + "/span", 8) for k in ids]
-    d["parent_span_id"] = b""
+    d["parent_span_id"], d["trace_state"] = b"", ""
     _join_callers(run, d)
     d["band"] = band_of(decomp).reindex(d.index).astype(object).where(lambda s: s.notna(), "")
     d["cause"] = _cause(d)
@@ -123,11 +124,14 @@ def _join_callers(run, d: pd.DataFrame) -> None:
     """Requests that carried a valid traceparent (a tcp:PORT span's, trace_context.py) join
     the caller's trace: its trace id, and the caller's span as their parent. Those whose
     answer carried a valid traceresponse go under the server's own span instead, in its
-    trace: the span whose time the breakdown explains."""
+    trace: the span whose time the breakdown explains. A span in the caller's trace carries
+    the caller's tracestate (the W3C's: a child's is its parent's unless its own tracing
+    changes it); one under the server's span carries none, the server's being unknown."""
     req = run.requests
     if "trace_context" not in req or not len(d):
         return
-    cols = ["trace_id", "parent_span_id", "trace_context"]
+    cols = ["trace_id", "parent_span_id", "trace_context"] + \
+        (["trace_state"] if "trace_state" in req else [])
     has_service = "service_context" in req
     if has_service:
         cols += ["service_trace_id", "service_span_id", "service_context"]
@@ -142,6 +146,8 @@ def _join_callers(run, d: pd.DataFrame) -> None:
         rows = d.index[ok]
         d.loc[rows, "trace_id"] = [bytes.fromhex(t) for t in ctx[trace].to_numpy()[ok]]
         d.loc[rows, "parent_span_id"] = [bytes.fromhex(p) for p in ctx[parent].to_numpy()[ok]]
+    if "trace_state" in ctx and caller.any():
+        d.loc[d.index[caller], "trace_state"] = ctx["trace_state"].to_numpy()[caller]
     d["under_service_span"] = False
     d.loc[d.index[service], "under_service_span"] = True
 
@@ -272,9 +278,11 @@ def request_batches(run, decomp: pd.DataFrame, segs: pd.DataFrame | None,
     links = _links(spans)
     host = (run.meta or {}).get("hostname") or socket.gethostname()
     msgs, n_spans, by_pid, children = [], 0, {}, {}
-    waits["trace_id"] = spans["trace_id"].reindex(waits["request"]).to_numpy()
+    for col in ("trace_id", "trace_state"):
+        waits[col] = spans[col].reindex(waits["request"]).to_numpy()
     for w in waits.itertuples():
         sp = trace_pb2.Span(trace_id=w.trace_id, span_id=w.span_id, parent_span_id=w.parent,
+                            trace_state=w.trace_state,
                             name=f"wait {w.call or w.reason}",
                             kind=trace_pb2.Span.SPAN_KIND_INTERNAL,
                             start_time_unix_nano=int(w.t_start_ns) + off,
@@ -288,7 +296,7 @@ def request_batches(run, decomp: pd.DataFrame, segs: pd.DataFrame | None,
     names = _request_span_names(run, spans)
     for r, name in zip(spans.itertuples(), names):
         sp = trace_pb2.Span(trace_id=r.trace_id, span_id=r.span_id,
-                            parent_span_id=r.parent_span_id,
+                            parent_span_id=r.parent_span_id, trace_state=r.trace_state,
                             name=name, kind=trace_pb2.Span.SPAN_KIND_SERVER,
                             start_time_unix_nano=int(r.t_enqueue_ns) + off,
                             end_time_unix_nano=int(r.t_end_ns) + off)

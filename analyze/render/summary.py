@@ -520,7 +520,9 @@ def trace_context_summary(run) -> dict | None:
     first bytes no read() or recv() was seen to copy (meta.json trace_contexts). The same
     for their answers' traceresponse headers (the server's own span: the request's span goes
     under it) under "service", with the answers that were not HTTP (not_http: another
-    protocol on the port). None when the run did not read them."""
+    protocol on the port); under "tracestate", of the requests with a valid traceparent,
+    those whose tracestate was valid (ok: it goes with their spans) or malformed (dropped),
+    with the kernel's count of those it kept (read). None when the run did not read them."""
     if "trace_context" not in run.requests:
         return None
     req = run.requests
@@ -537,6 +539,10 @@ def trace_context_summary(run) -> dict | None:
             out[key] = counts
         else:
             out.update(counts)
+    if "trace_state_context" in req:
+        n = req["trace_state_context"].value_counts()
+        out["tracestate"] = {"ok": int(n.get("ok", 0)), "malformed": int(n.get("malformed", 0)),
+                             "read": int(kernel.get("tracestate", 0))}
     return out
 
 

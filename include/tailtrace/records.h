@@ -141,7 +141,8 @@ enum tt_waker_ctx {
 
 /* span_contexts.bin: the W3C trace context a tcp:PORT request carried (its
  * traceparent header, probes/spans/spans.bpf.c tcp_read) and its answer's
- * (traceresponse, tcp_answer_read), for the span at span_row of spans.bin,
+ * (traceresponse, tcp_answer_read), with the request's tracestate header when
+ * it carried a traceparent, for the span at span_row of spans.bin,
  * which tid, t_start_ns and t_end_ns name too (a flight-recorder capture keeps
  * some of the spans: its rows are not the recorder's). The values are as they
  * came, up to their line's end: the analysis parses and checks them (a
@@ -153,7 +154,8 @@ enum tt_waker_ctx {
 	F(u32, tid)           /* the span's thread */                        \
 	F(u32, pad)                                                          \
 	A(char, traceparent, 64) /* the request's header, NUL-padded */      \
-	A(char, traceresponse, 64) /* the answer's header, NUL-padded */
+	A(char, traceresponse, 64) /* the answer's header, NUL-padded */      \
+	A(char, tracestate, 512) /* the request's tracestate header, NUL-padded */
 
 /* How a span ended. Only TT_SPAN_RETURN has a return value. */
 enum tt_span_end {

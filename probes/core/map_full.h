@@ -24,6 +24,7 @@ enum spans_map {
 	SPANS_MAP_OPEN_SPANS = 0, /* open_spans: a thread's or goroutine's open calls */
 	SPANS_MAP_OPEN_MARKS,     /* open_marks: USDT requests started, not ended */
 	SPANS_MAP_TCP_OPEN,       /* tcp_open: TCP requests in progress, by socket */
+	SPANS_MAP_TCP_TRACESTATE, /* tcp_tracestate: those requests' tracestate headers */
 	SPANS_MAP_NR,
 };
 

@@ -656,6 +656,15 @@ struct {
 	__type(value, struct spans_tcp_open);
 } tcp_open SEC(".maps");
 
+/* The tracestate header of a request in tcp_open, by the same key, while it is
+ * open: few requests carry one, and each takes 512 bytes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SPANS_TCP_TRACESTATES);
+	__type(key, struct spans_tcp_key);
+	__type(value, struct spans_tracestate);
+} tcp_tracestate SEC(".maps");
+
 /* The --span of a socket of the target's ports, or -1: most packets are not the
  * target's and leave at the port compare. */
 static __always_inline int tcp_span_of(bool btf, const struct sock *sk, struct spans_tcp_key *k)
@@ -688,28 +697,53 @@ static __always_inline __s64 tcp_payload(bool btf, const struct sk_buff *skb)
 	return (__s64)TT_FIELD(btf, skb, len) - (head + th - data) - (doff >> 4) * 4;
 }
 
+/* A request of k is done (answered, or dropped at its connection's close): its
+ * tracestate leaves tcp_tracestate. */
+static __always_inline void tcp_tracestate_drop(const struct spans_tcp_key *k,
+						struct spans_tcp_open *o)
+{
+	if (!o->tracestate)
+		return;
+	bpf_map_delete_elem(&tcp_tracestate, k);
+	o->tracestate = 0;
+}
+
 /* An answered request: its span, on the last target thread that sent its bytes;
- * with the trace context its request or its answer carried, one message of all. */
-static __always_inline void tcp_emit(const struct spans_tcp_open *o)
+ * with the trace context its request or its answer carried, one message of all
+ * (of its own size when the request's tracestate goes with it). */
+static __always_inline void tcp_emit(const struct spans_tcp_key *k, struct spans_tcp_open *o)
 {
 	struct spans_frame f = { .t_start_ns = o->t_start_ns, .span_id = o->span_id,
 				 .tid = o->tid };
 	struct spans_key key = { .pid = o->pid };
+	struct spans_context_state_msg *ms = NULL;
+	struct spans_tracestate *state = NULL;
 	struct spans_context_msg *m;
+	__u64 size = sizeof(*m);
 
 	if (!o->traceparent[0] && !o->traceresponse[0]) {
 		span_emit_on(&key, &f, 0, o->t_out_ns, 0, TT_SPAN_RETURN, o->tid);
 		return;
 	}
-	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (o->tracestate && (state = bpf_map_lookup_elem(&tcp_tracestate, k))) {
+		ms = bpf_ringbuf_reserve(&events, sizeof(*ms), 0);
+		m = ms ? &ms->context : NULL;
+		size = sizeof(*ms);
+	} else {
+		m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	}
 	if (!m) {
 		count(SPANS_CNT_LOST);
+		tcp_tracestate_drop(k, o);
 		return;
 	}
 	span_fill(&m->span, &key, &f, 0, o->t_out_ns, 0, TT_SPAN_RETURN, o->tid);
 	__builtin_memcpy(m->traceparent, o->traceparent, sizeof(m->traceparent));
 	__builtin_memcpy(m->traceresponse, o->traceresponse, sizeof(m->traceresponse));
-	bpf_ringbuf_submit(m, tt_rb_flags(&events, rb_wakeup_bytes, sizeof(*m)));
+	if (ms && state)
+		bpf_probe_read_kernel(&ms->tracestate, sizeof(ms->tracestate), state);
+	tcp_tracestate_drop(k, o);
+	bpf_ringbuf_submit(m, tt_rb_flags(&events, rb_wakeup_bytes, size));
 }
 
 /* How far the socket's reader has read (tcp_sock.copied_seq): read through the
@@ -737,6 +771,7 @@ static __always_inline void tcp_context_start(bool btf, const struct sock *sk,
 	o->read_seq = tcp_copied_seq(sk);
 	o->traceparent[0] = 0;
 	o->traceresponse[0] = 0;
+	o->tracestate = 0;
 	o->context = SPANS_CONTEXT_WANTED;
 }
 
@@ -755,7 +790,7 @@ static __always_inline void tcp_in(bool btf, const struct sock *sk, const struct
 		return;
 	count(SPANS_CNT_TCP_IN);
 	if (o) {
-		tcp_emit(o);
+		tcp_emit(&k, o);
 		o->t_start_ns = bpf_ktime_get_ns();
 		o->t_out_ns = 0;
 		o->tid = 0;
@@ -817,11 +852,12 @@ static __always_inline void tcp_state(bool btf, const struct sock *sk, int newst
 	    !(o = bpf_map_lookup_elem(&tcp_open, &k)))
 		return;
 	if (o->t_out_ns)
-		tcp_emit(o);
+		tcp_emit(&k, o);
 	else if (newstate != TCP_CLOSE)
 		return; /* a half-closed connection may still answer */
 	else
 		count(SPANS_CNT_STALE);
+	tcp_tracestate_drop(&k, o);
 	bpf_map_delete_elem(&tcp_open, &k);
 }
 
@@ -834,6 +870,7 @@ struct spans_scan {
 	 * map, not in registers, so that the verifier meets one state after the scan
 	 * (a register's bounds differ at each turn it left the loop from) */
 	__u32 at, n;
+	struct spans_tracestate state; /* a request's tracestate, on its way to tcp_tracestate */
 };
 
 struct {
@@ -878,7 +915,8 @@ static __always_inline __u64 tcp_read_buffer(void)
 	return (__u64)iov.iov_base;
 }
 
-/* The names the scans look for, "\ntraceparent:" and "\ntraceresponse:", as two
+/* The names the scans look for, "\ntraceparent:", "\ntracestate:" and
+ * "\ntraceresponse:", as two
  * little-endian words in lower case: HEAD, the newline and the name's first 7
  * bytes; TAIL, the rest with the colon, its bytes in TAIL_MASK. */
 #define TRACEPARENT_LEN 13
@@ -889,15 +927,20 @@ static __always_inline __u64 tcp_read_buffer(void)
 #define TRACERESPONSE_HEAD 0x657265636172740aull /* "\ntracere" */
 #define TRACERESPONSE_TAIL 0x3a65736e6f7073ull   /* "sponse:" */
 #define TRACERESPONSE_MASK 0xffffffffffffffull
+#define TRACESTATE_LEN 12
+#define TRACESTATE_HEAD 0x747365636172740aull /* "\ntracest" */
+#define TRACESTATE_TAIL 0x3a657461ull         /* "ate:" */
+#define TRACESTATE_MASK 0xffffffffull
 #define HEADERS_END 0x0d0a /* "\n\r": the empty line after the headers */
 #define FOLD_CASE 0x2020202020202020ull /* the 0x20 bit: upper-case letters to lower */
 
 /* The first n bytes of an HTTP/1.x request or answer, in b: the value of its
  * header NAME (past the blanks after the colon, to the end of the bytes read or
- * 64) into out; out[0] stays 0 without one. The scan ends at the headers' end
- * (an empty line). */
+ * out_bytes - 1, a power of two) into out; out[0] stays 0 without one. The scan
+ * ends at the headers' end (an empty line). */
 static __always_inline void header_find(struct spans_scan *sc, __u32 n, __u32 name_len,
-					__u64 head, __u64 tail, __u64 tail_mask, char *out)
+					__u64 head, __u64 tail, __u64 tail_mask, char *out,
+					__u32 out_bytes)
 {
 	const char *b = sc->b;
 	__u32 at, len;
@@ -928,20 +971,40 @@ static __always_inline void header_find(struct spans_scan *sc, __u32 n, __u32 na
 	if (at >= n || at >= SPANS_CONTEXT_SCAN)
 		return;
 	len = n - at;
-	if (len > SPANS_TRACEPARENT_BYTES - 1)
-		len = SPANS_TRACEPARENT_BYTES - 1;
+	if (len > out_bytes - 1)
+		len = out_bytes - 1;
 	asm volatile("" : "+r"(len)); /* keep the mask: the verifier wants the bound here */
-	len &= SPANS_TRACEPARENT_BYTES - 1;
+	len &= out_bytes - 1;
 	bpf_probe_read_kernel(out, len, b + at);
 	out[len] = 0;
 	if (!out[0])
 		out[0] = '?'; /* an empty value: found, and malformed */
 }
 
+/* A request that carried a traceparent: its tracestate header, if any, into
+ * tcp_tracestate (counted refused when full). The W3C has a tracestate read only
+ * beside a traceparent. */
+static __always_inline void tcp_tracestate_read(struct spans_scan *sc, __u32 n,
+						const struct spans_tcp_key *k,
+						struct spans_tcp_open *o)
+{
+	sc->state.value[0] = 0;
+	header_find(sc, n, TRACESTATE_LEN, TRACESTATE_HEAD, TRACESTATE_TAIL, TRACESTATE_MASK,
+		    sc->state.value, SPANS_TRACESTATE_BYTES);
+	if (!sc->state.value[0])
+		return;
+	if (tt_count_full(SPANS_MAP_TCP_TRACESTATE,
+			  bpf_map_update_elem(&tcp_tracestate, k, &sc->state, BPF_ANY)))
+		return;
+	o->tracestate = 1;
+	count(SPANS_CNT_TRACESTATE);
+}
+
 /* The target read from a request's socket (tcp_rcv_space_adjust, in its read):
  * the socket's read position has moved from read_seq to copied_seq. Once it has
  * passed the request's first byte, the bytes from there are in the buffer the
- * call copied to: look for the traceparent header in the first of them, once. */
+ * call copied to: look for the traceparent header in the first of them, once,
+ * and for a tracestate beside it. */
 static __always_inline void tcp_read(bool btf, const struct sock *sk)
 {
 	struct spans_tcp_key k = {};
@@ -975,9 +1038,11 @@ static __always_inline void tcp_read(bool btf, const struct sock *sk)
 		return;
 	}
 	header_find(sc, n, TRACEPARENT_LEN, TRACEPARENT_HEAD, TRACEPARENT_TAIL, TRACEPARENT_MASK,
-		    o->traceparent);
-	if (o->traceparent[0])
-		count(SPANS_CNT_CONTEXT);
+		    o->traceparent, SPANS_TRACEPARENT_BYTES);
+	if (!o->traceparent[0])
+		return;
+	count(SPANS_CNT_CONTEXT);
+	tcp_tracestate_read(sc, n, &k, o);
 }
 
 /* Where the current write(), writev(), sendto() or sendmsg() sends from: its
@@ -1046,9 +1111,13 @@ static __always_inline void tcp_answer_read(bool btf, const struct sock *sk,
 		goto unread;
 	/* the first bytes alone first: another protocol's answers cost no copy; fewer
 	 * than 16 bytes hold no HTTP status line */
-	if (len - off >= 16 && bpf_probe_read_user(sc->b, 8, (void *)(buf + off)))
+	if (len - off < 16) {
+		count(SPANS_CNT_RESPONSE_NOT_HTTP);
+		return;
+	}
+	if (bpf_probe_read_user(sc->b, 8, (void *)(buf + off)))
 		goto unread;
-	if (len - off < 16 || *(const __u32 *)sc->b != 0x50545448 /* "HTTP" */ || sc->b[4] != '/') {
+	if (*(const __u32 *)sc->b != 0x50545448 /* "HTTP" */ || sc->b[4] != '/') {
 		count(SPANS_CNT_RESPONSE_NOT_HTTP);
 		return;
 	}
@@ -1058,7 +1127,7 @@ static __always_inline void tcp_answer_read(bool btf, const struct sock *sk,
 	if (bpf_probe_read_user(sc->b, n, (void *)(buf + off)))
 		goto unread;
 	header_find(sc, n, TRACERESPONSE_LEN, TRACERESPONSE_HEAD, TRACERESPONSE_TAIL,
-		    TRACERESPONSE_MASK, o->traceresponse);
+		    TRACERESPONSE_MASK, o->traceresponse, SPANS_TRACEPARENT_BYTES);
 	if (o->traceresponse[0])
 		count(SPANS_CNT_RESPONSE_CONTEXT);
 	return;

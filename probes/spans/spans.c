@@ -81,17 +81,37 @@ _Static_assert(sizeof(((struct tt_span_context *)0)->traceparent) ==
 	       sizeof(((struct spans_context_msg *)0)->traceparent), "a header's value fits");
 _Static_assert(sizeof(((struct tt_span_context *)0)->traceresponse) ==
 	       sizeof(((struct spans_context_msg *)0)->traceresponse), "a header's value fits");
+_Static_assert(sizeof(((struct tt_span_context *)0)->tracestate) ==
+	       sizeof(struct spans_tracestate), "a header's value fits");
+_Static_assert(sizeof(struct spans_context_state_msg) > sizeof(struct spans_context_msg),
+	       "the events ring's messages are told apart by their size");
 
-/* A tcp:PORT span with its request's trace context: the span, then the context
- * naming the span's row. */
-static void spans_write_context(struct spans_state *st, const struct spans_context_msg *m)
+/* A header's value as the kernel copied it, up to the end of the bytes read:
+ * kept to its line's end, the rest zeroed, so that no other header (a cookie, a
+ * credential) reaches the run's files. */
+static void context_value_copy(char *dst, const char *src, size_t size)
+{
+	size_t n = 0;
+
+	while (n < size && src[n] && src[n] != '\r' && src[n] != '\n')
+		n++;
+	memcpy(dst, src, n);
+	memset(dst + n, 0, size - n);
+}
+
+/* A tcp:PORT span with its request's trace context (state: its tracestate, or
+ * NULL): the span, then the context naming the span's row. */
+static void spans_write_context(struct spans_state *st, const struct spans_context_msg *m,
+				const struct spans_tracestate *state)
 {
 	struct tt_span_context c = { .span_row = recfile_count(st->out),
 				     .t_start_ns = m->span.t_start_ns, .t_end_ns = m->span.t_end_ns,
 				     .tid = m->span.tid };
 
-	memcpy(c.traceparent, m->traceparent, sizeof(c.traceparent));
-	memcpy(c.traceresponse, m->traceresponse, sizeof(c.traceresponse));
+	context_value_copy(c.traceparent, m->traceparent, sizeof(c.traceparent));
+	context_value_copy(c.traceresponse, m->traceresponse, sizeof(c.traceresponse));
+	if (state)
+		context_value_copy(c.tracestate, state->value, sizeof(c.tracestate));
 	probe_write(st->out, &m->span, &st->write_err);
 	st->calls[m->span.span_id % TT_MAX_SPANS]++;
 	if (st->contexts)
@@ -102,11 +122,16 @@ static int spans_on_event(void *arg, void *data, size_t size)
 {
 	struct spans_state *st = arg;
 
-	if (size == sizeof(struct spans_context_msg)) {
+	if (size == sizeof(struct spans_context_state_msg)) {
+		struct spans_context_state_msg m;
+
+		memcpy(&m, data, sizeof(m));
+		spans_write_context(st, &m.context, &m.tracestate);
+	} else if (size == sizeof(struct spans_context_msg)) {
 		struct spans_context_msg m;
 
 		memcpy(&m, data, sizeof(m));
-		spans_write_context(st, &m);
+		spans_write_context(st, &m, NULL);
 	} else if (size >= sizeof(struct tt_span)) {
 		const struct tt_span *r = data;
 
@@ -499,8 +524,8 @@ static void spans_context_configure(struct tt_ctx *ctx, struct spans_state *st)
 		return;
 	how = features_user_regs(&thread_size);
 	if (how == FEATURES_REGS_NONE) {
-		features_refuse("the trace context (traceparent, traceresponse) of tcp:PORT requests",
-				"bpf_task_pt_regs", "5.15",
+		features_refuse("the trace context (traceparent, tracestate, traceresponse) of "
+				"tcp:PORT requests", "bpf_task_pt_regs", "5.15",
 				"their spans keep trace ids of their own, outside the callers' traces");
 		return;
 	}
@@ -628,6 +653,7 @@ static int tcp_sweep(struct tt_ctx *ctx, void *state, uint64_t now_ns)
 {
 	struct spans_state *st = state;
 	int fd = bpf_map__fd(st->skel->maps.tcp_open);
+	int state_fd = bpf_map__fd(st->skel->maps.tcp_tracestate);
 	struct spans_tcp_key k, next;
 	struct spans_tcp_open o;
 	bool more;
@@ -638,9 +664,12 @@ static int tcp_sweep(struct tt_ctx *ctx, void *state, uint64_t now_ns)
 	/* the next key before a delete: get_next_key after a deleted key starts over */
 	for (more = !bpf_map_get_next_key(fd, NULL, &k); more; k = next) {
 		more = !bpf_map_get_next_key(fd, &k, &next);
-		if (!bpf_map_lookup_elem(fd, &k, &o) && !o.t_out_ns &&
-		    o.t_start_ns + TCP_STALE_NS < now_ns && !bpf_map_delete_elem(fd, &k))
-			st->tcp_stale++;
+		if (bpf_map_lookup_elem(fd, &k, &o) || o.t_out_ns ||
+		    o.t_start_ns + TCP_STALE_NS >= now_ns || bpf_map_delete_elem(fd, &k))
+			continue;
+		st->tcp_stale++;
+		if (o.tracestate)
+			bpf_map_delete_elem(state_fd, &k);
 	}
 	return TCP_SWEEP_MS;
 }
@@ -711,6 +740,7 @@ static int spans_map_full(void *state, struct tt_map_full *out, int max)
 		[SPANS_MAP_OPEN_SPANS] = st->skel->maps.open_spans,
 		[SPANS_MAP_OPEN_MARKS] = st->skel->maps.open_marks,
 		[SPANS_MAP_TCP_OPEN] = st->skel->maps.tcp_open,
+		[SPANS_MAP_TCP_TRACESTATE] = st->skel->maps.tcp_tracestate,
 	};
 
 	probe_map_full_counts(out, &n, max, st->skel->maps.map_full, counted, SPANS_MAP_NR);
@@ -809,10 +839,11 @@ static void spans_meta(void *state, FILE *f)
 	 * many answers a traceresponse */
 	if (st->skel && st->skel->rodata->tcp_context)
 		fprintf(f, "  \"trace_contexts\": {\"requests\": %llu, \"traceparent\": %llu, "
-			"\"unread\": %llu, \"traceresponse\": %llu, \"answers_unread\": %llu, "
-			"\"answers_not_http\": %llu, \"written\": %llu},\n",
+			"\"tracestate\": %llu, \"unread\": %llu, \"traceresponse\": %llu, "
+			"\"answers_unread\": %llu, \"answers_not_http\": %llu, \"written\": %llu},\n",
 			(unsigned long long)spans_counter(st, SPANS_CNT_TCP_IN),
 			(unsigned long long)spans_counter(st, SPANS_CNT_CONTEXT),
+			(unsigned long long)spans_counter(st, SPANS_CNT_TRACESTATE),
 			(unsigned long long)spans_counter(st, SPANS_CNT_CONTEXT_UNREAD),
 			(unsigned long long)spans_counter(st, SPANS_CNT_RESPONSE_CONTEXT),
 			(unsigned long long)spans_counter(st, SPANS_CNT_RESPONSE_UNREAD),

@@ -36,6 +36,7 @@ enum spans_counter {
 	SPANS_CNT_BAD_START, /* one-mark USDT span whose start is not a time before its end */
 	SPANS_CNT_TCP_IN,    /* tcp:PORT requests whose first bytes arrived */
 	SPANS_CNT_CONTEXT,   /* tcp:PORT requests that carried a traceparent header */
+	SPANS_CNT_TRACESTATE, /* of them, those that carried a tracestate header too */
 	SPANS_CNT_CONTEXT_UNREAD, /* requests whose first bytes no read() or recv() was seen
 			      * to copy (another call, io_uring, or read before it began) */
 	SPANS_CNT_RESPONSE_CONTEXT, /* tcp:PORT answers that carried a traceresponse header */
@@ -123,6 +124,13 @@ struct spans_tcp_key {
  * power of two. */
 #define SPANS_CONTEXT_SCAN 2048
 #define SPANS_TRACEPARENT_BYTES 64
+/* A tracestate header's value: 511 bytes of it (the W3C asks a vendor to pass on
+ * at least 512 characters; the analysis cuts a longer one at its last whole
+ * member). A power of two. */
+#define SPANS_TRACESTATE_BYTES 512
+/* Requests open at once whose tracestate is kept (tcp_tracestate): more are
+ * counted refused (map_full), their traceparent still read. */
+#define SPANS_TCP_TRACESTATES 4096
 
 enum spans_context_state {
 	SPANS_CONTEXT_OFF = 0,    /* not looked for */
@@ -139,6 +147,8 @@ struct spans_tcp_open {
 	__u32 context;    /* enum spans_context_state */
 	__u32 req_seq;    /* the TCP sequence number of the request's first byte */
 	__u32 read_seq;   /* how far the target had read the socket when last seen */
+	__u32 tracestate; /* its tracestate header is in tcp_tracestate, by the same key */
+	__u32 pad;
 	char traceparent[SPANS_TRACEPARENT_BYTES]; /* the header's value as it came */
 	/* the answer's traceresponse header (W3C Trace Context Level 2): the id of the
 	 * server's own span, when the target's tracing sends it */
@@ -151,6 +161,18 @@ struct spans_context_msg {
 	struct tt_span span;
 	char traceparent[SPANS_TRACEPARENT_BYTES];
 	char traceresponse[SPANS_TRACEPARENT_BYTES];
+};
+
+/* A request's tracestate header's value, as it came (NUL-padded). */
+struct spans_tracestate {
+	char value[SPANS_TRACESTATE_BYTES];
+};
+
+/* The same with the request's tracestate: a message of its own size, so that a
+ * request without one sends no more than before. */
+struct spans_context_state_msg {
+	struct spans_context_msg context;
+	struct spans_tracestate tracestate;
 };
 #define SPANS_TCP_SOCKETS 65536 /* connections with a request open or answered */
 

@@ -188,21 +188,38 @@ def test_a_bad_port_is_refused_in_one_line(tmp_path, bad):
 
 # ---- the trace context a request carries -----------------------------------------------
 
+# A long tracestate: 14 members of 43 or 44 characters, 607 in all with the commas. The
+# kernel keeps 511 of them, which end inside the 12th member: the first 11 are kept.
+LONG_STATE = [f"k{j}={'v' * 40}" for j in range(14)]
+SECRET = "s3cr3t"  # a header after the trace context's, which no file of the run may hold
+
+
+def sent_tracestate(kind: str, parent: str) -> str:
+    """The tracestate traced_requests sends with a request of kind, as the run should keep it
+    (only beside a valid traceparent)."""
+    return {"valid": f"congo=t61rcWkgMzE,rojo={parent}",
+            "named": ",".join(LONG_STATE[:11])}.get(kind, "")
+
+
 def traced_requests(port: int, n: int) -> list[tuple[str, str, str]]:
-    """n requests on one connection, by turns: a valid traceparent (its name in lower case),
-    a valid one named "TraceParent", a malformed one (not hex), none; each answered before the
-    next. Returns (kind, trace id, parent id) of each, the ids unique to the request."""
+    """n requests on one connection, by turns: a valid traceparent (its name in lower case)
+    after a tracestate, a valid one named "TraceParent" before a tracestate longer than the
+    kernel keeps, a malformed one (not hex) with a tracestate, none with a tracestate; each
+    answered before the next, a header of SECRET after those. Returns (kind, trace id, parent
+    id) of each, the ids unique to the request (sent_tracestate: its tracestate)."""
     sent = []
     with socket.create_connection(("127.0.0.1", port)) as sk:
         for i in range(n):
             kind = ("valid", "named", "malformed", "none")[i % 4]
             trace, parent = f"{0x4bf92f35 + i:032x}", f"{0xb7ad6b71 + i:016x}"
-            head = {"valid": f"traceparent: 00-{trace}-{parent}-01\r\n",
-                    "named": f"TraceParent:\t00-{trace}-{parent}-00\r\n",
-                    "malformed": f"traceparent: 00-{'g' * 32}-{parent}-01\r\n",
-                    "none": ""}[kind]
+            state = f"tracestate: congo=t61rcWkgMzE,rojo={parent}\r\n"
+            head = {"valid": f"{state}traceparent: 00-{trace}-{parent}-01\r\n",
+                    "named": f"TraceParent:\t00-{trace}-{parent}-00\r\n"
+                             f"TraceState:\t{','.join(LONG_STATE)}\r\n",
+                    "malformed": f"traceparent: 00-{'g' * 32}-{parent}-01\r\n{state}",
+                    "none": state}[kind]
             sk.sendall(f"GET /small HTTP/1.1\r\nHost: x\r\nUser-Agent: {'a' * 300}\r\n"
-                       f"{head}Accept: */*\r\n\r\n".encode())
+                       f"{head}X-Secret: {SECRET}\r\nAccept: */*\r\n\r\n".encode())
             assert recv_answer(sk) == SIZE
             sent.append((kind, trace, parent))
     return sent
@@ -227,7 +244,8 @@ def traced_run(tmp_path: Path, n: int, *args: str, send=None) -> tuple[list, str
 
 def check_trace_contexts(run_dir: Path, sent: list) -> dict:
     """The requests' trace contexts as sent (oracle: traced_requests), in the loaded run and
-    in its OTLP export: the valid ones' spans in the callers' traces, children of their spans."""
+    in its OTLP export: the valid ones' spans in the callers' traces, children of their spans,
+    with their tracestates; no other header's bytes in the run's files."""
     from analyze.load.load import load_run
     from analyze.pipeline import export_run
 
@@ -239,10 +257,15 @@ def check_trace_contexts(run_dir: Path, sent: list) -> dict:
     ok = [(t, p) for k, t, p in sent if k in ("valid", "named")]
     got = req[req["trace_context"] == "ok"]
     assert list(zip(got["trace_id"], got["parent_span_id"])) == ok
+    states = [sent_tracestate(k, p) for k, _, p in sent]
+    assert req["trace_state"].tolist() == states
+    assert SECRET.encode() not in (run_dir / "span_contexts.bin").read_bytes()
     meta = json.loads((run_dir / "meta.json").read_text())["trace_contexts"]
-    # the kernel counts every header it found, the malformed among them
+    # the kernel counts every header it found, the malformed among them; a tracestate only
+    # beside a traceparent
     found = sum(k != "none" for k, _, _ in sent)
     assert meta["traceparent"] == found and meta["unread"] == 0, meta
+    assert meta["tracestate"] == found, meta
     out = run_dir / "otlp.json"
     counts = export_run(run_dir, file=out)
     assert counts["in_callers_traces"] == len(ok), counts
@@ -251,6 +274,10 @@ def check_trace_contexts(run_dir: Path, sent: list) -> dict:
              for s in ss["spans"]]
     joined = sorted((s["traceId"], s["parentSpanId"]) for s in spans if s.get("parentSpanId"))
     assert joined == sorted(ok)
+    # each request's tracestate goes with its span and its waits' spans
+    by_trace = {t: sent_tracestate(k, p) for k, t, p in sent if k in ("valid", "named")}
+    assert {(s["traceId"], s.get("traceState", "")) for s in spans
+            if s["traceId"] in by_trace} == set(by_trace.items())
     return {"requests": len(sent), "in_callers_traces": len(ok)}
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyze.load.trace_context import df_request_contexts, parse_traceparent
+from analyze.load.trace_context import (TRACESTATE_KEPT, df_request_contexts,
+                                        parse_traceparent, parse_tracestate)
 
 TRACE, PARENT = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 VALID = f"00-{TRACE}-{PARENT}-01"
@@ -117,3 +118,83 @@ def test_a_captures_contexts_find_their_spans_by_thread_start_and_end():
     d = df_request_contexts(ctx, np.array([5, 6, 7]), spans)
     assert d["trace_context"].astype(str).tolist() == ["malformed", "none", "ok"]
     assert d["trace_id"].tolist() == ["", "", TRACE]
+
+
+# ---- the tracestate beside a traceparent (https://www.w3.org/TR/trace-context/#tracestate-header)
+
+STATE = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+
+
+@pytest.mark.parametrize("raw,want", [
+    (STATE.encode() + b"\r\nAccept: */*\r\n", STATE),                 # ends at the line's end
+    (b" congo=t61rcWkgMzE ,\t, rojo=00f067aa0ba902b7\0\0", STATE),    # blanks, an empty member
+    (b"fw529a3039@dt=abc, k/1_-*=a b", "fw529a3039@dt=abc,k/1_-*=a b"),  # tenant@system; a blank
+    (",".join(f"k{i}=v" for i in range(32)).encode(), ",".join(f"k{i}=v" for i in range(32))),
+])
+def test_a_valid_tracestate_gives_its_members(raw, want):
+    assert parse_tracestate(raw) == want
+
+
+@pytest.mark.parametrize("raw,why", [
+    ("congo", "no ="), ("Congo=1", "an upper-case key"), ("1congo=1", "a key starts a-z"),
+    ("congo=a,b", "a member without ="), ("congo=1,congo=2", "a key twice"),
+    ("congo=a=b", "= in a value"), ("congo=1 ", "a value ends in a blank: taken off, fine"),
+    (",".join(f"k{i}=v" for i in range(33)), "33 members"), ("", "empty"), (" , ", "no member"),
+    ("congo=" + "x" * 257, "a value of 257 characters"),
+])
+def test_a_malformed_tracestate_is_refused(raw, why):
+    if why.endswith("fine"):
+        assert parse_tracestate(raw) == "congo=1"
+    else:
+        assert parse_tracestate(raw) is None, why
+
+
+def test_a_tracestate_the_kernel_cut_loses_its_last_member():
+    """The kernel keeps TRACESTATE_KEPT bytes: a longer value ends mid-member, and that member
+    goes, as the W3C shortens a tracestate; one that ended within them keeps all of its own."""
+    members = [f"k{i}={'v' * 40}" for i in range(14)]   # 43 or 44 characters each
+    whole = ",".join(members)
+    assert len(whole) > TRACESTATE_KEPT
+    kept = whole[:TRACESTATE_KEPT].encode()
+    assert parse_tracestate(kept) == ",".join(members[:11])  # the 12th starts at 486
+    assert parse_tracestate(",".join(members[:11]).encode() + b"\r\n") == ",".join(members[:11])
+
+
+def test_a_tracestate_counts_only_beside_a_valid_traceparent():
+    """Rows 0-3: a valid traceparent with a valid tracestate, with a malformed one, with none;
+    a malformed traceparent with a valid tracestate, which is never read (the W3C: no
+    tracestate without a traceparent)."""
+    ctx = pd.DataFrame({"span_row": [0, 1, 2, 3],
+                        "traceparent": [VALID.encode()] * 3 + [b"00-nope"],
+                        "tracestate": [STATE.encode(), b"Bad", b"", STATE.encode()]})
+    d = df_request_contexts(ctx, np.arange(4))
+    assert d["trace_state_context"].astype(str).tolist() == ["ok", "malformed", "none", "none"]
+    assert d["trace_state"].tolist() == [STATE, "", "", ""]
+
+
+def test_a_span_in_the_callers_trace_carries_its_tracestate_under_the_servers_none():
+    """The OTLP join: the caller's tracestate goes with a span in the caller's trace, not
+    with one under the server's own span (whose tracestate the answer does not say)."""
+    from types import SimpleNamespace
+
+    from analyze.render.otlp import _join_callers
+
+    ctx = contexts_of_answers().assign(tracestate=[STATE.encode()] * 4)
+    req = df_request_contexts(ctx, np.arange(4)).assign(id=np.arange(4))
+    d = pd.DataFrame({"id": np.arange(4), "trace_id": [bytes([i]) * 16 for i in range(4)],
+                      "parent_span_id": [b""] * 4, "trace_state": [""] * 4})
+    _join_callers(SimpleNamespace(requests=req), d)
+    assert d["trace_state"].tolist() == ["", "", STATE, STATE]
+
+
+def test_the_summary_counts_the_tracestates_beside_valid_traceparents():
+    from types import SimpleNamespace
+
+    from analyze.render.summary import trace_context_summary
+
+    req = pd.DataFrame({"trace_context": pd.Categorical(["ok", "ok", "ok", "malformed"]),
+                        "trace_state_context": pd.Categorical(["ok", "malformed", "none",
+                                                               "none"])})
+    meta = {"trace_contexts": {"tracestate": 3}}
+    got = trace_context_summary(SimpleNamespace(requests=req, meta=meta))
+    assert got["tracestate"] == {"ok": 1, "malformed": 1, "read": 3}
