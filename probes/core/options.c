@@ -84,8 +84,9 @@ static const struct opt_spec {
 	  "--span tcp[:PORT]: requests on the target's TCP port (default: each port\n"
 	  "it listens on), from a request's first byte in to its answer's last byte\n"
 	  "out, seen by the kernel (no function to name: Node, Java, any runtime);\n"
-	  "an HTTP/1.x request's traceparent header and its answer's traceresponse\n"
-	  "put its span in the caller's trace, under the service's span",
+	  "an HTTP/1.x request's traceparent header (with its tracestate) and its\n"
+	  "answer's traceresponse put its span in the caller's trace, under the\n"
+	  "service's span",
 	  .args = { TT_MAX_SPANS } },
 	{ .name = "span-exit", .arg = "MODE", .val = 'X', .help =
 	  "how spans end: auto (default: a uretprobe, unless the function's file\n"
