@@ -12,6 +12,7 @@
 #   tcp      tailtrace --pid PID --span tcp: the default events and each request on the port
 #            it listens on; attached before wrk starts and stopped after it ends
 #   traceparent  as tcp, each request with a traceparent of its own (bench/traceparent.lua)
+#   tracestate   as traceparent, with a tracestate of two members beside it (TT_TRACESTATE=1)
 # Prints per round wrk's requests and median latency beside the spans' count and median and the
 # spans programs' BPF time a run (meta.json cost.bpf.spans), then the medians of those over the
 # rounds, and the A/B throughput summary (bench/ab_stats.py).
@@ -38,12 +39,13 @@ while [ $# -gt 0 ]; do
 	--conns) CONNS=$(num_arg "$1" "${2-}"); shift 2 ;;
 	--modes) MODES=${2-}; shift 2 ;;
 	--out) OUT=${2-}; shift 2 ;;
-	-h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option $1 (see --help)" ;;
 	esac
 done
-[[ $MODES =~ ^(none|default|tcp|traceparent)(,(none|default|tcp|traceparent))*$ ]] ||
-	die "--modes expects a list of none,default,tcp,traceparent, got '$MODES'"
+modes_re='(none|default|tcp|traceparent|tracestate)'
+[[ $MODES =~ ^$modes_re(,$modes_re)*$ ]] ||
+	die "--modes expects a list of none,default,tcp,traceparent,tracestate, got '$MODES'"
 [[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline of every ratio)"
 [ "$(id -u)" -eq 0 ] || die "needs root (BPF): run it as root"
 [ "$ROUNDS" -ge 1 ] && [ "$SECONDS_" -ge 2 ] && [ "$CONNS" -ge 1 ] ||
@@ -73,11 +75,14 @@ measure() { # mode round: one wrk run under that mode; appends a JSON line
 	none) ;;
 	default) start_tracer 20 "$TMP/tracer.log" 'attached to' "$TAILTRACE" --pid "$NODE_PID" \
 		--out "$run" ;;
-	tcp | traceparent) start_tracer 20 "$TMP/tracer.log" 'attached to' "$TAILTRACE" \
+	tcp | traceparent | tracestate) start_tracer 20 "$TMP/tracer.log" 'attached to' "$TAILTRACE" \
 		--pid "$NODE_PID" --span tcp --out "$run" ;;
 	esac
-	[ "$mode" = traceparent ] && script=(-s "$top/bench/traceparent.lua")
-	TT_TRACEPARENT_LOG=$TMP/sent wrk -t2 -c"$CONNS" -d"${SECONDS_}s" --latency "${script[@]}" \
+	case $mode in traceparent | tracestate) script=(-s "$top/bench/traceparent.lua") ;; esac
+	state=0
+	[ "$mode" = tracestate ] && state=1
+	TT_TRACESTATE=$state TT_TRACEPARENT_LOG=$TMP/sent wrk -t2 -c"$CONNS" -d"${SECONDS_}s" \
+		--latency "${script[@]}" \
 		"$URL" >"$TMP/wrk.out" 2>&1 ||
 		die "wrk failed: $(tail -2 "$TMP/wrk.out")"
 	stop_tracer

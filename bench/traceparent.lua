@@ -1,6 +1,7 @@
 -- wrk: each request carries a W3C traceparent of its own (a fresh trace and parent span id),
 -- and each thread writes what it sent to LOG.<thread> (one "trace parent" line a request) for
--- bench/traceparent_node.py to check against Jaeger.  wrk -s bench/traceparent.lua URL
+-- bench/traceparent_node.py to check against Jaeger. With TT_TRACESTATE=1 a tracestate of two
+-- members goes beside it (bench/tcp_spans.sh's tracestate mode).  wrk -s bench/traceparent.lua URL
 local counter = 0
 local threads = {}
 
@@ -12,6 +13,7 @@ end
 function init(args)
   math.randomseed(os.time() * 1000 + id)
   out = io.open((os.getenv("TT_TRACEPARENT_LOG") or "/tmp/traceparent") .. "." .. id, "w")
+  with_state = os.getenv("TT_TRACESTATE") == "1"
 end
 
 local function hex(n)
@@ -24,7 +26,11 @@ end
 function request()
   local trace, parent = hex(32), hex(16)
   out:write(trace, " ", parent, "\n")
-  return wrk.format("GET", "/", { ["traceparent"] = "00-" .. trace .. "-" .. parent .. "-01" })
+  local headers = { ["traceparent"] = "00-" .. trace .. "-" .. parent .. "-01" }
+  if with_state then
+    headers["tracestate"] = "rojo=" .. parent .. ",congo=t61rcWkgMzE"
+  end
+  return wrk.format("GET", "/", headers)
 end
 
 function done(summary, latency, requests)
