@@ -10,7 +10,10 @@
  * status); id names the request among those in flight in the process. Where the
  * program knows when the request began, NAME__span(id, t_start_ns, status) at its
  * end (t_start_ns on CLOCK_MONOTONIC) makes the whole span one mark: one trap a
- * request instead of two, and no state kept between the marks.
+ * request instead of two, and no state kept between the marks. Arguments after
+ * those may point to the request's W3C traceparent and tracestate values (NULL
+ * without): `--span usdt:BIN:PROVIDER:NAME,traceparent=arg3,tracestate=arg4`
+ * puts its span in the caller's trace.
  */
 #ifndef TT_USDT_H
 #define TT_USDT_H
@@ -26,5 +29,7 @@
 
 #define TT_USDT2(provider, name, a, b) STAP_PROBE2(provider, name, a, b)
 #define TT_USDT3(provider, name, a, b, c) STAP_PROBE3(provider, name, a, b, c)
+#define TT_USDT4(provider, name, a, b, c, d) STAP_PROBE4(provider, name, a, b, c, d)
+#define TT_USDT5(provider, name, a, b, c, d, e) STAP_PROBE5(provider, name, a, b, c, d, e)
 
 #endif

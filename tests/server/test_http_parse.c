@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests of the orders-server HTTP parser and reply builder: complete,
- * partial (every prefix), pipelined, malformed and oversized inputs. */
+ * partial (every prefix), pipelined, malformed and oversized inputs; the
+ * trace-context headers. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,21 @@ static void test_complete_post(void)
 	CHECK(r.total_len == strlen(s));
 	CHECK(r.body == s + strlen(s) - 10);
 	CHECK(memcmp(r.body, "{\"qty\":12}", 10) == 0);
+}
+
+/* The trace-context headers' values, by name in any case, past the blanks after
+ * the colon; NULL without them. */
+static void test_trace_context(void)
+{
+	const char *s = "GET /health HTTP/1.1\r\nHost: x\r\nTraceParent:\t 00-ab-cd-01\r\n"
+			"tracestate: k=v\r\n\r\n";
+	struct http_request r;
+
+	CHECK(parse(s, &r) == HTTP_PARSE_OK);
+	CHECK(r.traceparent == strstr(s, "00-ab-cd-01"));
+	CHECK(r.tracestate == strstr(s, "k=v\r\n"));
+	CHECK(parse("GET / HTTP/1.1\r\nHost: x\r\n\r\n", &r) == HTTP_PARSE_OK);
+	CHECK(r.traceparent == NULL && r.tracestate == NULL);
 }
 
 /* Every strict prefix is INCOMPLETE before the head ends, NEED_BODY after. */
@@ -291,6 +307,7 @@ int main(void)
 {
 	test_complete_get();
 	test_complete_post();
+	test_trace_context();
 	test_every_prefix();
 	test_pipelined();
 	test_keep_alive_rules();

@@ -144,8 +144,12 @@ static void conn_process(struct conn *c, const struct orders_config *cfg, struct
 		t_start_ns = tt_now_ns();
 		TT_USDT2(orders, request__start, (uintptr_t)c, req.total_len);
 		status = orders_handle(cfg, &req, &c->out, &keep);
-		TT_USDT2(orders, request__done, (uintptr_t)c, status);
-		TT_USDT3(orders, request__span, (uintptr_t)c, t_start_ns, status);
+		/* with the caller's trace context (NULL without): `--span usdt:orders-server:
+		 * orders:request,traceparent=arg3,tracestate=arg4` puts the span in its trace */
+		TT_USDT4(orders, request__done, (uintptr_t)c, status, req.traceparent,
+			 req.tracestate);
+		TT_USDT5(orders, request__span, (uintptr_t)c, t_start_ns, status, req.traceparent,
+			 req.tracestate);
 		pos += req.total_len;
 		c->sent_continue = 0;
 		c->served = 1;

@@ -211,6 +211,10 @@ static enum http_parse_status parse_field(const char *s, size_t n, uint64_t max_
 		parse_connection(s + v0, v1 - v0, req);
 	} else if (name_is(s, i, "expect")) {
 		req->expect_continue = name_is(s + v0, v1 - v0, "100-continue");
+	} else if (name_is(s, i, "traceparent")) {
+		req->traceparent = s + v0;
+	} else if (name_is(s, i, "tracestate")) {
+		req->tracestate = s + v0;
 	}
 	return HTTP_PARSE_OK;
 }

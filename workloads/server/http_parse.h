@@ -45,6 +45,11 @@ struct http_request {
 	size_t head_len;        /* bytes of request line + headers + CRLF */
 	const char *body;       /* buf + head_len */
 	size_t total_len;       /* head_len + content_length */
+	/* The W3C trace-context headers' values (traceparent, tracestate), pointing
+	 * into the buffer (each ends at its line's CR); NULL without. The last of
+	 * each name counts. */
+	const char *traceparent;
+	const char *tracestate;
 };
 
 /* Parse the start of buf[0..len). max_body_bytes bounds Content-Length. */
