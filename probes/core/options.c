@@ -80,7 +80,10 @@ static const struct opt_spec {
 	  "at the request's end if BIN has it, else a span from NAME__start to\n"
 	  "NAME__done (or _start/_begin to _end/_done; NAME may be START,END), paired\n"
 	  "by their first argument (a request id) if both have one, else by thread;\n"
-	  "the end probe's second argument is the span's return value\n"
+	  "the end probe's second argument is the span's return value;\n"
+	  "NAME,traceparent=argN[,tracestate=argM]: the end probe's arguments N and M\n"
+	  "point to the request's W3C trace-context values (NUL-, CR- or LF-ended,\n"
+	  "NULL without): its span goes in the caller's trace\n"
 	  "--span tcp[:PORT]: requests on the target's TCP port (default: each port\n"
 	  "it listens on), from a request's first byte in to its answer's last byte\n"
 	  "out, seen by the kernel (no function to name: Node, Java, any runtime);\n"
@@ -425,6 +428,66 @@ static int parse_pids(struct tt_opts *o, char *arg, char *err, size_t len)
 }
 
 /* usdt:BIN:PROVIDER:NAME -> binary, provider, symbol = NAME (in place). */
+/* opt up to eq is key. */
+static bool key_is(const char *opt, const char *eq, const char *key)
+{
+	return (size_t)(eq - opt) == strlen(key) && !strncmp(opt, key, strlen(key));
+}
+
+/* One ",traceparent=argN" or ",tracestate=argN" of a USDT span: the argument,
+ * kept as N + 1 in sp. */
+static int parse_span_context_arg(struct tt_span_spec *sp, const char *opt, const char *given,
+				  char *err, size_t len)
+{
+	const char *eq = strchr(opt, '=');
+	unsigned char *which = NULL;
+	unsigned long n = 0;
+	char *end = NULL;
+
+	if (eq && key_is(opt, eq, "traceparent"))
+		which = &sp->traceparent_arg;
+	else if (eq && key_is(opt, eq, "tracestate"))
+		which = &sp->tracestate_arg;
+	if (which && !strncmp(eq + 1, "arg", 3) && eq[4] >= '0' && eq[4] <= '9') {
+		errno = 0;
+		n = strtoul(eq + 4, &end, 10);
+	}
+	if (!which || !end || *end || errno || n > TT_USDT_MAX_ARG) {
+		snprintf(err, len, "--span '%s': '%s': expected traceparent=argN or tracestate=argN "
+			 "with N 0..%d (the probe argument pointing to the header's value)", given,
+			 opt, TT_USDT_MAX_ARG);
+		return -EINVAL;
+	}
+	*which = (unsigned char)(n + 1);
+	return 0;
+}
+
+/* NAME[,traceparent=argN][,tracestate=argM]: the options after NAME (those with an
+ * '='; NAME itself may be START,END) cut off it and parsed. */
+static int parse_span_context_args(struct tt_span_spec *sp, char *name, const char *given,
+				   char *err, size_t len)
+{
+	char *opt;
+	int e;
+
+	while ((opt = strrchr(name, ',')) && strchr(opt, '=')) {
+		*opt++ = '\0';
+		if ((e = parse_span_context_arg(sp, opt, given, err, len)))
+			return e;
+	}
+	if (sp->tracestate_arg && !sp->traceparent_arg) {
+		snprintf(err, len, "--span '%s': tracestate=argN needs traceparent=argM beside it "
+			 "(a tracestate is read only with a traceparent)", given);
+		return -EINVAL;
+	}
+	if (sp->tracestate_arg && sp->tracestate_arg == sp->traceparent_arg) {
+		snprintf(err, len, "--span '%s': traceparent and tracestate name the same argument",
+			 given);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int parse_span_usdt(struct tt_span_spec *sp, char *arg, const char *given, char *err,
 			   size_t len)
 {
@@ -436,13 +499,13 @@ static int parse_span_usdt(struct tt_span_spec *sp, char *arg, const char *given
 		if (i < 2 && s)
 			*s++ = '\0';
 		if (!f[i][0] || (i < 2 && !s) || (i == 2 && strchr(f[i], ':'))) {
-			snprintf(err, len, "--span '%s': expected usdt:BIN:PROVIDER:NAME "
-				 "(e.g. usdt:httpload:httpload:request)", given);
+			snprintf(err, len, "--span '%s': expected usdt:BIN:PROVIDER:NAME[,traceparent="
+				 "argN[,tracestate=argM]] (e.g. usdt:httpload:httpload:request)", given);
 			return -EINVAL;
 		}
 	}
 	*sp = (struct tt_span_spec){ .binary = f[0], .provider = f[1], .symbol = f[2] };
-	return 0;
+	return parse_span_context_args(sp, f[2], given, err, len);
 }
 
 /* tcp or tcp:PORT -> a TCP span: 1 if arg is one, 0 if not (tcp:SYMBOL: a file

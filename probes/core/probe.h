@@ -20,6 +20,7 @@
 
 #define TT_MAX_SPANS 8
 #define TT_MAX_ALSO_PIDS 4 /* --also-pid: more processes traced beside the target */
+#define TT_USDT_MAX_ARG 11 /* the last USDT argument libbpf reads (BPF_USDT_MAX_ARG_CNT) */
 #define TT_MAX_PIDS 8      /* --pid PID[,PID...]: the targets (== TT_TARGETS_MAX, filter.h) */
 
 enum tt_event {
@@ -39,6 +40,9 @@ struct tt_span_spec {
 	const char *provider; /* usdt:BIN:PROVIDER:NAME: the USDT provider; NULL: a function */
 	bool tcp;             /* tcp[:PORT]: requests on a server's TCP port (binary, symbol NULL) */
 	unsigned tcp_port;    /* 0: every port the target listens on */
+	/* usdt:...,traceparent=argN[,tracestate=argM]: the end probe's arguments that
+	 * point to the request's W3C trace-context values, as N + 1; 0: none */
+	unsigned char traceparent_arg, tracestate_arg;
 };
 
 struct tt_opts {

@@ -301,6 +301,19 @@ uint64_t span_plan_cost_ns(const struct span_plan *p)
 	return usite_cost_ns(p->entry.cls) + exit_ns;
 }
 
+/* A USDT span's trace-context arguments, after its description in buf. */
+static void usdt_describe_context(const struct span_plan *p, char *buf, size_t len)
+{
+	size_t n = strlen(buf);
+
+	if (!p->usdt.traceparent_arg || n >= len)
+		return;
+	n += (size_t)snprintf(buf + n, len - n, "; the caller's traceparent from arg%u",
+			      p->usdt.traceparent_arg - 1u);
+	if (p->usdt.tracestate_arg && n < len)
+		snprintf(buf + n, len - n, ", its tracestate from arg%u", p->usdt.tracestate_arg - 1u);
+}
+
 void span_plan_describe(const struct span_plan *p, char *buf, size_t len)
 {
 	int n = 0, by_cls[USITE_NCLASS] = { 0 };
@@ -317,6 +330,7 @@ void span_plan_describe(const struct span_plan *p, char *buf, size_t len)
 			 "~%.1f us a call", p->usdt.end, p->usdt.end_sites,
 			 p->usdt.end_sites == 1 ? "" : "s", usite_class_name(p->entry.cls),
 			 span_plan_cost_ns(p) / 1000.0);
+		usdt_describe_context(p, buf, len);
 		return;
 	}
 	if (p->mode == SPAN_EXIT_USDT) {
@@ -326,6 +340,7 @@ void span_plan_describe(const struct span_plan *p, char *buf, size_t len)
 			 p->usdt.end, p->usdt.end_sites, p->usdt.end_sites == 1 ? "" : "s",
 			 usite_class_name(p->exits[0].cls),
 			 p->usdt.by_arg ? "first argument" : "thread", span_plan_cost_ns(p) / 1000.0);
+		usdt_describe_context(p, buf, len);
 		return;
 	}
 	o = (size_t)snprintf(buf, len, "entry +0x%llx (%s)",

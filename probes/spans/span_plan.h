@@ -64,6 +64,9 @@ struct span_plan {
 		int start_sites, end_sites; /* places each is compiled in (all are probed) */
 		int start_nargs, end_nargs;
 		bool by_arg;          /* paired by the first argument, else by thread */
+		/* the end probe's arguments pointing to the request's traceparent and
+		 * tracestate values, as N + 1 (tt_span_spec); 0: none */
+		unsigned char traceparent_arg, tracestate_arg;
 	} usdt;
 	struct span_tcp {         /* SPAN_EXIT_TCP: no sites, two tracepoints for every span */
 		char name[64];        /* "tcp:3000" (symbol points here) */
@@ -91,6 +94,11 @@ int span_plan_build(const char *path, const char *symbol, int want, const struct
  * 0, or -errno with a one-line reason (the probes it has) in err. */
 int span_plan_usdt(const char *path, const char *provider, const char *name, struct span_plan *p,
 		   char *err, size_t len);
+/* The end probe's arguments (N + 1; 0: none) that point to the request's trace
+ * context, checked against what the probe has and what the span reads itself. 0,
+ * or -EINVAL with a one-line reason in err. */
+int span_plan_usdt_context(struct span_plan *p, unsigned traceparent_arg, unsigned tracestate_arg,
+			   char *err, size_t len);
 /* Plan a span of the requests on TCP port `port` of process pid (0: each port
  * it listens on; pid 0: any process, port needed). 0, or -errno with a
  * one-line reason in err. */

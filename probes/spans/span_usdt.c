@@ -222,3 +222,55 @@ int span_plan_usdt(const char *path, const char *provider, const char *name, str
 		 p->usdt.by_arg ? "their first argument" : "thread (a probe has no argument)");
 	return 0;
 }
+
+/* The end probe's arguments the span reads itself: the request's id, the start
+ * time of the one mark, the return value. */
+static unsigned usdt_args_used(const struct span_usdt_pair *u)
+{
+	unsigned own = u->once ? 3 : 2;
+
+	return (unsigned)u->end_nargs < own ? (unsigned)u->end_nargs : own;
+}
+
+static int check_context_arg(const struct span_plan *p, const char *header, unsigned arg,
+			     char *err, size_t len)
+{
+	const struct span_usdt_pair *u = &p->usdt;
+	unsigned n = arg - 1;
+
+	if (n >= (unsigned)u->end_nargs) {
+		if (u->end_nargs)
+			snprintf(err, len, "usdt %s:%s: %s=arg%u, but %s has %d argument%s "
+				 "(arg0..arg%d)", u->provider, p->symbol, header, n, u->end,
+				 u->end_nargs, u->end_nargs == 1 ? "" : "s", u->end_nargs - 1);
+		else
+			snprintf(err, len, "usdt %s:%s: %s=arg%u, but %s has no arguments",
+				 u->provider, p->symbol, header, n, u->end);
+		return -EINVAL;
+	}
+	if (n < usdt_args_used(u)) {
+		snprintf(err, len, "usdt %s:%s: %s=arg%u, but arg0..arg%u of %s are the span's own "
+			 "(%s): name an argument after them", u->provider, p->symbol, header, n,
+			 usdt_args_used(u) - 1, u->end, u->once ? "request id, start time, return value" :
+			 "request id, return value");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int span_plan_usdt_context(struct span_plan *p, unsigned traceparent_arg, unsigned tracestate_arg,
+			   char *err, size_t len)
+{
+	int r;
+
+	if (!traceparent_arg)
+		return 0;
+	r = check_context_arg(p, "traceparent", traceparent_arg, err, len);
+	if (!r && tracestate_arg)
+		r = check_context_arg(p, "tracestate", tracestate_arg, err, len);
+	if (r)
+		return r;
+	p->usdt.traceparent_arg = (unsigned char)traceparent_arg;
+	p->usdt.tracestate_arg = (unsigned char)tracestate_arg;
+	return 0;
+}

@@ -543,6 +543,73 @@ static __always_inline int mark_start_at(struct pt_regs *ctx, bool slots)
 	return 0;
 }
 
+/* A ring message for a span with its request's trace context, with room for a
+ * tracestate or without: the message (*ms: the larger one, or NULL; *size: what
+ * was reserved), or NULL with the ring full (counted). */
+static __always_inline struct spans_context_msg *
+context_reserve(bool with_state, struct spans_context_state_msg **ms, __u64 *size)
+{
+	struct spans_context_msg *m;
+
+	if (with_state) {
+		*ms = bpf_ringbuf_reserve(&events, sizeof(**ms), 0);
+		m = *ms ? &(*ms)->context : NULL;
+		*size = sizeof(**ms);
+	} else {
+		m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+		*size = sizeof(*m);
+	}
+	if (!m)
+		count(SPANS_CNT_LOST);
+	return m;
+}
+
+/* A USDT span ends: with its request's trace context where the end probe offers
+ * one (the cookie names the arguments pointing to the traceparent and tracestate
+ * values; each read as a string, up to its NUL: the loader keeps it to its line's
+ * end), in one message as tcp_emit sends it; else alone. A NULL traceparent is a
+ * request without one; one that cannot be read is counted. */
+static __always_inline void usdt_emit(struct pt_regs *ctx, __u64 cookie, struct spans_key *k,
+				      struct spans_frame *f, __u64 now, __s64 ret)
+{
+	__u32 parent_arg = SPANS_COOKIE_TRACEPARENT(cookie), tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 state_arg = SPANS_COOKIE_TRACESTATE(cookie);
+	struct spans_context_state_msg *ms = NULL;
+	struct spans_context_msg *m;
+	long parent = 0, state = 0;
+	__u64 size;
+
+	if (parent_arg) {
+		count(SPANS_CNT_USDT_CONTEXT);
+		if (bpf_usdt_arg(ctx, parent_arg - 1, &parent)) {
+			count(SPANS_CNT_CONTEXT_UNREAD);
+			parent = 0;
+		}
+	}
+	if (!parent) {
+		span_emit_on(k, f, 0, now, ret, TT_SPAN_RETURN, tid);
+		return;
+	}
+	if (state_arg && bpf_usdt_arg(ctx, state_arg - 1, &state))
+		state = 0;
+	m = context_reserve(state != 0, &ms, &size);
+	if (!m)
+		return;
+	if (bpf_probe_read_user_str(m->traceparent, sizeof(m->traceparent), (void *)parent) < 0) {
+		count(SPANS_CNT_CONTEXT_UNREAD);
+		bpf_ringbuf_discard(m, 0);
+		span_emit_on(k, f, 0, now, ret, TT_SPAN_RETURN, tid);
+		return;
+	}
+	count(SPANS_CNT_CONTEXT);
+	span_fill(&m->span, k, f, 0, now, ret, TT_SPAN_RETURN, tid);
+	__builtin_memset(m->traceresponse, 0, sizeof(m->traceresponse));
+	if (ms && bpf_probe_read_user_str(ms->tracestate.value, sizeof(ms->tracestate.value),
+					  (void *)state) > 1)
+		count(SPANS_CNT_TRACESTATE);
+	bpf_ringbuf_submit(m, tt_rb_flags(&events, rb_wakeup_bytes, size));
+}
+
 static __always_inline int mark_end_at(struct pt_regs *ctx, bool slots)
 {
 	__u64 cookie = bpf_usdt_cookie(ctx);
@@ -570,7 +637,7 @@ static __always_inline int mark_end_at(struct pt_regs *ctx, bool slots)
 	f.tid = m->tid;
 	if ((SPANS_COOKIE_FLAGS(cookie) & SPANS_COOKIE_RET_ARG) && bpf_usdt_arg(ctx, 1, &ret))
 		count(SPANS_CNT_NO_ARG);
-	span_emit(&sk, &f, 0, bpf_ktime_get_ns(), ret, TT_SPAN_RETURN);
+	usdt_emit(ctx, cookie, &sk, &f, bpf_ktime_get_ns(), ret);
 	return 0;
 }
 
@@ -628,7 +695,7 @@ int span_mark_once(struct pt_regs *ctx)
 	if ((SPANS_COOKIE_FLAGS(cookie) & SPANS_COOKIE_RET_ARG) && bpf_usdt_arg(ctx, 2, &ret))
 		count(SPANS_CNT_NO_ARG);
 	f.t_start_ns = (__u64)t0;
-	span_emit(&k, &f, 0, now, ret, TT_SPAN_RETURN);
+	usdt_emit(ctx, cookie, &k, &f, now, ret);
 	return 0;
 }
 
@@ -719,21 +786,16 @@ static __always_inline void tcp_emit(const struct spans_tcp_key *k, struct spans
 	struct spans_context_state_msg *ms = NULL;
 	struct spans_tracestate *state = NULL;
 	struct spans_context_msg *m;
-	__u64 size = sizeof(*m);
+	__u64 size;
 
 	if (!o->traceparent[0] && !o->traceresponse[0]) {
 		span_emit_on(&key, &f, 0, o->t_out_ns, 0, TT_SPAN_RETURN, o->tid);
 		return;
 	}
-	if (o->tracestate && (state = bpf_map_lookup_elem(&tcp_tracestate, k))) {
-		ms = bpf_ringbuf_reserve(&events, sizeof(*ms), 0);
-		m = ms ? &ms->context : NULL;
-		size = sizeof(*ms);
-	} else {
-		m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
-	}
+	if (o->tracestate)
+		state = bpf_map_lookup_elem(&tcp_tracestate, k);
+	m = context_reserve(state != NULL, &ms, &size);
 	if (!m) {
-		count(SPANS_CNT_LOST);
 		tcp_tracestate_drop(k, o);
 		return;
 	}

@@ -184,7 +184,9 @@ static int spans_plan_one(struct tt_ctx *ctx, const struct tt_span_spec *sp,
 	}
 	if (sp->provider)
 		return span_plan_usdt(path, sp->provider, sp->symbol, plan, ctx->err,
-				      sizeof(ctx->err));
+				      sizeof(ctx->err)) ?:
+		       span_plan_usdt_context(plan, sp->traceparent_arg, sp->tracestate_arg,
+					      ctx->err, sizeof(ctx->err));
 	err = syms_elf_offset(path, sp->symbol, &off);
 	if (err == -ENOENT) {
 		err = spans_find_demangled(ctx, sp, path, mangled, mlen);
@@ -305,18 +307,20 @@ static void spans_refuse(struct spans_state *st, const struct tt_opts *o, int i)
 static int attach_usdt_span(struct tt_ctx *ctx, struct spans_state *st, int i)
 {
 	const struct span_plan *p = &st->plans[i];
+	/* the end's condition byte names its trace-context arguments */
+	unsigned context = SPANS_COOKIE_CONTEXT(p->usdt.traceparent_arg, p->usdt.tracestate_arg);
 	bool hash = !features_atomics();
 	unsigned flags;
 	int err;
 
 	if (p->usdt.once)
 		return attach_usdt(ctx, st, st->skel->progs.span_mark_once, p, p->usdt.end,
-				   SPANS_COOKIE(i, SPANS_SITE_RET, 0,
+				   SPANS_COOKIE(i, SPANS_SITE_RET, context,
 						p->usdt.end_nargs >= 3 ? SPANS_COOKIE_RET_ARG : 0));
 	flags = (p->usdt.by_arg ? SPANS_COOKIE_BY_ARG : 0) |
 		(p->usdt.end_nargs >= 2 ? SPANS_COOKIE_RET_ARG : 0);
 	err = attach_usdt(ctx, st, prog_named(st, hash ? "span_mark_end_hash" : "span_mark_end", 0),
-			  p, p->usdt.end, SPANS_COOKIE(i, SPANS_SITE_RET, 0, flags));
+			  p, p->usdt.end, SPANS_COOKIE(i, SPANS_SITE_RET, context, flags));
 	return err ?: attach_usdt(ctx, st, prog_named(st, hash ? "span_mark_start_hash" :
 						      "span_mark_start", 0),
 				  p, p->usdt.start, SPANS_COOKIE(i, SPANS_SITE_ENTRY, 0, flags));
@@ -511,6 +515,17 @@ static void spans_tcp_configure(struct spans_state *st)
 	}
 }
 
+/* Whether the spans carry their requests' trace contexts (span_contexts.bin): a
+ * tcp:PORT span's, read from its bytes, or a USDT span's whose end offers one. */
+static bool spans_read_contexts(const struct spans_state *st)
+{
+	for (int i = 0; i < st->nplans; i++)
+		if (st->plans[i].mode == SPAN_EXIT_USDT && st->plans[i].usdt.traceparent_arg &&
+		    !st->refused[i])
+			return true;
+	return st->skel->rodata->tcp_context;
+}
+
 /* Each tcp:PORT request's traceparent, read from the bytes the target's read()
  * or recv() copied (the registers its syscall entered with say where to), and
  * its answer's traceresponse; under the flight recorder too (a capture keeps the
@@ -626,7 +641,7 @@ static int spans_setup(struct tt_ctx *ctx, void **state)
 		err = -errno;
 		spans_err(ctx, "spans: cannot create %s/spans.bin: %s", o->out_dir, strerror(errno));
 	}
-	if (!err && st->skel->rodata->tcp_context &&
+	if (!err && spans_read_contexts(st) &&
 	    !(st->contexts = probe_open_kind(ctx, TT_REC_SPAN_CONTEXT))) {
 		err = -errno;
 		spans_err(ctx, "spans: cannot create %s/span_contexts.bin: %s", o->out_dir,
@@ -784,6 +799,15 @@ static void tcp_json(FILE *f, const struct span_tcp *t)
 }
 
 /* meta.json "span_sites": how each span was planned (docs/probes/spans.md). */
+/* A USDT argument kept as N + 1: N, or null for none. */
+static void json_write_arg(FILE *f, unsigned arg)
+{
+	if (arg)
+		fprintf(f, "%u", arg - 1);
+	else
+		fputs("null", f);
+}
+
 static void spans_meta(void *state, FILE *f)
 {
 	struct spans_state *st = state;
@@ -823,9 +847,15 @@ static void spans_meta(void *state, FILE *f)
 				json_write_string(f, p->usdt.start);
 			fprintf(f, ", \"end\": ");
 			json_write_string(f, p->usdt.end);
-			fprintf(f, ", \"start_sites\": %d, \"end_sites\": %d, \"paired_by\": \"%s\"}",
+			fprintf(f, ", \"start_sites\": %d, \"end_sites\": %d, \"paired_by\": \"%s\"",
 				p->usdt.start_sites, p->usdt.end_sites,
 				p->usdt.once ? "one_mark" : p->usdt.by_arg ? "argument" : "thread");
+			/* the end's arguments holding the request's trace context, or null */
+			fprintf(f, ", \"traceparent_arg\": ");
+			json_write_arg(f, p->usdt.traceparent_arg);
+			fprintf(f, ", \"tracestate_arg\": ");
+			json_write_arg(f, p->usdt.tracestate_arg);
+			fputc('}', f);
 		}
 		fprintf(f, "%s, \"followed\": %d, \"tail_ends\": %d, \"indirect_jumps\": %d, "
 			"\"cost_ns_per_call\": %llu}", p->mode == SPAN_EXIT_USDT ? "" : "]", p->followed, p->tail_ends, p->indirect_jumps,
@@ -835,13 +865,14 @@ static void spans_meta(void *state, FILE *f)
 	/* calls not recorded: their thread or goroutine found the table of open spans full */
 	fprintf(f, "  \"spans_state_full\": %llu, \"spans_state_entries\": %u,\n",
 		(unsigned long long)spans_counter(st, SPANS_CNT_STATE_FULL), spans_open_entries());
-	/* tcp:PORT requests' trace contexts: read, how many carried a traceparent, how
-	 * many answers a traceresponse */
-	if (st->skel && st->skel->rodata->tcp_context)
+	/* the requests' trace contexts (tcp:PORT requests, USDT ends that offer one):
+	 * looked at, how many carried a traceparent, how many answers a traceresponse */
+	if (st->skel && spans_read_contexts(st))
 		fprintf(f, "  \"trace_contexts\": {\"requests\": %llu, \"traceparent\": %llu, "
 			"\"tracestate\": %llu, \"unread\": %llu, \"traceresponse\": %llu, "
 			"\"answers_unread\": %llu, \"answers_not_http\": %llu, \"written\": %llu},\n",
-			(unsigned long long)spans_counter(st, SPANS_CNT_TCP_IN),
+			(unsigned long long)(spans_counter(st, SPANS_CNT_TCP_IN) +
+					     spans_counter(st, SPANS_CNT_USDT_CONTEXT)),
 			(unsigned long long)spans_counter(st, SPANS_CNT_CONTEXT),
 			(unsigned long long)spans_counter(st, SPANS_CNT_TRACESTATE),
 			(unsigned long long)spans_counter(st, SPANS_CNT_CONTEXT_UNREAD),

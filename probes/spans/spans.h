@@ -35,16 +35,19 @@ enum spans_counter {
 	SPANS_CNT_NO_ARG,    /* USDT site whose argument could not be read */
 	SPANS_CNT_BAD_START, /* one-mark USDT span whose start is not a time before its end */
 	SPANS_CNT_TCP_IN,    /* tcp:PORT requests whose first bytes arrived */
-	SPANS_CNT_CONTEXT,   /* tcp:PORT requests that carried a traceparent header */
-	SPANS_CNT_TRACESTATE, /* of them, those that carried a tracestate header too */
+	SPANS_CNT_CONTEXT,   /* requests that carried a traceparent: a tcp:PORT request's
+			      * header, a USDT end's argument pointing to one */
+	SPANS_CNT_TRACESTATE, /* of them, those that carried a tracestate too */
 	SPANS_CNT_CONTEXT_UNREAD, /* requests whose first bytes no read() or recv() was seen
-			      * to copy (another call, io_uring, or read before it began) */
+			      * to copy (another call, io_uring, or read before it began);
+			      * USDT ends whose traceparent could not be read */
 	SPANS_CNT_RESPONSE_CONTEXT, /* tcp:PORT answers that carried a traceresponse header */
 	SPANS_CNT_RESPONSE_UNREAD, /* answers whose first bytes no write() or send() of the
 			      * target's was seen to send (sent from softirq, sendfile, a
 			      * buffer past the first of a vector) */
 	SPANS_CNT_RESPONSE_NOT_HTTP, /* answers whose first bytes are not an HTTP status line
 			      * (another protocol on the port: nothing to scan) */
+	SPANS_CNT_USDT_CONTEXT, /* ends of USDT spans whose traceparent argument was looked at */
 	SPANS_CNT_NR,
 };
 
@@ -59,6 +62,11 @@ enum spans_counter {
 #define SPANS_COOKIE_SITE(c) ((__u32)((c) >> 8) & 0xff)
 #define SPANS_COOKIE_CC(c) ((__u32)((c) >> 16) & 0xff)
 #define SPANS_COOKIE_FLAGS(c) ((__u32)((c) >> 24) & 0xff)
+/* A USDT end's condition byte (it has no jump): the arguments pointing to its
+ * request's traceparent and tracestate, as N + 1 (0: none). */
+#define SPANS_COOKIE_CONTEXT(traceparent, tracestate) ((traceparent) | (tracestate) << 4)
+#define SPANS_COOKIE_TRACEPARENT(c) (SPANS_COOKIE_CC(c) & 0xf)
+#define SPANS_COOKIE_TRACESTATE(c) (SPANS_COOKIE_CC(c) >> 4)
 
 /* Programs a kernel without BPF cookies gets per --span (span_enter_ncN,
  * span_exit_ncN): TT_MAX_SPANS (probe.h). */
@@ -155,8 +163,9 @@ struct spans_tcp_open {
 	char traceresponse[SPANS_TRACEPARENT_BYTES];
 };
 
-/* A tcp:PORT span with the trace context its request and its answer carried: the
- * span and the headers' values, one ring message (the loader writes both files). */
+/* A span with the trace context its request and its answer carried (a tcp:PORT
+ * request's headers, a USDT end's arguments): the span and the values, one ring
+ * message (the loader writes both files). */
 struct spans_context_msg {
 	struct tt_span span;
 	char traceparent[SPANS_TRACEPARENT_BYTES];
