@@ -329,6 +329,22 @@ def test_usdt_one_mark_spans(tmp_path, record_property):
     usdt_spans(tmp_path, record_property, "once", ["once", "200", "500", "0"], "--span usdt")
 
 
+@pytest.mark.feature("--span usdt: trace context")
+def test_usdt_spans_trace_context(tmp_path, record_property):
+    """orders-server's one mark request__span carries each request's traceparent and
+    tracestate values in arg3 and arg4: of 40 requests by turns valid, valid with a long
+    tracestate, malformed and without (test_usdt_spans.orders_with_trace_contexts), the 20
+    valid ones' spans join their callers' traces, read from the target's memory at the mark."""
+    from test_tcp_spans import check_trace_contexts
+    from test_usdt_spans import usdt_context_run
+
+    sent, out = usdt_context_run(tmp_path, "request", timeout=SLOW)
+    if refused(record_property, out, "--span usdt", tmp_path):
+        return
+    got = check_trace_contexts(tmp_path, sent)
+    report(record_property, tmp_path, **got)
+
+
 @pytest.mark.feature("--span tcp")
 def test_tcp_spans(tmp_path, record_property):
     """tcp_server.py answers each request 50 ms after it: 20 requests on one connection are 20

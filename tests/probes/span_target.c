@@ -11,6 +11,10 @@
  *   span_target once N US BAD  N calls of tt_span_work(i, US), each followed by one
  *                           mark once__span(i, t_start_ns, 2*i+1) carrying its start;
  *                           then 2*BAD marks whose start is 0 or a second ahead.
+ *   span_target context N   N marks context__span(i, t_start_ns, 2*i+1, traceparent,
+ *                           tracestate), by turns with the i-th trace context (trace id
+ *                           i + 1, parent id 2i + 1, tracestate k=vi), with NULL, and
+ *                           with pointers that point to no memory.
  *   span_target recurse D   calls tt_span_recurse(D) once: D+1 nested calls.
  *   span_target jump N      N calls of tt_span_escape() that leave by longjmp
  *                           (their return is never seen), then N normal
@@ -221,6 +225,29 @@ static int run_overlap(long n)
 	return 0;
 }
 
+/* context N: the trace-context arguments of a one-mark span, valid, NULL or unreadable
+ * by turns. */
+static void run_context(long n)
+{
+	const char *unmapped = (const char *)8;
+	char parent[64], state[32];
+
+	for (long i = 0; i < n; i++) {
+		uint64_t t0 = tt_now_ns();
+
+		snprintf(parent, sizeof(parent), "00-%032lx-%016lx-01", i + 1, 2 * i + 1);
+		snprintf(state, sizeof(state), "k=v%ld", i);
+		if (i % 3 == 0)
+			TT_USDT5(span_target, context__span, i, t0, 2 * i + 1, parent, state);
+		else if (i % 3 == 1)
+			TT_USDT5(span_target, context__span, i, t0, 2 * i + 1, (const char *)NULL,
+				 (const char *)NULL);
+		else
+			TT_USDT5(span_target, context__span, i, t0, 2 * i + 1, unmapped, unmapped);
+	}
+	printf("context=%ld\n", n);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "overlap"))
@@ -293,11 +320,15 @@ int main(int argc, char **argv)
 		run_forks(atol(argv[2]));
 		return 0;
 	}
+	if (argc == 3 && !strcmp(argv[1], "context")) {
+		run_context(atol(argv[2]));
+		return 0;
+	}
 	if (argc == 3 && !strcmp(argv[1], "recurse")) {
 		printf("recurse=%ld\n", tt_span_recurse(atol(argv[2])));
 		return 0;
 	}
-	fprintf(stderr, "usage: span_target work N SLEEP_US | once N SLEEP_US BAD | spin N US | serve N SLEEP_US CPU_US | many N M... | recurse DEPTH | jump N | "
+	fprintf(stderr, "usage: span_target work N SLEEP_US | once N SLEEP_US BAD | context N | spin N US | serve N SLEEP_US CPU_US | many N M... | recurse DEPTH | jump N | "
 		"fork N | overlap N\n");
 	return 2;
 }

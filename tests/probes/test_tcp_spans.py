@@ -201,25 +201,32 @@ def sent_tracestate(kind: str, parent: str) -> str:
             "named": ",".join(LONG_STATE[:11])}.get(kind, "")
 
 
+def trace_context_head(i: int) -> tuple[str, str, str, str]:
+    """The i-th request's trace-context headers, by turns: a valid traceparent (its name in
+    lower case) after a tracestate, a valid one named "TraceParent" before a tracestate longer
+    than the kernel keeps, a malformed one (not hex) with a tracestate, none with a
+    tracestate; a header of SECRET after them. Returns (kind, trace id, parent id, the header
+    lines), the ids unique to the request (sent_tracestate: its tracestate)."""
+    kind = ("valid", "named", "malformed", "none")[i % 4]
+    trace, parent = f"{0x4bf92f35 + i:032x}", f"{0xb7ad6b71 + i:016x}"
+    state = f"tracestate: congo=t61rcWkgMzE,rojo={parent}\r\n"
+    head = {"valid": f"{state}traceparent: 00-{trace}-{parent}-01\r\n",
+            "named": f"TraceParent:\t00-{trace}-{parent}-00\r\n"
+                     f"TraceState:\t{','.join(LONG_STATE)}\r\n",
+            "malformed": f"traceparent: 00-{'g' * 32}-{parent}-01\r\n{state}",
+            "none": state}[kind]
+    return kind, trace, parent, f"{head}X-Secret: {SECRET}\r\n"
+
+
 def traced_requests(port: int, n: int) -> list[tuple[str, str, str]]:
-    """n requests on one connection, by turns: a valid traceparent (its name in lower case)
-    after a tracestate, a valid one named "TraceParent" before a tracestate longer than the
-    kernel keeps, a malformed one (not hex) with a tracestate, none with a tracestate; each
-    answered before the next, a header of SECRET after those. Returns (kind, trace id, parent
-    id) of each, the ids unique to the request (sent_tracestate: its tracestate)."""
+    """n requests on one connection with the headers of trace_context_head, each answered
+    before the next. Returns (kind, trace id, parent id) of each."""
     sent = []
     with socket.create_connection(("127.0.0.1", port)) as sk:
         for i in range(n):
-            kind = ("valid", "named", "malformed", "none")[i % 4]
-            trace, parent = f"{0x4bf92f35 + i:032x}", f"{0xb7ad6b71 + i:016x}"
-            state = f"tracestate: congo=t61rcWkgMzE,rojo={parent}\r\n"
-            head = {"valid": f"{state}traceparent: 00-{trace}-{parent}-01\r\n",
-                    "named": f"TraceParent:\t00-{trace}-{parent}-00\r\n"
-                             f"TraceState:\t{','.join(LONG_STATE)}\r\n",
-                    "malformed": f"traceparent: 00-{'g' * 32}-{parent}-01\r\n{state}",
-                    "none": state}[kind]
+            kind, trace, parent, head = trace_context_head(i)
             sk.sendall(f"GET /small HTTP/1.1\r\nHost: x\r\nUser-Agent: {'a' * 300}\r\n"
-                       f"{head}X-Secret: {SECRET}\r\nAccept: */*\r\n\r\n".encode())
+                       f"{head}Accept: */*\r\n\r\n".encode())
             assert recv_answer(sk) == SIZE
             sent.append((kind, trace, parent))
     return sent

@@ -11,7 +11,9 @@ the request id (the first argument) can untangle. Real BPF: run as root."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ import pytest
 from orders_proc import Server
 from analyze.load.schema import load_schema, read_records
 from test_spans import BUILD, expect_error, spans, tailtrace, tailtrace_bg
+from test_tcp_spans import check_trace_contexts, trace_context_head
 
 SERVER = BUILD / "workloads" / "server" / "orders-server"
 HTTPLOAD = BUILD / "workloads" / "httpload" / "httpload"
@@ -89,7 +92,8 @@ def test_httpload_one_mark_spans_start_at_its_own_clock(server, tmp_path, model)
         d1 = q["t_end_ns"].astype(np.int64) - r["t_end_ns"].astype(np.int64)
         assert ((d1 >= 0) & (d1 < 100 * MS)).all(), d1.max()
     assert site["usdt"] == {"provider": "httpload", "start": None, "end": "request__span",
-                            "start_sites": 0, "end_sites": 3, "paired_by": "one_mark"}
+                            "start_sites": 0, "end_sites": 3, "paired_by": "one_mark",
+                            "traceparent_arg": None, "tracestate_arg": None}
     assert site["entry"]["class"] == "nop5" and site["exits"] == []
 
 
@@ -125,6 +129,89 @@ def test_orders_server_usdt_spans_by_pid(server, tmp_path):
     assert sorted(s["ret"].tolist()) == sorted(req["status"].tolist())
     assert (s["pid"] == srv.pid).all()
     assert (s["t_end_ns"] >= s["t_start_ns"]).all()
+
+
+def orders_with_trace_contexts(port: int, n: int) -> list[tuple[str, str, str]]:
+    """n GET /health requests to orders-server on one connection with the trace-context
+    headers of trace_context_head, each answered (200) before the next: (kind, trace id,
+    parent id) of each."""
+    sent = []
+    with socket.create_connection(("127.0.0.1", port)) as sk:
+        for i in range(n):
+            kind, trace, parent, head = trace_context_head(i)
+            sk.sendall(f"GET /health HTTP/1.1\r\nHost: x\r\n{head}\r\n".encode())
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += sk.recv(65536)
+            answer, body = buf.split(b"\r\n\r\n", 1)
+            assert answer.startswith(b"HTTP/1.1 200"), answer
+            size = int(answer.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            while len(body) < size:
+                body += sk.recv(65536)
+            sent.append((kind, trace, parent))
+    return sent
+
+
+# orders-server's end probes and the arguments holding the request's traceparent and
+# tracestate values: request__span(conn, t_start_ns, status, traceparent, tracestate), and
+# request__done(conn, status, traceparent, tracestate) of the pair
+CONTEXT_ARGS = {"request": (3, 4), "request__start,request__done": (2, 3)}
+
+
+def usdt_context_run(tmp_path, name: str, n: int = 40, timeout: float = 60) -> tuple[list, str]:
+    """orders-server traced by pid with --span usdt:...:NAME,traceparent=argN,tracestate=argM
+    (CONTEXT_ARGS) while orders_with_trace_contexts sends it n requests: what that returned,
+    and what tailtrace said."""
+    srv = Server("--workers", "2")
+    parent, state = CONTEXT_ARGS[name]
+    try:
+        tt, head = tailtrace_bg(tmp_path, "--pid", str(srv.pid), "--events", "spans", "--span",
+                                f"usdt:{SERVER}:orders:{name},traceparent=arg{parent},"
+                                f"tracestate=arg{state}")
+        sent = orders_with_trace_contexts(srv.port, n)
+        time.sleep(0.2)
+        tt.terminate()
+        _, err = tt.communicate(timeout=timeout)
+        assert tt.returncode == 0, head + err
+    finally:
+        srv.stop()
+    return sent, head + err
+
+
+@pytest.mark.parametrize("name", list(CONTEXT_ARGS))
+def test_orders_servers_trace_context_arguments_put_its_spans_in_the_callers_traces(
+        tmp_path, name):
+    """orders-server passes each request's traceparent and tracestate values (NULL without)
+    to its end probes (CONTEXT_ARGS). 40 requests, a quarter each valid, valid with a
+    tracestate longer than kept, malformed, and without: the valid ones' spans are in their
+    callers' traces with their tracestates, the malformed counted and ignored, no later
+    header's bytes in the run's files (the same oracle as the tcp:PORT spans')."""
+    sent, said = usdt_context_run(tmp_path, name)
+    parent, state = CONTEXT_ARGS[name]
+    assert f"the caller's traceparent from arg{parent}, its tracestate from arg{state}" in said
+    got = check_trace_contexts(tmp_path, sent)
+    assert got == {"requests": 40, "in_callers_traces": 20}
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["trace_contexts"]["requests"] == 40
+    usdt = meta["span_sites"][0]["usdt"]
+    assert (usdt["traceparent_arg"], usdt["tracestate_arg"]) == (parent, state)
+
+
+@pytest.mark.parametrize("spec,said", [
+    ("request,traceparent=arg12", "expected traceparent=argN or tracestate=argN with N 0..11"),
+    ("request,traceparent=3", "expected traceparent=argN or tracestate=argN"),
+    ("request,parent=arg3", "'parent=arg3': expected traceparent=argN"),
+    ("request,tracestate=arg4", "tracestate=argN needs traceparent=argM beside it"),
+    ("request,traceparent=arg3,tracestate=arg3", "name the same argument"),
+    ("request,traceparent=arg5", "traceparent=arg5, but request__span has 5 arguments (arg0..arg4)"),
+    ("request,traceparent=arg1",
+     "arg0..arg2 of request__span are the span's own (request id, start time, return value)"),
+    ("request__start,request__done,traceparent=arg1",
+     "arg0..arg1 of request__done are the span's own (request id, return value)")])
+def test_a_bad_trace_context_argument_is_refused_in_one_line(tmp_path, spec, said):
+    p = tailtrace(tmp_path, "--events", "spans", "--span", f"usdt:{SERVER}:orders:{spec}",
+                  "--", str(SERVER), "--help")
+    expect_error(p, said)
 
 
 def test_unknown_usdt_names_list_the_providers_probes(tmp_path):
@@ -194,6 +281,29 @@ def test_one_mark_spans_take_their_start_from_the_argument(tmp_path):
     assert sorted(s["ret"].tolist()) == [2 * i + 1 for i in range(200)]
     dur = (s["t_end_ns"] - s["t_start_ns"]).astype(np.int64)
     assert (dur >= 300_000).all() and np.median(dur) < 100 * MS
+
+
+def test_trace_context_arguments_null_or_unreadable_are_counted(tmp_path):
+    """60 marks context__span(i, t_start_ns, 2i+1, traceparent, tracestate), by turns with
+    the i-th trace context, NULL and pointers to no memory: 60 spans; the 20 valid ones in
+    the i-th trace under parent 2i+1 with tracestate k=vi; the 20 unreadable counted unread,
+    the 20 NULL ones without a context, like a request without the header."""
+    p = tailtrace(tmp_path, "--events", "spans", "--span",
+                  f"usdt:{TARGET}:span_target:context,traceparent=arg3,tracestate=arg4",
+                  "--", str(TARGET), "context", "60")
+    assert p.returncode == 0, p.stderr
+    meta = json.loads((tmp_path / "meta.json").read_text())["trace_contexts"]
+    assert meta == {"requests": 60, "traceparent": 20, "tracestate": 20, "unread": 20,
+                    "traceresponse": 0, "answers_unread": 0, "answers_not_http": 0,
+                    "written": 20}, meta
+    from analyze.load.load import load_run
+    req = load_run(tmp_path).requests.sort_values("ret")
+    assert sorted(req["ret"].tolist()) == [2 * i + 1 for i in range(60)]
+    ok = req[req["trace_context"] == "ok"]
+    assert [int(r, 16) for r in ok["trace_id"]] == [i + 1 for i in range(0, 60, 3)]
+    assert [int(r, 16) for r in ok["parent_span_id"]] == [2 * i + 1 for i in range(0, 60, 3)]
+    assert ok["trace_state"].tolist() == [f"k=v{i}" for i in range(0, 60, 3)]
+    assert (req["trace_context"] != "malformed").all()
 
 
 def test_probes_without_arguments_pair_by_thread(tmp_path):
