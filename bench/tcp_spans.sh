@@ -2,17 +2,22 @@
 # Requests of a Node.js server as the kernel sees them (--span tcp), against wrk's own count and
 # latency; and what tracing them costs (docs/benchmarks.md, "TCP spans").
 #
-#   bench/tcp_spans.sh [--rounds R] [--seconds S] [--conns C] [--modes LIST] [--out DIR]
+#   bench/tcp_spans.sh [--server node|orders] [--rounds R] [--seconds S] [--conns C]
+#                      [--modes LIST] [--out DIR]
 #
-# bench/third_party/node_server.js (warmed up first: the JIT has compiled the handler) under
-# wrk -t2 -cC --latency for S seconds. Modes (default: all), alternating in every round (ABC,
-# CBA, ...):
+# bench/third_party/node_server.js (warmed up first: the JIT has compiled the handler), or
+# orders-server (--server orders: GET /health), under wrk -t2 -cC --latency for S seconds.
+# Modes (default: none,default,tcp), alternating in every round (ABC, CBA, ...):
 #   none     the server alone
 #   default  tailtrace --pid PID, the default events
 #   tcp      tailtrace --pid PID --span tcp: the default events and each request on the port
 #            it listens on; attached before wrk starts and stopped after it ends
 #   traceparent  as tcp, each request with a traceparent of its own (bench/traceparent.lua)
 #   tracestate   as traceparent, with a tracestate of two members beside it (TT_TRACESTATE=1)
+#   usdt     orders-server only: --span usdt:orders-server:orders:request (its one mark),
+#            each request with a traceparent and a tracestate as in tracestate mode
+#   usdtcontext  as usdt, the span reading them from the mark's arguments
+#            (request,traceparent=arg3,tracestate=arg4)
 # Prints per round wrk's requests and median latency beside the spans' count and median and the
 # spans programs' BPF time a run (meta.json cost.bpf.spans), then the medians of those over the
 # rounds, and the A/B throughput summary (bench/ab_stats.py).
@@ -31,28 +36,31 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ROUNDS=6 SECONDS_=6 CONNS=32 OUT="" MODES=none,default,tcp
+ROUNDS=6 SECONDS_=6 CONNS=32 OUT="" MODES=none,default,tcp SERVER=node
 while [ $# -gt 0 ]; do
 	case $1 in
+	--server) SERVER=${2-}; shift 2 ;;
 	--rounds) ROUNDS=$(num_arg "$1" "${2-}"); shift 2 ;;
 	--seconds) SECONDS_=$(num_arg "$1" "${2-}"); shift 2 ;;
 	--conns) CONNS=$(num_arg "$1" "${2-}"); shift 2 ;;
 	--modes) MODES=${2-}; shift 2 ;;
 	--out) OUT=${2-}; shift 2 ;;
-	-h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option $1 (see --help)" ;;
 	esac
 done
-modes_re='(none|default|tcp|traceparent|tracestate)'
+modes_re='(none|default|tcp|traceparent|tracestate|usdt|usdtcontext)'
 [[ $MODES =~ ^$modes_re(,$modes_re)*$ ]] ||
-	die "--modes expects a list of none,default,tcp,traceparent,tracestate, got '$MODES'"
+	die "--modes expects a list of none,default,tcp,traceparent,tracestate,usdt,usdtcontext, got '$MODES'"
+case $SERVER in node | orders) ;; *) die "--server expects node or orders, got '$SERVER'" ;; esac
+[[ $SERVER = orders || ,$MODES, != *,usdt* ]] || die "the usdt modes need --server orders"
 [[ ,$MODES, == *,none,* ]] || die "--modes must include none (the baseline of every ratio)"
 [ "$(id -u)" -eq 0 ] || die "needs root (BPF): run it as root"
 [ "$ROUNDS" -ge 1 ] && [ "$SECONDS_" -ge 2 ] && [ "$CONNS" -ge 1 ] ||
 	die "--rounds and --conns must be at least 1, --seconds at least 2"
 TAILTRACE=$BUILD/probes/tailtrace
 need_bin "$TAILTRACE"
-command -v node >/dev/null || die "needs node: apt-get install nodejs"
+[ "$SERVER" = orders ] || command -v node >/dev/null || die "needs node: apt-get install nodejs"
 command -v wrk >/dev/null || die "needs wrk: apt-get install wrk"
 OUT=${OUT:-results/$(date -u +%Y%m%dT%H%M%SZ)-bench-tcp-spans}
 mkdir -p "$OUT"
@@ -61,11 +69,17 @@ RESULTS=$OUT/results.jsonl
 : >"$RESULTS"
 
 PORT=$(port_free)
-node "$top/bench/third_party/node_server.js" "$PORT" "$TMP/audit.log" >"$TMP/node.log" 2>&1 &
-NODE_PID=$!
-for _ in $(seq 100); do grep -q "port $PORT" "$TMP/node.log" && break; sleep 0.1; done
-grep -q "port $PORT" "$TMP/node.log" || die "node did not start: $(tail -2 "$TMP/node.log")"
-URL=http://127.0.0.1:$PORT/
+ORDERS=$BUILD/workloads/server/orders-server
+if [ "$SERVER" = orders ]; then
+	need_bin "$ORDERS"
+	"$ORDERS" --port "$PORT" --workers 2 >"$TMP/node.log" 2>&1 &
+	NODE_PID=$! URL=http://127.0.0.1:$PORT/health READY="listening on"
+else
+	node "$top/bench/third_party/node_server.js" "$PORT" "$TMP/audit.log" >"$TMP/node.log" 2>&1 &
+	NODE_PID=$! URL=http://127.0.0.1:$PORT/ READY="port $PORT"
+fi
+for _ in $(seq 100); do grep -q "$READY" "$TMP/node.log" && break; sleep 0.1; done
+grep -q "$READY" "$TMP/node.log" || die "$SERVER did not start: $(tail -2 "$TMP/node.log")"
 wrk -t2 -c"$CONNS" -d3s "$URL" >/dev/null # warm up: the JIT compiles the handler
 
 measure() { # mode round: one wrk run under that mode; appends a JSON line
@@ -77,11 +91,15 @@ measure() { # mode round: one wrk run under that mode; appends a JSON line
 		--out "$run" ;;
 	tcp | traceparent | tracestate) start_tracer 20 "$TMP/tracer.log" 'attached to' "$TAILTRACE" \
 		--pid "$NODE_PID" --span tcp --out "$run" ;;
+	usdt | usdtcontext) start_tracer 20 "$TMP/tracer.log" 'attached to' "$TAILTRACE" \
+		--pid "$NODE_PID" --span "usdt:$ORDERS:orders:request$(
+			[ "$mode" = usdtcontext ] && echo ,traceparent=arg3,tracestate=arg4)" --out "$run" ;;
 	esac
-	case $mode in traceparent | tracestate) script=(-s "$top/bench/traceparent.lua") ;; esac
+	case $mode in traceparent | tracestate | usdt*) script=(-s "$top/bench/traceparent.lua") ;; esac
 	state=0
-	[ "$mode" = tracestate ] && state=1
-	TT_TRACESTATE=$state TT_TRACEPARENT_LOG=$TMP/sent wrk -t2 -c"$CONNS" -d"${SECONDS_}s" \
+	case $mode in tracestate | usdt*) state=1 ;; esac
+	TT_TRACESTATE=$state TT_TRACEPARENT_LOG=$TMP/sent TT_TRACEPARENT_PATH=${URL#http://*/} \
+		wrk -t2 -c"$CONNS" -d"${SECONDS_}s" \
 		--latency "${script[@]}" \
 		"$URL" >"$TMP/wrk.out" 2>&1 ||
 		die "wrk failed: $(tail -2 "$TMP/wrk.out")"
@@ -125,7 +143,9 @@ print(f"{sys.argv[1]}: round {r['round']} {r['mode']:<5} {r['rps']:9.0f} req/s, 
 PY
 }
 
-echo "$ME: node $(node --version) $URL, wrk -t2 -c$CONNS -d${SECONDS_}s; $ROUNDS rounds of $MODES"
+WHAT=orders-server
+[ "$SERVER" = node ] && WHAT="node $(node --version)"
+echo "$ME: $WHAT $URL, wrk -t2 -c$CONNS -d${SECONDS_}s; $ROUNDS rounds of $MODES"
 cd "$top"
 ab_rounds "$ROUNDS" "$MODES" "$RESULTS"
 python3 - "$RESULTS" <<'PY'

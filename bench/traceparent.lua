@@ -1,7 +1,8 @@
 -- wrk: each request carries a W3C traceparent of its own (a fresh trace and parent span id),
 -- and each thread writes what it sent to LOG.<thread> (one "trace parent" line a request) for
 -- bench/traceparent_node.py to check against Jaeger. With TT_TRACESTATE=1 a tracestate of two
--- members goes beside it (bench/tcp_spans.sh's tracestate mode).  wrk -s bench/traceparent.lua URL
+-- members goes beside it (bench/tcp_spans.sh's tracestate mode). The path is
+-- /$TT_TRACEPARENT_PATH (default /).  wrk -s bench/traceparent.lua URL
 local counter = 0
 local threads = {}
 
@@ -14,6 +15,7 @@ function init(args)
   math.randomseed(os.time() * 1000 + id)
   out = io.open((os.getenv("TT_TRACEPARENT_LOG") or "/tmp/traceparent") .. "." .. id, "w")
   with_state = os.getenv("TT_TRACESTATE") == "1"
+  path = "/" .. (os.getenv("TT_TRACEPARENT_PATH") or "")
 end
 
 local function hex(n)
@@ -30,7 +32,7 @@ function request()
   if with_state then
     headers["tracestate"] = "rojo=" .. parent .. ",congo=t61rcWkgMzE"
   end
-  return wrk.format("GET", "/", headers)
+  return wrk.format("GET", path, headers)
 end
 
 function done(summary, latency, requests)
