@@ -50,7 +50,8 @@ stack ids are int32 and the CPUs int16, to shrink the memory of large traces):
   span_contexts: span_row (the span's row in spans.bin), tid, t_start_ns, t_end_ns (that
             span's; 0 in runs before 2026-12-03), traceparent, traceresponse, tracestate
             (bytes: the headers' values as a tcp:PORT request and its answer carried them,
-            to their line's end, b"" without; trace_context.py parses them)
+            or a USDT end's arguments pointed to, to their line's end, b"" without;
+            trace_context.py parses them)
 Beside them, dicts: stacks {(stream, id): frames, leaf first} (stacks.jsonl) and wait_names
 {(pid, futex word): (symbol, offset, object, size)} (wait_names.jsonl: the global variable holding
 each word waited on; explain/known_locks.py).
@@ -85,7 +86,7 @@ PRODUCER = {
     "tasks": "tailtrace --out RUN_DIR (any event set)",
     "occupancy": "tailtrace --events runq,cpu --out RUN_DIR",
     "occupants": "tailtrace --events runq,cpu --out RUN_DIR",
-    "span_contexts": "tailtrace --span tcp:PORT --out RUN_DIR",
+    "span_contexts": "tailtrace --span tcp:PORT (or usdt:BIN:PROV:NAME,traceparent=argN) --out RUN_DIR",
 }
 RUNQ_KINDS = ["wakeup", "preempt", "wakeup_new"]  # enum tt_runq_kind order
 # enum tt_waker_ctx order (records.h): who can be blamed for a wakeup

@@ -1,6 +1,7 @@
 """The W3C trace context a request carried (https://www.w3.org/TR/trace-context/): the
 traceparent header tailtrace read from a tcp:PORT request's first bytes
-(probes/spans/spans.bpf.c tcp_read, span_contexts.bin), and the traceresponse header of its
+(probes/spans/spans.bpf.c tcp_read, span_contexts.bin) or that a USDT end's argument pointed
+to (usdt_emit), and the traceresponse header of its
 answer (Trace Context Level 2, https://www.w3.org/TR/trace-context-2/: the server's own span,
 sent by tracing that offers it; tcp_answer_read), parsed and checked here, never trusted as
 they came.

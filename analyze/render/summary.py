@@ -515,7 +515,7 @@ def records_throttled_ns(rq: pd.DataFrame, quota: dict) -> int:
 
 
 def trace_context_summary(run) -> dict | None:
-    """How many tcp:PORT requests carried a valid traceparent (their spans join the callers'
+    """How many requests (tcp:PORT, or USDT ends passing one) carried a valid traceparent (their spans join the callers'
     traces), a malformed one (ignored), or none; with the kernel's count of requests whose
     first bytes no read() or recv() was seen to copy (meta.json trace_contexts). The same
     for their answers' traceresponse headers (the server's own span: the request's span goes
